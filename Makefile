@@ -1,0 +1,16 @@
+# The two commands of the README. Everything they need is installed by scripts/setup.sh.
+.PHONY: demo test setup lint
+
+demo:
+	scripts/setup.sh
+	.venv/bin/lagscope demo
+
+test:
+	scripts/setup.sh --system
+	.venv/bin/ruff check .
+	.venv/bin/mypy
+	.venv/bin/pytest
+
+lint:
+	.venv/bin/ruff check .
+	.venv/bin/mypy

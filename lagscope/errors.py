@@ -1,0 +1,64 @@
+"""The exceptions lagscope raises, under one root.
+
+    LagscopeError
+    ├── ConfigError            invalid configuration (raised at start-up, before any connection)
+    ├── BrokerError            the local test/demo broker could not be fetched, started or stopped
+    │   └── JarsUnavailable    the Kafka jars are missing and Maven could not fetch them
+    ├── KafkaUnavailable       a cluster did not answer (connection refused, timeout, no coordinator)
+    ├── ProtocolError          a Kafka response could not be understood
+    ├── RecordDecodeError      a __consumer_offsets record could not be decoded
+    ├── LakeError              the sample lake could not be read or written
+    └── ScenarioError          a simulator scenario is invalid or failed to run
+
+Third-party errors are wrapped at the boundary: ``raise KafkaUnavailable(...) from exc``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BrokerError",
+    "ConfigError",
+    "JarsUnavailable",
+    "KafkaUnavailable",
+    "LagscopeError",
+    "LakeError",
+    "ProtocolError",
+    "RecordDecodeError",
+    "ScenarioError",
+]
+
+
+class LagscopeError(Exception):
+    """Root of every error lagscope raises on purpose."""
+
+
+class ConfigError(LagscopeError):
+    """Invalid configuration; the message is one line naming the field."""
+
+
+class BrokerError(LagscopeError):
+    """The local broker could not be fetched, started or stopped."""
+
+
+class JarsUnavailable(BrokerError):
+    """The Kafka jars are not in the cache and Maven could not fetch them."""
+
+
+class KafkaUnavailable(LagscopeError):
+    """A Kafka cluster or one of its brokers did not answer."""
+
+
+class ProtocolError(LagscopeError):
+    """A Kafka response could not be understood."""
+
+
+class RecordDecodeError(LagscopeError):
+    """A record of __consumer_offsets could not be decoded (truncated, unknown version, …)."""
+
+
+class LakeError(LagscopeError):
+    """The sample lake could not be read or written."""
+
+
+class ScenarioError(LagscopeError):
+    """A simulator scenario is invalid or could not be run."""

@@ -1,0 +1,258 @@
+"""The lake contract: every table lagscope writes, each field with its meaning and unit.
+
+This module is the source of truth for the sample lake (written by the collector) and the
+result tables (written by the analytics). docs/lake.md points here.
+
+Layout (Hive-style partitions, readable by Spark, DuckDB and pyarrow as they are)::
+
+    <lake>/<table>/cluster=<name>/date=<YYYY-MM-DD>/<file>.parquet
+
+- Files are written whole under a temporary name and renamed into place (see
+  :mod:`lagscope.lake`), so a crash never leaves half a file and a reader never sees one.
+- Every file carries ``lagscope.schema_version`` and ``lagscope.table`` in its Parquet
+  key-value metadata.
+- Timestamps are UTC, ``timestamp[ms, tz=UTC]``. Offsets are int64. Durations say their unit
+  in their name (``_ms``, ``_s``).
+- ``cluster`` and ``date`` are partition columns: they are in the path, not in the file.
+
+Sample lake tables (collector): ``offsets``, ``members``, ``sweeps``; with the
+``__consumer_offsets`` tail on: ``commits``, ``group_events``.
+Result tables (analytics): ``lag_trends``, ``rebalances``, ``anomalies``, ``status``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+__all__ = [
+    "ANOMALIES",
+    "COMMITS",
+    "GROUP_EVENTS",
+    "LAG_TRENDS",
+    "MEMBERS",
+    "OFFSETS",
+    "PARTITION_COLUMNS",
+    "REBALANCES",
+    "RESULT_TABLES",
+    "SAMPLE_TABLES",
+    "SCHEMA_VERSION",
+    "STATUS",
+    "SWEEPS",
+    "TABLES",
+    "Table",
+]
+
+#: bumped when a table's columns change meaning or type; readers check it
+SCHEMA_VERSION = 1
+
+#: the partition columns of every table, in path order
+PARTITION_COLUMNS = ("cluster", "date")
+
+TS = pa.timestamp("ms", tz="UTC")
+
+
+def _f(name: str, type_: pa.DataType, doc: str, *, nullable: bool = True) -> pa.Field:
+    return pa.field(name, type_, nullable=nullable, metadata={"doc": doc})
+
+
+@dataclass(frozen=True)
+class Table:
+    """A lake table: its name, its Arrow schema (without the partition columns), its purpose."""
+
+    name: str
+    schema: pa.Schema
+    doc: str
+
+    def field_docs(self) -> dict[str, str]:
+        return {f.name: (f.metadata or {}).get(b"doc", b"").decode() for f in self.schema}
+
+
+_ASSIGNMENT = pa.list_(pa.struct([("topic", pa.string()), ("partition", pa.int32())]))
+
+# --------------------------------------------------------------------------------------------
+# Sample lake (collector)
+# --------------------------------------------------------------------------------------------
+
+OFFSETS = Table("offsets", pa.schema([
+    _f("sweep_ts", TS, "The sweep's timestamp: one value for every row of one sweep.", nullable=False),
+    _f("group_id", pa.string(), "Consumer group id.", nullable=False),
+    _f("topic", pa.string(), "Topic name.", nullable=False),
+    _f("partition", pa.int32(), "Partition number.", nullable=False),
+    _f("committed_offset", pa.int64(),
+       "The group's committed offset (the next offset it will consume); null when none."),
+    _f("commit_leader_epoch", pa.int32(), "Leader epoch stored with the commit; null when unknown."),
+    _f("commit_metadata", pa.string(), "Metadata string stored with the commit; null when none."),
+    _f("log_start_offset", pa.int64(), "Earliest offset still in the log (ListOffsets earliest)."),
+    _f("log_end_offset", pa.int64(), "High watermark (ListOffsets latest, read_uncommitted)."),
+    _f("last_stable_offset", pa.int64(),
+       "Last stable offset (ListOffsets latest, read_committed): the end for read_committed "
+       "consumers; equals log_end_offset when no transaction is open."),
+    _f("member_id", pa.string(), "Current owner's member id; null when unassigned."),
+    _f("client_id", pa.string(), "Current owner's client.id; null when unassigned."),
+    _f("host", pa.string(), "Current owner's host as the coordinator sees it; null when unassigned."),
+    _f("group_state", pa.string(),
+       "Group state at the sweep: Stable, PreparingRebalance, CompletingRebalance, Empty, Dead, "
+       "Assigning, Reconciling (KIP-848), Unknown."),
+    _f("lag", pa.int64(),
+       "Offset lag at the sweep: max(0, end - committed), end = last_stable_offset for "
+       "read_committed groups else log_end_offset; null when no commit."),
+]), "One row per (sweep, group, topic, partition).")
+
+MEMBERS = Table("members", pa.schema([
+    _f("sweep_ts", TS, "The sweep's timestamp.", nullable=False),
+    _f("group_id", pa.string(), "Consumer group id.", nullable=False),
+    _f("group_state", pa.string(), "Group state at the sweep (see offsets.group_state)."),
+    _f("protocol_type", pa.string(), "'consumer' for consumer groups; other types for Connect etc."),
+    _f("protocol", pa.string(),
+       "Assignor (classic protocol: range, roundrobin, cooperative-sticky, …) or the server "
+       "assignor (KIP-848: uniform, range)."),
+    _f("group_protocol", pa.string(), "'classic' or 'consumer' (KIP-848)."),
+    _f("generation", pa.int32(), "Generation id (classic) or group epoch (KIP-848); null if unknown."),
+    _f("member_id", pa.string(), "Member id; null for a group with no members (one row with nulls)."),
+    _f("group_instance_id", pa.string(), "Static membership id (group.instance.id); null if dynamic."),
+    _f("client_id", pa.string(), "The member's client.id."),
+    _f("host", pa.string(), "The member's host as the coordinator sees it."),
+    _f("subscribed_topics", pa.list_(pa.string()), "Topics the member subscribes to."),
+    _f("assignment", _ASSIGNMENT, "Partitions assigned to the member."),
+]), "One row per (sweep, group, member); a group with no members has one row with null member.")
+
+SWEEPS = Table("sweeps", pa.schema([
+    _f("sweep_ts", TS, "The sweep's timestamp (start).", nullable=False),
+    _f("duration_ms", pa.float64(), "Wall time of the sweep in milliseconds."),
+    _f("ok", pa.bool_(), "True when the sweep completed; false when it failed (see error).",
+       nullable=False),
+    _f("error", pa.string(), "What failed; null when ok."),
+    _f("groups", pa.int32(), "Groups recorded."),
+    _f("partitions", pa.int32(), "Group-partition rows recorded."),
+    _f("members", pa.int32(), "Member rows recorded."),
+    _f("group_errors", pa.int32(), "Groups that could not be described or fetched in this sweep."),
+    _f("collector", pa.string(), "Collector instance id (host:pid)."),
+]), "One row per sweep, failed ones included: a gap in the data is a gap, never a zero.")
+
+COMMITS = Table("commits", pa.schema([
+    _f("group_id", pa.string(), "Consumer group id.", nullable=False),
+    _f("topic", pa.string(), "Topic name.", nullable=False),
+    _f("partition", pa.int32(), "Partition number.", nullable=False),
+    _f("committed_offset", pa.int64(), "Committed offset; null for a tombstone (offset deleted)."),
+    _f("leader_epoch", pa.int32(), "Leader epoch stored with the commit (value v3+); null otherwise."),
+    _f("metadata", pa.string(), "Metadata string of the commit."),
+    _f("commit_ts", TS, "Commit timestamp written by the coordinator (exact)."),
+    _f("expire_ts", TS, "Expire timestamp (value v1 only); null otherwise."),
+    _f("record_ts", TS, "Timestamp of the __consumer_offsets record itself.", nullable=False),
+    _f("source_partition", pa.int32(), "__consumer_offsets partition of the record.", nullable=False),
+    _f("source_offset", pa.int64(), "Offset of the record in __consumer_offsets.", nullable=False),
+    _f("value_version", pa.int16(), "Record value version; null for a tombstone."),
+]), "Every offset commit (and offset tombstone) read from __consumer_offsets.")
+
+_EVENT_MEMBER = pa.struct([
+    ("member_id", pa.string()),
+    ("group_instance_id", pa.string()),
+    ("client_id", pa.string()),
+    ("host", pa.string()),
+    ("session_timeout_ms", pa.int32()),
+    ("rebalance_timeout_ms", pa.int32()),
+    ("assignment", _ASSIGNMENT),
+])
+
+GROUP_EVENTS = Table("group_events", pa.schema([
+    _f("group_id", pa.string(), "Consumer group id.", nullable=False),
+    _f("record_type", pa.string(),
+       "'group_metadata' (classic), 'group_tombstone', or a KIP-848 record: 'consumer_group_metadata', "
+       "'consumer_group_member', 'consumer_group_target_assignment', 'consumer_group_current_assignment'."),
+    _f("generation", pa.int32(), "Generation (classic) or group/member epoch (KIP-848)."),
+    _f("protocol_type", pa.string(), "'consumer' etc."),
+    _f("protocol", pa.string(), "Assignor chosen for the generation."),
+    _f("leader", pa.string(), "Member id of the generation's leader."),
+    _f("state_ts", TS, "currentStateTimestamp (value v2+); null otherwise."),
+    _f("members", pa.list_(_EVENT_MEMBER), "Members of the generation with their timeouts."),
+    _f("record_ts", TS, "Timestamp of the __consumer_offsets record.", nullable=False),
+    _f("source_partition", pa.int32(), "__consumer_offsets partition.", nullable=False),
+    _f("source_offset", pa.int64(), "Offset in __consumer_offsets.", nullable=False),
+    _f("value_version", pa.int16(), "Record value version; null for a tombstone."),
+]), "Every group-metadata change read from __consumer_offsets.")
+
+# --------------------------------------------------------------------------------------------
+# Result tables (analytics)
+# --------------------------------------------------------------------------------------------
+
+LAG_TRENDS = Table("lag_trends", pa.schema([
+    _f("window_start", TS, "Start of the one-minute window.", nullable=False),
+    _f("group_id", pa.string(), "Consumer group id.", nullable=False),
+    _f("topic", pa.string(), "Topic; null on the group-level row."),
+    _f("partition", pa.int32(), "Partition; null on topic- and group-level rows."),
+    _f("lag_last", pa.int64(), "Offset lag at the last sample of the window (messages)."),
+    _f("lag_max", pa.int64(), "Largest offset lag in the window (messages)."),
+    _f("produce_rate", pa.float64(), "Δ end offset / Δt over the window (messages/s)."),
+    _f("consume_rate", pa.float64(), "Δ committed offset / Δt over the window (messages/s)."),
+    _f("lag_seconds", pa.float64(),
+       "Time lag at the last sample: now - produce time of the next unconsumed message (s)."),
+    _f("lag_seconds_is_lower_bound", pa.bool_(),
+       "True when the produce time lies before the known end-offset history: lag_seconds is "
+       "'at least' this much, never an extrapolation."),
+    _f("lag_seconds_method", pa.string(), "'exact' (record timestamp), 'interpolated', 'zero' (caught up)."),
+    _f("catchup_eta_s", pa.float64(),
+       "lag / (consume_rate - produce_rate) when positive; null when not catching up."),
+    _f("retention_headroom_s", pa.float64(),
+       "Seconds until the committed offset would fall below the log start at current rates; "
+       "null when it never will."),
+]), "Per partition (and per topic / group rollups), per minute.")
+
+REBALANCES = Table("rebalances", pa.schema([
+    _f("group_id", pa.string(), "Consumer group id.", nullable=False),
+    _f("start_ts", TS, "When the group stopped making progress because membership changed.",
+       nullable=False),
+    _f("end_ts", TS, "When it was Stable again with partitions assigned; null while open."),
+    _f("duration_s", pa.float64(), "end - start in seconds; null while open."),
+    _f("cause", pa.string(),
+       "join | leave | session_timeout | max_poll_interval | static_member_bounce | unknown."),
+    _f("source", pa.string(), "'commit_stream' (exact, from __consumer_offsets) or 'sweeps'."),
+    _f("generation_before", pa.int32(), "Generation before the window."),
+    _f("generation_after", pa.int32(), "Generation after the window."),
+    _f("members_before", pa.list_(pa.string()), "Member ids before."),
+    _f("members_after", pa.list_(pa.string()), "Member ids after."),
+    _f("partitions_moved", pa.int32(), "Partitions whose owner changed."),
+    _f("bound_s", pa.float64(),
+       "Bound implied by the settings: session.timeout + heartbeat.interval + network for a "
+       "crash; rebalance timeout (max.poll.interval) for a slow member (s)."),
+    _f("observed_over_bound", pa.float64(), "duration_s / bound_s."),
+    _f("messages_accumulated", pa.int64(), "Growth of the group's lag during the window (messages)."),
+    _f("max_processing_gap_s", pa.float64(),
+       "Largest per-partition gap: last commit by the old owner → first commit by the new (s)."),
+]), "One row per rebalance window.")
+
+ANOMALIES = Table("anomalies", pa.schema([
+    _f("group_id", pa.string(), "Consumer group id.", nullable=False),
+    _f("topic", pa.string(), "Topic; null for group-level kinds (rebalance_storm)."),
+    _f("partition", pa.int32(), "Partition; null for group- or topic-level kinds."),
+    _f("kind", pa.string(),
+       "commit_gap | stall | stop | rewind | skip | retention_loss | lag_growth | rebalance_storm.",
+       nullable=False),
+    _f("start_ts", TS, "When the anomaly began.", nullable=False),
+    _f("end_ts", TS, "When it ended; null while open."),
+    _f("severity", pa.string(), "info | warning | critical.", nullable=False),
+    _f("magnitude", pa.float64(),
+       "Seconds for commit_gap/stall/stop; messages reprocessed for rewind; messages never "
+       "processed for skip and retention_loss; messages/s for lag_growth; rebalances for storms."),
+    _f("unit", pa.string(), "'s', 'messages', 'messages/s' or 'rebalances'."),
+    _f("detail", pa.string(), "One human sentence: what happened, with the numbers."),
+    _f("key", pa.string(), "Stable identity (kind|cluster|group|topic|partition|start) for dedup.",
+       nullable=False),
+]), "One row per anomaly.")
+
+STATUS = Table("status", pa.schema([
+    _f("eval_ts", TS, "When the evaluation applies (end of its window).", nullable=False),
+    _f("group_id", pa.string(), "Consumer group id.", nullable=False),
+    _f("topic", pa.string(), "Topic; null on the group-level row."),
+    _f("partition", pa.int32(), "Partition; null on the group-level row."),
+    _f("burrow_status", pa.string(), "Burrow-compatible: OK | WARN | ERR | STOP | STALL | REWIND."),
+    _f("status", pa.string(), "lagscope's own: OK | WARN | ERR | STOP | STALL | REWIND | IDLE."),
+    _f("reason", pa.string(), "Why lagscope's status is what it is (one sentence)."),
+    _f("lag", pa.int64(), "Offset lag at eval_ts."),
+    _f("lag_seconds", pa.float64(), "Time lag at eval_ts (s)."),
+]), "Per group and partition over time.")
+
+SAMPLE_TABLES: dict[str, Table] = {t.name: t for t in (OFFSETS, MEMBERS, SWEEPS, COMMITS, GROUP_EVENTS)}
+RESULT_TABLES: dict[str, Table] = {t.name: t for t in (LAG_TRENDS, REBALANCES, ANOMALIES, STATUS)}
+TABLES: dict[str, Table] = {**SAMPLE_TABLES, **RESULT_TABLES}

@@ -1,0 +1,1 @@
+"""Scenario simulator: drives real producers and consumer groups, records ground truth."""

@@ -1,0 +1,62 @@
+"""Shared fixtures: one real Kafka broker per test session, unique names per test.
+
+Every test that talks to Kafka uses ``kafka_broker`` (a real Apache Kafka 4.x KRaft broker on
+127.0.0.1, started once per session and stopped at the end) and creates its own topics and
+groups through ``unique`` so that tests never interfere.
+
+Set ``LAGSCOPE_TEST_BOOTSTRAP=host:port`` to run against a broker you started yourself
+(``lagscope broker start``); the fixture then neither starts nor stops anything.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from lagscope.deploy.broker import LocalBroker
+
+
+class ExternalBroker:
+    """A broker this test session did not start (LAGSCOPE_TEST_BOOTSTRAP)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
+    external = os.environ.get("LAGSCOPE_TEST_BOOTSTRAP")
+    if external:
+        yield ExternalBroker(external)  # type: ignore[misc]
+        return
+    broker = LocalBroker(tmp_path_factory.mktemp("kafka"), sasl_ssl=True)
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def bootstrap(kafka_broker: LocalBroker) -> str:
+    return kafka_broker.bootstrap
+
+
+_counter = itertools.count()
+
+
+@pytest.fixture
+def unique(request: pytest.FixtureRequest) -> str:
+    """A name no other test uses: test name + counter + random suffix (valid as topic/group)."""
+    base = "".join(c if c.isalnum() else "-" for c in request.node.name)[:40].strip("-")
+    return f"{base}-{next(_counter)}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    return tmp_path
