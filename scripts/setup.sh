@@ -34,6 +34,8 @@ if [ "$system" = 1 ]; then
     [ "$(id -u)" = 0 ] || sudo="sudo"
     echo "setup: apt-get install ${need[*]}" >&2
     $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    install() { DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null; }
+    # one retry: an interrupted dpkg run (or a concurrent apt) leaves state that --configure -a repairs
+    install || { sleep 5; $sudo dpkg --configure -a || true; install; }
   fi
 fi
