@@ -8,6 +8,7 @@
     ├── ProtocolError          a Kafka response could not be understood
     ├── RecordDecodeError      a __consumer_offsets record could not be decoded
     ├── LakeError              the sample lake could not be read or written
+    ├── SparkClusterError      a local Spark standalone cluster could not be started or stopped
     └── ScenarioError          a simulator scenario is invalid or failed to run
 
 Third-party errors are wrapped at the boundary: ``raise KafkaUnavailable(...) from exc``.
@@ -25,6 +26,7 @@ __all__ = [
     "ProtocolError",
     "RecordDecodeError",
     "ScenarioError",
+    "SparkClusterError",
 ]
 
 
@@ -58,6 +60,10 @@ class RecordDecodeError(LagscopeError):
 
 class LakeError(LagscopeError):
     """The sample lake could not be read or written."""
+
+
+class SparkClusterError(LagscopeError):
+    """A local Spark standalone master or worker could not be started, reached or stopped."""
 
 
 class ScenarioError(LagscopeError):
