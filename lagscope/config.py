@@ -1,0 +1,542 @@
+"""lagscope's settings: one YAML file, environment overrides, validated before any connection.
+
+    >>> settings = load_config("lagscope.yaml")                     # doctest: +SKIP
+    >>> settings.clusters[0].name, settings.collector.interval_s    # doctest: +SKIP
+    ('prod', 15.0)
+
+Sources, lowest to highest priority: defaults in code, the YAML file, environment variables
+``LAGSCOPE_<SECTION>__<FIELD>`` (``__`` descends one level; a list is indexed by position or,
+for ``clusters``, by cluster name: ``LAGSCOPE_CLUSTERS__prod__SECURITY__PASSWORD``). A value
+that starts with ``[`` or ``{`` is parsed as JSON.
+
+Invalid configuration raises :class:`~lagscope.errors.ConfigError` with ONE line naming the
+field (``clusters[0].security.protocol: Input should be 'PLAINTEXT', …``); the CLI prints it
+as ``config error: …`` and exits with status 2. Secrets are :class:`pydantic.SecretStr`:
+their ``repr``/``str`` is ``**********`` and they never reach a log.
+
+Sections: ``clusters`` (what to sweep), ``collector`` (the sweep loop and the lake),
+``metrics`` (the Prometheus endpoint), and ``analytics``, ``alerts``, ``ui`` (owned by those
+components). ``docs/configuration.md`` is generated from this module
+(``python -m lagscope.config > docs/configuration.md``) and a test keeps it in step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from lagscope.errors import ConfigError
+
+__all__ = [
+    "AlertsConfig",
+    "AnalyticsConfig",
+    "ClusterConfig",
+    "CollectorConfig",
+    "CompactionConfig",
+    "ConsumerOffsetsTailConfig",
+    "GroupFilter",
+    "MetricsConfig",
+    "SecurityConfig",
+    "Settings",
+    "UiConfig",
+    "load_config",
+    "parse_duration",
+    "render_markdown",
+]
+
+ENV_PREFIX = "LAGSCOPE_"
+ENV_DELIMITER = "__"
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)\s*$")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_CLUSTER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def parse_duration(text: str) -> float:
+    """``"90s"``, ``"15m"``, ``"1h"``, ``"2d"``, ``"250ms"`` → seconds. Raises ValueError."""
+    m = _DURATION.match(text)
+    if not m:
+        raise ValueError(f"not a duration: {text!r} (expected a number and ms, s, m, h or d, e.g. '1h')")
+    return float(m.group(1)) * _UNIT_S[m.group(2)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True, frozen=True)
+
+
+class SecurityConfig(_Section):
+    """How to connect and authenticate to a cluster."""
+
+    protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT", description="Kafka security.protocol.")
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = Field(
+        None, description="SASL mechanism; required for SASL_PLAINTEXT and SASL_SSL.")
+    username: str | None = Field(None, description="SASL user name.")
+    password: SecretStr | None = Field(
+        None, description="SASL password (secret: never logged). Prefer password_file or the environment.")
+    password_file: Path | None = Field(
+        None, description="File holding the SASL password (trailing newline stripped); instead of password.")
+    ca_file: Path | None = Field(None, description="PEM file of the CA(s) that signed the brokers' certificates.")
+    cert_file: Path | None = Field(None, description="PEM client certificate (mutual TLS).")
+    key_file: Path | None = Field(None, description="PEM private key of cert_file.")
+    check_hostname: bool = Field(True, description="Verify that the broker certificate matches its host name.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SecurityConfig:
+        sasl = self.protocol.startswith("SASL_")
+        if sasl:
+            if self.sasl_mechanism is None:
+                raise ValueError(f"sasl_mechanism is required with protocol {self.protocol}")
+            if not self.username:
+                raise ValueError(f"username is required with protocol {self.protocol}")
+            if self.password is None and self.password_file is None:
+                raise ValueError(f"password or password_file is required with protocol {self.protocol}")
+        if self.password is not None and self.password_file is not None:
+            raise ValueError("give password or password_file, not both")
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("cert_file and key_file go together")
+        if not self.protocol.endswith("SSL") and (self.ca_file or self.cert_file):
+            raise ValueError(f"ca_file/cert_file need an SSL protocol, not {self.protocol}")
+        for name in ("password_file", "ca_file", "cert_file", "key_file"):
+            path: Path | None = getattr(self, name)
+            if path is not None and not path.is_file():
+                raise ValueError(f"{name}: no such file: {path}")
+        return self
+
+    def resolved_password(self) -> str | None:
+        """The password in clear, for the Kafka client only (never log the result)."""
+        if self.password is not None:
+            return self.password.get_secret_value()
+        if self.password_file is not None:
+            try:
+                return self.password_file.read_text().rstrip("\r\n")
+            except OSError as exc:
+                raise ConfigError(f"security.password_file: cannot read {self.password_file}: "
+                                  f"{exc.strerror}") from exc
+        return None
+
+    def client_options(self) -> dict[str, Any]:
+        """kafka-python keyword arguments for this security setup (holds the clear password)."""
+        opts: dict[str, Any] = {"security_protocol": self.protocol}
+        if self.protocol.startswith("SASL_"):
+            opts.update(sasl_mechanism=self.sasl_mechanism, sasl_plain_username=self.username,
+                        sasl_plain_password=self.resolved_password())
+        if self.protocol.endswith("SSL"):
+            opts["ssl_check_hostname"] = self.check_hostname
+            if self.ca_file:
+                opts["ssl_cafile"] = str(self.ca_file)
+            if self.cert_file:
+                opts["ssl_certfile"] = str(self.cert_file)
+                opts["ssl_keyfile"] = str(self.key_file)
+        return opts
+
+
+def _compile_all(patterns: list[str]) -> list[str]:
+    for p in patterns:
+        try:
+            re.compile(p)
+        except re.error as exc:
+            raise ValueError(f"invalid regular expression {p!r}: {exc}") from exc
+    return patterns
+
+
+class GroupFilter(_Section):
+    """Which groups to sweep: a group is swept when it matches an include pattern (or there are
+    none) and no exclude pattern. Patterns are Python regular expressions matched against the
+    whole group id (``re.fullmatch``)."""
+
+    include: list[str] = Field(default_factory=list, description="Regexes; empty means every group.")
+    exclude: list[str] = Field(default_factory=list, description="Regexes of groups to skip.")
+
+    _check = field_validator("include", "exclude")(_compile_all)
+
+    def matches(self, group_id: str) -> bool:
+        if self.include and not any(re.fullmatch(p, group_id) for p in self.include):
+            return False
+        return not any(re.fullmatch(p, group_id) for p in self.exclude)
+
+
+class ConsumerOffsetsTailConfig(_Section):
+    """The optional tail of ``__consumer_offsets`` (exact commit times, group events)."""
+
+    enabled: bool = Field(False, description="Read __consumer_offsets (needs Read on that topic).")
+    start: str = Field(
+        "1h", description="Where to start on first run: 'earliest', 'latest' or a duration back from now ('1h').")
+
+    @field_validator("start")
+    @classmethod
+    def _start(cls, v: str) -> str:
+        if v not in ("earliest", "latest"):
+            parse_duration(v)
+        return v
+
+
+class ClusterConfig(_Section):
+    """One Kafka cluster to sweep."""
+
+    name: str = Field(description="Cluster name: the lake's cluster partition and the metrics' cluster label.")
+    bootstrap_servers: list[str] = Field(
+        description="host:port list (a comma-separated string is accepted).", min_length=1)
+    security: SecurityConfig = Field(default_factory=SecurityConfig, description="Connection security.")  # type: ignore[arg-type]
+    groups: GroupFilter = Field(default_factory=GroupFilter, description="Which groups to sweep.")  # type: ignore[arg-type]
+    read_committed_groups: list[str] = Field(
+        default_factory=list,
+        description="Regexes of groups that consume with isolation.level=read_committed: their lag is "
+                    "measured against the last stable offset instead of the high watermark.")
+    consumer_offsets_tail: ConsumerOffsetsTailConfig = Field(
+        default_factory=ConsumerOffsetsTailConfig, description="Tail of __consumer_offsets.")  # type: ignore[arg-type]
+
+    _check = field_validator("read_committed_groups")(_compile_all)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _CLUSTER_NAME.match(v):
+            raise ValueError(f"{v!r} is not a valid cluster name (letters, digits, '.', '_', '-'; "
+                             "starting with a letter or digit)")
+        return v
+
+    @field_validator("bootstrap_servers", mode="before")
+    @classmethod
+    def _split(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return [s.strip() for s in v.split(",") if s.strip()]
+        return v
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _hostports(cls, v: list[str]) -> list[str]:
+        for hp in v:
+            host, sep, port = hp.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"{hp!r} is not host:port")
+        return v
+
+    def is_read_committed(self, group_id: str) -> bool:
+        return any(re.fullmatch(p, group_id) for p in self.read_committed_groups)
+
+    def client_options(self) -> dict[str, Any]:
+        """kafka-python keyword arguments (bootstrap + security; holds the clear password)."""
+        return {"bootstrap_servers": list(self.bootstrap_servers), **self.security.client_options()}
+
+
+class CompactionConfig(_Section):
+    """Merging the small per-sweep files of closed hours into one file per partition folder."""
+
+    enabled: bool = Field(True, description="Compact closed hour buckets while collecting.")
+    interval_s: float = Field(300.0, gt=0, description="How often the collector looks for work (s).")
+    grace_s: float = Field(
+        120.0, ge=0, description="An hour bucket is closed this long after it ends (late writers) (s).")
+    min_files: int = Field(2, ge=2, description="Compact a bucket only when it has at least this many files.")
+
+
+class CollectorConfig(_Section):
+    """The sweep loop and the sample lake."""
+
+    interval_s: float = Field(15.0, gt=0, description="Seconds between sweep starts.")
+    lake: str = Field("./lake", description="Root of the sample lake: a local path (or file:// URI).")
+    request_timeout_ms: int = Field(10000, ge=100, description="Timeout of each Kafka request (ms).")
+    sweep_timeout_s: float | None = Field(
+        None, gt=0, description="Give up a sweep after this long; default: the interval, at least 3 request timeouts.")
+    instance: str | None = Field(None, description="Collector instance id in the sweeps table; default host:pid.")
+    compaction: CompactionConfig = Field(default_factory=CompactionConfig, description="Lake compaction.")  # type: ignore[arg-type]
+
+    @field_validator("lake")
+    @classmethod
+    def _lake(cls, v: str) -> str:
+        if "://" in v and not v.startswith("file://"):
+            raise ValueError(f"{v!r}: the collector writes local lakes only (a path or file:// URI); "
+                             "sync it to object storage for Spark")
+        if not v.strip():
+            raise ValueError("lake must not be empty")
+        return v
+
+    @property
+    def lake_path(self) -> Path:
+        return Path(self.lake.removeprefix("file://"))
+
+    def effective_sweep_timeout_s(self) -> float:
+        if self.sweep_timeout_s is not None:
+            return self.sweep_timeout_s
+        return max(self.interval_s, 3 * self.request_timeout_ms / 1000)
+
+
+class MetricsConfig(_Section):
+    """The live Prometheus endpoint of the collector."""
+
+    enabled: bool = Field(True, description="Serve /metrics while collecting.")
+    bind: str = Field("127.0.0.1", description="Address to listen on.")
+    port: int = Field(9308, ge=0, lt=65536, description="TCP port (0 picks a free port).")
+
+
+class AnalyticsConfig(_Section):
+    """Spark analytics (fields added by the analytics component)."""
+
+
+class AlertsConfig(_Section):
+    """Alert webhooks (fields added by the alerts component)."""
+
+
+class UiConfig(_Section):
+    """The Streamlit drill-down app (fields added by the UI component)."""
+
+
+class Settings(BaseSettings):
+    """All of lagscope's settings (see :func:`load_config`)."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter=ENV_DELIMITER,
+                                      extra="forbid", frozen=True, validate_default=True)
+
+    clusters: list[ClusterConfig] = Field(default_factory=list, description="The Kafka clusters to sweep.")
+    collector: CollectorConfig = Field(default_factory=CollectorConfig, description="Sweep loop and lake.")  # type: ignore[arg-type]
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig, description="Prometheus endpoint.")  # type: ignore[arg-type]
+    analytics: AnalyticsConfig = Field(default_factory=AnalyticsConfig, description="Spark analytics.")
+    alerts: AlertsConfig = Field(default_factory=AlertsConfig, description="Alert webhooks.")
+    ui: UiConfig = Field(default_factory=UiConfig, description="Streamlit app.")
+
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # the environment is merged by load_config (it indexes lists, which pydantic-settings
+        # does not), so the model itself only takes what it is given
+        return (init_settings,)
+
+    @field_validator("clusters")
+    @classmethod
+    def _unique_names(cls, v: list[ClusterConfig]) -> list[ClusterConfig]:
+        names = [c.name for c in v]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"cluster names must be unique; repeated: {', '.join(dup)}")
+        return v
+
+    def cluster(self, name: str) -> ClusterConfig:
+        for c in self.clusters:
+            if c.name == name:
+                return c
+        raise ConfigError(f"clusters: no cluster named {name!r}; configured: "
+                          f"{', '.join(c.name for c in self.clusters) or 'none'}")
+
+
+# ------------------------------------------------------------------------------------------------
+# loading
+
+
+def _env_value(raw: str) -> Any:
+    s = raw.strip()
+    if s[:1] in "[{":
+        try:
+            return json.loads(s)
+        except ValueError:
+            return raw
+    return raw
+
+
+def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    """Overlay ``LAGSCOPE_A__B__C=value`` onto ``data`` (lists indexed by position or cluster name)."""
+    for key in sorted(environ):
+        if not key.upper().startswith(ENV_PREFIX) or key.upper() == "LAGSCOPE_TEST_BOOTSTRAP":
+            continue
+        path = key[len(ENV_PREFIX):].split(ENV_DELIMITER)
+        if not path or path[0].lower() not in Settings.model_fields:
+            continue  # other LAGSCOPE_* variables (e.g. LAGSCOPE_KAFKA_CACHE) are not settings
+        node: Any = data
+        for i, part in enumerate(path):
+            last = i == len(path) - 1
+            if isinstance(node, list):
+                idx = _list_index(node, part, key)
+                if last:
+                    node[idx] = _env_value(environ[key])
+                else:
+                    if not isinstance(node[idx], dict):
+                        node[idx] = {}
+                    node = node[idx]
+                continue
+            name = part.lower()
+            if last:
+                node[name] = _env_value(environ[key])
+            else:
+                child = node.get(name)
+                if not isinstance(child, dict | list):
+                    child = node[name] = [] if path[i + 1].isdigit() else {}
+                node = child
+    return data
+
+
+def _list_index(items: list[Any], part: str, key: str) -> int:
+    if part.isdigit():
+        idx = int(part)
+        while len(items) <= idx:
+            items.append({})
+        return idx
+    for idx, item in enumerate(items):
+        if isinstance(item, dict) and item.get("name") == part:
+            return idx
+    raise ConfigError(f"{key}: no list entry named {part!r}")
+
+
+def _loc(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif not (isinstance(part, str) and ("[" in part or part.startswith("function-"))):
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def format_validation_error(exc: ValidationError) -> str:
+    """One line: the first error's field path and message (never the offending value)."""
+    errors = exc.errors(include_input=False, include_url=False)
+    first = errors[0]
+    msg = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+    if first.get("type") == "extra_forbidden":
+        msg = "unknown setting"
+    line = f"{_loc(tuple(first.get('loc', ())))}: {msg}"
+    if len(errors) > 1:
+        line += f" (and {len(errors) - 1} more)"
+    return " ".join(line.split())
+
+
+def load_config(path: str | Path | None = None, *, environ: Mapping[str, str] | None = None) -> Settings:
+    """Read ``path`` (YAML; None → defaults only), overlay the environment, validate.
+
+    Raises :class:`ConfigError` with one line naming the field; nothing is connected yet.
+    """
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        try:
+            text = p.read_text()
+        except OSError as exc:
+            raise ConfigError(f"{p}: cannot read the configuration file: {exc.strerror}") from exc
+        try:
+            loaded = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" (line {mark.line + 1})" if mark is not None else ""
+            raise ConfigError(f"{p}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from exc
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{p}: the top level must be a mapping of sections, not {type(loaded).__name__}")
+        data = loaded
+    data = _apply_env(data, os.environ if environ is None else environ)
+    try:
+        return Settings(**data)
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc)) from None
+
+
+# ------------------------------------------------------------------------------------------------
+# documentation
+
+
+def _type_name(annotation: Any) -> str:
+    text = str(annotation)
+    text = re.sub(r"<class '([\w.]+)'>", r"\1", text)
+    text = re.sub(r"\b(?:[a-z_]+\.)+([A-Za-z_]+)", r"\1", text)
+    text = text.replace("typing.", "").replace("NoneType", "None")
+    text = re.sub(r"Optional\[(.*)\]$", r"\1 | None", text)
+    text = re.sub(r"Literal\[(.*?)\]", lambda m: " | ".join(m.group(1).split(", ")), text)
+    return text.replace(" | ", " or ")
+
+
+def _default_text(field: Any) -> str:
+    if field.is_required():
+        return "required"
+    if field.default_factory is not None:
+        value = field.default_factory()
+        if isinstance(value, BaseModel):
+            return "(section)"
+        return f"`{json.dumps(value)}`"
+    value = field.default
+    if isinstance(value, SecretStr):
+        return "`**********`"
+    return f"`{json.dumps(value, default=str)}`"
+
+
+def _walk(model: type[BaseModel], prefix: str, lines: list[str], sections: list[tuple[str, type[BaseModel]]]) -> None:
+    for name, field in model.model_fields.items():
+        ann = field.annotation
+        path = f"{prefix}{name}"
+        sub = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+        inner: tuple[Any, ...] = tuple(getattr(ann, "__args__", ()))
+        first = inner[0] if len(inner) == 1 else None
+        item = first if isinstance(first, type) and issubclass(first, BaseModel) else None
+        if sub is not None:
+            sections.append((path, sub))
+            continue
+        if item is not None:
+            sections.append((f"{path}[]", item))
+            continue
+        lines.append(f"| `{path}` | {_type_name(ann)} | {_default_text(field)} | {field.description or ''} |")
+
+
+def render_markdown() -> str:
+    """docs/configuration.md, generated from the model (a test checks the file is in step)."""
+    out = [
+        "# Configuration",
+        "",
+        "<!-- generated by `python -m lagscope.config > docs/configuration.md`; do not edit by hand -->",
+        "",
+        "One YAML file (`lagscope collect --config lagscope.yaml`), one section per component, defaults",
+        "in code. Environment variables override the file: `LAGSCOPE_<SECTION>__<FIELD>` (`__` descends",
+        "one level; a list is indexed by position or, for `clusters`, by cluster name), e.g.",
+        "`LAGSCOPE_COLLECTOR__INTERVAL_S=5` or `LAGSCOPE_CLUSTERS__prod__SECURITY__PASSWORD=…`. A value",
+        "that starts with `[` or `{` is read as JSON.",
+        "",
+        "Invalid configuration stops lagscope before it connects to anything, with one line naming",
+        "the field, and exit status 2:",
+        "",
+        "```",
+        "config error: clusters[0].security.protocol: Input should be 'PLAINTEXT', 'SSL', "
+        "'SASL_PLAINTEXT' or 'SASL_SSL'",
+        "```",
+        "",
+        "Secrets (`password`) are never logged or printed; prefer `password_file` or the environment.",
+        "",
+        "```yaml",
+        "clusters:",
+        "  - name: prod",
+        "    bootstrap_servers: [kafka-1:9093, kafka-2:9093]",
+        "    security: {protocol: SASL_SSL, sasl_mechanism: SCRAM-SHA-512, username: lagscope,",
+        "               password_file: /run/secrets/kafka, ca_file: /etc/kafka/ca.pem}",
+        "    groups: {include: ['orders-.*'], exclude: ['.*-test']}",
+        "    read_committed_groups: ['payments-.*']",
+        "collector: {interval_s: 15, lake: /var/lib/lagscope/lake}",
+        "metrics: {bind: 127.0.0.1, port: 9308}",
+        "```",
+        "",
+    ]
+    sections: list[tuple[str, type[BaseModel]]] = [("", Settings)]
+    while sections:
+        path, model = sections.pop(0)
+        rows: list[str] = []
+        found: list[tuple[str, type[BaseModel]]] = []
+        _walk(model, f"{path}." if path else "", rows, found)
+        title = path or "top level"
+        doc = (model.__doc__ or "").strip().split("\n\n")[0]
+        out += [f"## `{title}`", "", " ".join(doc.split()), ""]
+        if rows:
+            out += ["| setting | type | default | meaning |", "|---|---|---|---|", *rows, ""]
+        else:
+            out += ["No settings yet.", ""] if not found else []
+        sections = found + sections
+    return "\n".join(out).rstrip() + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.stdout.write(render_markdown())
