@@ -1,0 +1,549 @@
+"""Live Prometheus metrics: the latest sweep of every cluster, served on ``/metrics``.
+
+:class:`LagCollector` is a prometheus-client *custom collector*: it keeps the latest
+:class:`~lagscope.collector.model.Snapshot` of each cluster (replaced whole under a lock) and
+builds every series from it at scrape time. Nothing is a module-level Gauge, so a group that
+was deleted, a partition that was removed or a member that left is simply absent from the
+next scrape, and Prometheus marks its series stale at once. :class:`MetricsServer` serves
+``/metrics`` and ``/healthz`` on a loopback address by default.
+
+Names: the series that kafka_exporter and kafka-lag-exporter dashboards already query, with
+their own label names (``consumergroup`` resp. ``cluster_name``/``group``), each with an
+extra ``cluster`` label, plus ``lagscope_…`` series for what they lack. Every metric is
+listed in :data:`METRICS` and documented in ``docs/metrics.md``.
+
+    >>> from prometheus_client import CollectorRegistry
+    >>> registry = CollectorRegistry()
+    >>> lag = LagCollector(registry=registry)
+    >>> lag.update(snapshot)                                       # doctest: +SKIP
+    >>> registry.get_sample_value("kafka_consumergroup_lag",
+    ...     {"cluster": "prod", "consumergroup": "g", "topic": "t", "partition": "0"})  # doctest: +SKIP
+    4.0
+
+    >>> server = MetricsServer("127.0.0.1", 0).start()            # doctest: +SKIP
+    >>> server.update(snapshot); server.url                         # doctest: +SKIP
+    'http://127.0.0.1:40123/metrics'
+    >>> server.stop()                                               # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import Collector
+
+from lagscope.collector.model import Snapshot
+from lagscope.collector.timelag import EndOffsetHistory
+from lagscope.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_BIND",
+    "DEFAULT_PORT",
+    "GROUP_STATES",
+    "METRICS",
+    "LagCollector",
+    "MetricSpec",
+    "MetricsServer",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BIND = "127.0.0.1"
+#: kafka_exporter uses 9308 and kafka-lag-exporter 8000; lagscope uses its own so all can coexist
+DEFAULT_PORT = 9839
+
+#: every state lagscope_group_state has a series for (classic protocol, then KIP-848 ones)
+GROUP_STATES = (
+    "Stable", "PreparingRebalance", "CompletingRebalance", "Empty", "Dead",
+    "Assigning", "Reconciling", "Unknown",
+)
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One exposed metric family: name (as scraped), type, label names, meaning and unit."""
+
+    name: str
+    type: str  # 'gauge' | 'counter'
+    labels: tuple[str, ...]
+    help: str
+    unit: str = ""
+    origin: str = "lagscope"  # 'kafka_exporter' | 'kafka-lag-exporter' | 'lagscope'
+
+
+_KE = ("cluster", "consumergroup", "topic", "partition")  # kafka_exporter, per partition
+_KE_T = ("cluster", "consumergroup", "topic")
+_KLE = ("cluster", "cluster_name", "group", "topic", "partition", "member_host", "consumer_id", "client_id")
+_KLE_G = ("cluster", "cluster_name", "group", "is_simple_consumer")
+_LS_P = ("cluster", "group", "topic", "partition")
+_LS_G = ("cluster", "group")
+
+METRICS: tuple[MetricSpec, ...] = (
+    # kafka_exporter (danielqsj) names and labels
+    MetricSpec("kafka_consumergroup_lag", "gauge", _KE,
+               "Offset lag of the group on the partition: end - committed (end = last stable offset for "
+               "read_committed groups); -1 when the group has no committed offset there.",
+               "messages", "kafka_exporter"),
+    MetricSpec("kafka_consumergroup_lag_sum", "gauge", _KE_T,
+               "Sum of kafka_consumergroup_lag over the topic's partitions that have a commit.",
+               "messages", "kafka_exporter"),
+    MetricSpec("kafka_consumergroup_current_offset", "gauge", _KE,
+               "The group's committed offset on the partition (next offset to consume); -1 when none.",
+               "offset", "kafka_exporter"),
+    MetricSpec("kafka_consumergroup_current_offset_sum", "gauge", _KE_T,
+               "Sum of the committed offsets over the topic's partitions that have a commit.",
+               "offset", "kafka_exporter"),
+    MetricSpec("kafka_consumergroup_members", "gauge", ("cluster", "consumergroup"),
+               "Members of the group.", "members", "kafka_exporter"),
+    MetricSpec("kafka_topic_partition_current_offset", "gauge", ("cluster", "topic", "partition"),
+               "End offset (high watermark) of the partition.", "offset", "kafka_exporter"),
+    MetricSpec("kafka_topic_partition_oldest_offset", "gauge", ("cluster", "topic", "partition"),
+               "Log start offset (earliest offset still in the log) of the partition.", "offset",
+               "kafka_exporter"),
+    # kafka-lag-exporter (seglo / lightbend) names and labels
+    MetricSpec("kafka_consumergroup_group_offset", "gauge", _KLE,
+               "The group's committed offset on the partition (only partitions with a commit).",
+               "offset", "kafka-lag-exporter"),
+    MetricSpec("kafka_consumergroup_group_lag", "gauge", _KLE,
+               "Offset lag of the group on the partition (only partitions with a commit).",
+               "messages", "kafka-lag-exporter"),
+    MetricSpec("kafka_consumergroup_group_lag_seconds", "gauge", _KLE,
+               "Estimated time lag of the group on the partition (see lagscope_partition_lag_seconds).",
+               "seconds", "kafka-lag-exporter"),
+    MetricSpec("kafka_consumergroup_group_max_lag", "gauge", _KLE_G,
+               "Largest partition offset lag of the group.", "messages", "kafka-lag-exporter"),
+    MetricSpec("kafka_consumergroup_group_max_lag_seconds", "gauge", _KLE_G,
+               "Largest partition time lag of the group.", "seconds", "kafka-lag-exporter"),
+    MetricSpec("kafka_consumergroup_group_sum_lag", "gauge", ("cluster", "cluster_name", "group"),
+               "Sum of the group's partition offset lags.", "messages", "kafka-lag-exporter"),
+    MetricSpec("kafka_consumergroup_group_topic_sum_lag", "gauge", ("cluster", "cluster_name", "group", "topic"),
+               "Sum of the group's partition offset lags on one topic.", "messages", "kafka-lag-exporter"),
+    MetricSpec("kafka_partition_latest_offset", "gauge", ("cluster", "cluster_name", "topic", "partition"),
+               "End offset (high watermark) of the partition.", "offset", "kafka-lag-exporter"),
+    MetricSpec("kafka_partition_earliest_offset", "gauge", ("cluster", "cluster_name", "topic", "partition"),
+               "Log start offset of the partition.", "offset", "kafka-lag-exporter"),
+    # lagscope's own
+    MetricSpec("lagscope_partition_lag_seconds", "gauge", _LS_P,
+               "Estimated time lag at the latest sweep: sweep time - when the end offset was the committed "
+               "offset, interpolated over the in-memory end-offset history; 0 when caught up.",
+               "seconds"),
+    MetricSpec("lagscope_partition_lag_seconds_is_lower_bound", "gauge", _LS_P,
+               "1 when lagscope_partition_lag_seconds is only a lower bound (the committed offset is older "
+               "than the remembered history), else 0.", "boolean"),
+    MetricSpec("lagscope_partition_last_stable_offset", "gauge", ("cluster", "topic", "partition"),
+               "Last stable offset of the partition (the end for read_committed consumers).", "offset"),
+    MetricSpec("lagscope_group_lag_seconds", "gauge", _LS_G,
+               "Largest lagscope_partition_lag_seconds of the group.", "seconds"),
+    MetricSpec("lagscope_group_state", "gauge", ("cluster", "group", "state"),
+               "1 for the group's current state, 0 for every other known state (one series per state).",
+               "boolean"),
+    MetricSpec("lagscope_group_members", "gauge", _LS_G, "Members of the group.", "members"),
+    MetricSpec("lagscope_group_assigned_partitions", "gauge", _LS_G,
+               "Distinct partitions assigned to the group's members.", "partitions"),
+    MetricSpec("lagscope_group_generation", "gauge", _LS_G,
+               "Generation id (classic protocol) or group epoch (KIP-848 consumer protocol).", "generation"),
+    MetricSpec("lagscope_group_info", "gauge",
+               ("cluster", "group", "protocol_type", "protocol", "group_protocol"),
+               "Always 1; labels carry the group's protocol type, assignor and group protocol "
+               "(classic or consumer).", ""),
+    MetricSpec("lagscope_member_assigned_partitions", "gauge",
+               ("cluster", "group", "member_id", "client_id", "host", "group_instance_id"),
+               "Partitions assigned to one member of the group.", "partitions"),
+    MetricSpec("lagscope_up", "gauge", ("cluster",),
+               "1 when the cluster's latest sweep succeeded, 0 when it failed.", "boolean"),
+    MetricSpec("lagscope_sweep_duration_seconds", "gauge", ("cluster",),
+               "Wall time of the latest sweep (succeeded or failed).", "seconds"),
+    MetricSpec("lagscope_sweeps_total", "counter", ("cluster", "result"),
+               "Sweeps since the collector started, by result: ok or failed.", "sweeps"),
+    MetricSpec("lagscope_sweep_errors_total", "counter", ("cluster",),
+               "Groups that could not be described or fetched, summed over sweeps since the collector "
+               "started.", "groups"),
+    MetricSpec("lagscope_last_sweep_timestamp_seconds", "gauge", ("cluster",),
+               "Start of the latest successful sweep, seconds since the Unix epoch.", "seconds"),
+)
+
+_SPECS: dict[str, MetricSpec] = {s.name: s for s in METRICS}
+
+Labels = tuple[str, ...]
+#: metric name -> label values -> value; a dict keyed by label values cannot hold a duplicate series
+Samples = dict[str, dict[Labels, float]]
+
+
+def _s(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _i(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+@dataclass
+class _ClusterState:
+    """What the collector remembers of one cluster; ``samples`` is replaced whole per update."""
+
+    histories: dict[tuple[str, int], EndOffsetHistory] = field(default_factory=dict)
+    sweeps_ok: int = 0
+    sweeps_failed: int = 0
+    group_errors: int = 0
+    last_ok_ts: float | None = None
+    samples: Samples = field(default_factory=dict)
+
+
+class LagCollector(Collector):
+    """A prometheus-client custom collector over the latest Snapshot of each cluster.
+
+    Thread-safe: :meth:`update` (the collect loop) and :meth:`collect` (scrapes) may run
+    concurrently. ``history_size`` bounds the end-offset history per partition (distinct end
+    offsets remembered, see :mod:`lagscope.collector.timelag`).
+    """
+
+    def __init__(self, *, history_size: int = 120, registry: CollectorRegistry | None = None) -> None:
+        if history_size < 2:
+            raise ConfigError(f"metrics history_size must be >= 2, got {history_size}")
+        self._history_size = history_size
+        self._lock = threading.Lock()
+        self._clusters: dict[str, _ClusterState] = {}
+        if registry is not None:
+            registry.register(self)
+
+    # -- feeding ---------------------------------------------------------------------------
+
+    def update(self, snapshot: Snapshot) -> None:
+        """Replace the cluster's series by those of ``snapshot`` (and count the sweep)."""
+        with self._lock:
+            state = self._clusters.setdefault(snapshot.cluster, _ClusterState())
+            ts = snapshot.sweep_ts.timestamp()
+            if snapshot.ok:
+                state.sweeps_ok += 1
+                state.last_ok_ts = ts
+            else:
+                state.sweeps_failed += 1
+            state.group_errors += int(snapshot.sweep.get("group_errors") or 0)
+            samples: Samples = {}
+            if snapshot.ok:
+                self._feed_histories(state, snapshot, ts)
+                _data_samples(snapshot, state.histories, ts, samples)
+            _sweep_samples(snapshot, state, samples)
+            state.samples = samples
+
+    def forget(self, cluster: str) -> None:
+        """Drop everything about ``cluster`` (it is no longer watched)."""
+        with self._lock:
+            self._clusters.pop(cluster, None)
+
+    def clusters(self) -> dict[str, dict[str, Any]]:
+        """Per cluster: ``up`` (latest sweep ok) and ``last_success`` (epoch seconds or None)."""
+        with self._lock:
+            return {
+                name: {"up": bool(st.samples.get("lagscope_up", {}).get((name,), 0.0)),
+                       "last_success": st.last_ok_ts}
+                for name, st in self._clusters.items()
+            }
+
+    def _feed_histories(self, state: _ClusterState, snapshot: Snapshot, ts: float) -> None:
+        seen: set[tuple[str, int]] = set()
+        for row in snapshot.offsets:
+            end = _i(row.get("log_end_offset"))
+            key = (str(row["topic"]), int(row["partition"]))
+            if end is None or key in seen:
+                continue
+            seen.add(key)
+            hist = state.histories.get(key)
+            if hist is None:
+                hist = state.histories[key] = EndOffsetHistory(self._history_size)
+            hist.observe(ts, end)
+        # partitions no group reads any more (or that were deleted) are forgotten
+        for key in set(state.histories) - seen:
+            del state.histories[key]
+
+    # -- prometheus-client Collector protocol ------------------------------------------------
+
+    def describe(self) -> Iterable[Metric]:
+        return [_family(spec) for spec in METRICS]
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            per_cluster = [st.samples for st in self._clusters.values()]
+        for spec in METRICS:
+            family = _family(spec)
+            for samples in per_cluster:
+                for labels, value in samples.get(spec.name, {}).items():
+                    family.add_metric(list(labels), value)
+            yield family
+
+
+def _family(spec: MetricSpec) -> GaugeMetricFamily | CounterMetricFamily:
+    if spec.type == "counter":
+        return CounterMetricFamily(spec.name, spec.help, labels=list(spec.labels))
+    return GaugeMetricFamily(spec.name, spec.help, labels=list(spec.labels))
+
+
+def _put(samples: Samples, name: str, labels: Labels, value: float) -> None:
+    assert len(labels) == len(_SPECS[name].labels), name
+    samples.setdefault(name, {})[labels] = float(value)
+
+
+def _sweep_samples(snapshot: Snapshot, state: _ClusterState, samples: Samples) -> None:
+    c = snapshot.cluster
+    _put(samples, "lagscope_up", (c,), 1.0 if snapshot.ok else 0.0)
+    duration_ms = snapshot.sweep.get("duration_ms")
+    if duration_ms is not None:
+        _put(samples, "lagscope_sweep_duration_seconds", (c,), float(duration_ms) / 1000.0)
+    _put(samples, "lagscope_sweeps_total", (c, "ok"), state.sweeps_ok)
+    _put(samples, "lagscope_sweeps_total", (c, "failed"), state.sweeps_failed)
+    _put(samples, "lagscope_sweep_errors_total", (c,), state.group_errors)
+    if state.last_ok_ts is not None:
+        _put(samples, "lagscope_last_sweep_timestamp_seconds", (c,), state.last_ok_ts)
+
+
+@dataclass
+class _Group:
+    state: str | None = None
+    protocol_type: str | None = None
+    protocol: str | None = None
+    group_protocol: str | None = None
+    generation: int | None = None
+    described: bool = False  # has at least one MEMBERS row
+    members: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    assigned: set[tuple[str, int]] = field(default_factory=set)
+
+
+def _groups(snapshot: Snapshot) -> dict[str, _Group]:
+    groups: dict[str, _Group] = {}
+    for row in snapshot.members:
+        g = groups.setdefault(str(row["group_id"]), _Group())
+        g.described = True
+        g.state = row.get("group_state") or g.state
+        g.protocol_type = row.get("protocol_type", g.protocol_type)
+        g.protocol = row.get("protocol") or g.protocol
+        g.group_protocol = row.get("group_protocol") or g.group_protocol
+        if row.get("generation") is not None:
+            g.generation = int(row["generation"])
+        member_id = row.get("member_id")
+        if member_id is not None:
+            g.members[str(member_id)] = row
+            for tp in row.get("assignment") or ():
+                g.assigned.add((str(tp["topic"]), int(tp["partition"])))
+    for row in snapshot.offsets:
+        g = groups.setdefault(str(row["group_id"]), _Group())
+        if g.state is None:
+            g.state = row.get("group_state")
+    return groups
+
+
+def _data_samples(snapshot: Snapshot, histories: Mapping[tuple[str, int], EndOffsetHistory],
+                  now: float, samples: Samples) -> None:
+    c = snapshot.cluster
+    groups = _groups(snapshot)
+
+    # one row per (group, topic, partition): a duplicate row in the snapshot replaces the earlier one
+    rows: dict[tuple[str, str, int], Mapping[str, Any]] = {}
+    for row in snapshot.offsets:
+        rows[(str(row["group_id"]), str(row["topic"]), int(row["partition"]))] = row
+
+    lag_sum: dict[tuple[str, str], int] = {}
+    offset_sum: dict[tuple[str, str], int] = {}
+    group_lags: dict[str, list[int]] = {}
+    group_secs: dict[str, float] = {}
+    for (group, topic, partition), row in rows.items():
+        p = str(partition)
+        committed = _i(row.get("committed_offset"))
+        end_hw = _i(row.get("log_end_offset"))
+        start = _i(row.get("log_start_offset"))
+        lso = _i(row.get("last_stable_offset"))
+        lag = _i(row.get("lag"))
+        if lag is None and committed is not None and end_hw is not None:
+            lag = max(0, end_hw - committed)
+
+        if end_hw is not None:
+            _put(samples, "kafka_topic_partition_current_offset", (c, topic, p), end_hw)
+            _put(samples, "kafka_partition_latest_offset", (c, c, topic, p), end_hw)
+        if start is not None:
+            _put(samples, "kafka_topic_partition_oldest_offset", (c, topic, p), start)
+            _put(samples, "kafka_partition_earliest_offset", (c, c, topic, p), start)
+        if lso is not None:
+            _put(samples, "lagscope_partition_last_stable_offset", (c, topic, p), lso)
+
+        ke = (c, group, topic, p)
+        _put(samples, "kafka_consumergroup_current_offset", ke, -1 if committed is None else committed)
+        _put(samples, "kafka_consumergroup_lag", ke, -1 if committed is None or lag is None else lag)
+        if committed is None:
+            continue
+        offset_sum[(group, topic)] = offset_sum.get((group, topic), 0) + committed
+        kle = (c, c, group, topic, p, _s(row.get("host")), _s(row.get("member_id")), _s(row.get("client_id")))
+        _put(samples, "kafka_consumergroup_group_offset", kle, committed)
+        if lag is None:
+            continue
+        lag_sum[(group, topic)] = lag_sum.get((group, topic), 0) + lag
+        group_lags.setdefault(group, []).append(lag)
+        _put(samples, "kafka_consumergroup_group_lag", kle, lag)
+
+        hist = histories.get((topic, partition))
+        est = hist.estimate(committed, now) if hist is not None else None
+        if lag == 0:
+            seconds, lower = 0.0, False  # caught up (against the LSO for read_committed groups)
+        elif est is not None:
+            seconds, lower = est.seconds, est.is_lower_bound
+        else:
+            continue
+        _put(samples, "lagscope_partition_lag_seconds", (c, group, topic, p), seconds)
+        _put(samples, "lagscope_partition_lag_seconds_is_lower_bound", (c, group, topic, p), 1.0 if lower else 0.0)
+        _put(samples, "kafka_consumergroup_group_lag_seconds", kle, seconds)
+        group_secs[group] = max(group_secs.get(group, 0.0), seconds)
+
+    for (group, topic), total in offset_sum.items():
+        _put(samples, "kafka_consumergroup_current_offset_sum", (c, group, topic), total)
+    for (group, topic), total in lag_sum.items():
+        _put(samples, "kafka_consumergroup_lag_sum", (c, group, topic), total)
+        _put(samples, "kafka_consumergroup_group_topic_sum_lag", (c, c, group, topic), total)
+    for group, lags in group_lags.items():
+        simple = "true" if groups.get(group, _Group()).protocol_type == "" else "false"
+        _put(samples, "kafka_consumergroup_group_max_lag", (c, c, group, simple), max(lags))
+        _put(samples, "kafka_consumergroup_group_sum_lag", (c, c, group), sum(lags))
+        if group in group_secs:
+            _put(samples, "kafka_consumergroup_group_max_lag_seconds", (c, c, group, simple), group_secs[group])
+            _put(samples, "lagscope_group_lag_seconds", (c, group), group_secs[group])
+
+    for group, g in groups.items():
+        current = g.state or "Unknown"
+        for state in (*GROUP_STATES, *(() if current in GROUP_STATES else (current,))):
+            _put(samples, "lagscope_group_state", (c, group, state), 1.0 if state == current else 0.0)
+        if not g.described:
+            continue  # membership unknown this sweep (describe failed): no member series rather than a false 0
+        _put(samples, "kafka_consumergroup_members", (c, group), len(g.members))
+        _put(samples, "lagscope_group_members", (c, group), len(g.members))
+        _put(samples, "lagscope_group_assigned_partitions", (c, group), len(g.assigned))
+        if g.generation is not None:
+            _put(samples, "lagscope_group_generation", (c, group), g.generation)
+        _put(samples, "lagscope_group_info",
+             (c, group, _s(g.protocol_type), _s(g.protocol), _s(g.group_protocol)), 1.0)
+        for member_id, row in g.members.items():
+            assigned = {(str(tp["topic"]), int(tp["partition"])) for tp in row.get("assignment") or ()}
+            _put(samples, "lagscope_member_assigned_partitions",
+                 (c, group, member_id, _s(row.get("client_id")), _s(row.get("host")),
+                  _s(row.get("group_instance_id"))), len(assigned))
+
+
+# ------------------------------------------------------------------------------------------
+# HTTP server
+# ------------------------------------------------------------------------------------------
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    registry: CollectorRegistry
+    collector: LagCollector
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/metrics":
+            encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
+            try:
+                body = encoder(self.server.registry)
+            except Exception as exc:  # a failing collector must not kill the server thread
+                log.exception("metrics scrape failed")
+                self._send(500, "text/plain; charset=utf-8", f"scrape failed: {exc}\n".encode())
+                return
+            self._send(200, content_type, body)
+        elif path == "/healthz":
+            body = json.dumps({"status": "ok", "clusters": self.server.collector.clusters()}).encode()
+            self._send(200, "application/json", body)
+        elif path == "/":
+            self._send(200, "text/html; charset=utf-8",
+                       b'<html><body><a href="/metrics">/metrics</a> <a href="/healthz">/healthz</a></body></html>')
+        else:
+            self._send(404, "text/plain; charset=utf-8", b"not found\n")
+
+    def _send(self, code: int, content_type: str, body: bytes) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s %s", self.address_string(), format % args)
+
+
+class MetricsServer:
+    """Serves ``/metrics`` and ``/healthz`` for a :class:`LagCollector` on ``bind:port``.
+
+    ``port=0`` picks a free port (read it back from :attr:`port`). Pass ``registry`` to serve
+    an existing registry (the collector is registered into it); by default a fresh registry
+    holds only lagscope's collector. Lifecycle: ``start()`` → ``update(snapshot)``… → ``stop()``;
+    also a context manager.
+    """
+
+    def __init__(self, bind: str = DEFAULT_BIND, port: int = DEFAULT_PORT, *,
+                 registry: CollectorRegistry | None = None, collector: LagCollector | None = None,
+                 history_size: int = 120) -> None:
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"metrics port must be 0..65535, got {port}")
+        self.bind = bind
+        self._requested_port = port
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.collector = collector if collector is not None else LagCollector(history_size=history_size)
+        self.registry.register(self.collector)
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            return self._requested_port
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.bind}]" if ":" in self.bind else self.bind
+        return f"http://{host}:{self.port}/metrics"
+
+    def update(self, snapshot: Snapshot) -> None:
+        self.collector.update(snapshot)
+
+    def start(self) -> MetricsServer:
+        if self._server is not None:
+            return self
+        server_cls = type("_Server6", (_Server,), {"address_family": socket.AF_INET6}) if ":" in self.bind \
+            else _Server
+        try:
+            server = server_cls((self.bind, self._requested_port), _Handler)
+        except OSError as exc:
+            raise ConfigError(f"metrics: cannot listen on {self.bind}:{self._requested_port}: {exc}") from exc
+        server.registry = self.registry
+        server.collector = self.collector
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
+                                        name="lagscope-metrics", daemon=True)
+        self._thread.start()
+        log.info("metrics: serving %s", self.url)
+        return self
+
+    def stop(self) -> None:
+        server, thread = self._server, self._thread
+        self._server = self._thread = None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if thread is not None:
+            thread.join(timeout=5)
+
+    def __enter__(self) -> MetricsServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
