@@ -159,8 +159,11 @@ _EVENT_MEMBER = pa.struct([
 GROUP_EVENTS = Table("group_events", pa.schema([
     _f("group_id", pa.string(), "Consumer group id.", nullable=False),
     _f("record_type", pa.string(),
-       "'group_metadata' (classic), 'group_tombstone', or a KIP-848 record: 'consumer_group_metadata', "
-       "'consumer_group_member', 'consumer_group_target_assignment', 'consumer_group_current_assignment'."),
+       "'group_metadata' (classic), 'group_tombstone', or a KIP-848 record: 'consumer_group_metadata' "
+       "(generation = group epoch), 'consumer_group_partition_metadata', 'consumer_group_member', "
+       "'consumer_group_target_assignment' (generation = assignment epoch, state_ts = when it was "
+       "computed, 4.x), 'consumer_group_target_assignment_member', 'consumer_group_current_assignment' "
+       "(generation = member epoch). A KIP-848 record with a null value_version is its tombstone."),
     _f("generation", pa.int32(), "Generation (classic) or group/member epoch (KIP-848)."),
     _f("protocol_type", pa.string(), "'consumer' etc."),
     _f("protocol", pa.string(), "Assignor chosen for the generation."),
@@ -171,6 +174,21 @@ GROUP_EVENTS = Table("group_events", pa.schema([
     _f("source_partition", pa.int32(), "__consumer_offsets partition.", nullable=False),
     _f("source_offset", pa.int64(), "Offset in __consumer_offsets.", nullable=False),
     _f("value_version", pa.int16(), "Record value version; null for a tombstone."),
+    # added by the commit-log tail (issue 4) for the KIP-848 records, which are per member
+    _f("member_id", pa.string(),
+       "KIP-848 member-scoped records (consumer_group_member, *_target_assignment_member, "
+       "consumer_group_current_assignment, and their tombstones = member removed): the member; "
+       "null for group-scoped records and classic group_metadata (see members)."),
+    _f("previous_generation", pa.int32(),
+       "consumer_group_current_assignment: the member's previous epoch; null otherwise."),
+    _f("member_state", pa.string(),
+       "consumer_group_current_assignment: stable | unrevoked_partitions | unreleased_partitions | "
+       "unknown; null otherwise."),
+    _f("subscribed_topics", pa.list_(pa.string()),
+       "consumer_group_member: the member's subscribed topic names; "
+       "consumer_group_partition_metadata: the group's subscribed topics; null otherwise."),
+    _f("pending_revocation", _ASSIGNMENT,
+       "consumer_group_current_assignment: partitions the member must still revoke; null otherwise."),
 ]), "Every group-metadata change read from __consumer_offsets.")
 
 # --------------------------------------------------------------------------------------------

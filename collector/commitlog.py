@@ -1,0 +1,711 @@
+"""Tail ``__consumer_offsets``: every commit and every group change, exactly, into the lake.
+
+    >>> tailer = CommitLogTailer("127.0.0.1:9092", "lake", "prod", start="1h")  # doctest: +SKIP
+    >>> threading.Thread(target=tailer.run, args=(stop_event,)).start()          # doctest: +SKIP
+
+What it does (see docs/commitlog.md):
+
+- **Reads** every partition of ``__consumer_offsets`` with a group-less kafka-python consumer
+  (``assign()``, no commits of its own, raw bytes, ``exclude_internal_topics=False``,
+  ``isolation_level=read_committed`` so that the offsets of aborted transactions, which never
+  took effect, are never reported).
+- **Decodes** with the pure :mod:`lagscope.collector.offsets_codec`; an unknown version or a
+  corrupt record is counted and skipped with its coordinates, never fatal.
+- **Writes** the lake tables ``commits`` and ``group_events`` (:mod:`lagscope.schema`), one file
+  per table and date per flush (every ``flush_records`` records or ``flush_interval_s``).
+- **Starts fast**: without saved positions it seeks by time (``offsets_for_times``, e.g. the
+  last hour) instead of replaying the whole topic; the sweeps hold the rest of the state.
+- **Resumes exactly** after a crash, without duplicate rows: positions live in
+  ``<lake>/_state/commitlog/<cluster>.json`` and each flush is two-phase. The state file is
+  first rewritten with the flush's *intent* (its offset ranges and the lake folders it will
+  touch), then the lake files are written (atomically, by :mod:`lagscope.lake`), then the state
+  file is rewritten with the new positions. A restart that finds an intent reads back the rows
+  of those ranges that did reach the lake and does not write them again.
+- **Degrades**: without READ on ``__consumer_offsets`` (TopicAuthorizationFailed) it logs one
+  warning and stops; the collector carries on with sweeps only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import logging
+import os
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow.dataset as ds
+
+from lagscope import lake
+from lagscope.collector.offsets_codec import (
+    ConsumerGroupCurrentAssignmentValue,
+    ConsumerGroupKey,
+    ConsumerGroupMemberValue,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataValue,
+    DecodedRecord,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    RecordType,
+    TopicPartitions,
+    UndecodedRecordType,
+    UnknownRecordVersion,
+    decode_consumer_assignment,
+    decode_record,
+)
+from lagscope.errors import KafkaUnavailable, LagscopeError, LakeError, RecordDecodeError
+from lagscope.schema import COMMITS, GROUP_EVENTS
+
+__all__ = [
+    "OFFSETS_TOPIC",
+    "CommitLogAccessDenied",
+    "CommitLogTailer",
+    "StartPosition",
+    "TailStats",
+    "commit_row",
+    "group_event_row",
+    "parse_start",
+    "state_path",
+]
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+_STATE_VERSION = 1
+
+
+class CommitLogAccessDenied(KafkaUnavailable):
+    """The credentials may not read ``__consumer_offsets`` (TopicAuthorizationFailed)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Start position
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StartPosition:
+    """Where to start when there are no saved positions: earliest, latest or a time (epoch ms)."""
+
+    kind: Literal["earliest", "latest", "time"]
+    timestamp_ms: int | None = None
+
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_start(text: str | StartPosition, *, now: float | None = None) -> StartPosition:
+    """``'earliest'``, ``'latest'``, a duration back from now (``'1h'``, ``'90s'``) or an ISO time.
+
+    Raises ValueError with one line naming the value.
+    """
+    if isinstance(text, StartPosition):
+        return text
+    value = text.strip()
+    if value in ("earliest", "latest"):
+        return StartPosition(value)  # type: ignore[arg-type]
+    clock = time.time() if now is None else now
+    for unit in ("ms", "s", "m", "h", "d"):
+        number = value.removeprefix("-").removesuffix(unit)
+        if value.endswith(unit) and number.replace(".", "", 1).isdigit():
+            back = float(number) * _UNITS[unit]
+            return StartPosition("time", int((clock - back) * 1000))
+    try:
+        when = dt.datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"consumer_offsets_tail.start: {text!r} is not 'earliest', 'latest', "
+                         "a duration such as '1h' or an ISO-8601 time") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return StartPosition("time", int(when.timestamp() * 1000))
+
+
+# --------------------------------------------------------------------------------------------
+# Rows (pure)
+# --------------------------------------------------------------------------------------------
+
+
+def _ts(ms: int | None) -> dt.datetime | None:
+    if ms is None or ms < 0:
+        return None
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
+
+
+TopicNames = Callable[[uuid.UUID], str]
+
+
+def _assignment(tps: Iterable[TopicPartitions], names: TopicNames) -> list[dict[str, Any]]:
+    return [{"topic": names(tp.topic_id), "partition": p} for tp in tps for p in tp.partitions]
+
+
+def commit_row(key: OffsetCommitKey, value: OffsetCommitValue | None, *, record_ts_ms: int,
+               source_partition: int, source_offset: int) -> dict[str, Any]:
+    """The ``commits`` row of one offset-commit record (value None = offset tombstone)."""
+    return {
+        "group_id": key.group,
+        "topic": key.topic,
+        "partition": key.partition,
+        "committed_offset": None if value is None else value.offset,
+        "leader_epoch": None if value is None else value.leader_epoch,
+        "metadata": None if value is None else value.metadata,
+        "commit_ts": None if value is None else _ts(value.commit_timestamp_ms),
+        "expire_ts": None if value is None else _ts(value.expire_timestamp_ms),
+        "record_ts": _ts(max(record_ts_ms, 0)),
+        "source_partition": source_partition,
+        "source_offset": source_offset,
+        "value_version": None if value is None else value.version,
+    }
+
+
+_RECORD_TYPE_NAMES = {
+    RecordType.GROUP_METADATA: "group_metadata",
+    RecordType.CONSUMER_GROUP_METADATA: "consumer_group_metadata",
+    RecordType.CONSUMER_GROUP_PARTITION_METADATA: "consumer_group_partition_metadata",
+    RecordType.CONSUMER_GROUP_MEMBER_METADATA: "consumer_group_member",
+    RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: "consumer_group_target_assignment",
+    RecordType.CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: "consumer_group_target_assignment_member",
+    RecordType.CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: "consumer_group_current_assignment",
+}
+
+
+def _member(member_id: str | None, **fields: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"member_id": member_id, "group_instance_id": None, "client_id": None,
+                           "host": None, "session_timeout_ms": None, "rebalance_timeout_ms": None,
+                           "assignment": None}
+    out.update(fields)
+    return out
+
+
+def group_event_row(rec: DecodedRecord, *, record_ts_ms: int, source_partition: int,
+                    source_offset: int, topic_names: TopicNames = str) -> dict[str, Any]:
+    """The ``group_events`` row of one group record (classic or KIP-848, tombstones included)."""
+    key = rec.key
+    value = rec.value
+    row: dict[str, Any] = {
+        "record_ts": _ts(max(record_ts_ms, 0)), "source_partition": source_partition,
+        "source_offset": source_offset, "value_version": getattr(value, "version", None),
+        "generation": None, "protocol_type": None, "protocol": None, "leader": None,
+        "state_ts": None, "members": None, "member_id": None, "previous_generation": None,
+        "member_state": None, "subscribed_topics": None, "pending_revocation": None,
+    }
+    if isinstance(key, GroupMetadataKey):
+        row["group_id"] = key.group
+        if value is None:
+            row["record_type"] = "group_tombstone"
+            return row
+        assert isinstance(value, GroupMetadataValue)
+        row.update(record_type="group_metadata", generation=value.generation,
+                   protocol_type=value.protocol_type, protocol=value.protocol, leader=value.leader,
+                   state_ts=_ts(value.current_state_timestamp_ms))
+        members = []
+        for m in value.members:
+            assignment: list[dict[str, Any]] | None = None
+            if value.protocol_type == "consumer":
+                # the assignment is the client's ConsumerProtocolAssignment; a member mid-rebalance
+                # may hold none yet; a foreign encoding leaves the column null
+                with contextlib.suppress(RecordDecodeError):
+                    assignment = [{"topic": t, "partition": p}
+                                  for t, p in decode_consumer_assignment(m.assignment)]
+            members.append(_member(m.member_id, group_instance_id=m.group_instance_id,
+                                   client_id=m.client_id, host=m.client_host,
+                                   session_timeout_ms=m.session_timeout_ms,
+                                   rebalance_timeout_ms=m.rebalance_timeout_ms,
+                                   assignment=assignment))
+        row["members"] = members
+        return row
+    assert isinstance(key, ConsumerGroupKey)
+    row["group_id"] = key.group
+    row["record_type"] = _RECORD_TYPE_NAMES.get(key.record_type, f"type_{key.record_type}")
+    row["member_id"] = key.member_id
+    if isinstance(value, ConsumerGroupMetadataValue):
+        row["generation"] = value.epoch
+    elif isinstance(value, ConsumerGroupTargetAssignmentMetadataValue):
+        row["generation"] = value.assignment_epoch
+        row["state_ts"] = _ts(value.assignment_timestamp_ms)
+    elif isinstance(value, ConsumerGroupMemberValue):
+        row["protocol"] = value.server_assignor
+        row["subscribed_topics"] = list(value.subscribed_topic_names)
+        row["members"] = [_member(key.member_id, group_instance_id=value.instance_id,
+                                  client_id=value.client_id, host=value.client_host,
+                                  rebalance_timeout_ms=value.rebalance_timeout_ms)]
+    elif isinstance(value, ConsumerGroupTargetAssignmentMemberValue):
+        row["members"] = [_member(key.member_id,
+                                  assignment=_assignment(value.topic_partitions, topic_names))]
+    elif isinstance(value, ConsumerGroupCurrentAssignmentValue):
+        row["generation"] = value.member_epoch
+        row["previous_generation"] = value.previous_member_epoch
+        row["member_state"] = value.state_name
+        row["members"] = [_member(key.member_id, assignment=_assignment(value.assigned, topic_names))]
+        row["pending_revocation"] = _assignment(value.pending_revocation, topic_names)
+    elif isinstance(value, ConsumerGroupPartitionMetadataValue):
+        row["subscribed_topics"] = [t.topic_name for t in value.topics]
+    return row
+
+
+# --------------------------------------------------------------------------------------------
+# State
+# --------------------------------------------------------------------------------------------
+
+
+def state_path(lake_root: Path | str, cluster: str) -> Path:
+    """``<lake>/_state/commitlog/<cluster>.json``."""
+    return Path(lake_root) / "_state" / "commitlog" / f"{cluster}.json"
+
+
+def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".tmp-{path.name}-{os.getpid()}")
+    with tmp.open("w") as fh:
+        json.dump(data, fh, sort_keys=True)
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(path)
+    # make the rename itself durable
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+@dataclass
+class _Pending:
+    """The intent of a flush whose lake files may or may not all have been written."""
+
+    ranges: dict[int, tuple[int, int]]  # source partition -> [first, last] offsets
+    folders: dict[str, list[str]]  # table -> dates
+
+
+# --------------------------------------------------------------------------------------------
+# The tailer
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class TailStats:
+    """Counters since start; read them from another thread as a whole (``snapshot()``)."""
+
+    records: int = 0
+    commits: int = 0
+    group_events: int = 0
+    tombstones: int = 0
+    flushes: int = 0
+    duplicates_skipped: int = 0
+    decode_errors: int = 0
+    unknown_versions: Counter[str] = field(default_factory=Counter)
+    undecoded_types: Counter[str] = field(default_factory=Counter)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"records": self.records, "commits": self.commits, "group_events": self.group_events,
+                "tombstones": self.tombstones, "flushes": self.flushes,
+                "duplicates_skipped": self.duplicates_skipped, "decode_errors": self.decode_errors,
+                "unknown_versions": dict(self.unknown_versions),
+                "undecoded_types": dict(self.undecoded_types)}
+
+
+ConsumerFactory = Callable[..., Any]
+
+
+def _kafka_consumer(**kwargs: Any) -> Any:
+    from kafka import KafkaConsumer
+
+    return KafkaConsumer(**kwargs)
+
+
+def _is_authorization_error(exc: BaseException) -> bool:
+    from kafka.errors import TopicAuthorizationFailedError
+
+    return isinstance(exc, TopicAuthorizationFailedError) or "TopicAuthorizationFailed" in type(exc).__name__
+
+
+class CommitLogTailer:
+    """Reads ``__consumer_offsets`` of one cluster into the ``commits`` and ``group_events`` tables.
+
+    ``client`` is a bootstrap string (``"host:port,…"``) or kafka-python keyword arguments
+    (``ClusterConfig.client_options()``). ``start`` applies only when no positions are saved.
+    Lifecycle: :meth:`open` (assign + seek), :meth:`poll_batch` / :meth:`run_once`,
+    :meth:`flush`, :meth:`close`; or :meth:`run` until a stop event, in a thread.
+    """
+
+    def __init__(self, client: str | Mapping[str, Any], lake_root: Path | str, cluster: str, *,
+                 start: str | StartPosition = "1h", flush_records: int = 20_000,
+                 flush_interval_s: float = 5.0, poll_timeout_ms: int = 500,
+                 max_poll_records: int = 5000,
+                 consumer_factory: ConsumerFactory = _kafka_consumer,
+                 clock: Callable[[], float] = time.time) -> None:
+        lake.partition_dir(lake_root, "commits", cluster, dt.date(2000, 1, 1))  # validates the name
+        self.client_options: dict[str, Any] = (
+            {"bootstrap_servers": client} if isinstance(client, str) else dict(client))
+        self.lake_root = Path(lake_root)
+        self.cluster = cluster
+        self.start = parse_start(start, now=clock())
+        self.flush_records = flush_records
+        self.flush_interval_s = flush_interval_s
+        self.poll_timeout_ms = poll_timeout_ms
+        self.max_poll_records = max_poll_records
+        self._factory = consumer_factory
+        self._clock = clock
+        self.stats = TailStats()
+        #: why the tail stopped for good (e.g. no READ access); None while it may run
+        self.disabled_reason: str | None = None
+        self._consumer: Any = None
+        self._positions: dict[int, int] = {}  # next offset to read, per source partition
+        self._committed: dict[int, int] = {}  # positions as last saved
+        self._commits: list[dict[str, Any]] = []
+        self._events: list[dict[str, Any]] = []
+        self._ranges: dict[int, tuple[int, int]] = {}
+        self._buffered = 0
+        self._last_flush = clock()
+        self._seen: set[tuple[str, int, int]] = set()  # rows of an unfinished flush found in the lake
+        self._topic_names: dict[uuid.UUID, str] = {}
+        self._last_topic_refresh = 0.0
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    @property
+    def state_file(self) -> Path:
+        return state_path(self.lake_root, self.cluster)
+
+    @property
+    def positions(self) -> dict[int, int]:
+        """The saved positions (next offset per ``__consumer_offsets`` partition)."""
+        return dict(self._committed)
+
+    def open(self) -> None:
+        """Connect, assign every partition and seek (saved positions, else ``start``).
+
+        Raises :class:`CommitLogAccessDenied` without READ on the topic, :class:`KafkaUnavailable`
+        when the cluster does not answer.
+        """
+        from kafka import TopicPartition
+        from kafka.errors import KafkaError
+
+        state = self._load_state()
+        options = {
+            **self.client_options,
+            "group_id": None,
+            "enable_auto_commit": False,
+            "exclude_internal_topics": False,
+            "isolation_level": "read_committed",
+            "auto_offset_reset": "earliest",
+            "max_poll_records": self.max_poll_records,
+            "client_id": f"lagscope-commitlog-{self.cluster}",
+        }
+        try:
+            consumer = self._factory(**options)
+        except KafkaError as exc:
+            raise self._wrap(exc) from exc
+        self._consumer = consumer
+        try:
+            partitions = consumer.partitions_for_topic(OFFSETS_TOPIC)
+            if not partitions:
+                raise CommitLogAccessDenied(
+                    f"{OFFSETS_TOPIC} is not visible on cluster {self.cluster} "
+                    "(no Describe/Read access, or the topic does not exist yet)")
+            tps = [TopicPartition(OFFSETS_TOPIC, p) for p in sorted(partitions)]
+            consumer.assign(tps)
+            saved = {int(k): int(v) for k, v in state.get("positions", {}).items()}
+            fresh = [tp for tp in tps if tp.partition not in saved]
+            for tp in tps:
+                if tp.partition in saved:
+                    consumer.seek(tp, saved[tp.partition])
+            self._seek_fresh(fresh)
+            self._positions = {tp.partition: int(consumer.position(tp)) for tp in tps}
+        except CommitLogAccessDenied:
+            self.close()
+            raise
+        except KafkaError as exc:
+            self.close()
+            raise self._wrap(exc) from exc
+        self._committed = dict(self._positions)
+        log.info("commit log tail of %s: %d partitions from %s", self.cluster, len(tps),
+                 "saved positions" if saved else self._describe_start())
+
+    def _describe_start(self) -> str:
+        if self.start.kind == "time":
+            return f"time {_ts(self.start.timestamp_ms)}"
+        return self.start.kind
+
+    def _seek_fresh(self, tps: list[Any]) -> None:
+        if not tps:
+            return
+        c = self._consumer
+        if self.start.kind == "earliest":
+            c.seek_to_beginning(*tps)
+        elif self.start.kind == "latest":
+            c.seek_to_end(*tps)
+        else:
+            found = c.offsets_for_times({tp: self.start.timestamp_ms for tp in tps})
+            late = [tp for tp in tps if found.get(tp) is None]
+            for tp in tps:
+                hit = found.get(tp)
+                if hit is not None:
+                    c.seek(tp, hit.offset)
+            if late:  # nothing written since the start time: begin at the end
+                c.seek_to_end(*late)
+
+    def close(self) -> None:
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            with contextlib.suppress(Exception):
+                consumer.close()
+
+    def _wrap(self, exc: BaseException) -> LagscopeError:
+        if _is_authorization_error(exc):
+            return CommitLogAccessDenied(
+                f"no READ access to {OFFSETS_TOPIC} on cluster {self.cluster} "
+                f"(TopicAuthorizationFailed)")
+        return KafkaUnavailable(f"commit log tail of {self.cluster}: {type(exc).__name__}: {exc}")
+
+    # -- polling ------------------------------------------------------------------------------
+    def poll_batch(self, timeout_ms: int | None = None) -> int:
+        """Poll once and decode into the buffer; returns the number of records read."""
+        from kafka.errors import KafkaError
+
+        if self._consumer is None:
+            self.open()
+        try:
+            batches = self._consumer.poll(
+                timeout_ms=self.poll_timeout_ms if timeout_ms is None else timeout_ms,
+                max_records=self.max_poll_records)
+        except KafkaError as exc:
+            raise self._wrap(exc) from exc
+        n = 0
+        for tp, records in batches.items():
+            if not records:
+                continue
+            self._ingest(tp.partition, records)
+            n += len(records)
+        return n
+
+    def _ingest(self, partition: int, records: list[Any]) -> None:
+        stats = self.stats
+        commits = self._commits
+        events = self._events
+        seen = self._seen
+        first = None
+        last = -1
+        for m in records:
+            offset = m.offset
+            if offset < self._positions.get(partition, 0):
+                continue  # already read (a seek raced a fetch)
+            if first is None:
+                first = offset
+            last = offset
+            stats.records += 1
+            try:
+                rec = decode_record(m.key, m.value)
+            except UndecodedRecordType as exc:
+                stats.undecoded_types[exc.name] += 1
+                continue
+            except UnknownRecordVersion as exc:
+                stats.unknown_versions[f"type={exc.record_type} version={exc.version}"] += 1
+                log.debug("skipped %s-%d@%d: %s", OFFSETS_TOPIC, partition, offset, exc)
+                continue
+            except RecordDecodeError as exc:
+                stats.decode_errors += 1
+                log.warning("undecodable record %s-%d@%d skipped: %s", OFFSETS_TOPIC, partition,
+                            offset, exc)
+                continue
+            key = rec.key
+            if rec.value is None:
+                stats.tombstones += 1
+            if isinstance(key, OffsetCommitKey):
+                if seen and ("commits", partition, offset) in seen:
+                    stats.duplicates_skipped += 1
+                    continue
+                value = rec.value
+                if isinstance(value, OffsetCommitValue) and value.topic_id is not None:
+                    self._topic_names[value.topic_id] = key.topic
+                commits.append(commit_row(key, value,  # type: ignore[arg-type]
+                                          record_ts_ms=m.timestamp, source_partition=partition,
+                                          source_offset=offset))
+                stats.commits += 1
+            else:
+                if isinstance(rec.value, ConsumerGroupPartitionMetadataValue):
+                    for t in rec.value.topics:
+                        self._topic_names[t.topic_id] = t.topic_name
+                if seen and ("group_events", partition, offset) in seen:
+                    stats.duplicates_skipped += 1
+                    continue
+                events.append(group_event_row(rec, record_ts_ms=m.timestamp,
+                                              source_partition=partition, source_offset=offset,
+                                              topic_names=self._topic_name))
+                stats.group_events += 1
+        if first is not None:
+            lo = self._ranges.get(partition, (first, last))[0]
+            self._ranges[partition] = (lo, last)
+            self._positions[partition] = last + 1
+            self._buffered += last - first + 1
+
+    def _topic_name(self, topic_id: uuid.UUID) -> str:
+        """Topic name of a KIP-848 topic id: learnt from commits, else from cluster metadata."""
+        name = self._topic_names.get(topic_id)
+        if name is not None:
+            return name
+        now = self._clock()
+        if self._consumer is not None and now - self._last_topic_refresh > 30.0:
+            self._last_topic_refresh = now
+            try:
+                self._consumer.topics()
+                cluster = self._consumer._client.cluster
+                for t in cluster.topics():
+                    tid = cluster.topic_id(t)
+                    if tid is not None:
+                        self._topic_names[tid] = t
+            except Exception as exc:  # metadata is best effort: the id is kept instead
+                log.debug("topic metadata refresh failed: %s", exc)
+            name = self._topic_names.get(topic_id)
+            if name is not None:
+                return name
+        return str(topic_id)
+
+    def is_flush_due(self) -> bool:
+        return bool(self._ranges) and (
+            self._buffered >= self.flush_records
+            or self._clock() - self._last_flush >= self.flush_interval_s)
+
+    def run_once(self, timeout_ms: int | None = None) -> int:
+        """Poll once, flush when due; returns the number of records read."""
+        n = self.poll_batch(timeout_ms)
+        if self.is_flush_due():
+            self.flush()
+        return n
+
+    def caught_up(self) -> bool:
+        """True when every partition has been read to its current end."""
+        if self._consumer is None:
+            return False
+        from kafka import TopicPartition
+
+        tps = [TopicPartition(OFFSETS_TOPIC, p) for p in self._positions]
+        ends = self._consumer.end_offsets(tps)
+        return all(self._positions[tp.partition] >= ends[tp] for tp in tps)
+
+    # -- flushing -----------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Write the buffered rows (one file per table and date), then save the positions.
+
+        Two-phase: the intent (ranges + folders) is saved first, the lake files second, the
+        positions last; a crash in between is repaired by :meth:`open` without duplicates.
+        """
+        self._last_flush = self._clock()
+        if not self._ranges:
+            return
+        by_table: dict[str, dict[dt.date, list[dict[str, Any]]]] = {"commits": {}, "group_events": {}}
+        for name, rows in (("commits", self._commits), ("group_events", self._events)):
+            for row in rows:
+                by_table[name].setdefault(row["record_ts"].date(), []).append(row)
+        pending = {"ranges": {str(p): list(r) for p, r in self._ranges.items()},
+                   "folders": {t: sorted(d.isoformat() for d in dates)
+                               for t, dates in by_table.items() if dates}}
+        self._save_state(self._committed, pending)
+        for table in (COMMITS, GROUP_EVENTS):
+            for date, rows in sorted(by_table[table.name].items()):
+                lake.write_rows(self.lake_root, table, self.cluster, rows, date=date)
+        self._save_state(self._positions, None)
+        self._committed = dict(self._positions)
+        self._commits = []
+        self._events = []
+        self._ranges = {}
+        self._buffered = 0
+        self._seen = set()
+        self.stats.flushes += 1
+
+    # -- state --------------------------------------------------------------------------------
+    def _save_state(self, positions: Mapping[int, int], pending: Mapping[str, Any] | None) -> None:
+        _write_json_atomic(self.state_file, {
+            "version": _STATE_VERSION, "cluster": self.cluster,
+            "updated": dt.datetime.now(dt.UTC).isoformat(),
+            "positions": {str(p): o for p, o in sorted(positions.items())},
+            "pending": pending,
+        })
+
+    def _load_state(self) -> dict[str, Any]:
+        path = self.state_file
+        if not path.exists():
+            return {}
+        try:
+            state: dict[str, Any] = json.loads(path.read_text())
+            if state.get("version") != _STATE_VERSION or not isinstance(state.get("positions"), dict):
+                raise ValueError("unexpected layout")
+        except (OSError, ValueError) as exc:
+            raise LakeError(f"cannot read the commit log positions {path}: {exc}") from exc
+        pending = state.get("pending")
+        if pending:
+            self._seen = self._rows_in_lake(_Pending(
+                ranges={int(p): (int(r[0]), int(r[1])) for p, r in pending.get("ranges", {}).items()},
+                folders={t: list(d) for t, d in pending.get("folders", {}).items()}))
+            log.info("commit log tail of %s: resuming after an unfinished flush; %d of its rows "
+                     "are already in the lake and will not be written again", self.cluster,
+                     len(self._seen))
+        return state
+
+    def _rows_in_lake(self, pending: _Pending) -> set[tuple[str, int, int]]:
+        seen: set[tuple[str, int, int]] = set()
+        for table, dates in pending.folders.items():
+            if table not in ("commits", "group_events") or not dates:
+                continue
+            expr = ds.field("date").isin(dates)
+            ranges = None
+            for p, (lo, hi) in pending.ranges.items():
+                r = ((ds.field("source_partition") == p) & (ds.field("source_offset") >= lo)
+                     & (ds.field("source_offset") <= hi))
+                ranges = r if ranges is None else ranges | r
+            if ranges is not None:
+                expr = expr & ranges
+            data = lake.read_table(self.lake_root, table, cluster=self.cluster,
+                                   columns=["source_partition", "source_offset"], filter=expr)
+            for p, o in zip(data.column("source_partition").to_pylist(),
+                            data.column("source_offset").to_pylist(), strict=True):
+                seen.add((table, int(p), int(o)))
+        return seen
+
+    # -- the loop -----------------------------------------------------------------------------
+    def run(self, stop: threading.Event, *, error_backoff_s: float = 5.0) -> None:
+        """Tail until ``stop`` is set; flush and close on the way out.
+
+        Without READ access: one warning, then return (the collector goes on with sweeps).
+        Other Kafka or lake errors are logged and retried after ``error_backoff_s``.
+        """
+        try:
+            while not stop.is_set():
+                try:
+                    if self._consumer is None:
+                        self.open()
+                    self.run_once()
+                except CommitLogAccessDenied as exc:
+                    self.disabled_reason = str(exc)
+                    log.warning("%s; the __consumer_offsets tail is off for cluster %s and the "
+                                "collector carries on with sweeps only", exc, self.cluster)
+                    return
+                except (KafkaUnavailable, LakeError, OSError) as exc:
+                    log.warning("commit log tail of %s: %s; retrying in %.0fs", self.cluster, exc,
+                                error_backoff_s)
+                    self.close()
+                    self._drop_buffer()
+                    stop.wait(error_backoff_s)
+        finally:
+            try:
+                if self._consumer is not None:
+                    self.flush()
+            finally:
+                self.close()
+
+    def _drop_buffer(self) -> None:
+        """Forget unflushed rows; the next open() seeks back to the saved positions."""
+        self._commits = []
+        self._events = []
+        self._ranges = {}
+        self._buffered = 0
+        self._positions = dict(self._committed)
