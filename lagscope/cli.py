@@ -31,6 +31,7 @@ err = Console(stderr=True)
 # modules that define ``register(app: typer.Typer) -> None``
 _COMMAND_MODULES: list[str] = [
     "lagscope.deploy.cli",
+    "lagscope.sim.cli",
 ]
 
 

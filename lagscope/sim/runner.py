@@ -1,0 +1,416 @@
+"""Run a scenario against any Kafka cluster and record its ground truth.
+
+    >>> result = run_scenario("steady", "127.0.0.1:9092", Path("out"))      # doctest: +SKIP
+    >>> result.names.groups["readers"], result.truth_path
+    ('sim-steady-1a2b3c-readers', PosixPath('out/truth.jsonl'))
+
+Or in the background, e.g. while a collector samples the same cluster::
+
+    run = start_scenario("crash", bootstrap, out_dir)
+    run.names.topics                # logical -> real topic names, known before the run starts
+    ...                             # sample the cluster
+    result = run.wait()             # RunResult; re-raises the run's error
+
+How a run goes: create the topics (with their configs) → start one process per producer
+and per member (members that join later are started at their time) → carry out crashes
+(SIGKILL) at their time → when every member has ended, record the broker's end state
+(ListOffsets, OffsetFetch) → stop the producers that hold a transaction open → merge the
+per-process truth parts into ``<out>/truth.jsonl`` (sorted by time, end_state last).
+``<out>/run.json`` describes the run (scenario, names, t0); ``<out>/logs/`` keeps each
+process's log. Ctrl-C (``ScenarioRun.stop()``) ends the run early, still recording the
+end state and the truth.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from lagscope.errors import KafkaUnavailable, ScenarioError
+from lagscope.sim.model import Scenario, load_scenario_file
+from lagscope.sim.truth import EndState, Fault, GroupOffset, PartitionEnd, read_parts, write_truth
+
+__all__ = [
+    "RunNames",
+    "RunResult",
+    "ScenarioRun",
+    "builtin_scenarios",
+    "collect_end_state",
+    "load_scenario",
+    "plan_names",
+    "run_scenario",
+    "start_scenario",
+]
+
+log = logging.getLogger(__name__)
+
+#: seconds between spawning the first processes and the scenario's t0 (Python start-up)
+STARTUP_LEAD_S = 2.5
+#: how long after the end the runner waits for members before it stops them
+END_GRACE_S = 20.0
+
+
+def builtin_scenarios() -> dict[str, Path]:
+    """The scenarios shipped in ``lagscope/sim/scenarios``: name → file."""
+    folder = resources.files("lagscope.sim") / "scenarios"
+    out: dict[str, Path] = {}
+    for entry in folder.iterdir():
+        if entry.name.endswith(".yaml"):
+            out[entry.name[:-5]] = Path(str(entry))
+    return dict(sorted(out.items()))
+
+
+def load_scenario(ref: str | Path | Scenario) -> Scenario:
+    """A Scenario from itself, a built-in name (``steady``) or a YAML path."""
+    if isinstance(ref, Scenario):
+        return ref
+    builtin = builtin_scenarios()
+    if isinstance(ref, str) and ref in builtin:
+        return load_scenario_file(builtin[ref])
+    p = Path(ref)
+    if p.exists():
+        return load_scenario_file(p)
+    raise ScenarioError(f"no scenario {ref!r}: not a file and not one of {', '.join(builtin)}")
+
+
+@dataclass(frozen=True)
+class RunNames:
+    """The real names of one run: every logical name prefixed with ``sim-<scenario>-<run_id>``."""
+
+    run_id: str
+    prefix: str
+    topics: dict[str, str]
+    groups: dict[str, str]
+    instance_ids: dict[str, str] = field(default_factory=dict)
+
+    def topic(self, logical: str) -> str:
+        return self.topics[logical]
+
+    def group(self, logical: str) -> str:
+        return self.groups[logical]
+
+
+def plan_names(scenario: Scenario, run_id: str | None = None) -> RunNames:
+    """The names a run of ``scenario`` uses (a fresh run id unless one is given)."""
+    rid = run_id or uuid.uuid4().hex[:8]
+    prefix = f"sim-{scenario.name}-{rid}"
+    inst = {m.group_instance_id: f"{prefix}-{m.group_instance_id}"
+            for g in scenario.groups for m in g.members if m.group_instance_id}
+    return RunNames(rid, prefix, {t.name: f"{prefix}-{t.name}" for t in scenario.topics},
+                    {g.name: f"{prefix}-{g.name}" for g in scenario.groups}, inst)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A finished run: where its truth is and what the broker reported at the end."""
+
+    scenario: Scenario
+    names: RunNames
+    out_dir: Path
+    truth_path: Path
+    t0: float
+    ended: float
+    end_state: EndState
+    stopped_early: bool = False
+
+
+@dataclass
+class _Proc:
+    name: str
+    role: str
+    popen: subprocess.Popen[bytes]
+    leave_open: bool = False
+
+
+class _Runner:
+    def __init__(self, scenario: Scenario, bootstrap: str, out_dir: Path, names: RunNames,
+                 client_config: dict[str, Any], cleanup: bool, stop_event: threading.Event) -> None:
+        self.sc = scenario
+        self.bootstrap = bootstrap
+        self.out = Path(out_dir)
+        self.names = names
+        self.client_config = dict(client_config)
+        self.cleanup = cleanup
+        self.stop_event = stop_event
+        self.parts = self.out / "parts"
+        self.logs = self.out / "logs"
+        self.procs: list[_Proc] = []
+        self.faults: list[Fault] = []
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _admin(self) -> Any:
+        from kafka import KafkaAdminClient
+        from kafka.errors import KafkaError
+
+        try:
+            return KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=f"{self.names.prefix}-admin",
+                                    request_timeout_ms=15000, **self.client_config)
+        except (KafkaError, OSError, ValueError) as exc:
+            raise KafkaUnavailable(f"cannot reach Kafka at {self.bootstrap}: {exc}") from exc
+
+    def _spawn(self, name: str, role: str, cfg: dict[str, Any], leave_open: bool = False) -> _Proc:
+        spec_path = self.parts / f"{name}.spec.json"
+        fd = os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump({**cfg, "role": role, "bootstrap": self.bootstrap, "client_config": self.client_config,
+                       "out": str(self.parts / f"{name}.jsonl")}, f)
+        logf = (self.logs / f"{name}.log").open("ab")
+        try:
+            popen = subprocess.Popen([sys.executable, "-m", "lagscope.sim.worker", str(spec_path)],
+                                     stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
+        finally:
+            logf.close()
+        p = _Proc(name, role, popen, leave_open)
+        self.procs.append(p)
+        return p
+
+    def _signal(self, p: _Proc, sig: int) -> None:
+        if p.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                p.popen.send_signal(sig)
+
+    def _wait(self, procs: list[_Proc], deadline: float) -> bool:
+        """Wait until ``procs`` have exited or ``deadline``; True if they all did."""
+        while time.time() < deadline:
+            if all(p.popen.poll() is not None for p in procs):
+                return True
+            if self.stop_event.wait(0.1):
+                return all(p.popen.poll() is not None for p in procs)
+        return all(p.popen.poll() is not None for p in procs)
+
+    def _terminate(self, procs: list[_Proc], grace: float = 10.0) -> None:
+        for p in procs:
+            self._signal(p, signal.SIGTERM)
+        deadline = time.time() + grace
+        for p in procs:
+            try:
+                p.popen.wait(timeout=max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                log.warning("%s (pid %s) did not stop; killing it", p.name, p.popen.pid)
+                self._signal(p, signal.SIGKILL)
+                p.popen.wait(timeout=10)
+
+    # -- the run ----------------------------------------------------------------------------
+    def create_topics(self, admin: Any) -> None:
+        from kafka.errors import KafkaError
+
+        new = {self.names.topic(t.name): {"num_partitions": t.partitions, "replication_factor": 1,
+                                          "configs": dict(t.configs)} for t in self.sc.topics}
+        try:
+            admin.create_topics(new, timeout_ms=15000)
+            admin.wait_for_topics(list(new), timeout_ms=20000)
+        except KafkaError as exc:
+            raise ScenarioError(f"cannot create the scenario's topics: {exc}") from exc
+
+    def run(self) -> RunResult:
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.parts.mkdir(exist_ok=True)
+        self.logs.mkdir(exist_ok=True)
+        admin = self._admin()
+        try:
+            self.create_topics(admin)
+            t0 = time.time() + STARTUP_LEAD_S
+            end = t0 + self.sc.duration
+            self._write_run_json(t0)
+            stopped_early = self._drive(t0, end)
+            end_state = collect_end_state(admin, self.names, self.sc)
+            # now the producers that hold a transaction open may abort it and go
+            self._terminate([p for p in self.procs if p.popen.poll() is None], grace=15)
+            records = [*read_parts(self.parts), *self.faults, end_state]
+            truth = self.out / "truth.jsonl"
+            write_truth(truth, records)
+            if self.cleanup:
+                self._cleanup(admin)
+            return RunResult(self.sc, self.names, self.out, truth, t0, time.time(), end_state, stopped_early)
+        finally:
+            self._terminate([p for p in self.procs if p.popen.poll() is None], grace=5)
+            admin.close()
+
+    def _write_run_json(self, t0: float) -> None:
+        info = {"scenario": self.sc.model_dump(mode="json"), "bootstrap": self.bootstrap, "t0": t0,
+                "run_id": self.names.run_id, "prefix": self.names.prefix, "topics": self.names.topics,
+                "groups": self.names.groups, "instance_ids": self.names.instance_ids}
+        tmp = self.out / ".run.json.tmp"
+        tmp.write_text(json.dumps(info, indent=2))
+        tmp.replace(self.out / "run.json")
+
+    def _member_cfg(self, g: Any, m: Any, t0: float, end: float) -> dict[str, Any]:
+        return {"spec": m.model_dump(mode="json"), "t0": t0, "end": end,
+                "group": self.names.group(g.name), "member": m.name,
+                "client_id": f"{self.names.prefix}-{g.name}-{m.name}",
+                "topics": [self.names.topic(t) for t in g.topics],
+                "group_instance_id": self.names.instance_ids.get(m.group_instance_id or "")}
+
+    def _drive(self, t0: float, end: float) -> bool:
+        """Start the processes, carry out the runner's own actions; True if stopped early."""
+        parts = {t.name: t.partitions for t in self.sc.topics}
+        for ps in self.sc.producers:
+            self._spawn(f"producer-{ps.name}", "producer", {
+                "spec": ps.model_dump(mode="json"), "t0": t0, "end": end,
+                "topic": self.names.topic(ps.topic), "partitions": parts[ps.topic],
+                "client_id": f"{self.names.prefix}-{ps.name}",
+                "transactional_id": f"{self.names.prefix}-{ps.name}"}, leave_open=ps.leave_open)
+        # (when, what, arg): spawns of members and crashes, in time order
+        events: list[tuple[float, str, Any]] = []
+        for g in self.sc.groups:
+            for m in g.members:
+                when = t0 + m.join_at - (STARTUP_LEAD_S if m.join_at > 0 else 0.0)
+                events.append((max(when, 0.0), "spawn", (g, m)))
+                for a in m.actions:
+                    if a.kind == "crash":
+                        events.append((t0 + a.at, "crash", (g, m)))
+        events.sort(key=lambda e: (e[0], e[1] != "spawn"))
+        by_member: dict[tuple[str, str], _Proc] = {}
+        for when, what, (g, m) in events:
+            while time.time() < when:
+                if self.stop_event.wait(max(0.0, min(0.1, when - time.time()))):
+                    break
+            if self.stop_event.is_set():
+                break
+            key = (g.name, m.name)
+            if what == "spawn":
+                by_member[key] = self._spawn(f"member-{g.name}-{m.name}", "member",
+                                             self._member_cfg(g, m, t0, end))
+                if m.join_at > 0:
+                    self.faults.append(Fault("join", self.names.group(g.name), m.name,
+                                             t0 + m.join_at, t0 + m.join_at))
+            else:
+                proc = by_member[key]
+                alive = proc.popen.poll() is None
+                now = time.time()
+                self._signal(proc, signal.SIGKILL)
+                self.faults.append(Fault("crash", self.names.group(g.name), m.name, now, now,
+                                         {"pid": proc.popen.pid, "was_alive": alive}))
+        members = [p for p in self.procs if p.role == "member"]
+        producers = [p for p in self.procs if p.role == "producer" and not p.leave_open]
+        self._wait(members + producers, end + END_GRACE_S)
+        if self.stop_event.is_set():
+            self._terminate([p for p in self.procs if not p.leave_open])
+            return True
+        late = [p for p in members + producers if p.popen.poll() is None]
+        if late:
+            log.warning("%d process(es) still running %.0fs after the end: stopping them", len(late), END_GRACE_S)
+            self._terminate(late)
+        failed = [p for p in self.procs if p.popen.returncode not in (None, 0, -signal.SIGKILL)]
+        for proc in failed:
+            log.warning("%s exited with %s; see %s", proc.name, proc.popen.returncode,
+                        self.logs / f"{proc.name}.log")
+        return False
+
+    def _cleanup(self, admin: Any) -> None:
+        from kafka.errors import KafkaError
+
+        try:
+            admin.delete_groups(list(self.names.groups.values()))
+            admin.delete_topics(list(self.names.topics.values()), timeout_ms=15000)
+        except KafkaError as exc:
+            log.warning("cleanup of %s failed: %s", self.names.prefix, exc)
+
+
+def collect_end_state(admin: Any, names: RunNames, scenario: Scenario) -> EndState:
+    """What the broker reports now for the run's partitions (ListOffsets) and groups (OffsetFetch)."""
+    from kafka import TopicPartition
+    from kafka.admin import OffsetSpec
+    from kafka.errors import KafkaError
+    from kafka.protocol.consumer.offsets import IsolationLevel
+
+    tps = [TopicPartition(names.topic(t.name), p) for t in scenario.topics for p in range(t.partitions)]
+    try:
+        earliest = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.EARLIEST))
+        latest = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.LATEST))
+        stable = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.LATEST),
+                                              isolation_level=IsolationLevel.READ_COMMITTED)
+        groups = [names.group(g.name) for g in scenario.groups]
+        committed = admin.list_group_offsets(dict.fromkeys(groups)) if groups else {}
+    except KafkaError as exc:
+        raise KafkaUnavailable(f"cannot read the end state: {exc}") from exc
+    parts = tuple(PartitionEnd(tp.topic, tp.partition, int(earliest[tp].offset), int(latest[tp].offset),
+                               int(stable[tp].offset)) for tp in tps)
+    offs: list[GroupOffset] = []
+    for g, table in sorted(committed.items()):
+        for tp, om in sorted(table.items()):
+            if om is not None and om.offset >= 0:
+                offs.append(GroupOffset(g, tp.topic, tp.partition, int(om.offset)))
+    return EndState(time.time(), parts, tuple(offs))
+
+
+class ScenarioRun:
+    """A scenario running in a background thread: ``names`` now, ``wait()`` for the result."""
+
+    def __init__(self, scenario: Scenario, bootstrap: str, out_dir: Path, names: RunNames,
+                 client_config: dict[str, Any], cleanup: bool) -> None:
+        self.scenario = scenario
+        self.names = names
+        self.out_dir = Path(out_dir)
+        self._stop = threading.Event()
+        self._result: RunResult | None = None
+        self._error: BaseException | None = None
+        self._runner = _Runner(scenario, bootstrap, self.out_dir, names, client_config, cleanup, self._stop)
+        self._thread = threading.Thread(target=self._main, name=f"scenario-{names.prefix}", daemon=True)
+        self._thread.start()
+
+    @property
+    def truth_path(self) -> Path:
+        return self.out_dir / "truth.jsonl"
+
+    def _main(self) -> None:
+        try:
+            self._result = self._runner.run()
+        except BaseException as exc:
+            self._error = exc
+
+    def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    def stop(self) -> None:
+        """End the run early: workers get SIGTERM; the end state and the truth are still written."""
+        self._stop.set()
+
+    def wait(self, timeout: float | None = None) -> RunResult:
+        """Block until the run is over; returns its result or raises its error."""
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise ScenarioError(f"scenario {self.scenario.name} still running after {timeout}s")
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+
+def start_scenario(scenario: str | Path | Scenario, bootstrap: str, out_dir: str | Path, *,
+                   run_id: str | None = None, client_config: dict[str, Any] | None = None,
+                   cleanup: bool = False) -> ScenarioRun:
+    """Start a run in the background (see the module docstring); returns at once.
+
+    ``client_config``: extra kafka-python settings for every client (e.g. SASL/TLS).
+    ``cleanup``: delete the run's topics and groups after the end state is recorded.
+    """
+    sc = load_scenario(scenario)
+    return ScenarioRun(sc, bootstrap, Path(out_dir), plan_names(sc, run_id), client_config or {}, cleanup)
+
+
+def run_scenario(scenario: str | Path | Scenario, bootstrap: str, out_dir: str | Path, *,
+                 run_id: str | None = None, client_config: dict[str, Any] | None = None,
+                 cleanup: bool = False) -> RunResult:
+    """Run a scenario to its end and return its result (KeyboardInterrupt ends it early, cleanly)."""
+    run = start_scenario(scenario, bootstrap, out_dir, run_id=run_id, client_config=client_config,
+                         cleanup=cleanup)
+    try:
+        while not run.done():
+            run._thread.join(0.2)
+    except KeyboardInterrupt:
+        run.stop()
+    return run.wait()

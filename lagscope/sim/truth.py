@@ -1,0 +1,242 @@
+"""Ground truth of a simulator run: one JSON object per line in ``<out>/truth.jsonl``.
+
+Every record has a ``type``; timestamps are epoch seconds (float, wall clock, ``time.time()``);
+offsets are Kafka offsets (int); topic and group names are the real (prefixed) names.
+
+- ``produce``  {topic, partition, offset, ts, txn}: a record the broker acknowledged; ``ts``
+  is the record's CreateTime from the broker's RecordMetadata (ms precision); ``txn`` is
+  null for a non-transactional producer, else "committed", "aborted" or "open".
+- ``commit``   {group, member, topic, partition, offset, ts}: an offset commit the
+  coordinator acknowledged; ``ts`` is taken right after the acknowledgement.
+- ``assign`` / ``revoke`` {group, member, partitions: [[topic, partition], ...], ts, lost}:
+  the member's rebalance listener; ``lost`` is true when the partitions were lost
+  (the member was evicted) rather than revoked cleanly.
+- ``fault``    {kind, group, member, start, end, detail}: an injected fault or operation;
+  ``end`` equals ``start`` for instantaneous ones (crash, leave, join, rewind, skip).
+- ``end_state`` {ts, partitions: [{topic, partition, log_start, end, lso}],
+  committed: [{group, topic, partition, offset}]}: what the broker reports after the run
+  (ListOffsets earliest/latest/latest-read_committed, OffsetFetch). Always the last line.
+
+    >>> records = load("out/truth.jsonl")                 # doctest: +SKIP
+    >>> [r for r in records if isinstance(r, Commit)][-1].offset
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any, Literal
+
+from lagscope.errors import ScenarioError
+
+__all__ = [
+    "Assign",
+    "Commit",
+    "EndState",
+    "Fault",
+    "PartitionEnd",
+    "Produce",
+    "Record",
+    "Revoke",
+    "TruthWriter",
+    "load",
+    "read_parts",
+    "record_from_dict",
+    "record_ts",
+    "to_dict",
+]
+
+
+@dataclass(frozen=True)
+class Produce:
+    topic: str
+    partition: int
+    offset: int
+    ts: float
+    txn: Literal["committed", "aborted", "open"] | None = None
+    type: Literal["produce"] = "produce"
+
+
+@dataclass(frozen=True)
+class Commit:
+    group: str
+    member: str
+    topic: str
+    partition: int
+    offset: int
+    ts: float
+    type: Literal["commit"] = "commit"
+
+
+@dataclass(frozen=True)
+class Assign:
+    group: str
+    member: str
+    partitions: tuple[tuple[str, int], ...]
+    ts: float
+    type: Literal["assign"] = "assign"
+
+
+@dataclass(frozen=True)
+class Revoke:
+    group: str
+    member: str
+    partitions: tuple[tuple[str, int], ...]
+    ts: float
+    lost: bool = False
+    type: Literal["revoke"] = "revoke"
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    group: str
+    member: str
+    start: float
+    end: float
+    detail: dict[str, Any] = field(default_factory=dict)
+    type: Literal["fault"] = "fault"
+
+
+@dataclass(frozen=True)
+class PartitionEnd:
+    topic: str
+    partition: int
+    log_start: int
+    end: int
+    lso: int
+
+
+@dataclass(frozen=True)
+class GroupOffset:
+    group: str
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass(frozen=True)
+class EndState:
+    ts: float
+    partitions: tuple[PartitionEnd, ...]
+    committed: tuple[GroupOffset, ...]
+    type: Literal["end_state"] = "end_state"
+
+    def end_of(self, topic: str, partition: int) -> PartitionEnd:
+        for p in self.partitions:
+            if (p.topic, p.partition) == (topic, partition):
+                return p
+        raise KeyError((topic, partition))
+
+    def committed_of(self, group: str) -> dict[tuple[str, int], int]:
+        return {(c.topic, c.partition): c.offset for c in self.committed if c.group == group}
+
+
+Record = Produce | Commit | Assign | Revoke | Fault | EndState
+
+
+def record_ts(r: Record) -> float:
+    """The time a record is sorted by (a fault's start)."""
+    return r.start if isinstance(r, Fault) else r.ts
+
+
+def to_dict(r: Record) -> dict[str, Any]:
+    d = asdict(r)
+    t = d.pop("type")
+    return {"type": t, **d}
+
+
+def _parts(v: Any) -> tuple[tuple[str, int], ...]:
+    return tuple((str(t), int(p)) for t, p in v)
+
+
+def record_from_dict(d: dict[str, Any]) -> Record:
+    """One parsed JSON line → its typed record; raises ScenarioError on an unknown shape."""
+    try:
+        t = d["type"]
+        if t == "produce":
+            return Produce(d["topic"], int(d["partition"]), int(d["offset"]), float(d["ts"]), d.get("txn"))
+        if t == "commit":
+            return Commit(d["group"], d["member"], d["topic"], int(d["partition"]), int(d["offset"]),
+                          float(d["ts"]))
+        if t == "assign":
+            return Assign(d["group"], d["member"], _parts(d["partitions"]), float(d["ts"]))
+        if t == "revoke":
+            return Revoke(d["group"], d["member"], _parts(d["partitions"]), float(d["ts"]),
+                          bool(d.get("lost", False)))
+        if t == "fault":
+            return Fault(d["kind"], d["group"], d["member"], float(d["start"]), float(d["end"]),
+                         dict(d.get("detail") or {}))
+        if t == "end_state":
+            return EndState(
+                float(d["ts"]),
+                tuple(PartitionEnd(p["topic"], int(p["partition"]), int(p["log_start"]), int(p["end"]),
+                                   int(p["lso"])) for p in d["partitions"]),
+                tuple(GroupOffset(c["group"], c["topic"], int(c["partition"]), int(c["offset"]))
+                      for c in d["committed"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ScenarioError(f"bad truth record {d!r}: {exc}") from exc
+    raise ScenarioError(f"unknown truth record type {d.get('type')!r}")
+
+
+def load(path: str | Path) -> list[Record]:
+    """Read ``truth.jsonl`` (or a per-process part) into typed records, in file order."""
+    out: list[Record] = []
+    p = Path(path)
+    try:
+        lines = p.read_text().splitlines()
+    except OSError as exc:
+        raise ScenarioError(f"cannot read truth file {p}: {exc}") from exc
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+        except ValueError as exc:
+            raise ScenarioError(f"{p}:{n}: not JSON: {exc}") from exc
+        out.append(record_from_dict(d))
+    return out
+
+
+def read_parts(folder: Path) -> list[Record]:
+    """Every record of the per-process part files, tolerating a torn last line (SIGKILL)."""
+    out: list[Record] = []
+    for part in sorted(folder.glob("*.jsonl")):
+        for line in part.read_text().splitlines():
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+            except ValueError:
+                continue  # the tail of a process killed mid-write
+            out.append(record_from_dict(d))
+    return out
+
+
+class TruthWriter:
+    """Appends records to one process's part file, flushed line by line (a SIGKILL loses nothing
+    already written but a torn last line, which :func:`read_parts` drops)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._f: IO[str] = self.path.open("a", buffering=1)
+
+    def write(self, r: Record) -> None:
+        self._f.write(json.dumps(to_dict(r), separators=(",", ":")) + "\n")
+        self._f.flush()
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def write_truth(path: Path, records: list[Record]) -> None:
+    """Write the merged truth file whole: sorted by time, end_state last, via temp + rename."""
+    body = sorted((r for r in records if not isinstance(r, EndState)), key=record_ts)
+    ends = [r for r in records if isinstance(r, EndState)]
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with tmp.open("w") as f:
+        for r in [*body, *ends]:
+            f.write(json.dumps(to_dict(r), separators=(",", ":")) + "\n")
+    tmp.replace(path)
