@@ -32,6 +32,7 @@ err = Console(stderr=True)
 _COMMAND_MODULES: list[str] = [
     "lagscope.deploy.cli",
     "lagscope.sim.cli",
+    "lagscope.collector.cli",
 ]
 
 

@@ -275,7 +275,8 @@ class MetricsConfig(_Section):
 
     enabled: bool = Field(True, description="Serve /metrics while collecting.")
     bind: str = Field("127.0.0.1", description="Address to listen on.")
-    port: int = Field(9308, ge=0, lt=65536, description="TCP port (0 picks a free port).")
+    port: int = Field(9839, ge=0, lt=65536,
+                      description="TCP port (0 picks a free port); not 9308, so kafka_exporter can run beside it.")
 
 
 class AnalyticsConfig(_Section):

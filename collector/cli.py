@@ -1,0 +1,164 @@
+"""``lagscope collect`` (the collection loop) and ``lagscope lag`` (a one-shot lag table).
+
+    lagscope collect --config lagscope.yaml            # until Ctrl-C / SIGTERM
+    lagscope collect --config lagscope.yaml --once     # one sweep per cluster, then exit
+    lagscope lag --bootstrap 127.0.0.1:9092 --group orders
+
+Invalid configuration prints one line ``config error: <field>: <problem>`` and exits with 2,
+before anything connects.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, Literal, NoReturn
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.table import Table
+
+from lagscope.config import ClusterConfig, Settings, format_validation_error, load_config
+from lagscope.errors import ConfigError, LagscopeError
+
+__all__ = ["register"]
+
+log = logging.getLogger(__name__)
+err = Console(stderr=True)
+
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML configuration file.",
+                                                dir_okay=False)]
+
+
+def _load(path: Path | None, env: dict[str, str] | None = None) -> Settings:
+    """Load and validate; on error print the one line and exit 2 (nothing connected yet)."""
+    try:
+        return load_config(path, environ={**os.environ, **(env or {})})
+    except ConfigError as exc:
+        _config_exit(str(exc))
+
+
+def _config_exit(line: str) -> NoReturn:
+    err.print(f"config error: {line}", highlight=False, markup=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+@contextmanager
+def _signals(stop: threading.Event) -> Iterator[None]:
+    def handler(signum: int, _frame: Any) -> None:
+        log.info("received %s; stopping after the current sweep", signal.Signals(signum).name)
+        stop.set()
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def collect(
+    config: ConfigOpt = None,
+    once: Annotated[bool, typer.Option("--once", help="One sweep of every cluster, then exit.")] = False,
+    lake: Annotated[str | None, typer.Option("--lake", help="Override collector.lake.")] = None,
+    no_metrics: Annotated[bool, typer.Option("--no-metrics", help="Do not serve /metrics.")] = False,
+) -> None:
+    """Sweep the configured clusters every interval: lake + /metrics, until SIGINT/SIGTERM."""
+    settings = _load(config, {"LAGSCOPE_COLLECTOR__LAKE": lake} if lake else None)
+    if not settings.clusters:
+        _config_exit("clusters: at least one cluster is required to collect")
+    from lagscope.collector.loop import Collector
+
+    collector = Collector(settings, metrics=False if (no_metrics or once) else None)
+    if once:
+        try:
+            snaps = collector.run_once()
+        finally:
+            collector.stop()
+        if not all(s.ok for s in snaps):
+            raise typer.Exit(1)
+        return
+    stop = threading.Event()
+    with _signals(stop):
+        collector.run(stop)
+
+
+def lag(
+    config: ConfigOpt = None,
+    bootstrap: Annotated[str | None, typer.Option("--bootstrap", "-b",
+                                                  help="host:port[,…] (instead of --config).")] = None,
+    cluster: Annotated[str | None, typer.Option("--cluster",
+                                                help="Cluster name from the config (default: first).")] = None,
+    group: Annotated[list[str] | None, typer.Option("--group", "-g", help="Only this group (repeatable).")] = None,
+    timeout_ms: Annotated[int, typer.Option("--timeout-ms", help="Request timeout.")] = 10000,
+) -> None:
+    """Print every group's lag per partition, like kafka-consumer-groups.sh --describe."""
+    from lagscope.collector.kafka_client import ClusterClient
+    from lagscope.collector.sweep import sweep
+
+    if (config is None) == (bootstrap is None):
+        _config_exit("give exactly one of --config or --bootstrap")
+    if bootstrap is not None:
+        try:
+            target = ClusterConfig(name="cli", bootstrap_servers=bootstrap)  # type: ignore[arg-type]
+        except Exception as exc:
+            if isinstance(exc, ValidationError):
+                _config_exit("--bootstrap: " + format_validation_error(exc).split(": ", 1)[-1])
+            raise
+    else:
+        settings = _load(config)
+        if not settings.clusters:
+            _config_exit("clusters: no cluster configured")
+        try:
+            target = settings.cluster(cluster) if cluster else settings.clusters[0]
+        except ConfigError as exc:
+            _config_exit(str(exc))
+    with ClusterClient(target, request_timeout_ms=timeout_ms) as client:
+        snap = sweep(client, target, group_ids=group or None)
+    if not snap.ok:
+        raise LagscopeError(f"{target.name}: {snap.sweep.get('error')}")
+    Console().print(lag_table(snap.offsets, snap.members))
+    if snap.sweep.get("group_errors"):
+        err.print(f"[yellow]warning:[/] {snap.sweep.get('error')}", highlight=False)
+
+
+def lag_table(offsets: Any, members: Any) -> Table:
+    """A rich table in the column order of kafka-consumer-groups.sh --describe (+ STATE)."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    columns: tuple[tuple[str, Literal["left", "right"]], ...] = (
+        ("GROUP", "left"), ("STATE", "left"), ("TOPIC", "left"), ("PARTITION", "right"),
+                          ("CURRENT-OFFSET", "right"), ("LOG-END-OFFSET", "right"), ("LAG", "right"),
+                          ("CONSUMER-ID", "left"), ("HOST", "left"), ("CLIENT-ID", "left"))
+    for name, justify in columns:
+        numeric = justify == "right"
+        table.add_column(name, justify=justify, no_wrap=numeric or name in ("GROUP", "STATE", "TOPIC"),
+                         overflow="ellipsis" if numeric else "fold")
+
+    def s(v: Any) -> str:
+        return "-" if v is None else str(v)
+
+    seen: set[str] = set()
+    for r in sorted(offsets, key=lambda r: (r["group_id"], r["topic"], r["partition"])):
+        seen.add(r["group_id"])
+        lag_v = r.get("lag")
+        lag_text = s(lag_v) if not lag_v else f"[bold yellow]{lag_v}[/]"
+        table.add_row(r["group_id"], s(r.get("group_state")), r["topic"], str(r["partition"]),
+                      s(r.get("committed_offset")), s(r.get("log_end_offset")), lag_text,
+                      s(r.get("member_id")), s(r.get("host")), s(r.get("client_id")))
+    for m in sorted(members, key=lambda m: m["group_id"]):
+        if m["group_id"] not in seen:  # groups with neither commits nor assignments
+            seen.add(m["group_id"])
+            table.add_row(m["group_id"], s(m.get("group_state")), "-", "-", "-", "-", "-",
+                          s(m.get("member_id")), s(m.get("host")), s(m.get("client_id")))
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    app.command("collect")(collect)
+    app.command("lag")(lag)

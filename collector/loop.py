@@ -1,0 +1,230 @@
+"""The collection loop: sweep every cluster each interval, write the lake, feed /metrics.
+
+    >>> collector = Collector(load_config("lagscope.yaml"))      # doctest: +SKIP
+    >>> collector.run(stop)        # until stop.set() (SIGINT/SIGTERM in the CLI)  # doctest: +SKIP
+
+Components and lifecycle (start receivers before senders, stop in reverse):
+:class:`LakeSink` (writes each Snapshot to the lake), the metrics server (optional, gets each
+Snapshot whole), then one :class:`~lagscope.collector.kafka_client.ClusterClient` per cluster.
+
+Faults: a sweep that fails (broker down, timeout) is a Snapshot with ``ok=False`` and the
+error, written to ``sweeps`` like any other: a gap is visible as a gap, never as zeros.
+After :data:`RECONNECT_AFTER` failed sweeps in a row the cluster's client is rebuilt
+(fresh bootstrap), and connection back-off is capped at 1 s, so collection resumes with the
+first sweep after the broker returns. Anything else that goes wrong in one iteration (a
+bug, a full disk) is logged and the next sweep is scheduled: the loop never dies of it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from lagscope.collector.compaction import compact_lake
+from lagscope.collector.kafka_client import ClusterClient
+from lagscope.collector.model import Snapshot
+from lagscope.collector.sweep import collector_id, failed_snapshot, sweep
+from lagscope.config import ClusterConfig, Settings
+from lagscope.errors import LagscopeError, LakeError
+from lagscope.lake import write_rows
+from lagscope.schema import MEMBERS, OFFSETS, SWEEPS
+
+__all__ = ["RECONNECT_AFTER", "Collector", "LakeSink", "SnapshotReceiver"]
+
+log = logging.getLogger(__name__)
+
+#: failed sweeps in a row after which a cluster's client is closed and rebuilt
+RECONNECT_AFTER = 3
+
+
+class SnapshotReceiver(Protocol):
+    """Anything that takes each new Snapshot whole (the metrics server does)."""
+
+    def update(self, snapshot: Snapshot) -> None: ...
+
+
+class LakeSink:
+    """Writes a Snapshot's rows to the lake: offsets, members, then the sweeps row.
+
+    Each table's rows of one sweep are one atomic file (:func:`lagscope.lake.write_rows`).
+    The sweeps row is written last, so a sweep listed in ``sweeps`` has all its data files;
+    a crash in between leaves data without a sweeps row, which readers treat as not swept.
+    """
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+
+    def update(self, snapshot: Snapshot) -> None:
+        date = snapshot.sweep_ts.astimezone(dt.UTC).date()
+        if snapshot.offsets:
+            write_rows(self.root, OFFSETS, snapshot.cluster, snapshot.offsets, date=date)
+        if snapshot.members:
+            write_rows(self.root, MEMBERS, snapshot.cluster, snapshot.members, date=date)
+        write_rows(self.root, SWEEPS, snapshot.cluster, [snapshot.sweep], date=date)
+
+
+def describe(snapshot: Snapshot) -> str:
+    """The one log line of a sweep."""
+    s = snapshot.sweep
+    head = (f"sweep cluster={snapshot.cluster} {'ok' if snapshot.ok else 'FAILED'} "
+            f"groups={s.get('groups', 0)} partitions={s.get('partitions', 0)} members={s.get('members', 0)} "
+            f"duration={float(s.get('duration_ms') or 0):.0f}ms errors={s.get('group_errors', 0)}")
+    if s.get("error"):
+        err = str(s["error"])
+        head += f" error={err[:300]}{'…' if len(err) > 300 else ''}"
+    return head
+
+
+class _ClusterRun:
+    def __init__(self, cluster: ClusterConfig, factory: Callable[[ClusterConfig], ClusterClient]) -> None:
+        self.cluster = cluster
+        self.factory = factory
+        self.client: ClusterClient | None = None
+        self.failures = 0
+
+    def get_client(self) -> ClusterClient:
+        if self.client is None:
+            self.client = self.factory(self.cluster)
+        return self.client
+
+    def reset(self) -> None:
+        client, self.client = self.client, None
+        if client is not None:
+            try:
+                client.close()
+            except Exception as exc:  # closing a broken client must not stop the loop
+                log.debug("closing client of %s: %s", self.cluster.name, exc)
+
+
+class Collector:
+    """Sweeps the configured clusters every ``collector.interval_s`` (see the module docstring).
+
+    Inject what depends on the environment: ``client_factory`` (Kafka), ``receivers``
+    (defaults: the lake sink, plus the metrics server when enabled), ``clock``/``sleep``.
+    """
+
+    def __init__(self, settings: Settings, *,
+                 client_factory: Callable[[ClusterConfig], ClusterClient] | None = None,
+                 receivers: list[SnapshotReceiver] | None = None,
+                 metrics: bool | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.settings = settings
+        cfg = settings.collector
+        self.instance = cfg.instance or collector_id()
+        self._factory = client_factory or (lambda c: ClusterClient(c, request_timeout_ms=cfg.request_timeout_ms))
+        self.sink = LakeSink(cfg.lake_path)
+        self.receivers: list[SnapshotReceiver] = list(receivers) if receivers is not None else [self.sink]
+        self._metrics_enabled = settings.metrics.enabled if metrics is None else metrics
+        self.metrics_server: Any = None
+        self._runs = [_ClusterRun(c, self._factory) for c in settings.clusters]
+        self._clock = clock
+        self._last_compaction = clock()
+        self.sweeps = 0
+        self.latest: dict[str, Snapshot] = {}
+
+    # -- lifecycle -----------------------------------------------------------------------
+    def start(self) -> Collector:
+        if self._metrics_enabled and self.metrics_server is None:
+            from lagscope.collector.metrics import MetricsServer
+
+            m = self.settings.metrics
+            self.metrics_server = MetricsServer(m.bind, m.port).start()
+            self.receivers.append(self.metrics_server)
+        return self
+
+    def stop(self) -> None:
+        for run in reversed(self._runs):
+            run.reset()
+        server, self.metrics_server = self.metrics_server, None
+        if server is not None:
+            self.receivers.remove(server)
+            server.stop()
+
+    # -- one iteration -------------------------------------------------------------------
+    def sweep_cluster(self, run: _ClusterRun) -> Snapshot:
+        cfg = self.settings.collector
+        started = time.perf_counter()
+        now = dt.datetime.now(dt.UTC)
+        now = now.replace(microsecond=now.microsecond // 1000 * 1000)
+        try:
+            client = run.get_client()
+            snap = sweep(client, run.cluster, timeout_s=cfg.effective_sweep_timeout_s(),
+                         collector=self.instance, now=now)
+        except Exception as exc:  # never let a sweep kill the loop; record it as failed
+            log.exception("sweep of %s raised", run.cluster.name)
+            snap = failed_snapshot(run.cluster.name, now, (time.perf_counter() - started) * 1000,
+                                   f"{type(exc).__name__}: {exc}", self.instance)
+        if snap.ok:
+            run.failures = 0
+        else:
+            run.failures += 1
+            if run.failures >= RECONNECT_AFTER:
+                log.info("cluster %s: %d failed sweeps in a row; reconnecting", run.cluster.name, run.failures)
+                run.reset()
+                run.failures = 0
+        return snap
+
+    def deliver(self, snapshot: Snapshot) -> None:
+        for receiver in self.receivers:
+            try:
+                receiver.update(snapshot)
+            except (LakeError, OSError) as exc:
+                log.error("cluster %s: could not write sweep %s to %s: %s", snapshot.cluster,
+                          snapshot.sweep_ts.isoformat(), type(receiver).__name__, exc)
+            except Exception:
+                log.exception("cluster %s: %s failed on sweep %s", snapshot.cluster,
+                              type(receiver).__name__, snapshot.sweep_ts.isoformat())
+
+    def run_once(self) -> list[Snapshot]:
+        """Sweep every cluster once, deliver each Snapshot, return them."""
+        out: list[Snapshot] = []
+        for run in self._runs:
+            snap = self.sweep_cluster(run)
+            (log.info if snap.ok else log.warning)("%s", describe(snap))
+            self.deliver(snap)
+            self.latest[run.cluster.name] = snap
+            self.sweeps += 1
+            out.append(snap)
+        return out
+
+    def maybe_compact(self, *, force: bool = False) -> None:
+        comp = self.settings.collector.compaction
+        if not comp.enabled:
+            return
+        if not force and self._clock() - self._last_compaction < comp.interval_s:
+            return
+        self._last_compaction = self._clock()
+        try:
+            result = compact_lake(self.settings.collector.lake_path, grace_s=comp.grace_s, min_files=comp.min_files)
+        except Exception:
+            log.exception("compaction failed; will retry in %.0fs", comp.interval_s)
+            return
+        if result.files_in or result.orphans_removed:
+            log.info("compaction: %d bucket(s), %d files → %d, %d orphan(s) removed", result.buckets,
+                     result.files_in, result.files_out, result.orphans_removed)
+
+    def run(self, stop: threading.Event, *, max_sweeps: int | None = None) -> None:
+        """Sweep every ``interval_s`` (start to start) until ``stop`` is set."""
+        interval = self.settings.collector.interval_s
+        self.start()
+        try:
+            while not stop.is_set():
+                began = self._clock()
+                try:
+                    self.run_once()
+                    self.maybe_compact()
+                except LagscopeError as exc:
+                    log.error("collection iteration failed: %s; next sweep in %.0fs", exc, interval)
+                except Exception:
+                    log.exception("collection iteration failed; next sweep in %.0fs", interval)
+                if max_sweeps is not None and self.sweeps >= max_sweeps:
+                    break
+                # start to start; an overrun sweep is followed at once by the next (never a backlog)
+                stop.wait(max(0.0, began + interval - self._clock()))
+        finally:
+            self.stop()
