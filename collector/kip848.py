@@ -74,6 +74,7 @@ __all__ = [
     "TopicAssignment",
     "decode_response",
     "describe_consumer_groups",
+    "describe_for_sweep",
     "describe_request",
     "members_rows",
     "parse_response",
@@ -280,7 +281,8 @@ def members_rows(desc: ConsumerGroupDescription, sweep_ts: dt.datetime) -> list[
     """MEMBERS rows (:data:`lagscope.schema.MEMBERS`) for one described group.
 
     One row per member; a group with no members gets one row with a null ``member_id``.
-    ``generation`` is the group epoch; ``protocol`` the server-side assignor.
+    ``generation`` is the group epoch; ``protocol`` the server-side assignor; ``host`` the
+    client address without the leading "/" the coordinator puts there (as for classic groups).
     """
     base: dict[str, Any] = {
         "sweep_ts": sweep_ts,
@@ -299,7 +301,7 @@ def members_rows(desc: ConsumerGroupDescription, sweep_ts: dt.datetime) -> list[
          "member_id": m.member_id,
          "group_instance_id": m.instance_id,
          "client_id": m.client_id,
-         "host": m.client_host,
+         "host": m.client_host.lstrip("/") or None,
          "subscribed_topics": list(m.subscribed_topic_names),
          "assignment": [{"topic": t, "partition": p} for t, p in m.partitions()]}
         for m in desc.members
@@ -344,22 +346,28 @@ async def _topic_names(t: _Transport) -> dict[uuid.UUID, str]:
     return {tp.topic_id: tp.name for tp in response.topics if tp.name and tp.topic_id is not None}
 
 
+async def _describe_by_node(t: _Transport, by_node: Mapping[int, Sequence[str]],
+                            resolve_topics: bool) -> list[ConsumerGroupDescription]:
+    """Send one request per coordinator (all in flight at once), then resolve missing topic names."""
+    futures = [t.send(describe_request(groups), node) for node, groups in by_node.items() if groups]
+    described: list[ConsumerGroupDescription] = []
+    for future in futures:
+        described.extend(parse_response(await future))
+    if resolve_topics and any(d.unresolved_topic_ids for d in described):
+        names = await _topic_names(t)
+        described = [resolve_topic_names(d, names) for d in described]
+    return described
+
+
 async def _describe(t: _Transport, coordinator: int | None, group_ids: Sequence[str],
                     resolve_topics: bool) -> list[ConsumerGroupDescription]:
-    by_node: dict[int | None, list[str]] = {}
+    by_node: dict[int, list[str]] = {}
     if coordinator is None:
         for group, node in (await _find_coordinators(t, group_ids)).items():
             by_node.setdefault(node, []).append(group)
     else:
         by_node[coordinator] = list(group_ids)
-    futures = [t.send(describe_request(groups), node) for node, groups in by_node.items()]
-    described: list[ConsumerGroupDescription] = []
-    for future in futures:
-        response = await future
-        described.extend(parse_response(response))
-    if resolve_topics and any(d.unresolved_topic_ids for d in described):
-        names = await _topic_names(t)
-        described = [resolve_topic_names(d, names) for d in described]
+    described = await _describe_by_node(t, by_node, resolve_topics)
     order = {g: i for i, g in enumerate(group_ids)}
     return sorted(described, key=lambda d: order.get(d.group_id, len(order)))
 
@@ -393,3 +401,46 @@ def describe_consumer_groups(client: Any, coordinator: int | None, group_ids: It
         raise KafkaUnavailable(f"ConsumerGroupDescribe failed: {type(exc).__name__}: {exc}") from exc
     return result
 
+
+
+async def describe_for_sweep(client: Any, groups: Sequence[Any]) -> None:
+    """The sweep's hook (runs on kafka-python's I/O thread): describe consumer-protocol groups.
+
+    ``groups`` are the sweep's group records (duck-typed: ``group_id``, ``coordinator``, and
+    the fields set here). Each described group gets ``described``, ``state``, ``protocol``
+    (server assignor), ``protocol_type`` ("consumer"), ``group_protocol`` ("consumer"),
+    ``generation`` (group epoch), one ``members`` entry per member (the MEMBERS row minus the
+    group columns) and ``owners[(topic, partition)] = (member_id, client_id, host)``; a group
+    the coordinator could not describe gets ``error``. Raises what the transport raises (the
+    sweep records it against every group of the batch).
+    """
+    t = _transport(client)
+    by_node: dict[int, list[str]] = {}
+    records: dict[str, Any] = {}
+    for g in groups:
+        if g.coordinator is not None:
+            by_node.setdefault(int(g.coordinator), []).append(g.group_id)
+            records[g.group_id] = g
+    for desc in await _describe_by_node(t, by_node, resolve_topics=True):
+        g = records.get(desc.group_id)
+        if g is None:
+            continue
+        if not desc.ok:
+            g.error = g.error or f"ConsumerGroupDescribe: {desc.error}"
+            continue
+        g.described = True
+        g.state = desc.state or g.state
+        g.protocol = desc.assignor or None
+        g.protocol_type = "consumer"
+        g.group_protocol = "consumer"
+        g.generation = desc.group_epoch
+        for row in members_rows(desc, _EPOCH):
+            if row["member_id"] is None:
+                continue
+            g.members.append({k: row[k] for k in _MEMBER_KEYS})
+            for tp in row["assignment"]:
+                g.owners[(tp["topic"], tp["partition"])] = (row["member_id"], row["client_id"], row["host"])
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_MEMBER_KEYS = ("member_id", "group_instance_id", "client_id", "host", "subscribed_topics", "assignment")

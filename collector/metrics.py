@@ -59,8 +59,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEFAULT_BIND = "127.0.0.1"
-#: kafka_exporter uses 9308 and kafka-lag-exporter 8000; lagscope uses its own so all can coexist
-DEFAULT_PORT = 9839
+#: kafka_exporter's port: lagscope is a drop-in replacement for its scrape job (config: metrics.port)
+DEFAULT_PORT = 9308
 
 #: every state lagscope_group_state has a series for (classic protocol, then KIP-848 ones)
 GROUP_STATES = (
