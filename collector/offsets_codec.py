@@ -510,12 +510,12 @@ def _decode_key(key: bytes) -> Key:
         (n,) = _H.unpack_from(key, 2)
         p = 4 + n
         if n < 0 or p > len(key):
-            raise _Truncated("bad group string in offset key")
+            raise _Truncated("group string runs past the end of the offset key")
         group = key[4:p].decode()
         (n,) = _H.unpack_from(key, p)
         q = p + 2 + n
         if n < 0 or q > len(key):
-            raise _Truncated("bad topic string in offset key")
+            raise _Truncated("topic string runs past the end of the offset key")
         topic = key[p + 2:q].decode()
         (partition,) = _I.unpack_from(key, q)
         return OffsetCommitKey(group, topic, partition)
@@ -599,7 +599,7 @@ def _offset_commit_value(version: int, value: bytes) -> OffsetCommitValue:
         (n,) = _H.unpack_from(value, 14)
         p = 16 + n
         if n < 0 or p > len(value):
-            raise _Truncated("bad metadata string in offset value v3")
+            raise _Truncated("metadata string runs past the end of the offset value v3")
         metadata = value[16:p].decode() if n else ""
         (ts,) = _Q.unpack_from(value, p)
         return OffsetCommitValue(3, offset, None if epoch < 0 else epoch, metadata, ts, None)
