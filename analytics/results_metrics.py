@@ -1,0 +1,323 @@
+"""The analytics' findings as Prometheus metrics: a custom collector over the result tables.
+
+The analytics write ``rebalances``, ``anomalies``, ``status`` and ``lag_trends`` under
+``<results>/<table>/cluster=…/date=…`` (see :mod:`lagscope.schema`). :class:`ResultsCollector`
+reads the latest of them and exposes, per scrape:
+
+===========================================================  =========  ==========================================
+metric                                                       type       labels
+===========================================================  =========  ==========================================
+``lagscope_rebalances_total``                                counter    cluster, group, cause
+``lagscope_rebalance_duration_seconds``                      histogram  cluster, group (closed windows)
+``lagscope_rebalance_last_duration_seconds``                 gauge      cluster, group
+``lagscope_rebalance_over_bound_ratio``                      gauge      cluster, group (last closed window)
+``lagscope_rebalance_in_progress``                           gauge      cluster, group (1 while a window is open)
+``lagscope_anomalies_open``                                  gauge      cluster, group, kind, severity
+``lagscope_anomalies_total``                                 counter    cluster, group, kind, severity
+``lagscope_group_status``                                    gauge      cluster, group, status (1 = current)
+``lagscope_group_burrow_status``                             gauge      cluster, group, status (1 = current)
+``lagscope_retention_headroom_seconds``                      gauge      cluster, group, topic, partition
+``lagscope_catchup_eta_seconds``                             gauge      cluster, group, topic, partition
+``lagscope_results_last_update_timestamp_seconds``           gauge      table
+``lagscope_results_read_errors_total``                       counter    (none)
+===========================================================  =========  ==========================================
+
+The tables are re-read at most every ``refresh_s`` seconds; between reads every scrape serves
+the last complete reading (one immutable :class:`ResultsReading`, replaced whole). A table
+that cannot be read keeps its previous reading and counts a read error, so a scrape never
+fails and a transient error never turns into zeros.
+
+    >>> from prometheus_client import CollectorRegistry
+    >>> registry = CollectorRegistry()
+    >>> registry.register(ResultsCollector("/var/lib/lagscope/results"))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+from lagscope.errors import LakeError
+from lagscope.lake import read_table
+
+__all__ = [
+    "DURATION_BUCKETS",
+    "GROUP_STATUSES",
+    "ResultsCollector",
+    "ResultsReading",
+    "read_results",
+    "serve",
+]
+
+log = logging.getLogger(__name__)
+
+#: buckets of ``lagscope_rebalance_duration_seconds`` (s): from a cooperative blip to a
+#: max.poll.interval-bound rebalance (the default max.poll.interval.ms is 300 000)
+DURATION_BUCKETS: tuple[float, ...] = (0.5, 1, 2, 5, 10, 15, 30, 45, 60, 120, 300, 600)
+
+#: every value ``status.status`` can take; one series per value, 1 on the current one
+GROUP_STATUSES: tuple[str, ...] = ("OK", "WARN", "ERR", "STOP", "STALL", "REWIND", "IDLE")
+#: every value ``status.burrow_status`` can take
+BURROW_STATUSES: tuple[str, ...] = ("OK", "WARN", "ERR", "STOP", "STALL", "REWIND")
+
+_TABLES = ("rebalances", "anomalies", "status", "lag_trends")
+
+
+@dataclass(frozen=True)
+class ResultsReading:
+    """One complete reading of the result tables, as plain rows per table (column → value)."""
+
+    rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: per table: the newest modification time of its files (epoch s); absent when no file
+    updated: dict[str, float] = field(default_factory=dict)
+
+
+def _newest_mtime(folder: Path) -> float | None:
+    newest: float | None = None
+    if not folder.exists():
+        return None
+    for path in folder.rglob("*.parquet"):
+        if path.name.startswith("."):
+            continue
+        mtime = path.stat().st_mtime
+        newest = mtime if newest is None else max(newest, mtime)
+    return newest
+
+
+def read_results(root: Path | str, tables: Iterable[str] = _TABLES,
+                 *, previous: ResultsReading | None = None) -> tuple[ResultsReading, int]:
+    """Read the result tables under ``root``; returns the reading and the number of read errors.
+
+    A table whose read fails keeps its rows from ``previous`` (if any).
+    """
+    rows: dict[str, list[dict[str, Any]]] = {}
+    updated: dict[str, float] = {}
+    errors = 0
+    for table in tables:
+        try:
+            rows[table] = read_table(root, table).to_pylist()
+            mtime = _newest_mtime(Path(root) / table)
+            if mtime is not None:
+                updated[table] = mtime
+        except (LakeError, OSError) as exc:
+            errors += 1
+            log.warning("cannot read result table %s under %s: %s", table, root, exc)
+            if previous is not None:
+                rows[table] = previous.rows.get(table, [])
+                if table in previous.updated:
+                    updated[table] = previous.updated[table]
+    return ResultsReading(rows, updated), errors
+
+
+def _latest_by(rows: Iterable[dict[str, Any]], key: Callable[[dict[str, Any]], tuple[Any, ...]],
+               ts: str) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """The row with the greatest ``ts`` per ``key`` (ties: the later row wins)."""
+    latest: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in rows:
+        k = key(row)
+        cur = latest.get(k)
+        if row.get(ts) is not None and (cur is None or cur.get(ts) is None or row[ts] >= cur[ts]):
+            latest[k] = row
+    return latest
+
+
+def _dedup(rows: Iterable[dict[str, Any]], key: Callable[[dict[str, Any]], tuple[Any, ...]]) -> list[dict[str, Any]]:
+    """One row per identity. Result tables are append-only: a window or an anomaly may be
+    written once while open and again once closed; the closed row wins (it never reopens)."""
+    best: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in rows:
+        k = key(row)
+        if k not in best or row.get("end_ts") is not None:
+            best[k] = row
+    return list(best.values())
+
+
+def _finite(value: Any) -> float | None:
+    if value is None:
+        return None
+    f = float(value)
+    return f if math.isfinite(f) else None
+
+
+class ResultsCollector(Collector):
+    """A prometheus_client custom collector over the result tables under ``root``.
+
+    ``refresh_s``: the tables are re-read when the last reading is older than this.
+    ``clock``: injectable monotonic clock (tests).
+    """
+
+    def __init__(self, root: Path | str, *, refresh_s: float = 15.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.root = Path(root)
+        self.refresh_s = refresh_s
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._reading: ResultsReading | None = None
+        self._read_at = -math.inf
+        self._read_errors = 0
+
+    def reading(self) -> ResultsReading:
+        """The current reading, re-read first when it is older than ``refresh_s``."""
+        with self._lock:
+            now = self._clock()
+            if self._reading is None or now - self._read_at >= self.refresh_s:
+                reading, errors = read_results(self.root, previous=self._reading)
+                self._reading, self._read_at = reading, now
+                self._read_errors += errors
+            return self._reading
+
+    def collect(self) -> Iterator[Any]:
+        reading = self.reading()
+        yield from _rebalance_metrics(reading.rows.get("rebalances", []))
+        yield from _anomaly_metrics(reading.rows.get("anomalies", []))
+        yield from _status_metrics(reading.rows.get("status", []))
+        yield from _trend_metrics(reading.rows.get("lag_trends", []))
+        updated = GaugeMetricFamily(
+            "lagscope_results_last_update_timestamp_seconds",
+            "Newest modification time of a result table's files (Unix time, s).", labels=["table"])
+        for table, mtime in sorted(reading.updated.items()):
+            updated.add_metric([table], mtime)
+        yield updated
+        yield CounterMetricFamily("lagscope_results_read_errors",
+                                  "Result-table reads that failed (the previous reading was kept).",
+                                  value=self._read_errors)
+
+
+def _rebalance_metrics(rows: list[dict[str, Any]]) -> Iterator[Any]:
+    rows = _dedup(rows, lambda r: (r["cluster"], r["group_id"], r["start_ts"]))
+    total = CounterMetricFamily("lagscope_rebalances",
+                                "Rebalance windows found by the analytics, by cause.",
+                                labels=["cluster", "group", "cause"])
+    counts: dict[tuple[str, str, str], int] = defaultdict(int)
+    durations: dict[tuple[str, str], list[float]] = defaultdict(list)
+    in_progress: dict[tuple[str, str], int] = defaultdict(int)
+    for row in rows:
+        cg = (row["cluster"], row["group_id"])
+        counts[(*cg, row.get("cause") or "unknown")] += 1
+        in_progress[cg] += 0
+        if row.get("end_ts") is None:
+            in_progress[cg] += 1
+        elif (d := _finite(row.get("duration_s"))) is not None:
+            durations[cg].append(d)
+    for labels, n in sorted(counts.items()):
+        total.add_metric(list(labels), n)
+    yield total
+
+    hist = HistogramMetricFamily("lagscope_rebalance_duration_seconds",
+                                 "Durations of closed rebalance windows (s).", labels=["cluster", "group"])
+    for cg, values in sorted(durations.items()):
+        buckets = [(_le(b), float(sum(1 for v in values if v <= b))) for b in DURATION_BUCKETS]
+        buckets.append(("+Inf", float(len(values))))
+        hist.add_metric(list(cg), buckets, sum_value=sum(values))
+    yield hist
+
+    closed = _latest_by((r for r in rows if r.get("end_ts") is not None),
+                        lambda r: (r["cluster"], r["group_id"]), "end_ts")
+    last = GaugeMetricFamily("lagscope_rebalance_last_duration_seconds",
+                             "Duration of the group's last closed rebalance window (s).",
+                             labels=["cluster", "group"])
+    ratio = GaugeMetricFamily("lagscope_rebalance_over_bound_ratio",
+                              "Last closed window's duration / the bound its settings imply "
+                              "(> 1: slower than the settings allow).", labels=["cluster", "group"])
+    for cg, row in sorted(closed.items()):
+        if (d := _finite(row.get("duration_s"))) is not None:
+            last.add_metric(list(cg), d)
+        if (r := _finite(row.get("observed_over_bound"))) is not None:
+            ratio.add_metric(list(cg), r)
+    yield last
+    yield ratio
+
+    open_ = GaugeMetricFamily("lagscope_rebalance_in_progress",
+                              "1 while the group has an open rebalance window, else 0.",
+                              labels=["cluster", "group"])
+    for cg, n in sorted(in_progress.items()):
+        open_.add_metric(list(cg), 1.0 if n else 0.0)
+    yield open_
+
+
+def _le(bound: float) -> str:
+    return repr(float(bound))
+
+
+def _anomaly_metrics(rows: list[dict[str, Any]]) -> Iterator[Any]:
+    rows = _dedup(rows, lambda r: (r["cluster"], r["key"]))
+    labels = ["cluster", "group", "kind", "severity"]
+    open_ = GaugeMetricFamily("lagscope_anomalies_open",
+                              "Anomalies still open (no end yet); 0 once every one of the series ended.",
+                              labels=labels)
+    total = CounterMetricFamily("lagscope_anomalies", "Anomalies found by the analytics.", labels=labels)
+    n_open: dict[tuple[str, str, str, str], int] = defaultdict(int)
+    n_all: dict[tuple[str, str, str, str], int] = defaultdict(int)
+    for row in rows:
+        key = (row["cluster"], row["group_id"], row["kind"], row["severity"])
+        n_all[key] += 1
+        n_open[key] += 1 if row.get("end_ts") is None else 0
+    for key in sorted(n_all):
+        open_.add_metric(list(key), n_open[key])
+        total.add_metric(list(key), n_all[key])
+    yield open_
+    yield total
+
+
+def _status_metrics(rows: list[dict[str, Any]]) -> Iterator[Any]:
+    group_rows = [r for r in rows if r.get("topic") is None and r.get("partition") is None]
+    latest = _latest_by(group_rows, lambda r: (r["cluster"], r["group_id"]), "eval_ts")
+    own = GaugeMetricFamily("lagscope_group_status",
+                            "lagscope's group status: 1 on the current status, 0 on the others.",
+                            labels=["cluster", "group", "status"])
+    burrow = GaugeMetricFamily("lagscope_group_burrow_status",
+                               "Burrow-compatible group status: 1 on the current status, 0 on the others.",
+                               labels=["cluster", "group", "status"])
+    for (cluster, group), row in sorted(latest.items()):
+        for status in GROUP_STATUSES:
+            own.add_metric([cluster, group, status], 1.0 if row.get("status") == status else 0.0)
+        for status in BURROW_STATUSES:
+            burrow.add_metric([cluster, group, status], 1.0 if row.get("burrow_status") == status else 0.0)
+    yield own
+    yield burrow
+
+
+def _trend_metrics(rows: list[dict[str, Any]]) -> Iterator[Any]:
+    part_rows = [r for r in rows if r.get("topic") is not None and r.get("partition") is not None]
+    latest = _latest_by(part_rows, lambda r: (r["cluster"], r["group_id"], r["topic"], r["partition"]),
+                        "window_start")
+    labels = ["cluster", "group", "topic", "partition"]
+    headroom = GaugeMetricFamily("lagscope_retention_headroom_seconds",
+                                 "Seconds until the committed offset would fall below the log start "
+                                 "at current rates (absent when it never will).", labels=labels)
+    eta = GaugeMetricFamily("lagscope_catchup_eta_seconds",
+                            "Seconds until the partition catches up at current rates "
+                            "(absent when it is not catching up).", labels=labels)
+    for (cluster, group, topic, partition), row in sorted(latest.items()):
+        lv = [cluster, group, topic, str(partition)]
+        if (h := _finite(row.get("retention_headroom_s"))) is not None:
+            headroom.add_metric(lv, h)
+        if (e := _finite(row.get("catchup_eta_s"))) is not None:
+            eta.add_metric(lv, e)
+    yield headroom
+    yield eta
+
+
+def serve(root: Path | str, *, host: str = "127.0.0.1", port: int = 9309,
+          refresh_s: float = 15.0) -> tuple[Any, Any]:
+    """Serve the results metrics on ``http://host:port/metrics`` (a daemon thread).
+
+    Returns ``(server, thread)``; ``server.shutdown()`` stops it.
+    """
+    registry = CollectorRegistry()
+    registry.register(ResultsCollector(root, refresh_s=refresh_s))
+    server, thread = start_http_server(port, addr=host, registry=registry)
+    log.info("results metrics on http://%s:%d/metrics (results %s)", host, server.server_port, root)
+    return server, thread
+

@@ -1,0 +1,162 @@
+"""Findings: the analytics' result tables turned into alert candidates with a stable key.
+
+A :class:`Finding` is one thing worth telling someone about, in one state:
+
+- ``anomalies``: every row; key = the row's own ``key`` column (kind|cluster|group|topic|
+  partition|start); firing while ``end_ts`` is null, resolved once it is set. Severity is
+  the row's.
+- ``rebalances``: every window; key = ``rebalance|cluster|group|start``; firing while open,
+  resolved once closed. Severity ``warning`` when the window outlasts the bound its settings
+  imply (closed: ``observed_over_bound > 1``; open: already longer than ``bound_s``), else
+  ``info``.
+- ``status``: the latest group-level row (topic and partition null) per group; key =
+  ``status|cluster|group|STATUS``; firing while the group is in a bad status (WARN, REWIND:
+  warning; ERR, STOP, STALL: critical); OK and IDLE fire nothing. A change from WARN to STALL
+  resolves the WARN key and fires the STALL key. Status has no explicit end: its resolution
+  is detected by the dispatcher (a key that was firing and is no longer reported).
+
+Pure: rows in, findings out (the clock is a parameter).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from lagscope.lake import read_table
+
+__all__ = [
+    "SEVERITIES",
+    "Finding",
+    "findings_from_anomalies",
+    "findings_from_rebalances",
+    "findings_from_results",
+    "findings_from_status",
+    "severity_rank",
+]
+
+State = Literal["firing", "resolved"]
+
+#: severities in increasing order
+SEVERITIES: tuple[str, ...] = ("info", "warning", "critical")
+
+_STATUS_SEVERITY = {"WARN": "warning", "REWIND": "warning", "ERR": "critical", "STOP": "critical",
+                    "STALL": "critical"}
+
+
+def severity_rank(severity: str) -> int:
+    """0 for info, 1 for warning, 2 for critical; unknown severities rank as critical."""
+    return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES) - 1
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One alert candidate in one state (see the module docstring for keys and severities)."""
+
+    key: str
+    source: str  # anomalies | rebalances | status
+    state: State
+    kind: str  # the anomaly kind, 'rebalance', or 'status'
+    severity: str  # info | warning | critical
+    cluster: str
+    group: str
+    summary: str
+    starts_at: dt.datetime
+    ends_at: dt.datetime | None = None
+    topic: str | None = None
+    partition: int | None = None
+    detail: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["starts_at"] = self.starts_at.isoformat()
+        data["ends_at"] = self.ends_at.isoformat() if self.ends_at else None
+        data["labels"] = dict(self.labels)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Finding:
+        values = dict(data)
+        values["starts_at"] = dt.datetime.fromisoformat(values["starts_at"])
+        values["ends_at"] = dt.datetime.fromisoformat(values["ends_at"]) if values.get("ends_at") else None
+        return cls(**values)
+
+    def resolved(self, at: dt.datetime) -> Finding:
+        """The same finding, resolved at ``at`` (used when a firing key is no longer reported)."""
+        return Finding(**{**asdict(self), "state": "resolved", "ends_at": self.ends_at or at,
+                          "labels": dict(self.labels)})
+
+
+def _utc(value: dt.datetime) -> dt.datetime:
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+def findings_from_anomalies(rows: Iterable[Mapping[str, Any]]) -> Iterator[Finding]:
+    for r in rows:
+        end = r.get("end_ts")
+        where = r["group_id"] + (f" {r['topic']}" if r.get("topic") else "") + (
+            f"[{r['partition']}]" if r.get("partition") is not None else "")
+        yield Finding(
+            key=r["key"], source="anomalies", state="resolved" if end is not None else "firing",
+            kind=r["kind"], severity=r["severity"], cluster=r["cluster"], group=r["group_id"],
+            topic=r.get("topic"), partition=r.get("partition"),
+            summary=f"{r['kind']} on {where} ({r['cluster']})",
+            detail=r.get("detail") or "", starts_at=_utc(r["start_ts"]),
+            ends_at=_utc(end) if end is not None else None)
+
+
+def findings_from_rebalances(rows: Iterable[Mapping[str, Any]], now: dt.datetime) -> Iterator[Finding]:
+    for r in rows:
+        start = _utc(r["start_ts"])
+        end = r.get("end_ts")
+        bound = r.get("bound_s")
+        if end is not None:
+            over = r.get("observed_over_bound")
+            slow = over is not None and over > 1
+            detail = (f"rebalance ({r.get('cause') or 'unknown'}) took {r.get('duration_s') or 0:.1f} s"
+                      + (f", bound {bound:.1f} s" if bound else ""))
+        else:
+            elapsed = (now - start).total_seconds()
+            slow = bound is not None and bound > 0 and elapsed > bound
+            detail = f"rebalance ({r.get('cause') or 'unknown'}) open for {elapsed:.0f} s" + (
+                f", bound {bound:.1f} s" if bound else "")
+        yield Finding(
+            key=f"rebalance|{r['cluster']}|{r['group_id']}|{start.isoformat()}", source="rebalances",
+            state="resolved" if end is not None else "firing", kind="rebalance",
+            severity="warning" if slow else "info", cluster=r["cluster"], group=r["group_id"],
+            summary=f"rebalance of {r['group_id']} ({r['cluster']})", detail=detail, starts_at=start,
+            ends_at=_utc(end) if end is not None else None,
+            labels={"cause": r.get("cause") or "unknown"})
+
+
+def findings_from_status(rows: Iterable[Mapping[str, Any]]) -> Iterator[Finding]:
+    latest: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for r in rows:
+        if r.get("topic") is not None or r.get("partition") is not None:
+            continue
+        k = (r["cluster"], r["group_id"])
+        if k not in latest or r["eval_ts"] >= latest[k]["eval_ts"]:
+            latest[k] = r
+    for (cluster, group), r in sorted(latest.items()):
+        status = r.get("status") or ""
+        severity = _STATUS_SEVERITY.get(status)
+        if severity is None:  # OK, IDLE: nothing is wrong
+            continue
+        yield Finding(
+            key=f"status|{cluster}|{group}|{status}", source="status", state="firing",
+            kind="status", severity=severity, cluster=cluster, group=group,
+            summary=f"{group} is {status} ({cluster})", detail=r.get("reason") or "",
+            starts_at=_utc(r["eval_ts"]), labels={"status": status})
+
+
+def findings_from_results(root: Path | str, now: dt.datetime) -> list[Finding]:
+    """Every finding in the result tables under ``root`` (raises LakeError when unreadable)."""
+    return [
+        *findings_from_anomalies(read_table(root, "anomalies").to_pylist()),
+        *findings_from_rebalances(read_table(root, "rebalances").to_pylist(), now),
+        *findings_from_status(read_table(root, "status").to_pylist()),
+    ]

@@ -1,0 +1,89 @@
+"""Synthetic result tables for the results-out tests, written through lagscope.lake.
+
+The rows follow :mod:`lagscope.schema` exactly (they are written by ``write_rows``, which
+casts them to the table's schema), so the exporter, the webhooks and the annotations are
+tested against the same files the analytics write.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lagscope.lake import write_rows
+from lagscope.schema import ANOMALIES, LAG_TRENDS, REBALANCES, STATUS
+
+
+@dataclass(frozen=True)
+class Synthetic:
+    root: Path
+    cluster: str
+    group: str
+    topic: str
+    now: dt.datetime
+
+
+def anomaly(cluster: str, group: str, topic: str | None, kind: str, start: dt.datetime,
+            end: dt.datetime | None, severity: str, partition: int | None = 0) -> dict[str, Any]:
+    key = f"{kind}|{cluster}|{group}|{topic or ''}|{'' if partition is None else partition}|{start.isoformat()}"
+    return {"group_id": group, "topic": topic, "partition": partition if topic else None,
+            "kind": kind, "start_ts": start, "end_ts": end, "severity": severity,
+            "magnitude": 120.0, "unit": "s", "detail": f"{kind} on {group}", "key": key}
+
+
+def rebalance(group: str, start: dt.datetime, duration: float | None, cause: str,
+              bound: float = 10.0) -> dict[str, Any]:
+    end = start + dt.timedelta(seconds=duration) if duration is not None else None
+    return {"group_id": group, "start_ts": start, "end_ts": end, "duration_s": duration,
+            "cause": cause, "source": "sweeps", "generation_before": 1, "generation_after": 2,
+            "members_before": ["m1"], "members_after": ["m1", "m2"], "partitions_moved": 2,
+            "bound_s": bound, "observed_over_bound": duration / bound if duration is not None else None,
+            "messages_accumulated": 40, "max_processing_gap_s": 3.0}
+
+
+def status(group: str, ts: dt.datetime, status: str, burrow: str, topic: str | None = None,
+           partition: int | None = None) -> dict[str, Any]:
+    return {"eval_ts": ts, "group_id": group, "topic": topic, "partition": partition,
+            "burrow_status": burrow, "status": status, "reason": f"{status} because of the test",
+            "lag": 10, "lag_seconds": 4.0}
+
+
+def trend(group: str, topic: str, partition: int, ts: dt.datetime, headroom: float | None,
+          eta: float | None) -> dict[str, Any]:
+    return {"window_start": ts, "group_id": group, "topic": topic, "partition": partition,
+            "lag_last": 10, "lag_max": 12, "produce_rate": 5.0, "consume_rate": 4.0,
+            "lag_seconds": 2.0, "lag_seconds_is_lower_bound": False, "lag_seconds_method": "interpolated",
+            "catchup_eta_s": eta, "retention_headroom_s": headroom}
+
+
+def write_synthetic(root: Path, cluster: str, group: str, topic: str, now: dt.datetime) -> Synthetic:
+    """A small, complete set of result tables for one cluster, group and topic.
+
+    - rebalances: a 4 s join (closed, under its 10 s bound), a 25 s session timeout (closed,
+      2.5x over its bound), and one still open (leave);
+    - anomalies: an open critical stall on partition 0, a closed warning commit gap;
+    - status: group-level WARN then STALL (STALL is the latest), plus a partition row;
+    - lag_trends: two windows for partition 0 (the later has headroom 1800 s, ETA 60 s).
+    """
+    t0 = now - dt.timedelta(minutes=30)
+    write_rows(root, REBALANCES, cluster, [
+        rebalance(group, t0, 4.0, "join"),
+        rebalance(group, t0 + dt.timedelta(minutes=5), 25.0, "session_timeout"),
+        rebalance(group, now - dt.timedelta(seconds=20), None, "leave"),
+    ])
+    write_rows(root, ANOMALIES, cluster, [
+        anomaly(cluster, group, topic, "stall", t0 + dt.timedelta(minutes=10), None, "critical"),
+        anomaly(cluster, group, topic, "commit_gap", t0, t0 + dt.timedelta(minutes=2), "warning"),
+    ])
+    write_rows(root, STATUS, cluster, [
+        status(group, t0, "WARN", "WARN"),
+        status(group, now - dt.timedelta(minutes=1), "STALL", "STALL"),
+        status(group, now - dt.timedelta(minutes=1), "STALL", "STALL", topic, 0),
+    ])
+    write_rows(root, LAG_TRENDS, cluster, [
+        trend(group, topic, 0, now - dt.timedelta(minutes=2), 5000.0, None),
+        trend(group, topic, 0, now - dt.timedelta(minutes=1), 1800.0, 60.0),
+    ])
+    return Synthetic(root, cluster, group, topic, now)

@@ -1,0 +1,122 @@
+"""The results exporter: result tables in, Prometheus samples out (fresh registry per test)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import urllib.request
+
+import pytest
+from prometheus_client import CollectorRegistry
+from results_synthetic import Synthetic, anomaly, status, write_synthetic
+
+from lagscope.analytics.results_metrics import ResultsCollector, serve
+from lagscope.lake import write_rows
+from lagscope.schema import ANOMALIES, STATUS
+
+
+def _registry(root: object, **kw: object) -> tuple[CollectorRegistry, ResultsCollector]:
+    registry = CollectorRegistry()
+    collector = ResultsCollector(root, **kw)  # type: ignore[arg-type]
+    registry.register(collector)
+    return registry, collector
+
+
+def test_rebalance_metrics(synthetic: Synthetic) -> None:
+    reg, _ = _registry(synthetic.root)
+    cg = {"cluster": "prod", "group": "orders-svc"}
+    # three windows, one per cause; the open one counts too
+    for cause in ("join", "session_timeout", "leave"):
+        assert reg.get_sample_value("lagscope_rebalances_total", {**cg, "cause": cause}) == 1
+    # the histogram holds the two closed windows (4 s and 25 s)
+    assert reg.get_sample_value("lagscope_rebalance_duration_seconds_count", cg) == 2
+    assert reg.get_sample_value("lagscope_rebalance_duration_seconds_sum", cg) == 29
+    assert reg.get_sample_value("lagscope_rebalance_duration_seconds_bucket", {**cg, "le": "5.0"}) == 1
+    assert reg.get_sample_value("lagscope_rebalance_duration_seconds_bucket", {**cg, "le": "30.0"}) == 2
+    # last closed window: the 25 s session timeout, 2.5x its 10 s bound
+    assert reg.get_sample_value("lagscope_rebalance_last_duration_seconds", cg) == 25
+    assert reg.get_sample_value("lagscope_rebalance_over_bound_ratio", cg) == 2.5
+    assert reg.get_sample_value("lagscope_rebalance_in_progress", cg) == 1
+
+
+def test_anomaly_status_and_trend_metrics(synthetic: Synthetic) -> None:
+    reg, _ = _registry(synthetic.root)
+    cg = {"cluster": "prod", "group": "orders-svc"}
+    assert reg.get_sample_value("lagscope_anomalies_open", {**cg, "kind": "stall", "severity": "critical"}) == 1
+    # the commit gap ended: still a series (so alerts resolve), value 0
+    assert reg.get_sample_value("lagscope_anomalies_open", {**cg, "kind": "commit_gap", "severity": "warning"}) == 0
+    assert reg.get_sample_value("lagscope_anomalies_total", {**cg, "kind": "commit_gap", "severity": "warning"}) == 1
+    # the latest group-level status is STALL (the earlier WARN is history)
+    assert reg.get_sample_value("lagscope_group_status", {**cg, "status": "STALL"}) == 1
+    assert reg.get_sample_value("lagscope_group_status", {**cg, "status": "WARN"}) == 0
+    assert reg.get_sample_value("lagscope_group_burrow_status", {**cg, "status": "STALL"}) == 1
+    part = {**cg, "topic": "orders", "partition": "0"}
+    # the later lag_trends window wins
+    assert reg.get_sample_value("lagscope_retention_headroom_seconds", part) == 1800
+    assert reg.get_sample_value("lagscope_catchup_eta_seconds", part) == 60
+    assert reg.get_sample_value("lagscope_results_last_update_timestamp_seconds", {"table": "status"}) > 0
+
+
+def test_refresh_reads_new_files_only_after_refresh_interval(synthetic: Synthetic) -> None:
+    now = [0.0]
+    reg, _ = _registry(synthetic.root, refresh_s=10.0, clock=lambda: now[0])
+    labels = {"cluster": "prod", "group": "orders-svc", "status": "OK"}
+    assert reg.get_sample_value("lagscope_group_status", labels) == 0
+    later = synthetic.now + dt.timedelta(minutes=1)
+    write_rows(synthetic.root, STATUS, "prod", [status("orders-svc", later, "OK", "OK")])
+    write_rows(synthetic.root, ANOMALIES, "prod", [
+        anomaly("prod", "orders-svc", "orders", "stall", synthetic.now - dt.timedelta(minutes=20), later,
+                "critical")])
+    stall = {"cluster": "prod", "group": "orders-svc", "kind": "stall", "severity": "critical"}
+    now[0] = 5.0  # within refresh_s: the cached reading is served
+    assert reg.get_sample_value("lagscope_group_status", labels) == 0
+    assert reg.get_sample_value("lagscope_anomalies_open", stall) == 1
+    now[0] = 11.0
+    assert reg.get_sample_value("lagscope_group_status", labels) == 1
+    # the stall was written again, closed, under the same key: it is one anomaly, no longer open
+    assert reg.get_sample_value("lagscope_anomalies_open", stall) == 0
+    assert reg.get_sample_value("lagscope_anomalies_total", stall) == 1
+
+
+def test_unreadable_table_keeps_previous_reading_and_counts_error(synthetic: Synthetic) -> None:
+    now = [0.0]
+    reg, _ = _registry(synthetic.root, refresh_s=1.0, clock=lambda: now[0])
+    labels = {"cluster": "prod", "group": "orders-svc", "status": "STALL"}
+    assert reg.get_sample_value("lagscope_group_status", labels) == 1
+    # a corrupt (non-Parquet) visible file makes the status table unreadable
+    bad = synthetic.root / "status" / "cluster=prod" / "date=2026-01-01"
+    bad.mkdir(parents=True)
+    (bad / "broken.parquet").write_bytes(b"not parquet")
+    now[0] = 2.0
+    assert reg.get_sample_value("lagscope_group_status", labels) == 1
+    assert reg.get_sample_value("lagscope_results_read_errors_total") == 1
+
+
+def test_empty_results_root_exposes_no_findings(tmp_path: object) -> None:
+    reg, _ = _registry(tmp_path)
+    assert reg.get_sample_value("lagscope_results_read_errors_total") == 0
+    assert reg.get_sample_value("lagscope_group_status", {"cluster": "prod", "group": "g", "status": "OK"}) is None
+
+
+def test_serve_exposes_metrics_over_http(synthetic: Synthetic) -> None:
+    write_synthetic(synthetic.root, "staging", "billing", "invoices", synthetic.now)
+    server, thread = serve(synthetic.root, port=0)
+    try:
+        body = urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/metrics", timeout=5).read().decode()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+    assert 'lagscope_group_status{cluster="staging",group="billing",status="STALL"} 1.0' in body
+    assert 'lagscope_rebalances_total{cause="join",cluster="prod",group="orders-svc"} 1.0' in body
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_values_are_not_exported(tmp_path: object, bad: float) -> None:
+    from results_synthetic import trend
+
+    from lagscope.schema import LAG_TRENDS
+    ts = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    write_rows(tmp_path, LAG_TRENDS, "prod", [trend("g", "t", 0, ts, bad, bad)])  # type: ignore[arg-type]
+    reg, _ = _registry(tmp_path)
+    assert reg.get_sample_value("lagscope_retention_headroom_seconds",
+                                {"cluster": "prod", "group": "g", "topic": "t", "partition": "0"}) is None

@@ -1,0 +1,219 @@
+"""Webhook delivery against a real HTTP receiver on 127.0.0.1 that refuses, fails, times out, recovers.
+
+What must hold (the issue's acceptance): after the receiver recovers every notification is
+delivered, none is lost, each notification's retries carry the same idempotency key and the
+same body, signatures verify, and a restart of the sender mid-outage (a new Sender and Outbox
+on the same file) loses nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import socket
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from results_synthetic import Synthetic
+
+from lagscope.dashboards.alerts import (
+    GENERIC_SCHEMA_PATH,
+    Backoff,
+    Outbox,
+    Sender,
+    enqueue_findings,
+    findings_from_results,
+    load_config,
+    verify_signature,
+)
+
+SECRET = "s3cr3t-webhook-key-for-tests"
+
+
+@dataclass
+class Recorded:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    answered: int  # the status the receiver answered, 0 when it timed the client out
+
+
+@dataclass
+class Receiver:
+    """A webhook receiver whose behaviour the test switches: ok | fail (503) | slow (sleeps)."""
+
+    mode: str = "ok"
+    slow_s: float = 0.0
+    requests: list[Recorded] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                mode = receiver.mode
+                if mode == "slow":
+                    with receiver.lock:
+                        receiver.requests.append(Recorded(self.path, dict(self.headers), body, 0))
+                    time.sleep(receiver.slow_s)
+                    return  # the client gave up long ago; answer nothing
+                status = 200 if mode == "ok" else 503
+                with receiver.lock:
+                    receiver.requests.append(Recorded(self.path, dict(self.headers), body, status))
+                self.send_response(status)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        return Handler
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def port() -> int:
+    return _free_port()
+
+
+@pytest.fixture
+def serve() -> Iterator[Any]:
+    servers: list[ThreadingHTTPServer] = []
+
+    def start(receiver: Receiver, port: int) -> ThreadingHTTPServer:
+        server = ThreadingHTTPServer(("127.0.0.1", port), receiver.handler())
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return server
+
+    yield start
+    for s in servers:
+        s.shutdown()
+        s.server_close()
+
+
+def _config(port: int) -> Any:
+    base = f"http://127.0.0.1:{port}"
+    return load_config({
+        "app_url": "http://app.test:8501",
+        "lookback_s": 3600,
+        "routes": [
+            {"name": "generic", "url": f"{base}/generic", "format": "generic", "min_severity": "info",
+             "secret_env": "LAGSCOPE_TEST_WEBHOOK_SECRET", "timeout_s": 0.3},
+            {"name": "slack", "url": f"{base}/slack/T000/B000/XXXX", "format": "slack", "min_severity": "warning",
+             "timeout_s": 0.3},
+            {"name": "am", "url": f"{base}/am", "format": "alertmanager", "min_severity": "critical",
+             "timeout_s": 0.3},
+        ],
+    })
+
+
+@pytest.mark.slow
+def test_outage_refuse_fail_timeout_then_recover_with_restart(
+        synthetic: Synthetic, tmp_path: Path, port: int, serve: Any, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("LAGSCOPE_TEST_WEBHOOK_SECRET", SECRET)
+    config = _config(port)
+    backoff = Backoff(base_s=0.05, factor=2.0, cap_s=0.2, jitter=0.5)
+    db = tmp_path / "outbox.sqlite"
+
+    outbox = Outbox(db)
+    report = enqueue_findings(outbox, config, findings_from_results(synthetic.root, synthetic.now), synthetic.now)
+    all_keys = {e["idempotency_key"] for e in outbox.entries()}
+    assert report.queued == len(all_keys) >= 6
+
+    # 1. nothing listens: connection refused, every attempt fails, nothing is lost
+    sender = Sender(outbox, config, backoff=backoff)
+    refused = sender.run(max_seconds=0.6, poll_s=0.05)
+    assert refused.delivered == 0
+    assert refused.failed >= len(all_keys)
+    assert outbox.counts().pending == len(all_keys)
+    # the sender "crashes": a new Sender on a new Outbox object on the same file takes over
+    sender.close()
+    outbox.close()
+    outbox = Outbox(db)
+    assert outbox.counts().pending == len(all_keys)
+    sender = Sender(outbox, config, backoff=backoff)
+
+    # 2. the receiver is up but answers 503
+    receiver = Receiver(mode="fail")
+    serve(receiver, port)
+    failing = sender.run(max_seconds=0.6, poll_s=0.05)
+    assert failing.delivered == 0
+    assert failing.failed >= len(all_keys)
+    # 3. it accepts connections but does not answer in time
+    receiver.mode, receiver.slow_s = "slow", 1.0
+    slow = sender.run(max_seconds=0.8, poll_s=0.05)
+    assert slow.delivered == 0
+    assert any("timeout" in e for e in slow.errors)
+    # 4. it recovers
+    receiver.mode = "ok"
+    done = sender.run(max_seconds=20, poll_s=0.05)
+    assert outbox.counts().pending == 0
+    assert outbox.counts().dead == 0
+    assert done.delivered == len(all_keys)
+
+    by_key: dict[str, list[Recorded]] = defaultdict(list)
+    for r in receiver.requests:
+        by_key[r.headers["Idempotency-Key"]].append(r)
+    # none lost: every queued notification reached the receiver with a 200
+    assert {k for k, rs in by_key.items() if any(r.answered == 200 for r in rs)} == all_keys
+    for key, rs in by_key.items():
+        # each notification was retried (503s and timeouts) with the same key and the same bytes
+        assert len(rs) >= 2, key
+        assert len({r.body for r in rs}) == 1
+        if rs[0].path == "/generic":
+            for r in rs:
+                assert verify_signature(SECRET.encode(), r.body, r.headers["X-Lagscope-Timestamp"],
+                                        r.headers["X-Lagscope-Signature"])
+            assert not verify_signature(b"wrong", rs[0].body, rs[0].headers["X-Lagscope-Timestamp"],
+                                        rs[0].headers["X-Lagscope-Signature"])
+            payload = json.loads(rs[0].body)
+            jsonschema.validate(payload, json.loads(GENERIC_SCHEMA_PATH.read_text()))
+            assert payload["idempotency_key"] == key
+        else:
+            assert "X-Lagscope-Signature" not in rs[0].headers
+    # attempts were counted and the retries backed off (no request storm)
+    assert max(e["attempts"] for e in outbox.entries()) >= 3  # type: ignore[type-var]
+    assert len(receiver.requests) < 40 * len(all_keys)
+    # neither the secret nor the slack URL's secret path reached a log line
+    assert SECRET not in caplog.text
+    assert "B000/XXXX" not in caplog.text
+    sender.close()
+    outbox.close()
+
+
+def test_re_evaluation_after_delivery_sends_nothing_new(synthetic: Synthetic, tmp_path: Path, port: int,
+                                                        serve: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LAGSCOPE_TEST_WEBHOOK_SECRET", SECRET)
+    config = _config(port)
+    receiver = Receiver()
+    serve(receiver, port)
+    with Outbox(tmp_path / "o.sqlite") as outbox, Sender(outbox, config) as sender:
+        enqueue_findings(outbox, config, findings_from_results(synthetic.root, synthetic.now), synthetic.now)
+        sender.run(max_seconds=10, poll_s=0.05)
+        first = len(receiver.requests)
+        later = synthetic.now + dt.timedelta(minutes=1)
+        again = enqueue_findings(outbox, config, findings_from_results(synthetic.root, later), later)
+        sender.run(max_seconds=10, poll_s=0.05)
+    assert first > 0
+    assert again.queued == 0
+    assert len(receiver.requests) == first
