@@ -98,6 +98,10 @@ OFFSETS = Table("offsets", pa.schema([
     _f("lag", pa.int64(),
        "Offset lag at the sweep: max(0, end - committed), end = last_stable_offset for "
        "read_committed groups else log_end_offset; null when no commit."),
+    _f("committed_record_ts", TS,
+       "Produce timestamp of the record at committed_offset (the next unconsumed message), when "
+       "the collector fetched it for a lagging partition; null otherwise. Makes lag_seconds exact "
+       "(analytics)."),
 ]), "One row per (sweep, group, topic, partition).")
 
 MEMBERS = Table("members", pa.schema([
@@ -238,6 +242,9 @@ REBALANCES = Table("rebalances", pa.schema([
     _f("messages_accumulated", pa.int64(), "Growth of the group's lag during the window (messages)."),
     _f("max_processing_gap_s", pa.float64(),
        "Largest per-partition gap: last commit by the old owner → first commit by the new (s)."),
+    _f("as_of_ts", TS,
+       "End of the analysed range when the row was written; of rows with the same group_id and "
+       "start_ts, the one with the latest as_of_ts is current."),
 ]), "One row per rebalance window.")
 
 ANOMALIES = Table("anomalies", pa.schema([
@@ -257,6 +264,10 @@ ANOMALIES = Table("anomalies", pa.schema([
     _f("detail", pa.string(), "One human sentence: what happened, with the numbers."),
     _f("key", pa.string(), "Stable identity (kind|cluster|group|topic|partition|start) for dedup.",
        nullable=False),
+    _f("as_of_ts", TS,
+       "End of the analysed range when the row was written. An open anomaly (end_ts null) is "
+       "written again by later incremental steps, closed once it ends: per key, the row with the "
+       "latest as_of_ts is current (firing while end_ts is null, resolved once set)."),
 ]), "One row per anomaly.")
 
 STATUS = Table("status", pa.schema([
