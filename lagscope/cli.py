@@ -31,7 +31,9 @@ err = Console(stderr=True)
 # modules that define ``register(app: typer.Typer) -> None``
 _COMMAND_MODULES: list[str] = [
     "lagscope.deploy.cli",
+    "lagscope.deploy.spark.cli",
     "lagscope.sim.cli",
+    "lagscope.dashboards.app.cli",
     "lagscope.collector.cli",
 ]
 
