@@ -1,0 +1,17 @@
+"""The Streamlit drill-down app (``lagscope ui``): why is this group behind, since when, and
+what happened to its members?
+
+Modules: :mod:`.params` (the URL contract), :mod:`.data` (DuckDB queries over the lake),
+:mod:`.store` (their cached versions), :mod:`.processing` (pure DataFrame work),
+:mod:`.charts` (plotly), :mod:`.widgets`, :mod:`.views` (one module of layout per page) and
+``main.py``, the script Streamlit runs. docs/ui.md describes the app and its URL contract.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["MAIN_SCRIPT"]
+
+#: the script ``streamlit run`` executes
+MAIN_SCRIPT = Path(__file__).with_name("main.py")

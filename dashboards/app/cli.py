@@ -1,0 +1,78 @@
+"""``lagscope ui``: serve the drill-down app (Streamlit) on loopback, read-only.
+
+    lagscope ui --lake .lagscope/lake --results .lagscope/results --port 8501
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from lagscope.dashboards.app import MAIN_SCRIPT
+from lagscope.dashboards.app.store import DEFAULT_LAKE, ENV_LAKE, ENV_RESULTS
+from lagscope.errors import LagscopeError
+
+__all__ = ["register", "streamlit_command"]
+
+
+class UiConfigError(LagscopeError):
+    """A ``lagscope ui`` option that cannot work (the message says which)."""
+
+
+def streamlit_command(lake: Path, results: Path, port: int, bind: str) -> tuple[list[str], dict[str, str]]:
+    """The ``streamlit run`` command line and environment that serve the app.
+
+    Headless (no browser is opened), no usage statistics, no file watcher, no development
+    mode; the lake paths travel in the environment (``LAGSCOPE_UI_LAKE``/``_RESULTS``).
+    """
+    argv = [sys.executable, "-m", "streamlit", "run", str(MAIN_SCRIPT),
+            "--server.address", bind,
+            "--server.port", str(port),
+            "--server.headless", "true",
+            "--browser.gatherUsageStats", "false",
+            "--server.fileWatcherType", "none",
+            "--server.runOnSave", "false",
+            "--global.developmentMode", "false",
+            "--client.toolbarMode", "viewer",
+            "--theme.base", "light"]
+    env = {**os.environ, ENV_LAKE: str(lake.resolve()), ENV_RESULTS: str(results.resolve()),
+           "STREAMLIT_BROWSER_GATHER_USAGE_STATS": "false"}
+    return argv, env
+
+
+def _check_folder(path: Path, option: str) -> None:
+    if path.exists() and not path.is_dir():
+        raise UiConfigError(f"{option} {path} is not a folder")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("ui")
+    def ui(
+        lake: Annotated[Path | None, typer.Option(help="Sample lake root (the collector's output). "
+                                                       f"Default: {DEFAULT_LAKE}.")] = None,
+        results: Annotated[Path | None, typer.Option(help="Result tables root (the analytics' output). "
+                                                          "Default: the lake root.")] = None,
+        port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port.")] = 8501,
+        bind: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = "127.0.0.1",
+    ) -> None:
+        """Serve the Streamlit drill-down app (read-only) at http://BIND:PORT."""
+        lake_path = lake if lake is not None else DEFAULT_LAKE
+        results_path = results if results is not None else lake_path
+        for path, option, given in ((lake_path, "--lake", lake is not None),
+                                    (results_path, "--results", results is not None)):
+            _check_folder(path, option)
+            if given and not path.exists():
+                raise UiConfigError(f"{option} {path} does not exist")
+        argv, env = streamlit_command(lake_path, results_path, port, bind)
+        typer.echo(f"lagscope ui on http://{bind}:{port} (lake {lake_path}, results {results_path}); Ctrl-C stops it",
+                   err=True)
+        try:
+            code = subprocess.call(argv, env=env)
+        except KeyboardInterrupt:  # the child got the same SIGINT and stops on its own
+            code = 0
+        raise typer.Exit(code)

@@ -1,0 +1,361 @@
+"""Queries of the drill-down app: the sample lake and the result tables through DuckDB.
+
+Pure functions: a connection, a :class:`Lake` and the selection in, a new pandas DataFrame
+out. Nothing here knows about Streamlit (the cached wrappers are in :mod:`.store`), so the
+benchmarks and the tests call these directly.
+
+Efficiency: the partition folders to read (``<table>/cluster=<c>/date=<d>``) are chosen here,
+from the cluster and the dates of the time range, so no other folder is even listed; the
+remaining filters (group, topic, partition, time) are SQL predicates with bound parameters,
+which DuckDB pushes into the Parquet scan (row-group statistics). SQL text is never built
+from values: only from the fixed column lists below.
+
+    >>> lake = Lake(Path("lake"), Path("results"))             # doctest: +SKIP
+    >>> lag_series(connect(), lake, "prod", "orders", window)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from lagscope.dashboards.app.params import TimeRange
+from lagscope.schema import RESULT_TABLES, TABLES
+
+__all__ = [
+    "Lake",
+    "anomalies",
+    "clusters",
+    "commit_history",
+    "connect",
+    "data_end",
+    "group_names",
+    "group_overview",
+    "lag_series",
+    "latest_partitions",
+    "members_at",
+    "members_between",
+    "offsets_between",
+    "partition_series",
+    "rebalances",
+    "topics_of",
+]
+
+#: how far before a range's start to look for rebalances and anomalies that began earlier
+#: and are still open (they live in the date partition of their start)
+EVENT_LOOKBACK = dt.timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class Lake:
+    """Where the app reads: the sample lake (collector) and the result tables (analytics)."""
+
+    samples: Path
+    results: Path
+
+    def root_of(self, table: str) -> Path:
+        return self.results if table in RESULT_TABLES else self.samples
+
+    def files(self, table: str, clusters: Iterable[str], dates: Iterable[dt.date]) -> list[str]:
+        """Parquet files of ``table`` in the given cluster and date partitions (hidden files skipped)."""
+        base = self.root_of(table) / table
+        out: list[str] = []
+        for cluster in clusters:
+            for day in dates:
+                folder = base / f"cluster={cluster}" / f"date={day.isoformat()}"
+                if folder.is_dir():
+                    out.extend(str(p) for p in sorted(folder.glob("*.parquet")) if not p.name.startswith("."))
+        return out
+
+    def has_table(self, table: str) -> bool:
+        base = self.root_of(table) / table
+        return base.is_dir() and any(base.glob("cluster=*/date=*/*.parquet"))
+
+
+def connect() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection that reads UTC timestamps as UTC."""
+    con = duckdb.connect(":memory:", config={"threads": 2})
+    con.execute("SET TimeZone = 'UTC'")
+    return con
+
+
+def clusters(lake: Lake) -> list[str]:
+    """Clusters that have data in any table, sorted."""
+    names: set[str] = set()
+    for table in TABLES:
+        base = lake.root_of(table) / table
+        if base.is_dir():
+            names.update(p.name.removeprefix("cluster=") for p in base.glob("cluster=*") if p.is_dir())
+    return sorted(names)
+
+
+def _dates_between(first: dt.date, last: dt.date) -> list[dt.date]:
+    return [first + dt.timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def _scan(lake: Lake, table: str, clusters_: Sequence[str], dates: Iterable[dt.date]) -> tuple[str, list[str]] | None:
+    """``read_parquet(?)`` over the chosen partition files, or None when there are none.
+
+    The file list is a bound parameter; ``cluster`` and ``date`` come from the path.
+    """
+    files = lake.files(table, clusters_, dates)
+    if not files:
+        return None
+    return ("read_parquet(?, hive_partitioning = true, union_by_name = true, "
+            "hive_types = {'cluster': VARCHAR, 'date': VARCHAR})", files)
+
+
+def _empty(table: str, extra: Sequence[str] = ()) -> pd.DataFrame:
+    names = [*TABLES[table].schema.names, "cluster", *extra]
+    return pd.DataFrame({n: pd.Series(dtype="object") for n in names})
+
+
+def _query(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any]) -> pd.DataFrame:
+    cur = con.cursor()  # one cursor per call: Streamlit sessions run in threads
+    try:
+        relation = cur.sql(sql, params=list(params))
+        assert relation is not None  # a SELECT always has a result
+        frame: pd.DataFrame = relation.to_arrow_table().to_pandas()
+        return frame
+    finally:
+        cur.close()
+
+
+def data_end(con: duckdb.DuckDBPyConnection, lake: Lake, cluster: str | None) -> dt.datetime | None:
+    """The newest timestamp of the cluster's data (status, lag trends or offsets), or None."""
+    cluster_list = [cluster] if cluster else clusters(lake)
+    newest: dt.datetime | None = None
+    for table, column in (("lag_trends", "window_start"), ("status", "eval_ts"), ("offsets", "sweep_ts")):
+        for c in cluster_list:
+            base = lake.root_of(table) / table / f"cluster={c}"
+            days = sorted(p.name.removeprefix("date=") for p in base.glob("date=*")) if base.is_dir() else []
+            if not days:
+                continue
+            scan = _scan(lake, table, [c], [dt.date.fromisoformat(days[-1])])
+            if scan is None:
+                continue
+            df = _query(con, f"SELECT max({column}) AS ts FROM {scan[0]}", [scan[1]])  # noqa: S608
+            value = df["ts"].iloc[0]
+            if pd.notna(value):
+                ts = pd.Timestamp(value).to_pydatetime()
+                newest = ts if newest is None or ts > newest else newest
+    return newest
+
+
+def group_names(con: duckdb.DuckDBPyConnection, lake: Lake, cluster: str, window: TimeRange) -> list[str]:
+    """Groups with status or lag results (or samples) in the window, sorted."""
+    names: set[str] = set()
+    for table, column in (("status", "eval_ts"), ("lag_trends", "window_start"), ("members", "sweep_ts")):
+        scan = _scan(lake, table, [cluster], window.dates())
+        if scan is None:
+            continue
+        df = _query(con, f"SELECT DISTINCT group_id FROM {scan[0]} WHERE {column} >= ? AND {column} < ?",  # noqa: S608
+                    [scan[1], window.start, window.end])
+        names.update(df["group_id"].tolist())
+        if names:
+            break
+    return sorted(names)
+
+
+def topics_of(con: duckdb.DuckDBPyConnection, lake: Lake, cluster: str, group: str, window: TimeRange) -> list[str]:
+    """Topics of the group's topic-level lag rows in the window, sorted."""
+    scan = _scan(lake, "lag_trends", [cluster], window.dates())
+    if scan is None:
+        return []
+    df = _query(con, f"SELECT DISTINCT topic FROM {scan[0]} WHERE group_id = ? AND topic IS NOT NULL "  # noqa: S608
+                     "AND partition IS NULL AND window_start >= ? AND window_start < ? ORDER BY topic",
+                [scan[1], group, window.start, window.end])
+    return [str(t) for t in df["topic"]]
+
+
+def group_overview(con: duckdb.DuckDBPyConnection, lake: Lake, clusters_: Sequence[str],
+                   window: TimeRange) -> pd.DataFrame:
+    """One row per (cluster, group): the latest group-level status in the window, the worst
+    lag in seconds and messages in the window (group-level lag trend rows).
+
+    Columns: cluster, group_id, status, burrow_status, reason, eval_ts, lag, lag_seconds,
+    worst_lag_seconds, worst_lag. Sorted worst first (status severity, then lag in seconds).
+    """
+    status_scan = _scan(lake, "status", clusters_, window.dates())
+    trend_scan = _scan(lake, "lag_trends", clusters_, window.dates())
+    cols = ["cluster", "group_id", "status", "burrow_status", "reason", "eval_ts", "lag", "lag_seconds",
+            "worst_lag_seconds", "worst_lag"]
+    if status_scan is None and trend_scan is None:
+        return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
+    parts: list[str] = []
+    params: list[Any] = []
+    if status_scan is not None:
+        parts.append(f"""s AS (
+            SELECT cluster, group_id, status, burrow_status, reason, eval_ts, lag, lag_seconds
+            FROM {status_scan[0]}
+            WHERE topic IS NULL AND partition IS NULL AND eval_ts >= ? AND eval_ts < ?
+            QUALIFY row_number() OVER (PARTITION BY cluster, group_id ORDER BY eval_ts DESC) = 1)""")  # noqa: S608
+        params += [status_scan[1], window.start, window.end]
+    else:
+        parts.append("""s AS (SELECT NULL::VARCHAR AS cluster, NULL::VARCHAR AS group_id, NULL::VARCHAR AS status,
+            NULL::VARCHAR AS burrow_status, NULL::VARCHAR AS reason, NULL::TIMESTAMPTZ AS eval_ts,
+            NULL::BIGINT AS lag, NULL::DOUBLE AS lag_seconds WHERE false)""")
+    if trend_scan is not None:
+        parts.append(f"""t AS (
+            SELECT cluster, group_id, max(lag_seconds) AS worst_lag_seconds, max(lag_max) AS worst_lag
+            FROM {trend_scan[0]}
+            WHERE topic IS NULL AND partition IS NULL AND window_start >= ? AND window_start < ?
+            GROUP BY cluster, group_id)""")  # noqa: S608
+        params += [trend_scan[1], window.start, window.end]
+    else:
+        parts.append("""t AS (SELECT NULL::VARCHAR AS cluster, NULL::VARCHAR AS group_id,
+            NULL::DOUBLE AS worst_lag_seconds, NULL::BIGINT AS worst_lag WHERE false)""")
+    sql = f"""WITH {", ".join(parts)}
+        SELECT coalesce(s.cluster, t.cluster) AS cluster, coalesce(s.group_id, t.group_id) AS group_id,
+               s.status, s.burrow_status, s.reason, s.eval_ts, s.lag, s.lag_seconds,
+               t.worst_lag_seconds, t.worst_lag
+        FROM s FULL OUTER JOIN t ON s.cluster = t.cluster AND s.group_id = t.group_id
+        ORDER BY CASE s.status WHEN 'ERR' THEN 0 WHEN 'STOP' THEN 1 WHEN 'STALL' THEN 2 WHEN 'REWIND' THEN 3
+                 WHEN 'WARN' THEN 4 WHEN 'OK' THEN 6 WHEN 'IDLE' THEN 7 ELSE 5 END,
+                 t.worst_lag_seconds DESC NULLS LAST, cluster, group_id"""  # noqa: S608
+    return _query(con, sql, params)
+
+
+def rebalances(con: duckdb.DuckDBPyConnection, lake: Lake, clusters_: Sequence[str], window: TimeRange,
+               group: str | None = None) -> pd.DataFrame:
+    """Rebalance windows that overlap the range (open ones included), newest first."""
+    dates = _dates_between((window.start - EVENT_LOOKBACK).date(), window.end.date())
+    scan = _scan(lake, "rebalances", clusters_, dates)
+    if scan is None:
+        return _empty("rebalances")
+    sql = (f"SELECT * EXCLUDE (date) FROM {scan[0]} WHERE start_ts < ? AND (end_ts IS NULL OR end_ts >= ?) "  # noqa: S608
+           "AND (? IS NULL OR group_id = ?) ORDER BY start_ts DESC")
+    return _query(con, sql, [scan[1], window.end, window.start, group, group])
+
+
+def anomalies(con: duckdb.DuckDBPyConnection, lake: Lake, clusters_: Sequence[str], window: TimeRange,
+              group: str | None = None, topic: str | None = None, partition: int | None = None) -> pd.DataFrame:
+    """Anomalies that overlap the range (open ones included), newest first.
+
+    With ``topic``/``partition`` given, group-level rows (null topic/partition) are kept too.
+    """
+    dates = _dates_between((window.start - EVENT_LOOKBACK).date(), window.end.date())
+    scan = _scan(lake, "anomalies", clusters_, dates)
+    if scan is None:
+        return _empty("anomalies")
+    sql = (f"SELECT * EXCLUDE (date) FROM {scan[0]} WHERE start_ts < ? AND (end_ts IS NULL OR end_ts >= ?) "  # noqa: S608
+           "AND (? IS NULL OR group_id = ?) AND (? IS NULL OR topic IS NULL OR topic = ?) "
+           "AND (? IS NULL OR partition IS NULL OR partition = ?) ORDER BY start_ts DESC")
+    return _query(con, sql, [scan[1], window.end, window.start, group, group, topic, topic, partition, partition])
+
+
+_TREND_COLS = ("window_start, topic, partition, lag_last, lag_max, produce_rate, consume_rate, lag_seconds, "
+               "lag_seconds_is_lower_bound, lag_seconds_method, catchup_eta_s, retention_headroom_s")
+
+
+def lag_series(con: duckdb.DuckDBPyConnection, lake: Lake, cluster: str, group: str, window: TimeRange,
+               level: str = "group", topic: str | None = None) -> pd.DataFrame:
+    """Lag trend rows of the group at one level: ``group`` (topic and partition null) or
+    ``topic`` (partition null; one topic if given). Sorted by time."""
+    scan = _scan(lake, "lag_trends", [cluster], window.dates())
+    if scan is None:
+        return pd.DataFrame({c.strip(): pd.Series(dtype="object") for c in _TREND_COLS.split(",")})
+    level_sql = {"group": "topic IS NULL AND partition IS NULL",
+                 "topic": "topic IS NOT NULL AND partition IS NULL AND (? IS NULL OR topic = ?)"}[level]
+    params: list[Any] = [scan[1], group, window.start, window.end]
+    if level == "topic":
+        params += [topic, topic]
+    sql = (f"SELECT {_TREND_COLS} FROM {scan[0]} WHERE group_id = ? AND window_start >= ? AND window_start < ? "  # noqa: S608
+           f"AND {level_sql} ORDER BY topic, window_start")
+    return _query(con, sql, params)
+
+
+def latest_partitions(con: duckdb.DuckDBPyConnection, lake: Lake, cluster: str, group: str, window: TimeRange,
+                      topic: str | None = None, recent: dt.timedelta = dt.timedelta(minutes=10)) -> pd.DataFrame:
+    """Each partition's newest lag trend row within the last ``recent`` of the range, worst
+    (largest lag in seconds, then messages) first."""
+    scan = _scan(lake, "lag_trends", [cluster], TimeRange(window.end - recent, window.end).dates())
+    if scan is None:
+        return pd.DataFrame({c.strip(): pd.Series(dtype="object") for c in _TREND_COLS.split(",")})
+    sql = (f"SELECT {_TREND_COLS} FROM {scan[0]} WHERE group_id = ? AND partition IS NOT NULL "  # noqa: S608
+           "AND (? IS NULL OR topic = ?) AND window_start >= ? AND window_start < ? "
+           "QUALIFY row_number() OVER (PARTITION BY topic, partition ORDER BY window_start DESC) = 1 "
+           "ORDER BY lag_seconds DESC NULLS LAST, lag_last DESC NULLS LAST, topic, partition")
+    return _query(con, sql, [scan[1], group, topic, topic, max(window.start, window.end - recent), window.end])
+
+
+def partition_series(con: duckdb.DuckDBPyConnection, lake: Lake, cluster: str, group: str, window: TimeRange,
+                     partitions: Sequence[tuple[str, int]]) -> pd.DataFrame:
+    """Lag trend rows of the given (topic, partition) pairs, sorted by time."""
+    scan = _scan(lake, "lag_trends", [cluster], window.dates())
+    if scan is None or not partitions:
+        return pd.DataFrame({c.strip(): pd.Series(dtype="object") for c in _TREND_COLS.split(",")})
+    topics = sorted({t for t, _ in partitions})
+    numbers = sorted({p for _, p in partitions})
+    sql = (f"SELECT {_TREND_COLS} FROM {scan[0]} WHERE group_id = ? AND window_start >= ? AND window_start < ? "  # noqa: S608
+           "AND partition IN (SELECT unnest(?::INTEGER[])) AND topic IN (SELECT unnest(?::VARCHAR[])) "
+           "ORDER BY topic, partition, window_start")
+    df = _query(con, sql, [scan[1], group, window.start, window.end, numbers, topics])
+    wanted = set(partitions)
+    keep = [(t, int(p)) in wanted for t, p in zip(df["topic"], df["partition"], strict=True)]
+    return df.loc[keep].reset_index(drop=True)
+
+
+def members_at(con: duckdb.DuckDBPyConnection, lake: Lake, cluster: str, group: str,
+               when: dt.datetime, lookback: dt.timedelta = dt.timedelta(days=1)) -> pd.DataFrame:
+    """The group's member rows of the newest sweep at or before ``when``."""
+    scan = _scan(lake, "members", [cluster], _dates_between((when - lookback).date(), when.date()))
+    if scan is None:
+        return _empty("members")
+    sql = (f"SELECT * EXCLUDE (date) FROM {scan[0]} WHERE group_id = ? AND sweep_ts <= ? AND sweep_ts > ? "  # noqa: S608
+           "QUALIFY sweep_ts = max(sweep_ts) OVER () ORDER BY member_id")
+    return _query(con, sql, [scan[1], group, when, when - lookback])
+
+
+def members_between(con: duckdb.DuckDBPyConnection, lake: Lake, cluster: str, group: str,
+                    window: TimeRange) -> pd.DataFrame:
+    """All member rows of the group in the range, by sweep."""
+    scan = _scan(lake, "members", [cluster], window.dates())
+    if scan is None:
+        return _empty("members")
+    sql = (f"SELECT * EXCLUDE (date) FROM {scan[0]} WHERE group_id = ? AND sweep_ts >= ? AND sweep_ts < ? "  # noqa: S608
+           "ORDER BY sweep_ts, member_id")
+    return _query(con, sql, [scan[1], group, window.start, window.end])
+
+
+def offsets_between(con: duckdb.DuckDBPyConnection, lake: Lake, cluster: str, group: str, window: TimeRange,
+                    topic: str | None = None, partition: int | None = None) -> pd.DataFrame:
+    """Offset samples of the group (optionally one topic / partition) in the range, by sweep."""
+    scan = _scan(lake, "offsets", [cluster], window.dates())
+    if scan is None:
+        return _empty("offsets")
+    sql = (f"SELECT sweep_ts, topic, partition, committed_offset, log_start_offset, log_end_offset, "  # noqa: S608
+           f"last_stable_offset, lag, member_id, client_id, host, group_state FROM {scan[0]} "
+           "WHERE group_id = ? AND sweep_ts >= ? AND sweep_ts < ? AND (? IS NULL OR topic = ?) "
+           "AND (? IS NULL OR partition = ?) ORDER BY topic, partition, sweep_ts")
+    return _query(con, sql, [scan[1], group, window.start, window.end, topic, topic, partition, partition])
+
+
+def commit_history(con: duckdb.DuckDBPyConnection, lake: Lake, cluster: str, group: str, window: TimeRange,
+                   topic: str | None = None, partition: int | None = None) -> tuple[pd.DataFrame, str]:
+    """Commits of the group (optionally one topic / partition) in the range, and their source.
+
+    From the ``commits`` table (exact commit times, every commit) when the
+    ``__consumer_offsets`` tail recorded any; otherwise from the ``offsets`` samples (the
+    committed offset as each sweep saw it). Columns: ts, topic, partition, committed_offset.
+    Source: ``"commits"`` or ``"offsets"``.
+    """
+    scan = _scan(lake, "commits", [cluster], window.dates())
+    if scan is not None:
+        sql = (f"SELECT coalesce(commit_ts, record_ts) AS ts, topic, partition, committed_offset "  # noqa: S608
+               f"FROM {scan[0]} WHERE group_id = ? AND coalesce(commit_ts, record_ts) >= ? "
+               "AND coalesce(commit_ts, record_ts) < ? AND committed_offset IS NOT NULL "
+               "AND (? IS NULL OR topic = ?) AND (? IS NULL OR partition = ?) "
+               "ORDER BY topic, partition, ts, source_offset")
+        df = _query(con, sql, [scan[1], group, window.start, window.end, topic, topic, partition, partition])
+        if len(df):
+            return df, "commits"
+    off = offsets_between(con, lake, cluster, group, window, topic, partition)
+    off = off.loc[off["committed_offset"].notna(), ["sweep_ts", "topic", "partition", "committed_offset"]]
+    return off.rename(columns={"sweep_ts": "ts"}).reset_index(drop=True), "offsets"

@@ -1,0 +1,34 @@
+"""Fixtures of the drill-down app's tests: a synthetic lake (see ui_fixture_lake.py), built once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import ui_fixture_lake
+
+from lagscope.dashboards.app.data import Lake, connect
+
+
+@pytest.fixture(scope="session")
+def ui_lake(tmp_path_factory: pytest.TempPathFactory) -> ui_fixture_lake.FixtureLake:
+    """The synthetic lake: samples and results under one root."""
+    return ui_fixture_lake.build(tmp_path_factory.mktemp("ui-lake"))
+
+
+@pytest.fixture
+def lake(ui_lake: ui_fixture_lake.FixtureLake) -> Lake:
+    return Lake(ui_lake.root, ui_lake.root)
+
+
+@pytest.fixture
+def con() -> Iterator[object]:
+    c = connect()
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def empty_lake(tmp_path: Path) -> Lake:
+    return Lake(tmp_path / "lake", tmp_path / "results")
