@@ -56,8 +56,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: seconds between spawning the first processes and the scenario's t0 (Python start-up)
-STARTUP_LEAD_S = 2.5
+#: a member that joins later is started this many seconds ahead (Python start-up)
+STARTUP_LEAD_S = 3.0
+#: how long the processes of the start may take to be ready
+STARTUP_TIMEOUT_S = 60.0
 #: how long after the end the runner waits for members before it stops them
 END_GRACE_S = 20.0
 
@@ -148,6 +150,7 @@ class _Runner:
         self.logs = self.out / "logs"
         self.procs: list[_Proc] = []
         self.faults: list[Fault] = []
+        self.members: dict[tuple[str, str], _Proc] = {}
 
     # -- helpers ----------------------------------------------------------------------------
     def _admin(self) -> Any:
@@ -165,7 +168,8 @@ class _Runner:
         fd = os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             json.dump({**cfg, "role": role, "bootstrap": self.bootstrap, "client_config": self.client_config,
-                       "out": str(self.parts / f"{name}.jsonl")}, f)
+                       "out": str(self.parts / f"{name}.jsonl"), "ready_file": str(self.parts / f"{name}.ready"),
+                       "t0_file": str(self.parts / "t0.json")}, f)
         logf = (self.logs / f"{name}.log").open("ab")
         try:
             popen = subprocess.Popen([sys.executable, "-m", "lagscope.sim.worker", str(spec_path)],
@@ -222,10 +226,7 @@ class _Runner:
         admin = self._admin()
         try:
             self.create_topics(admin)
-            t0 = time.time() + STARTUP_LEAD_S
-            end = t0 + self.sc.duration
-            self._write_run_json(t0)
-            stopped_early = self._drive(t0, end)
+            stopped_early, t0 = self._drive()
             end_state = collect_end_state(admin, self.names, self.sc)
             # now the producers that hold a transaction open may abort it and go
             self._terminate([p for p in self.procs if p.popen.poll() is None], grace=15)
@@ -247,33 +248,61 @@ class _Runner:
         tmp.write_text(json.dumps(info, indent=2))
         tmp.replace(self.out / "run.json")
 
-    def _member_cfg(self, g: Any, m: Any, t0: float, end: float) -> dict[str, Any]:
-        return {"spec": m.model_dump(mode="json"), "t0": t0, "end": end,
+    def _member_cfg(self, g: Any, m: Any) -> dict[str, Any]:
+        return {"spec": m.model_dump(mode="json"),
                 "group": self.names.group(g.name), "member": m.name,
                 "client_id": f"{self.names.prefix}-{g.name}-{m.name}",
                 "topics": [self.names.topic(t) for t in g.topics],
                 "group_instance_id": self.names.instance_ids.get(m.group_instance_id or "")}
 
-    def _drive(self, t0: float, end: float) -> bool:
-        """Start the processes, carry out the runner's own actions; True if stopped early."""
+    def _start(self) -> float:
+        """Wait until every process spawned so far is ready, then publish t0; returns t0."""
+        deadline = time.time() + STARTUP_TIMEOUT_S
+        while True:
+            pending = [p for p in self.procs if not (self.parts / f"{p.name}.ready").exists()]
+            if not pending:
+                break
+            dead = [p for p in pending if p.popen.poll() is not None]
+            if dead:
+                raise ScenarioError(f"{dead[0].name} exited during start-up (code {dead[0].popen.returncode}); "
+                                    f"see {self.logs / (dead[0].name + '.log')}")
+            if time.time() > deadline:
+                raise ScenarioError(f"{pending[0].name} was not ready within {STARTUP_TIMEOUT_S:.0f}s")
+            if self.stop_event.wait(0.05):
+                break
+        t0 = time.time() + 0.3
+        tmp = self.parts / ".t0.tmp"
+        tmp.write_text(json.dumps({"t0": t0, "end": t0 + self.sc.duration}))
+        tmp.replace(self.parts / "t0.json")
+        self._write_run_json(t0)
+        return t0
+
+    def _drive(self) -> tuple[bool, float]:
+        """Start the processes, carry out the runner's own actions; (stopped early?, t0)."""
         parts = {t.name: t.partitions for t in self.sc.topics}
         for ps in self.sc.producers:
             self._spawn(f"producer-{ps.name}", "producer", {
-                "spec": ps.model_dump(mode="json"), "t0": t0, "end": end,
+                "spec": ps.model_dump(mode="json"),
                 "topic": self.names.topic(ps.topic), "partitions": parts[ps.topic],
                 "client_id": f"{self.names.prefix}-{ps.name}",
                 "transactional_id": f"{self.names.prefix}-{ps.name}"}, leave_open=ps.leave_open)
         # (when, what, arg): spawns of members and crashes, in time order
+        for g in self.sc.groups:
+            for m in g.members:
+                if m.join_at == 0:
+                    self.members[(g.name, m.name)] = self._spawn(f"member-{g.name}-{m.name}", "member",
+                                                                 self._member_cfg(g, m))
+        t0 = self._start()
+        end = t0 + self.sc.duration
         events: list[tuple[float, str, Any]] = []
         for g in self.sc.groups:
             for m in g.members:
-                when = t0 + m.join_at - (STARTUP_LEAD_S if m.join_at > 0 else 0.0)
-                events.append((max(when, 0.0), "spawn", (g, m)))
+                if m.join_at > 0:
+                    events.append((t0 + m.join_at - STARTUP_LEAD_S, "spawn", (g, m)))
                 for a in m.actions:
                     if a.kind == "crash":
                         events.append((t0 + a.at, "crash", (g, m)))
         events.sort(key=lambda e: (e[0], e[1] != "spawn"))
-        by_member: dict[tuple[str, str], _Proc] = {}
         for when, what, (g, m) in events:
             while time.time() < when:
                 if self.stop_event.wait(max(0.0, min(0.1, when - time.time()))):
@@ -282,13 +311,9 @@ class _Runner:
                 break
             key = (g.name, m.name)
             if what == "spawn":
-                by_member[key] = self._spawn(f"member-{g.name}-{m.name}", "member",
-                                             self._member_cfg(g, m, t0, end))
-                if m.join_at > 0:
-                    self.faults.append(Fault("join", self.names.group(g.name), m.name,
-                                             t0 + m.join_at, t0 + m.join_at))
+                self.members[key] = self._spawn(f"member-{g.name}-{m.name}", "member", self._member_cfg(g, m))
             else:
-                proc = by_member[key]
+                proc = self.members[key]
                 alive = proc.popen.poll() is None
                 now = time.time()
                 self._signal(proc, signal.SIGKILL)
@@ -299,7 +324,7 @@ class _Runner:
         self._wait(members + producers, end + END_GRACE_S)
         if self.stop_event.is_set():
             self._terminate([p for p in self.procs if not p.leave_open])
-            return True
+            return True, t0
         late = [p for p in members + producers if p.popen.poll() is None]
         if late:
             log.warning("%d process(es) still running %.0fs after the end: stopping them", len(late), END_GRACE_S)
@@ -308,7 +333,7 @@ class _Runner:
         for proc in failed:
             log.warning("%s exited with %s; see %s", proc.name, proc.popen.returncode,
                         self.logs / f"{proc.name}.log")
-        return False
+        return False, t0
 
     def _cleanup(self, admin: Any) -> None:
         from kafka.errors import KafkaError

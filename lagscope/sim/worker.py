@@ -5,8 +5,10 @@ process per producer and per member, so that a crash is a real SIGKILL of a real
 Each process writes its ground truth to its own JSONL part file (see :mod:`lagscope.sim.truth`);
 the runner merges them. SIGTERM asks a worker to finish cleanly (final commit, close).
 
-Schedules are absolute: the spec carries ``t0`` (the scenario's start, epoch seconds) and
-``end``; an action ``at`` seconds runs at ``t0 + at``.
+Start-up handshake: a worker creates its Kafka client, touches its ``ready`` file and waits
+for the runner's ``t0`` file (``{"t0": epoch s, "end": epoch s}``), which the runner writes
+once every process of the start is ready; so Python start-up time never eats into the
+schedule. An action ``at`` seconds runs at ``t0 + at``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,17 @@ _stop = threading.Event()
 
 def _on_term(signum: int, frame: object) -> None:
     _stop.set()
+
+
+def _await_start(cfg: dict[str, Any]) -> tuple[float, float] | None:
+    """Say ready, then wait for the runner's t0; None when asked to stop first."""
+    Path(cfg["ready_file"]).touch()
+    t0_file = Path(cfg["t0_file"])
+    while not t0_file.exists():
+        if _stop.wait(0.05):
+            return None
+    d = json.loads(t0_file.read_text())
+    return float(d["t0"]), float(d["end"])
 
 
 def _sleep_until(t: float) -> bool:
@@ -73,7 +86,6 @@ def run_producer(cfg: dict[str, Any], writer: TruthWriter) -> None:
     spec = ProducerSpec.model_validate(cfg["spec"])
     topic: str = cfg["topic"]
     partitions: int = cfg["partitions"]
-    t0, end = float(cfg["t0"]), float(cfg["end"])
     lock = threading.Lock()
     pending: list[Produce] = []
 
@@ -84,6 +96,13 @@ def run_producer(cfg: dict[str, Any], writer: TruthWriter) -> None:
         kw["transaction_timeout_ms"] = 60000
     producer = KafkaProducer(**kw)
     value = b"x" * spec.value_bytes
+    if spec.transactional:
+        producer.init_transactions()
+    started = _await_start(cfg)
+    if started is None:
+        producer.close(timeout=5)
+        return
+    t0, end = started
 
     def on_sent(md: RecordMetadata) -> None:
         rec = Produce(md.topic, md.partition, md.offset, md.timestamp / 1000.0)
@@ -107,8 +126,6 @@ def run_producer(cfg: dict[str, Any], writer: TruthWriter) -> None:
         for r in recs:
             writer.write(Produce(r.topic, r.partition, r.offset, r.ts, state))  # type: ignore[arg-type]
 
-    if spec.transactional:
-        producer.init_transactions()
     txn_no = 0
     in_txn = 0
     try:
@@ -169,13 +186,20 @@ class _Member:
         self.group: str = cfg["group"]
         self.name: str = cfg["member"]
         self.topics: list[str] = cfg["topics"]
-        self.t0 = float(cfg["t0"])
-        self.end = float(cfg["end"])
+        self.t0 = 0.0
+        self.end = 0.0
         self.st = _MemberState()
         self.consumer: Any = None
 
     # -- client ---------------------------------------------------------------------------
     def _open(self) -> None:
+        self._create()
+        self._subscribe()
+
+    def _subscribe(self) -> None:
+        self.consumer.subscribe(topics=self.topics, listener=self._listener())
+
+    def _create(self) -> None:
         from kafka import KafkaConsumer
 
         s = self.spec
@@ -196,7 +220,6 @@ class _Member:
         if self.cfg.get("group_instance_id"):
             kw["group_instance_id"] = self.cfg["group_instance_id"]
         self.consumer = KafkaConsumer(**kw)
-        self.consumer.subscribe(topics=self.topics, listener=self._listener())
 
     def _listener(self) -> Any:
         from kafka import AsyncConsumerRebalanceListener
@@ -300,6 +323,10 @@ class _Member:
             self.fault("stop_polling", now, time.time(), max_poll_interval_ms=self.spec.max_poll_interval_ms)
             return True
         if a.kind in ("stall", "stop", "commit_gap"):
+            if a.kind == "stall" and self.may_commit():
+                # the offset that stalls is the one reached now: commit it first
+                self.commit(self._current())
+                now = time.time()
             self.st.modes[a.kind] = (now, now + a.duration if a.duration else math.inf)
             return True
         assignment = sorted(c.assignment())
@@ -355,9 +382,16 @@ class _Member:
     # -- main loop ------------------------------------------------------------------------
     def run(self) -> None:
         s = self.spec
-        if not _sleep_until(self.t0 + s.join_at):
+        self._create()
+        started = _await_start(self.cfg)
+        if started is None or not _sleep_until(started[0] + s.join_at):
+            self.consumer.close(autocommit=False)
             return
-        self._open()
+        self.t0, self.end = started
+        self._subscribe()
+        if s.join_at > 0:
+            now = time.time()
+            self.fault("join", now, now, scheduled=self.t0 + s.join_at)
         actions = sorted((a for a in s.actions if a.kind != "crash"), key=lambda a: a.at)
         delay = s.processing_delay_ms / 1000.0
         interval = s.auto_commit_interval_ms / 1000.0
@@ -408,9 +442,10 @@ class _Member:
                 else:
                     self.commit(self._current())
         finally:
+            may_commit = self.may_commit()
             self._expire_modes(time.time(), final=True)
             if self.consumer is not None:
-                if not self.may_commit() or partial:
+                if not may_commit or partial:
                     self.st.consumed.clear()  # the revoke listener must not commit either
                 self.consumer.close(autocommit=False)
 

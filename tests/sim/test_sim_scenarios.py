@@ -1,0 +1,337 @@
+"""Every built-in scenario runs against the real broker, and its ground truth agrees with what
+the broker itself reports at the end (OffsetFetch, ListOffsets); then one test per fault kind
+checks that the fault left the trace it must leave.
+
+The scenarios run concurrently (a few at a time) in a module fixture, so the whole module takes
+about as long as the slowest few scenarios, not their sum.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from lagscope.sim import truth
+from lagscope.sim.runner import RunResult, builtin_scenarios, load_scenario, run_scenario
+from lagscope.sim.truth import Assign, Commit, EndState, Fault, Produce, Revoke
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+#: the demo runs a minute; it has its own (shorter) check in test_sim_cli.py
+SCENARIOS = [n for n in builtin_scenarios() if n != "demo"]
+PARALLEL = 4
+
+
+@pytest.fixture(scope="module")
+def runs(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Future[RunResult]]]:
+    base = tmp_path_factory.mktemp("sim")
+    pool = ThreadPoolExecutor(max_workers=PARALLEL, thread_name_prefix="scenario")
+    futures = {name: pool.submit(run_scenario, name, bootstrap, base / name, cleanup=True)
+               for name in SCENARIOS}
+    try:
+        yield futures
+    finally:
+        pool.shutdown(wait=True)
+
+
+def _result(runs: dict[str, Future[RunResult]], name: str) -> tuple[RunResult, list[truth.Record]]:
+    result = runs[name].result(timeout=300)
+    return result, truth.load(result.truth_path)
+
+
+def _commits(records: list[truth.Record], group: str) -> dict[tuple[str, int], list[Commit]]:
+    out: dict[tuple[str, int], list[Commit]] = defaultdict(list)
+    for r in records:
+        if isinstance(r, Commit) and r.group == group:
+            out[(r.topic, r.partition)].append(r)
+    return out
+
+
+def _faults(records: list[truth.Record], kind: str) -> list[Fault]:
+    return [r for r in records if isinstance(r, Fault) and r.kind == kind]
+
+
+def _of(records: list[truth.Record], cls: type, member: str) -> list:  # type: ignore[type-arg]
+    return [r for r in records if isinstance(r, cls) and getattr(r, "member", None) == member]
+
+
+def _end(records: list[truth.Record]) -> EndState:
+    last = records[-1]
+    assert isinstance(last, EndState)
+    return last
+
+
+# --------------------------------------------------------------------------------------------
+# every scenario: truth agrees with the broker
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_truth_agrees_with_broker(runs: dict[str, Future[RunResult]], name: str) -> None:
+    result, records = _result(runs, name)
+    sc = result.scenario
+    es = _end(records)
+    assert es == result.end_state
+    assert sum(isinstance(r, EndState) for r in records) == 1
+    stamps = [truth.record_ts(r) for r in records[:-1]]
+    assert stamps == sorted(stamps), "truth is sorted by time"
+
+    # produced: every offset the broker holds was acknowledged to a producer, once
+    transactional = {result.names.topic(p.topic) for p in sc.producers if p.transactional}
+    produced: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for r in records:
+        if isinstance(r, Produce):
+            produced[(r.topic, r.partition)].append(r.offset)
+            assert result.t0 - 1 <= r.ts <= es.ts, "produce timestamps are the broker's CreateTime of this run"
+    assert produced, "the scenario produced something"
+    for pe in es.partitions:
+        offs = produced[(pe.topic, pe.partition)]
+        assert len(offs) == len(set(offs))
+        if pe.topic in transactional:
+            # control markers take offsets too: the log end is past the last data record
+            assert offs
+            assert max(offs) < pe.end
+        else:
+            assert sorted(offs) == list(range(pe.end)), f"{pe.topic}:{pe.partition}"
+            assert pe.lso == pe.end
+
+    # committed: the last acknowledged commit of each partition is what OffsetFetch returns
+    for g in sc.groups:
+        group = result.names.group(g.name)
+        broker = es.committed_of(group)
+        commits = _commits(records, group)
+        assert set(broker) == set(commits), f"{g.name}: partitions with commits"
+        for tp, cs in commits.items():
+            last = max(cs, key=lambda c: c.ts)
+            assert last.offset == broker[tp], f"{g.name} {tp}: truth {last.offset} vs broker {broker[tp]}"
+
+    # every scheduled action left a fault record, every member got partitions at some point
+    for g in sc.groups:
+        group = result.names.group(g.name)
+        for m in g.members:
+            kinds = [f.kind for f in records if isinstance(f, Fault) and f.member == m.name and f.group == group]
+            expected = [a.kind for a in m.actions] + (["join"] if m.join_at > 0 else [])
+            assert sorted(kinds) == sorted(expected), f"{m.name}: faults {kinds} vs actions {expected}"
+            for f in records:
+                if isinstance(f, Fault) and f.member == m.name:
+                    assert f.start <= f.end
+            assert any(a.partitions for a in _of(records, Assign, m.name)), f"{m.name} never got partitions"
+
+
+# --------------------------------------------------------------------------------------------
+# per scenario: the fault shows
+# --------------------------------------------------------------------------------------------
+
+def _lag_at_end(result: RunResult, group: str) -> dict[tuple[str, int], int]:
+    es = result.end_state
+    committed = es.committed_of(result.names.group(group))
+    return {(p.topic, p.partition): p.end - committed.get((p.topic, p.partition), 0) for p in es.partitions}
+
+
+def test_steady_consumers_keep_up(runs: dict[str, Future[RunResult]]) -> None:
+    result, records = _result(runs, "steady")
+    assert set(_lag_at_end(result, "readers").values()) == {0}
+    assert len(_faults(records, "crash")) == 0
+    # both members shared the partitions
+    assert all(any(a.partitions for a in _of(records, Assign, m)) for m in ("c1", "c2"))
+
+
+def test_slow_consumer_lag_grows(runs: dict[str, Future[RunResult]]) -> None:
+    result, records = _result(runs, "slow-consumer")
+    # consumes about 20/s of 40/s for ~12 s: about 240 behind, well above 100
+    assert sum(_lag_at_end(result, "slow").values()) > 100
+    # lag at commit time, from the truth alone, grows from the first half to the second
+    produced = [r for r in records if isinstance(r, Produce)]
+    commits = [r for r in records if isinstance(r, Commit)]
+
+    def lag_at(c: Commit) -> int:
+        return sum(1 for p in produced if (p.topic, p.partition) == (c.topic, c.partition)
+                   and p.ts <= c.ts and p.offset >= c.offset)
+
+    half = result.t0 + result.scenario.duration / 2
+    early = [lag_at(c) for c in commits if c.ts < half]
+    late = [lag_at(c) for c in commits if c.ts >= half]
+    assert early
+    assert late
+    assert max(late) > max(early)
+
+
+def test_burst_then_catch_up(runs: dict[str, Future[RunResult]]) -> None:
+    result, records = _result(runs, "burst-catchup")
+    assert set(_lag_at_end(result, "readers").values()) == {0}
+    burst_at = result.t0 + 3
+    burst = [r for r in records if isinstance(r, Produce) and burst_at - 0.05 <= r.ts <= burst_at + 1.0]
+    assert len(burst) >= 600
+
+
+def test_idle_topic_nothing_after_stop(runs: dict[str, Future[RunResult]]) -> None:
+    result, records = _result(runs, "idle-topic")
+    stop = result.t0 + 3
+    assert max(r.ts for r in records if isinstance(r, Produce)) <= stop + 0.5
+    assert set(_lag_at_end(result, "readers").values()) == {0}
+    # the consumer keeps committing (the same offsets) while the topic is idle
+    late = [r for r in records if isinstance(r, Commit) and r.ts > stop + 3]
+    assert late
+
+
+def test_crash_rebalances_after_session_timeout(runs: dict[str, Future[RunResult]]) -> None:
+    _, records = _result(runs, "crash")
+    (crash,) = _faults(records, "crash")
+    assert crash.member == "c2"
+    assert crash.detail["was_alive"]
+    # nothing from c2 after the SIGKILL
+    assert not [r for r in records if getattr(r, "member", None) == "c2" and truth.record_ts(r) > crash.start
+                and not isinstance(r, Fault)]
+    takeover = [a for a in _of(records, Assign, "c1") if a.ts > crash.start and len(a.partitions) == 4]
+    assert takeover, "c1 takes all four partitions after the crash"
+    gap = takeover[0].ts - crash.start
+    # the coordinator waits for c2's session (3 s) to expire: not before ~session - heartbeat
+    assert 2.0 <= gap <= 3.0 + 5.0, gap
+
+
+def test_graceful_leave_rebalances_at_once(runs: dict[str, Future[RunResult]]) -> None:
+    _, records = _result(runs, "graceful-leave")
+    (leave,) = _faults(records, "leave")
+    takeover = [a for a in _of(records, Assign, "c1") if a.ts > leave.start and len(a.partitions) == 4]
+    assert takeover
+    # LeaveGroup: far sooner than the 6 s session timeout
+    assert takeover[0].ts - leave.start < 3.0
+    # c2 committed on its way out (the revoke listener or the leave itself)
+    assert [c for c in _of(records, Commit, "c2") if c.ts >= leave.start - 0.01]
+
+
+def test_join_shares_partitions(runs: dict[str, Future[RunResult]]) -> None:
+    _, records = _result(runs, "join")
+    (join,) = _faults(records, "join")
+    c1_first = [a for a in _of(records, Assign, "c1") if a.ts < join.start]
+    assert c1_first
+    assert len(c1_first[-1].partitions) == 4
+    c2 = [a for a in _of(records, Assign, "c2") if a.partitions]
+    c1_after = [a for a in _of(records, Assign, "c1") if a.ts > join.start]
+    assert c2
+    assert c1_after
+    assert len(c2[0].partitions) == 2
+    assert len(c1_after[-1].partitions) == 2
+    assert [r for r in _of(records, Revoke, "c1") if r.ts > join.start and r.partitions]
+
+
+def test_poll_timeout_evicts_member(runs: dict[str, Future[RunResult]]) -> None:
+    _, records = _result(runs, "poll-timeout")
+    (stall,) = _faults(records, "stop_polling")
+    assert stall.end - stall.start >= 6.5
+    takeover = [a for a in _of(records, Assign, "c1") if stall.start < a.ts < stall.end and len(a.partitions) == 4]
+    assert takeover, "c1 holds all partitions while c2 does not poll"
+    # evicted once max.poll.interval.ms (3 s) passed, not at once and not after the 6 s session
+    assert 2.0 <= takeover[0].ts - stall.start <= 3.0 + 3.0
+    # c2 comes back after it polls again
+    assert [a for a in _of(records, Assign, "c2") if a.ts > stall.end and a.partitions]
+
+
+def test_static_member_bounce_does_not_rebalance(runs: dict[str, Future[RunResult]]) -> None:
+    result, records = _result(runs, "static-bounce")
+    (bounce,) = _faults(records, "bounce")
+    assert 1.5 <= bounce.end - bounce.start <= 5
+    before = [a for a in _of(records, Assign, "c2") if a.ts < bounce.start and a.partitions][-1]
+    after = [a for a in _of(records, Assign, "c2") if a.ts >= bounce.start and a.partitions]
+    assert after
+    assert set(after[0].partitions) == set(before.partitions), "same partitions back"
+    # c1 was never revoked between the bounce and its own close at the end
+    end = result.t0 + result.scenario.duration
+    assert not [r for r in _of(records, Revoke, "c1") if bounce.start <= r.ts < end - 0.5 and r.partitions]
+
+
+def test_stall_commits_same_offset(runs: dict[str, Future[RunResult]]) -> None:
+    result, records = _result(runs, "stall")
+    (stall,) = _faults(records, "stall")
+    for tp, cs in _commits(records, result.names.group("readers")).items():
+        after = [c.offset for c in cs if c.ts > stall.start + 0.05]
+        before = [c.offset for c in cs if c.ts <= stall.start]
+        assert len(after) >= 5, "keeps committing"
+        assert set(after) == {before[-1]}, f"{tp}: the committed offset does not move"
+    assert all(v > 30 for v in _lag_at_end(result, "readers").values())
+
+
+def test_stop_commits_nothing(runs: dict[str, Future[RunResult]]) -> None:
+    result, records = _result(runs, "stop")
+    (stop,) = _faults(records, "stop")
+    commits = [r for r in records if isinstance(r, Commit)]
+    assert [c for c in commits if c.ts < stop.start]
+    assert not [c for c in commits if c.ts > stop.start + 0.05]
+    assert all(v > 30 for v in _lag_at_end(result, "readers").values())
+
+
+def test_commit_gaps_are_irregular(runs: dict[str, Future[RunResult]]) -> None:
+    _, records = _result(runs, "commit-gaps")
+    gaps = _faults(records, "commit_gap")
+    assert sorted(round(g.end - g.start) for g in gaps) == [1, 2, 4]
+    commits = sorted({c.ts for c in records if isinstance(c, Commit)})
+    for g in gaps:
+        assert not [t for t in commits if g.start + 0.05 < t < g.end - 0.05]
+    deltas = [b - a for a, b in itertools.pairwise(commits)]
+    assert max(deltas) >= 3.5  # the 4 s gap
+    assert sorted(deltas)[len(deltas) // 2] < 1.0  # the usual cadence is 0.5 s
+
+
+def test_rewind_commits_backwards(runs: dict[str, Future[RunResult]]) -> None:
+    result, records = _result(runs, "rewind")
+    (rw,) = _faults(records, "rewind")
+    for tp, cs in _commits(records, result.names.group("readers")).items():
+        offsets = [c.offset for c in sorted(cs, key=lambda c: c.ts)]
+        drops = [a - b for a, b in itertools.pairwise(offsets) if b < a]
+        assert drops == [50], f"{tp}: one step back of 50 ({offsets})"
+    assert rw.detail["messages"] == 50
+    assert set(_lag_at_end(result, "readers").values()) == {0}
+
+
+def test_skip_jumps_to_end(runs: dict[str, Future[RunResult]]) -> None:
+    result, records = _result(runs, "skip")
+    (skip,) = _faults(records, "skip")
+    produced = [r for r in records if isinstance(r, Produce)]
+    for tp, cs in _commits(records, result.names.group("readers")).items():
+        cs = sorted(cs, key=lambda c: c.ts)
+        before = [c.offset for c in cs if c.ts < skip.start]
+        jump = next(c for c in cs if c.ts >= skip.start)
+        written = sum(1 for p in produced if (p.topic, p.partition) == tp and p.ts <= skip.end + 0.001)
+        # the commit lands on the end of the log at that moment (give or take in-flight sends)
+        assert written - 3 <= jump.offset <= written + 3
+        steps = [b - a for a, b in itertools.pairwise(before)]
+        assert jump.offset - before[-1] > 3 * max(steps, default=1), "a jump, not consumption"
+
+
+def test_retention_overrun(runs: dict[str, Future[RunResult]]) -> None:
+    result, _records = _result(runs, "retention-overrun")
+    (pe,) = result.end_state.partitions
+    committed = result.end_state.committed_of(result.names.group("readers"))
+    assert pe.log_start > 0, "the broker deleted old segments"
+    assert pe.log_start > committed[(pe.topic, pe.partition)], "committed offset below the log start"
+
+
+def test_transactional_lso_lag_zero(runs: dict[str, Future[RunResult]]) -> None:
+    result, records = _result(runs, "transactional")
+    states = {r.txn for r in records if isinstance(r, Produce)}
+    assert states == {"committed", "aborted", "open"}
+    committed = result.end_state.committed_of(result.names.group("readers"))
+    for pe in result.end_state.partitions:
+        c = committed[(pe.topic, pe.partition)]
+        assert pe.lso < pe.end, "an open transaction holds the LSO below the high watermark"
+        assert pe.lso - c == 0, "lag against the LSO is zero"
+        assert pe.end - c > 0, "lag against the high watermark is not"
+
+
+def test_rebalance_storm(runs: dict[str, Future[RunResult]]) -> None:
+    _, records = _result(runs, "rebalance-storm")
+    # c1 stays for the whole run and sees a rebalance for each of the 4 joins and 3 leaves
+    generations = [a for a in _of(records, Assign, "c1")]
+    assert len(generations) >= 6
+    assert len(_faults(records, "join")) == 4
+    assert len(_faults(records, "leave")) == 3
+
+
+def test_scenarios_are_short(tmp_path: Path) -> None:
+    # CI budget: each scenario (but the demo) stays under 20 s of scheduled time
+    for name in SCENARIOS:
+        assert load_scenario(name).duration <= 20, name
