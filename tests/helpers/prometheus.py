@@ -5,7 +5,8 @@
         series = prom.wait_for('kafka_consumergroup_lag{consumergroup="g"}', lambda r: len(r) == 2)
         value = prom.query_value('sum(kafka_consumergroup_lag)')
 
-It writes a prometheus.yml (scrape interval 1 s by default, optional rule files), starts
+It writes a prometheus.yml (scrape interval 1 s by default, optional rule files, optionally a
+job ``prometheus`` scraping Prometheus itself), starts
 ``prometheus --config.file … --storage.tsdb.path … --web.listen-address 127.0.0.1:<free port>``
 and stops it by PID (SIGTERM, then SIGKILL) at teardown. A missing binary is a failure, not a
 skip (install it with ``scripts/setup.sh --system``).
@@ -57,8 +58,8 @@ class PrometheusServer:
 
     def __init__(self, workdir: Path, targets: Sequence[str] = (), *, scrape_interval: str = "1s",
                  metrics_path: str = "/metrics", job: str = "lagscope", rule_files: Sequence[Path] = (),
-                 evaluation_interval: str | None = None, extra_scrape_configs: Sequence[dict[str, Any]] = ()
-                 ) -> None:
+                 evaluation_interval: str | None = None, extra_scrape_configs: Sequence[dict[str, Any]] = (),
+                 scrape_self: bool = False) -> None:
         self.workdir = Path(workdir) / "prometheus"
         self.targets = list(targets)
         self.scrape_interval = scrape_interval
@@ -67,6 +68,7 @@ class PrometheusServer:
         self.rule_files = [Path(p) for p in rule_files]
         self.evaluation_interval = evaluation_interval or scrape_interval
         self.extra_scrape_configs = list(extra_scrape_configs)
+        self.scrape_self = scrape_self
         self.port = 0
         self._proc: subprocess.Popen[bytes] | None = None
 
@@ -94,6 +96,9 @@ class PrometheusServer:
                 *self.extra_scrape_configs,
             ],
         }
+        if self.scrape_self:  # job "prometheus": its own metrics, e.g. duplicate-sample counters
+            config["scrape_configs"].append({"job_name": "prometheus",
+                                             "static_configs": [{"targets": [f"127.0.0.1:{self.port}"]}]})
         if self.rule_files:
             config["rule_files"] = [str(p.resolve()) for p in self.rule_files]
         path = self.workdir / "prometheus.yml"
@@ -102,8 +107,8 @@ class PrometheusServer:
 
     def start(self, timeout: float = 60.0) -> PrometheusServer:
         binary = prometheus_binary()
-        config = self.write_config()
         self.port = free_port()
+        config = self.write_config()
         log = self.log_file.open("wb")
         cmd = [binary, f"--config.file={config}", f"--storage.tsdb.path={self.workdir / 'data'}",
                f"--web.listen-address=127.0.0.1:{self.port}", "--web.enable-lifecycle",
