@@ -35,6 +35,7 @@ _COMMAND_MODULES: list[str] = [
     "lagscope.sim.cli",
     "lagscope.dashboards.app.cli",
     "lagscope.collector.cli",
+    "lagscope.dashboards.cli",
 ]
 
 
