@@ -443,7 +443,8 @@ def build_snapshot(cluster: ClusterConfig, raw: _Raw, sweep_ts: dt.datetime, dur
         if g.members:
             members.extend({**common, **m} for m in g.members)
         else:
-            members.append({**common, "member_id": None})
+            members.append({**common, "member_id": None, "group_instance_id": None, "client_id": None,
+                            "host": None, "subscribed_topics": None, "assignment": None})
     ok = not raw.fatal
     errors = list(raw.fatal)
     if group_errors:
