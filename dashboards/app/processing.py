@@ -120,12 +120,13 @@ def summarize_commits(steps: pd.DataFrame, anomalies: pd.DataFrame) -> CommitSum
 # --------------------------------------------------------------------------------------------
 
 def ownership_at(offsets: pd.DataFrame, when: dt.datetime, before: bool = True) -> pd.DataFrame:
-    """Owner of each partition at the newest sweep at/before ``when`` (``before=True``) or the
-    oldest sweep at/after it. Columns: topic, partition, member_id, client_id, host, sweep_ts."""
+    """Owner of each partition at the newest sweep strictly before ``when`` (``before=True``: a
+    sweep at the window's start already sees the rebalance) or the oldest sweep at/after it.
+    Columns: topic, partition, member_id, client_id, host, sweep_ts."""
     cols = ["topic", "partition", "member_id", "client_id", "host", "sweep_ts"]
     if offsets.empty:
         return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
-    side = offsets.loc[offsets["sweep_ts"] <= when] if before else offsets.loc[offsets["sweep_ts"] >= when]
+    side = offsets.loc[offsets["sweep_ts"] < when] if before else offsets.loc[offsets["sweep_ts"] >= when]
     if side.empty:
         return pd.DataFrame({c: pd.Series(dtype="object") for c in cols})
     ts = side["sweep_ts"].max() if before else side["sweep_ts"].min()
@@ -229,6 +230,8 @@ def window_stats(series: pd.DataFrame, rebalances: pd.DataFrame, anomalies: pd.D
 
 def relative_minutes(series: pd.DataFrame, start: dt.datetime, column: str = "window_start") -> pd.Series:
     """Minutes since ``start`` for each row: aligns two windows on one axis."""
+    if series.empty:
+        return pd.Series([], dtype="float64", index=series.index)
     return (series[column] - pd.Timestamp(start)).dt.total_seconds() / 60.0
 
 

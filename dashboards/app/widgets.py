@@ -88,8 +88,8 @@ def nav_button(label: str, sel: Selection, key: str, *, primary: bool = False) -
 
 
 def _ceil_minute(when: dt.datetime) -> dt.datetime:
-    floor = when.replace(second=0, microsecond=0)
-    return floor if floor == when else floor + dt.timedelta(minutes=1)
+    """The minute boundary strictly after ``when``: a range ending there includes ``when``."""
+    return when.replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
 
 
 def _resolve_window(sel: Selection, data_end: dt.datetime | None) -> TimeRange:
