@@ -1,0 +1,223 @@
+"""ConsumerGroupDescribe (API 69): the decoder on hand-built bytes, and a real KIP-848 consumer."""
+
+from __future__ import annotations
+
+import datetime as dt
+import struct
+import uuid
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pytest
+
+from lagscope.collector.kip848 import (
+    ConsumerGroupDescribeDecodeError,
+    ConsumerGroupDescription,
+    ConsumerGroupMember,
+    TopicAssignment,
+    decode_response,
+    describe_request,
+    members_rows,
+    resolve_topic_names,
+)
+from lagscope.collector.model import MEMBER_COLUMNS, Snapshot
+from lagscope.errors import ProtocolError
+from lagscope.schema import MEMBERS
+
+# -- a tiny writer of the flexible-version wire format, written from the protocol spec ------------
+# (independent of the JSON schema the module gives kafka-python, so the two check each other)
+
+
+def uvarint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def cstr(s: str | None) -> bytes:
+    """COMPACT_(NULLABLE_)STRING: uvarint(len + 1), 0 for null."""
+    if s is None:
+        return uvarint(0)
+    b = s.encode()
+    return uvarint(len(b) + 1) + b
+
+
+def carr(items: Sequence[bytes]) -> bytes:
+    """COMPACT_ARRAY: uvarint(n + 1) then the items."""
+    return uvarint(len(items) + 1) + b"".join(items)
+
+
+def i8(v: int) -> bytes:
+    return struct.pack(">b", v)
+
+
+def i16(v: int) -> bytes:
+    return struct.pack(">h", v)
+
+
+def i32(v: int) -> bytes:
+    return struct.pack(">i", v)
+
+
+NO_TAGS = uvarint(0)
+
+
+def tags(*fields: tuple[int, bytes]) -> bytes:
+    """A tagged-field section: count, then (tag, size, data) per field."""
+    return uvarint(len(fields)) + b"".join(uvarint(t) + uvarint(len(d)) + d for t, d in fields)
+
+
+def assignment(*topics: tuple[uuid.UUID, str, Sequence[int]]) -> bytes:
+    return carr([tid.bytes + cstr(name) + carr([i32(p) for p in parts]) + NO_TAGS
+                 for tid, name, parts in topics]) + NO_TAGS
+
+
+def member(member_id: str, *, instance: str | None = None, rack: str | None = None, epoch: int = 5,
+           client: str = "c", host: str = "/10.1.1.1", topics: Sequence[str] = (), regex: str | None = None,
+           current: bytes = b"", target: bytes = b"", member_tags: bytes = NO_TAGS) -> bytes:
+    return (cstr(member_id) + cstr(instance) + cstr(rack) + i32(epoch) + cstr(client) + cstr(host)
+            + carr([cstr(t) for t in topics]) + cstr(regex) + (current or assignment()) + (target or assignment())
+            + member_tags)
+
+
+def group(group_id: str, *, error: int = 0, message: str | None = None, state: str = "Stable", epoch: int = 9,
+          assignment_epoch: int = 9, assignor: str = "uniform", members: Sequence[bytes] = (),
+          ops: int = -(2**31)) -> bytes:
+    return (i16(error) + cstr(message) + cstr(group_id) + cstr(state) + i32(epoch) + i32(assignment_epoch)
+            + cstr(assignor) + carr(list(members)) + i32(ops) + NO_TAGS)
+
+
+def response(*groups: bytes, throttle_ms: int = 0) -> bytes:
+    return i32(throttle_ms) + carr(list(groups)) + NO_TAGS
+
+
+T_ORDERS = uuid.UUID("11111111-2222-3333-4444-555555555555")
+T_AUDIT = uuid.UUID("99999999-8888-7777-6666-555555555555")
+
+FULL = response(
+    group("orders-svc", members=[
+        member("m-1", client="orders-1", host="/10.0.0.1", topics=["orders"],
+               current=assignment((T_ORDERS, "orders", [0, 2])), target=assignment((T_ORDERS, "orders", [0, 2]))),
+        # a static member reconciling: owns p1 now, is to own p1 and p3; the coordinator left one name empty
+        member("m-2", instance="pod-2", rack="rack-b", epoch=8, client="orders-2", host="/10.0.0.2",
+               topics=["orders", "audit"], regex=None,
+               current=assignment((T_ORDERS, "orders", [1])),
+               target=assignment((T_ORDERS, "orders", [1, 3]), (T_AUDIT, "", [0]))),
+    ]),
+    group("gone", error=69, message="Group gone not found.", state="", epoch=0, assignment_epoch=0, assignor=""),
+)
+
+
+def test_decode_full_response() -> None:
+    orders, gone = decode_response(FULL)
+    assert orders == ConsumerGroupDescription(
+        group_id="orders-svc", state="Stable", group_epoch=9, assignment_epoch=9, assignor="uniform",
+        members=(
+            ConsumerGroupMember("m-1", None, None, 5, "orders-1", "/10.0.0.1", ("orders",), None,
+                                (TopicAssignment(T_ORDERS, "orders", (0, 2)),),
+                                (TopicAssignment(T_ORDERS, "orders", (0, 2)),)),
+            ConsumerGroupMember("m-2", "pod-2", "rack-b", 8, "orders-2", "/10.0.0.2", ("orders", "audit"), None,
+                                (TopicAssignment(T_ORDERS, "orders", (1,)),),
+                                (TopicAssignment(T_ORDERS, "orders", (1, 3)), TopicAssignment(T_AUDIT, "", (0,)))),
+        ),
+        unresolved_topic_ids=frozenset({T_AUDIT}),
+    )
+    assert orders.ok
+    assert orders.members[1].partitions() == [("orders", 1)]
+    assert orders.members[1].target_partitions() == [("", 0), ("orders", 1), ("orders", 3)]
+    # an error for one group is a value, not an exception
+    assert not gone.ok
+    assert gone.error_code == 69
+    assert gone.error == "GroupIdNotFoundError: Group gone not found."
+
+
+def test_unknown_tagged_fields_are_skipped() -> None:
+    # a newer broker may add tagged fields to a member: they must not break decoding
+    data = response(group("g", members=[member("m", topics=["t"], member_tags=tags((7, b"\x01\x02\x03")))]))
+    [g] = decode_response(data)
+    assert g.members[0].member_id == "m"
+    assert g.members[0].subscribed_topic_names == ("t",)
+
+
+def test_authorized_operations_when_requested() -> None:
+    [g] = decode_response(response(group("g", ops=0b1010)))
+    assert g.authorized_operations == 0b1010
+
+
+def test_truncated_bytes_raise_a_typed_error() -> None:
+    # every proper prefix of a valid response is invalid, and says so with the typed error
+    for cut in range(len(FULL)):
+        with pytest.raises(ConsumerGroupDescribeDecodeError):
+            decode_response(FULL[:cut])
+
+
+@pytest.mark.parametrize(("data", "why"), [
+    # one byte after the end of the response
+    (FULL + b"\x00", "trailing"),
+    # a group id that is not UTF-8
+    (response(i16(0) + cstr(None) + uvarint(3) + b"\xff\xfe" + cstr("Stable") + i32(1) + i32(1) + cstr("u")
+              + carr([]) + i32(0) + NO_TAGS), "cannot decode"),
+    # an array length far beyond the data
+    (i32(0) + uvarint(1_000_000) + NO_TAGS, "cannot decode"),
+    # nothing at all
+    (b"", "cannot decode"),
+])
+def test_malformed_bytes_raise_a_typed_error(data: bytes, why: str) -> None:
+    with pytest.raises(ConsumerGroupDescribeDecodeError, match=why) as info:
+        decode_response(data)
+    assert isinstance(info.value, ProtocolError)
+
+
+def test_request_encoding() -> None:
+    request = describe_request(["a", "bc"])
+    # compact array of 2 compact strings, bool false, empty tag section
+    assert bytes(request.encode(version=0)) == carr([cstr("a"), cstr("bc")]) + b"\x00" + NO_TAGS
+    assert request.API_KEY == 69
+
+
+@pytest.mark.parametrize("ids", [[], [""]])
+def test_request_needs_group_ids(ids: list[str]) -> None:
+    with pytest.raises(ValueError, match="group_ids"):
+        describe_request(ids)
+
+
+def test_resolve_topic_names() -> None:
+    orders, _ = decode_response(FULL)
+    resolved = resolve_topic_names(orders, {T_AUDIT: "audit"})
+    assert resolved.unresolved_topic_ids == frozenset()
+    assert resolved.members[1].target_partitions() == [("audit", 0), ("orders", 1), ("orders", 3)]
+    # ids the metadata does not know stay unresolved (topic deleted meanwhile)
+    assert resolve_topic_names(orders, {}).unresolved_topic_ids == {T_AUDIT}
+
+
+SWEEP_TS = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
+
+
+def test_members_rows_fit_the_lake_and_the_snapshot() -> None:
+    orders, _ = decode_response(FULL)
+    rows = members_rows(orders, SWEEP_TS)
+    assert [r["member_id"] for r in rows] == ["m-1", "m-2"]
+    assert rows[1] == {
+        "sweep_ts": SWEEP_TS, "group_id": "orders-svc", "group_state": "Stable", "protocol_type": "consumer",
+        "protocol": "uniform", "group_protocol": "consumer", "generation": 9, "member_id": "m-2",
+        "group_instance_id": "pod-2", "client_id": "orders-2", "host": "10.0.0.2",
+        "subscribed_topics": ["orders", "audit"], "assignment": [{"topic": "orders", "partition": 1}],
+    }
+    assert set(rows[0]) <= MEMBER_COLUMNS
+    pa.Table.from_pylist(rows, schema=MEMBERS.schema)  # converts: types and nullability fit
+    Snapshot("c", {"sweep_ts": SWEEP_TS, "ok": True}, members=rows)
+
+
+def test_members_rows_of_an_empty_group() -> None:
+    [g] = decode_response(response(group("idle", state="Empty", epoch=4)))
+    [row] = members_rows(g, SWEEP_TS)
+    assert row["member_id"] is None
+    assert row["group_state"] == "Empty"
+    assert row["generation"] == 4
+    pa.Table.from_pylist([row], schema=MEMBERS.schema)
