@@ -28,6 +28,7 @@ listed in :data:`METRICS` and documented in ``docs/metrics.md``.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import socket
@@ -134,8 +135,9 @@ METRICS: tuple[MetricSpec, ...] = (
                "Log start offset of the partition.", "offset", "kafka-lag-exporter"),
     # lagscope's own
     MetricSpec("lagscope_partition_lag_seconds", "gauge", _LS_P,
-               "Estimated time lag at the latest sweep: sweep time - when the end offset was the committed "
-               "offset, interpolated over the in-memory end-offset history; 0 when caught up.",
+               "Time lag at the latest sweep: sweep time - produce time of the record at the committed "
+               "offset when the sweep read it (exact), else when the end offset was the committed offset, "
+               "interpolated over the in-memory end-offset history; 0 when caught up.",
                "seconds"),
     MetricSpec("lagscope_partition_lag_seconds_is_lower_bound", "gauge", _LS_P,
                "1 when lagscope_partition_lag_seconds is only a lower bound (the committed offset is older "
@@ -390,8 +392,12 @@ def _data_samples(snapshot: Snapshot, histories: Mapping[tuple[str, int], EndOff
 
         hist = histories.get((topic, partition))
         est = hist.estimate(committed, now) if hist is not None else None
+        record_ts = row.get("committed_record_ts")
         if lag == 0:
             seconds, lower = 0.0, False  # caught up (against the LSO for read_committed groups)
+        elif isinstance(record_ts, dt.datetime):
+            # exact: the sweep read the produce time of the record at the committed offset
+            seconds, lower = max(0.0, now - record_ts.timestamp()), False
         elif est is not None:
             seconds, lower = est.seconds, est.is_lower_bound
         else:

@@ -345,3 +345,19 @@ def test_concurrent_updates_and_scrapes(registry: CollectorRegistry, collector: 
 def test_snapshot_rejects_unknown_columns() -> None:
     with pytest.raises(ValueError, match="unknown column"):
         snap([{**off("g", "t", 0, 1, 2), "lag_ms": 3}])
+
+
+def test_time_lag_exact_from_the_committed_record(registry: CollectorRegistry, collector: LagCollector) -> None:
+    labels = {"cluster": "prod", "group": "g", "topic": "t", "partition": "0"}
+    ts = T0 + dt.timedelta(seconds=100)
+    cases = [
+        # the record at the committed offset was produced 42.5 s before the sweep: exact, whatever the history
+        (T0 + dt.timedelta(seconds=57.5), 42.5),
+        # a producer clock ahead of the collector's never makes a negative lag
+        (ts + dt.timedelta(seconds=3), 0.0),
+    ]
+    for record_ts, expected in cases:
+        row = {**off("g", "t", 0, 10, 20, ts=ts), "committed_record_ts": record_ts}
+        collector.update(snap([row], ts=ts))
+        assert registry.get_sample_value("lagscope_partition_lag_seconds", labels) == expected
+        assert registry.get_sample_value("lagscope_partition_lag_seconds_is_lower_bound", labels) == 0
