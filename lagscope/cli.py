@@ -32,10 +32,12 @@ err = Console(stderr=True)
 _COMMAND_MODULES: list[str] = [
     "lagscope.deploy.cli",
     "lagscope.deploy.spark.cli",
+    "lagscope.deploy.sink",
     "lagscope.sim.cli",
     "lagscope.dashboards.app.cli",
     "lagscope.collector.cli",
     "lagscope.dashboards.cli",
+    "lagscope.analytics.cli",
 ]
 
 
