@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
 from commitlog_records import (
     Group,
     Member,
@@ -31,6 +32,7 @@ from lagscope.collector.offsets_codec import (
     OffsetCommitValue,
     decode_consumer_assignment,
     decode_record,
+    decode_value,
 )
 from lagscope.errors import RecordDecodeError
 
@@ -165,3 +167,28 @@ def test_kip848_round_trip_and_truncation(group: str, member: str, epoch: int, p
     assert isinstance(tv, ConsumerGroupTargetAssignmentMemberValue)
     assert [(tp.topic_id, list(tp.partitions)) for tp in tv.topic_partitions] == [
         (t, list(p)) for t, p in assigned]
+
+
+@FAST
+@given(st.sampled_from([3, 4]), i64s, names, i64s, st.integers(-1, 2**31 - 1),
+       st.one_of(st.none(), uuids), st.binary(max_size=3))
+def test_offset_fast_path_agrees_with_general_path(version: int, offset: int, metadata: str, ts: int,
+                                                  epoch: int, topic_id: uuid.UUID | None,
+                                                  trailing: bytes) -> None:
+    # decode_record takes an inlined path for v3/v4 commits: it must agree with the general one,
+    # trailing bytes (which only the general path accepts) included
+    value = offset_value(version, offset, metadata, ts, leader_epoch=epoch, topic_id=topic_id) + trailing
+    assert decode_record(offset_key("g", "t", 0), value).value == decode_value(1, value)
+
+
+@FAST
+@given(st.sampled_from([3, 4]), st.binary(min_size=20, max_size=60))
+def test_offset_fast_path_errors_agree(version: int, body: bytes) -> None:
+    value = i16(version) + body
+    try:
+        expected = decode_value(1, value)
+    except RecordDecodeError:
+        with pytest.raises(RecordDecodeError):
+            decode_record(offset_key("g", "t", 0), value)
+        return
+    assert decode_record(offset_key("g", "t", 0), value).value == expected
