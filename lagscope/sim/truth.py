@@ -36,6 +36,7 @@ __all__ = [
     "Commit",
     "EndState",
     "Fault",
+    "GroupOffset",
     "PartitionEnd",
     "Produce",
     "Record",
@@ -46,6 +47,7 @@ __all__ = [
     "record_from_dict",
     "record_ts",
     "to_dict",
+    "write_truth",
 ]
 
 

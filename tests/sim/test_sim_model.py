@@ -1,0 +1,153 @@
+"""The scenario file model and the truth format, without Kafka."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lagscope.errors import ScenarioError
+from lagscope.sim import truth
+from lagscope.sim.model import ProducerSpec, Scenario, load_scenario_file
+from lagscope.sim.runner import builtin_scenarios, load_scenario, plan_names
+from lagscope.sim.worker import _send_times
+
+
+def _base(**over: Any) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "name": "t", "duration": 10,
+        "topics": [{"name": "a", "partitions": 2}],
+        "producers": [{"name": "p", "topic": "a", "rate": 10}],
+        "groups": [{"name": "g", "topics": ["a"], "members": [{"name": "m1"}]}],
+    }
+    d.update(over)
+    return d
+
+
+def _member(**kw: Any) -> dict[str, Any]:
+    return {"groups": [{"name": "g", "topics": ["a"], "members": [{"name": "m1", **kw}]}]}
+
+
+@pytest.mark.parametrize(("over", "message"), [
+    # a producer must write to a topic of the scenario
+    ({"producers": [{"name": "p", "topic": "nope"}]}, "unknown topic"),
+    # a group must subscribe to topics of the scenario
+    ({"groups": [{"name": "g", "topics": ["zz"], "members": [{"name": "m"}]}]}, "unknown topic"),
+    # names become part of Kafka names: no spaces or dots
+    ({"topics": [{"name": "a b"}]}, "pattern"),
+    # member names identify truth records: unique within a group
+    ({"groups": [{"name": "g", "topics": ["a"], "members": [{"name": "m"}, {"name": "m"}]}]}, "duplicate member"),
+    # an action after the end would never run
+    (_member(actions=[{"kind": "crash", "at": 10}]), "not before the end"),
+    # nothing can happen to a member after it crashed
+    (_member(actions=[{"kind": "crash", "at": 2}, {"kind": "rewind", "at": 3, "messages": 5}]), "nothing may follow"),
+    # a bounce only keeps the membership with a group.instance.id
+    (_member(actions=[{"kind": "bounce", "at": 2, "duration": 1}]), "group_instance_id"),
+    # stop_polling without a duration is undefined
+    (_member(actions=[{"kind": "stop_polling", "at": 2}]), "needs a duration"),
+    # rewind needs how far
+    (_member(actions=[{"kind": "rewind", "at": 2}]), "needs messages"),
+    # an action before the member exists
+    (_member(join_at=5, actions=[{"kind": "leave", "at": 2}]), "before join_at"),
+    # Kafka rejects heartbeat >= session timeout
+    (_member(session_timeout_ms=3000, heartbeat_interval_ms=3000), "heartbeat_interval_ms"),
+    # unknown keys are typos, not ignored
+    ({"topcs": []}, "Extra inputs"),
+    # an unknown action kind
+    (_member(actions=[{"kind": "explode", "at": 1}]), "kind"),
+    # leave_open only makes sense for a transactional producer
+    ({"producers": [{"name": "p", "topic": "a", "leave_open": True}]}, "transactional"),
+])
+def test_invalid_scenarios_fail_with_one_line(tmp_path: Path, over: dict[str, Any], message: str) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text(json.dumps(_base(**over)))  # JSON is YAML
+    with pytest.raises(ScenarioError) as exc:
+        load_scenario_file(f)
+    assert message in str(exc.value)
+    assert "\n" not in str(exc.value)
+
+
+def test_unreadable_scenario(tmp_path: Path) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text("name: [unclosed\n")
+    with pytest.raises(ScenarioError, match="cannot read scenario"):
+        load_scenario_file(f)
+    with pytest.raises(ScenarioError, match="no scenario"):
+        load_scenario("no-such-scenario")
+
+
+def test_builtin_scenarios_cover_the_issue() -> None:
+    names = set(builtin_scenarios())
+    assert {"steady", "slow-consumer", "burst-catchup", "idle-topic", "crash", "graceful-leave", "join",
+            "poll-timeout", "static-bounce", "stall", "stop", "commit-gaps", "rewind", "skip",
+            "retention-overrun", "transactional", "rebalance-storm", "demo"} <= names
+    for name in names:
+        assert load_scenario(name).name == name
+
+
+def test_names_are_prefixed_and_unique() -> None:
+    sc = load_scenario("static-bounce")
+    a, b = plan_names(sc), plan_names(sc)
+    assert a.run_id != b.run_id
+    assert a.topic("events") == f"sim-static-bounce-{a.run_id}-events"
+    assert a.group("readers").startswith(a.prefix)
+    assert a.instance_ids == {"c1": f"{a.prefix}-c1", "c2": f"{a.prefix}-c2"}
+    assert plan_names(sc, "fixed").prefix == "sim-static-bounce-fixed"
+
+
+def test_send_times_rate_bursts_and_stop() -> None:
+    spec = ProducerSpec.model_validate({"name": "p", "topic": "a", "rate": 10, "start": 1, "stop": 3,
+                                        "bursts": [{"at": 2, "count": 5}, {"at": 4, "count": 7}]})
+    times = _send_times(spec, 100.0, 110.0)
+    # 2 s at 10/s, plus the burst at 2 s; the burst at 4 s is after the producer stopped
+    assert len(times) == 20 + 5
+    assert times == sorted(times)
+    assert min(times) == 101.0
+    assert max(times) < 103.0
+    assert times.count(102.0) == 5 + 1  # the burst and the steady message due at 2 s
+
+
+def test_truth_round_trip_and_sorting(tmp_path: Path) -> None:
+    recs: list[truth.Record] = [
+        truth.Commit("g", "m", "t", 0, 5, 12.0),
+        truth.Produce("t", 0, 4, 10.5, None),
+        truth.Fault("crash", "g", "m", 11.0, 11.0, {"pid": 7}),
+        truth.Assign("g", "m", (("t", 0),), 9.0),
+        truth.Revoke("g", "m", (("t", 0),), 13.0, lost=True),
+        truth.EndState(20.0, (truth.PartitionEnd("t", 0, 0, 5, 5),), (truth.GroupOffset("g", "t", 0, 5),)),
+        truth.Produce("t", 0, 3, 10.0, "committed"),
+    ]
+    path = tmp_path / "truth.jsonl"
+    truth.write_truth(path, recs)
+    back = truth.load(path)
+    assert [truth.record_ts(r) for r in back] == [9.0, 10.0, 10.5, 11.0, 12.0, 13.0, 20.0]
+    assert isinstance(back[-1], truth.EndState)
+    assert back[-1].committed_of("g") == {("t", 0): 5}
+    assert back[-1].end_of("t", 0).end == 5
+    assert sorted(map(repr, back)) == sorted(map(repr, recs))
+    first = json.loads(path.read_text().splitlines()[0])
+    assert first == {"type": "assign", "group": "g", "member": "m", "partitions": [["t", 0]], "ts": 9.0}
+
+
+def test_parts_tolerate_a_torn_last_line(tmp_path: Path) -> None:
+    w = truth.TruthWriter(tmp_path / "a.jsonl")
+    w.write(truth.Produce("t", 0, 0, 1.0))
+    w.close()
+    with (tmp_path / "a.jsonl").open("a") as f:
+        f.write('{"type":"commit","group":"g","mem')  # SIGKILL mid-line
+    assert truth.read_parts(tmp_path) == [truth.Produce("t", 0, 0, 1.0)]
+    # the merged file is strict: a torn line there is an error, with its place
+    (tmp_path / "truth.jsonl").write_text('{"type":"produce"}\n')
+    with pytest.raises(ScenarioError, match="bad truth record"):
+        truth.load(tmp_path / "truth.jsonl")
+    (tmp_path / "truth.jsonl").write_text("nope\n")
+    with pytest.raises(ScenarioError, match=r"truth\.jsonl:1"):
+        truth.load(tmp_path / "truth.jsonl")
+
+
+def test_scenario_model_is_exported() -> None:
+    sc = Scenario.model_validate(_base())
+    assert sc.groups[0].members[0].session_timeout_ms == 6000
+    assert sc.groups[0].members[0].enable_auto_commit is True
