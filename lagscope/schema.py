@@ -127,7 +127,8 @@ SWEEPS = Table("sweeps", pa.schema([
     _f("duration_ms", pa.float64(), "Wall time of the sweep in milliseconds."),
     _f("ok", pa.bool_(), "True when the sweep completed; false when it failed (see error).",
        nullable=False),
-    _f("error", pa.string(), "What failed; null when ok."),
+    _f("error", pa.string(), "What failed: why the sweep failed (ok false), or with ok true the groups "
+       "counted in group_errors; null when nothing failed."),
     _f("groups", pa.int32(), "Groups recorded."),
     _f("partitions", pa.int32(), "Group-partition rows recorded."),
     _f("members", pa.int32(), "Member rows recorded."),
