@@ -23,7 +23,7 @@ from urllib.parse import urlencode
 
 from lagscope.dashboards.alerts.findings import Finding
 
-__all__ = ["GENERIC_SCHEMA_PATH", "SCHEMA_ID", "app_link", "render"]
+__all__ = ["GENERIC_SCHEMA_PATH", "RUNBOOK_ANCHORS", "SCHEMA_ID", "app_link", "render"]
 
 SCHEMA_ID = "lagscope.alert/v1"
 GENERIC_SCHEMA_PATH = Path(__file__).with_name("generic.schema.json")
@@ -55,8 +55,23 @@ def app_link(app_url: str, finding: Finding, now: dt.datetime) -> str:
     return f"{app_url.rstrip('/')}/?{urlencode(params)}"
 
 
+#: finding kind → the runbook section of docs/alerting.md (the same anchors the alert rules use)
+RUNBOOK_ANCHORS = {
+    "stall": "group-stalled",
+    "stop": "group-stopped",
+    "status": "group-status",
+    "commit_gap": "commit-gap",
+    "rewind": "rewind",
+    "skip": "skip",
+    "lag_growth": "lag-growth",
+    "retention_loss": "retention-loss",
+    "rebalance_storm": "rebalance-storm",
+    "rebalance": "rebalance-over-bound",
+}
+
+
 def _runbook(runbook_url: str, finding: Finding) -> str:
-    return f"{runbook_url}#{finding.kind.replace('_', '-')}"
+    return f"{runbook_url}#{RUNBOOK_ANCHORS.get(finding.kind, finding.kind.replace('_', '-'))}"
 
 
 def _iso(ts: dt.datetime | None) -> str | None:

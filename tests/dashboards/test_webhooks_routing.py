@@ -234,7 +234,7 @@ def test_payload_formats() -> None:
     assert generic["links"]["app"].startswith("http://app:8501/?cluster=prod&group=orders-svc&topic=orders"
                                               "&partition=3&from=")
     assert "page=partition" in generic["links"]["app"]
-    assert generic["links"]["runbook"] == "http://docs/alerting.md#stall"
+    assert generic["links"]["runbook"] == "http://docs/alerting.md#group-stalled"
     slack = json.loads(render("slack", f, **kw))
     assert "[FIRING]" in slack["text"]
     assert slack["blocks"][0]["type"] == "section"
