@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from lagscope import lake
@@ -253,6 +255,62 @@ def group_event_row(rec: DecodedRecord, *, record_ts_ms: int, source_partition: 
     return row
 
 
+_DAY_MS = 86_400_000
+
+
+class _CommitColumns:
+    """Buffered ``commits`` rows, column by column (timestamps as epoch ms): a commit is the
+    common record, and building one dict and three datetimes per row costs more than decoding."""
+
+    __slots__ = ("cols",)
+
+    NAMES = ("group_id", "topic", "partition", "committed_offset", "leader_epoch", "metadata",
+             "commit_ts", "expire_ts", "record_ts", "source_partition", "source_offset",
+             "value_version")
+
+    def __init__(self) -> None:
+        self.cols: tuple[list[Any], ...] = tuple([] for _ in self.NAMES)
+
+    def __len__(self) -> int:
+        return len(self.cols[0])
+
+    def add(self, key: OffsetCommitKey, value: OffsetCommitValue | None, record_ts_ms: int,
+            source_partition: int, source_offset: int) -> None:
+        c = self.cols
+        c[0].append(key.group)
+        c[1].append(key.topic)
+        c[2].append(key.partition)
+        if value is None:  # offset tombstone
+            for i in (3, 4, 5, 6, 7, 11):
+                c[i].append(None)
+        else:
+            c[3].append(value.offset)
+            c[4].append(value.leader_epoch)
+            c[5].append(value.metadata)
+            c[6].append(value.commit_timestamp_ms if value.commit_timestamp_ms >= 0 else None)
+            c[7].append(value.expire_timestamp_ms)
+            c[11].append(value.version)
+        c[8].append(max(record_ts_ms, 0))
+        c[9].append(source_partition)
+        c[10].append(source_offset)
+
+    def by_date(self) -> dict[dt.date, pa.Table]:
+        """One Arrow table per UTC date of record_ts."""
+        if not len(self):
+            return {}
+        table = pa.table([pa.array(col, type=COMMITS.schema.field(name).type)
+                          for name, col in zip(self.NAMES, self.cols, strict=True)], names=list(self.NAMES))
+        days = sorted({ts // _DAY_MS for ts in self.cols[8]})
+        if len(days) == 1:
+            return {_day(days[0]): table}
+        day_col = pc.divide(pa.array(self.cols[8], pa.int64()), _DAY_MS)
+        return {_day(d): table.filter(pc.equal(day_col, d)) for d in days}
+
+
+def _day(days_since_epoch: int) -> dt.date:
+    return dt.datetime.fromtimestamp(days_since_epoch * 86_400, dt.UTC).date()
+
+
 # --------------------------------------------------------------------------------------------
 # State
 # --------------------------------------------------------------------------------------------
@@ -362,7 +420,7 @@ class CommitLogTailer:
         self._consumer: Any = None
         self._positions: dict[int, int] = {}  # next offset to read, per source partition
         self._committed: dict[int, int] = {}  # positions as last saved
-        self._commits: list[dict[str, Any]] = []
+        self._commits = _CommitColumns()
         self._events: list[dict[str, Any]] = []
         self._ranges: dict[int, tuple[int, int]] = {}
         self._buffered = 0
@@ -527,9 +585,7 @@ class CommitLogTailer:
                 value = rec.value
                 if isinstance(value, OffsetCommitValue) and value.topic_id is not None:
                     self._topic_names[value.topic_id] = key.topic
-                commits.append(commit_row(key, value,  # type: ignore[arg-type]
-                                          record_ts_ms=m.timestamp, source_partition=partition,
-                                          source_offset=offset))
+                commits.add(key, value, m.timestamp, partition, offset)  # type: ignore[arg-type]
                 stats.commits += 1
             else:
                 if isinstance(rec.value, ConsumerGroupPartitionMetadataValue):
@@ -602,20 +658,22 @@ class CommitLogTailer:
         self._last_flush = self._clock()
         if not self._ranges:
             return
-        by_table: dict[str, dict[dt.date, list[dict[str, Any]]]] = {"commits": {}, "group_events": {}}
-        for name, rows in (("commits", self._commits), ("group_events", self._events)):
-            for row in rows:
-                by_table[name].setdefault(row["record_ts"].date(), []).append(row)
+        events: dict[dt.date, list[dict[str, Any]]] = {}
+        for row in self._events:
+            events.setdefault(row["record_ts"].date(), []).append(row)
+        commits = self._commits.by_date()
+        folders = {"commits": sorted(d.isoformat() for d in commits),
+                   "group_events": sorted(d.isoformat() for d in events)}
         pending = {"ranges": {str(p): list(r) for p, r in self._ranges.items()},
-                   "folders": {t: sorted(d.isoformat() for d in dates)
-                               for t, dates in by_table.items() if dates}}
+                   "folders": {t: d for t, d in folders.items() if d}}
         self._save_state(self._committed, pending)
-        for table in (COMMITS, GROUP_EVENTS):
-            for date, rows in sorted(by_table[table.name].items()):
-                lake.write_rows(self.lake_root, table, self.cluster, rows, date=date)
+        for date, data in sorted(commits.items()):
+            lake.write_table(self.lake_root, COMMITS, self.cluster, data, date=date)
+        for date, rows in sorted(events.items()):
+            lake.write_rows(self.lake_root, GROUP_EVENTS, self.cluster, rows, date=date)
         self._save_state(self._positions, None)
         self._committed = dict(self._positions)
-        self._commits = []
+        self._commits = _CommitColumns()
         self._events = []
         self._ranges = {}
         self._buffered = 0
@@ -704,7 +762,7 @@ class CommitLogTailer:
 
     def _drop_buffer(self) -> None:
         """Forget unflushed rows; the next open() seeks back to the saved positions."""
-        self._commits = []
+        self._commits = _CommitColumns()
         self._events = []
         self._ranges = {}
         self._buffered = 0

@@ -230,16 +230,16 @@ class Crash(BaseException):
 def test_crash_between_lake_files_and_positions_is_repaired(tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     log = _mixed_log(40)
-    real_write = lake.write_rows
+    real_write = lake.write_table
     calls: list[str] = []
 
-    def crashing_write(root: Any, table: Any, cluster: str, rows: Any, **kw: Any) -> Any:
+    def crashing_write(root: Any, table: Any, cluster: str, data: Any, **kw: Any) -> Any:
         calls.append(table.name)
         if table.name == "group_events":  # commits file is durable, group_events is not
             raise Crash
-        return real_write(root, table, cluster, rows, **kw)
+        return real_write(root, table, cluster, data, **kw)
 
-    monkeypatch.setattr(commitlog.lake, "write_rows", crashing_write)
+    monkeypatch.setattr(commitlog.lake, "write_table", crashing_write)
     t = CommitLogTailer("x:1", tmp_path, "c1", start="earliest", consumer_factory=_factory(log))
     t.open()
     while not t.caught_up():
@@ -249,7 +249,7 @@ def test_crash_between_lake_files_and_positions_is_repaired(tmp_path: Path,
     assert calls == ["commits", "group_events"]
     assert _rows(tmp_path, "commits")
     assert not _rows(tmp_path, "group_events")
-    monkeypatch.setattr(commitlog.lake, "write_rows", real_write)
+    monkeypatch.setattr(commitlog.lake, "write_table", real_write)
 
     again = CommitLogTailer("x:1", tmp_path, "c1", start="earliest", consumer_factory=_factory(log))
     _drain(again)
@@ -334,3 +334,16 @@ def test_bad_cluster_name_and_corrupt_state(tmp_path: Path) -> None:
     t = CommitLogTailer("x:1", tmp_path, "c1", consumer_factory=_factory({0: []}))
     with pytest.raises(LakeError, match="cannot read the commit log positions"):
         t.open()
+
+
+def test_rows_across_midnight_go_to_their_own_date(tmp_path: Path) -> None:
+    midnight = 1_790_035_200_000  # 2026-09-22T00:00:00Z
+    log: dict[int, list[Rec]] = {0: []}
+    for ts in (midnight - 1, midnight, midnight + 1):
+        _append(log, 0, offset_key("g", "t", 0), offset_value(3, ts, "", ts, leader_epoch=0), ts)
+    _drain(CommitLogTailer("x:1", tmp_path, "c1", start="earliest", consumer_factory=_factory(log)))
+    rows = _rows(tmp_path, "commits")
+    by_date = Counter(r["date"] for r in rows)
+    assert by_date == Counter({"2026-09-21": 1, "2026-09-22": 2})
+    assert {r["commit_ts"] for r in rows if r["date"] == "2026-09-21"} == {
+        dt.datetime.fromtimestamp((midnight - 1) / 1000, dt.UTC)}
