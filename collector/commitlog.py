@@ -66,12 +66,14 @@ from lagscope.collector.offsets_codec import (
     decode_consumer_assignment,
     decode_record,
 )
+from lagscope.config import ClusterConfig
 from lagscope.errors import KafkaUnavailable, LagscopeError, LakeError, RecordDecodeError
 from lagscope.schema import COMMITS, GROUP_EVENTS
 
 __all__ = [
     "OFFSETS_TOPIC",
     "CommitLogAccessDenied",
+    "CommitLogService",
     "CommitLogTailer",
     "StartPosition",
     "TailStats",
@@ -760,6 +762,12 @@ class CommitLogTailer:
             finally:
                 self.close()
 
+    @classmethod
+    def from_config(cls, cluster: ClusterConfig, lake_root: Path | str, **kwargs: Any) -> CommitLogTailer:
+        """A tailer for one configured cluster (``consumer_offsets_tail.start``, its security)."""
+        return cls(cluster.client_options(), lake_root, cluster.name,
+                   start=cluster.consumer_offsets_tail.start, **kwargs)
+
     def _drop_buffer(self) -> None:
         """Forget unflushed rows; the next open() seeks back to the saved positions."""
         self._commits = _CommitColumns()
@@ -767,3 +775,41 @@ class CommitLogTailer:
         self._ranges = {}
         self._buffered = 0
         self._positions = dict(self._committed)
+
+
+class CommitLogService:
+    """One :class:`CommitLogTailer` thread per cluster whose ``consumer_offsets_tail.enabled``.
+
+    Lifecycle: :meth:`start` starts the threads, :meth:`stop` sets the stop event and joins
+    them (each flushes what it has read and saves its positions on the way out). A tailer
+    without READ access stops itself after one warning; the others carry on.
+
+        >>> service = CommitLogService(settings.clusters, lake_root).start()   # doctest: +SKIP
+        >>> service.stop()                                                   # doctest: +SKIP
+    """
+
+    def __init__(self, clusters: Iterable[ClusterConfig], lake_root: Path | str, *,
+                 tailer_factory: Callable[[ClusterConfig, Path | str], CommitLogTailer] | None = None
+                 ) -> None:
+        make = tailer_factory or CommitLogTailer.from_config
+        self.tailers: dict[str, CommitLogTailer] = {
+            c.name: make(c, lake_root) for c in clusters if c.consumer_offsets_tail.enabled}
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> CommitLogService:
+        self._stop.clear()
+        for name, tailer in self.tailers.items():
+            th = threading.Thread(target=tailer.run, args=(self._stop,), daemon=True,
+                                  name=f"lagscope-commitlog-{name}")
+            th.start()
+            self._threads.append(th)
+        return self
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        self._stop.set()
+        for th in self._threads:
+            th.join(timeout_s)
+            if th.is_alive():
+                log.warning("%s did not stop within %.0fs", th.name, timeout_s)
+        self._threads = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterable
@@ -102,6 +103,8 @@ class FakeConsumer:
             if recs:
                 out[tp] = recs
                 self.pos[tp] = p + len(recs)
+        if not out:
+            time.sleep(timeout_ms / 1000)  # a real consumer waits for data
         return out
 
     def topics(self) -> set[str]:
@@ -347,3 +350,34 @@ def test_rows_across_midnight_go_to_their_own_date(tmp_path: Path) -> None:
     assert by_date == Counter({"2026-09-21": 1, "2026-09-22": 2})
     assert {r["commit_ts"] for r in rows if r["date"] == "2026-09-21"} == {
         dt.datetime.fromtimestamp((midnight - 1) / 1000, dt.UTC)}
+
+
+# -- configuration ----------------------------------------------------------------------------
+
+def test_service_tails_only_enabled_clusters(tmp_path: Path) -> None:
+    from lagscope.collector.commitlog import CommitLogService
+    from lagscope.config import ClusterConfig, ConsumerOffsetsTailConfig
+
+    log = _mixed_log(10)
+    on = ClusterConfig(name="c1", bootstrap_servers=["x:1"],
+                       consumer_offsets_tail=ConsumerOffsetsTailConfig(enabled=True, start="earliest"))
+    off = ClusterConfig(name="c2", bootstrap_servers=["y:1"])  # the tail is off by default
+
+    def make(cluster: ClusterConfig, root: Path | str) -> CommitLogTailer:
+        t = CommitLogTailer.from_config(cluster, root, consumer_factory=_factory(log),
+                                        flush_interval_s=0.05, poll_timeout_ms=10)
+        assert t.start == StartPosition("earliest")
+        assert t.client_options["bootstrap_servers"] == ["x:1"]
+        return t
+
+    service = CommitLogService([on, off], tmp_path, tailer_factory=make)
+    assert list(service.tailers) == ["c1"]
+    service.start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(_rows(tmp_path, "commits")) < 11 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        service.stop()
+    assert len(_rows(tmp_path, "commits")) == 11
+    assert service.tailers["c1"].positions == {0: len(log[0]), 1: len(log[1])}
