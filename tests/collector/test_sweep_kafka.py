@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import shutil
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -19,6 +21,7 @@ from lagscope.collector.model import Snapshot
 from lagscope.collector.reader import read
 from lagscope.collector.sweep import sweep
 from lagscope.config import ClusterConfig
+from lagscope.deploy.broker import TOOLS_VERSION, ensure_jars
 from lagscope.sim.runner import collect_end_state, run_scenario
 
 pytestmark = pytest.mark.kafka
@@ -272,3 +275,48 @@ def test_secrets_never_reach_the_logs(bootstrap: str, unique: str, caplog: pytes
     assert password not in caplog.text
     assert password not in str(snap.sweep)
     assert "**********" in caplog.text  # the config's repr was logged, masked
+
+
+@pytest.mark.slow
+def test_kip848_consumer_protocol_group_is_described_with_owners(bootstrap: str, unique: str) -> None:
+    # a real KIP-848 member: Kafka's own console consumer with group.protocol=consumer
+    # (kafka-python has no consumer-protocol client); DescribeGroups cannot describe it, the
+    # sweep routes it to ConsumerGroupDescribe
+    topic, group = f"{unique}-t", f"{unique}-g"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, 2, 1)])
+    admin.close()
+    _produce(bootstrap, topic, {0: 3, 1: 2})
+    libs = ensure_jars(TOOLS_VERSION, tools=True)
+    java = shutil.which("java") or "java"
+    proc = subprocess.Popen(
+        [java, "-Xmx192m", "-cp", f"{libs}/*", "org.apache.kafka.tools.consumer.ConsoleConsumer",
+         "--bootstrap-server", bootstrap, "--topic", topic, "--group", group, "--from-beginning",
+         "--consumer-property", "group.protocol=consumer", "--consumer-property", f"client.id={unique}-java"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        cluster = _cluster(bootstrap, unique)
+        deadline = time.monotonic() + 90
+        snap = None
+        while time.monotonic() < deadline:
+            snap = _sweep(bootstrap, cluster)
+            owners = {r["partition"]: r["client_id"] for r in snap.offsets}
+            if snap.ok and snap.members and snap.members[0]["member_id"] and len(owners) == 2 \
+                    and all(owners.values()):
+                break
+            time.sleep(1)
+        assert snap is not None
+        assert snap.ok, snap.sweep
+        (member,) = snap.members
+        assert member["group_protocol"] == "consumer"
+        assert member["group_state"] == "Stable"
+        assert member["client_id"] == f"{unique}-java"
+        assert sorted((a["topic"], a["partition"]) for a in member["assignment"]) == [(topic, 0), (topic, 1)]
+        assert {r["partition"]: r["client_id"] for r in snap.offsets} == {0: f"{unique}-java", 1: f"{unique}-java"}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
