@@ -121,6 +121,8 @@ class Collector:
         self.receivers: list[SnapshotReceiver] = list(receivers) if receivers is not None else [self.sink]
         self._metrics_enabled = settings.metrics.enabled if metrics is None else metrics
         self.metrics_server: Any = None
+        #: the __consumer_offsets tails (clusters with consumer_offsets_tail.enabled), in threads
+        self.commitlog: Any = None
         self._runs = [_ClusterRun(c, self._factory) for c in settings.clusters]
         self._clock = clock
         self._last_compaction = clock()
@@ -135,9 +137,16 @@ class Collector:
             m = self.settings.metrics
             self.metrics_server = MetricsServer(m.bind, m.port).start()
             self.receivers.append(self.metrics_server)
+        if self.commitlog is None and any(c.consumer_offsets_tail.enabled for c in self.settings.clusters):
+            from lagscope.collector.commitlog import CommitLogService
+
+            self.commitlog = CommitLogService(self.settings.clusters, self.settings.collector.lake_path).start()
         return self
 
     def stop(self) -> None:
+        commitlog, self.commitlog = self.commitlog, None
+        if commitlog is not None:
+            commitlog.stop()
         for run in reversed(self._runs):
             run.reset()
         server, self.metrics_server = self.metrics_server, None
