@@ -2,7 +2,9 @@
 # Installs everything lagscope needs on a fresh machine (Python 3.11, Java 17, Maven, Debian):
 #   - uv (from PyPI) and the locked Python environment in .venv
 #   - the Apache Kafka jars (Maven Central) into deploy/kafka/.cache
-#   - with --system: Debian's prometheus (and promtool) and chromium, for the integration tests
+#   - with --system: Debian's prometheus (and promtool) and chromium, for the integration tests,
+#     and, built from the Go module proxy into .tools/bin: Helm and deploy/k8s/crdcheck (the
+#     chart's render and validation tests)
 # Idempotent: each step is skipped when its result is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,5 +39,27 @@ if [ "$system" = 1 ]; then
     install() { DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null; }
     # one retry: an interrupted dpkg run (or a concurrent apt) leaves state that --configure -a repairs
     install || { sleep 5; $sudo dpkg --configure -a || true; install; }
+  fi
+fi
+
+if [ "$system" = 1 ]; then
+  # Helm (pinned) and the prometheus-operator resource checker, built with the machine's Go
+  helm_version=v3.22.0
+  tools="$PWD/.tools/bin"
+  mkdir -p "$tools"
+  if ! command -v go >/dev/null 2>&1; then
+    echo "setup: go is needed to build helm and crdcheck into .tools/bin" >&2
+    exit 1
+  fi
+  # (a `go install`ed helm reports only its minor version, so a marker records the exact one)
+  if [ ! -x "$tools/helm" ] || [ ! -f "$tools/.helm-$helm_version" ]; then
+    echo "setup: go install helm.sh/helm/v3/cmd/helm@$helm_version" >&2
+    GOBIN="$tools" GOFLAGS=-buildvcs=false go install "helm.sh/helm/v3/cmd/helm@$helm_version"
+    rm -f "$tools"/.helm-*
+    touch "$tools/.helm-$helm_version"
+  fi
+  if [ ! -x "$tools/crdcheck" ] || [ -n "$(find deploy/k8s/crdcheck -newer "$tools/crdcheck" -type f)" ]; then
+    echo "setup: building deploy/k8s/crdcheck" >&2
+    (cd deploy/k8s/crdcheck && GOFLAGS=-buildvcs=false go build -o "$tools/crdcheck" .)
   fi
 fi

@@ -1,0 +1,263 @@
+"""The Helm chart (deploy/k8s/lagscope) renders and every manifest it renders is valid.
+
+- ``helm lint --strict`` and ``helm template`` with the real Helm (built from the Go module
+  proxy by ``scripts/setup.sh --system`` into ``.tools/bin``); the chart's values.schema.json
+  is enforced by Helm itself;
+- core kinds (Deployment, CronJob, Service, …) against the Kubernetes JSON schemas, strict
+  (unknown fields are errors), from the ``kubernetes-validate`` package;
+- ServiceMonitor and PrometheusRule decoded strictly into prometheus-operator's own Go types
+  (``deploy/k8s/crdcheck``, built by setup.sh); the PrometheusRule's rules pass ``promtool``;
+- what ties the manifests together: selectors match pod labels, the ServiceMonitor finds the
+  collector's metrics port, the mounted settings load, every lagscope command parses with the
+  real CLI, the spark-submit file is the one the Dockerfile puts in the image.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import typer.main
+import yaml
+
+from lagscope.cli import app as lagscope_app
+from lagscope.config import load_config
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "deploy" / "k8s" / "lagscope"
+KUBE_VERSION = "1.33.0"
+TOOLS = ROOT / ".tools" / "bin"
+
+FULL_VALUES: dict[str, Any] = {
+    "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
+    "prometheusRule": {"enabled": True},
+    "alerts": {"routes": [{"name": "oncall", "url": "https://hooks.example.org/lagscope", "format": "generic",
+                           "secret_env": "LAGSCOPE_ONCALL_SECRET"}]},
+    "existingSecret": "lagscope-secrets",
+    "extraEnv": [{"name": "LAGSCOPE_COLLECTOR__INTERVAL_S", "value": "30"}],
+    "analytics": {"sparkConf": {"spark.sql.adaptive.enabled": True}, "executor": {"instances": 3}},
+    "app": {"service": {"type": "LoadBalancer"}},
+}
+
+
+def tool(name: str) -> str:
+    """A tool that scripts/setup.sh --system installs into .tools/bin (or one on PATH)."""
+    path = TOOLS / name
+    if path.exists():
+        return str(path)
+    found = shutil.which(name)
+    assert found, f"{name} is missing: run scripts/setup.sh --system (it builds it into .tools/bin)"
+    return found
+
+
+def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HELM_CACHE_HOME": "/tmp/lagscope-helm/cache",
+           "HELM_CONFIG_HOME": "/tmp/lagscope-helm/config", "HELM_DATA_HOME": "/tmp/lagscope-helm/data"}
+    proc = subprocess.run([tool("helm"), *args], capture_output=True, text=True, timeout=120, env=env, check=False)
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def render(tmp_path: Path, values: dict[str, Any] | None = None, *extra: str) -> list[dict[str, Any]]:
+    args = ["template", "rel", str(CHART), "--namespace", "observability", "--kube-version", KUBE_VERSION]
+    if values:
+        (tmp_path / "values.yaml").write_text(yaml.safe_dump(values))
+        args += ["-f", str(tmp_path / "values.yaml")]
+    out = helm(*args, *extra).stdout
+    (tmp_path / "rendered.yaml").write_text(out)
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def by_kind(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == kind]
+
+
+def core_errors(doc: dict[str, Any]) -> str | None:
+    try:
+        kubernetes_validate.validate(doc, KUBE_VERSION, strict=True)
+    except kubernetes_validate.ValidationError as exc:
+        return f"{doc['kind']}/{doc['metadata']['name']}: {'/'.join(map(str, exc.path))}: {exc.message}"
+    return None
+
+
+def crdcheck(docs: list[dict[str, Any]]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([tool("crdcheck")], input=yaml.safe_dump_all(docs), capture_output=True,
+                          text=True, timeout=60, check=False)
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    return render(tmp_path_factory.mktemp("helm-full"), FULL_VALUES)
+
+
+def test_chart_lints_strictly() -> None:
+    out = helm("lint", "--strict", str(CHART), "--kube-version", KUBE_VERSION)
+    assert "0 chart(s) failed" in out.stdout
+
+
+def test_default_render_has_the_components(tmp_path: Path) -> None:
+    docs = render(tmp_path)
+    kinds = sorted(f"{d['kind']}/{d['metadata']['name']}" for d in docs)
+    assert kinds == ["ConfigMap/rel-lagscope", "CronJob/rel-lagscope-analytics", "Deployment/rel-lagscope-app",
+                     "Deployment/rel-lagscope-collector", "PersistentVolumeClaim/rel-lagscope-lake",
+                     "Role/rel-lagscope-spark", "RoleBinding/rel-lagscope-spark", "Service/rel-lagscope-app",
+                     "Service/rel-lagscope-collector", "ServiceAccount/rel-lagscope"]
+    assert [e for e in map(core_errors, docs) if e] == []
+
+
+def test_full_render_validates_against_the_kubernetes_and_operator_schemas(full: list[dict[str, Any]]) -> None:
+    core = [d for d in full if not d["apiVersion"].startswith("monitoring.coreos.com/")]
+    assert [e for e in map(core_errors, core) if e] == []
+    proc = crdcheck(full)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(proc.stdout.splitlines()) == ["ok PrometheusRule/rel-lagscope", "ok ServiceMonitor/rel-lagscope"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "mutate", "expected"),
+    [
+        # a container port is a number; a name there is refused by the Kubernetes schema
+        ("Deployment", lambda d: d["spec"]["template"]["spec"]["containers"][0]["ports"][0]
+         .update(containerPort="metrics"), "containerPort"),
+        # a misspelt field of a CronJob is refused in strict mode
+        ("CronJob", lambda d: d["spec"].update(schedul="* * * * *"), "schedul"),
+        # a misspelt ServiceMonitor endpoint field is refused by the operator's types
+        ("ServiceMonitor", lambda d: d["spec"]["endpoints"][0].update(intervall="5s"), "intervall"),
+        # a rule's `for` must be a duration
+        ("PrometheusRule", lambda d: d["spec"]["groups"][0]["rules"][0].update({"for": ["5m"]}), "INVALID"),
+    ],
+)
+def test_validators_reject_broken_manifests(full: list[dict[str, Any]], kind: str, mutate: Any,
+                                            expected: str) -> None:
+    doc = copy.deepcopy(by_kind(full, kind)[0])
+    mutate(doc)
+    if doc["apiVersion"].startswith("monitoring.coreos.com/"):
+        proc = crdcheck([doc])
+        assert proc.returncode == 1
+        assert expected in proc.stdout
+    else:
+        error = core_errors(doc)
+        assert error is not None
+        assert expected in error
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # values.schema.json: at least one executor
+        (["--set", "analytics.executor.instances=0"], "analytics/executor/instances"),
+        # values.schema.json: the master is a Spark master URL
+        (["--set", "analytics.master=http://x"], "analytics/master"),
+        # executors on Kubernetes cannot read a lake that lives in the driver pod only
+        (["--set", "lake.persistence.enabled=false"], "needs the lake on a shared volume"),
+    ],
+)
+def test_bad_values_fail_the_render_with_a_clear_message(args: list[str], message: str) -> None:
+    proc = helm("template", "rel", str(CHART), "--kube-version", KUBE_VERSION, *args, check=False)
+    assert proc.returncode != 0
+    assert message in proc.stderr
+
+
+def _pod(doc: dict[str, Any]) -> dict[str, Any]:
+    spec = doc["spec"]
+    if doc["kind"] == "CronJob":
+        spec = spec["jobTemplate"]["spec"]
+    pod: dict[str, Any] = spec["template"]
+    return pod
+
+
+def test_selectors_services_and_the_service_monitor_fit_together(full: list[dict[str, Any]]) -> None:
+    deployments = {d["metadata"]["name"]: d for d in by_kind(full, "Deployment")}
+    for svc in by_kind(full, "Service"):
+        target = deployments[svc["metadata"]["name"]]
+        labels = target["spec"]["template"]["metadata"]["labels"]
+        assert svc["spec"]["selector"].items() <= labels.items()
+        assert target["spec"]["selector"]["matchLabels"].items() <= labels.items()
+        port_names = {p["name"] for c in target["spec"]["template"]["spec"]["containers"] for p in c["ports"]}
+        assert {p["targetPort"] for p in svc["spec"]["ports"]} <= port_names
+    (monitor,) = by_kind(full, "ServiceMonitor")
+    selected = [s for s in by_kind(full, "Service")
+                if monitor["spec"]["selector"]["matchLabels"].items() <= s["metadata"]["labels"].items()]
+    assert [s["metadata"]["name"] for s in selected] == ["rel-lagscope-collector"]
+    assert monitor["spec"]["endpoints"][0]["port"] in {p["name"] for p in selected[0]["spec"]["ports"]}
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    # the collector never runs twice on the same clusters
+    assert deployments["rel-lagscope-collector"]["spec"]["replicas"] == 1
+
+
+def _container_env(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+
+
+def _cli_parses(argv: list[str]) -> None:
+    root: Any = typer.main.get_command(lagscope_app)
+    sub = root.commands.get(argv[0])
+    assert sub is not None, f"`lagscope {argv[0]}` does not exist"
+    if argv[0] == "spark":
+        sub = sub.commands[argv[1]]
+        argv = argv[1:]
+    sub.make_context(argv[0], list(argv[1:]))
+
+
+def test_commands_settings_and_image_paths_are_consistent(full: list[dict[str, Any]], tmp_path: Path) -> None:
+    (configmap,) = by_kind(full, "ConfigMap")
+    (cron,) = by_kind(full, "CronJob")
+    collector = next(d for d in by_kind(full, "Deployment") if d["metadata"]["name"].endswith("collector"))
+    container = _pod(collector)["spec"]["containers"][0]
+    env = _container_env(container)
+    # the settings the chart mounts load with the environment the chart gives the container
+    (tmp_path / "lagscope.yaml").write_text(configmap["data"]["lagscope.yaml"])
+    settings = load_config(tmp_path / "lagscope.yaml", environ=env)
+    assert str(settings.collector.lake_path) == "/var/lib/lagscope/lake"
+    assert (settings.metrics.bind, settings.metrics.port) == ("0.0.0.0", 9839)
+    assert settings.collector.interval_s == 30  # extraEnv reaches the settings
+    from lagscope.dashboards.alerts.config import load_config as load_alerts
+
+    assert [r.name for r in load_alerts(yaml.safe_load(configmap["data"]["alerts.yaml"])).routes] == ["oncall"]
+    # every lagscope command line parses with the real CLI
+    for doc in by_kind(full, "Deployment"):
+        args = _pod(doc)["spec"]["containers"][0]["args"]
+        assert args[0] == "lagscope"
+        _cli_parses(args[1:])
+    driver = _pod(cron)["spec"]["containers"][0]
+    args = driver["args"]
+    assert args[0] == "spark-submit"
+    entry = next(a for a in args if a.endswith(".py"))
+    _cli_parses(args[args.index(entry) + 1:])
+    # the spark-submit file is where the Dockerfile copies deploy/spark/entry.py
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert f"COPY deploy/spark/entry.py {entry}" in dockerfile
+    # the executors get the lake volume the driver has, and the master is the same for both
+    claim = _pod(cron)["spec"]["volumes"][1]["persistentVolumeClaim"]["claimName"]
+    assert f"spark.kubernetes.executor.volumes.persistentVolumeClaim.lake.options.claimName={claim}" in args
+    masters = [args[i + 1] for i, a in enumerate(args) if a == "--master"]
+    assert len(masters) == 2
+    assert len(set(masters)) == 1
+    assert masters[0].startswith("k8s://")
+    assert "spark.executor.instances=3" in args
+
+
+@pytest.mark.prometheus
+def test_prometheus_rule_carries_the_repository_rules_and_they_pass_promtool(
+        full: list[dict[str, Any]], tmp_path: Path) -> None:
+    (rule,) = by_kind(full, "PrometheusRule")
+    groups = rule["spec"]["groups"]
+    expected = []
+    for f in sorted((ROOT / "deploy" / "prometheus" / "rules").glob("*.yml")):
+        expected += yaml.safe_load(f.read_text())["groups"]
+    assert groups == expected
+    assert groups, "no rule groups"
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump({"groups": groups}))
+    proc = subprocess.run(["promtool", "check", "rules", str(tmp_path / "rules.yml")],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    count = sum(len(g["rules"]) for g in groups)
+    assert re.search(rf"SUCCESS: {count} rules found", proc.stdout + proc.stderr)
