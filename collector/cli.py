@@ -136,9 +136,10 @@ def lag_table(offsets: Any, members: Any) -> Table:
                           ("CURRENT-OFFSET", "right"), ("LOG-END-OFFSET", "right"), ("LAG", "right"),
                           ("CONSUMER-ID", "left"), ("HOST", "left"), ("CLIENT-ID", "left"))
     for name, justify in columns:
+        # numbers are never cut; long names wrap (fold) instead
         numeric = justify == "right"
-        table.add_column(name, justify=justify, no_wrap=numeric or name in ("GROUP", "STATE", "TOPIC"),
-                         overflow="ellipsis" if numeric else "fold")
+        table.add_column(name, justify=justify, no_wrap=numeric, min_width=len(name) if numeric else None,
+                         overflow="fold")
 
     def s(v: Any) -> str:
         return "-" if v is None else str(v)
