@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import json
+import logging
 import os
 import random
 import signal
@@ -254,3 +255,48 @@ def test_collector_runs_the_tail_when_enabled(bootstrap: str, unique: str, tmp_p
     assert [(r["partition"], r["committed_offset"]) for r in rows] == [(0, 7)]
     assert collector.commitlog is None  # stopped with the collector
     assert lake.read_table(tmp_path / "lake", "sweeps", cluster="withtail").num_rows >= 1
+
+
+@pytest.mark.slow
+def test_no_read_acl_on_a_real_broker_warns_once_and_stops(tmp_path: Path, unique: str,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    from kafka.admin import ACL, ACLOperation, ACLPermissionType, ResourcePattern, ResourceType
+
+    from lagscope.deploy.broker import SCRAM_USER, LocalBroker
+
+    extra = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+             # the PLAINTEXT and controller listeners (the test's admin, the broker itself)
+             "super.users": "User:ANONYMOUS",
+             "allow.everyone.if.no.acl.found": "false"}
+    with LocalBroker(tmp_path / "broker", sasl_ssl=True, offsets_partitions=1, extra_config=extra) as broker:
+        _create_topic(broker.bootstrap, unique, 1)
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        try:
+            for _ in range(100):  # the first commit creates __consumer_offsets
+                try:
+                    admin.alter_group_offsets(unique, {TopicPartition(unique, 0): OffsetAndMetadata(3, "", -1)})
+                    break
+                except KafkaError:
+                    time.sleep(0.3)
+            # the SASL user may see the topic (Describe) but not read it
+            admin.create_acls([ACL(f"User:{SCRAM_USER}", "*", ACLOperation.DESCRIBE, ACLPermissionType.ALLOW,
+                                   ResourcePattern(ResourceType.TOPIC, "__consumer_offsets"))])
+        finally:
+            admin.close()
+        time.sleep(1.0)  # ACLs propagate through the metadata log
+        tailer = CommitLogTailer(broker.sasl_client_config(), tmp_path / "lake", "secured", start="earliest",
+                                 poll_timeout_ms=200)
+        stop = threading.Event()
+        with caplog.at_level(logging.WARNING, logger="lagscope.collector.commitlog"):
+            th = threading.Thread(target=tailer.run, args=(stop,), kwargs={"error_backoff_s": 0.2}, daemon=True)
+            th.start()
+            th.join(60)
+            stop.set()
+        assert not th.is_alive(), "the tail must stop by itself without READ access"
+    ours = [r for r in caplog.records if r.name == "lagscope.collector.commitlog"]
+    assert len(ours) == 1, [r.getMessage() for r in ours]
+    assert "TopicAuthorizationFailed" in ours[0].getMessage()
+    assert "sweeps only" in ours[0].getMessage()
+    assert broker.scram_password not in ours[0].getMessage()
+    assert tailer.disabled_reason is not None
+    assert not (tmp_path / "lake" / "commits").exists()
