@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["MAIN_SCRIPT"]
+__all__ = ["DEFAULT_LAKE", "ENV_LAKE", "ENV_RESULTS", "MAIN_SCRIPT"]
 
 #: the script ``streamlit run`` executes
 MAIN_SCRIPT = Path(__file__).with_name("main.py")
+
+#: environment variables that tell the app where to read (set by ``lagscope ui``)
+ENV_LAKE = "LAGSCOPE_UI_LAKE"
+ENV_RESULTS = "LAGSCOPE_UI_RESULTS"
+#: the sample lake root when neither ``--lake`` nor ``LAGSCOPE_UI_LAKE`` says otherwise
+DEFAULT_LAKE = Path(".lagscope") / "lake"

@@ -10,12 +10,14 @@ import datetime as dt
 from collections.abc import Sequence
 
 import pandas as pd
+import plotly.colors
 import plotly.graph_objects as go
 
 __all__ = [
     "commit_chart",
     "compare_chart",
     "lag_chart",
+    "member_colors",
     "member_timeline",
     "ownership_timeline",
     "rates_chart",
@@ -78,14 +80,22 @@ def rates_chart(series: pd.DataFrame, rebalances: pd.DataFrame, window_end: dt.d
     return _layout(fig, "Produce vs consume rate", "messages/s")
 
 
-def member_timeline(members: pd.DataFrame, rebalance: pd.Series | None = None) -> go.Figure:
+def member_colors(member_ids: Sequence[str]) -> dict[str, str]:
+    """One color per member id (sorted), the same in every chart of a page."""
+    palette = plotly.colors.qualitative.D3
+    return {m: palette[i % len(palette)] for i, m in enumerate(sorted(set(member_ids)))}
+
+
+def member_timeline(members: pd.DataFrame, rebalance: pd.Series | None = None,
+                    colors: dict[str, str] | None = None) -> go.Figure:
     """Which members were in the group at each sweep (one row per member)."""
     fig = go.Figure()
     present = members.loc[members["member_id"].notna()]
+    colors = colors or member_colors(list(present["member_id"]))
     for member, part in present.groupby("member_id", sort=True):
         who = f"{part['client_id'].iloc[0]} @ {part['host'].iloc[0]}"
         fig.add_trace(go.Scatter(x=part["sweep_ts"], y=[str(member)] * len(part), mode="markers",
-                                 name=who, marker={"symbol": "square", "size": 9},
+                                 name=who, marker={"symbol": "square", "size": 9, "color": colors.get(str(member))},
                                  hovertemplate=f"{who}<br>%{{x}}<extra></extra>"))
     if rebalance is not None:
         _shade(fig, pd.DataFrame([rebalance]), members["sweep_ts"].max() if len(members) else None)
@@ -94,18 +104,19 @@ def member_timeline(members: pd.DataFrame, rebalance: pd.Series | None = None) -
 
 
 def ownership_timeline(offsets: pd.DataFrame, rebalance: pd.Series | None = None,
-                       max_partitions: int = 48) -> go.Figure:
+                       colors: dict[str, str] | None = None, max_partitions: int = 48) -> go.Figure:
     """Owner (member) of each partition at each sweep; unassigned is grey."""
     keys = offsets[["topic", "partition"]].drop_duplicates().sort_values(["topic", "partition"])
     keys = keys.head(max_partitions)
     data = offsets.merge(keys, on=["topic", "partition"])
     data = data.assign(tp=data["topic"] + "/" + data["partition"].astype(str),
                        owner=data["member_id"].fillna("(unassigned)"))
+    colors = {**(colors or member_colors(list(offsets["member_id"].dropna()))), "(unassigned)": "#bbbbbb"}
     fig = go.Figure()
     for owner, part in data.groupby("owner", sort=True):
         fig.add_trace(go.Scatter(
             x=part["sweep_ts"], y=part["tp"], mode="markers", name=str(owner),
-            marker={"symbol": "square", "size": 9, **({"color": "#bbbbbb"} if owner == "(unassigned)" else {})},
+            marker={"symbol": "square", "size": 9, "color": colors.get(str(owner))},
             hovertemplate=f"{owner}<br>%{{y}} %{{x}}<extra></extra>"))
     if rebalance is not None:
         _shade(fig, pd.DataFrame([rebalance]), offsets["sweep_ts"].max() if len(offsets) else None)

@@ -6,15 +6,13 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from lagscope.dashboards.app import MAIN_SCRIPT
-from lagscope.dashboards.app.store import DEFAULT_LAKE, ENV_LAKE, ENV_RESULTS
+from lagscope.dashboards.app import DEFAULT_LAKE, ENV_LAKE, ENV_RESULTS, MAIN_SCRIPT
 from lagscope.errors import LagscopeError
 
 __all__ = ["register", "streamlit_command"]
@@ -71,8 +69,6 @@ def register(app: typer.Typer) -> None:
         argv, env = streamlit_command(lake_path, results_path, port, bind)
         typer.echo(f"lagscope ui on http://{bind}:{port} (lake {lake_path}, results {results_path}); Ctrl-C stops it",
                    err=True)
-        try:
-            code = subprocess.call(argv, env=env)
-        except KeyboardInterrupt:  # the child got the same SIGINT and stops on its own
-            code = 0
-        raise typer.Exit(code)
+        sys.stderr.flush()
+        # become the Streamlit server: one process, so its PID is the one to stop and Ctrl-C reaches it
+        os.execve(argv[0], argv, env)  # noqa: S606

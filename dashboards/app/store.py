@@ -19,7 +19,7 @@ import duckdb
 import pandas as pd
 import streamlit as st
 
-from lagscope.dashboards.app import data
+from lagscope.dashboards.app import DEFAULT_LAKE, ENV_LAKE, ENV_RESULTS, data
 from lagscope.dashboards.app.params import TimeRange
 
 __all__ = [
@@ -44,9 +44,6 @@ __all__ = [
     "topics_of",
 ]
 
-ENV_LAKE = "LAGSCOPE_UI_LAKE"
-ENV_RESULTS = "LAGSCOPE_UI_RESULTS"
-DEFAULT_LAKE = Path(".lagscope") / "lake"
 
 #: seconds a query result is reused: the collector sweeps every few seconds, the analytics
 #: run every minute or so, so a minute-old answer is as fresh as the results themselves

@@ -210,12 +210,10 @@ def no_data(what: str, hint: str) -> None:
 
 def export_buttons(df: pd.DataFrame, name: str, key: str) -> None:
     """CSV and Parquet downloads of exactly the table shown (built when clicked)."""
-    left, right, _ = st.columns([1, 1, 6])
-    with left:
+    with st.container(horizontal=True, gap="small"):
         st.download_button("CSV", data=functools.partial(processing.to_csv_bytes, df), file_name=f"{name}.csv",
                            mime="text/csv", key=f"{key}_csv", icon=":material/download:", on_click="ignore",
                            disabled=df.empty)
-    with right:
         st.download_button("Parquet", data=functools.partial(processing.to_parquet_bytes, df),
                            file_name=f"{name}.parquet", mime="application/vnd.apache.parquet",
                            key=f"{key}_parquet", icon=":material/download:", on_click="ignore",

@@ -52,13 +52,16 @@ def render(ctx: widgets.Context) -> None:
     cols = st.columns(6)
     cols[0].metric("Lag (messages)", f"{int(now['lag_last']):,}" if now is not None and pd.notna(now["lag_last"])
                    else "—")
-    cols[1].metric("Lag (time)", processing.format_duration(None if now is None else now["lag_seconds"])
-                   + (" or more" if now is not None and now["lag_seconds_is_lower_bound"] is True else ""))
+    lower_bound = now is not None and pd.notna(now["lag_seconds_is_lower_bound"]) and bool(
+        now["lag_seconds_is_lower_bound"])
+    cols[1].metric("Lag (time)", ("≥ " if lower_bound else "")
+                   + processing.format_duration(None if now is None else now["lag_seconds"]))
     cols[2].metric("Produce rate", "—" if now is None else f"{now['produce_rate']:,.1f}/s")
     cols[3].metric("Consume rate", "—" if now is None else f"{now['consume_rate']:,.1f}/s")
     eta = None if now is None else now["catchup_eta_s"]
     cols[4].metric("Catch-up ETA", processing.format_duration(eta) if eta is not None and pd.notna(eta)
-                   else "not catching up")
+                   else "never", help="lag / (consume rate − produce rate); never: the group consumes no faster "
+                                      "than its topics are produced to, so the lag does not shrink.")
     cols[5].metric("Members now", int(members["member_id"].notna().sum()))
 
     if topic is None:

@@ -67,7 +67,7 @@ def render(ctx: widgets.Context) -> None:
         return
 
     duration, bound = row["duration_s"], row["bound_s"]
-    cols = st.columns(5)
+    cols = st.columns([1.6, 1, 1.2, 1.2, 1.2])
     cols[0].metric("Cause", str(row["cause"] or "unknown"))
     cols[1].metric("Duration", processing.format_duration(duration) if pd.notna(duration) else "still open")
     over = row["observed_over_bound"]
@@ -92,8 +92,9 @@ def render(ctx: widgets.Context) -> None:
     if members.empty and offsets.empty:
         widgets.no_data("no sweep samples around this window", "The sample lake has no members/offsets rows here.")
         return
-    st.plotly_chart(charts.member_timeline(members, row), key="chart_members")
-    st.plotly_chart(charts.ownership_timeline(offsets, row), key="chart_ownership")
+    colors = charts.member_colors([*members["member_id"].dropna(), *offsets["member_id"].dropna()])
+    st.plotly_chart(charts.member_timeline(members, row, colors), key="chart_members")
+    st.plotly_chart(charts.ownership_timeline(offsets, row, colors), key="chart_ownership")
 
     start = row["start_ts"].to_pydatetime()
     end = row["end_ts"].to_pydatetime() if pd.notna(row["end_ts"]) else around.end

@@ -12,9 +12,8 @@ import pytest
 import ui_fixture_lake as fx
 from streamlit.testing.v1 import AppTest
 
-from lagscope.dashboards.app import MAIN_SCRIPT
+from lagscope.dashboards.app import ENV_LAKE, ENV_RESULTS, MAIN_SCRIPT
 from lagscope.dashboards.app.params import to_ms
-from lagscope.dashboards.app.store import ENV_LAKE, ENV_RESULTS
 
 Open = Callable[..., AppTest]
 
@@ -94,7 +93,7 @@ def test_group_page(open_app: Open, ui_lake: fx.FixtureLake) -> None:
     assert m["Members now"] == "1"  # m-b left in the rebalance
     assert m["Produce rate"] == "200.0/s"  # 4 partitions x 50 msg/s
     assert m["Consume rate"] == "120.0/s"  # m-a alone: 4 x 30 msg/s
-    assert m["Catch-up ETA"] == "not catching up"
+    assert m["Catch-up ETA"] == "never"
     lag = figure(at, "chart_lag")
     data = lag["data"]
     assert isinstance(data, list)
