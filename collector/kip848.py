@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import datetime as dt
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -330,11 +331,22 @@ def _transport(client: Any) -> _Transport:
     raise TypeError(f"describe_consumer_groups: unsupported client {type(client).__name__}")
 
 
+#: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE: transient (e.g. __consumer_offsets being created)
+_COORDINATOR_PENDING = frozenset({14, 15})
+
+
+class _CoordinatorPending(KafkaUnavailable):
+    """The coordinator is loading or not elected yet: worth asking again shortly."""
+
+
 async def _find_coordinators(t: _Transport, group_ids: Sequence[str]) -> dict[str, int]:
     request = FindCoordinatorRequest(key_type=0, coordinator_keys=list(group_ids), min_version=4)
     response = await t.send(request, None)
     out: dict[str, int] = {}
     for c in response.coordinators:
+        if c.error_code in _COORDINATOR_PENDING:
+            raise _CoordinatorPending(f"no coordinator for group {c.key!r} yet: "
+                                      f"{_error_text(c.error_code, c.error_message)}")
         if c.error_code != 0 or c.node_id < 0:
             raise KafkaUnavailable(f"no coordinator for group {c.key!r}: {_error_text(c.error_code, c.error_message)}")
         out[c.key] = int(c.node_id)
@@ -373,14 +385,16 @@ async def _describe(t: _Transport, coordinator: int | None, group_ids: Sequence[
 
 
 def describe_consumer_groups(client: Any, coordinator: int | None, group_ids: Iterable[str], *,
-                             resolve_topics: bool = True) -> list[ConsumerGroupDescription]:
+                             resolve_topics: bool = True, coordinator_wait_s: float = 10.0
+                             ) -> list[ConsumerGroupDescription]:
     """Describe consumer-protocol (KIP-848) groups with ConsumerGroupDescribe.
 
     ``client``: a connected :class:`lagscope.collector.kafka_client.ClusterClient`, or a
     kafka-python ``KafkaAdminClient``/``KafkaNetClient``. ``coordinator``: the node id of the
     groups' coordinator, or None to look each group's coordinator up (FindCoordinator v4,
-    batched). Topic names the coordinator leaves empty are resolved from topic ids with a
-    Metadata request. Returns one description per group, in the order asked.
+    batched; a coordinator that is still loading is asked again for up to
+    ``coordinator_wait_s``). Topic names the coordinator leaves empty are resolved from topic
+    ids with a Metadata request. Returns one description per group, in the order asked.
 
     Raises :class:`ConsumerGroupDescribeUnsupported` when the broker does not speak API 69 and
     :class:`~lagscope.errors.KafkaUnavailable` when a broker does not answer.
@@ -393,6 +407,18 @@ def describe_consumer_groups(client: Any, coordinator: int | None, group_ids: It
         t.version_of(ConsumerGroupDescribeRequest)
     except kerr.IncompatibleBrokerVersion as exc:
         raise ConsumerGroupDescribeUnsupported(f"ConsumerGroupDescribe (API 69) is not supported: {exc}") from exc
+    deadline = time.monotonic() + coordinator_wait_s
+    while True:
+        try:
+            return _run_describe(t, coordinator, ids, resolve_topics)
+        except _CoordinatorPending:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.3)
+
+
+def _run_describe(t: _Transport, coordinator: int | None, ids: list[str],
+                  resolve_topics: bool) -> list[ConsumerGroupDescription]:
     try:
         result: list[ConsumerGroupDescription] = t.run(_describe, t, coordinator, ids, resolve_topics)
     except kerr.IncompatibleBrokerVersion as exc:

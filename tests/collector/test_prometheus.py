@@ -11,6 +11,7 @@ import pytest
 from helpers.prometheus import PrometheusServer
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
+from kafka.errors import CoordinatorNotAvailableError, NoError, NotCoordinatorError
 from kafka.structs import OffsetAndMetadata
 
 from lagscope.collector.kafka_client import ClusterClient
@@ -48,7 +49,16 @@ def lagging_group(bootstrap: str, unique: str) -> Iterator[tuple[str, str]]:
                 producer.send(topic, f"m{i}".encode(), partition=partition)
         producer.flush()
         offsets = {TopicPartition(topic, p): OffsetAndMetadata(c, "", -1) for p, c in enumerate(COMMITTED)}
-        admin.alter_group_offsets(group, offsets)
+        deadline = time.monotonic() + 60
+        while True:  # a fresh broker creates __consumer_offsets on the first group request
+            try:
+                errors = admin.alter_group_offsets(group, offsets)  # per-partition errors, not raised
+                if all(e is NoError for e in errors.values()):
+                    break
+            except (CoordinatorNotAvailableError, NotCoordinatorError):
+                errors = {}
+            assert time.monotonic() < deadline, f"cannot commit offsets for {group}: {errors}"
+            time.sleep(0.5)
         yield topic, group
     finally:
         producer.close()
@@ -67,7 +77,7 @@ def test_prometheus_scrapes_lag_from_a_real_sweep(tmp_path: Path, cluster_client
     topic, group = lagging_group
     snapshot = sweep(cluster_client, cluster_client.cluster, group_ids=[group])
     assert snapshot.ok, snapshot.sweep
-    assert [r["lag"] for r in sorted(snapshot.offsets, key=lambda r: r["partition"])] == [7, 0, 0]
+    assert [r["lag"] for r in sorted(snapshot.offsets, key=lambda r: r["partition"])] == [7, 0, 0], snapshot.sweep
     metrics_server.update(snapshot)
 
     with PrometheusServer(tmp_path, targets=[f"127.0.0.1:{metrics_server.port}"], scrape_interval="1s") as prom:
