@@ -407,10 +407,12 @@ def rebalances(app_url: str = DEFAULT_APP_URL) -> mdash.Dashboard:
                             f"(lagscope_rebalance_duration_seconds_bucket{{{_SEL}}}))", "p50 {{group}}"),
                           Q(f"histogram_quantile(0.95, sum by (cluster, group, le) "
                             f"(lagscope_rebalance_duration_seconds_bucket{{{_SEL}}}))", "p95 {{group}}")], unit="s"))
-    d = d.with_panel(_ts("Generation and members", "Generation (or group epoch) and member count: every "
-                         "rebalance bumps the generation.",
-                         [Q(f"lagscope_group_generation{{{_SEL}}}", "generation {{group}}"),
-                          Q(f"lagscope_group_members{{{_SEL}}}", "members {{group}}")], unit="short", links=link))
+    d = d.with_panel(_ts("Members and assignment", "Members of the group and partitions assigned to them "
+                         "(a rebalance shows as a dip), and whether a window is open.",
+                         [Q(f"lagscope_group_members{{{_SEL}}}", "members {{group}}"),
+                          Q(f"lagscope_group_assigned_partitions{{{_SEL}}}", "assigned {{group}}"),
+                          Q(f"lagscope_rebalance_in_progress{{{_SEL}}}", "rebalancing {{group}}")],
+                         unit="short", links=link))
     return d.build()
 
 
