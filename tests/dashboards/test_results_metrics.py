@@ -120,3 +120,23 @@ def test_non_finite_values_are_not_exported(tmp_path: object, bad: float) -> Non
     reg, _ = _registry(tmp_path)
     assert reg.get_sample_value("lagscope_retention_headroom_seconds",
                                 {"cluster": "prod", "group": "g", "topic": "t", "partition": "0"}) is None
+
+
+def test_docs_list_every_results_metric_with_its_labels(synthetic: Synthetic) -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
+    section = doc.split("## Results", 1)[1]
+    documented = {}
+    for line in section.splitlines():
+        if line.startswith("| `lagscope_"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            labels = tuple(x.strip().strip("`") for x in cells[1].split(",") if x.strip().startswith("`"))
+            documented[cells[0].strip("`")] = (cells[2], tuple(sorted(set(labels) - {"le"})))
+    reg, _ = _registry(synthetic.root)
+    served = {}
+    for family in reg.collect():
+        name = family.name + ("_total" if family.type == "counter" else "")
+        labels = {k for s in family.samples for k in s.labels} - {"le"}
+        served[name] = (family.type, tuple(sorted(labels)))
+    assert documented == served
