@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import platform
 import sys
@@ -128,8 +129,8 @@ def bench_tail(bootstrap: str, since: dict[int, int], total: int) -> tuple[float
         state = Path(lake_root) / "_state" / "commitlog" / "bench.json"
         state.parent.mkdir(parents=True)
         # resume from the capture's start positions
-        state.write_text('{"version": 1, "cluster": "bench", "pending": null, "positions": {%s}}' % ", ".join(
-            f'"{p}": {o}' for p, o in since.items()))
+        state.write_text(json.dumps({"version": 1, "cluster": "bench", "pending": None,
+                                     "positions": {str(p): o for p, o in since.items()}}))
         t = CommitLogTailer(bootstrap, lake_root, "bench", flush_records=50_000, flush_interval_s=3600,
                             max_poll_records=5000)
         t.open()
