@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import struct
 import uuid
 from collections.abc import Sequence
+from types import SimpleNamespace
+from typing import Any
 
+import kafka.errors as kerr
 import pyarrow as pa
 import pytest
 
 from lagscope.collector.kip848 import (
     ConsumerGroupDescribeDecodeError,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupDescribeUnsupported,
     ConsumerGroupDescription,
     ConsumerGroupMember,
     TopicAssignment,
     decode_response,
+    describe_consumer_groups,
+    describe_for_sweep,
     describe_request,
     members_rows,
     resolve_topic_names,
@@ -221,3 +229,75 @@ def test_members_rows_of_an_empty_group() -> None:
     assert row["group_state"] == "Empty"
     assert row["generation"] == 4
     pa.Table.from_pylist([row], schema=MEMBERS.schema)
+
+
+# -- the calling code, on a fake transport (the real broker is in test_kip848_broker.py) ------------
+
+
+class FakeClient:
+    """Has the ClusterClient surface (send/run/api_version); answers with canned response bytes."""
+
+    def __init__(self, *answers: bytes, version_error: Exception | None = None) -> None:
+        self.answers = list(answers)
+        self.sent: list[tuple[Any, int | None]] = []
+        self.version_error = version_error
+
+    def api_version(self, request_cls: Any) -> int:
+        if self.version_error is not None:
+            raise self.version_error
+        return 0
+
+    def send(self, request: Any, node_id: int | None = None) -> Any:
+        self.sent.append((request, node_id))
+        data = self.answers.pop(0)
+
+        async def answer() -> Any:
+            return ConsumerGroupDescribeResponse.decode(data, version=0)
+        return answer()
+
+    def run(self, coro: Any, *args: Any) -> Any:
+        return asyncio.run(coro(*args))
+
+
+def test_describe_with_a_known_coordinator_keeps_the_asked_order() -> None:
+    client = FakeClient(response(group("b"), group("a", members=[member("m", topics=["t"])])))
+    got = describe_consumer_groups(client, 3, ["a", "b", "a"])
+    assert [d.group_id for d in got] == ["a", "b"]
+    [(request, node)] = client.sent
+    assert node == 3
+    assert request.group_ids == ["a", "b"]  # asked once each
+
+
+def test_broker_without_api_69_is_a_typed_error() -> None:
+    client = FakeClient(version_error=kerr.IncompatibleBrokerVersion("no 69"))
+    with pytest.raises(ConsumerGroupDescribeUnsupported, match="API 69"):
+        describe_consumer_groups(client, 1, ["g"])
+    assert client.sent == []
+
+
+def test_unsupported_client_type() -> None:
+    with pytest.raises(TypeError, match="unsupported client"):
+        describe_consumer_groups(object(), 1, ["g"])
+
+
+def test_describe_for_sweep_fills_the_sweep_records() -> None:
+    data = response(
+        group("ok", state="Reconciling", epoch=12, assignor="range", members=[
+            member("m1", instance="pod-1", client="c1", host="/10.0.0.9", topics=["t"],
+                   current=assignment((T_ORDERS, "t", [1, 0])))]),
+        group("bad", error=16, message=None),  # NOT_COORDINATOR
+    )
+    records = {gid: SimpleNamespace(group_id=gid, coordinator=0, error=None, described=False, state=None,
+                                    protocol=None, protocol_type=None, group_protocol="classic", generation=None,
+                                    members=[], owners={})
+               for gid in ("ok", "bad")}
+    asyncio.run(describe_for_sweep(FakeClient(data), list(records.values())))
+    ok, bad = records["ok"], records["bad"]
+    assert (ok.described, ok.state, ok.protocol, ok.protocol_type, ok.group_protocol, ok.generation) == \
+        (True, "Reconciling", "range", "consumer", "consumer", 12)
+    assert ok.members == [{"member_id": "m1", "group_instance_id": "pod-1", "client_id": "c1", "host": "10.0.0.9",
+                           "subscribed_topics": ["t"],
+                           "assignment": [{"topic": "t", "partition": 0}, {"topic": "t", "partition": 1}]}]
+    assert ok.owners == {("t", 0): ("m1", "c1", "10.0.0.9"), ("t", 1): ("m1", "c1", "10.0.0.9")}
+    assert bad.described is False
+    assert bad.error == "ConsumerGroupDescribe: NotCoordinatorError"
