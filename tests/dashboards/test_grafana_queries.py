@@ -40,6 +40,7 @@ from lagscope.dashboards import grafana_gen
 pytestmark = [pytest.mark.kafka, pytest.mark.prometheus, pytest.mark.slow]
 
 CLUSTER = "dash-itest"
+ROOT = Path(__file__).resolve().parents[2]
 #: Grafana's built-in variables, as Grafana would expand them for a short time range
 BUILTINS = {"$__rate_interval": "15s", "$__interval": "5s", "$__range": "1h"}
 
@@ -155,7 +156,9 @@ def test_every_panel_query_returns_data(tmp_path: Path, lagging_group: tuple[str
                for uid, data in boards.items() for title, expr in grafana_gen.panel_targets(data)]
     assert len(queries) >= 30
 
-    with PrometheusServer(tmp_path, targets=[collector_endpoint, results_endpoint], scrape_interval="1s") as prom:
+    rules = sorted((ROOT / "deploy" / "prometheus" / "rules").glob("*.yml"))
+    with PrometheusServer(tmp_path, targets=[collector_endpoint, results_endpoint], scrape_interval="1s",
+                          rule_files=rules) as prom:
         prom.wait_for_target_up()
         # rates and increases need two samples of each series inside their window
         prom.wait_for(f'count_over_time(lagscope_up{{cluster="{CLUSTER}"}}[1m]) >= 3', timeout=30)
@@ -190,3 +193,13 @@ def test_every_panel_query_returns_data(tmp_path: Path, lagging_group: tuple[str
         lag = prom.query_value(f'sum(kafka_consumergroup_lag{{cluster="{CLUSTER}", consumergroup="{group}"}} >= 0)')
         assert lag == 7.0  # (10 - 3) + (4 - 4)
         assert prom.query_value(f'lagscope_group_status{{cluster="{CLUSTER}", group="{group}", status="STALL"}}') == 1
+
+        # the alert rules load and evaluate without error on the real series; those whose
+        # condition holds in this data (a STALL status, 30 minutes of retention headroom) are pending
+        groups = prom.rules()
+        assert {r["name"] for g in groups for r in g["rules"]} >= {"LagscopeGroupStalled", "LagscopeCollectorDown"}
+        assert all(r["health"] == "ok" for g in groups for r in g["rules"]), groups
+        active = {(r["name"], a["labels"].get("group")): a["state"] for g in groups for r in g["rules"]
+                  for a in r.get("alerts", [])}
+        assert active.get(("LagscopeGroupStalled", group)) == "pending"
+        assert active.get(("LagscopeRetentionLossRisk", group)) == "pending"
