@@ -13,6 +13,7 @@ from typing import Any
 import kafka.errors as kerr
 import pyarrow as pa
 import pytest
+from kafka.protocol.metadata import FindCoordinatorResponse
 
 from lagscope.collector.kip848 import (
     ConsumerGroupDescribeDecodeError,
@@ -29,7 +30,7 @@ from lagscope.collector.kip848 import (
     resolve_topic_names,
 )
 from lagscope.collector.model import MEMBER_COLUMNS, Snapshot
-from lagscope.errors import ProtocolError
+from lagscope.errors import KafkaUnavailable, ProtocolError
 from lagscope.schema import MEMBERS
 
 # -- a tiny writer of the flexible-version wire format, written from the protocol spec ------------
@@ -237,7 +238,7 @@ def test_members_rows_of_an_empty_group() -> None:
 class FakeClient:
     """Has the ClusterClient surface (send/run/api_version); answers with canned response bytes."""
 
-    def __init__(self, *answers: bytes, version_error: Exception | None = None) -> None:
+    def __init__(self, *answers: bytes | Any, version_error: Exception | None = None) -> None:
         self.answers = list(answers)
         self.sent: list[tuple[Any, int | None]] = []
         self.version_error = version_error
@@ -252,7 +253,9 @@ class FakeClient:
         data = self.answers.pop(0)
 
         async def answer() -> Any:
-            return ConsumerGroupDescribeResponse.decode(data, version=0)
+            if isinstance(data, bytes):
+                return ConsumerGroupDescribeResponse.decode(data, version=0)
+            return data  # an already-built response object (e.g. FindCoordinator)
         return answer()
 
     def run(self, coro: Any, *args: Any) -> Any:
@@ -301,3 +304,31 @@ def test_describe_for_sweep_fills_the_sweep_records() -> None:
     assert ok.owners == {("t", 0): ("m1", "c1", "10.0.0.9"), ("t", 1): ("m1", "c1", "10.0.0.9")}
     assert bad.described is False
     assert bad.error == "ConsumerGroupDescribe: NotCoordinatorError"
+
+
+def _coordinators(*entries: tuple[str, int, int]) -> Any:
+    """A FindCoordinator v4 response: (group, node id, error code) per group."""
+    c = FindCoordinatorResponse.Coordinator
+    return FindCoordinatorResponse(throttle_time_ms=0, error_code=0, error_message=None, node_id=0, host="", port=0,
+                                   coordinators=[c(key=k, node_id=n, host="h", port=1, error_code=e,
+                                                   error_message=None) for k, n, e in entries])
+
+
+def test_loading_coordinator_is_asked_again() -> None:
+    # COORDINATOR_NOT_AVAILABLE (15) twice (a fresh broker creating __consumer_offsets), then found
+    client = FakeClient(_coordinators(("g", -1, 15)), _coordinators(("g", -1, 15)), _coordinators(("g", 2, 0)),
+                        response(group("g", state="Empty")))
+    [desc] = describe_consumer_groups(client, None, ["g"], coordinator_wait_s=5)
+    assert desc.state == "Empty"
+    assert client.sent[-1][1] == 2  # the describe went to the coordinator found
+
+
+def test_coordinator_that_never_comes_is_kafka_unavailable() -> None:
+    client = FakeClient(*[_coordinators(("g", -1, 15))] * 50)
+    with pytest.raises(KafkaUnavailable, match="no coordinator for group 'g'"):
+        describe_consumer_groups(client, None, ["g"], coordinator_wait_s=0.5)
+    # a non-transient error is not retried
+    client = FakeClient(_coordinators(("g", -1, 30)))  # GROUP_AUTHORIZATION_FAILED
+    with pytest.raises(KafkaUnavailable, match="GroupAuthorizationFailedError"):
+        describe_consumer_groups(client, None, ["g"], coordinator_wait_s=5)
+    assert len(client.sent) == 1
