@@ -35,6 +35,7 @@ from lagscope.dashboards.alerts import (
     load_config,
     verify_signature,
 )
+from lagscope.errors import ConfigError
 
 SECRET = "s3cr3t-webhook-key-for-tests"
 
@@ -217,3 +218,46 @@ def test_re_evaluation_after_delivery_sends_nothing_new(synthetic: Synthetic, tm
     assert first > 0
     assert again.queued == 0
     assert len(receiver.requests) == first
+
+
+def test_cli_evaluate_deliver_outbox(synthetic: Synthetic, tmp_path: Path, port: int, serve: Any,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from lagscope.cli import app
+
+    monkeypatch.setenv("LAGSCOPE_TEST_WEBHOOK_SECRET", SECRET)
+    config = tmp_path / "alerts.yaml"
+    config.write_text(
+        "app_url: http://app.test:8501\n"
+        "routes:\n"
+        f"  - {{name: generic, url: 'http://127.0.0.1:{port}/hook', format: generic, min_severity: info,\n"
+        "      secret_env: LAGSCOPE_TEST_WEBHOOK_SECRET, timeout_s: 1}\n")
+    outbox = tmp_path / "outbox.sqlite"
+    runner = CliRunner()
+    evaluated = runner.invoke(app, ["alerts", "evaluate", "--results", str(synthetic.root), "--config", str(config),
+                                    "--outbox", str(outbox)])
+    assert evaluated.exit_code == 0, evaluated.output
+    queued = int(evaluated.output.split(" notifications queued")[0].rsplit(" ", 1)[1])
+    assert queued >= 6
+    # nobody listens yet: deliver gives up after its time budget and exits 1 with everything still pending
+    down = runner.invoke(app, ["alerts", "deliver", "--config", str(config), "--outbox", str(outbox),
+                               "--max-seconds", "0.5"])
+    assert down.exit_code == 1
+    assert f"pending {queued}" in down.output
+    receiver = Receiver()
+    serve(receiver, port)
+    up = runner.invoke(app, ["alerts", "deliver", "--config", str(config), "--outbox", str(outbox),
+                             "--max-seconds", "10"])
+    assert up.exit_code == 0, up.output
+    assert "pending 0" in up.output
+    assert len({r.headers["Idempotency-Key"] for r in receiver.requests}) == queued
+    listing = runner.invoke(app, ["alerts", "outbox", "--outbox", str(outbox)])
+    assert f"pending 0, delivered {queued}, dead 0" in listing.output
+    # a bad config is one clear line and exit 1, nothing half-done
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("routes: [{name: x, url: nowhere}]\n")
+    failed = runner.invoke(app, ["alerts", "evaluate", "--results", str(synthetic.root), "--config", str(bad),
+                                 "--outbox", str(tmp_path / "other.sqlite")])
+    assert failed.exit_code != 0
+    assert isinstance(failed.exception, ConfigError) or "routes.0.url" in failed.output
