@@ -53,22 +53,25 @@ def summarize(result: RunResult, console: Console | None = None) -> None:
     es = result.end_state
     prefix = result.names.prefix + "-"
     table = Table(title=f"{result.scenario.name}: ground truth at the end ({result.out_dir})")
-    for col in ("group", "topic", "p", "produced", "log start", "end (HW)", "LSO", "committed", "lag", "commits"):
-        table.add_column(col, justify="left" if col in ("group", "topic") else "right")
+    for col in ("group", "topic", "p", "start", "end", "lso", "committed", "lag", "commits"):
+        table.add_column(col, justify="left" if col in ("group", "topic") else "right", no_wrap=True)
     for logical, group in result.names.groups.items():
         committed = es.committed_of(group)
         spec = next(g for g in result.scenario.groups if g.name == logical)
+        # read_committed groups can only reach the last stable offset
+        stable = any(m.isolation_level == "read_committed" for m in spec.members)
         for t in spec.topics:
             topic = result.names.topic(t)
             for pe in (p for p in es.partitions if p.topic == topic):
                 c = committed.get((topic, pe.partition))
-                lag = "" if c is None else str(max(0, pe.end - c))
-                table.add_row(logical, t, str(pe.partition), str(produced[(topic, pe.partition)]),
-                              str(pe.log_start), str(pe.end), str(pe.lso), "-" if c is None else str(c), lag,
-                              str(commits[(group, topic, pe.partition)]))
+                lag = "" if c is None else str(max(0, (pe.lso if stable else pe.end) - c))
+                table.add_row(logical, t, str(pe.partition), str(pe.log_start), str(pe.end), str(pe.lso),
+                              "-" if c is None else str(c), lag, str(commits[(group, topic, pe.partition)]))
     con.print(table)
-    for logical, group in result.names.groups.items():
-        con.print(f"group {logical}: {rebalances[group]} assignment(s) seen by members")
+    con.print("start/end/lso: the broker's log start, high watermark and last stable offset; "
+              "lag = end (lso for read_committed groups) - committed")
+    con.print(f"produced {sum(produced.values())} records; partition assignments received per group: "
+              + ", ".join(f"{lg} {rebalances[g]}" for lg, g in result.names.groups.items()))
     t0 = result.t0
     for f in faults:
         span = f"{f.start - t0:6.1f}s" + (f" → {f.end - t0:.1f}s" if f.end - f.start >= 0.05 else "")

@@ -56,8 +56,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: a member that joins later is started this many seconds ahead (Python start-up)
-STARTUP_LEAD_S = 3.0
 #: how long the processes of the start may take to be ready
 STARTUP_TIMEOUT_S = 60.0
 #: how long after the end the runner waits for members before it stops them
@@ -286,39 +284,28 @@ class _Runner:
                 "topic": self.names.topic(ps.topic), "partitions": parts[ps.topic],
                 "client_id": f"{self.names.prefix}-{ps.name}",
                 "transactional_id": f"{self.names.prefix}-{ps.name}"}, leave_open=ps.leave_open)
-        # (when, what, arg): spawns of members and crashes, in time order
+        # every member starts now, also those that join later: they wait in their process until
+        # t0 + join_at, so that Python start-up time on a loaded machine never delays a join
         for g in self.sc.groups:
             for m in g.members:
-                if m.join_at == 0:
-                    self.members[(g.name, m.name)] = self._spawn(f"member-{g.name}-{m.name}", "member",
-                                                                 self._member_cfg(g, m))
+                self.members[(g.name, m.name)] = self._spawn(f"member-{g.name}-{m.name}", "member",
+                                                             self._member_cfg(g, m))
         t0 = self._start()
         end = t0 + self.sc.duration
-        events: list[tuple[float, str, Any]] = []
-        for g in self.sc.groups:
-            for m in g.members:
-                if m.join_at > 0:
-                    events.append((t0 + m.join_at - STARTUP_LEAD_S, "spawn", (g, m)))
-                for a in m.actions:
-                    if a.kind == "crash":
-                        events.append((t0 + a.at, "crash", (g, m)))
-        events.sort(key=lambda e: (e[0], e[1] != "spawn"))
-        for when, what, (g, m) in events:
+        crashes = sorted(((t0 + a.at, g, m) for g in self.sc.groups for m in g.members
+                          for a in m.actions if a.kind == "crash"), key=lambda e: e[0])
+        for when, g, m in crashes:
             while time.time() < when:
                 if self.stop_event.wait(max(0.0, min(0.1, when - time.time()))):
                     break
             if self.stop_event.is_set():
                 break
-            key = (g.name, m.name)
-            if what == "spawn":
-                self.members[key] = self._spawn(f"member-{g.name}-{m.name}", "member", self._member_cfg(g, m))
-            else:
-                proc = self.members[key]
-                alive = proc.popen.poll() is None
-                now = time.time()
-                self._signal(proc, signal.SIGKILL)
-                self.faults.append(Fault("crash", self.names.group(g.name), m.name, now, now,
-                                         {"pid": proc.popen.pid, "was_alive": alive}))
+            proc = self.members[(g.name, m.name)]
+            alive = proc.popen.poll() is None
+            now = time.time()
+            self._signal(proc, signal.SIGKILL)
+            self.faults.append(Fault("crash", self.names.group(g.name), m.name, now, now,
+                                     {"pid": proc.popen.pid, "was_alive": alive}))
         members = [p for p in self.procs if p.role == "member"]
         producers = [p for p in self.procs if p.role == "producer" and not p.leave_open]
         self._wait(members + producers, end + END_GRACE_S)
@@ -345,7 +332,7 @@ class _Runner:
             log.warning("cleanup of %s failed: %s", self.names.prefix, exc)
 
 
-def collect_end_state(admin: Any, names: RunNames, scenario: Scenario) -> EndState:
+def collect_end_state(admin: Any, names: RunNames, scenario: Scenario, retry_s: float = 30.0) -> EndState:
     """What the broker reports now for the run's partitions (ListOffsets) and groups (OffsetFetch)."""
     from kafka import TopicPartition
     from kafka.admin import OffsetSpec
@@ -353,15 +340,22 @@ def collect_end_state(admin: Any, names: RunNames, scenario: Scenario) -> EndSta
     from kafka.protocol.consumer.offsets import IsolationLevel
 
     tps = [TopicPartition(names.topic(t.name), p) for t in scenario.topics for p in range(t.partitions)]
-    try:
-        earliest = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.EARLIEST))
-        latest = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.LATEST))
-        stable = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.LATEST),
-                                              isolation_level=IsolationLevel.READ_COMMITTED)
-        groups = [names.group(g.name) for g in scenario.groups]
-        committed = admin.list_group_offsets(dict.fromkeys(groups)) if groups else {}
-    except KafkaError as exc:
-        raise KafkaUnavailable(f"cannot read the end state: {exc}") from exc
+    groups = [names.group(g.name) for g in scenario.groups]
+    deadline = time.monotonic() + retry_s
+    while True:
+        try:
+            earliest = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.EARLIEST))
+            latest = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.LATEST))
+            stable = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.LATEST),
+                                                  isolation_level=IsolationLevel.READ_COMMITTED)
+            committed = admin.list_group_offsets(dict.fromkeys(groups)) if groups else {}
+            break
+        except KafkaError as exc:
+            # e.g. the group coordinator still loading on a broker that just started
+            if not getattr(exc, "retriable", False) or time.monotonic() > deadline:
+                raise KafkaUnavailable(f"cannot read the end state: {exc}") from exc
+            log.info("end state not readable yet (%s); retrying", exc)
+            time.sleep(0.5)
     parts = tuple(PartitionEnd(tp.topic, tp.partition, int(earliest[tp].offset), int(latest[tp].offset),
                                int(stable[tp].offset)) for tp in tps)
     offs: list[GroupOffset] = []

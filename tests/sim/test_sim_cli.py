@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -105,7 +106,15 @@ def test_demo_starts_its_broker_and_stops_cleanly(tmp_path: Path) -> None:
         # what a collector would do: learn the names and the bootstrap, then (here) interrupt
         seen["bootstrap"] = bootstrap
         seen["groups"] = dict(run.names.groups)
-        threading.Timer(4.0, run.stop).start()
+        def stop_once_running() -> None:
+            # 3 s after the scenario's t0 (start-up may take a while on a loaded machine)
+            deadline = time.time() + 60
+            while not (run.out_dir / "parts" / "t0.json").exists() and time.time() < deadline:
+                time.sleep(0.1)
+            time.sleep(3)
+            run.stop()
+
+        threading.Thread(target=stop_once_running, daemon=True).start()
 
     buf = io.StringIO()
     result = run_demo(tmp_path / "demo", scenario=str(f), on_started=on_started,
