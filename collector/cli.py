@@ -123,6 +123,9 @@ def lag(
         snap = sweep(client, target, group_ids=group or None)
     if not snap.ok:
         raise LagscopeError(f"{target.name}: {snap.sweep.get('error')}")
+    if not snap.offsets and not snap.members:
+        err.print(f"no consumer groups found{' named ' + ', '.join(group) if group else ''}", highlight=False)
+        return
     Console().print(lag_table(snap.offsets, snap.members))
     if snap.sweep.get("group_errors"):
         err.print(f"[yellow]warning:[/] {snap.sweep.get('error')}", highlight=False)

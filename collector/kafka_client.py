@@ -138,6 +138,10 @@ class ClusterClient:
         """Start ``coro(*args)`` as its own task on the I/O thread; returns an awaitable Future."""
         return self._require()._manager.call_soon(coro, *args)
 
+    def sleep(self, seconds: float) -> Any:
+        """An awaitable pause for coroutines running on the I/O thread."""
+        return self._require()._net.sleep(seconds)
+
     def add_broker(self, node_id: int, host: str, port: int) -> None:
         """Note a broker seen in a response; refresh metadata when it is not known yet."""
         cluster = self._require()._manager.cluster

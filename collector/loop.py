@@ -126,6 +126,7 @@ class Collector:
         self._runs = [_ClusterRun(c, self._factory) for c in settings.clusters]
         self._clock = clock
         self._last_compaction = clock()
+        self._compactor: threading.Thread | None = None
         self.sweeps = 0
         self.latest: dict[str, Snapshot] = {}
 
@@ -201,13 +202,24 @@ class Collector:
             out.append(snap)
         return out
 
-    def maybe_compact(self, *, force: bool = False) -> None:
+    def maybe_compact(self, *, force: bool = False, wait: bool = False) -> None:
+        """Compact closed hours every ``compaction.interval_s``, in a background thread (one at a
+        time) so that a large hour never delays a sweep."""
         comp = self.settings.collector.compaction
         if not comp.enabled:
             return
         if not force and self._clock() - self._last_compaction < comp.interval_s:
             return
+        if self._compactor is not None and self._compactor.is_alive():
+            return
         self._last_compaction = self._clock()
+        self._compactor = threading.Thread(target=self._compact, name="lagscope-compaction", daemon=True)
+        self._compactor.start()
+        if wait:
+            self._compactor.join()
+
+    def _compact(self) -> None:
+        comp = self.settings.collector.compaction
         try:
             result = compact_lake(self.settings.collector.lake_path, grace_s=comp.grace_s, min_files=comp.min_files)
         except Exception:

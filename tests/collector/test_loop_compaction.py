@@ -200,3 +200,15 @@ def test_stop_event_ends_the_loop_between_sweeps(tmp_path: Path) -> None:
     th.join(5)
     assert not th.is_alive()
     assert collector.sweeps == 1
+
+
+def test_the_loop_compacts_closed_hours_in_the_background(tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    _fill(lake, 4)
+    old = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=3)).strftime("%Y%m%dT%H")
+    for p in lake.rglob("part-*.parquet"):  # as if written three hours ago
+        p.rename(p.with_name(f"part-{old}{p.name[16:]}"))
+    collector = Collector(_settings(tmp_path), client_factory=_DeadClient)
+    collector.maybe_compact(force=True, wait=True)
+    assert [p.name[:8] for p in _folder(lake).iterdir()] == ["compact-"]
+    assert read(lake, "offsets").num_rows == 4 * 6
