@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Annotated
@@ -49,7 +50,7 @@ def generate_cmd(
     from lagscope.dashboards import grafana_gen
 
     folder = out or grafana_gen.DEFAULT_OUT_DIR
-    url = app_url or grafana_gen.DEFAULT_APP_URL
+    url = app_url or os.environ.get("LAGSCOPE_APP_URL") or grafana_gen.DEFAULT_APP_URL
     if check:
         stale = [rel for rel, text in grafana_gen.render_files(url, prometheus_url).items()
                  if not (folder / rel).exists() or (folder / rel).read_text() != text]
@@ -88,7 +89,8 @@ def push_cmd(
     except (OSError, json.JSONDecodeError) as exc:
         raise ConfigError(f"cannot read the dashboards under {src}: {exc}") from exc
     now = dt.datetime.now(dt.UTC)
-    anns = annotations_from_results(results, now, app_url or grafana_gen.DEFAULT_APP_URL,
+    link_base = app_url or os.environ.get("LAGSCOPE_APP_URL") or grafana_gen.DEFAULT_APP_URL
+    anns = annotations_from_results(results, now, link_base,
                                     since=now - dt.timedelta(hours=since_hours)) if results else []
     api = grafana_from_env(url, token_file=token_file)
     report = GrafanaPusher(api).push(boards, anns, folder_uid=folder_uid)

@@ -33,7 +33,6 @@ the provisioning files (``provisioning/dashboards/lagscope.yaml``,
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +64,8 @@ __all__ = [
 
 #: where ``lagscope dashboards generate`` writes by default (the repository's folder)
 DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "grafana"
-DEFAULT_APP_URL = os.environ.get("LAGSCOPE_APP_URL", "http://localhost:8501")
+#: the Streamlit app's default address (the CLI takes --app-url, else LAGSCOPE_APP_URL, else this)
+DEFAULT_APP_URL = "http://localhost:8501"
 DEFAULT_PROMETHEUS_URL = "http://localhost:9090"
 #: the uid of the provisioned Prometheus data source (the ``datasource`` variable's default)
 PROMETHEUS_DS_UID = "lagscope-prometheus"
