@@ -256,18 +256,24 @@ _TREND_COLS = ("window_start, topic, partition, lag_last, lag_max, produce_rate,
 
 def lag_series(con: duckdb.DuckDBPyConnection, lake: Lake, cluster: str, group: str, window: TimeRange,
                level: str = "group", topic: str | None = None) -> pd.DataFrame:
-    """Lag trend rows of the group at one level: ``group`` (topic and partition null) or
-    ``topic`` (partition null; one topic if given). Sorted by time."""
+    """Lag trend rows of the group, sorted by topic and time, at one level:
+
+    - ``group``: the group-level rows (topic and partition null);
+    - ``topic``: the topic-level rows (partition null; one topic if given);
+    - ``rollups``: both in one scan (the Group page needs both; the scan of the day's
+      partition-level rows is what costs).
+    """
     scan = _scan(lake, "lag_trends", [cluster], window.dates())
     if scan is None:
         return pd.DataFrame({c.strip(): pd.Series(dtype="object") for c in _TREND_COLS.split(",")})
     level_sql = {"group": "topic IS NULL AND partition IS NULL",
-                 "topic": "topic IS NOT NULL AND partition IS NULL AND (? IS NULL OR topic = ?)"}[level]
+                 "topic": "topic IS NOT NULL AND partition IS NULL AND (? IS NULL OR topic = ?)",
+                 "rollups": "partition IS NULL AND (? IS NULL OR topic IS NULL OR topic = ?)"}[level]
     params: list[Any] = [scan[1], group, window.start, window.end]
-    if level == "topic":
+    if level != "group":
         params += [topic, topic]
     sql = (f"SELECT {_TREND_COLS} FROM {scan[0]} WHERE group_id = ? AND window_start >= ? AND window_start < ? "  # noqa: S608
-           f"AND {level_sql} ORDER BY topic, window_start")
+           f"AND {level_sql} ORDER BY topic NULLS FIRST, window_start")
     return _query(con, sql, params)
 
 
@@ -293,10 +299,12 @@ def partition_series(con: duckdb.DuckDBPyConnection, lake: Lake, cluster: str, g
         return pd.DataFrame({c.strip(): pd.Series(dtype="object") for c in _TREND_COLS.split(",")})
     topics = sorted({t for t, _ in partitions})
     numbers = sorted({p for _, p in partitions})
+    # IN lists of placeholders (only their count comes from the input): DuckDB pushes a constant
+    # IN list into the Parquet scan, where an IN (subquery) would read every row
     sql = (f"SELECT {_TREND_COLS} FROM {scan[0]} WHERE group_id = ? AND window_start >= ? AND window_start < ? "  # noqa: S608
-           "AND partition IN (SELECT unnest(?::INTEGER[])) AND topic IN (SELECT unnest(?::VARCHAR[])) "
+           f"AND partition IN ({', '.join('?' * len(numbers))}) AND topic IN ({', '.join('?' * len(topics))}) "
            "ORDER BY topic, partition, window_start")
-    df = _query(con, sql, [scan[1], group, window.start, window.end, numbers, topics])
+    df = _query(con, sql, [scan[1], group, window.start, window.end, *numbers, *topics])
     wanted = set(partitions)
     keep = [(t, int(p)) in wanted for t, p in zip(df["topic"], df["partition"], strict=True)]
     return df.loc[keep].reset_index(drop=True)
@@ -304,13 +312,25 @@ def partition_series(con: duckdb.DuckDBPyConnection, lake: Lake, cluster: str, g
 
 def members_at(con: duckdb.DuckDBPyConnection, lake: Lake, cluster: str, group: str,
                when: dt.datetime, lookback: dt.timedelta = dt.timedelta(days=1)) -> pd.DataFrame:
-    """The group's member rows of the newest sweep at or before ``when``."""
+    """The group's member rows of the newest sweep at or before ``when``.
+
+    Two steps, so that the wide ``assignment`` lists are decoded for one sweep only: find the
+    sweep (two narrow columns), then read its rows (row groups pruned by ``sweep_ts``).
+    """
     scan = _scan(lake, "members", [cluster], _dates_between((when - lookback).date(), when.date()))
     if scan is None:
         return _empty("members")
-    sql = (f"SELECT * EXCLUDE (date) FROM {scan[0]} WHERE group_id = ? AND sweep_ts <= ? AND sweep_ts > ? "  # noqa: S608
-           "QUALIFY sweep_ts = max(sweep_ts) OVER () ORDER BY member_id")
-    return _query(con, sql, [scan[1], group, when, when - lookback])
+    newest = _query(con, f"SELECT max(sweep_ts) AS ts FROM {scan[0]} "  # noqa: S608
+                         "WHERE group_id = ? AND sweep_ts <= ? AND sweep_ts > ?",
+                    [scan[1], group, when, when - lookback])["ts"].iloc[0]
+    if pd.isna(newest):
+        return _empty("members")
+    at = pd.Timestamp(newest).to_pydatetime()
+    scan = _scan(lake, "members", [cluster], [at.date()])
+    assert scan is not None  # the sweep was just read from these files
+    sql = (f"SELECT * EXCLUDE (date) FROM {scan[0]} WHERE group_id = ? AND sweep_ts = ? "  # noqa: S608
+           "ORDER BY member_id")
+    return _query(con, sql, [scan[1], group, at])
 
 
 def members_between(con: duckdb.DuckDBPyConnection, lake: Lake, cluster: str, group: str,

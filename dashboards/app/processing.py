@@ -27,6 +27,7 @@ __all__ = [
     "ownership_change",
     "processing_gaps",
     "relative_minutes",
+    "split_rollups",
     "summarize_commits",
     "to_csv_bytes",
     "to_parquet_bytes",
@@ -49,6 +50,12 @@ def format_duration(seconds: float | None) -> str:
     parts = [f"{days}d" if days else "", f"{hours}h" if hours else "", f"{minutes}m" if minutes else "",
              f"{secs}s" if secs and not days else ""]
     return " ".join(p for p in parts if p)
+
+
+def split_rollups(rollups: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Group-level rows (null topic) and topic-level rows of a ``lag_series(level="rollups")``."""
+    is_group = rollups["topic"].isna()
+    return rollups.loc[is_group].reset_index(drop=True), rollups.loc[~is_group].reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------------------------

@@ -37,7 +37,8 @@ def render(ctx: widgets.Context) -> None:
         topic = widgets.topic_picker(ctx, store.topics_of(ctx.lake, cluster, group, ctx.window))
     sel = ctx.sel.with_(cluster=cluster, group=group, topic=topic)
 
-    series = store.lag_series(ctx.lake, cluster, group, ctx.window, "group")
+    series, per_topic = processing.split_rollups(store.lag_series(ctx.lake, cluster, group, ctx.window, "rollups",
+                                                                  topic))
     latest = store.latest_partitions(ctx.lake, cluster, group, ctx.window, topic)
     rebalances = store.rebalances(ctx.lake, [cluster], ctx.window, group)
     anomalies = store.anomalies(ctx.lake, [cluster], ctx.window, group, topic)
@@ -65,7 +66,7 @@ def render(ctx: widgets.Context) -> None:
     cols[5].metric("Members now", int(members["member_id"].notna().sum()))
 
     if topic is None:
-        lines = _label(store.lag_series(ctx.lake, cluster, group, ctx.window, "topic"), by_partition=False)
+        lines = _label(per_topic, by_partition=False)
         scope = "per topic"
     else:
         worst = [(str(t), int(p)) for t, p in latest[["topic", "partition"]].head(TOP_PARTITIONS).itertuples(
