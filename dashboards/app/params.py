@@ -6,7 +6,8 @@
      &rebalance=<start epoch ms>              (Rebalance page)
      &from2=<epoch ms>&to2=<epoch ms>         (Compare page: the second window)
 
-Every parameter is optional. A missing time range means "the last six hours of data"
+Every parameter is optional; an empty value, or Grafana's rendering of a variable set to
+"All" (``$__all``, ``All``, ``.*``), means "not chosen". A missing time range means "the last six hours of data"
 (relative to the newest data in the lake, not the wall clock, so an idle lake still shows
 something). docs/ui.md documents the contract for Grafana data links and alert payloads.
 
@@ -23,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 __all__ = [
+    "ALL_VALUES",
     "DEFAULT_RANGE",
     "PAGES",
     "Selection",
@@ -106,6 +108,11 @@ _INT_PARAMS = {"partition": "partition", "from": "start_ms", "to": "end_ms", "re
 _STR_PARAMS = {"cluster": "cluster", "group": "group", "topic": "topic"}
 
 
+#: what Grafana renders for a variable set to "All" (or a regex matching everything): not a
+#: choice of one cluster/group/topic, so the app treats it as "not chosen"
+ALL_VALUES = frozenset({"$__all", "All", "all", "*", ".*", ".+"})
+
+
 def _first(value: str | list[str]) -> str:
     return value[-1] if isinstance(value, list) else value
 
@@ -123,10 +130,10 @@ def parse_selection(query: Mapping[str, str | list[str]]) -> Selection:
     values["page"] = page
     for name, attr in _STR_PARAMS.items():
         raw = _first(query.get(name, "")).strip()
-        values[attr] = raw or None
+        values[attr] = None if not raw or raw in ALL_VALUES else raw
     for name, attr in _INT_PARAMS.items():
         raw = _first(query.get(name, "")).strip()
-        if not raw:
+        if not raw or raw in ALL_VALUES:
             continue
         try:
             number = int(raw)

@@ -27,7 +27,10 @@ def _pick(ctx: widgets.Context, rebalances: pd.DataFrame) -> pd.Series | None:
     if rebalances.empty:
         return None
     starts = [to_ms(t) for t in rebalances["start_ts"]]
-    wanted = ctx.sel.rebalance_ms if ctx.sel.rebalance_ms is not None else starts[0]
+    # without rebalance=<ms>: the window nearest the middle of the range (an annotation's link
+    # puts the same margin on both sides of its window)
+    middle = to_ms(ctx.window.start + ctx.window.duration / 2)
+    wanted = ctx.sel.rebalance_ms if ctx.sel.rebalance_ms is not None else middle
     nearest = min(range(len(starts)), key=lambda i: abs(starts[i] - wanted))
     labels = {ms: f"{from_ms(ms):%Y-%m-%d %H:%M:%S} · {cause}" for ms, cause in zip(
         starts, rebalances["cause"].fillna("unknown"), strict=True)}

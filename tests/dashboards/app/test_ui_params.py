@@ -46,9 +46,12 @@ def test_bad_links_say_what_is_wrong(query: dict[str, str], message: str) -> Non
         parse_selection(query)
 
 
-def test_empty_values_mean_not_chosen() -> None:
-    # Grafana renders an unset variable as an empty string
-    assert parse_selection({"page": "", "cluster": "", "partition": ""}) == Selection()
+@pytest.mark.parametrize("query", [
+    {"page": "", "cluster": "", "partition": ""},  # Grafana renders an unset variable as an empty string
+    {"cluster": "$__all", "group": "All", "topic": ".*"},  # ...and a variable set to "All" like this
+])
+def test_empty_and_all_values_mean_not_chosen(query: dict[str, str]) -> None:
+    assert parse_selection(query) == Selection()
 
 
 def test_time_range_dates_and_previous() -> None:
