@@ -39,11 +39,10 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from lagscope import lake
 from lagscope.collector.offsets_codec import (
@@ -66,9 +65,11 @@ from lagscope.collector.offsets_codec import (
     decode_consumer_assignment,
     decode_record,
 )
-from lagscope.config import ClusterConfig
 from lagscope.errors import KafkaUnavailable, LagscopeError, LakeError, RecordDecodeError
 from lagscope.schema import COMMITS, GROUP_EVENTS
+
+if TYPE_CHECKING:
+    from lagscope.config import ClusterConfig
 
 __all__ = [
     "OFFSETS_TOPIC",
@@ -712,6 +713,8 @@ class CommitLogTailer:
         return state
 
     def _rows_in_lake(self, pending: _Pending) -> set[tuple[str, int, int]]:
+        import pyarrow.dataset as ds
+
         seen: set[tuple[str, int, int]] = set()
         for table, dates in pending.folders.items():
             if table not in ("commits", "group_events") or not dates:

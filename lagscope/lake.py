@@ -16,14 +16,16 @@ import os
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from lagscope.errors import LakeError
 from lagscope.schema import SCHEMA_VERSION, TABLES, Table
+
+if TYPE_CHECKING:  # pyarrow.dataset imports pandas (seconds): only readers pay for it
+    import pyarrow.dataset as ds
 
 __all__ = [
     "partition_dir",
@@ -111,6 +113,8 @@ def read_table(root: Path | str, table: str, *, cluster: str | Iterable[str] | N
     Partition columns ``cluster`` and ``date`` are included. An absent table reads as an empty
     table with the right schema.
     """
+    import pyarrow.dataset as ds
+
     spec = TABLES.get(table)
     if spec is None:
         raise LakeError(f"unknown lake table {table!r}; known: {', '.join(sorted(TABLES))}")
