@@ -41,6 +41,7 @@ __all__ = [
     "Produce",
     "Record",
     "Revoke",
+    "TruthIndex",
     "TruthWriter",
     "load",
     "read_parts",
@@ -137,6 +138,82 @@ class EndState:
 
 
 Record = Produce | Commit | Assign | Revoke | Fault | EndState
+
+
+class TruthIndex:
+    """Questions about a run's truth at any instant, for comparing lake rows and analytics.
+
+        >>> ti = TruthIndex(load("out/truth.jsonl"))                # doctest: +SKIP
+        >>> ti.lag_at(group, topic, 0, t), ti.time_lag_at(group, topic, 0, t)
+
+    "At t" means: the records with a timestamp ≤ t. The log end at t is counted from produce
+    records (CreateTime ≤ t), so it ignores transaction markers; it is exact for
+    non-transactional topics up to the few milliseconds between a record's CreateTime and
+    its append.
+    """
+
+    def __init__(self, records: list[Record]) -> None:
+        self.records = records
+        self._produce: dict[tuple[str, int], list[Produce]] = {}
+        self._commits: dict[tuple[str, str, int], list[Commit]] = {}
+        for r in records:
+            if isinstance(r, Produce):
+                self._produce.setdefault((r.topic, r.partition), []).append(r)
+            elif isinstance(r, Commit):
+                self._commits.setdefault((r.group, r.topic, r.partition), []).append(r)
+        for ps in self._produce.values():
+            ps.sort(key=lambda p: p.offset)
+        for cs in self._commits.values():
+            cs.sort(key=lambda c: c.ts)
+        ends = [r for r in records if isinstance(r, EndState)]
+        self.end_state: EndState | None = ends[-1] if ends else None
+
+    def produce_ts(self, topic: str, partition: int, offset: int) -> float | None:
+        """The CreateTime of the record at ``offset`` (None: no data record there)."""
+        for p in self._produce.get((topic, partition), []):
+            if p.offset == offset:
+                return p.ts
+        return None
+
+    def end_at(self, topic: str, partition: int, t: float) -> int:
+        """The log end offset at ``t``: one past the last record created by then (0 if none)."""
+        offs = [p.offset for p in self._produce.get((topic, partition), []) if p.ts <= t]
+        return max(offs) + 1 if offs else 0
+
+    def commits(self, group: str, topic: str, partition: int) -> list[Commit]:
+        """Every commit of one partition by one group, in time order."""
+        return list(self._commits.get((group, topic, partition), []))
+
+    def committed_at(self, group: str, topic: str, partition: int, t: float) -> int | None:
+        """The group's committed offset at ``t`` (None: nothing committed yet)."""
+        last = None
+        for c in self._commits.get((group, topic, partition), []):
+            if c.ts > t:
+                break
+            last = c.offset
+        return last
+
+    def lag_at(self, group: str, topic: str, partition: int, t: float) -> int | None:
+        """Offset lag at ``t``: max(0, end − committed); None before the first commit."""
+        c = self.committed_at(group, topic, partition, t)
+        return None if c is None else max(0, self.end_at(topic, partition, t) - c)
+
+    def time_lag_at(self, group: str, topic: str, partition: int, t: float) -> float | None:
+        """Seconds behind at ``t``: t − CreateTime of the first record not yet committed
+        (0 when caught up; None before the first commit)."""
+        c = self.committed_at(group, topic, partition, t)
+        if c is None:
+            return None
+        pending = [p.ts for p in self._produce.get((topic, partition), []) if p.offset >= c and p.ts <= t]
+        return max(0.0, t - min(pending)) if pending else 0.0
+
+    def faults(self, kind: str | None = None) -> list[Fault]:
+        return [r for r in self.records if isinstance(r, Fault) and (kind is None or r.kind == kind)]
+
+    def assignments(self, group: str, member: str | None = None) -> list[Assign | Revoke]:
+        """The group's assign and revoke records (of one member), in time order."""
+        return [r for r in self.records if isinstance(r, Assign | Revoke) and r.group == group
+                and (member is None or r.member == member)]
 
 
 def record_ts(r: Record) -> float:

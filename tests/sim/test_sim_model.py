@@ -151,3 +151,30 @@ def test_scenario_model_is_exported() -> None:
     sc = Scenario.model_validate(_base())
     assert sc.groups[0].members[0].session_timeout_ms == 6000
     assert sc.groups[0].members[0].enable_auto_commit is True
+
+
+def _index() -> truth.TruthIndex:
+    # offsets 0..4 written at t=10..14; commits 2 at t=12.5 and 5 at t=16; a rewind to 1 at 17
+    recs: list[truth.Record] = [truth.Produce("t", 0, o, 10.0 + o) for o in range(5)]
+    recs += [truth.Commit("g", "m", "t", 0, 2, 12.5), truth.Commit("g", "m", "t", 0, 5, 16.0),
+             truth.Commit("g", "m", "t", 0, 1, 17.0)]
+    return truth.TruthIndex(recs)
+
+
+@pytest.mark.parametrize(("t", "end", "committed", "lag", "time_lag"), [
+    (9.0, 0, None, None, None),   # nothing written, nothing committed
+    (12.0, 3, None, None, None),  # written, but no commit yet: lag unknown, not zero
+    (12.5, 3, 2, 1, 0.5),         # offset 2 (written at 12.0) is the next unconsumed one
+    (14.0, 5, 2, 3, 2.0),         # still offset 2, now 2 s old
+    (16.0, 5, 5, 0, 0.0),         # caught up
+    (17.5, 5, 1, 4, 6.5),         # rewound to offset 1, written at 11.0
+])
+def test_truth_index_at(t: float, end: int, committed: int | None, lag: int | None, time_lag: float | None) -> None:
+    ti = _index()
+    assert ti.end_at("t", 0, t) == end
+    assert ti.committed_at("g", "t", 0, t) == committed
+    assert ti.lag_at("g", "t", 0, t) == lag
+    assert ti.time_lag_at("g", "t", 0, t) == time_lag
+    assert ti.produce_ts("t", 0, 3) == 13.0
+    assert ti.produce_ts("t", 0, 9) is None
+    assert [c.offset for c in ti.commits("g", "t", 0)] == [2, 5, 1]
