@@ -361,3 +361,25 @@ def test_time_lag_exact_from_the_committed_record(registry: CollectorRegistry, c
         collector.update(snap([row], ts=ts))
         assert registry.get_sample_value("lagscope_partition_lag_seconds", labels) == expected
         assert registry.get_sample_value("lagscope_partition_lag_seconds_is_lower_bound", labels) == 0
+
+
+@pytest.mark.parametrize("openmetrics", [False, True])
+def test_rendered_exposition_equals_the_collected_series(registry: CollectorRegistry, collector: LagCollector,
+                                                         openmetrics: bool) -> None:
+    # the fast renderer (what /metrics serves) must say exactly what the collector's families say,
+    # escaping included: Kafka group ids may hold quotes, backslashes and newlines
+    weird = 'we"ird\\g\nx'
+    base = _base_snapshot()
+    collector.update(snap([*base.offsets, off(weird, "t", 0, 1, 100)],
+                          [*base.members, mem(weird, "m9", [("t", 0)], client='c"9')]))
+    collector.update(snap([*base.offsets, off(weird, "t", 0, 2, 100)], [*base.members, mem(weird, None)],
+                          cluster="eu"))
+    text = collector.exposition(openmetrics).decode()
+    if openmetrics:
+        from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse
+    else:
+        parse = text_string_to_metric_families
+    served = {(s.name, tuple(sorted(s.labels.items())), s.value) for fam in parse(text) for s in fam.samples}
+    collected = {(s.name, tuple(sorted(s.labels.items())), s.value) for fam in registry.collect() for s in fam.samples}
+    assert served == collected
+    assert any(dict(labels).get("consumergroup") == weird for _, labels, _ in served)

@@ -66,6 +66,8 @@ def test_openmetrics_negotiation() -> None:
         assert status == 200
         assert ctype.startswith("application/openmetrics-text")
         assert body.rstrip().endswith(b"# EOF")
+        assert body.count(b"# EOF") == 1
+        assert b'kafka_consumergroup_lag{cluster="prod",consumergroup="g",partition="0",topic="t"} 6.0' in body
 
 
 def test_existing_registry_is_served_too() -> None:
@@ -98,3 +100,15 @@ def test_busy_port_is_a_config_error() -> None:
 def test_invalid_port(port: int) -> None:
     with pytest.raises(ConfigError, match="metrics port"):
         MetricsServer("127.0.0.1", port)
+
+
+def test_rendered_once_per_update() -> None:
+    server = MetricsServer("127.0.0.1", 0)
+    server.update(_snapshot())
+    first = server.collector.exposition()
+    assert server.collector.exposition() is first  # the second scrape reuses the bytes
+    assert server.collector.exposition(openmetrics=True) is not first
+    server.update(_snapshot(lag_end=30))
+    second = server.collector.exposition()
+    assert second is not first
+    assert b"} 26.0" in second
