@@ -642,14 +642,19 @@ class CommitLogTailer:
         return n
 
     def caught_up(self) -> bool:
-        """True when every partition has been read to its current end."""
+        """True when every partition has been read to its current end.
+
+        Compares the consumer's position, which also moves past the transaction markers that
+        end a partition (control records are never returned as records), with the end offsets.
+        """
         if self._consumer is None:
             return False
         from kafka import TopicPartition
 
         tps = [TopicPartition(OFFSETS_TOPIC, p) for p in self._positions]
         ends = self._consumer.end_offsets(tps)
-        return all(self._positions[tp.partition] >= ends[tp] for tp in tps)
+        return all(max(self._positions[tp.partition], self._consumer.position(tp)) >= ends[tp]
+                   for tp in tps)
 
     # -- flushing -----------------------------------------------------------------------------
     def flush(self) -> None:

@@ -300,3 +300,60 @@ def test_no_read_acl_on_a_real_broker_warns_once_and_stops(tmp_path: Path, uniqu
     assert broker.scram_password not in ours[0].getMessage()
     assert tailer.disabled_reason is not None
     assert not (tmp_path / "lake" / "commits").exists()
+
+
+def test_transactional_commits_only_when_the_transaction_commits(bootstrap: str, unique: str,
+                                                                 tmp_path: Path) -> None:
+    from kafka import KafkaProducer
+
+    _create_topic(bootstrap, unique, 1)
+    start = _start_iso()
+    tp = TopicPartition(unique, 0)
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"{unique}-tx")
+    producer.init_transactions()
+    for i in range(6):  # exactly-once pipelines commit offsets inside their transactions
+        producer.begin_transaction()
+        producer.send(unique, f"out-{i}".encode(), partition=0)
+        producer.send_offsets_to_transaction({tp: OffsetAndMetadata(100 + i, "", -1)}, unique)
+        if i % 2 == 0:
+            producer.commit_transaction()
+        else:
+            producer.abort_transaction()  # these offsets never took effect
+    producer.close()
+
+    tailer = CommitLogTailer(bootstrap, tmp_path, "tx", start=start)
+    tailer.open()
+    deadline = time.monotonic() + 30
+    while not tailer.caught_up() and time.monotonic() < deadline:
+        tailer.run_once(200)
+    tailer.flush()
+    tailer.close()
+    seen = sorted(r["committed_offset"] for r in _group_rows(tmp_path, "commits", "tx", unique))
+    assert seen == [100, 102, 104]
+
+    # the aborted offsets are in the log: a read_uncommitted reader would have reported them
+    raw = KafkaConsumer(bootstrap_servers=bootstrap, exclude_internal_topics=False, group_id=None,
+                        enable_auto_commit=False, isolation_level="read_uncommitted")
+    try:
+        from lagscope.collector.offsets_codec import OffsetCommitKey, decode_record
+
+        tps = [TopicPartition("__consumer_offsets", p) for p in raw.partitions_for_topic("__consumer_offsets")]
+        raw.assign(tps)
+        found = raw.offsets_for_times({t: int(dt.datetime.fromisoformat(start).timestamp() * 1000) for t in tps})
+        for t in tps:
+            hit = found.get(t)
+            if hit is None:
+                raw.seek_to_end(t)
+            else:
+                raw.seek(t, hit.offset)
+        ends = raw.end_offsets(tps)
+        uncommitted: list[int] = []
+        while any(raw.position(t) < ends[t] for t in tps):
+            for recs in raw.poll(300).values():
+                for r in recs:
+                    rec = decode_record(r.key, r.value)
+                    if isinstance(rec.key, OffsetCommitKey) and rec.key.group == unique and rec.value:
+                        uncommitted.append(rec.value.offset)  # type: ignore[union-attr]
+    finally:
+        raw.close()
+    assert sorted(uncommitted) == [100, 101, 102, 103, 104, 105]
