@@ -357,3 +357,52 @@ def test_transactional_commits_only_when_the_transaction_commits(bootstrap: str,
     finally:
         raw.close()
     assert sorted(uncommitted) == [100, 101, 102, 103, 104, 105]
+
+
+@pytest.mark.slow
+def test_sim_crash_commits_and_session_timeout_rebalance(bootstrap: str, tmp_path: Path) -> None:
+    from lagscope.sim import run_scenario, truth
+
+    tailer = CommitLogTailer(bootstrap, tmp_path / "lake", "sim", start=_start_iso(),
+                             flush_interval_s=0.3, poll_timeout_ms=100)
+    stop = threading.Event()
+    tail = threading.Thread(target=tailer.run, args=(stop,), kwargs={"error_backoff_s": 0.5}, daemon=True)
+    tail.start()
+    try:
+        result = run_scenario("crash", bootstrap, tmp_path / "out", cleanup=False)
+        group = result.names.group("readers")
+        records = truth.load(result.truth_path)
+        commits_truth = [r for r in records if isinstance(r, truth.Commit) and r.group == group]
+        deadline = time.monotonic() + 30
+        while True:
+            rows = _group_rows(tmp_path / "lake", "commits", "sim", group)
+            have = {(r["topic"], r["partition"], r["committed_offset"]) for r in rows}
+            if all((c.topic, c.partition, c.offset) in have for c in commits_truth) or time.monotonic() > deadline:
+                break
+            time.sleep(0.3)
+    finally:
+        stop.set()
+        tail.join(30)
+
+    # every acknowledged commit, with the coordinator's time within 1 s before the acknowledgement
+    assert len(commits_truth) >= 10
+    for c in commits_truth:
+        times = [r["commit_ts"].timestamp() for r in rows
+                 if (r["topic"], r["partition"], r["committed_offset"]) == (c.topic, c.partition, c.offset)]
+        assert any(c.ts - 1.0 < t <= c.ts + 0.05 for t in times), (c, times)
+
+    # the crash: c2 sends no LeaveGroup; the generation without it is written once its 3 s
+    # session has expired -- the exact end of the window, not the next sweep
+    crash = next(r for r in records if isinstance(r, truth.Fault) and r.kind == "crash")
+    events = sorted(_group_rows(tmp_path / "lake", "group_events", "sim", group), key=lambda r: r["source_offset"])
+    gens = [e for e in events if e["record_type"] == "group_metadata" and e["members"]]
+    c2_client = f"{result.names.prefix}-readers-c2"
+    before = [e for e in gens if any(m["client_id"] == c2_client for m in e["members"])]
+    after = [e for e in gens if e["record_ts"].timestamp() > crash.start
+             and all(m["client_id"] != c2_client for m in e["members"])]
+    assert before
+    assert after, "no generation without the crashed member"
+    assert {m["session_timeout_ms"] for e in before for m in e["members"]} == {3000}
+    delay = after[0]["record_ts"].timestamp() - crash.start
+    assert 2.5 <= delay <= 6.0, delay
+    assert after[0]["generation"] > before[-1]["generation"]
