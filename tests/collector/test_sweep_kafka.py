@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -14,13 +15,15 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewPartitions, NewTopic
 from kafka.structs import OffsetAndMetadata
+from typer.testing import CliRunner
 
+from lagscope.cli import app
 from lagscope.collector.kafka_client import ClusterClient
-from lagscope.collector.loop import LakeSink
+from lagscope.collector.loop import Collector, LakeSink
 from lagscope.collector.model import Snapshot
 from lagscope.collector.reader import read
 from lagscope.collector.sweep import sweep
-from lagscope.config import ClusterConfig
+from lagscope.config import ClusterConfig, load_config
 from lagscope.deploy.broker import TOOLS_VERSION, ensure_jars
 from lagscope.sim.runner import collect_end_state, run_scenario
 
@@ -320,3 +323,42 @@ def test_kip848_consumer_protocol_group_is_described_with_owners(bootstrap: str,
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+
+def test_collect_once_and_lag_cli_and_metrics_wiring(bootstrap: str, unique: str, tmp_path: Path) -> None:
+    topic, group = f"{unique}-t", f"{unique}-g"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, 1, 1)])
+        _produce(bootstrap, topic, {0: 9})
+        admin.alter_group_offsets(group, {TopicPartition(topic, 0): OffsetAndMetadata(4, "", -1)})
+    finally:
+        admin.close()
+    config = tmp_path / "lagscope.yaml"
+    config.write_text(f"clusters: [{{name: it, bootstrap_servers: '{bootstrap}', "
+                      f"groups: {{include: ['{unique}.*']}}}}]\n"
+                      f"collector: {{lake: '{tmp_path / 'lake'}'}}\nmetrics: {{port: 0}}\n")
+    runner = CliRunner()
+    result = runner.invoke(app, ["collect", "--config", str(config), "--once"])
+    assert result.exit_code == 0, result.output
+    rows = read(tmp_path / "lake", "offsets").to_pylist()
+    assert [(r["group_id"], r["committed_offset"], r["log_end_offset"], r["lag"]) for r in rows] == [(group, 4, 9, 5)]
+
+    result = runner.invoke(app, ["lag", "--bootstrap", bootstrap, "--group", group], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    assert "LOG-END-OFFSET" in result.output
+    line = next(x for x in result.output.splitlines() if x.startswith(group))
+    assert line.split()[-7:-3] == ["0", "4", "9", "5"]  # PARTITION CURRENT LOG-END LAG
+
+    # the loop hands each Snapshot whole to the metrics server when metrics are enabled
+    settings = load_config(config)
+    collector = Collector(settings).start()
+    try:
+        collector.run_once()
+        with urllib.request.urlopen(collector.metrics_server.url, timeout=10) as resp:
+            body = resp.read().decode()
+    finally:
+        collector.stop()
+    lag_lines = [x for x in body.splitlines() if x.startswith("kafka_consumergroup_lag{") and group in x]
+    assert lag_lines
+    assert lag_lines[0].endswith(" 5.0")
