@@ -740,14 +740,25 @@ class CommitLogTailer:
         return seen
 
     # -- the loop -----------------------------------------------------------------------------
-    def run(self, stop: threading.Event, *, error_backoff_s: float = 5.0) -> None:
+    def run(self, stop: threading.Event, *, error_backoff_s: float = 5.0,
+            report_every_s: float = 60.0) -> None:
         """Tail until ``stop`` is set; flush and close on the way out.
 
         Without READ access: one warning, then return (the collector goes on with sweeps).
         Other Kafka or lake errors are logged and retried after ``error_backoff_s``.
         """
+        last_report = self._clock()
+        reported = self.stats.records
         try:
             while not stop.is_set():
+                now = self._clock()
+                if now - last_report >= report_every_s:
+                    rate = (self.stats.records - reported) / (now - last_report)
+                    log.info("commit log tail of %s: %d records (%.0f/s), %d commits, %d group events, "
+                             "%d unknown, %d undecodable", self.cluster, self.stats.records, rate,
+                             self.stats.commits, self.stats.group_events,
+                             sum(self.stats.unknown_versions.values()), self.stats.decode_errors)
+                    last_report, reported = now, self.stats.records
                 try:
                     if self._consumer is None:
                         self.open()
@@ -813,6 +824,11 @@ class CommitLogService:
             th.start()
             self._threads.append(th)
         return self
+
+    def stats(self) -> dict[str, dict[str, Any]]:
+        """Per cluster: the tail's counters and, when it stopped for good, why."""
+        return {name: {**t.stats.snapshot(), "disabled_reason": t.disabled_reason}
+                for name, t in self.tailers.items()}
 
     def stop(self, timeout_s: float = 30.0) -> None:
         self._stop.set()

@@ -381,3 +381,6 @@ def test_service_tails_only_enabled_clusters(tmp_path: Path) -> None:
         service.stop()
     assert len(_rows(tmp_path, "commits")) == 11
     assert service.tailers["c1"].positions == {0: len(log[0]), 1: len(log[1])}
+    stats = service.stats()["c1"]
+    assert (stats["commits"], stats["group_events"], stats["decode_errors"]) == (11, 2, 1)
+    assert stats["disabled_reason"] is None
