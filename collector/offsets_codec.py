@@ -41,10 +41,11 @@ Each record of ``__consumer_offsets`` has
 Value versions (schemas from Kafka's ``group-coordinator/src/main/resources/common/message``,
 checked against the generated classes of the 3.9.2 and 4.4.0 jars):
 
-- ``OffsetCommitValue`` v0: offset, metadata, commitTimestamp. v1 (2.x with an explicit
-  retention, ``expireTimestamp``), v2 = v0 (2.1+), v3 (2.1+, adds leaderEpoch; what 2.x, 3.x
-  and 4.x write in practice), v4 (3.6+, first flexible version: compact metadata + tagged
-  fields; tag 0 = topicId in 4.x; written only when a tagged field is set).
+- ``OffsetCommitValue`` v0: offset, metadata, commitTimestamp. v1 (+ ``expireTimestamp``,
+  written when an old client sets a retention time), v2 = v0 (2.0), v3 (2.1+, adds
+  leaderEpoch; what 2.1-3.9 write, seen on 3.9.2), v4 (3.6+, first flexible version: compact
+  metadata + tagged fields, written only when a tagged field is set; Kafka 4.x sets tag 0 =
+  topicId, so 4.4.0 writes v4).
 - ``GroupMetadataValue`` v0 (session timeout only), v1 (+ rebalanceTimeout), v2
   (+ currentStateTimestamp), v3 (2.3+, + groupInstanceId for static members; what 2.3-4.x
   write), v4 (3.6+, flexible; written only when a tagged field is set).
