@@ -128,12 +128,11 @@ def run_demo(
 
 def _wait_interruptibly(run: ScenarioRun) -> RunResult:
     try:
-        while not run.done():
-            run._thread.join(0.2)
+        return run.wait()
     except KeyboardInterrupt:
         run.stop()
         out.print("interrupted: recording the end state …")
-    return run.wait()
+        return run.wait()
 
 
 @sim_app.command("list")

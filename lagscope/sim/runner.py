@@ -157,7 +157,8 @@ class _Runner:
 
         try:
             return KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=f"{self.names.prefix}-admin",
-                                    request_timeout_ms=15000, **self.client_config)
+                                    request_timeout_ms=15000, bootstrap_timeout_ms=10000,
+                                    **self.client_config)
         except (KafkaError, OSError, ValueError) as exc:
             raise KafkaUnavailable(f"cannot reach Kafka at {self.bootstrap}: {exc}") from exc
 
@@ -218,11 +219,11 @@ class _Runner:
             raise ScenarioError(f"cannot create the scenario's topics: {exc}") from exc
 
     def run(self) -> RunResult:
-        self.out.mkdir(parents=True, exist_ok=True)
-        self.parts.mkdir(exist_ok=True)
-        self.logs.mkdir(exist_ok=True)
-        admin = self._admin()
+        admin = self._admin()  # an unreachable cluster fails here, before anything is written
         try:
+            self.out.mkdir(parents=True, exist_ok=True)
+            self.parts.mkdir(exist_ok=True)
+            self.logs.mkdir(exist_ok=True)
             self.create_topics(admin)
             stopped_early, t0 = self._drive()
             end_state = collect_end_state(admin, self.names, self.sc)
@@ -377,6 +378,9 @@ class ScenarioRun:
         self._stop = threading.Event()
         self._result: RunResult | None = None
         self._error: BaseException | None = None
+        # an Event, not Thread.join: a join interrupted by Ctrl-C can leave the thread
+        # looking finished while it still runs
+        self._finished = threading.Event()
         self._runner = _Runner(scenario, bootstrap, self.out_dir, names, client_config, cleanup, self._stop)
         self._thread = threading.Thread(target=self._main, name=f"scenario-{names.prefix}", daemon=True)
         self._thread.start()
@@ -390,19 +394,25 @@ class ScenarioRun:
             self._result = self._runner.run()
         except BaseException as exc:
             self._error = exc
+        finally:
+            self._finished.set()
 
     def done(self) -> bool:
-        return not self._thread.is_alive()
+        return self._finished.is_set()
 
     def stop(self) -> None:
         """End the run early: workers get SIGTERM; the end state and the truth are still written."""
         self._stop.set()
 
     def wait(self, timeout: float | None = None) -> RunResult:
-        """Block until the run is over; returns its result or raises its error."""
-        self._thread.join(timeout)
-        if self._thread.is_alive():
-            raise ScenarioError(f"scenario {self.scenario.name} still running after {timeout}s")
+        """Block until the run is over; returns its result or raises its error.
+
+        Ctrl-C while waiting raises KeyboardInterrupt; call ``stop()`` and ``wait()`` again.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._finished.wait(0.2):
+            if deadline is not None and time.monotonic() > deadline:
+                raise ScenarioError(f"scenario {self.scenario.name} still running after {timeout}s")
         if self._error is not None:
             raise self._error
         assert self._result is not None
@@ -428,8 +438,7 @@ def run_scenario(scenario: str | Path | Scenario, bootstrap: str, out_dir: str |
     run = start_scenario(scenario, bootstrap, out_dir, run_id=run_id, client_config=client_config,
                          cleanup=cleanup)
     try:
-        while not run.done():
-            run._thread.join(0.2)
+        return run.wait()
     except KeyboardInterrupt:
         run.stop()
-    return run.wait()
+        return run.wait()

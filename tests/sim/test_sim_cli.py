@@ -130,3 +130,16 @@ def test_demo_starts_its_broker_and_stops_cleanly(tmp_path: Path) -> None:
     assert "ground truth at the end" in text
     # the broker the demo started is stopped again
     assert not (tmp_path / "demo" / "broker" / "broker.json").exists()
+
+
+def test_sim_run_unreachable_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from lagscope.deploy.broker import free_port
+
+    out = tmp_path / "o"
+    code, _out, err = _main(capsys, monkeypatch, "sim", "run", "steady", "-b", f"127.0.0.1:{free_port()}",
+                            "-o", str(out))
+    assert code == 1
+    (line,) = _errors(err)
+    assert "cannot reach Kafka" in line
+    assert not out.exists(), "nothing written for a run that never started"
