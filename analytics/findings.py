@@ -1,0 +1,291 @@
+"""The ``anomalies`` table: rules over a partition's series, one small named predicate each.
+
+Episodes (a condition that holds over consecutive sweeps, reported with start and end):
+
+- **stall**: the partition has an owner, lag > 0, and its committed offset has not moved for
+  ``stall_after_s`` while work was pending. Starts when the work became pending or the last
+  commit happened (the later of the two); magnitude = seconds.
+- **stop**: as stall, but nobody owns the partition (the consumer is gone); ``stop_after_s``.
+- **retention_loss**: committed < log start; magnitude = messages never processed (the
+  largest log start − committed of the episode).
+
+Point events (one sweep interval):
+
+- **rewind**: the committed offset went backwards; magnitude = messages processed twice
+  (previous committed − max(new committed, log start)): the duplicates at-least-once allows.
+- **skip**: the committed offset jumped past everything that was pending at the previous sweep
+  (to at least its end) and further than the group has ever consumed in the interval
+  (``> skip_factor × its largest rate × Δt``, at least ``skip_min_messages``), not to the log
+  start (that is a retention reset); magnitude = the jump minus what the previous
+  interval's rate could have processed: messages never processed.
+- **commit_gap**: a gap between commits, with work pending, far beyond the partition's own
+  normal: ``gap > median + k·max(1.4826·MAD, floor)`` over its learned gaps (robust,
+  per partition), and ``≥ min_gap_s``. Gaps long enough to be stalls or stops are reported
+  as those instead. Magnitude = seconds.
+
+Minute-level: **lag_growth** (lag rose and produce > consume for ``growth_min_minutes``
+consecutive minutes; magnitude = messages/s of growth). Group-level: **rebalance_storm**
+(``storm_count`` rebalances within ``storm_window_s``; magnitude = rebalances).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F  # noqa: N812
+
+from lagscope.analytics.series import KEY, series_window
+
+__all__ = [
+    "ANOMALY_COLUMNS",
+    "RuleParams",
+    "commit_gaps",
+    "gap_baselines",
+    "lag_growth_state",
+    "transform_episodes",
+    "transform_gap_anomalies",
+    "transform_lag_growth",
+    "transform_point_events",
+    "transform_storms",
+]
+
+ANOMALY_COLUMNS = ["cluster", "group_id", "topic", "partition", "kind", "start_ts", "end_ts",
+                   "severity", "magnitude", "unit", "detail", "key"]
+
+
+@dataclass(frozen=True)
+class RuleParams:
+    """Thresholds of the anomaly and status rules (seconds unless named otherwise)."""
+
+    stall_after_s: float = 60.0
+    stop_after_s: float = 60.0
+    skip_factor: float = 5.0
+    skip_min_messages: int = 100
+    gap_k: float = 6.0
+    gap_mad_floor_s: float = 1.0
+    gap_min_s: float = 10.0
+    gap_min_samples: int = 5
+    growth_min_minutes: int = 5
+    storm_count: int = 3
+    storm_window_s: float = 600.0
+    warn_lag_s: float = 30.0
+    burrow_window: int = 10
+
+
+def _ts(seconds: Column) -> Column:
+    return F.timestamp_micros((seconds * F.lit(1e6)).cast("long"))
+
+
+def _key(kind: Column, start: Column) -> Column:
+    return F.concat_ws("|", kind, F.col("cluster"), F.col("group_id"), F.coalesce(F.col("topic"), F.lit("")),
+                       F.coalesce(F.col("partition").cast("string"), F.lit("")),
+                       F.unix_millis(start).cast("string"))
+
+
+def _finish(df: DataFrame) -> DataFrame:
+    """Add ``key`` and order the columns as the table has them."""
+    return df.withColumn("key", _key(F.col("kind"), F.col("start_ts"))).select(*ANOMALY_COLUMNS)
+
+
+def transform_episodes(enriched: DataFrame, *, stall_after_s: float, stop_after_s: float) -> DataFrame:
+    """stall, stop and retention_loss episodes over an enriched series (state rows included,
+    so an episode open at the end of the previous step keeps its start)."""
+    lagging = F.coalesce(F.col("lag"), F.lit(0)) > 0
+    owned = F.col("owner").isNotNull()
+    start_idle = F.col("t") - F.col("idle_pending_s")
+    kind = (F.when(F.col("lost"), F.lit("retention_loss"))
+            .when(lagging & owned & (F.col("idle_pending_s") >= stall_after_s), F.lit("stall"))
+            .when(lagging & ~owned & (F.col("idle_pending_s") >= stop_after_s), F.lit("stop")))
+    start = F.when(F.col("lost"), F.col("ret_t")).otherwise(start_idle)
+    w = series_window()
+    df = (enriched.withColumn("_kind", kind).withColumn("_start", F.round(start, 3))
+          .withColumn("_id", F.concat_ws("@", F.col("_kind"), F.col("_start").cast("string"))))
+    df = df.withColumn("_next_id", F.lead("_id").over(w)).withColumn("_next_t", F.lead("t").over(w))
+    ended = F.col("_next_t").isNotNull() & (F.col("_next_id").isNull() | (F.col("_next_id") != F.col("_id")))
+    eps = (df.where(F.col("_kind").isNotNull())
+           .groupBy(*KEY, "_kind", "_start")
+           .agg(F.max("t").alias("_last_t"), F.max(F.when(ended, F.col("_next_t"))).alias("_end"),
+                F.max(F.when(F.col("lost"), F.col("log_start") - F.col("committed"))).alias("_lost")))
+    dur = F.coalesce(F.col("_end"), F.col("_last_t")) - F.col("_start")
+    magnitude = F.when(F.col("_kind") == "retention_loss", F.col("_lost").cast("double")).otherwise(dur)
+    severity = (F.when(F.col("_kind").isin("stop", "retention_loss"), F.lit("critical"))
+                .when(dur >= 5 * stall_after_s, F.lit("critical")).otherwise(F.lit("warning")))
+    unit = F.when(F.col("_kind") == "retention_loss", F.lit("messages")).otherwise(F.lit("s"))
+    detail = F.when(
+        F.col("_kind") == "retention_loss",
+        F.format_string("committed offset fell %d messages below the log start: never processed",
+                        F.col("_lost")),
+    ).otherwise(F.format_string("no commit progress for %.1f s with lag pending (%s)", dur,
+                                F.when(F.col("_kind") == "stall", F.lit("owner still assigned"))
+                                .otherwise(F.lit("no owner"))))
+    out = eps.select(
+        *KEY, F.col("_kind").alias("kind"), _ts(F.col("_start")).alias("start_ts"),
+        _ts(F.col("_end")).alias("end_ts"), severity.alias("severity"), magnitude.alias("magnitude"),
+        unit.alias("unit"), detail.alias("detail"))
+    return _finish(out)
+
+
+def transform_point_events(enriched: DataFrame, *, skip_factor: float, skip_min_messages: int) -> DataFrame:
+    """rewind and skip events on fresh rows."""
+    fresh = enriched.where(~F.col("is_state") & F.col("prev_committed").isNotNull() & F.col("committed").isNotNull())
+    ls = F.coalesce(F.col("log_start"), F.lit(0))
+    rewound = F.col("prev_committed") - F.greatest(F.col("committed"), ls)
+    is_rewind = (F.col("dc") < 0) & (rewound > 0)
+    jump = F.col("committed") - F.greatest(F.col("prev_committed"), ls)
+    # a reset to the latest offset lands at (or past) the end seen before it, in one interval
+    # far faster than the group has ever consumed
+    is_skip = ((jump > skip_min_messages) & (F.col("max_rate_before") > 0)
+               & (F.col("committed") >= F.col("prev_end"))
+               & (jump > F.lit(skip_factor) * F.col("max_rate_before") * F.col("dt")))
+    processed = F.least(jump, F.floor(F.coalesce(F.col("prev_rate"), F.lit(0.0)) * F.col("dt")).cast("long"))
+    ev = fresh.select(
+        *KEY, "t", "dt",
+        F.when(is_rewind, F.lit("rewind")).when(is_skip, F.lit("skip")).alias("kind"),
+        F.when(is_rewind, rewound).when(is_skip, jump - processed).cast("double").alias("magnitude"),
+    ).where(F.col("kind").isNotNull())
+    detail = F.when(F.col("kind") == "rewind", F.format_string(
+        "committed offset went back: %.0f messages will be processed again", F.col("magnitude"))).otherwise(
+        F.format_string("committed offset jumped past %.0f messages that were never processed", F.col("magnitude")))
+    out = ev.select(
+        *KEY, "kind", _ts(F.col("t") - F.col("dt")).alias("start_ts"), _ts(F.col("t")).alias("end_ts"),
+        F.when(F.col("kind") == "skip", F.lit("critical")).otherwise(F.lit("warning")).alias("severity"),
+        "magnitude", F.lit("messages").alias("unit"), detail.alias("detail"))
+    return _finish(out)
+
+
+def commit_gaps(enriched: DataFrame) -> DataFrame:
+    """Closed commit gaps with work pending: ``KEY, t, gap_s`` (fresh rows that changed the
+    committed offset while the previous sweep had lag)."""
+    w = series_window()
+    df = enriched.withColumn("_prev_pending", F.lag("pending_t").over(w))
+    since = F.greatest(F.col("prev_change_t"), F.coalesce(F.col("_prev_pending"), F.col("prev_change_t")))
+    return df.where(
+        ~F.col("is_state") & F.col("changed") & (F.coalesce(F.col("prev_lag"), F.lit(0)) > 0)
+        & F.col("prev_change_t").isNotNull()
+    ).select(*KEY, "t", (F.col("t") - since).alias("gap_s"), "owner")
+
+
+def gap_baselines(gaps: DataFrame, samples: DataFrame | None = None) -> DataFrame:
+    """Per key: ``gap_median_s``, ``gap_mad_s`` and ``gap_n`` over the learned gaps
+    (``samples``: earlier steps' ``KEY, gap_s``) and this step's."""
+    g = gaps.select(*KEY, "gap_s")
+    if samples is not None:
+        g = g.unionByName(samples.select(*KEY, "gap_s"))
+    med = g.groupBy(*KEY).agg(F.percentile("gap_s", 0.5).alias("gap_median_s"), F.count("*").alias("gap_n"))
+    dev = g.join(med, KEY).groupBy(*KEY).agg(
+        F.percentile(F.abs(F.col("gap_s") - F.col("gap_median_s")), 0.5).alias("gap_mad_s"))
+    return med.join(dev, KEY)
+
+
+def transform_gap_anomalies(gaps: DataFrame, baselines: DataFrame, *, k: float, mad_floor_s: float,
+                            min_gap_s: float, min_samples: int, max_gap_s: float) -> DataFrame:
+    """commit_gap anomalies: gaps beyond the key's own robust threshold (and below
+    ``max_gap_s``, from which on stall/stop episodes report them)."""
+    threshold = F.col("gap_median_s") + F.lit(k) * F.greatest(F.col("gap_mad_s") * 1.4826, F.lit(mad_floor_s))
+    df = gaps.join(baselines, KEY).where(
+        (F.col("gap_n") >= min_samples) & (F.col("gap_s") > threshold) & (F.col("gap_s") >= min_gap_s)
+        & (F.col("gap_s") < max_gap_s))
+    out = df.select(
+        *KEY, F.lit("commit_gap").alias("kind"), _ts(F.col("t") - F.col("gap_s")).alias("start_ts"),
+        _ts(F.col("t")).alias("end_ts"), F.lit("warning").alias("severity"), F.col("gap_s").alias("magnitude"),
+        F.lit("s").alias("unit"),
+        F.format_string("%.1f s between commits with lag pending; this partition's normal is %.1f s "
+                        "(MAD %.1f s)", F.col("gap_s"), F.col("gap_median_s"), F.col("gap_mad_s")).alias("detail"))
+    return _finish(out)
+
+
+def transform_lag_growth(minutes: DataFrame, *, min_minutes: int) -> DataFrame:
+    """lag_growth over partition-minute rows (``KEY, window_start, lag_last, produce_rate,
+    consume_rate`` and optional state rows ``is_state`` with ``m_g_start``/``m_g_lag0``/``m_g_n``)."""
+    if "is_state" not in minutes.columns:
+        minutes = minutes.withColumn("is_state", F.lit(False))
+    for c, dtype in (("m_g_start", "timestamp"), ("m_g_lag0", "long"), ("m_g_n", "int")):
+        if c not in minutes.columns:
+            minutes = minutes.withColumn(c, F.lit(None).cast(dtype))
+    w = Window.partitionBy(*KEY).orderBy("window_start")
+    upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    prev_lag = F.lag("lag_last").over(w)
+    grows = (~F.col("is_state") & (F.col("lag_last") > prev_lag)
+             & (F.coalesce(F.col("produce_rate"), F.lit(0.0)) > F.coalesce(F.col("consume_rate"), F.lit(0.0))))
+    # a state row whose run is open counts as growing, so the run carries on across steps
+    df = minutes.withColumn("_grows", F.coalesce(grows, F.lit(False)) | (
+        F.col("is_state") & F.col("m_g_start").isNotNull()))
+    df = df.withColumn("_prev_grows", F.coalesce(F.lag("_grows").over(w), F.lit(False)))
+    df = df.withColumn("_prev_lag", prev_lag)
+    # the run: a state row continues it (m_g_*); a growing minute after a non-growing one starts it
+    start_mark = (F.when(F.col("is_state"), F.struct(F.col("m_g_start").alias("s"), F.col("m_g_lag0").alias("l0")))
+                  .when(F.col("_grows") & ~F.col("_prev_grows"),
+                        F.struct(F.col("window_start").alias("s"), F.col("_prev_lag").alias("l0"))))
+    df = df.withColumn("_run", F.last(start_mark, ignorenulls=True).over(upto))
+    df = df.withColumn("_in", F.col("_grows"))
+    df = df.withColumn("_next_in", F.lead("_in").over(w)).withColumn("_next_ws", F.lead("window_start").over(w))
+    runs = (df.where(F.col("_in")).groupBy(*KEY, F.col("_run.s").alias("_s"), F.col("_run.l0").alias("_l0"))
+            .agg(F.sum(F.when(~F.col("is_state"), 1).otherwise(F.coalesce(F.col("m_g_n"), F.lit(0)))).alias("_n"),
+                 F.max_by("lag_last", "window_start").alias("_lag_end"),
+                 F.max("window_start").alias("_last"),
+                 F.max(F.when(F.col("_next_in") == False, F.col("_next_ws"))).alias("_end")))  # noqa: E712
+    runs = runs.where(F.col("_n") >= min_minutes)
+    end_t = F.coalesce(F.col("_end"), F.col("_last") + F.expr("INTERVAL 1 MINUTE"))
+    secs = F.unix_micros(end_t).cast("double") / 1e6 - F.unix_micros(F.col("_s")).cast("double") / 1e6
+    mag = (F.col("_lag_end") - F.coalesce(F.col("_l0"), F.lit(0))).cast("double") / secs
+    out = runs.select(
+        *KEY, F.lit("lag_growth").alias("kind"), F.col("_s").alias("start_ts"), F.col("_end").alias("end_ts"),
+        F.lit("warning").alias("severity"), mag.alias("magnitude"), F.lit("messages/s").alias("unit"),
+        F.format_string("lag grew for %d consecutive minutes at %.1f messages/s", F.col("_n"), mag).alias("detail"))
+    return _finish(out)
+
+
+def lag_growth_state(minutes: DataFrame, *, min_minutes: int) -> DataFrame:
+    """The last partition-minute row per key with its open growth run (for the next step)."""
+    del min_minutes
+    w = Window.partitionBy(*KEY).orderBy("window_start")
+    upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    if "is_state" not in minutes.columns:
+        minutes = minutes.withColumn("is_state", F.lit(False))
+    for c, dtype in (("m_g_start", "timestamp"), ("m_g_lag0", "long"), ("m_g_n", "int")):
+        if c not in minutes.columns:
+            minutes = minutes.withColumn(c, F.lit(None).cast(dtype))
+    prev_lag = F.lag("lag_last").over(w)
+    grows = (~F.col("is_state") & (F.col("lag_last") > prev_lag)
+             & (F.coalesce(F.col("produce_rate"), F.lit(0.0)) > F.coalesce(F.col("consume_rate"), F.lit(0.0))))
+    df = minutes.withColumn("_grows", F.coalesce(grows, F.lit(False)) | (
+        F.col("is_state") & F.col("m_g_start").isNotNull()))
+    df = df.withColumn("_prev_lag", prev_lag)
+    df = df.withColumn("_blk", F.sum(F.when(~F.col("_grows"), 1).otherwise(0)).over(upto))
+    wb = Window.partitionBy(*KEY, "_blk").orderBy("window_start").rowsBetween(Window.unboundedPreceding, 0)
+    df = df.withColumn("_n", F.sum(F.when(F.col("is_state"), F.coalesce(F.col("m_g_n"), F.lit(0)))
+                                   .when(F.col("_grows"), 1).otherwise(0)).over(wb))
+    df = df.withColumn("_s", F.first(F.when(F.col("is_state"), F.col("m_g_start")).when(
+        F.col("_grows"), F.col("window_start")), ignorenulls=True).over(wb))
+    df = df.withColumn("_l0", F.first(F.when(F.col("is_state"), F.col("m_g_lag0")).when(
+        F.col("_grows"), F.col("_prev_lag")), ignorenulls=True).over(wb))
+    last = df.withColumn("_rn", F.row_number().over(Window.partitionBy(*KEY).orderBy(F.col("window_start").desc())))
+    last = last.where(F.col("_rn") == 1)
+    return last.select(
+        *KEY, "window_start", "lag_last", "produce_rate", "consume_rate",
+        F.when(F.col("_grows"), F.col("_s")).alias("m_g_start"),
+        F.when(F.col("_grows"), F.col("_l0")).alias("m_g_lag0"),
+        F.when(F.col("_grows"), F.col("_n")).cast("int").alias("m_g_n"),
+        F.lit(True).alias("is_state"))
+
+
+def transform_storms(rebalances: DataFrame, *, count: int, window_s: float) -> DataFrame:
+    """rebalance_storm: ``count`` or more rebalance windows starting within ``window_s``.
+    Consecutive stormy rebalances form one storm, keyed by its first rebalance's start."""
+    r = rebalances.select("cluster", "group_id", "start_ts", "end_ts").withColumn(
+        "_t", F.unix_millis("start_ts"))
+    wg = Window.partitionBy("cluster", "group_id").orderBy("_t")
+    trailing = wg.rangeBetween(-int(window_s * 1000), 0)
+    r = (r.withColumn("_n", F.count("*").over(trailing)).withColumn("_first", F.min("start_ts").over(trailing)))
+    r = r.withColumn("_stormy", F.col("_n") >= count)
+    r = r.withColumn("_new", F.col("_stormy") & ~F.coalesce(F.lag("_stormy").over(wg), F.lit(False)))
+    r = r.withColumn("_sid", F.sum(F.col("_new").cast("int")).over(wg.rowsBetween(Window.unboundedPreceding, 0)))
+    storms = r.where("_stormy").groupBy("cluster", "group_id", "_sid").agg(
+        F.min("_first").alias("start_ts"), F.max("end_ts").alias("end_ts"), F.max("_n").alias("_n"))
+    out = storms.select(
+        "cluster", "group_id", F.lit(None).cast("string").alias("topic"), F.lit(None).cast("int").alias("partition"),
+        F.lit("rebalance_storm").alias("kind"), "start_ts", "end_ts", F.lit("warning").alias("severity"),
+        F.col("_n").cast("double").alias("magnitude"), F.lit("rebalances").alias("unit"),
+        F.format_string("%d rebalances within %.0f s", F.col("_n"), F.lit(window_s)).alias("detail"))
+    return _finish(out)

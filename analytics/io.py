@@ -1,0 +1,171 @@
+"""I/O at the edges: read lake tables into Spark, write result tables, keep the checkpoint.
+
+Results are written like the lake (``<results>/<table>/cluster=…/date=…/*.parquet``): Spark
+writes them into a hidden staging folder (``<results>/.staging/<run>``), then each file is
+renamed into its partition. A *batch* run then deletes the files its new ones replace (every
+other file of the partitions it wrote); an *incremental* step names its files after the range
+it covered (``inc-<from>-<to>-…``) and replaces only files of that same range, so re-running
+a step (after a crash between writing and checkpointing) replaces its output instead of
+adding to it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T  # noqa: N812
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from lagscope.errors import LakeError
+from lagscope.schema import TABLES
+
+__all__ = [
+    "Checkpoint",
+    "commit_results",
+    "read_checkpoint",
+    "read_lake",
+    "read_state",
+    "spark_schema",
+    "write_checkpoint",
+    "write_state",
+]
+
+
+def spark_schema(table: str, *, with_partitions: bool = True) -> T.StructType:
+    """The Spark schema of a lake or result table (plus ``cluster`` and ``date`` strings)."""
+    schema: pa.Schema = TABLES[table].schema
+    if with_partitions:
+        schema = schema.append(pa.field("cluster", pa.string())).append(pa.field("date", pa.string()))
+    return from_arrow_schema(schema)
+
+
+def _dates(since: dt.date, until: dt.date) -> list[str]:
+    days = (until - since).days
+    return [(since + dt.timedelta(days=i)).isoformat() for i in range(days + 1)]
+
+
+def _partition_paths(root: Path, table: str, clusters: Iterable[str] | None, since: dt.date,
+                     until: dt.date) -> list[str]:
+    folder = root / table
+    if not folder.is_dir():
+        return []
+    wanted = set(_dates(since, until))
+    names = set(clusters) if clusters else None
+    paths: list[str] = []
+    for cdir in sorted(folder.glob("cluster=*")):
+        if names is not None and cdir.name.removeprefix("cluster=") not in names:
+            continue
+        for ddir in sorted(cdir.glob("date=*")):
+            if ddir.name.removeprefix("date=") in wanted and any(
+                    p.suffix == ".parquet" and not p.name.startswith((".", "_")) for p in ddir.iterdir()):
+                paths.append(str(ddir))
+    return paths
+
+
+def read_lake(spark: SparkSession, root: Path | str, table: str, *, since: dt.date, until: dt.date,
+              clusters: Iterable[str] | None = None) -> DataFrame:
+    """The rows of ``table`` in the date partitions ``since … until`` (only those folders are
+    listed, so the cost follows the range, not the lake). Columns missing from older files read
+    as null; an absent table reads as empty."""
+    root = Path(root)
+    schema = spark_schema(table)
+    paths = _partition_paths(root, table, clusters, since, until)
+    if not paths:
+        return spark.createDataFrame([], schema)
+    try:
+        return spark.read.schema(schema).option("basePath", str(root / table)).parquet(*paths)
+    except Exception as exc:  # Spark raises its own AnalysisException family
+        raise LakeError(f"cannot read lake table {table} under {root}: {exc}") from exc
+
+
+def commit_results(results: Path | str, table: str, df: DataFrame, *, mode: str, tag: str) -> int:
+    """Write ``df`` (with ``cluster`` and ``date`` columns) as result ``table``.
+
+    ``mode="batch"``: the partitions written are replaced whole. ``mode="incremental"``: files
+    tagged ``tag`` (the step's range) are replaced, others kept. Returns the files written.
+    """
+    if mode not in ("batch", "incremental"):
+        raise ValueError(f"unknown write mode {mode!r}")
+    root = Path(results)
+    staging = root / ".staging" / f"{table}-{uuid.uuid4().hex[:12]}"
+    columns = [f.name for f in TABLES[table].schema] + ["cluster", "date"]
+    extra = [c for c in df.columns if c not in columns]
+    try:
+        df.select(*columns, *extra).write.mode("overwrite").partitionBy("cluster", "date").parquet(str(staging))
+        written = 0
+        for cdir in sorted(staging.glob("cluster=*")):
+            for ddir in sorted(cdir.glob("date=*")):
+                final = root / table / cdir.name / ddir.name
+                final.mkdir(parents=True, exist_ok=True)
+                prefix = f"{tag}-"
+                new: list[Path] = []
+                for i, f in enumerate(sorted(ddir.glob("*.parquet"))):
+                    target = final / f"{prefix}{i:05d}.parquet"
+                    os.replace(f, target)
+                    new.append(target)
+                    written += 1
+                keep = {p.name for p in new}
+                for old in final.glob("*.parquet"):
+                    if old.name in keep:
+                        continue
+                    if mode == "batch" or old.name.startswith(prefix):
+                        old.unlink(missing_ok=True)
+        return written
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------
+# checkpoint and state
+# --------------------------------------------------------------------------------------------
+
+class Checkpoint(dict[str, Any]):
+    """``{"watermark": ISO time, "version": str, "clusters": [...]}`` of the incremental mode."""
+
+
+def _state_root(results: Path | str) -> Path:
+    return Path(results) / "_state"
+
+
+def read_checkpoint(results: Path | str) -> Checkpoint | None:
+    path = _state_root(results) / "checkpoint.json"
+    if not path.exists():
+        return None
+    try:
+        return Checkpoint(json.loads(path.read_text()))
+    except (OSError, ValueError) as exc:
+        raise LakeError(f"unreadable analytics checkpoint {path}: {exc}") from exc
+
+
+def write_checkpoint(results: Path | str, cp: Checkpoint) -> None:
+    """Atomically replace the checkpoint, then drop state versions it no longer points to."""
+    root = _state_root(results)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / f".checkpoint-{uuid.uuid4().hex[:8]}.json"
+    tmp.write_text(json.dumps(cp, indent=1, sort_keys=True))
+    os.replace(tmp, root / "checkpoint.json")
+    for d in root.glob("v-*"):
+        if d.name != cp["version"]:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def write_state(results: Path | str, version: str, parts: dict[str, DataFrame]) -> None:
+    base = _state_root(results) / version
+    for name, df in parts.items():
+        df.write.mode("overwrite").parquet(str(base / name))
+
+
+def read_state(spark: SparkSession, results: Path | str, version: str, name: str) -> DataFrame | None:
+    path = _state_root(results) / version / name
+    if not path.exists():
+        return None
+    return spark.read.parquet(str(path))

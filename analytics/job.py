@@ -1,0 +1,315 @@
+"""The analytics job: one *step* turns lake rows (plus the previous step's state) into the four
+result tables and the next state. A batch run is one step from an empty state over whole
+days; an incremental run is one step over the sweeps newer than its checkpoint.
+
+What a step carries to the next (all bounded by the number of partitions and groups, not by
+the length of the history):
+
+- ``series``: the last sweep row per (cluster, group, topic, partition) with its running
+  markers (last commit change, pending-work start, largest consume rate, open retention-loss
+  episode, last end-offset change);
+- ``history``: the end-offset points still above the group's committed offset (for lag in
+  seconds), older ones merged per minute;
+- ``gaps``: the last 64 commit gaps per partition (its learned normal);
+- ``entries``: the last N Burrow entries per partition;
+- ``minutes``: the last minute row per partition with its open lag-growth run;
+- ``msweeps``: each group's member sweeps since its last settled sweep (open rebalances);
+- ``recent_rebalances``: rebalances of the storm window.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import functions as F  # noqa: N812
+
+from lagscope.analytics import findings, rebalances, status, trends
+from lagscope.analytics.findings import RuleParams
+from lagscope.analytics.io import (
+    Checkpoint,
+    commit_results,
+    read_checkpoint,
+    read_lake,
+    read_state,
+    write_checkpoint,
+    write_state,
+)
+from lagscope.analytics.series import KEY, enrich_series, prepare_series, state_rows
+from lagscope.errors import ConfigError
+
+__all__ = ["Settings", "StepResult", "run_batch", "run_incremental", "run_step"]
+
+log = logging.getLogger(__name__)
+
+_GAP_SAMPLES = 64
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything a run needs besides its input."""
+
+    rules: RuleParams = field(default_factory=RuleParams)
+    read_committed_groups: tuple[str, ...] = ()
+    session_timeout_s: float = 45.0
+    heartbeat_s: float = 3.0
+    network_s: float = 1.0
+    rebalance_timeout_s: float = 300.0
+    history_recent_s: float = 600.0
+
+
+@dataclass
+class StepResult:
+    tables: dict[str, DataFrame]
+    state: dict[str, DataFrame]
+
+
+def _secs(c: Column) -> Column:
+    return F.unix_micros(c).cast("double") / F.lit(1e6)
+
+
+def _timeouts(group_events: DataFrame | None) -> DataFrame | None:
+    if group_events is None:
+        return None
+    ev = group_events.where(F.col("record_type") == "group_metadata").select(
+        "cluster", "group_id", "generation", "record_ts", F.explode_outer("members").alias("m"))
+    return ev.groupBy("cluster", "group_id", "generation").agg(
+        (F.max("m.session_timeout_ms") / 1000.0).alias("session_timeout_s"),
+        (F.max("m.rebalance_timeout_ms") / 1000.0).alias("rebalance_timeout_s"),
+        F.min(_secs(F.col("record_ts"))).alias("gen_t"))
+
+
+def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
+             state: dict[str, DataFrame] | None = None, commits: DataFrame | None = None,
+             group_events: DataFrame | None = None, as_of: dt.datetime | None = None) -> StepResult:
+    """One analytics step (pure: DataFrames in, DataFrames out)."""
+    st = state or {}
+    p = settings.rules
+    series = prepare_series(offsets, settings.read_committed_groups)
+    enriched = enrich_series(series, st.get("series")).persist(StorageLevel.MEMORY_AND_DISK)
+    rows = trends.transform_lag_seconds(enriched, st.get("history")).persist(StorageLevel.MEMORY_AND_DISK)
+    lag_trends = trends.transform_lag_trends(rows)
+
+    # anomalies
+    episodes = findings.transform_episodes(enriched, stall_after_s=p.stall_after_s, stop_after_s=p.stop_after_s)
+    points = findings.transform_point_events(enriched, skip_factor=p.skip_factor,
+                                             skip_min_messages=p.skip_min_messages)
+    gaps = findings.commit_gaps(enriched)
+    baselines = findings.gap_baselines(gaps, st.get("gaps"))
+    gap_anoms = findings.transform_gap_anomalies(
+        gaps, baselines, k=p.gap_k, mad_floor_s=p.gap_mad_floor_s, min_gap_s=p.gap_min_s,
+        min_samples=p.gap_min_samples, max_gap_s=min(p.stall_after_s, p.stop_after_s))
+    part_minutes = lag_trends.where(F.col("partition").isNotNull()).select(
+        *KEY, "window_start", "lag_last", "produce_rate", "consume_rate")
+    minutes_in = part_minutes
+    if st.get("minutes") is not None:
+        minutes_in = part_minutes.unionByName(st["minutes"], allowMissingColumns=True)
+    growth = findings.transform_lag_growth(minutes_in, min_minutes=p.growth_min_minutes)
+
+    # rebalances
+    msweeps = rebalances.member_sweeps(members).withColumn("is_state", F.lit(False))
+    if st.get("msweeps") is not None:
+        msweeps = msweeps.unionByName(st["msweeps"].drop("group_lag"), allowMissingColumns=True)
+    fresh = rows
+    alive = fresh.where(F.col("owner").isNotNull() & (F.col("changed") | (F.coalesce(F.col("lag"), F.lit(0)) == 0)))
+    alive = alive.select("cluster", "group_id", "owner", F.col("t").alias("alive_t"))
+    if st.get("series") is not None:
+        alive = alive.unionByName(st["series"].where(F.col("owner").isNotNull() & F.col("m_change_t").isNotNull())
+                                  .select("cluster", "group_id", "owner", F.col("m_change_t").alias("alive_t")))
+    alive = alive.groupBy("cluster", "group_id", "owner").agg(F.max("alive_t").alias("alive_t"))
+    group_lag = fresh.groupBy("cluster", "group_id", "t").agg(F.sum("lag").alias("group_lag"))
+    if st.get("msweeps") is not None:
+        group_lag = group_lag.unionByName(st["msweeps"].where(F.col("group_lag").isNotNull()).select(
+            "cluster", "group_id", "t", "group_lag"))
+    changes = fresh.where(F.col("changed")).select(*KEY, "t")
+    if st.get("series") is not None:
+        changes = changes.unionByName(st["series"].where(F.col("m_change_t").isNotNull()).select(
+            *KEY, F.col("m_change_t").alias("t")))
+    commit_times = None
+    if commits is not None:
+        commit_times = commits.where(F.col("committed_offset").isNotNull()).select(
+            *KEY, _secs(F.coalesce(F.col("commit_ts"), F.col("record_ts"))).alias("t"))
+    rb = rebalances.transform_rebalances(
+        msweeps, alive, group_lag, changes, timeouts=_timeouts(group_events), commits=commit_times,
+        session_timeout_s=settings.session_timeout_s, heartbeat_s=settings.heartbeat_s,
+        network_s=settings.network_s, rebalance_timeout_s=settings.rebalance_timeout_s)
+    rb = rb.persist(StorageLevel.MEMORY_AND_DISK)
+    recent_in = rb.select("cluster", "group_id", "start_ts", "end_ts")
+    if st.get("recent_rebalances") is not None:
+        recent_in = recent_in.unionByName(st["recent_rebalances"])
+    storms = findings.transform_storms(recent_in, count=p.storm_count, window_s=p.storm_window_s)
+
+    anomalies = (episodes.unionByName(points).unionByName(gap_anoms).unionByName(growth).unionByName(storms)
+                 .withColumn("date", F.date_format("start_ts", "yyyy-MM-dd")))
+
+    # status
+    entries = status.burrow_entries(enriched, st.get("entries"))
+    stat = status.transform_status(rows, entries, n=p.burrow_window, stall_after_s=p.stall_after_s,
+                                   stop_after_s=p.stop_after_s, warn_lag_s=p.warn_lag_s)
+
+    stamp = F.lit(as_of or dt.datetime.now(dt.UTC)).cast("timestamp")
+    tables = {
+        "lag_trends": lag_trends,
+        "rebalances": rb.withColumn("as_of_ts", stamp),
+        "anomalies": anomalies.withColumn("as_of_ts", stamp),
+        "status": stat,
+    }
+
+    # the next step's state
+    last = state_rows(enriched)
+    hist_all = trends.history_points(enriched)
+    if st.get("history") is not None:
+        hist_all = hist_all.unionByName(st["history"])
+    history = trends.compact_history(hist_all, last, recent_s=settings.history_recent_s)
+    gap_samples = gaps.select(*KEY, "t", "gap_s")
+    if st.get("gaps") is not None:
+        gap_samples = gap_samples.unionByName(st["gaps"].select(*KEY, "t", "gap_s"))
+    gw = Window.partitionBy(*KEY).orderBy(F.col("t").desc())
+    gap_samples = gap_samples.withColumn("_rn", F.row_number().over(gw)).where(
+        F.col("_rn") <= _GAP_SAMPLES).drop("_rn")
+    settled_w = Window.partitionBy("cluster", "group_id")
+    ms = msweeps.withColumn("_last_settled", F.max(F.when(F.col("settled"), F.col("t"))).over(settled_w))
+    ms = ms.where(F.col("_last_settled").isNull() | (F.col("t") >= F.col("_last_settled"))).drop("_last_settled")
+    ms = ms.withColumn("is_state", F.lit(True)).join(group_lag, ["cluster", "group_id", "t"], "left")
+    last_storm = F.max("start_ts").over(Window.partitionBy("cluster", "group_id"))
+    recent = recent_in.withColumn("_l", last_storm).where(
+        F.col("start_ts") >= F.col("_l") - F.expr(f"INTERVAL {int(p.storm_window_s)} SECONDS")).drop("_l")
+    new_state = {
+        "series": last,
+        "history": history,
+        "gaps": gap_samples,
+        "entries": status.entries_state(entries, p.burrow_window),
+        "minutes": findings.lag_growth_state(minutes_in, min_minutes=p.growth_min_minutes),
+        "msweeps": ms,
+        "recent_rebalances": recent,
+    }
+    return StepResult(tables=tables, state=new_state)
+
+
+# --------------------------------------------------------------------------------------------
+# runs
+# --------------------------------------------------------------------------------------------
+
+@contextmanager
+def _progress(spark: SparkSession, enabled: bool, interval_s: float = 2.0) -> Iterator[None]:
+    """Log Spark stage progress every ``interval_s`` while the block runs."""
+    if not enabled:
+        yield
+        return
+    stop = threading.Event()
+    tracker = spark.sparkContext.statusTracker()
+
+    def loop() -> None:
+        last = ""
+        while not stop.wait(interval_s):
+            parts = []
+            for sid in tracker.getActiveStageIds():
+                info = tracker.getStageInfo(sid)
+                if info is not None:
+                    parts.append(f"stage {sid}: {info.numCompletedTasks}/{info.numTasks} tasks")
+            line = "; ".join(parts)
+            if line and line != last:
+                log.info("progress: %s", line)
+                last = line
+
+    th = threading.Thread(target=loop, name="lagscope-progress", daemon=True)
+    th.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        th.join(timeout=interval_s * 2)
+
+
+def _read_inputs(spark: SparkSession, lake: Path, since: dt.date, until: dt.date,
+                 clusters: Sequence[str] | None) -> dict[str, DataFrame | None]:
+    got: dict[str, DataFrame | None] = {}
+    for name in ("offsets", "members", "commits", "group_events"):
+        got[name] = read_lake(spark, lake, name, since=since, until=until, clusters=clusters)
+    for name in ("commits", "group_events"):
+        df = got[name]
+        if df is not None and not (lake / name).exists():
+            got[name] = None
+    return got
+
+
+def _write_all(results: Path, tables: dict[str, DataFrame], *, mode: str, tag: str,
+               keep: Column | None = None) -> dict[str, int]:
+    written = {}
+    for name, df in tables.items():
+        out = df.where(keep) if keep is not None else df
+        written[name] = commit_results(results, name, out, mode=mode, tag=tag)
+    return written
+
+
+def run_batch(spark: SparkSession, lake: Path | str, results: Path | str, *, since: dt.date, until: dt.date,
+              settings: Settings, clusters: Sequence[str] | None = None, progress: bool = True) -> dict[str, int]:
+    """Analyse whole UTC days ``since … until`` and overwrite those days' result partitions."""
+    if until < since:
+        raise ConfigError(f"--until {until} is before --since {since}")
+    lake, results = Path(lake), Path(results)
+    inp = _read_inputs(spark, lake, since, until, clusters)
+    offsets, members = inp["offsets"], inp["members"]
+    if offsets is None or members is None:  # read_lake always returns a frame; keeps mypy exact
+        raise ConfigError("the lake has no offsets/members tables")
+    step = run_step(offsets, members, settings=settings, commits=inp["commits"],
+                    group_events=inp["group_events"],
+                    as_of=dt.datetime.combine(until + dt.timedelta(days=1), dt.time(), dt.UTC))
+    days = [(since + dt.timedelta(days=i)).isoformat() for i in range((until - since).days + 1)]
+    with _progress(spark, progress):
+        written = _write_all(results, step.tables, mode="batch", tag=f"batch-{since}-{until}",
+                             keep=F.col("date").isin(days))
+    spark.catalog.clearCache()
+    return written
+
+
+def run_incremental(spark: SparkSession, lake: Path | str, results: Path | str, *, settings: Settings,
+                    until: dt.datetime, since: dt.datetime | None = None,
+                    clusters: Sequence[str] | None = None, progress: bool = False) -> dict[str, int]:
+    """Analyse the sweeps in ``[checkpoint, until)`` (``until`` rounded down to the minute),
+    carrying the state; append the results and move the checkpoint. Returns files written
+    (empty when there was nothing new)."""
+    lake, results = Path(lake), Path(results)
+    until = until.astimezone(dt.UTC).replace(second=0, microsecond=0)
+    cp = read_checkpoint(results)
+    if cp is not None:
+        start = dt.datetime.fromisoformat(cp["watermark"])
+    elif since is not None:
+        start = since.astimezone(dt.UTC)
+    else:
+        raise ConfigError("no checkpoint yet: give --since for the first incremental run")
+    if until <= start:
+        return {}
+    inp = _read_inputs(spark, lake, start.date(), until.date(), clusters)
+    in_range = (F.col("sweep_ts") >= F.lit(start)) & (F.col("sweep_ts") < F.lit(until))
+    offsets = inp["offsets"].where(in_range)  # type: ignore[union-attr]
+    members = inp["members"].where(in_range)  # type: ignore[union-attr]
+    commits = inp["commits"]
+    if commits is not None:
+        commits = commits.where((F.col("record_ts") >= F.lit(start - dt.timedelta(minutes=15)))
+                                & (F.col("record_ts") < F.lit(until)))
+    events = inp["group_events"]
+    state: dict[str, DataFrame] = {}
+    if cp is not None:
+        for name in ("series", "history", "gaps", "entries", "minutes", "msweeps", "recent_rebalances"):
+            df = read_state(spark, results, cp["version"], name)
+            if df is not None:
+                state[name] = df
+    step = run_step(offsets, members, settings=settings, state=state, commits=commits, group_events=events,
+                    as_of=until)
+    tag = f"inc-{int(start.timestamp() * 1000)}-{int(until.timestamp() * 1000)}"
+    with _progress(spark, progress):
+        written = _write_all(results, step.tables, mode="incremental", tag=tag)
+        version = f"v-{int(until.timestamp())}-{uuid.uuid4().hex[:6]}"
+        write_state(results, version, step.state)
+    write_checkpoint(results, Checkpoint(watermark=until.isoformat(), version=version))
+    spark.catalog.clearCache()
+    return written

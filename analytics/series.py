@@ -1,0 +1,190 @@
+"""Per-partition time series: the sweep rows of one (cluster, group, topic, partition), in time
+order, with the running values every rule needs (previous sample, last commit, pending work).
+
+Pure transforms: DataFrame in, DataFrame out, plain values as parameters.
+
+The *series* of a key ``(cluster, group_id, topic, partition)`` is one row per sweep:
+
+- ``ts`` (timestamp) and ``t`` (epoch seconds, double) of the sweep;
+- ``committed`` (null when the group has no commit), ``end`` (the end the group reads to:
+  the last stable offset for read_committed groups, else the high watermark), ``log_start``;
+- ``lag`` = max(0, end − committed) (null without a commit); ``owner`` (member id or null);
+- ``rec_ts``: produce time of the record at the committed offset when the collector fetched it.
+
+Incremental runs prepend one *state row* per key (``is_state`` true): the last row of the
+previous step, carrying its running markers (``m_change_t``, ``m_pending_t``, ``m_max_rate``).
+Every running value below is a ``last(…, ignorenulls)`` or ``max`` over the rows so far, so
+a state row seeds it exactly as if the whole history had been read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame, Window, WindowSpec
+from pyspark.sql import functions as F  # noqa: N812
+from pyspark.sql import types as T  # noqa: N812
+
+__all__ = [
+    "KEY",
+    "SERIES_COLUMNS",
+    "STATE_MARKERS",
+    "enrich_series",
+    "prepare_series",
+    "series_window",
+]
+
+#: the identity of a series
+KEY = ["cluster", "group_id", "topic", "partition"]
+
+#: the columns of a prepared series row (before enrichment)
+SERIES_COLUMNS = [*KEY, "ts", "t", "committed", "end", "log_start", "lag", "owner", "group_state",
+                  "rec_ts"]
+
+#: running markers a state row carries (null on fresh rows)
+STATE_MARKERS: dict[str, T.DataType] = {
+    "m_change_t": T.DoubleType(),   # time of the last observed change of the committed offset
+    "m_pending_t": T.DoubleType(),  # time since which work has been pending (lag > 0), or null
+    "m_max_rate": T.DoubleType(),   # largest consume rate (messages/s) observed so far
+    "m_ret_t": T.DoubleType(),      # start of the open retention-loss episode, or null
+    "m_end_t": T.DoubleType(),      # time of the last observed change of the end offset
+}
+
+
+def series_window() -> WindowSpec:
+    return Window.partitionBy(*KEY).orderBy("t")
+
+
+def _epoch_s(col: Column) -> Column:
+    return F.unix_micros(col).cast("double") / F.lit(1e6)
+
+
+def prepare_series(offsets: DataFrame, read_committed_groups: Sequence[str] = ()) -> DataFrame:
+    """Lake ``offsets`` rows → series rows (see the module doc).
+
+    The end a group reads to is the last stable offset when the group is listed in
+    ``read_committed_groups`` or when the collector's ``lag`` shows it used that end
+    (``lag == max(0, lso − committed) != max(0, hw − committed)``), else the high watermark.
+    """
+    cols = set(offsets.columns)
+    committed = F.col("committed_offset")
+    hw = F.col("log_end_offset")
+    lso = F.col("last_stable_offset")
+    collector_lag = F.col("lag") if "lag" in cols else F.lit(None).cast("long")
+    by_lag = (lso.isNotNull() & (lso < hw) & committed.isNotNull() & collector_lag.isNotNull()
+              & (collector_lag == F.greatest(F.lit(0), lso - committed))
+              & (collector_lag != F.greatest(F.lit(0), hw - committed)))
+    listed = F.col("group_id").isin(list(read_committed_groups)) if read_committed_groups else F.lit(False)
+    end = F.when(listed | by_lag, F.coalesce(lso, hw)).otherwise(hw)
+    rec_ts = F.col("committed_record_ts") if "committed_record_ts" in cols else F.lit(None).cast("timestamp")
+    return offsets.select(
+        F.col("cluster"), F.col("group_id"), F.col("topic"), F.col("partition").cast("int").alias("partition"),
+        F.col("sweep_ts").alias("ts"), _epoch_s(F.col("sweep_ts")).alias("t"),
+        committed.alias("committed"), end.alias("end"), F.col("log_start_offset").alias("log_start"),
+        F.when(committed.isNull(), F.lit(None).cast("long"))
+         .otherwise(F.greatest(F.lit(0).cast("long"), end - committed)).alias("lag"),
+        F.col("member_id").alias("owner"), F.col("group_state"), rec_ts.alias("rec_ts"),
+    )
+
+
+def _with_markers(df: DataFrame) -> DataFrame:
+    for name, dtype in STATE_MARKERS.items():
+        if name not in df.columns:
+            df = df.withColumn(name, F.lit(None).cast(dtype))
+    if "is_state" not in df.columns:
+        df = df.withColumn("is_state", F.lit(False))
+    return df
+
+
+def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFrame:
+    """Add the running values to a series (optionally seeded by state rows).
+
+    Added columns (all per key, in time order):
+
+    - ``prev_t``, ``prev_committed``, ``prev_end``, ``prev_lag``, ``prev_log_start``: the previous row;
+    - ``dt`` (s), ``dc`` (Δ committed), ``de`` (Δ end);
+    - ``changed``: the committed offset differs from the previous row's;
+    - ``change_t``: time of the last change of the committed offset up to this row;
+    - ``prev_change_t``: the same, before this row;
+    - ``pending_t``: since when work has been pending (first row with lag > 0 after a row
+      with lag 0); null when lag is 0;
+    - ``idle_pending_s``: seconds with work pending and no commit progress
+      (t − max(change_t, pending_t)); 0 when lag is 0;
+    - ``rate``: consume rate over the last interval (messages/s, ≥ 0);
+    - ``max_rate_before``: the largest ``rate`` of earlier rows (seeded by ``m_max_rate``);
+    - ``prev_rate``: the previous row's ``rate``;
+    - ``lost``: committed < log start (retention loss); ``ret_t``: start of that episode;
+    - ``end_change_t``: time of the last change of the end offset (idle topics).
+    """
+    df = _with_markers(series)
+    if state is not None:
+        df = df.unionByName(_with_markers(state), allowMissingColumns=True)
+    w = series_window()
+    before = w.rowsBetween(Window.unboundedPreceding, -1)
+    upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    df = (
+        df.withColumn("prev_t", F.lag("t").over(w))
+        .withColumn("prev_committed", F.lag("committed").over(w))
+        .withColumn("prev_end", F.lag("end").over(w))
+        .withColumn("prev_lag", F.lag("lag").over(w))
+        .withColumn("prev_log_start", F.lag("log_start").over(w))
+    )
+    df = (
+        df.withColumn("dt", F.col("t") - F.col("prev_t"))
+        .withColumn("dc", F.col("committed") - F.col("prev_committed"))
+        .withColumn("de", F.col("end") - F.col("prev_end"))
+        .withColumn("changed", F.col("committed").isNotNull() & ~F.col("is_state")
+                    & (F.col("prev_committed").isNull() | (F.col("dc") != 0)))
+    )
+    change_mark = F.when(F.col("is_state"), F.col("m_change_t")).when(F.col("changed"), F.col("t"))
+    # pending work starts at the first row with lag > 0 after a row without lag
+    starts_pending = (F.col("lag") > 0) & (F.col("prev_lag").isNull() | (F.col("prev_lag") == 0))
+    pending_mark = (F.when(F.col("is_state"), F.coalesce(F.col("m_pending_t"), F.lit(-1.0)))
+                    .when(F.coalesce(F.col("lag"), F.lit(0)) == 0, F.lit(-1.0))
+                    .when(starts_pending, F.col("t")))
+    lost = F.col("committed").isNotNull() & F.col("log_start").isNotNull() & (
+        F.col("committed") < F.col("log_start"))
+    df = df.withColumn("lost", lost).withColumn("_prev_lost", F.coalesce(F.lag(lost).over(w), F.lit(False)))
+    ret_mark = (F.when(F.col("is_state"), F.coalesce(F.col("m_ret_t"), F.lit(-1.0)))
+                .when(~F.col("lost"), F.lit(-1.0))
+                .when(~F.col("_prev_lost"), F.col("t")))
+    rate = F.when((F.col("dt") > 0) & (F.col("dc") > 0), F.col("dc") / F.col("dt")).otherwise(F.lit(0.0))
+    df = (
+        df.withColumn("change_t", F.last(change_mark, ignorenulls=True).over(upto))
+        .withColumn("prev_change_t", F.last(change_mark, ignorenulls=True).over(before))
+        .withColumn("_pending", F.last(pending_mark, ignorenulls=True).over(upto))
+        .withColumn("_ret", F.last(ret_mark, ignorenulls=True).over(upto))
+        .withColumn("end_change_t", F.last(
+            F.when(F.col("is_state"), F.col("m_end_t"))
+            .when(F.col("prev_end").isNull() | (F.col("de") != 0), F.col("t")), ignorenulls=True).over(upto))
+        .withColumn("rate", F.when(F.col("is_state"), F.lit(0.0)).otherwise(rate))
+        .withColumn("_rate_seed", F.when(F.col("is_state"), F.col("m_max_rate")).otherwise(F.col("rate")))
+    )
+    df = (
+        df.withColumn("pending_t", F.when(F.col("_pending") >= 0, F.col("_pending")))
+        .withColumn("ret_t", F.when(F.col("_ret") >= 0, F.col("_ret")))
+        .withColumn("max_rate_before", F.coalesce(F.max("_rate_seed").over(before), F.lit(0.0)))
+        .withColumn("prev_rate", F.lag("rate").over(w))
+        .drop("_pending", "_rate_seed", "_ret", "_prev_lost")
+    )
+    return df.withColumn(
+        "idle_pending_s",
+        F.when(F.coalesce(F.col("lag"), F.lit(0)) == 0, F.lit(0.0)).otherwise(
+            F.greatest(F.lit(0.0), F.col("t") - F.greatest(
+                F.coalesce(F.col("change_t"), F.col("t")), F.coalesce(F.col("pending_t"), F.col("t"))))),
+    )
+
+
+def state_rows(enriched: DataFrame) -> DataFrame:
+    """The last row per key with its markers: the series part of the next step's state."""
+    w = Window.partitionBy(*KEY).orderBy(F.col("t").desc())
+    last = enriched.withColumn("_rn", F.row_number().over(w)).where(F.col("_rn") == 1)
+    return last.select(
+        *SERIES_COLUMNS,
+        F.col("change_t").alias("m_change_t"),
+        F.coalesce(F.col("pending_t"), F.lit(None).cast("double")).alias("m_pending_t"),
+        F.greatest(F.col("max_rate_before"), F.col("rate")).alias("m_max_rate"),
+        F.col("ret_t").alias("m_ret_t"),
+        F.col("end_change_t").alias("m_end_t"),
+        F.lit(True).alias("is_state"),
+    )

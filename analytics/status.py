@@ -1,0 +1,160 @@
+"""The ``status`` table: a Burrow-compatible evaluation beside lagscope's own, per partition and
+group, once per minute (at the minute's last sweep).
+
+**Burrow** (``core/internal/evaluator/caching.go``), evaluated over the last ``N`` offset
+*entries* of a partition (Burrow stores one per commit; from sweeps, an entry is a sweep at
+which the committed offset changed or an owner was assigned — an assigned consumer commits
+periodically — so a consumer that is gone stops adding entries, as it would in Burrow):
+
+1. if the current lag is 0, or any entry in the window has lag 0 → OK;
+2. the offset decreased between two consecutive entries → REWIND;
+3. now − last entry time > last − first entry time → STOP;
+4. every entry has the same offset → STALL;
+5. the lag never decreases from one entry to the next → WARN;
+otherwise OK. A group is the worst of its partitions, anything worse than ERR counted as ERR.
+
+Burrow's known false alarms follow from these rules: a consumer of a low-traffic topic that
+only commits when it consumes is STOP (rule 3) as soon as one message waits; a steady lag of
+a few messages that is never exactly 0 at the entries is WARN (rule 5); an idle topic whose
+consumer stopped committing is STOP.
+
+**lagscope** (worst first): ``ERR`` when committed < log start (messages lost);
+``REWIND`` when the window rewound; ``STOP`` when work is pending, nobody owns the partition
+and nothing was committed for ``stop_after_s``; ``STALL`` the same with an owner
+(``stall_after_s``); ``WARN`` when the lag in seconds is at least ``warn_lag_s`` *and* grew
+over the window without ever decreasing; ``IDLE`` when caught up on a topic that has not
+been written to for ``stall_after_s``; else ``OK``. So: no STOP at zero lag, no WARN on a
+steady small lag (its lag seconds stay small), no alarm on an idle topic.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F  # noqa: N812
+
+from lagscope.analytics.series import KEY
+
+__all__ = ["STATUS_COLUMNS", "burrow_entries", "entries_state", "transform_status"]
+
+STATUS_COLUMNS = ["cluster", "eval_ts", "group_id", "topic", "partition", "burrow_status", "status",
+                  "reason", "lag", "lag_seconds"]
+
+_RANK = {"OK": 1, "IDLE": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5, "REWIND": 6}
+
+
+def burrow_entries(enriched: DataFrame, state_entries: DataFrame | None = None) -> DataFrame:
+    """Entries ``KEY, t, c, lag``: fresh sweeps where the committed offset changed or an owner
+    was assigned, plus the previous step's last entries."""
+    fresh = enriched.where(~F.col("is_state") & F.col("committed").isNotNull()
+                           & (F.col("changed") | F.col("owner").isNotNull()))
+    e = fresh.select(*KEY, "t", F.col("committed").alias("c"), "lag")
+    if state_entries is not None:
+        e = e.unionByName(state_entries.select(*KEY, "t", "c", "lag"))
+    return e
+
+
+def entries_state(entries: DataFrame, n: int) -> DataFrame:
+    """The last ``n`` entries per key (what the next step's window needs)."""
+    w = Window.partitionBy(*KEY).orderBy(F.col("t").desc())
+    return entries.withColumn("_rn", F.row_number().over(w)).where(F.col("_rn") <= n).drop("_rn")
+
+
+def _window_stats(entries: DataFrame, n: int) -> DataFrame:
+    w = Window.partitionBy(*KEY).orderBy("t")
+    frame = w.rowsBetween(-(n - 1), 0)
+    pairs = w.rowsBetween(-(n - 2), 0) if n >= 2 else w.rowsBetween(0, 0)
+    e = (entries.withColumn("_dec", (F.col("c") < F.lag("c").over(w)).cast("int"))
+         .withColumn("_lagdec", (F.col("lag") < F.lag("lag").over(w)).cast("int"))
+         .withColumn("_first_in", F.row_number().over(w)))
+    return e.select(
+        *KEY, "t",
+        F.struct(
+            F.col("t").alias("last_t"),
+            F.min("t").over(frame).alias("first_t"),
+            F.min("lag").over(frame).alias("min_lag"),
+            F.first("lag").over(frame).alias("first_lag"),
+            (F.min("c").over(frame) == F.max("c").over(frame)).alias("stalled"),
+            # a pair's flag sits on its second entry; the window's first entry's flag belongs
+            # to a pair that starts outside the window
+            (F.coalesce(F.max("_dec").over(pairs), F.lit(0)) > 0).alias("rewound"),
+            (F.coalesce(F.max("_lagdec").over(pairs), F.lit(0)) > 0).alias("lag_decreased"),
+        ).alias("_win"),
+    )
+
+
+def transform_status(rows: DataFrame, entries: DataFrame, *, n: int, stall_after_s: float,
+                     stop_after_s: float, warn_lag_s: float) -> DataFrame:
+    """``status`` rows from fresh series rows with lag seconds (``rows``) and Burrow entries."""
+    minute = F.date_trunc("minute", F.col("ts"))
+    last_in_minute = Window.partitionBy(*KEY, minute.alias("_m")).orderBy(F.col("t").desc())
+    ev = rows.withColumn("_rn", F.row_number().over(last_in_minute)).where(F.col("_rn") == 1).drop("_rn")
+    ev = ev.withColumn("_kind", F.lit(1)).withColumn("_win", F.lit(None).cast(
+        "struct<last_t:double,first_t:double,min_lag:bigint,first_lag:bigint,stalled:boolean,"
+        "rewound:boolean,lag_decreased:boolean>"))
+    stats = _window_stats(entries, n).withColumn("_kind", F.lit(0))
+    both = ev.unionByName(stats, allowMissingColumns=True)
+    asof = (Window.partitionBy(*KEY).orderBy("t", "_kind")
+            .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    both = both.withColumn("_w", F.last("_win", ignorenulls=True).over(asof))
+    ev = both.where(F.col("_kind") == 1)
+    w = F.col("_w")
+    lag = F.coalesce(F.col("lag"), F.lit(0))
+    burrow = (F.when(w.isNull() | (lag == 0) | (w["min_lag"] == 0), F.lit("OK"))
+              .when(w["rewound"], F.lit("REWIND"))
+              .when((F.col("t") - w["last_t"]) > (w["last_t"] - w["first_t"]), F.lit("STOP"))
+              .when(w["stalled"], F.lit("STALL"))
+              .when(~w["lag_decreased"], F.lit("WARN"))
+              .otherwise(F.lit("OK")))
+    pending = F.col("idle_pending_s")
+    owned = F.col("owner").isNotNull()
+    growing = (F.coalesce(F.col("lag_s"), F.lit(0.0)) >= warn_lag_s) & w.isNotNull() & ~w["lag_decreased"] & (
+        lag > w["first_lag"])
+    idle = (lag == 0) & ((F.col("t") - F.coalesce(F.col("end_change_t"), F.col("t"))) >= stall_after_s)
+    own = (F.when(F.col("lost"), F.lit("ERR"))
+           .when(lag == 0, F.when(idle, F.lit("IDLE")).otherwise(F.lit("OK")))
+           .when(w.isNotNull() & w["rewound"], F.lit("REWIND"))
+           .when(~owned & (pending >= stop_after_s), F.lit("STOP"))
+           .when(owned & (pending >= stall_after_s), F.lit("STALL"))
+           .when(growing, F.lit("WARN"))
+           .otherwise(F.lit("OK")))
+    reason = (F.when(F.col("lost"), F.format_string("committed offset %d is below the log start %d",
+                                                     F.col("committed"), F.col("log_start")))
+              .when(F.col("committed").isNull(), F.lit("no committed offset"))
+              .when(lag == 0, F.when(idle, F.lit("caught up; no new messages")).otherwise(F.lit("caught up")))
+              .when(w.isNotNull() & w["rewound"], F.lit("committed offset went backwards in the window"))
+              .when(~owned & (pending >= stop_after_s),
+                    F.format_string("no owner and no commit for %.0f s with lag %d", pending, lag))
+              .when(owned & (pending >= stall_after_s),
+                    F.format_string("owner assigned but no commit for %.0f s with lag %d", pending, lag))
+              .when(growing, F.format_string("lag %.0f s and growing", F.col("lag_s")))
+              .otherwise(F.format_string("consuming; lag %d", lag)))
+    parts = ev.select(
+        "cluster", F.col("ts").alias("eval_ts"), "group_id", "topic", "partition",
+        burrow.alias("burrow_status"), own.alias("status"), reason.alias("reason"),
+        F.col("lag"), F.col("lag_s").alias("lag_seconds"))
+    return parts.unionByName(_group_rows(parts)).withColumn("date", F.date_format("eval_ts", "yyyy-MM-dd"))
+
+
+def _rank(col: str) -> Column:
+    expr = F.lit(0)
+    for name, r in _RANK.items():
+        expr = F.when(F.col(col) == name, F.lit(r)).otherwise(expr)
+    return expr
+
+
+def _group_rows(parts: DataFrame) -> DataFrame:
+    """Group rows per minute: the worst partition (Burrow: anything worse than ERR is ERR;
+    lagscope keeps the worst partition's status name, IDLE only when every partition is IDLE)."""
+    p = parts.withColumn("_m", F.date_trunc("minute", "eval_ts")).withColumn(
+        "_br", _rank("burrow_status")).withColumn("_lr", _rank("status") * 10 + F.when(
+            F.col("status") == "IDLE", 0).otherwise(1))
+    g = p.groupBy("cluster", "group_id", "_m").agg(
+        F.max("eval_ts").alias("eval_ts"), F.max("_br").alias("_br"),
+        F.max_by(F.struct("status", "reason"), "_lr").alias("_worst"),
+        F.sum("lag").alias("lag"), F.max("lag_seconds").alias("lag_seconds"))
+    burrow = (F.when(F.col("_br") >= 3, F.lit("ERR")).when(F.col("_br") == 2, F.lit("WARN"))
+              .otherwise(F.lit("OK")))
+    return g.select(
+        "cluster", "eval_ts", "group_id", F.lit(None).cast("string").alias("topic"),
+        F.lit(None).cast("int").alias("partition"), burrow.alias("burrow_status"),
+        F.col("_worst.status").alias("status"), F.col("_worst.reason").alias("reason"), "lag", "lag_seconds")

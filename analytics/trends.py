@@ -1,0 +1,195 @@
+"""Lag in seconds and the per-minute ``lag_trends`` table.
+
+Lag in seconds of a row (sweep time ``t``, committed offset ``c``, end ``e``):
+
+- ``zero``: ``c >= e`` (caught up; an idle caught-up topic is 0 s, never a growing number);
+- ``exact``: the collector fetched the produce time of the record at ``c`` → ``t − rec_ts``;
+- ``interpolated``: over the (end offset, time) history. Each *point* records one rise of the
+  end between two sweeps: the end went from ``ep`` (seen at ``tp``) to ``e`` (first seen at
+  ``tc``), so the messages ``ep … e−1`` were written in ``(tp, tc]``. For ``c`` the point with
+  the smallest ``e > c`` brackets it; its produce time is interpolated linearly inside that
+  interval (``tp + (c − ep + ½)/(e − ep)·(tc − tp)``). Only the sweep interval in which the
+  message arrived is used, so a long idle period before a burst adds no jitter, and nothing
+  is ever extrapolated: when ``c`` lies before the known history (``c < ep`` of the earliest
+  point) the row says "at least ``t − tp``" (``lag_seconds_is_lower_bound``).
+
+The lookup is one window over the union of points and rows of a key, ordered by offset
+(descending): ``last(point, ignorenulls)`` is the nearest point above each row's offset. No
+join, and the series keeps its partitioning.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F  # noqa: N812
+
+from lagscope.analytics.series import KEY
+
+__all__ = ["compact_history", "history_points", "transform_lag_seconds", "transform_lag_trends"]
+
+_POINT = "struct<e:bigint,tc:double,tp:double,ep:bigint>"
+
+
+def history_points(enriched: DataFrame) -> DataFrame:
+    """The end-offset rises of a series: ``KEY, e, tc, tp, ep`` (see the module doc).
+
+    The first row of a key (no previous sweep) yields ``(end, t, t, end)``: every message
+    below ``end`` was written at or before ``t``, which makes older offsets a lower bound.
+    """
+    fresh = enriched.where(~F.col("is_state") & F.col("end").isNotNull())
+    first = F.col("prev_t").isNull()
+    rise = F.col("de") > 0
+    return fresh.where(first | rise).select(
+        *KEY,
+        F.col("end").alias("e"),
+        F.col("t").alias("tc"),
+        F.when(first, F.col("t")).otherwise(F.col("prev_t")).alias("tp"),
+        F.when(first, F.col("end")).otherwise(F.col("prev_end")).alias("ep"),
+    )
+
+
+def transform_lag_seconds(enriched: DataFrame, history: DataFrame | None = None) -> DataFrame:
+    """Add ``lag_s``, ``lag_s_lower`` and ``lag_s_method`` to the fresh (non-state) rows.
+
+    ``history`` holds points of earlier steps (same columns as :func:`history_points`).
+    """
+    points = history_points(enriched)
+    if history is not None:
+        points = points.unionByName(history.select(*KEY, "e", "tc", "tp", "ep"))
+    rows = enriched.where(~F.col("is_state")).withColumn("_kind", F.lit(0)).withColumn(
+        "_o", F.col("committed")).withColumn("_pt", F.lit(None).cast(_POINT))
+    pts = points.select(
+        *KEY, F.lit(1).alias("_kind"), F.col("e").alias("_o"),
+        F.struct("e", "tc", "tp", "ep").alias("_pt"),
+    )
+    both = rows.unionByName(pts, allowMissingColumns=True)
+    # descending offset; at equal offsets rows come before points, so a point at e == c never
+    # brackets c (it needs e > c)
+    w = (Window.partitionBy(*KEY).orderBy(F.col("_o").desc(), F.col("_kind").asc())
+         .rowsBetween(Window.unboundedPreceding, Window.currentRow))
+    both = both.withColumn("_p", F.last("_pt", ignorenulls=True).over(w))
+    out = both.where(F.col("_kind") == 0)
+    c = F.col("committed")
+    p = F.col("_p")
+    inside = c >= p["ep"]
+    est = p["tp"] + (c - p["ep"] + F.lit(0.5)) / (p["e"] - p["ep"]) * (p["tc"] - p["tp"])
+    interp = F.when(inside, F.col("t") - est).otherwise(F.col("t") - p["tp"])
+    exact = F.col("t") - F.unix_micros(F.col("rec_ts")).cast("double") / F.lit(1e6)
+    lagging = F.coalesce(F.col("lag"), F.lit(0)) > 0
+    out = out.withColumn(
+        "lag_s_method",
+        F.when(c.isNull(), F.lit(None).cast("string"))
+        .when(~lagging, F.lit("zero"))
+        .when(F.col("rec_ts").isNotNull(), F.lit("exact"))
+        .when(p.isNotNull(), F.lit("interpolated")),
+    )
+    m = F.col("lag_s_method")
+    out = out.withColumn(
+        "lag_s",
+        F.when(m == "zero", F.lit(0.0))
+        .when(m == "exact", F.greatest(F.lit(0.0), exact))
+        .when(m == "interpolated", F.greatest(F.lit(0.0), interp)),
+    ).withColumn(
+        "lag_s_lower", F.when(m == "interpolated", ~inside).when(m.isNotNull(), F.lit(False)))
+    return out.drop("_kind", "_o", "_pt", "_p")
+
+
+def compact_history(points: DataFrame, last_rows: DataFrame, *, recent_s: float = 600.0,
+                    bucket_s: float = 60.0) -> DataFrame:
+    """The points the next step still needs: those above the key's last committed offset
+    (older ones can never bracket a future offset unless the group rewinds), the last
+    ``recent_s`` seconds kept whole and older ones merged per ``bucket_s`` (a merged point
+    spans its members' intervals, so it still brackets correctly, only more coarsely)."""
+    lr = last_rows.select(*KEY, F.col("committed").alias("_c"), F.col("t").alias("_t"))
+    keep = points.join(lr, KEY, "inner").where(F.col("_c").isNull() | (F.col("e") > F.col("_c")))
+    recent = keep.where(F.col("tc") >= F.col("_t") - recent_s).select(*KEY, "e", "tc", "tp", "ep")
+    old = (keep.where(F.col("tc") < F.col("_t") - recent_s)
+           .groupBy(*KEY, F.floor(F.col("tc") / bucket_s).alias("_b"))
+           .agg(F.max("e").alias("e"), F.max("tc").alias("tc"), F.min("tp").alias("tp"),
+                F.min("ep").alias("ep"))
+           .drop("_b"))
+    return recent.unionByName(old)
+
+
+def _date_cols(df: DataFrame, ts_col: str) -> DataFrame:
+    return df.withColumn("date", F.date_format(F.col(ts_col), "yyyy-MM-dd"))
+
+
+def transform_lag_trends(rows: DataFrame) -> DataFrame:
+    """Rows with lag seconds → ``lag_trends`` (see :data:`lagscope.schema.LAG_TRENDS`).
+
+    Per partition and minute: lag at the last sample and its maximum; produce rate
+    Σ(Δ end)/Σ(Δt) and consume rate Σ(max(0, Δ committed))/Σ(Δt) over the intervals that end
+    in the minute (the first interval reaches back to the previous minute's last sample, so
+    minutes chain without gaps); lag seconds at the last sample; catch-up ETA
+    lag/(consume − produce) when positive (0 when caught up); retention headroom
+    (committed − log start)/(r − consume) where r, the speed of the log start, is the larger of
+    the observed Δ log start/Δt and — once retention has deleted anything (log start > 0) —
+    the produce rate, which is what time-based retention deletes at in steady state.
+    Topic-level (partition null) and group-level (topic null) rows sum lags and rates and take
+    the largest lag seconds and the smallest headroom.
+    """
+    r = rows.withColumn("window_start", F.date_trunc("minute", F.col("ts")))
+    dt = F.when(F.col("dt") > 0, F.col("dt"))
+    dls = F.col("log_start") - F.col("prev_log_start")
+    per = r.groupBy(*KEY, "window_start").agg(
+        F.max_by("lag", "t").alias("lag_last"),
+        F.max("lag").alias("lag_max"),
+        F.sum(F.when(dt.isNotNull(), F.greatest(F.col("de"), F.lit(0)))).alias("_de"),
+        F.sum(F.when(dt.isNotNull(), F.greatest(F.col("dc"), F.lit(0)))).alias("_dc"),
+        F.sum(F.when(dt.isNotNull(), F.greatest(dls, F.lit(0)))).alias("_dls"),
+        F.sum(dt).alias("_dt"),
+        F.max_by("lag_s", "t").alias("lag_seconds"),
+        F.max_by("lag_s_lower", "t").alias("lag_seconds_is_lower_bound"),
+        F.max_by("lag_s_method", "t").alias("lag_seconds_method"),
+        F.max_by("committed", "t").alias("_c"),
+        F.max_by("log_start", "t").alias("_ls"),
+    )
+    per = (per.withColumn("produce_rate", F.when(F.col("_dt") > 0, F.col("_de") / F.col("_dt")))
+           .withColumn("consume_rate", F.when(F.col("_dt") > 0, F.col("_dc") / F.col("_dt")))
+           .withColumn("_ls_rate", F.when(F.col("_dt") > 0, F.col("_dls") / F.col("_dt"))))
+    ls_speed = F.greatest(F.coalesce(F.col("_ls_rate"), F.lit(0.0)),
+                          F.when(F.col("_ls") > 0, F.coalesce(F.col("produce_rate"), F.lit(0.0)))
+                          .otherwise(F.lit(0.0)))
+    closing = ls_speed - F.coalesce(F.col("consume_rate"), F.lit(0.0))
+    per = per.withColumn(
+        "retention_headroom_s",
+        F.when(F.col("_c").isNull() | F.col("_ls").isNull(), F.lit(None).cast("double"))
+        .when(F.col("_c") < F.col("_ls"), F.lit(0.0))
+        .when(closing > 0, (F.col("_c") - F.col("_ls")) / closing),
+    )
+    per = _with_eta(per)
+    parts = per.select(*_TREND_COLS)
+    topic = _rollup(parts, [*KEY[:3]]).withColumn("partition", F.lit(None).cast("int"))
+    group = _rollup(parts, KEY[:2]).withColumn("topic", F.lit(None).cast("string")).withColumn(
+        "partition", F.lit(None).cast("int"))
+    allrows = parts.unionByName(topic.select(*_TREND_COLS)).unionByName(group.select(*_TREND_COLS))
+    return _date_cols(allrows, "window_start")
+
+
+_TREND_COLS = ["cluster", "window_start", "group_id", "topic", "partition", "lag_last", "lag_max",
+               "produce_rate", "consume_rate", "lag_seconds", "lag_seconds_is_lower_bound",
+               "lag_seconds_method", "catchup_eta_s", "retention_headroom_s"]
+
+
+def _with_eta(df: DataFrame) -> DataFrame:
+    net = F.col("consume_rate") - F.col("produce_rate")
+    return df.withColumn(
+        "catchup_eta_s",
+        F.when(F.col("lag_last") == 0, F.lit(0.0))
+        .when((F.col("lag_last") > 0) & (net > 0), F.col("lag_last") / net),
+    )
+
+
+def _rollup(parts: DataFrame, keys: list[str]) -> DataFrame:
+    agg = parts.groupBy(*keys, "window_start").agg(
+        F.sum("lag_last").alias("lag_last"),
+        F.sum("lag_max").alias("lag_max"),
+        F.sum("produce_rate").alias("produce_rate"),
+        F.sum("consume_rate").alias("consume_rate"),
+        F.max("lag_seconds").alias("lag_seconds"),
+        F.max_by("lag_seconds_is_lower_bound", "lag_seconds").alias("lag_seconds_is_lower_bound"),
+        F.max_by("lag_seconds_method", "lag_seconds").alias("lag_seconds_method"),
+        F.min("retention_headroom_s").alias("retention_headroom_s"),
+    )
+    return _with_eta(agg)

@@ -1,0 +1,25 @@
+"""One local Spark session for the analytics tests (local[2], 2 shuffle partitions, UI off)
+(builders for inline lake rows: analytics_builders.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from pyspark.sql import SparkSession
+
+from lagscope.analytics.session import build_session
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pyspark warns once about pandas 3 when its testing helpers are imported
+    config.addinivalue_line("filterwarnings", "ignore:PySpark does not yet fully support pandas:FutureWarning")
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    session = build_session("local[2]", app_name="lagscope-tests", shuffle_partitions=2, driver_memory="1g")
+    try:
+        yield session
+    finally:
+        session.stop()

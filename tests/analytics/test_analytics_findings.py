@@ -1,0 +1,121 @@
+"""Anomaly rules, table-driven with hand-computed expectations (one group per case, one Spark
+job for the whole table)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from analytics_builders import at, cases_df, offsets_rows
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812
+from pyspark.testing import assertDataFrameEqual
+
+from lagscope.analytics import findings
+from lagscope.analytics.findings import RuleParams
+from lagscope.analytics.series import KEY, enrich_series, prepare_series
+from lagscope.analytics.trends import transform_lag_seconds, transform_lag_trends
+
+pytestmark = pytest.mark.spark
+
+P = RuleParams(stall_after_s=30, stop_after_s=30, skip_factor=5, skip_min_messages=100, gap_k=6,
+               gap_mad_floor_s=1, gap_min_s=10, gap_min_samples=5, growth_min_minutes=3)
+
+
+def _stall_rows(owner_after: str | None) -> list[tuple[Any, ...]]:
+    # end = t (10 per sweep); committed follows until t=30, freezes at 30 for t=40…80 while
+    # the end grows, catches up at t=90
+    rows: list[tuple[Any, ...]] = []
+    for t in range(0, 101, 10):
+        c = t if t <= 30 or t >= 90 else 30
+        owner = "m1" if t <= 30 or t >= 90 else owner_after
+        rows.append((t, c, t, 0, owner))
+    return rows
+
+
+def _gap_rows(every: int) -> list[tuple[Any, ...]]:
+    # sweeps every 5 s, end = 2t + 100 (always ahead); the committed offset moves every
+    # `every` seconds (c = 2·t_change), except one 25 s gap between t=100 and t=125
+    changes = [*range(0, 101, every), *range(125, 201, every)]
+    rows: list[tuple[Any, ...]] = []
+    for t in range(0, 201, 5):
+        tc = max(x for x in changes if x <= t)
+        rows.append((t, 2 * tc, 2 * t + 100, 0))
+    return rows
+
+
+# (case, partition → rows (t, committed, end, log_start[, owner]),
+#  expected anomalies: (kind, start s, end s or None, magnitude))
+CASES: list[tuple[str, dict[int, list[tuple[Any, ...]]], list[tuple[str, int, float, float | None, float]]]] = [
+    # committed frozen at 30 from t=40 (first sweep with lag) to t=80, owner still assigned:
+    # stalled from 40 (work pending since then) until the commit seen at 90 → 50 s
+    ("stall", {0: _stall_rows("m1")}, [("stall", 0, 40, 90, 50.0)]),
+    # the same, but nobody owns the partition meanwhile: a stop, not a stall
+    ("stop", {0: _stall_rows(None)}, [("stop", 0, 40, 90, 50.0)]),
+    # 600 → 400 between t=10 and t=20: 200 messages will be processed twice
+    ("rewind", {0: [(0, 500, 1000, 0), (10, 600, 1000, 0), (20, 400, 1000, 0), (30, 500, 1000, 0)]},
+     [("rewind", 0, 10, 20, 200.0)]),
+    # consuming 100 per 10 s (10/s), then 1300 → 5000 in one interval (> 5 × 10/s × 10 s):
+    # reset to latest; 3700 jumped minus the 100 the previous rate could have processed
+    ("skip", {0: [(0, 1000, 1000, 0), (10, 1100, 2000, 0), (20, 1200, 3000, 0), (30, 1300, 4000, 0),
+                  (40, 5000, 5000, 0)]}, [("skip", 0, 30, 40, 3600.0)]),
+    # log start 0 → 600 at t=20 while committed sits at 500: 100 messages deleted unread
+    # (until the consumer resets to the log start at t=40 — no skip counted for that jump)
+    ("retention", {0: [(0, 500, 1000, 0), (10, 500, 1000, 0), (20, 500, 1000, 600), (30, 500, 1000, 600),
+                       (40, 600, 1000, 600), (50, 700, 1000, 600)]}, [("retention_loss", 0, 20, 40, 100.0)]),
+    # partition 0 commits every 10 s; its one 25 s gap is > 10 + 6·max(1.4826·MAD 0, 1) = 16 s.
+    # Partition 1 commits every 20 s: the same 25 s gap is within its own normal (< 26 s)
+    ("commit-gap", {0: _gap_rows(10), 1: _gap_rows(20)}, [("commit_gap", 0, 100, 125, 25.0)]),
+    # lag (at each minute's last sweep) 150, 450, 750, 1050, 1350 with produce 10/s > consume
+    # 5/s: growing from minute 1 for 4 minutes (≥ 3), still open, (1350 − 150)/240 s = 5/s
+    ("lag-growth", {0: [(t, 100 + 5 * t, 100 + 10 * t, 0) for t in range(0, 271, 30)]},
+     [("lag_growth", 0, 60, None, 5.0)]),
+    # a steady consumer, 3 behind: nothing to report
+    ("steady", {0: [(t, 100 * t // 10 - 3, 100 * t // 10, 0) for t in range(10, 201, 10)]}, []),
+]
+
+
+def _anomalies(enriched: DataFrame) -> DataFrame:
+    rows = transform_lag_seconds(enriched)
+    minutes = transform_lag_trends(rows).where(F.col("partition").isNotNull()).select(
+        *KEY, "window_start", "lag_last", "produce_rate", "consume_rate")
+    gaps = findings.commit_gaps(enriched)
+    return (findings.transform_episodes(enriched, stall_after_s=P.stall_after_s, stop_after_s=P.stop_after_s)
+            .unionByName(findings.transform_point_events(enriched, skip_factor=P.skip_factor,
+                                                         skip_min_messages=P.skip_min_messages))
+            .unionByName(findings.transform_gap_anomalies(
+                gaps, findings.gap_baselines(gaps), k=P.gap_k, mad_floor_s=P.gap_mad_floor_s,
+                min_gap_s=P.gap_min_s, min_samples=P.gap_min_samples, max_gap_s=P.stall_after_s))
+            .unionByName(findings.transform_lag_growth(minutes, min_minutes=P.growth_min_minutes)))
+
+
+def test_anomaly_rules(spark: SparkSession) -> None:
+    df = cases_df(spark, [offsets_rows(rows, group=name, partition=p)
+                          for name, parts, _ in CASES for p, rows in parts.items()])
+    got = _anomalies(enrich_series(prepare_series(df))).select(
+        "group_id", "partition", "kind", "start_ts", "end_ts", F.round("magnitude", 3).alias("magnitude"))
+    expected = spark.createDataFrame(
+        [(name, p, kind, at(s), None if e is None else at(e), m) for name, _, exp in CASES for kind, p, s, e, m in exp],
+        "group_id string, partition int, kind string, start_ts timestamp, end_ts timestamp, magnitude double")
+    assertDataFrameEqual(got, expected)
+
+
+def test_anomaly_keys_are_stable_and_units_named(spark: SparkSession) -> None:
+    name, parts, _ = CASES[2]  # the rewind
+    df = cases_df(spark, [offsets_rows(parts[0], group=name)])
+    got = _anomalies(enrich_series(prepare_series(df))).select("key", "unit", "severity")
+    start_ms = int(at(10).timestamp() * 1000)
+    assertDataFrameEqual(got, spark.createDataFrame([(f"rewind|c|rewind|t|0|{start_ms}", "messages", "warning")],
+                                                    "key string, unit string, severity string"))
+
+
+def test_rebalance_storm(spark: SparkSession) -> None:
+    # three rebalances within 600 s (t=0, 100, 200) are one storm, from the first start to the
+    # last end; a fourth, 1800 s later, is on its own
+    rb = spark.createDataFrame(
+        [("c", "g", at(s), at(s + 10)) for s in (0, 100, 200, 2000)],
+        "cluster string, group_id string, start_ts timestamp, end_ts timestamp")
+    got = findings.transform_storms(rb, count=3, window_s=600).select("kind", "start_ts", "end_ts", "magnitude")
+    assertDataFrameEqual(got, spark.createDataFrame(
+        [("rebalance_storm", at(0), at(210), 3.0)], "kind string, start_ts timestamp, end_ts timestamp, "
+                                                    "magnitude double"))

@@ -1,0 +1,117 @@
+"""The job end to end over a synthetic lake: the CLI batch, the incremental mode (same results
+as the batch, carried across steps), idempotent re-runs, readable result tables."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow.dataset as ds
+import pytest
+from analytics_builders import T0, at, members_rows, offsets_rows
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812
+from pyspark.testing import assertDataFrameEqual
+
+from lagscope.analytics.findings import RuleParams
+from lagscope.analytics.job import Settings, run_incremental
+from lagscope.lake import write_rows
+from lagscope.schema import MEMBERS, OFFSETS
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+SETTINGS = Settings(rules=RuleParams(stall_after_s=30, stop_after_s=30))
+
+
+def _lake(root: Path) -> None:
+    """Two partitions, sweeps every 10 s for 4 minutes. Partition 0 keeps up (5 behind);
+    partition 1 stalls from t=90 to t=150 (across the 2-minute step boundary), then catches up."""
+    drop = {"cluster", "date"}
+    for t in range(0, 240, 10):
+        rows: list[dict[str, Any]] = []
+        rows += offsets_rows([(t, max(0, 10 * t - 5), 10 * t)], partition=0)
+        # stalled at 795 for t = 90…150, then catching up at 20/s (200 per sweep)
+        c1 = max(0, 10 * t - 5) if t <= 80 else 795 if t <= 150 else min(10 * t - 5, 795 + 20 * (t - 150))
+        rows += offsets_rows([(t, c1, 10 * t)], partition=1)
+        write_rows(root, OFFSETS, "c", [{k: v for k, v in r.items() if k not in drop} for r in rows])
+        mem = members_rows([(t, "Stable", 1, [("m1", None, [0, 1])])])
+        write_rows(root, MEMBERS, "c", [{k: v for k, v in r.items() if k not in drop} for r in mem])
+
+
+def _read(spark: SparkSession, results: Path, table: str) -> DataFrame:
+    return spark.read.option("basePath", str(results / table)).parquet(str(results / table))
+
+
+def _current(df: DataFrame) -> DataFrame:
+    """Of rows with one key, the latest written (anomalies are re-written until they close)."""
+    latest = df.groupBy("key").agg(F.max("as_of_ts").alias("as_of_ts"))
+    return df.join(latest, ["key", "as_of_ts"]).drop("as_of_ts")
+
+
+def test_batch_cli_and_incremental_agree(spark: SparkSession, tmp_path: Path) -> None:
+    lake, batch, inc = tmp_path / "lake", tmp_path / "batch", tmp_path / "inc"
+    _lake(lake)
+    cli = [sys.executable, "-m", "lagscope.cli", "analyze", "--lake", str(lake), "--results", str(batch),
+           "--since", T0.date().isoformat(), "--until", T0.date().isoformat(), "--master", "local[2]",
+           "--shuffle-partitions", "2", "--driver-memory", "1g", "--stall-after-s", "30", "--no-progress"]
+    done = subprocess.run(cli, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "lag_trends:" in done.stdout
+
+    run_incremental(spark, lake, inc, settings=SETTINGS, since=T0, until=at(120))
+    saved = tmp_path / "state-after-step-1"
+    shutil.copytree(inc / "_state", saved)
+    run_incremental(spark, lake, inc, settings=SETTINGS, until=at(240))
+
+    # lag trends and status: identical, row for row
+    for table in ("lag_trends", "status"):
+        assertDataFrameEqual(_read(spark, inc, table), _read(spark, batch, table))
+    # anomalies: the stall opened in step 1 (end null) and closed in step 2; its current row
+    # equals the batch's (from the last commit at 80, with work pending, to the commit at 160)
+    inc_anoms = _current(_read(spark, inc, "anomalies"))
+    assertDataFrameEqual(inc_anoms, _read(spark, batch, "anomalies").drop("as_of_ts"))
+    assertDataFrameEqual(inc_anoms.select("kind", "partition", "start_ts", "end_ts"),
+                         spark.createDataFrame([("stall", 1, at(80), at(160))],
+                                               "kind string, partition int, start_ts timestamp, end_ts timestamp"))
+
+    # re-running step 2 (a crash before the checkpoint moved) replaces its files: same output
+    before = sorted(p.relative_to(inc) for p in inc.rglob("*.parquet") if "_state" not in p.parts)
+    trends_before = _read(spark, inc, "lag_trends").collect()
+    shutil.rmtree(inc / "_state")
+    shutil.copytree(saved, inc / "_state")
+    run_incremental(spark, lake, inc, settings=SETTINGS, until=at(240))
+    after = sorted(p.relative_to(inc) for p in inc.rglob("*.parquet") if "_state" not in p.parts)
+    assert after == before
+    assertDataFrameEqual(_read(spark, inc, "lag_trends"), trends_before)
+
+    # nothing new: no work, no files
+    assert run_incremental(spark, lake, inc, settings=SETTINGS, until=at(240)) == {}
+
+    # the result tables are plain Hive-partitioned Parquet: pyarrow and DuckDB read them
+    table = ds.dataset(batch / "lag_trends", format="parquet", partitioning="hive").to_table()
+    assert table.schema.field("window_start").type.unit == "ms"
+    assert set(table.column("cluster").to_pylist()) == {"c"}
+    n = duckdb.sql(f"SELECT count(*) FROM read_parquet('{batch}/lag_trends/*/*/*.parquet', hive_partitioning=1) "
+                   "WHERE partition IS NOT NULL").fetchone()
+    assert n is not None
+    assert n[0] == 2 * 4  # 2 partitions × 4 minutes
+
+
+def test_analyze_rejects_bad_input(tmp_path: Path) -> None:
+    # a missing lake is one clear line and exit 1, before any Spark starts
+    done = subprocess.run([sys.executable, "-m", "lagscope.cli", "analyze", "--lake", str(tmp_path / "nope"),
+                           "--results", str(tmp_path / "r"), "--since", "2026-01-01"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1
+    assert "--lake" in done.stderr
+    assert "no such folder" in done.stderr
+    bad = subprocess.run([sys.executable, "-m", "lagscope.cli", "analyze", "--lake", str(tmp_path),
+                          "--results", str(tmp_path / "r"), "--since", "yesterday"],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert bad.returncode == 1
+    assert "not an ISO date" in bad.stderr
+

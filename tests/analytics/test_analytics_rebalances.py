@@ -1,0 +1,149 @@
+"""Rebalance windows from sweeps (and exact from the commit stream), table-driven.
+
+Sweeps every 2 s. Defaults: session timeout 10 s, heartbeat 1 s, network 1 s, rebalance
+timeout (max.poll.interval) 30 s. Topic ``t`` has partitions 0 and 1; the end grows by 10 per
+sweep; each owner commits at every sweep unless a case says otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from analytics_builders import at, cases_df, members_df, members_rows, offsets_rows
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812
+from pyspark.testing import assertDataFrameEqual
+
+from lagscope.analytics.io import spark_schema
+from lagscope.analytics.job import Settings, run_step
+from lagscope.analytics.rebalances import member_sweeps
+
+pytestmark = pytest.mark.spark
+
+S = Settings(session_timeout_s=10, heartbeat_s=1, network_s=1, rebalance_timeout_s=30)
+BOTH = [("m1", None, [0, 1])]
+SPLIT = [("m1", None, [0]), ("m2", None, [1])]
+
+
+def _stable(ts: range, gen: int, members: list[Any]) -> list[tuple[Any, ...]]:
+    return [(t, "Stable", gen, members) for t in ts]
+
+
+def _offsets(group: str, last: int, owners: dict[int, list[tuple[int, str | None]]],
+             frozen: dict[int, int] | None = None) -> list[dict[str, Any]]:
+    """Offsets for partitions 0/1 up to ``last``: end = 10·t/2; committed = end unless the
+    partition is frozen from a time on (then it stays at that time's end) until its new owner
+    resumes; ``owners[p]`` is [(from_t, owner)…]."""
+    rows: list[dict[str, Any]] = []
+    for p in (0, 1):
+        series = []
+        for t in range(0, last + 1, 2):
+            end = 5 * t
+            owner = [o for since, o in owners[p] if since <= t][-1]
+            f = (frozen or {}).get(p)
+            resumed = f is not None and owner != owners[p][0][1]
+            c = 5 * f if f is not None and t >= f and not resumed else end
+            series.append((t, c, end, 0, owner))
+        rows += offsets_rows(series, group=group, partition=p)
+    return rows
+
+
+# (case, member sweeps, offsets, expected:
+#  (cause, start s, end s, duration s, before, after, partitions moved, bound s))
+CASES: list[tuple[str, list[tuple[Any, ...]], list[dict[str, Any]], tuple[Any, ...]]] = [
+    # m2 joins: last settled sweep of gen 1 at 10, Preparing at 12, settled gen 2 at 14 →
+    # midpoints 11 … 13 = 2 s; partition 1 moves from m1 to m2; bound = rebalance timeout
+    ("join", [*_stable(range(0, 11, 2), 1, BOTH), (12, "PreparingRebalance", 1, BOTH),
+              *_stable(range(14, 17, 2), 2, SPLIT)],
+     _offsets("join", 16, {0: [(0, "m1")], 1: [(0, "m1"), (14, "m2")]}),
+     ("join", 11, 13, 2.0, ["m1"], ["m1", "m2"], 1, 30.0)),
+    # m2 leaves promptly (it committed at 10, gone at 12): leave, 11 … 13
+    ("leave", [*_stable(range(0, 11, 2), 1, SPLIT), (12, "PreparingRebalance", 1, [("m1", None, [0])]),
+               *_stable(range(14, 17, 2), 2, BOTH)],
+     _offsets("leave", 16, {0: [(0, "m1")], 1: [(0, "m2"), (14, "m1")]}),
+     ("leave", 11, 13, 2.0, ["m1", "m2"], ["m1"], 1, 30.0)),
+    # m2 crashes after its commit at 4; the group stays Stable until its session times out
+    # (Preparing at 16 = 12 s later ≈ 10 s session timeout, far from 30 s): session_timeout,
+    # from the last progress (4) to the midpoint 17 → 13 s against 10 + 1 + 1 = 12 s
+    ("session", [*_stable(range(0, 15, 2), 1, SPLIT), (16, "PreparingRebalance", 1, [("m1", None, [0])]),
+                 *_stable(range(18, 23, 2), 2, BOTH)],
+     _offsets("session", 22, {0: [(0, "m1")], 1: [(0, "m2"), (20, "m1")]}, frozen={1: 4}),
+     ("session_timeout", 4, 17, 13.0, ["m1", "m2"], ["m1"], 1, 12.0)),
+    # m2 stops polling after 4 and is removed 32 s later (≈ 30 s rebalance timeout):
+    # max_poll_interval, 4 … 37 = 33 s against 30 s
+    ("max-poll", [*_stable(range(0, 35, 2), 1, SPLIT), (36, "PreparingRebalance", 1, [("m1", None, [0])]),
+                  *_stable(range(38, 43, 2), 2, BOTH)],
+     _offsets("max-poll", 42, {0: [(0, "m1")], 1: [(0, "m2"), (40, "m1")]}, frozen={1: 4}),
+     ("max_poll_interval", 4, 37, 33.0, ["m1", "m2"], ["m1"], 1, 30.0)),
+    # static member i2 restarts: same instance, new member id m3, no partition moves (owned
+    # by the instance); seen between two settled sweeps 10 and 12 → 11 … 11
+    ("static", [*_stable(range(0, 11, 2), 1, [("m1", "i1", [0]), ("m2", "i2", [1])]),
+                *_stable(range(12, 15, 2), 1, [("m1", "i1", [0]), ("m3", "i2", [1])])],
+     _offsets("static", 14, {0: [(0, "m1")], 1: [(0, "m2"), (12, "m3")]}),
+     ("static_member_bounce", 11, 11, 0.0, ["m1", "m2"], ["m1", "m3"], 0, 12.0)),
+]
+
+
+def _rebalances(spark: SparkSession, commits: DataFrame | None = None,
+                events: DataFrame | None = None) -> DataFrame:
+    offsets = cases_df(spark, [o for _, _, o, _ in CASES])
+    members = members_df(spark, [members_rows(m, group=name) for name, m, _, _ in CASES])
+    return run_step(offsets, members, settings=S, commits=commits, group_events=events).tables["rebalances"]
+
+
+def test_rebalance_windows_from_sweeps(spark: SparkSession) -> None:
+    got = _rebalances(spark).select(
+        "group_id", "cause", "start_ts", "end_ts", F.round("duration_s", 3).alias("duration_s"), "members_before",
+        "members_after", "partitions_moved", "bound_s", "source")
+    expected = spark.createDataFrame(
+        [(name, cause, at(s), at(e), d, b, a, moved, bound, "sweeps")
+         for name, _, _, (cause, s, e, d, b, a, moved, bound) in CASES],
+        "group_id string, cause string, start_ts timestamp, end_ts timestamp, duration_s double, "
+        "members_before array<string>, members_after array<string>, partitions_moved int, bound_s double, "
+        "source string")
+    assertDataFrameEqual(got, expected)
+
+
+def test_rebalance_lag_and_processing_gap(spark: SparkSession) -> None:
+    # session case: partition 1 frozen at 20 (t=4) while the end grows 10 per sweep: lag 50 at
+    # A (t=14: 70 − 20) and 70 at B (t=18: 90 − 20) → 20 messages accumulated. Partition 1's
+    # last commit at 4, the new owner's first at 20: a 16 s processing gap; 13 s / 12 s bound
+    got = _rebalances(spark).where(F.col("group_id") == "session").select(
+        "messages_accumulated", "max_processing_gap_s", F.round("observed_over_bound", 4).alias("ratio"))
+    assertDataFrameEqual(got, spark.createDataFrame([(20, 16.0, round(13 / 12, 4))],
+                                                    "messages_accumulated long, max_processing_gap_s double, "
+                                                    "ratio double"))
+
+
+def test_commit_stream_gives_exact_bounds(spark: SparkSession) -> None:
+    # the __consumer_offsets tail: generation 2 of "session" written at 17.3 s; the last commit
+    # of m2's partition at 3.6 s; timeouts from generation 1's record (session 8 s, rebalance
+    # 20 s): start 3.6, end 17.3 → 13.7 s, bound 8 + 1 + 1 = 10 s
+    members = [{"member_id": m, "group_instance_id": None, "client_id": "c", "host": "h",
+                "session_timeout_ms": 8000, "rebalance_timeout_ms": 20000, "assignment": []} for m in ("m1", "m2")]
+    events = spark.createDataFrame([
+        {"cluster": "c", "date": "2026-01-01", "group_id": "session", "record_type": "group_metadata",
+         "generation": 1, "members": members, "record_ts": at(0.5), "source_partition": 0, "source_offset": 1},
+        {"cluster": "c", "date": "2026-01-01", "group_id": "session", "record_type": "group_metadata",
+         "generation": 2, "members": members[:1], "record_ts": at(17.3), "source_partition": 0, "source_offset": 2},
+    ], spark_schema("group_events"))
+    commits = spark.createDataFrame([
+        {"cluster": "c", "date": "2026-01-01", "group_id": "session", "topic": "t", "partition": p,
+         "committed_offset": 10, "commit_ts": at(ts), "record_ts": at(ts), "source_partition": 0,
+         "source_offset": i} for i, (p, ts) in enumerate([(1, 2.0), (1, 3.6), (0, 3.9), (0, 16.0), (1, 19.0)])
+    ], spark_schema("commits"))
+    got = _rebalances(spark, commits, events).where(F.col("group_id") == "session").select(
+        "cause", "source", "start_ts", "end_ts", F.round("duration_s", 3).alias("d"), "bound_s")
+    assertDataFrameEqual(got, spark.createDataFrame(
+        [("session_timeout", "commit_stream", at(3.6), at(17.3), 13.7, 10.0)],
+        "cause string, source string, start_ts timestamp, end_ts timestamp, d double, bound_s double"))
+
+
+def test_member_sweeps_marks_settled(spark: SparkSession) -> None:
+    # Stable with partitions assigned is settled; Stable with nothing assigned or rebalancing is not
+    sweeps = members_df(spark, [members_rows([(0, "Stable", 1, BOTH), (2, "Stable", 1, [("m1", None, [])]),
+                                              (4, "CompletingRebalance", 2, BOTH)])])
+    got = member_sweeps(sweeps).select("t", "settled").withColumn("t", F.col("t") - at(0).timestamp())
+    assertDataFrameEqual(got, spark.createDataFrame([(0.0, True), (2.0, False), (4.0, False)],
+                                                    "t double, settled boolean"))
