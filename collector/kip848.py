@@ -80,6 +80,7 @@ __all__ = [
     "members_rows",
     "parse_response",
     "resolve_topic_names",
+    "topic_names_by_id",
 ]
 
 API_KEY = 69
@@ -382,6 +383,16 @@ async def _describe(t: _Transport, coordinator: int | None, group_ids: Sequence[
     described = await _describe_by_node(t, by_node, resolve_topics)
     order = {g: i for i, g in enumerate(group_ids)}
     return sorted(described, key=lambda d: order.get(d.group_id, len(order)))
+
+
+def topic_names_by_id(client: Any) -> dict[uuid.UUID, str]:
+    """Every topic's id → name, from one Metadata request (v10+, the first with topic ids)."""
+    t = _transport(client)
+    try:
+        names: dict[uuid.UUID, str] = t.run(_topic_names, t)
+    except kerr.KafkaError as exc:
+        raise KafkaUnavailable(f"Metadata failed: {type(exc).__name__}: {exc}") from exc
+    return names
 
 
 def describe_consumer_groups(client: Any, coordinator: int | None, group_ids: Iterable[str], *,

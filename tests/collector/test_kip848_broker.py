@@ -12,7 +12,7 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
 from lagscope.collector.kafka_client import ClusterClient
-from lagscope.collector.kip848 import ConsumerGroupDescription, describe_consumer_groups
+from lagscope.collector.kip848 import ConsumerGroupDescription, describe_consumer_groups, topic_names_by_id
 from lagscope.collector.sweep import sweep
 from lagscope.config import ClusterConfig
 from lagscope.deploy.broker import TOOLS_VERSION, _java, ensure_jars
@@ -104,6 +104,10 @@ def test_describe_a_real_kip848_group(admin: KafkaAdminClient, topic: str, uniqu
     assert m.member_epoch >= 1
     assert desc.group_epoch >= 1
     assert desc.assignor in {"uniform", "range"}  # the broker's server-side assignors
+    # the topic id the coordinator sent resolves to the topic through Metadata (the fallback
+    # for a name the coordinator leaves empty)
+    [ta] = m.assignment
+    assert topic_names_by_id(admin)[ta.topic_id] == topic
 
     # a second member joins: the partitions are split between the two, none twice
     kip848_consumer(topic, group, "kip848-b")
