@@ -76,6 +76,7 @@ __all__ = [
     "CommitLogAccessDenied",
     "CommitLogService",
     "CommitLogTailer",
+    "CommitLogTopicMissing",
     "StartPosition",
     "TailStats",
     "commit_row",
@@ -92,6 +93,12 @@ _STATE_VERSION = 1
 
 class CommitLogAccessDenied(KafkaUnavailable):
     """The credentials may not read ``__consumer_offsets`` (TopicAuthorizationFailed)."""
+
+
+class CommitLogTopicMissing(KafkaUnavailable):
+    """``__consumer_offsets`` is not in the metadata: no group has used the cluster yet (the
+    broker creates the topic on first use), or the credentials may not even Describe it.
+    Kafka's all-topics metadata does not tell the two apart, so the tail keeps checking."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -470,9 +477,9 @@ class CommitLogTailer:
         try:
             partitions = consumer.partitions_for_topic(OFFSETS_TOPIC)
             if not partitions:
-                raise CommitLogAccessDenied(
-                    f"{OFFSETS_TOPIC} is not visible on cluster {self.cluster} "
-                    "(no Describe/Read access, or the topic does not exist yet)")
+                raise CommitLogTopicMissing(
+                    f"{OFFSETS_TOPIC} is not visible on cluster {self.cluster} (no group has "
+                    "committed yet, or no Describe access to it)")
             tps = [TopicPartition(OFFSETS_TOPIC, p) for p in sorted(partitions)]
             consumer.assign(tps)
             saved = {int(k): int(v) for k, v in state.get("positions", {}).items()}
@@ -482,7 +489,7 @@ class CommitLogTailer:
                     consumer.seek(tp, saved[tp.partition])
             self._seek_fresh(fresh)
             self._positions = {tp.partition: int(consumer.position(tp)) for tp in tps}
-        except CommitLogAccessDenied:
+        except (CommitLogAccessDenied, CommitLogTopicMissing):
             self.close()
             raise
         except KafkaError as exc:
@@ -741,12 +748,15 @@ class CommitLogTailer:
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self, stop: threading.Event, *, error_backoff_s: float = 5.0,
-            report_every_s: float = 60.0) -> None:
+            report_every_s: float = 60.0, missing_topic_retry_s: float = 60.0) -> None:
         """Tail until ``stop`` is set; flush and close on the way out.
 
         Without READ access: one warning, then return (the collector goes on with sweeps).
-        Other Kafka or lake errors are logged and retried after ``error_backoff_s``.
+        While ``__consumer_offsets`` is not visible: one warning, then a quiet check every
+        ``missing_topic_retry_s``. Other Kafka or lake errors are logged and retried after
+        ``error_backoff_s``.
         """
+        warned_missing = False
         last_report = self._clock()
         reported = self.stats.records
         try:
@@ -762,12 +772,25 @@ class CommitLogTailer:
                 try:
                     if self._consumer is None:
                         self.open()
+                        if warned_missing:
+                            log.info("commit log tail of %s: %s is visible now; tailing", self.cluster,
+                                     OFFSETS_TOPIC)
+                            warned_missing = False
                     self.run_once()
                 except CommitLogAccessDenied as exc:
                     self.disabled_reason = str(exc)
                     log.warning("%s; the __consumer_offsets tail is off for cluster %s and the "
                                 "collector carries on with sweeps only", exc, self.cluster)
                     return
+                except CommitLogTopicMissing as exc:
+                    if not warned_missing:
+                        log.warning("%s; the tail checks again every %.0fs and the collector carries "
+                                    "on with sweeps meanwhile", exc, missing_topic_retry_s)
+                        warned_missing = True
+                    else:
+                        log.debug("%s", exc)
+                    self.close()
+                    stop.wait(missing_topic_retry_s)
                 except (KafkaUnavailable, LakeError, OSError) as exc:
                     log.warning("commit log tail of %s: %s; retrying in %.0fs", self.cluster, exc,
                                 error_backoff_s)

@@ -35,6 +35,7 @@ from lagscope.collector import commitlog
 from lagscope.collector.commitlog import (
     CommitLogAccessDenied,
     CommitLogTailer,
+    CommitLogTopicMissing,
     StartPosition,
     parse_start,
     state_path,
@@ -54,8 +55,8 @@ class Rec(NamedTuple):
 class FakeConsumer:
     """Just the KafkaConsumer surface the tailer uses, over an in-memory __consumer_offsets."""
 
-    def __init__(self, log: dict[int, list[Rec]], *, deny_poll: bool = False, hide_topic: bool = False,
-                 **options: Any) -> None:
+    def __init__(self, log: dict[int, list[Rec]], *, deny_poll: bool = False,
+                 hide_topic: threading.Event | None = None, **options: Any) -> None:
         self.log = log
         self.options = options
         self.deny_poll = deny_poll
@@ -65,7 +66,7 @@ class FakeConsumer:
 
     def partitions_for_topic(self, topic: str) -> set[int] | None:
         assert topic == "__consumer_offsets"
-        return None if self.hide_topic else set(self.log)
+        return set() if self.hide_topic is not None and self.hide_topic.is_set() else set(self.log)
 
     def assign(self, tps: list[TopicPartition]) -> None:
         self.pos = {tp: 0 for tp in tps}
@@ -300,14 +301,10 @@ def test_kip848_topic_ids_named_from_commits(tmp_path: Path) -> None:
 
 # -- access denied ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("flags", [
-    {"deny_poll": True},   # Describe allowed, Read denied: the fetch fails with TopicAuthorizationFailed
-    {"hide_topic": True},  # not even Describe: the topic is invisible in metadata
-])
-def test_no_read_access_warns_once_and_stops(tmp_path: Path, caplog: pytest.LogCaptureFixture,
-                                             flags: dict[str, bool]) -> None:
+def test_no_read_access_warns_once_and_stops(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Describe allowed, Read denied: the fetch fails with TopicAuthorizationFailed
     log = _mixed_log(4)
-    t = CommitLogTailer("x:1", tmp_path, "c1", start="earliest", consumer_factory=_factory(log, **flags))
+    t = CommitLogTailer("x:1", tmp_path, "c1", start="earliest", consumer_factory=_factory(log, deny_poll=True))
     stop = threading.Event()
     with caplog.at_level(logging.WARNING, logger="lagscope.collector.commitlog"):
         th = threading.Thread(target=t.run, args=(stop,), kwargs={"error_backoff_s": 0.01})
@@ -322,10 +319,42 @@ def test_no_read_access_warns_once_and_stops(tmp_path: Path, caplog: pytest.LogC
     assert not (tmp_path / "commits").exists()
 
 
-def test_open_raises_access_denied(tmp_path: Path) -> None:
-    t = CommitLogTailer("x:1", tmp_path, "c1", consumer_factory=_factory({0: []}, hide_topic=True))
-    with pytest.raises(CommitLogAccessDenied, match="not visible"):
+def test_open_raises_on_a_missing_topic(tmp_path: Path) -> None:
+    hidden = threading.Event()
+    hidden.set()
+    t = CommitLogTailer("x:1", tmp_path, "c1", consumer_factory=_factory({0: []}, hide_topic=hidden))
+    with pytest.raises(CommitLogTopicMissing, match="not visible"):
         t.open()
+    assert not isinstance(CommitLogTopicMissing("x"), CommitLogAccessDenied)
+
+
+def test_missing_topic_warns_once_and_waits_for_it(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # a fresh cluster: __consumer_offsets appears when the first group commits
+    log = _mixed_log(6)
+    hidden = threading.Event()
+    hidden.set()
+    t = CommitLogTailer("x:1", tmp_path, "c1", start="earliest", flush_interval_s=0.05, poll_timeout_ms=10,
+                        consumer_factory=_factory(log, hide_topic=hidden))
+    stop = threading.Event()
+    with caplog.at_level(logging.INFO, logger="lagscope.collector.commitlog"):
+        th = threading.Thread(target=t.run, args=(stop,), kwargs={"missing_topic_retry_s": 0.05})
+        th.start()
+        time.sleep(0.5)  # ~10 checks while the topic is missing
+        assert th.is_alive()
+        assert not (tmp_path / "commits").exists()
+        hidden.clear()
+        deadline = time.monotonic() + 10
+        while len(_rows(tmp_path, "commits")) < 7 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stop.set()
+        th.join(10)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    # one about the topic (however many checks), one about the corrupt record in the log
+    assert sum("not visible" in w for w in warnings) == 1
+    assert sum("undecodable record" in w for w in warnings) == 1
+    assert any("visible now" in r.getMessage() for r in caplog.records)
+    assert len(_rows(tmp_path, "commits")) == 7
+    assert t.disabled_reason is None
 
 
 def test_bad_cluster_name_and_corrupt_state(tmp_path: Path) -> None:
