@@ -417,7 +417,8 @@ class CommitLogTailer:
             {"bootstrap_servers": client} if isinstance(client, str) else dict(client))
         self.lake_root = Path(lake_root)
         self.cluster = cluster
-        self.start = parse_start(start, now=clock())
+        self._start_spec = start
+        self.start = parse_start(start, now=clock())  # validated now; a duration is re-read at open()
         self.flush_records = flush_records
         self.flush_interval_s = flush_interval_s
         self.poll_timeout_ms = poll_timeout_ms
@@ -508,6 +509,7 @@ class CommitLogTailer:
         if not tps:
             return
         c = self._consumer
+        self.start = parse_start(self._start_spec, now=self._clock())  # "1h" = the hour before now
         if self.start.kind == "earliest":
             c.seek_to_beginning(*tps)
         elif self.start.kind == "latest":
