@@ -215,7 +215,8 @@ class LagCollector(Collector):
         if history_size < 2:
             raise ConfigError(f"metrics history_size must be >= 2, got {history_size}")
         self._history_size = history_size
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards _clusters' published state; held briefly
+        self._update_lock = threading.Lock()  # serialises updates (histories)
         self._clusters: dict[str, _ClusterState] = {}
         self._version = 0  # bumped by every change; keys the rendered exposition
         self._render_lock = threading.Lock()
@@ -226,27 +227,38 @@ class LagCollector(Collector):
     # -- feeding ---------------------------------------------------------------------------
 
     def update(self, snapshot: Snapshot) -> None:
-        """Replace the cluster's series by those of ``snapshot`` (and count the sweep)."""
-        with self._lock:
-            state = self._clusters.setdefault(snapshot.cluster, _ClusterState())
-            ts = snapshot.sweep_ts.timestamp()
-            if snapshot.ok:
-                state.sweeps_ok += 1
-                state.last_ok_ts = ts
-            else:
-                state.sweeps_failed += 1
-            state.group_errors += int(snapshot.sweep.get("group_errors") or 0)
+        """Replace the cluster's series by those of ``snapshot`` (and count the sweep).
+
+        The samples are built outside the lock that scrapes take (only the swap is under it),
+        so a scrape never waits for a large snapshot to be processed.
+        """
+        ts = snapshot.sweep_ts.timestamp()
+        with self._update_lock:  # one update at a time: the histories are only touched here
+            with self._lock:
+                state = self._clusters.get(snapshot.cluster)
+            if state is None:
+                state = _ClusterState()
+            counts = _ClusterState(
+                sweeps_ok=state.sweeps_ok + (1 if snapshot.ok else 0),
+                sweeps_failed=state.sweeps_failed + (0 if snapshot.ok else 1),
+                group_errors=state.group_errors + int(snapshot.sweep.get("group_errors") or 0),
+                last_ok_ts=ts if snapshot.ok else state.last_ok_ts,
+            )
             samples: Samples = {}
             if snapshot.ok:
                 self._feed_histories(state, snapshot, ts)
                 _data_samples(snapshot, state.histories, ts, samples)
-            _sweep_samples(snapshot, state, samples)
-            state.samples = samples
-            self._version += 1
+            _sweep_samples(snapshot, counts, samples)
+            with self._lock:
+                state.sweeps_ok, state.sweeps_failed = counts.sweeps_ok, counts.sweeps_failed
+                state.group_errors, state.last_ok_ts = counts.group_errors, counts.last_ok_ts
+                state.samples = samples
+                self._clusters[snapshot.cluster] = state
+                self._version += 1
 
     def forget(self, cluster: str) -> None:
         """Drop everything about ``cluster`` (it is no longer watched)."""
-        with self._lock:
+        with self._update_lock, self._lock:
             self._clusters.pop(cluster, None)
             self._version += 1
 
