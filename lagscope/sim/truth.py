@@ -8,9 +8,13 @@ offsets are Kafka offsets (int); topic and group names are the real (prefixed) n
   null for a non-transactional producer, else "committed", "aborted" or "open".
 - ``commit``   {group, member, topic, partition, offset, ts}: an offset commit the
   coordinator acknowledged; ``ts`` is taken right after the acknowledgement.
-- ``assign`` / ``revoke`` {group, member, partitions: [[topic, partition], ...], ts, lost}:
+- ``assign`` {group, member, partitions: [[topic, partition], ...], ts, generation, member_id}:
+  the member's rebalance listener, with the group generation and the coordinator-given
+  member id it joined with.
+- ``revoke`` {group, member, partitions, ts, lost, closing}:
   the member's rebalance listener; ``lost`` is true when the partitions were lost
-  (the member was evicted) rather than revoked cleanly.
+  (the member was evicted) rather than revoked cleanly; ``closing`` (revoke only) is true
+  when the member gave them up because it was closing (leave, bounce, end of the run).
 - ``fault``    {kind, group, member, start, end, detail}: an injected fault or operation;
   ``end`` equals ``start`` for instantaneous ones (crash, leave, join, rewind, skip).
 - ``end_state`` {ts, partitions: [{topic, partition, log_start, end, lso}],
@@ -24,6 +28,7 @@ offsets are Kafka offsets (int); topic and group names are the real (prefixed) n
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,6 +44,7 @@ __all__ = [
     "GroupOffset",
     "PartitionEnd",
     "Produce",
+    "Rebalance",
     "Record",
     "Revoke",
     "TruthIndex",
@@ -79,6 +85,8 @@ class Assign:
     member: str
     partitions: tuple[tuple[str, int], ...]
     ts: float
+    generation: int = -1
+    member_id: str = ""
     type: Literal["assign"] = "assign"
 
 
@@ -89,6 +97,7 @@ class Revoke:
     partitions: tuple[tuple[str, int], ...]
     ts: float
     lost: bool = False
+    closing: bool = False
     type: Literal["revoke"] = "revoke"
 
 
@@ -138,6 +147,22 @@ class EndState:
 
 
 Record = Produce | Commit | Assign | Revoke | Fault | EndState
+
+
+#: faults that change a group's membership (and so cause a rebalance)
+_MEMBERSHIP_FAULTS = ("crash", "leave", "join", "bounce", "stop_polling")
+
+
+@dataclass(frozen=True)
+class Rebalance:
+    """A rebalance of one group as the truth shows it (see :meth:`TruthIndex.rebalances`)."""
+
+    group: str
+    start: float
+    end: float
+    members: tuple[str, ...]
+    cause: Fault | None
+    generation: int = -1
 
 
 class TruthIndex:
@@ -210,6 +235,39 @@ class TruthIndex:
     def faults(self, kind: str | None = None) -> list[Fault]:
         return [r for r in self.records if isinstance(r, Fault) and (kind is None or r.kind == kind)]
 
+    def rebalances(self, group: str) -> list[Rebalance]:
+        """The group's rebalances, one per generation its members were assigned in, in time order.
+
+        A rebalance ends with the last member's first assignment in the new generation; it starts
+        at the first revocation after the previous generation was complete (revocations of a
+        closing member excluded), or at its first assignment when nobody revoked. A static
+        member that comes back without a rebalance is given the current generation again, so
+        it makes no new rebalance. ``cause`` is the latest membership fault (crash, leave, join,
+        bounce, stop_polling) of the group after the previous rebalance ended and before this one
+        started, if any: after a crash the group stopped progressing at ``cause.start``.
+        """
+        events = self.assignments(group)
+        causes = sorted((f for f in self.faults() if f.group == group and f.kind in _MEMBERSHIP_FAULTS),
+                        key=lambda f: f.start)
+        gens: dict[int, list[Assign]] = {}
+        seen: set[tuple[str, int]] = set()
+        for r in events:
+            if isinstance(r, Assign) and (r.member, r.generation) not in seen:
+                seen.add((r.member, r.generation))
+                gens.setdefault(r.generation, []).append(r)
+        revokes = [r for r in events if isinstance(r, Revoke) and not r.closing]
+        out: list[Rebalance] = []
+        prev_end = -math.inf
+        for gen, assigns in sorted(gens.items(), key=lambda kv: kv[1][0].ts):
+            first, end = assigns[0].ts, max(a.ts for a in assigns)
+            before = [r.ts for r in revokes if prev_end < r.ts <= first]
+            start = min(before) if before else first
+            cause = [f for f in causes if prev_end <= f.start <= start]
+            out.append(Rebalance(group, start, end, tuple(sorted({a.member for a in assigns})),
+                                 cause[-1] if cause else None, gen))
+            prev_end = end
+        return out
+
     def assignments(self, group: str, member: str | None = None) -> list[Assign | Revoke]:
         """The group's assign and revoke records (of one member), in time order."""
         return [r for r in self.records if isinstance(r, Assign | Revoke) and r.group == group
@@ -241,10 +299,11 @@ def record_from_dict(d: dict[str, Any]) -> Record:
             return Commit(d["group"], d["member"], d["topic"], int(d["partition"]), int(d["offset"]),
                           float(d["ts"]))
         if t == "assign":
-            return Assign(d["group"], d["member"], _parts(d["partitions"]), float(d["ts"]))
+            return Assign(d["group"], d["member"], _parts(d["partitions"]), float(d["ts"]),
+                          int(d.get("generation", -1)), str(d.get("member_id", "")))
         if t == "revoke":
             return Revoke(d["group"], d["member"], _parts(d["partitions"]), float(d["ts"]),
-                          bool(d.get("lost", False)))
+                          bool(d.get("lost", False)), bool(d.get("closing", False)))
         if t == "fault":
             return Fault(d["kind"], d["group"], d["member"], float(d["start"]), float(d["end"]),
                          dict(d.get("detail") or {}))

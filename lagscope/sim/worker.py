@@ -190,6 +190,8 @@ class _Member:
         self.end = 0.0
         self.st = _MemberState()
         self.consumer: Any = None
+        #: set while the consumer closes, so that the listener's revocation says so
+        self.closing = False
 
     # -- client ---------------------------------------------------------------------------
     def _open(self) -> None:
@@ -221,6 +223,13 @@ class _Member:
             kw["group_instance_id"] = self.cfg["group_instance_id"]
         self.consumer = KafkaConsumer(**kw)
 
+    def _close(self) -> None:
+        self.closing = True
+        try:
+            self.consumer.close(autocommit=False)
+        finally:
+            self.closing = False
+
     def _listener(self) -> Any:
         from kafka import AsyncConsumerRebalanceListener
 
@@ -239,16 +248,20 @@ class _Member:
                         else:
                             member._record_commits(offsets)
                 member._forget(tps)
-                member.writer.write(Revoke(member.group, member.name, _pairs(tps), time.time()))
+                member.writer.write(Revoke(member.group, member.name, _pairs(tps), time.time(),
+                                           closing=member.closing))
 
             async def on_partitions_lost(self, lost: Any) -> None:
                 tps = sorted(lost)
                 member._forget(tps)
-                member.writer.write(Revoke(member.group, member.name, _pairs(tps), time.time(), lost=True))
+                member.writer.write(Revoke(member.group, member.name, _pairs(tps), time.time(), lost=True,
+                                           closing=member.closing))
 
             async def on_partitions_assigned(self, assigned: Any) -> None:
                 tps = sorted(assigned)
-                member.writer.write(Assign(member.group, member.name, _pairs(tps), time.time()))
+                gm = member.consumer.group_metadata()
+                member.writer.write(Assign(member.group, member.name, _pairs(tps), time.time(),
+                                           int(gm.generation_id), str(gm.member_id)))
 
         return Listener()
 
@@ -310,7 +323,7 @@ class _Member:
         if a.kind == "bounce":
             if self.may_commit():
                 self.commit(self._current())
-            c.close(autocommit=False)
+            self._close()
             self.consumer = None
             self.st.consumed.clear()
             self.st.committed.clear()
@@ -385,7 +398,7 @@ class _Member:
         self._create()
         started = _await_start(self.cfg)
         if started is None or not _sleep_until(started[0] + s.join_at):
-            self.consumer.close(autocommit=False)
+            self._close()
             return
         self.t0, self.end = started
         self._subscribe()
@@ -447,7 +460,7 @@ class _Member:
             if self.consumer is not None:
                 if not may_commit or partial:
                     self.st.consumed.clear()  # the revoke listener must not commit either
-                self.consumer.close(autocommit=False)
+                self._close()
 
 
 def _pairs(tps: list[Any]) -> tuple[tuple[str, int], ...]:

@@ -128,7 +128,8 @@ def test_truth_round_trip_and_sorting(tmp_path: Path) -> None:
     assert back[-1].end_of("t", 0).end == 5
     assert sorted(map(repr, back)) == sorted(map(repr, recs))
     first = json.loads(path.read_text().splitlines()[0])
-    assert first == {"type": "assign", "group": "g", "member": "m", "partitions": [["t", 0]], "ts": 9.0}
+    assert first == {"type": "assign", "group": "g", "member": "m", "partitions": [["t", 0]], "ts": 9.0,
+                     "generation": -1, "member_id": ""}
 
 
 def test_parts_tolerate_a_torn_last_line(tmp_path: Path) -> None:
@@ -178,3 +179,26 @@ def test_truth_index_at(t: float, end: int, committed: int | None, lag: int | No
     assert ti.produce_ts("t", 0, 3) == 13.0
     assert ti.produce_ts("t", 0, 9) is None
     assert [c.offset for c in ti.commits("g", "t", 0)] == [2, 5, 1]
+
+
+def test_rebalances_from_listener_records() -> None:
+    A, R, F = truth.Assign, truth.Revoke, truth.Fault  # noqa: N806 - short names keep the table readable
+    p0, p1 = ("t", 0), ("t", 1)
+    recs: list[truth.Record] = [
+        # the group forms: both revoke nothing, then get one partition each
+        R("g", "a", (), 1.0), R("g", "b", (), 1.1), A("g", "a", (p0,), 1.5, 1), A("g", "b", (p1,), 1.6, 1),
+        # b crashes at 5; the session expires and a alone rebalances at 8 .. 8.2 (generation 2)
+        F("crash", "g", "b", 5.0, 5.0), R("g", "a", (p0,), 8.0), A("g", "a", (p0, p1), 8.2, 2),
+        # a static bounce of a: it revokes while closing, then is given generation 2 again: no rebalance
+        F("bounce", "g", "a", 10.0, 12.0), R("g", "a", (p0, p1), 10.0, closing=True),
+        R("g", "a", (), 11.9), A("g", "a", (p0, p1), 12.0, 2),
+        # the end of the run: closing revocations start nothing
+        R("g", "a", (p0, p1), 20.0, closing=True),
+    ]
+    got = truth.TruthIndex(recs).rebalances("g")
+    assert [(r.start, r.end, r.members) for r in got] == [(1.0, 1.6, ("a", "b")), (8.0, 8.2, ("a",))]
+    assert got[0].cause is None
+    assert got[1].cause is not None
+    assert got[1].cause.kind == "crash"
+    assert [r.generation for r in got] == [1, 2]
+    assert truth.TruthIndex(recs).rebalances("other") == []

@@ -239,7 +239,7 @@ def test_idle_topic_nothing_after_stop(runs: Runs) -> None:
 
 
 def test_crash_rebalances_after_session_timeout(runs: Runs) -> None:
-    _, records = _result(runs, "crash")
+    result, records = _result(runs, "crash")
     (crash,) = _faults(records, "crash")
     assert crash.member == "c2"
     assert crash.detail["was_alive"]
@@ -251,6 +251,12 @@ def test_crash_rebalances_after_session_timeout(runs: Runs) -> None:
     gap = takeover[0].ts - crash.start
     # the coordinator waits for c2's session (3 s) to expire: not before ~session - heartbeat
     assert 2.0 <= gap <= 3.0 + 5.0, gap
+    # the truth's rebalance after the crash names the crash as its cause
+    (after,) = [r for r in truth.TruthIndex(records).rebalances(result.names.group("readers"))
+                if r.start > crash.start]
+    assert after.cause == crash
+    assert after.members == ("c1",)
+    assert after.end == takeover[0].ts
 
 
 def test_graceful_leave_rebalances_at_once(runs: Runs) -> None:
@@ -302,6 +308,9 @@ def test_static_member_bounce_does_not_rebalance(runs: Runs) -> None:
     # c1 was never revoked between the bounce and its own close at the end
     end = result.t0 + result.scenario.duration
     assert not [r for r in _of(records, Revoke, "c1") if bounce.start <= r.ts < end - 0.5 and r.partitions]
+    # and the truth shows no rebalance after the group formed
+    rebalances = truth.TruthIndex(records).rebalances(result.names.group("readers"))
+    assert [r for r in rebalances if r.start >= bounce.start] == []
 
 
 def test_stall_commits_same_offset(runs: Runs) -> None:
