@@ -26,7 +26,7 @@ import pytest
 from helpers.prometheus import PrometheusServer
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
-from kafka.errors import CoordinatorNotAvailableError, NotCoordinatorError
+from kafka.errors import CoordinatorLoadInProgressError, CoordinatorNotAvailableError, NoError, NotCoordinatorError
 from kafka.structs import OffsetAndMetadata
 from results_synthetic import write_synthetic
 
@@ -61,14 +61,19 @@ def lagging_group(bootstrap: str, unique: str) -> Iterator[tuple[str, str]]:
         offsets = {TopicPartition(topic, 0): OffsetAndMetadata(3, "", -1),
                    TopicPartition(topic, 1): OffsetAndMetadata(4, "", -1)}
         deadline = time.monotonic() + 60
-        while True:  # a fresh broker creates __consumer_offsets on the first group request
+        while True:
+            # a fresh broker creates and loads __consumer_offsets on the first group request: the
+            # call may raise, or answer per partition with a retriable error (nothing committed)
             try:
-                admin.alter_group_offsets(group, offsets)
-                break
-            except (CoordinatorNotAvailableError, NotCoordinatorError):
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
+                errors = admin.alter_group_offsets(group, offsets)
+                if all(err is NoError for err in errors.values()):
+                    break
+            except (CoordinatorNotAvailableError, NotCoordinatorError, CoordinatorLoadInProgressError):
+                pass
+            assert time.monotonic() < deadline, "could not commit the group's offsets"
+            time.sleep(0.5)
+        committed = admin.list_group_offsets(group)[group]
+        assert {tp.partition: om.offset for tp, om in committed.items()} == {0: 3, 1: 4}
         consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                                  max_poll_records=1)
         try:
