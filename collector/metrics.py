@@ -34,7 +34,7 @@ import logging
 import math
 import socket
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -49,6 +49,7 @@ from lagscope.collector.timelag import EndOffsetHistory
 from lagscope.errors import ConfigError
 
 __all__ = [
+    "COMPAT_FAMILIES",
     "DEFAULT_BIND",
     "DEFAULT_PORT",
     "GROUP_STATES",
@@ -178,6 +179,9 @@ METRICS: tuple[MetricSpec, ...] = (
 
 _SPECS: dict[str, MetricSpec] = {s.name: s for s in METRICS}
 
+#: the exporter-compatible families (lagscope's own are always served)
+COMPAT_FAMILIES = ("kafka_exporter", "kafka-lag-exporter")
+
 Labels = tuple[str, ...]
 #: metric name -> label values -> value; a dict keyed by label values cannot hold a duplicate series
 Samples = dict[str, dict[Labels, float]]
@@ -208,12 +212,22 @@ class LagCollector(Collector):
 
     Thread-safe: :meth:`update` (the collect loop) and :meth:`collect` (scrapes) may run
     concurrently. ``history_size`` bounds the end-offset history per partition (distinct end
-    offsets remembered, see :mod:`lagscope.collector.timelag`).
+    offsets remembered, see :mod:`lagscope.collector.timelag`). ``compat`` chooses the
+    exporter-compatible families served besides lagscope's own: ``kafka_exporter`` and/or
+    ``kafka-lag-exporter`` (both by default; fewer series for very large clusters).
     """
 
-    def __init__(self, *, history_size: int = 120, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, *, history_size: int = 120, registry: CollectorRegistry | None = None,
+                 compat: Iterable[str] = COMPAT_FAMILIES) -> None:
         if history_size < 2:
             raise ConfigError(f"metrics history_size must be >= 2, got {history_size}")
+        wanted = set(compat)
+        unknown = wanted - set(COMPAT_FAMILIES)
+        if unknown:
+            raise ConfigError(f"metrics compat: unknown famil{'ies' if len(unknown) > 1 else 'y'} "
+                              f"{sorted(unknown)}; choose from {list(COMPAT_FAMILIES)}")
+        #: the families this collector serves
+        self.specs: tuple[MetricSpec, ...] = tuple(m for m in METRICS if m.origin == "lagscope" or m.origin in wanted)
         self._history_size = history_size
         self._lock = threading.Lock()  # guards _clusters' published state; held briefly
         self._update_lock = threading.Lock()  # serialises updates (histories)
@@ -290,12 +304,12 @@ class LagCollector(Collector):
     # -- prometheus-client Collector protocol ------------------------------------------------
 
     def describe(self) -> Iterable[Metric]:
-        return [_family(spec) for spec in METRICS]
+        return [_family(spec) for spec in self.specs]
 
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             per_cluster = [st.samples for st in self._clusters.values()]
-        return _families(per_cluster)
+        return _families(per_cluster, self.specs)
 
     def exposition(self, openmetrics: bool = False) -> bytes:
         """This collector's series in the text format (or OpenMetrics), rendered once per change.
@@ -314,7 +328,7 @@ class LagCollector(Collector):
             with self._lock:
                 body = self._rendered.get((version, openmetrics))
             if body is None:
-                body = render(per_cluster, openmetrics=openmetrics)
+                body = render(per_cluster, openmetrics=openmetrics, specs=self.specs)
                 with self._lock:
                     if self._version == version:
                         self._rendered = {k: v for k, v in self._rendered.items() if k[0] == version}
@@ -337,7 +351,8 @@ def _number(value: float) -> str:
     return "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
 
 
-def render(per_cluster: list[Samples], *, openmetrics: bool = False) -> bytes:
+def render(per_cluster: list[Samples], *, openmetrics: bool = False,
+           specs: Sequence[MetricSpec] = METRICS) -> bytes:
     """The exposition of ``per_cluster`` samples: Prometheus text 0.0.4, or OpenMetrics 1.0.
 
     A dedicated renderer (a few times faster than the generic one of prometheus-client, which
@@ -346,7 +361,7 @@ def render(per_cluster: list[Samples], *, openmetrics: bool = False) -> bytes:
     """
     out: list[str] = []
     add = out.append
-    for spec in METRICS:
+    for spec in specs:
         family = spec.name.removesuffix("_total") if openmetrics and spec.type == "counter" else spec.name
         add(f"# HELP {family} {_escape_help(spec.help, openmetrics)}\n# TYPE {family} {spec.type}\n")
         order = sorted(range(len(spec.labels)), key=lambda i: spec.labels[i])
@@ -360,9 +375,9 @@ def render(per_cluster: list[Samples], *, openmetrics: bool = False) -> bytes:
     return "".join(out).encode()
 
 
-def _families(per_cluster: list[Samples]) -> Iterator[Metric]:
+def _families(per_cluster: list[Samples], specs: Sequence[MetricSpec]) -> Iterator[Metric]:
     """One family per metric name, samples of every cluster merged (a name twice fails a scrape)."""
-    for spec in METRICS:
+    for spec in specs:
         family = _family(spec)
         for samples in per_cluster:
             for labels, value in samples.get(spec.name, {}).items():
@@ -589,13 +604,14 @@ class MetricsServer:
 
     def __init__(self, bind: str = DEFAULT_BIND, port: int = DEFAULT_PORT, *,
                  registry: CollectorRegistry | None = None, collector: LagCollector | None = None,
-                 history_size: int = 120) -> None:
+                 history_size: int = 120, compat: Iterable[str] = COMPAT_FAMILIES) -> None:
         if not 0 <= port <= 65535:
             raise ConfigError(f"metrics port must be 0..65535, got {port}")
         self.bind = bind
         self._requested_port = port
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.collector = collector if collector is not None else LagCollector(history_size=history_size)
+        self.collector = collector if collector is not None else LagCollector(history_size=history_size,
+                                                                              compat=compat)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 

@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from lagscope.collector.metrics import GROUP_STATES, METRICS, LagCollector
 from lagscope.collector.model import Snapshot
+from lagscope.errors import ConfigError
 
 T0 = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
 
@@ -383,3 +384,29 @@ def test_rendered_exposition_equals_the_collected_series(registry: CollectorRegi
     collected = {(s.name, tuple(sorted(s.labels.items())), s.value) for fam in registry.collect() for s in fam.samples}
     assert served == collected
     assert any(dict(labels).get("consumergroup") == weird for _, labels, _ in served)
+
+
+@pytest.mark.parametrize(("compat", "present", "absent"), [
+    # both exporter families by default
+    (("kafka_exporter", "kafka-lag-exporter"), {"kafka_consumergroup_lag", "kafka_consumergroup_group_lag"}, set()),
+    # kafka_exporter only: kafka-lag-exporter's names are not served (fewer series)
+    (("kafka_exporter",), {"kafka_consumergroup_lag"},
+     {"kafka_consumergroup_group_lag", "kafka_partition_latest_offset"}),
+    # none: lagscope's own names only, which always include the sweep health
+    ((), {"lagscope_partition_lag_seconds", "lagscope_up"},
+     {"kafka_consumergroup_lag", "kafka_consumergroup_group_lag"}),
+])
+def test_compat_families(compat: tuple[str, ...], present: set[str], absent: set[str]) -> None:
+    registry = CollectorRegistry()
+    collector = LagCollector(registry=registry, compat=compat)
+    collector.update(_base_snapshot())
+    collected = {fam.name for fam in registry.collect() if fam.samples}
+    served = {fam.name for fam in text_string_to_metric_families(collector.exposition().decode()) if fam.samples}
+    for names in (collected, served):
+        assert present <= names
+        assert not absent & names
+
+
+def test_unknown_compat_family_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="unknown family"):
+        LagCollector(compat=["burrow"])
