@@ -19,6 +19,7 @@ Writes the table to stdout (and with ``--out`` to a file).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -78,10 +79,8 @@ def _setup(bootstrap: str, prefix: str, groups: int, topics_per_group: int) -> N
     existing = set(admin.list_topics())
     todo = [NewTopic(n, PARTITIONS, 1) for n in names if n not in existing]
     for i in range(0, len(todo), 100):
-        try:
+        with contextlib.suppress(TopicAlreadyExistsError):
             admin.create_topics(todo[i:i + 100], timeout_ms=120000)
-        except TopicAlreadyExistsError:
-            pass
     admin.close()
     if todo:
         with ClusterClient(ClusterConfig(name="bench", bootstrap_servers=[bootstrap]),
@@ -97,29 +96,37 @@ def _setup(bootstrap: str, prefix: str, groups: int, topics_per_group: int) -> N
     part_cls = topic_cls.OffsetCommitRequestPartition
     group_ids = [f"{prefix}{g:05d}" for g in range(groups)]
 
+    plan = {gid: {t: [rng.randint(0, 20) for _ in range(PARTITIONS)] for t in rng.sample(names, topics_per_group)}
+            for gid in group_ids}
+
     async def commit_all(client: ClusterClient) -> int:
-        coords: dict[str, int] = {}
-        for i in range(0, len(group_ids), 1000):
-            resp = await client.send(FindCoordinatorRequest(key_type=0, coordinator_keys=group_ids[i:i + 1000],
-                                                            min_version=4))
-            coords.update({c.key: c.node_id for c in resp.coordinators})
-        errors = 0
-        for i in range(0, len(group_ids), 500):  # 500 OffsetCommits in flight at a time
-            futures = []
-            for gid in group_ids[i:i + 500]:
-                topics = rng.sample(names, topics_per_group)
-                req = OffsetCommitRequest(
-                    group_id=gid, generation_id_or_member_epoch=-1, member_id="", max_version=8,
-                    topics=[topic_cls(name=t, partitions=[part_cls(partition_index=p, committed_offset=rng.randint(0, 20),
-                                                                   committed_metadata="")
-                                                          for p in range(PARTITIONS)]) for t in topics])
-                futures.append(client.send(req, node_id=coords[gid]))
-            for resp in await gather(futures):
-                if isinstance(resp, Exception):
-                    errors += 1
-                else:
-                    errors += sum(1 for t in resp.topics for p in t.partitions if p.error_code)
-        return errors
+        pending = list(group_ids)
+        for _ in range(60):  # the offsets topic may still be loading: retry what failed
+            coords: dict[str, int] = {}
+            for i in range(0, len(pending), 1000):
+                resp = await client.send(FindCoordinatorRequest(key_type=0, coordinator_keys=pending[i:i + 1000],
+                                                                min_version=4))
+                coords.update({c.key: c.node_id for c in resp.coordinators if not c.error_code})
+            failed = [g for g in pending if g not in coords]
+            todo = [g for g in pending if g in coords]
+            for i in range(0, len(todo), 500):  # 500 OffsetCommits in flight at a time
+                futures = []
+                for gid in todo[i:i + 500]:
+                    req = OffsetCommitRequest(
+                        group_id=gid, generation_id_or_member_epoch=-1, member_id="", max_version=8,
+                        topics=[topic_cls(name=t, partitions=[part_cls(partition_index=p, committed_offset=o,
+                                                                       committed_metadata="")
+                                                              for p, o in enumerate(offs)])
+                                for t, offs in plan[gid].items()])
+                    futures.append(client.send(req, node_id=coords[gid]))
+                for gid, resp in zip(todo[i:i + 500], await gather(futures), strict=True):
+                    if isinstance(resp, Exception) or any(p.error_code for t in resp.topics for p in t.partitions):
+                        failed.append(gid)
+            pending = failed
+            if not pending:
+                return 0
+            await client.sleep(2.0)
+        return len(pending)
 
     with ClusterClient(cluster, request_timeout_ms=120000) as client:
         client.connect()
@@ -149,7 +156,7 @@ async def _produce_all(client: Any, names: list[str]) -> int:
 
     batch = records()
     pending = [(n, p) for n in names for p in range(PARTITIONS)]
-    for _ in range(20):  # a partition whose leader is not ready yet is retried
+    for _ in range(200):  # a partition whose topic or leader is not ready yet is retried
         by_topic: dict[str, list[int]] = {}
         for n, p in pending:
             by_topic.setdefault(n, []).append(p)
@@ -162,16 +169,23 @@ async def _produce_all(client: Any, names: list[str]) -> int:
                                              for n in topics[i:i + 100]])
             futures.append(client.send(req))
         failed: list[tuple[str, int]] = []
+        reasons: dict[str, int] = {}
         for i, resp in zip(range(0, len(topics), 100), await gather(futures), strict=True):
             if isinstance(resp, Exception):
                 failed.extend((n, p) for n in topics[i:i + 100] for p in by_topic[n])
+                reasons[type(resp).__name__] = reasons.get(type(resp).__name__, 0) + 1
             else:
-                failed.extend((t.name, p.index) for t in resp.responses for p in t.partition_responses
-                              if p.error_code)
+                for t in resp.responses:
+                    for p in t.partition_responses:
+                        if p.error_code:
+                            failed.append((t.name, p.index))
+                            reasons[str(p.error_code)] = reasons.get(str(p.error_code), 0) + 1
+        if failed:
+            print(f"produce: {len(failed)} partitions to retry: {reasons}", file=sys.stderr)
         pending = failed
         if not pending:
             return 0
-        await client.sleep(1.0)
+        await client.sleep(3.0)
     return len(pending)
 
 
