@@ -33,6 +33,7 @@ _COMMAND_MODULES: list[str] = [
     "lagscope.deploy.cli",
     "lagscope.deploy.spark.cli",
     "lagscope.deploy.sink",
+    "lagscope.deploy.run",
     "lagscope.sim.cli",
     "lagscope.dashboards.app.cli",
     "lagscope.collector.cli",

@@ -1,0 +1,417 @@
+"""``lagscope run``: the production entry point, every long-running part of lagscope in one process.
+
+    lagscope run --config lagscope.yaml                                  # collector + analytics
+    lagscope run --config lagscope.yaml --alerts alerts.yaml             # … + alert webhooks
+    lagscope run --config lagscope.yaml --component collector            # one part per container
+
+Components, each with one job and a lifecycle (``start()``, ``stop()``), each in its own
+thread:
+
+- ``collector``: the sweep loop (:class:`lagscope.collector.loop.Collector`) with the
+  ``__consumer_offsets`` tail where enabled; serves ``/metrics`` on ``metrics.bind:port``.
+- ``analytics``: the incremental analytics loop: every ``--analytics-interval`` seconds one
+  :func:`~lagscope.analytics.job.run_incremental` step over the sweeps since the checkpoint,
+  in one Spark session kept for the life of the process (``--master``).
+- ``alerts``: every ``--alerts-interval`` seconds, turns the result tables' findings into
+  notifications in the durable outbox and delivers them (retried with backoff, signed).
+- the analytics' findings as Prometheus metrics (:mod:`lagscope.analytics.results_metrics`):
+  on the collector's ``/metrics`` when the collector runs here, else on their own endpoint
+  at ``metrics.bind:port``.
+
+Start order is downstream first (results metrics, alerts, analytics, then the collector), so
+nothing produces before its consumer is up; a start that fails stops what already started.
+SIGTERM or SIGINT stops them in reverse: the collector finishes its sweep and flushes the
+lake, the analytics finish their step (its checkpoint moves only when its files are in
+place), the alerts finish the delivery in flight (the outbox keeps the rest). A periodic job
+that fails is logged and rescheduled; a component thread that dies makes the process stop
+everything and exit 1, so that a supervisor restarts it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, Protocol
+
+import typer
+
+from lagscope.config import Settings, load_config, parse_duration
+from lagscope.errors import ConfigError
+
+__all__ = [
+    "AlertsLoop",
+    "AnalyticsLoop",
+    "CollectorComponent",
+    "Component",
+    "ResultsMetrics",
+    "Runner",
+    "register",
+]
+
+log = logging.getLogger(__name__)
+
+
+class Component(Protocol):
+    name: str
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def is_healthy(self) -> bool: ...
+
+
+class _Periodic:
+    """Runs ``step()`` every ``interval_s`` seconds (start to start) in a thread until stopped.
+
+    A failing step is logged and the next one scheduled; it never ends the loop.
+    """
+
+    name = "periodic"
+
+    def __init__(self, interval_s: float) -> None:
+        if interval_s <= 0:
+            raise ConfigError(f"{self.name} interval must be positive, not {interval_s}")
+        self.interval_s = interval_s
+        self.stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.runs = 0
+        self.failures = 0
+
+    def setup(self) -> None:
+        """Runs in the thread before the first step."""
+
+    def teardown(self) -> None:
+        """Runs in the thread after the last step."""
+
+    def step(self) -> None:
+        raise NotImplementedError
+
+    def _loop(self) -> None:
+        try:
+            self.setup()
+            while not self.stopping.is_set():
+                began = time.monotonic()
+                try:
+                    self.step()
+                except Exception:
+                    self.failures += 1
+                    log.exception("%s: the run failed; next one in %.0fs", self.name, self.interval_s)
+                self.runs += 1
+                self.stopping.wait(max(0.0, began + self.interval_s - time.monotonic()))
+        finally:
+            self.teardown()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name=f"lagscope-{self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 120.0) -> None:
+        self.stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.warning("%s did not stop within %.0fs", self.name, timeout)
+
+    def is_healthy(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+
+class CollectorComponent:
+    """The sweep loop in a thread; its metrics server also carries ``extra_collectors``."""
+
+    name = "collector"
+
+    def __init__(self, settings: Settings, extra_collectors: list[Any] | None = None) -> None:
+        from lagscope.collector.loop import Collector
+
+        self.collector = Collector(settings)
+        self.extra_collectors = list(extra_collectors or [])
+        self.stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self.collector.start()  # metrics server and commit-log tails; run() will not start them again
+        server = self.collector.metrics_server
+        for extra in self.extra_collectors:
+            if server is not None:
+                server.registry.register(extra)
+        self._thread = threading.Thread(target=self.collector.run, args=(self.stopping,),
+                                        name="lagscope-collector", daemon=True)
+        self._thread.start()
+
+    @property
+    def serves_metrics(self) -> bool:
+        return self.collector.metrics_server is not None
+
+    def stop(self, timeout: float = 120.0) -> None:
+        self.stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        self.collector.stop()  # idempotent: run() stops it too when it returns
+
+    def is_healthy(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+
+class AnalyticsLoop(_Periodic):
+    """Incremental analytics every ``interval_s`` in one Spark session on ``master``."""
+
+    name = "analytics"
+
+    def __init__(self, lake: Path, results: Path, *, interval_s: float, master: str,
+                 settings: Any = None, backfill_s: float = 86400.0, shuffle_partitions: int = 4,
+                 driver_memory: str = "1g",
+                 clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)) -> None:
+        super().__init__(interval_s)
+        self.lake, self.results, self.master = lake, results, master
+        self.settings = settings
+        self.backfill_s = backfill_s
+        self.shuffle_partitions, self.driver_memory = shuffle_partitions, driver_memory
+        self.clock = clock
+        self.spark: Any = None
+        self.files_written = 0
+
+    def setup(self) -> None:
+        from lagscope.analytics.session import build_session
+
+        self.spark = build_session(self.master, shuffle_partitions=self.shuffle_partitions,
+                                   driver_memory=self.driver_memory)
+
+    def step(self) -> None:
+        from lagscope.analytics.job import Settings as AnalyticsSettings
+        from lagscope.analytics.job import run_incremental
+
+        if not self.lake.is_dir():
+            log.info("analytics: no lake at %s yet", self.lake)
+            return
+        now = self.clock()
+        # `since` matters only for the very first run (no checkpoint yet): how far back to start
+        written = run_incremental(self.spark, self.lake, self.results, settings=self.settings or AnalyticsSettings(),
+                                  until=now, since=now - dt.timedelta(seconds=self.backfill_s))
+        self.files_written += sum(written.values())
+        if written:
+            log.info("analytics: %s", ", ".join(f"{t} {n} file(s)" for t, n in sorted(written.items())))
+
+    def teardown(self) -> None:
+        if self.spark is not None:
+            self.spark.stop()
+            self.spark = None
+
+
+class AlertsLoop(_Periodic):
+    """Findings → outbox → webhooks, every ``interval_s``; the outbox survives restarts."""
+
+    name = "alerts"
+
+    def __init__(self, results: Path, config_file: Path, outbox: Path, *, interval_s: float) -> None:
+        from lagscope.dashboards.alerts import load_config as load_alerts
+
+        super().__init__(interval_s)
+        self.results, self.outbox_path = results, outbox
+        self.config = load_alerts(config_file)  # invalid routes fail here, before anything starts
+        self._outbox: Any = None
+        self._sender: Any = None
+        self.delivered = 0
+
+    def setup(self) -> None:
+        from lagscope.dashboards.alerts import Outbox, Sender
+
+        self._outbox = Outbox(self.outbox_path)
+        self._sender = Sender(self._outbox, self.config)
+
+    def step(self) -> None:
+        from lagscope.dashboards.alerts import enqueue_findings, findings_from_results
+        from lagscope.errors import LakeError
+
+        now = dt.datetime.now(dt.UTC)
+        try:
+            enqueue_findings(self._outbox, self.config, findings_from_results(self.results, now), now)
+        except LakeError as exc:  # no results yet, or a table being rewritten: try next round
+            log.warning("alerts: cannot read the results: %s", exc)
+        report = self._sender.run(max_seconds=max(1.0, self.interval_s * 0.8), until_empty=True,
+                                  sleep=self.stopping.wait)
+        self.delivered += report.delivered
+
+    def teardown(self) -> None:
+        for closable in (self._sender, self._outbox):
+            if closable is not None:
+                with contextlib.suppress(Exception):
+                    closable.close()
+
+
+class ResultsMetrics:
+    """The findings as Prometheus metrics on their own endpoint (when no collector runs here)."""
+
+    name = "results-metrics"
+
+    def __init__(self, results: Path, bind: str, port: int) -> None:
+        self.results, self.bind, self.port = results, bind, port
+        self._server: Any = None
+        self._thread: Any = None
+
+    def start(self) -> None:
+        from lagscope.analytics.results_metrics import serve
+
+        self._server, self._thread = serve(self.results, host=self.bind, port=self.port)
+        log.info("results metrics on http://%s:%s/metrics", self.bind, self._server.server_port)
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def is_healthy(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+
+class Runner:
+    """Starts components in order, watches them, stops them in reverse."""
+
+    def __init__(self, components: list[Any]) -> None:
+        self.components = components
+        self.started: list[Any] = []
+
+    def start(self) -> None:
+        try:
+            for c in self.components:
+                log.info("starting %s", c.name)
+                c.start()
+                self.started.append(c)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        while self.started:
+            c = self.started.pop()
+            log.info("stopping %s", c.name)
+            try:
+                c.stop()
+            except Exception:
+                log.exception("stopping %s failed", c.name)
+
+    def wait(self, stop: threading.Event, poll_s: float = 1.0) -> int:
+        """Block until ``stop`` is set (0) or a component dies (1)."""
+        while not stop.wait(poll_s):
+            dead = [c.name for c in self.started if not c.is_healthy()]
+            if dead:
+                log.error("%s stopped unexpectedly; stopping everything", ", ".join(dead))
+                return 1
+        return 0
+
+
+@contextlib.contextmanager
+def _signals(stop: threading.Event) -> Iterator[None]:
+    def handler(signum: int, _frame: Any) -> None:
+        log.info("received %s; stopping", signal.Signals(signum).name)
+        stop.set()
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+class Part(StrEnum):
+    collector = "collector"
+    analytics = "analytics"
+    alerts = "alerts"
+
+
+def build_components(settings: Settings, parts: set[Part], *, results: Path, alerts: Path | None,
+                     outbox: Path, master: str, analytics_interval_s: float,
+                     alerts_interval_s: float, results_metrics: bool = True,
+                     backfill_s: float = 86400.0) -> list[Any]:
+    """The components for ``parts``, downstream first (see the module docstring)."""
+    if Part.collector in parts and not settings.clusters:
+        raise ConfigError("clusters: at least one cluster is required to collect")
+    if Part.alerts in parts and alerts is None:
+        raise ConfigError("--component alerts needs --alerts FILE (the alert routes)")
+    out: list[Any] = []
+    on_collector: Any = None
+    if settings.metrics.enabled and results_metrics:
+        if Part.collector in parts:
+            from lagscope.analytics.results_metrics import ResultsCollector
+
+            on_collector = ResultsCollector(results)
+        else:
+            out.append(ResultsMetrics(results, settings.metrics.bind, settings.metrics.port))
+    if Part.alerts in parts and alerts is not None:
+        out.append(AlertsLoop(results, alerts, outbox, interval_s=alerts_interval_s))
+    if Part.analytics in parts:
+        from lagscope.analytics.job import Settings as AnalyticsSettings
+
+        rc = tuple(p for c in settings.clusters for p in c.read_committed_groups)
+        out.append(AnalyticsLoop(settings.collector.lake_path, results, interval_s=analytics_interval_s,
+                                 master=master, settings=AnalyticsSettings(read_committed_groups=rc),
+                                 backfill_s=backfill_s))
+    if Part.collector in parts:
+        out.append(CollectorComponent(settings, [on_collector] if on_collector is not None else None))
+    return out
+
+
+def run(
+    config: Annotated[Path, typer.Option("--config", "-c", help="lagscope.yaml (docs/configuration.md).",
+                                         dir_okay=False)],
+    component: Annotated[list[Part] | None, typer.Option(
+        "--component", help="Run only these parts (repeatable). Default: collector and analytics, "
+                            "plus alerts when --alerts is given.")] = None,
+    results: Annotated[Path | None, typer.Option(
+        help="Result tables root. Default: 'results' beside the lake folder.")] = None,
+    alerts: Annotated[Path | None, typer.Option(
+        "--alerts", help="Alert routes (YAML, docs/alerting.md); enables the alerts part.", dir_okay=False)] = None,
+    outbox: Annotated[Path | None, typer.Option(
+        help="The alerts' durable outbox (SQLite). Default: alerts-outbox.sqlite beside the results.")] = None,
+    master: Annotated[str, typer.Option(help="Spark master for the analytics loop.")] = "local[*]",
+    analytics_interval: Annotated[float, typer.Option(help="Seconds between analytics runs.")] = 60.0,
+    alerts_interval: Annotated[float, typer.Option(help="Seconds between alert evaluations.")] = 30.0,
+    analytics_backfill: Annotated[str, typer.Option(
+        help="First run only (no checkpoint yet): analyse the sweeps of this long before now.")] = "24h",
+    results_metrics: Annotated[bool, typer.Option(
+        help="Serve the findings as Prometheus metrics (on the collector's /metrics when it runs here). "
+             "Turn off where another process of the same deployment serves them.")] = True,
+) -> None:
+    """Run lagscope in production: collector, analytics loop, metrics, webhooks; SIGTERM stops it cleanly."""
+    try:
+        settings = load_config(config)
+    except ConfigError as exc:
+        typer.echo(f"config error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        backfill_s = parse_duration(analytics_backfill)
+    except ValueError as exc:
+        raise ConfigError(f"--analytics-backfill: {exc}") from None
+    parts = set(component) if component else {Part.collector, Part.analytics} | ({Part.alerts} if alerts else set())
+    results_root = results or settings.collector.lake_path.parent / "results"
+    outbox_file = outbox or results_root.parent / "alerts-outbox.sqlite"
+    components = build_components(settings, parts, results=results_root, alerts=alerts, outbox=outbox_file,
+                                  master=master, analytics_interval_s=analytics_interval,
+                                  alerts_interval_s=alerts_interval, results_metrics=results_metrics,
+                                  backfill_s=backfill_s)
+    runner = Runner(components)
+    stop = threading.Event()
+    with _signals(stop):
+        runner.start()
+        typer.echo(f"lagscope running: {', '.join(c.name for c in components)} "
+                   f"(lake {settings.collector.lake_path}, results {results_root}); SIGTERM stops it", err=True)
+        try:
+            code = runner.wait(stop)
+        finally:
+            runner.stop()
+    typer.echo("lagscope stopped", err=True)
+    if code:
+        raise typer.Exit(code)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run)
