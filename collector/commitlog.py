@@ -375,11 +375,19 @@ class TailStats:
     undecoded_types: Counter[str] = field(default_factory=Counter)
 
     def snapshot(self) -> dict[str, Any]:
+        """A copy, safe to take from another thread while the tail runs."""
+        for _ in range(10):
+            try:  # the counters may gain a key while being copied: copy again
+                unknown, undecoded = dict(self.unknown_versions), dict(self.undecoded_types)
+                break
+            except RuntimeError:
+                continue
+        else:
+            unknown, undecoded = {}, {}
         return {"records": self.records, "commits": self.commits, "group_events": self.group_events,
                 "tombstones": self.tombstones, "flushes": self.flushes,
                 "duplicates_skipped": self.duplicates_skipped, "decode_errors": self.decode_errors,
-                "unknown_versions": dict(self.unknown_versions),
-                "undecoded_types": dict(self.undecoded_types)}
+                "unknown_versions": unknown, "undecoded_types": undecoded}
 
 
 ConsumerFactory = Callable[..., Any]
