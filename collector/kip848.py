@@ -209,7 +209,7 @@ def _assignment(value: Any) -> tuple[TopicAssignment, ...]:
     if value is None:
         return ()
     return tuple(
-        TopicAssignment(topic_id=tp.topic_id, topic=tp.topic_name or "",
+        TopicAssignment(topic_id=tp.topic_id, topic=_required(tp.topic_name, "TopicName"),
                         partitions=tuple(int(p) for p in tp.partitions))
         for tp in (value.topic_partitions or ())
     )
@@ -222,19 +222,30 @@ def _error_text(code: int, message: str | None) -> str | None:
     return f"{name}: {message}" if message else name
 
 
+def _required(value: Any, name: str) -> str:
+    """A non-nullable string of the schema; null there means the bytes are not a valid response."""
+    if not isinstance(value, str):
+        raise ConsumerGroupDescribeDecodeError(f"ConsumerGroupDescribe response: {name} is null")
+    return value
+
+
 def parse_response(response: Any) -> list[ConsumerGroupDescription]:
-    """Convert a decoded :class:`ConsumerGroupDescribeResponse` into descriptions."""
+    """Convert a decoded :class:`ConsumerGroupDescribeResponse` into descriptions.
+
+    Raises :class:`ConsumerGroupDescribeDecodeError` when a non-nullable string is null.
+    """
     out: list[ConsumerGroupDescription] = []
     for g in response.groups:
         members = tuple(
             ConsumerGroupMember(
-                member_id=m.member_id,
+                member_id=_required(m.member_id, "MemberId"),
                 instance_id=m.instance_id,
                 rack_id=m.rack_id,
                 member_epoch=int(m.member_epoch),
-                client_id=m.client_id,
-                client_host=m.client_host,
-                subscribed_topic_names=tuple(m.subscribed_topic_names or ()),
+                client_id=_required(m.client_id, "ClientId"),
+                client_host=_required(m.client_host, "ClientHost"),
+                subscribed_topic_names=tuple(_required(t, "SubscribedTopicNames")
+                                             for t in (m.subscribed_topic_names or ())),
                 subscribed_topic_regex=m.subscribed_topic_regex or None,
                 assignment=_assignment(m.assignment),
                 target_assignment=_assignment(m.target_assignment),
@@ -243,11 +254,11 @@ def parse_response(response: Any) -> list[ConsumerGroupDescription]:
         )
         ops = int(g.authorized_operations) if g.authorized_operations is not None else _OPS_NOT_REQUESTED
         desc = ConsumerGroupDescription(
-            group_id=g.group_id,
-            state=g.group_state,
+            group_id=_required(g.group_id, "GroupId"),
+            state=_required(g.group_state, "GroupState"),
             group_epoch=int(g.group_epoch),
             assignment_epoch=int(g.assignment_epoch),
-            assignor=g.assignor_name,
+            assignor=_required(g.assignor_name, "AssignorName"),
             members=members,
             error_code=int(g.error_code),
             error=_error_text(int(g.error_code), g.error_message),
@@ -407,7 +418,8 @@ def describe_consumer_groups(client: Any, coordinator: int | None, group_ids: It
     ``coordinator_wait_s``). Topic names the coordinator leaves empty are resolved from topic
     ids with a Metadata request. Returns one description per group, in the order asked.
 
-    Raises :class:`ConsumerGroupDescribeUnsupported` when the broker does not speak API 69 and
+    Raises :class:`ConsumerGroupDescribeUnsupported` when the broker does not speak API 69,
+    :class:`ConsumerGroupDescribeDecodeError` when its answer is not a valid response, and
     :class:`~lagscope.errors.KafkaUnavailable` when a broker does not answer.
     """
     ids = list(dict.fromkeys(group_ids))

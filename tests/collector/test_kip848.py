@@ -176,6 +176,9 @@ def test_truncated_bytes_raise_a_typed_error() -> None:
     (i32(0) + uvarint(1_000_000) + NO_TAGS, "cannot decode"),
     # nothing at all
     (b"", "cannot decode"),
+    # a null where the schema has a non-nullable string (GroupId)
+    (response(i16(0) + cstr(None) + cstr(None) + cstr("Stable") + i32(1) + i32(1) + cstr("u")
+              + carr([]) + i32(0) + NO_TAGS), "GroupId is null"),
 ])
 def test_malformed_bytes_raise_a_typed_error(data: bytes, why: str) -> None:
     with pytest.raises(ConsumerGroupDescribeDecodeError, match=why) as info:

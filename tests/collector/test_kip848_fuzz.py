@@ -20,7 +20,11 @@ def _assert_well_formed(outcome: list[ConsumerGroupDescription] | ConsumerGroupD
     if isinstance(outcome, ConsumerGroupDescribeDecodeError):
         assert str(outcome).startswith("ConsumerGroupDescribe response:")
     else:
-        assert all(isinstance(d, ConsumerGroupDescription) for d in outcome)
+        for d in outcome:
+            assert isinstance(d, ConsumerGroupDescription)
+            # the schema's non-nullable strings are strings (a null there is a decode error)
+            assert all(isinstance(v, str) for v in (d.group_id, d.state, d.assignor))
+            assert all(isinstance(m.member_id, str) and isinstance(m.client_id, str) for m in d.members)
 
 
 @settings(max_examples=200, deadline=None)
