@@ -107,3 +107,28 @@ def test_every_alert_is_fired_by_a_unit_test() -> None:
 def test_webhook_runbook_anchors_exist() -> None:
     docs = _anchors((ROOT / "docs" / "alerting.md").read_text())
     assert set(RUNBOOK_ANCHORS.values()) <= docs
+
+
+def _known_metric_names() -> set[str]:
+    from prometheus_client import CollectorRegistry
+
+    from lagscope.analytics.results_metrics import ResultsCollector
+    from lagscope.collector.metrics import METRICS
+
+    names = {m.name for m in METRICS} | {"up"}
+    registry = CollectorRegistry()
+    registry.register(ResultsCollector(ROOT / "no-such-results-root"))
+    for family in registry.collect():
+        names.add(family.name + ("_total" if family.type == "counter" else ""))
+        if family.type == "histogram":
+            names |= {f"{family.name}_bucket", f"{family.name}_sum", f"{family.name}_count"}
+    return names
+
+
+def test_rules_use_only_metrics_lagscope_serves() -> None:
+    # a renamed metric must not leave an alert that silently never fires
+    known = _known_metric_names()
+    for rule in _alerts():
+        used = set(re.findall(r"\b((?:kafka|lagscope)_[a-z_]+|up)\b", rule["expr"]))
+        assert used, rule["alert"]
+        assert used <= known, f"{rule['alert']}: unknown {sorted(used - known)}"
