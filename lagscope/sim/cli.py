@@ -72,6 +72,8 @@ def summarize(result: RunResult, console: Console | None = None) -> None:
               "lag = end (lso for read_committed groups) - committed")
     con.print(f"produced {sum(produced.values())} records; partition assignments received per group: "
               + ", ".join(f"{lg} {rebalances[g]}" for lg, g in result.names.groups.items()))
+    if result.failures:
+        con.print(f"[bold red]failed processes:[/] {', '.join(result.failures)} (logs in {result.out_dir / 'logs'})")
     t0 = result.t0
     for f in faults:
         span = f"{f.start - t0:6.1f}s" + (f" → {f.end - t0:.1f}s" if f.end - f.start >= 0.05 else "")

@@ -124,6 +124,9 @@ class RunResult:
     ended: float
     end_state: EndState
     stopped_early: bool = False
+    #: processes that exited with an error (not the crashes the scenario asked for); their
+    #: logs are in ``<out>/logs/<name>.log``. Their truth up to the failure is kept.
+    failures: tuple[str, ...] = ()
 
 
 @dataclass
@@ -149,6 +152,7 @@ class _Runner:
         self.procs: list[_Proc] = []
         self.faults: list[Fault] = []
         self.members: dict[tuple[str, str], _Proc] = {}
+        self.crashed: list[_Proc] = []
 
     # -- helpers ----------------------------------------------------------------------------
     def _admin(self) -> Any:
@@ -226,15 +230,21 @@ class _Runner:
             self.logs.mkdir(exist_ok=True)
             self.create_topics(admin)
             stopped_early, t0 = self._drive()
-            end_state = collect_end_state(admin, self.names, self.sc)
+            truth = self.out / "truth.jsonl"
+            try:
+                end_state = collect_end_state(admin, self.names, self.sc)
+            except KafkaUnavailable:
+                # keep what the processes recorded, without the end state, then fail
+                self._terminate([p for p in self.procs if p.popen.poll() is None], grace=15)
+                write_truth(truth, [*read_parts(self.parts), *self.faults])
+                raise
             # now the producers that hold a transaction open may abort it and go
             self._terminate([p for p in self.procs if p.popen.poll() is None], grace=15)
-            records = [*read_parts(self.parts), *self.faults, end_state]
-            truth = self.out / "truth.jsonl"
-            write_truth(truth, records)
+            write_truth(truth, [*read_parts(self.parts), *self.faults, end_state])
             if self.cleanup:
                 self._cleanup(admin)
-            return RunResult(self.sc, self.names, self.out, truth, t0, time.time(), end_state, stopped_early)
+            return RunResult(self.sc, self.names, self.out, truth, t0, time.time(), end_state, stopped_early,
+                             self.failures())
         finally:
             self._terminate([p for p in self.procs if p.popen.poll() is None], grace=5)
             admin.close()
@@ -305,6 +315,7 @@ class _Runner:
             alive = proc.popen.poll() is None
             now = time.time()
             self._signal(proc, signal.SIGKILL)
+            self.crashed.append(proc)
             self.faults.append(Fault("crash", self.names.group(g.name), m.name, now, now,
                                      {"pid": proc.popen.pid, "was_alive": alive}))
         members = [p for p in self.procs if p.role == "member"]
@@ -317,11 +328,16 @@ class _Runner:
         if late:
             log.warning("%d process(es) still running %.0fs after the end: stopping them", len(late), END_GRACE_S)
             self._terminate(late)
-        failed = [p for p in self.procs if p.popen.returncode not in (None, 0, -signal.SIGKILL)]
+        return False, t0
+
+    def failures(self) -> tuple[str, ...]:
+        """Processes that exited with an error; a crash the scenario asked for is no failure."""
+        crashed = {p.name for p in self.crashed}
+        failed = [p for p in self.procs if p.popen.returncode not in (None, 0) and p.name not in crashed]
         for proc in failed:
             log.warning("%s exited with %s; see %s", proc.name, proc.popen.returncode,
                         self.logs / f"{proc.name}.log")
-        return False, t0
+        return tuple(p.name for p in failed)
 
     def _cleanup(self, admin: Any) -> None:
         from kafka.errors import KafkaError

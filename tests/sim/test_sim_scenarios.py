@@ -119,6 +119,8 @@ def test_truth_agrees_with_broker(runs: Runs, name: str) -> None:
     sc = result.scenario
     es = _end(records)
     assert es == result.end_state
+    assert result.failures == (), f"processes failed: {result.failures} (logs in {result.out_dir / 'logs'})"
+    assert not result.stopped_early
     assert sum(isinstance(r, EndState) for r in records) == 1
     stamps = [truth.record_ts(r) for r in records[:-1]]
     assert stamps == sorted(stamps), "truth is sorted by time"
