@@ -13,9 +13,10 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -153,16 +154,30 @@ def run_cmd(
     out_dir: Annotated[Path, typer.Option("--out", "-o", help="Where truth.jsonl, run.json and logs go.")],
     run_id: Annotated[str | None, typer.Option(help="Run id for names (default: random).")] = None,
     cleanup: Annotated[bool, typer.Option(help="Delete the run's topics and groups afterwards.")] = False,
+    client_config: Annotated[Path | None, typer.Option(
+        help="YAML mapping of extra kafka-python settings for every client (security_protocol, sasl_*, "
+             "ssl_cafile, …).")] = None,
 ) -> None:
     """Run a scenario against a cluster and write its ground truth to OUT/truth.jsonl."""
     sc = load_scenario(scenario)
+    extra = _read_client_config(client_config) if client_config else {}
     if out_dir.exists() and (out_dir / "truth.jsonl").exists():
         raise ScenarioError(f"{out_dir} already holds a run's truth.jsonl; choose another --out")
-    run = start_scenario(sc, bootstrap, out_dir, run_id=run_id, cleanup=cleanup)
+    run = start_scenario(sc, bootstrap, out_dir, run_id=run_id, cleanup=cleanup, client_config=extra)
     typer.echo(f"running {sc.name} ({sc.duration:.0f}s) as {run.names.prefix} …")
     result = _wait_interruptibly(run)
     summarize(result)
     typer.echo(f"truth: {result.truth_path}")
+
+
+def _read_client_config(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ScenarioError(f"cannot read client config {path}: {exc}".replace("\n", " ")) from exc
+    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+        raise ScenarioError(f"client config {path}: expected a mapping of kafka-python settings")
+    return data
 
 
 def register(app: typer.Typer) -> None:

@@ -444,7 +444,8 @@ def start_scenario(scenario: str | Path | Scenario, bootstrap: str, out_dir: str
     ``cleanup``: delete the run's topics and groups after the end state is recorded.
     """
     sc = load_scenario(scenario)
-    return ScenarioRun(sc, bootstrap, Path(out_dir), plan_names(sc, run_id), client_config or {}, cleanup)
+    extra = {k: v for k, v in (client_config or {}).items() if k != "bootstrap_servers"}
+    return ScenarioRun(sc, bootstrap, Path(out_dir), plan_names(sc, run_id), extra, cleanup)
 
 
 def run_scenario(scenario: str | Path | Scenario, bootstrap: str, out_dir: str | Path, *,

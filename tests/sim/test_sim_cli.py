@@ -143,3 +143,19 @@ def test_sim_run_unreachable_cluster(tmp_path: Path, capsys: pytest.CaptureFixtu
     (line,) = _errors(err)
     assert "cannot reach Kafka" in line
     assert not out.exists(), "nothing written for a run that never started"
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("- a list\n", "expected a mapping"),     # settings are key: value
+    ("security_protocol: [unclosed\n", "cannot read client config"),  # not YAML
+])
+def test_sim_run_bad_client_config(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch, content: str, message: str) -> None:
+    cfg = tmp_path / "client.yaml"
+    cfg.write_text(content)
+    code, _out, err = _main(capsys, monkeypatch, "sim", "run", "steady", "-b", "127.0.0.1:1",
+                            "-o", str(tmp_path / "o"), "--client-config", str(cfg))
+    assert code == 1
+    (line,) = _errors(err)
+    assert message in line
+    assert not (tmp_path / "o").exists()
