@@ -39,7 +39,7 @@ import math
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,7 @@ __all__ = [
     "GROUP_STATUSES",
     "ResultsCollector",
     "ResultsReading",
+    "current_rows",
     "read_results",
     "serve",
 ]
@@ -132,15 +133,27 @@ def _latest_by(rows: Iterable[dict[str, Any]], key: Callable[[dict[str, Any]], t
     return latest
 
 
-def _dedup(rows: Iterable[dict[str, Any]], key: Callable[[dict[str, Any]], tuple[Any, ...]]) -> list[dict[str, Any]]:
-    """One row per identity. Result tables are append-only: a window or an anomaly may be
-    written once while open and again once closed; the closed row wins (it never reopens)."""
-    best: dict[tuple[Any, ...], dict[str, Any]] = {}
+def current_rows(rows: Iterable[Mapping[str, Any]],
+                 key: Callable[[Mapping[str, Any]], Hashable]) -> list[Mapping[str, Any]]:
+    """One row per identity, the current one.
+
+    The analytics write an open rebalance window or anomaly again at every incremental step
+    until it closes (schema: ``as_of_ts``): of the rows with one identity, the one with the
+    latest ``as_of_ts`` is current; on a tie (or without ``as_of_ts``) a closed row wins over
+    an open one, since a window or an anomaly never reopens.
+    """
+    best: dict[Hashable, Mapping[str, Any]] = {}
     for row in rows:
         k = key(row)
-        if k not in best or row.get("end_ts") is not None:
+        cur = best.get(k)
+        if cur is None or _rank(row) >= _rank(cur):
             best[k] = row
     return list(best.values())
+
+
+def _rank(row: Mapping[str, Any]) -> tuple[float, int]:
+    as_of = row.get("as_of_ts")
+    return (as_of.timestamp() if as_of is not None else -math.inf, 0 if row.get("end_ts") is None else 1)
 
 
 def _finite(value: Any) -> float | None:
@@ -195,7 +208,7 @@ class ResultsCollector(Collector):
 
 
 def _rebalance_metrics(rows: list[dict[str, Any]]) -> Iterator[Any]:
-    rows = _dedup(rows, lambda r: (r["cluster"], r["group_id"], r["start_ts"]))
+    rows = [dict(r) for r in current_rows(rows, lambda r: (r["cluster"], r["group_id"], r["start_ts"]))]
     total = CounterMetricFamily("lagscope_rebalances",
                                 "Rebalance windows found by the analytics, by cause.",
                                 labels=["cluster", "group", "cause"])
@@ -251,7 +264,7 @@ def _le(bound: float) -> str:
 
 
 def _anomaly_metrics(rows: list[dict[str, Any]]) -> Iterator[Any]:
-    rows = _dedup(rows, lambda r: (r["cluster"], r["key"]))
+    rows = [dict(r) for r in current_rows(rows, lambda r: (r["cluster"], r["key"]))]
     labels = ["cluster", "group", "kind", "severity"]
     open_ = GaugeMetricFamily("lagscope_anomalies_open",
                               "Anomalies still open (no end yet); 0 once every one of the series ended.",

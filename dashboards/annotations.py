@@ -33,6 +33,7 @@ from urllib.parse import urlencode
 from grafana_client.api import GrafanaApi
 from grafana_client.client import GrafanaClientError, GrafanaException
 
+from lagscope.analytics.results_metrics import current_rows
 from lagscope.dashboards.grafana_gen import ANNOTATION_TAG, DEFAULT_APP_URL
 from lagscope.errors import ConfigError, LagscopeError
 from lagscope.lake import read_table
@@ -93,26 +94,11 @@ def _link(app_url: str, page: str, params: Mapping[str, Any], start_ms: int, end
     return f"{app_url.rstrip('/')}/?{urlencode(query)}"
 
 
-def _latest_by_key(rows: Iterable[Mapping[str, Any]], key: str) -> dict[str, Mapping[str, Any]]:
-    """One row per identity; a closed row wins over an open one (append-only result tables)."""
-    out: dict[str, Mapping[str, Any]] = {}
-    for r in rows:
-        k = str(r[key]) if key in r else ""
-        if k not in out or r.get("end_ts") is not None:
-            out[k] = r
-    return out
-
-
 def rebalance_annotations(rows: Iterable[Mapping[str, Any]], now: dt.datetime,
                           app_url: str = DEFAULT_APP_URL) -> list[Annotation]:
-    best: dict[str, Mapping[str, Any]] = {}
-    for r in rows:
-        key = f"rebalance|{r['cluster']}|{r['group_id']}|{_ms(r['start_ts'])}"
-        # append-only tables: a window written open and later closed is one window; closed wins
-        if key not in best or r.get("end_ts") is not None:
-            best[key] = r
     out = []
-    for key, r in best.items():
+    for r in current_rows(rows, lambda r: (r["cluster"], r["group_id"], _ms(r["start_ts"]))):
+        key = f"rebalance|{r['cluster']}|{r['group_id']}|{_ms(r['start_ts'])}"
         start = _ms(r["start_ts"])
         end = _ms(r["end_ts"]) if r.get("end_ts") is not None else _ms(now)
         cause = r.get("cause") or "unknown"
@@ -134,7 +120,8 @@ def rebalance_annotations(rows: Iterable[Mapping[str, Any]], now: dt.datetime,
 def anomaly_annotations(rows: Iterable[Mapping[str, Any]], now: dt.datetime,
                         app_url: str = DEFAULT_APP_URL) -> list[Annotation]:
     out = []
-    for key, r in _latest_by_key(rows, "key").items():
+    for r in current_rows(rows, lambda r: (r["cluster"], r["key"])):
+        key = str(r["key"])
         start = _ms(r["start_ts"])
         end = _ms(r["end_ts"]) if r.get("end_ts") is not None else _ms(now)
         where = r["group_id"] + (f" {r['topic']}" if r.get("topic") else "") + (

@@ -2,7 +2,10 @@
 
 A :class:`Finding` is one thing worth telling someone about, in one state:
 
-- ``anomalies``: every row; key = the row's own ``key`` column (kind|cluster|group|topic|
+The result tables hold an open window or anomaly once per analytics step until it closes;
+only the current row of each identity counts (:func:`~lagscope.analytics.results_metrics.current_rows`).
+
+- ``anomalies``: every anomaly; key = the row's own ``key`` column (kind|cluster|group|topic|
   partition|start); firing while ``end_ts`` is null, resolved once it is set. Severity is
   the row's.
 - ``rebalances``: every window; key = ``rebalance|cluster|group|start``; firing while open,
@@ -26,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from lagscope.analytics.results_metrics import current_rows
 from lagscope.lake import read_table
 
 __all__ = [
@@ -96,7 +100,7 @@ def _utc(value: dt.datetime) -> dt.datetime:
 
 
 def findings_from_anomalies(rows: Iterable[Mapping[str, Any]]) -> Iterator[Finding]:
-    for r in rows:
+    for r in current_rows(rows, lambda r: (r["cluster"], r["key"])):
         end = r.get("end_ts")
         where = r["group_id"] + (f" {r['topic']}" if r.get("topic") else "") + (
             f"[{r['partition']}]" if r.get("partition") is not None else "")
@@ -110,7 +114,7 @@ def findings_from_anomalies(rows: Iterable[Mapping[str, Any]]) -> Iterator[Findi
 
 
 def findings_from_rebalances(rows: Iterable[Mapping[str, Any]], now: dt.datetime) -> Iterator[Finding]:
-    for r in rows:
+    for r in current_rows(rows, lambda r: (r["cluster"], r["group_id"], r["start_ts"])):
         start = _utc(r["start_ts"])
         end = r.get("end_ts")
         bound = r.get("bound_s")

@@ -26,21 +26,22 @@ class Synthetic:
 
 
 def anomaly(cluster: str, group: str, topic: str | None, kind: str, start: dt.datetime,
-            end: dt.datetime | None, severity: str, partition: int | None = 0) -> dict[str, Any]:
+            end: dt.datetime | None, severity: str, partition: int | None = 0,
+            as_of: dt.datetime | None = None) -> dict[str, Any]:
     key = f"{kind}|{cluster}|{group}|{topic or ''}|{'' if partition is None else partition}|{start.isoformat()}"
     return {"group_id": group, "topic": topic, "partition": partition if topic else None,
             "kind": kind, "start_ts": start, "end_ts": end, "severity": severity,
-            "magnitude": 120.0, "unit": "s", "detail": f"{kind} on {group}", "key": key}
+            "magnitude": 120.0, "unit": "s", "detail": f"{kind} on {group}", "key": key, "as_of_ts": as_of}
 
 
 def rebalance(group: str, start: dt.datetime, duration: float | None, cause: str,
-              bound: float = 10.0) -> dict[str, Any]:
+              bound: float = 10.0, as_of: dt.datetime | None = None) -> dict[str, Any]:
     end = start + dt.timedelta(seconds=duration) if duration is not None else None
     return {"group_id": group, "start_ts": start, "end_ts": end, "duration_s": duration,
             "cause": cause, "source": "sweeps", "generation_before": 1, "generation_after": 2,
             "members_before": ["m1"], "members_after": ["m1", "m2"], "partitions_moved": 2,
             "bound_s": bound, "observed_over_bound": duration / bound if duration is not None else None,
-            "messages_accumulated": 40, "max_processing_gap_s": 3.0}
+            "messages_accumulated": 40, "max_processing_gap_s": 3.0, "as_of_ts": as_of}
 
 
 def status(group: str, ts: dt.datetime, status: str, burrow: str, topic: str | None = None,
@@ -59,7 +60,7 @@ def trend(group: str, topic: str, partition: int, ts: dt.datetime, headroom: flo
 
 
 def write_synthetic(root: Path, cluster: str, group: str, topic: str, now: dt.datetime) -> Synthetic:
-    """A small, complete set of result tables for one cluster, group and topic.
+    """A small, complete set of result tables for one cluster, group and topic (as of ``now``).
 
     - rebalances: a 4 s join (closed, under its 10 s bound), a 25 s session timeout (closed,
       2.5x over its bound), and one still open (leave);
@@ -69,13 +70,13 @@ def write_synthetic(root: Path, cluster: str, group: str, topic: str, now: dt.da
     """
     t0 = now - dt.timedelta(minutes=30)
     write_rows(root, REBALANCES, cluster, [
-        rebalance(group, t0, 4.0, "join"),
-        rebalance(group, t0 + dt.timedelta(minutes=5), 25.0, "session_timeout"),
-        rebalance(group, now - dt.timedelta(seconds=20), None, "leave"),
+        rebalance(group, t0, 4.0, "join", as_of=now),
+        rebalance(group, t0 + dt.timedelta(minutes=5), 25.0, "session_timeout", as_of=now),
+        rebalance(group, now - dt.timedelta(seconds=20), None, "leave", as_of=now),
     ])
     write_rows(root, ANOMALIES, cluster, [
-        anomaly(cluster, group, topic, "stall", t0 + dt.timedelta(minutes=10), None, "critical"),
-        anomaly(cluster, group, topic, "commit_gap", t0, t0 + dt.timedelta(minutes=2), "warning"),
+        anomaly(cluster, group, topic, "stall", t0 + dt.timedelta(minutes=10), None, "critical", as_of=now),
+        anomaly(cluster, group, topic, "commit_gap", t0, t0 + dt.timedelta(minutes=2), "warning", as_of=now),
     ])
     write_rows(root, STATUS, cluster, [
         status(group, t0, "WARN", "WARN"),

@@ -171,11 +171,14 @@ def test_push_upserts_and_is_idempotent(grafana: tuple[FakeGrafana, str], synthe
     # a new anomaly appears. Two updates, one creation, still no duplicate.
     later = synthetic.now + dt.timedelta(minutes=2)
     open_start = synthetic.now - dt.timedelta(seconds=20)
-    write_rows(synthetic.root, REBALANCES, synthetic.cluster, [rebalance(synthetic.group, open_start, 30.0, "leave")])
+    write_rows(synthetic.root, REBALANCES, synthetic.cluster, [rebalance(synthetic.group, open_start, 30.0, "leave",
+                                                                                     as_of=later)])
     stall_start = synthetic.now - dt.timedelta(minutes=20)
     write_rows(synthetic.root, ANOMALIES, synthetic.cluster, [
-        anomaly(synthetic.cluster, synthetic.group, synthetic.topic, "stall", stall_start, later, "critical"),
-        anomaly(synthetic.cluster, synthetic.group, synthetic.topic, "rewind", later, None, "warning", 1)])
+        anomaly(synthetic.cluster, synthetic.group, synthetic.topic, "stall", stall_start, later, "critical",
+                as_of=later),
+        anomaly(synthetic.cluster, synthetic.group, synthetic.topic, "rewind", later, None, "warning", 1,
+                as_of=later)])
     third = pusher.push(_boards(), annotations_from_results(synthetic.root, later))
     assert (third.annotations_created, third.annotations_updated) == (1, 2)
     assert len(fake.annotations) == 6

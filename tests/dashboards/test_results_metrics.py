@@ -65,7 +65,7 @@ def test_refresh_reads_new_files_only_after_refresh_interval(synthetic: Syntheti
     write_rows(synthetic.root, STATUS, "prod", [status("orders-svc", later, "OK", "OK")])
     write_rows(synthetic.root, ANOMALIES, "prod", [
         anomaly("prod", "orders-svc", "orders", "stall", synthetic.now - dt.timedelta(minutes=20), later,
-                "critical")])
+                "critical", as_of=later)])
     stall = {"cluster": "prod", "group": "orders-svc", "kind": "stall", "severity": "critical"}
     now[0] = 5.0  # within refresh_s: the cached reading is served
     assert reg.get_sample_value("lagscope_group_status", labels) == 0
@@ -140,3 +140,26 @@ def test_docs_list_every_results_metric_with_its_labels(synthetic: Synthetic) ->
         labels = {k for s in family.samples for k in s.labels} - {"le"}
         served[name] = (family.type, tuple(sorted(labels)))
     assert documented == served
+
+
+_T = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+@pytest.mark.parametrize(("rows", "expected"), [
+    # written open, later closed: the later (closed) row is current
+    ([("open", 1), ("closed", 2)], "closed"),
+    # the contract is "latest as_of_ts wins", even over a closed row written earlier
+    ([("closed", 1), ("open", 2)], "open"),
+    # same as_of_ts (or none at all): closed wins, a window or an anomaly never reopens
+    ([("closed", 1), ("open", 1)], "closed"),
+    ([("open", None), ("closed", None)], "closed"),
+    # a row with as_of_ts beats one without
+    ([("open", 2), ("closed", None)], "open"),
+])
+def test_current_rows(rows: list[tuple[str, int | None]], expected: str) -> None:
+    from lagscope.analytics.results_metrics import current_rows
+
+    data = [{"key": "k", "state": state, "end_ts": _T if state == "closed" else None,
+             "as_of_ts": _T + dt.timedelta(minutes=m) if m is not None else None} for state, m in rows]
+    (row,) = current_rows(data, lambda r: r["key"])
+    assert row["state"] == expected

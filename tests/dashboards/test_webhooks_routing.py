@@ -112,7 +112,7 @@ def test_transitions_firing_resolved_and_dedup(synthetic: Synthetic, tmp_path: P
         later = now + dt.timedelta(minutes=5)
         start = now - dt.timedelta(minutes=20)
         write_rows(root, ANOMALIES, "prod", [anomaly("prod", "orders-svc", "orders", "stall", start, later,
-                                                     "critical")])
+                                                     "critical", as_of=later)])
         write_rows(root, STATUS, "prod", [status("orders-svc", later, "OK", "OK")])
         report = enqueue_findings(outbox, config, findings_from_results(root, later), later)
         new = _keys(outbox)[len(first):]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import ui_fixture_lake
+import ui_pipeline_lake
 
 from lagscope.dashboards.app.data import Lake, connect
 
@@ -32,3 +33,9 @@ def con() -> Iterator[object]:
 @pytest.fixture
 def empty_lake(tmp_path: Path) -> Lake:
     return Lake(tmp_path / "lake", tmp_path / "results")
+
+
+@pytest.fixture(scope="session")
+def ui_pipeline(bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> ui_pipeline_lake.PipelineLake:
+    """A lake and result tables produced by the real pipeline from a simulator scenario."""
+    return ui_pipeline_lake.build(bootstrap, tmp_path_factory.mktemp("ui-pipeline"))
