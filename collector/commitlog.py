@@ -75,6 +75,7 @@ __all__ = [
     "OFFSETS_TOPIC",
     "CommitLogAccessDenied",
     "CommitLogService",
+    "CommitLogStateError",
     "CommitLogTailer",
     "CommitLogTopicMissing",
     "StartPosition",
@@ -93,6 +94,10 @@ _STATE_VERSION = 1
 
 class CommitLogAccessDenied(KafkaUnavailable):
     """The credentials may not read ``__consumer_offsets`` (TopicAuthorizationFailed)."""
+
+
+class CommitLogStateError(LakeError):
+    """The saved positions file is unreadable: fix or delete it (the tail then starts afresh)."""
 
 
 class CommitLogTopicMissing(KafkaUnavailable):
@@ -722,13 +727,16 @@ class CommitLogTailer:
             state: dict[str, Any] = json.loads(path.read_text())
             if state.get("version") != _STATE_VERSION or not isinstance(state.get("positions"), dict):
                 raise ValueError("unexpected layout")
-        except (OSError, ValueError) as exc:
-            raise LakeError(f"cannot read the commit log positions {path}: {exc}") from exc
-        pending = state.get("pending")
-        if pending:
-            self._seen = self._rows_in_lake(_Pending(
-                ranges={int(p): (int(r[0]), int(r[1])) for p, r in pending.get("ranges", {}).items()},
-                folders={t: list(d) for t, d in pending.get("folders", {}).items()}))
+            for k, v in state["positions"].items():
+                int(k), int(v)
+            raw = state.get("pending")
+            pending = None if not raw else _Pending(
+                ranges={int(p): (int(r[0]), int(r[1])) for p, r in raw.get("ranges", {}).items()},
+                folders={str(t): [str(x) for x in d] for t, d in raw.get("folders", {}).items()})
+        except (OSError, ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
+            raise CommitLogStateError(f"cannot read the commit log positions {path}: {exc}") from exc
+        if pending is not None:
+            self._seen = self._rows_in_lake(pending)
             log.info("commit log tail of %s: resuming after an unfinished flush; %d of its rows "
                      "are already in the lake and will not be written again", self.cluster,
                      len(self._seen))
@@ -791,6 +799,11 @@ class CommitLogTailer:
                     self.disabled_reason = str(exc)
                     log.warning("%s; the __consumer_offsets tail is off for cluster %s and the "
                                 "collector carries on with sweeps only", exc, self.cluster)
+                    return
+                except CommitLogStateError as exc:
+                    self.disabled_reason = str(exc)
+                    log.error("%s; the __consumer_offsets tail is off for cluster %s until it is fixed "
+                              "or deleted (deleting it restarts the tail from 'start')", exc, self.cluster)
                     return
                 except CommitLogTopicMissing as exc:
                     if not warned_missing:

@@ -34,6 +34,7 @@ from lagscope import lake
 from lagscope.collector import commitlog
 from lagscope.collector.commitlog import (
     CommitLogAccessDenied,
+    CommitLogStateError,
     CommitLogTailer,
     CommitLogTopicMissing,
     StartPosition,
@@ -362,10 +363,18 @@ def test_bad_cluster_name_and_corrupt_state(tmp_path: Path) -> None:
         CommitLogTailer("x:1", tmp_path, "../evil")
     path = state_path(tmp_path, "c1")
     path.parent.mkdir(parents=True)
-    path.write_text("{not json")
-    t = CommitLogTailer("x:1", tmp_path, "c1", consumer_factory=_factory({0: []}))
-    with pytest.raises(LakeError, match="cannot read the commit log positions"):
-        t.open()
+    for bad in ("{not json",  # a torn or foreign file
+                '{"version": 1, "positions": {"0": "x"}, "pending": null}',  # a bad offset
+                '{"version": 1, "positions": {}, "pending": {"ranges": {"0": [1]}}}'):  # a bad intent
+        path.write_text(bad)
+        t = CommitLogTailer("x:1", tmp_path, "c1", consumer_factory=_factory({0: []}))
+        with pytest.raises(CommitLogStateError, match="cannot read the commit log positions"):
+            t.open()
+    # in the loop: one error, the tail stops, nothing else is touched
+    stop = threading.Event()
+    t.run(stop)
+    assert t.disabled_reason is not None
+    assert path.read_text().startswith('{"version": 1, "positions": {}')
 
 
 def test_rows_across_midnight_go_to_their_own_date(tmp_path: Path) -> None:
