@@ -59,6 +59,9 @@ class ClusterClient:
             "max_in_flight_requests_per_connection": MAX_IN_FLIGHT,
             "receive_message_max_bytes": 200_000_000,
             "metadata_max_age_ms": 60000,
+            # the sweep coroutine yields between responses; on a busy host one step can still take
+            # a few hundred ms, which is harmless here (this I/O thread serves the sweep only)
+            "slow_task_threshold_secs": 2.0,
         }
         self._client: KafkaNetClient | None = None
         self._started = False

@@ -28,10 +28,11 @@ from typing import Any, Protocol
 from lagscope.collector.compaction import compact_lake
 from lagscope.collector.kafka_client import ClusterClient
 from lagscope.collector.model import Snapshot
+from lagscope.collector.rows import ColumnRows
 from lagscope.collector.sweep import collector_id, failed_snapshot, sweep
 from lagscope.config import ClusterConfig, Settings
 from lagscope.errors import LagscopeError, LakeError
-from lagscope.lake import write_rows
+from lagscope.lake import write_rows, write_table
 from lagscope.schema import MEMBERS, OFFSETS, SWEEPS
 
 __all__ = ["RECONNECT_AFTER", "Collector", "LakeSink", "SnapshotReceiver"]
@@ -61,10 +62,13 @@ class LakeSink:
 
     def update(self, snapshot: Snapshot) -> None:
         date = snapshot.sweep_ts.astimezone(dt.UTC).date()
-        if snapshot.offsets:
-            write_rows(self.root, OFFSETS, snapshot.cluster, snapshot.offsets, date=date)
-        if snapshot.members:
-            write_rows(self.root, MEMBERS, snapshot.cluster, snapshot.members, date=date)
+        for table, rows in ((OFFSETS, snapshot.offsets), (MEMBERS, snapshot.members)):
+            if not rows:
+                continue
+            if isinstance(rows, ColumnRows):  # column by column, never a dict per row
+                write_table(self.root, table, snapshot.cluster, rows.to_arrow(table.schema), date=date)
+            else:
+                write_rows(self.root, table, snapshot.cluster, rows, date=date)
         write_rows(self.root, SWEEPS, snapshot.cluster, [snapshot.sweep], date=date)
 
 

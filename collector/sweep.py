@@ -59,6 +59,7 @@ from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 from lagscope.collector.consumer_protocol import decode_assignment, decode_subscription
 from lagscope.collector.kafka_client import ClusterClient, gather
 from lagscope.collector.model import Snapshot
+from lagscope.collector.rows import ColumnRows
 from lagscope.config import ClusterConfig
 from lagscope.errors import KafkaUnavailable, LagscopeError, ProtocolError
 
@@ -72,6 +73,10 @@ _GONE_STATES = frozenset({"Dead"})
 #: protocol, e.g. by an admin tool or a manually assigned consumer)
 _CONSUMER_PROTOCOL_TYPES = frozenset({"consumer", ""})
 _LATEST, _EARLIEST = -1, -2
+#: the OFFSETS columns a sweep fills, in build order
+_OFFSET_KEYS = ("sweep_ts", "group_id", "topic", "partition", "committed_offset", "commit_leader_epoch",
+                "commit_metadata", "log_start_offset", "log_end_offset", "last_stable_offset", "member_id",
+                "client_id", "host", "group_state", "lag")
 
 
 class SweepFailed(LagscopeError):
@@ -139,6 +144,7 @@ class _Raw:
     ends: dict[tuple[str, int], list[int | None]] = field(default_factory=dict)  # hw, lso, log start
     fatal: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)  # phase → wall seconds (debug log)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -148,14 +154,24 @@ class _Raw:
 async def _collect(client: ClusterClient, cluster: ClusterConfig, group_ids: Sequence[str] | None,
                    describe_consumer: Any) -> _Raw:
     raw = _Raw()
+    mark = time.perf_counter()
+
+    def lap(phase: str) -> None:
+        nonlocal mark
+        now = time.perf_counter()
+        raw.timings[phase] = raw.timings.get(phase, 0.0) + now - mark
+        mark = now
+
     if group_ids is None:
         await _list_groups(client, cluster, raw)
     else:
         for gid in group_ids:
             raw.groups[gid] = _Group(gid, None)
         await _find_coordinators(client, raw, list(raw.groups))
+    lap("groups")
     todo = [g for g in raw.groups.values() if g.coordinator is not None]
     await _describe_and_fetch(client, todo, raw, describe_consumer)
+    lap("describe+fetch")
     # NOT_COORDINATOR (a coordinator moved between phases): ask where they live now, once
     moved = [g.group_id for g in todo if g.error and "NotCoordinator" in g.error]
     if moved:
@@ -171,7 +187,9 @@ async def _collect(client: ClusterClient, cluster: ClusterConfig, group_ids: Seq
             topics.update(t for t, _ in g.owners)
     if topics:
         leaders = await _metadata(client, sorted(topics), raw)
+        lap("metadata")
         await _list_offsets(client, leaders, raw)
+        lap("list_offsets")
     return raw
 
 
@@ -265,8 +283,11 @@ async def _describe_and_fetch(client: ClusterClient, groups: list[_Group], raw: 
         else:
             for g in consumer_groups:  # no ConsumerGroupDescribe yet: state from ListGroups only
                 g.described, g.group_protocol = True, "consumer"
-    results = await gather([f for _, _, f in pending])
-    for (kind, chunk, _), resp in zip(pending, results, strict=True):
+    pending.reverse()
+    while pending:  # one response at a time, dropped once applied (a 100k-partition sweep stays small)
+        kind, chunk, future = pending.pop()
+        (resp,) = await gather([future])
+        del future
         if isinstance(resp, Exception):
             for g in chunk:
                 g.error = g.error or f"{'DescribeGroups' if kind == 'describe' else 'OffsetFetch'} " \
@@ -276,6 +297,7 @@ async def _describe_and_fetch(client: ClusterClient, groups: list[_Group], raw: 
             _apply_describe(resp, {g.group_id: g for g in chunk})
         else:
             _apply_offsets(resp, {g.group_id: g for g in chunk})
+        await client.sleep(0)  # let the I/O loop read the next responses meanwhile
     if consumer_future is not None:
         done = await gather([consumer_future])
         if isinstance(done[0], Exception):
@@ -385,6 +407,7 @@ async def _list_offsets(client: ClusterClient, leaders: dict[int, list[tuple[str
     results = await gather([f for *_, f in pending])
     failed_leaders: set[int] = set()
     for (slot, leader, _chunk, _), resp in zip(pending, results, strict=True):
+        await client.sleep(0)
         if isinstance(resp, Exception):
             if leader not in failed_leaders:
                 raw.fatal.append(f"ListOffsets on broker {leader}: {type(resp).__name__}: {resp}")
@@ -405,10 +428,13 @@ async def _list_offsets(client: ClusterClient, leaders: dict[int, list[tuple[str
 
 def build_snapshot(cluster: ClusterConfig, raw: _Raw, sweep_ts: dt.datetime, duration_ms: float,
                    collector: str) -> Snapshot:
-    offsets: list[dict[str, Any]] = []
+    cols: dict[str, list[Any]] = {k: [] for k in _OFFSET_KEYS}
+    (c_ts, c_group, c_topic, c_part, c_committed, c_epoch, c_meta, c_start, c_end, c_lso, c_member, c_client,
+     c_host, c_state, c_lag) = (cols[k] for k in _OFFSET_KEYS)
     members: list[dict[str, Any]] = []
     group_errors: list[str] = []
     recorded = 0
+    no_ends = (None, None, None)
     for gid in sorted(raw.groups):
         g = raw.groups[gid]
         if g.error is not None or not g.described or g.offsets is None:
@@ -421,22 +447,43 @@ def build_snapshot(cluster: ClusterConfig, raw: _Raw, sweep_ts: dt.datetime, dur
             continue  # deleted between ListGroups and DescribeGroups
         recorded += 1
         read_committed = cluster.is_read_committed(gid)
-        for tp in sorted(set(g.offsets) | set(g.owners)):
-            committed = g.offsets.get(tp)
-            hw, lso, start = raw.ends.get(tp, (None, None, None))
-            owner = g.owners.get(tp)
-            offsets.append({
-                "sweep_ts": sweep_ts, "group_id": gid, "topic": tp[0], "partition": tp[1],
-                "committed_offset": committed[0] if committed else None,
-                "commit_leader_epoch": committed[1] if committed else None,
-                "commit_metadata": (committed[2] or None) if committed else None,
-                "log_start_offset": start, "log_end_offset": hw, "last_stable_offset": lso,
-                "member_id": owner[0] if owner else None,
-                "client_id": owner[1] if owner else None,
-                "host": owner[2] if owner else None,
-                "group_state": g.state,
-                "lag": compute_lag(committed[0] if committed else None, hw, lso, read_committed),
-            })
+        state = g.state
+        offsets, owners, ends = g.offsets, g.owners, raw.ends
+        keys = offsets.keys() | owners.keys() if owners else offsets.keys()
+        for tp in sorted(keys):
+            committed = offsets.get(tp)
+            hw, lso, start = ends.get(tp, no_ends)
+            owner = owners.get(tp) if owners else None
+            c_ts.append(sweep_ts)
+            c_group.append(gid)
+            c_topic.append(tp[0])
+            c_part.append(tp[1])
+            if committed is None:
+                offset = None
+                c_committed.append(None)
+                c_epoch.append(None)
+                c_meta.append(None)
+                c_lag.append(None)
+            else:
+                offset = committed[0]
+                c_committed.append(offset)
+                c_epoch.append(committed[1])
+                c_meta.append(committed[2] or None)
+                # inline compute_lag (this loop runs once per group-partition)
+                end = lso if read_committed and lso is not None else hw
+                c_lag.append(None if end is None else (end - offset if end > offset else 0))
+            c_start.append(start)
+            c_end.append(hw)
+            c_lso.append(lso)
+            if owner is None:
+                c_member.append(None)
+                c_client.append(None)
+                c_host.append(None)
+            else:
+                c_member.append(owner[0])
+                c_client.append(owner[1])
+                c_host.append(owner[2])
+            c_state.append(state)
         common = {"sweep_ts": sweep_ts, "group_id": gid, "group_state": g.state,
                   "protocol_type": g.protocol_type, "protocol": g.protocol,
                   "group_protocol": g.group_protocol, "generation": g.generation}
@@ -453,10 +500,10 @@ def build_snapshot(cluster: ClusterConfig, raw: _Raw, sweep_ts: dt.datetime, dur
     sweep_row = {
         "sweep_ts": sweep_ts, "duration_ms": duration_ms, "ok": ok,
         "error": "; ".join(errors) if errors else None,
-        "groups": recorded, "partitions": len(offsets), "members": len(members),
+        "groups": recorded, "partitions": len(c_ts), "members": len(members),
         "group_errors": len(group_errors), "collector": collector,
     }
-    return Snapshot(cluster.name, sweep_row, offsets=offsets, members=members)
+    return Snapshot(cluster.name, sweep_row, offsets=ColumnRows(cols), members=members)
 
 
 def failed_snapshot(cluster: str, sweep_ts: dt.datetime, duration_ms: float, error: str,
@@ -495,5 +542,9 @@ def sweep(client: ClusterClient, cluster: ClusterConfig, *, group_ids: Sequence[
     except (KafkaUnavailable, kerr.KafkaError, OSError) as exc:
         duration = (time.perf_counter() - started) * 1000
         return failed_snapshot(cluster.name, sweep_ts, duration, f"{type(exc).__name__}: {exc}", who)
-    duration = (time.perf_counter() - started) * 1000
-    return build_snapshot(cluster, raw, sweep_ts, duration, who)
+    io_done = time.perf_counter()
+    snap = build_snapshot(cluster, raw, sweep_ts, (io_done - started) * 1000, who)
+    if log.isEnabledFor(logging.DEBUG):
+        phases = " ".join(f"{k}={v * 1000:.0f}ms" for k, v in raw.timings.items())
+        log.debug("sweep %s: %s rows=%.0fms", cluster.name, phases, (time.perf_counter() - io_done) * 1000)
+    return snap
