@@ -262,6 +262,8 @@ class _Runner:
                 "group": self.names.group(g.name), "member": m.name,
                 "client_id": f"{self.names.prefix}-{g.name}-{m.name}",
                 "topics": [self.names.topic(t) for t in g.topics],
+                "topic_partitions": {self.names.topic(t.name): t.partitions for t in self.sc.topics
+                                     if t.name in g.topics},
                 "group_instance_id": self.names.instance_ids.get(m.group_instance_id or "")}
 
     def _start(self) -> float:

@@ -222,6 +222,19 @@ class _Member:
         if self.cfg.get("group_instance_id"):
             kw["group_instance_id"] = self.cfg["group_instance_id"]
         self.consumer = KafkaConsumer(**kw)
+        self._await_metadata()
+
+    def _await_metadata(self, timeout: float = 30.0) -> None:
+        """Know every partition of the subscribed topics before joining: a group leader that
+        joins without them assigns nothing, and the rejoin that its next metadata update
+        starts can leave the member without partitions (kafka-python 3)."""
+        want: dict[str, int] = self.cfg.get("topic_partitions", {})
+        deadline = time.time() + timeout
+        while time.time() < deadline and not _stop.is_set():
+            if all(len(self.consumer.partitions_for_topic(t)) >= n for t, n in want.items()):
+                return
+            time.sleep(0.2)
+        log.warning("metadata for %s still incomplete after %.0fs", sorted(want), timeout)
 
     def _close(self) -> None:
         self.closing = True
