@@ -10,6 +10,7 @@ Two tables in one file:
   fires again after it resolved starts a new episode, so its notifications get new
   idempotency keys).
 
+A file that is not an outbox (or cannot be created) raises ConfigError with one line.
 Every change is one transaction committed before the call returns, so a crash or a restart
 (a new :class:`Outbox` on the same file) loses nothing that was enqueued or delivered.
 """
@@ -23,6 +24,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from lagscope.errors import ConfigError
 
 __all__ = ["Entry", "Outbox", "OutboxCounts"]
 
@@ -87,12 +90,19 @@ class Outbox:
 
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(_SCHEMA)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        except (OSError, sqlite3.Error) as exc:
+            raise ConfigError(f"cannot open the outbox {self.path}: {exc}") from exc
+        try:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            self._db.close()
+            raise ConfigError(f"cannot open the outbox {self.path}: {exc}") from exc
 
     def close(self) -> None:
         with self._lock:

@@ -249,3 +249,22 @@ def test_payload_formats() -> None:
     resolved = json.loads(render("alertmanager", f.resolved(NOW + dt.timedelta(minutes=5)), **kw))
     assert resolved["status"] == "resolved"
     assert resolved["alerts"][0]["endsAt"] == "2026-03-01T12:05:00Z"
+
+
+def test_outbox_that_is_not_a_database_is_one_clear_error(tmp_path: Path) -> None:
+    bad = tmp_path / "outbox.sqlite"
+    bad.write_bytes(b"this is not a SQLite file" * 100)
+    with pytest.raises(ConfigError, match="cannot open the outbox"):
+        Outbox(bad)
+    # the file is left as it was: nothing recorded is ever overwritten
+    assert bad.read_bytes().startswith(b"this is not a SQLite file")
+
+
+def test_outbox_survives_reopen_with_state(tmp_path: Path) -> None:
+    config = _config(min_severity="info")
+    with Outbox(tmp_path / "o.sqlite") as outbox:
+        _queue(outbox, config, 3)
+    with Outbox(tmp_path / "o.sqlite") as outbox:
+        assert outbox.counts().pending == 3
+        # the alert state survived too: re-evaluating the same findings queues nothing
+        assert enqueue_findings(outbox, config, [_finding(key=f"k{i}") for i in range(3)], NOW).queued == 0
