@@ -224,19 +224,24 @@ def group_overview(con: duckdb.DuckDBPyConnection, lake: Lake, clusters_: Sequen
 
 def rebalances(con: duckdb.DuckDBPyConnection, lake: Lake, clusters_: Sequence[str], window: TimeRange,
                group: str | None = None) -> pd.DataFrame:
-    """Rebalance windows that overlap the range (open ones included), newest first."""
+    """Rebalance windows that overlap the range (open ones included), newest first; of the rows
+    of one window (same group and start), the current one (latest ``as_of_ts``)."""
     dates = _dates_between((window.start - EVENT_LOOKBACK).date(), window.end.date())
     scan = _scan(lake, "rebalances", clusters_, dates)
     if scan is None:
         return _empty("rebalances")
-    sql = (f"SELECT * EXCLUDE (date) FROM {scan[0]} WHERE start_ts < ? AND (end_ts IS NULL OR end_ts >= ?) "  # noqa: S608
-           "AND (? IS NULL OR group_id = ?) ORDER BY start_ts DESC")
-    return _query(con, sql, [scan[1], window.end, window.start, group, group])
+    # append-only: a window written open and later closed has two rows; the latest as_of_ts is current
+    sql = (f"SELECT * FROM (SELECT * EXCLUDE (date) FROM {scan[0]} WHERE (? IS NULL OR group_id = ?) "  # noqa: S608
+           "QUALIFY row_number() OVER (PARTITION BY cluster, group_id, start_ts "
+           "ORDER BY as_of_ts DESC NULLS LAST, end_ts DESC NULLS LAST) = 1) "
+           "WHERE start_ts < ? AND (end_ts IS NULL OR end_ts >= ?) ORDER BY start_ts DESC")
+    return _query(con, sql, [scan[1], group, group, window.end, window.start])
 
 
 def anomalies(con: duckdb.DuckDBPyConnection, lake: Lake, clusters_: Sequence[str], window: TimeRange,
               group: str | None = None, topic: str | None = None, partition: int | None = None) -> pd.DataFrame:
-    """Anomalies that overlap the range (open ones included), newest first.
+    """Anomalies that overlap the range (open ones included), newest first; per ``key``, the
+    current row (latest ``as_of_ts``).
 
     With ``topic``/``partition`` given, group-level rows (null topic/partition) are kept too.
     """
@@ -244,10 +249,13 @@ def anomalies(con: duckdb.DuckDBPyConnection, lake: Lake, clusters_: Sequence[st
     scan = _scan(lake, "anomalies", clusters_, dates)
     if scan is None:
         return _empty("anomalies")
-    sql = (f"SELECT * EXCLUDE (date) FROM {scan[0]} WHERE start_ts < ? AND (end_ts IS NULL OR end_ts >= ?) "  # noqa: S608
-           "AND (? IS NULL OR group_id = ?) AND (? IS NULL OR topic IS NULL OR topic = ?) "
-           "AND (? IS NULL OR partition IS NULL OR partition = ?) ORDER BY start_ts DESC")
-    return _query(con, sql, [scan[1], window.end, window.start, group, group, topic, topic, partition, partition])
+    # append-only: an open anomaly is written again until it closes; per key the latest as_of_ts is current
+    sql = (f"SELECT * FROM (SELECT * EXCLUDE (date) FROM {scan[0]} WHERE (? IS NULL OR group_id = ?) "  # noqa: S608
+           "AND (? IS NULL OR topic IS NULL OR topic = ?) AND (? IS NULL OR partition IS NULL OR partition = ?) "
+           "QUALIFY row_number() OVER (PARTITION BY cluster, key ORDER BY as_of_ts DESC NULLS LAST, "
+           "end_ts DESC NULLS LAST) = 1) "
+           "WHERE start_ts < ? AND (end_ts IS NULL OR end_ts >= ?) ORDER BY start_ts DESC")
+    return _query(con, sql, [scan[1], group, group, topic, topic, partition, partition, window.end, window.start])
 
 
 _TREND_COLS = ("window_start, topic, partition, lag_last, lag_max, produce_rate, consume_rate, lag_seconds, "

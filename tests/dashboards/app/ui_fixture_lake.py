@@ -218,23 +218,35 @@ def _results(root: Path, history: dict[tuple[str, str, str, int], list[tuple[dt.
                    for ts, c, e in points if ts == when)
 
     accumulated = group_lag_at(REBALANCE_END) - group_lag_at(REBALANCE_START)
+    open_version = {  # written by an incremental step while the window was still open: superseded
+        "group_id": "orders-svc", "start_ts": REBALANCE_START, "end_ts": None, "duration_s": None,
+        "cause": "unknown", "source": "sweeps", "generation_before": 7, "generation_after": None,
+        "members_before": ["m-a", "m-b"], "members_after": None, "partitions_moved": None, "bound_s": 13.0,
+        "observed_over_bound": None, "messages_accumulated": None, "max_processing_gap_s": None,
+        "as_of_ts": REBALANCE_START + dt.timedelta(seconds=30)}
+    write_rows(root, REBALANCES, "prod", [open_version])
     write_rows(root, REBALANCES, "prod", [{
         "group_id": "orders-svc", "start_ts": REBALANCE_START, "end_ts": REBALANCE_END, "duration_s": 60.0,
         "cause": "session_timeout", "source": "sweeps", "generation_before": 7, "generation_after": 8,
         "members_before": ["m-a", "m-b"], "members_after": ["m-a"], "partitions_moved": 2, "bound_s": 13.0,
         "observed_over_bound": 60.0 / 13.0, "messages_accumulated": accumulated,
-        "max_processing_gap_s": 75.0}])
+        "max_processing_gap_s": 75.0, "as_of_ts": END}])
     key = "{kind}|prod|orders-svc|orders|{p}|{ts}"
+    write_rows(root, ANOMALIES, "prod", [  # the skip as first written, open: superseded below
+        {"group_id": "orders-svc", "topic": "orders", "partition": 2, "kind": "skip", "start_ts": SKIP_AT,
+         "end_ts": None, "severity": "warning", "magnitude": 1.0, "unit": "messages", "detail": "open",
+         "key": key.format(kind="skip", p=2, ts=SKIP_AT.isoformat()), "as_of_ts": SKIP_AT}])
     write_rows(root, ANOMALIES, "prod", [
         {"group_id": "orders-svc", "topic": "orders", "partition": 1, "kind": "rewind", "start_ts": REWIND_AT,
          "end_ts": REWIND_AT, "severity": "warning", "magnitude": float(REWIND_BY), "unit": "messages",
-         "detail": f"committed offset went back {REWIND_BY} messages", "key": key.format(kind="rewind", p=1,
-                                                                                        ts=REWIND_AT.isoformat())},
+         "detail": f"committed offset went back {REWIND_BY} messages", "as_of_ts": END,
+         "key": key.format(kind="rewind", p=1, ts=REWIND_AT.isoformat())},
         {"group_id": "orders-svc", "topic": "orders", "partition": 2, "kind": "skip", "start_ts": SKIP_AT,
          "end_ts": SKIP_AT, "severity": "critical", "magnitude": float(out.skipped), "unit": "messages",
          "detail": f"committed offset jumped to the log end: {out.skipped} messages never processed",
-         "key": key.format(kind="skip", p=2, ts=SKIP_AT.isoformat())},
+         "key": key.format(kind="skip", p=2, ts=SKIP_AT.isoformat()), "as_of_ts": END},
         {"group_id": "orders-svc", "topic": None, "partition": None, "kind": "lag_growth",
          "start_ts": REBALANCE_END, "end_ts": None, "severity": "warning", "magnitude": 80.0,
-         "unit": "messages/s", "detail": "lag grows by 80 messages/s", "key": "lag_growth|prod|orders-svc"},
+         "unit": "messages/s", "detail": "lag grows by 80 messages/s", "key": "lag_growth|prod|orders-svc",
+         "as_of_ts": END},
     ])
