@@ -289,6 +289,10 @@ class _CommitColumns:
     def __len__(self) -> int:
         return len(self.cols[0])
 
+    def appenders(self) -> tuple[Callable[[Any], None], ...]:
+        """The columns' bound ``append`` methods, in NAMES order (for the hot loop)."""
+        return tuple(col.append for col in self.cols)
+
     def add(self, key: OffsetCommitKey, value: OffsetCommitValue | None, record_ts_ms: int,
             source_partition: int, source_offset: int) -> None:
         c = self.cols
@@ -572,20 +576,25 @@ class CommitLogTailer:
         return n
 
     def _ingest(self, partition: int, records: list[Any]) -> None:
+        # The hot loop of the tail: locals only, counters summed once per batch.
         stats = self.stats
-        commits = self._commits
         events = self._events
         seen = self._seen
+        topic_names = self._topic_names
+        (a_group, a_topic, a_part, a_off, a_epoch, a_meta, a_cts, a_ets, a_rts, a_sp, a_so,
+         a_ver) = self._commits.appenders()
+        floor = self._positions.get(partition, 0)
         first = None
         last = -1
+        n_records = n_commits = n_tombstones = 0
         for m in records:
             offset = m.offset
-            if offset < self._positions.get(partition, 0):
+            if offset < floor:
                 continue  # already read (a seek raced a fetch)
             if first is None:
                 first = offset
             last = offset
-            stats.records += 1
+            n_records += 1
             try:
                 rec = decode_record(m.key, m.value)
             except UndecodedRecordType as exc:
@@ -601,21 +610,44 @@ class CommitLogTailer:
                             offset, exc)
                 continue
             key = rec.key
-            if rec.value is None:
-                stats.tombstones += 1
-            if isinstance(key, OffsetCommitKey):
+            value = rec.value
+            if type(key) is OffsetCommitKey:
                 if seen and ("commits", partition, offset) in seen:
                     stats.duplicates_skipped += 1
                     continue
-                value = rec.value
-                if isinstance(value, OffsetCommitValue) and value.topic_id is not None:
-                    self._topic_names[value.topic_id] = key.topic
-                commits.add(key, value, m.timestamp, partition, offset)  # type: ignore[arg-type]
-                stats.commits += 1
+                a_group(key.group)
+                a_topic(key.topic)
+                a_part(key.partition)
+                if value is None:  # offset tombstone
+                    n_tombstones += 1
+                    a_off(None)
+                    a_epoch(None)
+                    a_meta(None)
+                    a_cts(None)
+                    a_ets(None)
+                    a_ver(None)
+                else:
+                    assert type(value) is OffsetCommitValue
+                    if value.topic_id is not None:
+                        topic_names[value.topic_id] = key.topic
+                    a_off(value.offset)
+                    a_epoch(value.leader_epoch)
+                    a_meta(value.metadata)
+                    ts = value.commit_timestamp_ms
+                    a_cts(ts if ts >= 0 else None)
+                    a_ets(value.expire_timestamp_ms)
+                    a_ver(value.version)
+                rts = m.timestamp
+                a_rts(rts if rts > 0 else 0)
+                a_sp(partition)
+                a_so(offset)
+                n_commits += 1
             else:
-                if isinstance(rec.value, ConsumerGroupPartitionMetadataValue):
-                    for t in rec.value.topics:
-                        self._topic_names[t.topic_id] = t.topic_name
+                if value is None:
+                    n_tombstones += 1
+                elif isinstance(value, ConsumerGroupPartitionMetadataValue):
+                    for t in value.topics:
+                        topic_names[t.topic_id] = t.topic_name
                 if seen and ("group_events", partition, offset) in seen:
                     stats.duplicates_skipped += 1
                     continue
@@ -623,6 +655,9 @@ class CommitLogTailer:
                                               source_partition=partition, source_offset=offset,
                                               topic_names=self._topic_name))
                 stats.group_events += 1
+        stats.records += n_records
+        stats.commits += n_commits
+        stats.tombstones += n_tombstones
         if first is not None:
             lo = self._ranges.get(partition, (first, last))[0]
             self._ranges[partition] = (lo, last)
