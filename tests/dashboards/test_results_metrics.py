@@ -163,3 +163,24 @@ def test_current_rows(rows: list[tuple[str, int | None]], expected: str) -> None
              "as_of_ts": _T + dt.timedelta(minutes=m) if m is not None else None} for state, m in rows]
     (row,) = current_rows(data, lambda r: r["key"])
     assert row["state"] == expected
+
+
+@pytest.mark.slow
+def test_results_exporter_command_serves_until_stopped(synthetic: Synthetic) -> None:
+    import re
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "lagscope.cli", "results-exporter", "--results",
+                             str(synthetic.root), "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        m = re.search(r"http://127\.0\.0\.1:(\d+)/metrics", line)
+        assert m, line
+        body = urllib.request.urlopen(m.group(0), timeout=10).read().decode()
+        assert 'lagscope_group_status{cluster="prod",group="orders-svc",status="STALL"} 1.0' in body
+    finally:
+        proc.terminate()
+        proc.wait(10)
