@@ -80,7 +80,6 @@ __all__ = [
     "CommitLogTopicMissing",
     "StartPosition",
     "TailStats",
-    "commit_row",
     "group_event_row",
     "parse_start",
     "state_path",
@@ -164,25 +163,6 @@ TopicNames = Callable[[uuid.UUID], str]
 
 def _assignment(tps: Iterable[TopicPartitions], names: TopicNames) -> list[dict[str, Any]]:
     return [{"topic": names(tp.topic_id), "partition": p} for tp in tps for p in tp.partitions]
-
-
-def commit_row(key: OffsetCommitKey, value: OffsetCommitValue | None, *, record_ts_ms: int,
-               source_partition: int, source_offset: int) -> dict[str, Any]:
-    """The ``commits`` row of one offset-commit record (value None = offset tombstone)."""
-    return {
-        "group_id": key.group,
-        "topic": key.topic,
-        "partition": key.partition,
-        "committed_offset": None if value is None else value.offset,
-        "leader_epoch": None if value is None else value.leader_epoch,
-        "metadata": None if value is None else value.metadata,
-        "commit_ts": None if value is None else _ts(value.commit_timestamp_ms),
-        "expire_ts": None if value is None else _ts(value.expire_timestamp_ms),
-        "record_ts": _ts(max(record_ts_ms, 0)),
-        "source_partition": source_partition,
-        "source_offset": source_offset,
-        "value_version": None if value is None else value.version,
-    }
 
 
 _RECORD_TYPE_NAMES = {
@@ -292,26 +272,6 @@ class _CommitColumns:
     def appenders(self) -> tuple[Callable[[Any], None], ...]:
         """The columns' bound ``append`` methods, in NAMES order (for the hot loop)."""
         return tuple(col.append for col in self.cols)
-
-    def add(self, key: OffsetCommitKey, value: OffsetCommitValue | None, record_ts_ms: int,
-            source_partition: int, source_offset: int) -> None:
-        c = self.cols
-        c[0].append(key.group)
-        c[1].append(key.topic)
-        c[2].append(key.partition)
-        if value is None:  # offset tombstone
-            for i in (3, 4, 5, 6, 7, 11):
-                c[i].append(None)
-        else:
-            c[3].append(value.offset)
-            c[4].append(value.leader_epoch)
-            c[5].append(value.metadata)
-            c[6].append(value.commit_timestamp_ms if value.commit_timestamp_ms >= 0 else None)
-            c[7].append(value.expire_timestamp_ms)
-            c[11].append(value.version)
-        c[8].append(max(record_ts_ms, 0))
-        c[9].append(source_partition)
-        c[10].append(source_offset)
 
     def by_date(self) -> dict[dt.date, pa.Table]:
         """One Arrow table per UTC date of record_ts."""
