@@ -72,6 +72,10 @@ def analyze(
             raise ConfigError("a batch run needs --since (and optionally --until); or use --incremental")
         first = _parse_time(since, "--since").date()
         last = _parse_time(until, "--until").date() if until else dt.datetime.now(dt.UTC).date()
+    from pyspark.sql import SparkSession
+
+    # inside a program that already has a session (a notebook, the tests), use it and leave it running
+    owned = SparkSession.getActiveSession() is None
     spark = build_session(master, shuffle_partitions=shuffle_partitions, driver_memory=driver_memory)
     try:
         if incremental:
@@ -81,7 +85,8 @@ def analyze(
             written = run_batch(spark, lake, results, since=first, until=last, settings=settings,
                                 clusters=cluster, progress=progress)
     finally:
-        spark.stop()
+        if owned:
+            spark.stop()
     if not written:
         typer.echo("nothing new to analyse")
     for table, files in written.items():

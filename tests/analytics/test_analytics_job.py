@@ -16,9 +16,11 @@ from analytics_builders import T0, at, members_rows, offsets_rows
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.testing import assertDataFrameEqual
+from typer.testing import CliRunner
 
 from lagscope.analytics.findings import RuleParams
 from lagscope.analytics.job import Settings, run_incremental
+from lagscope.cli import app
 from lagscope.lake import write_rows
 from lagscope.schema import MEMBERS, OFFSETS
 
@@ -52,15 +54,17 @@ def _current(df: DataFrame) -> DataFrame:
     return df.join(latest, ["key", "as_of_ts"]).drop("as_of_ts")
 
 
+@pytest.mark.timeout(1800)
 def test_batch_cli_and_incremental_agree(spark: SparkSession, tmp_path: Path) -> None:
     lake, batch, inc = tmp_path / "lake", tmp_path / "batch", tmp_path / "inc"
     _lake(lake)
-    cli = [sys.executable, "-m", "lagscope.cli", "analyze", "--lake", str(lake), "--results", str(batch),
-           "--since", T0.date().isoformat(), "--until", T0.date().isoformat(), "--master", "local[2]",
-           "--shuffle-partitions", "2", "--driver-memory", "1g", "--stall-after-s", "30", "--no-progress"]
-    done = subprocess.run(cli, capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "lag_trends:" in done.stdout
+    # the CLI in this process: it uses the running session (a new JVM per test is too slow)
+    cli = ["analyze", "--lake", str(lake), "--results", str(batch), "--since", T0.date().isoformat(),
+           "--until", T0.date().isoformat(), "--stall-after-s", "30", "--no-progress"]
+    done = CliRunner().invoke(app, cli)
+    assert done.exit_code == 0, done.output
+    assert "lag_trends:" in done.output
+    assert SparkSession.getActiveSession() is not None  # not stopped: the CLI did not start it
 
     run_incremental(spark, lake, inc, settings=SETTINGS, since=T0, until=at(120))
     saved = tmp_path / "state-after-step-1"
