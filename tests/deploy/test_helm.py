@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import copy
+import datetime as dt
 import os
 import re
 import shutil
@@ -243,6 +244,9 @@ def test_commands_settings_and_image_paths_are_consistent(full: list[dict[str, A
     assert len(set(masters)) == 1
     assert masters[0].startswith("k8s://")
     assert "spark.executor.instances=3" in args
+    # the first incremental run needs a start: analytics.backfill (24h) before the render
+    since = dt.datetime.fromisoformat(args[args.index("--since") + 1])
+    assert abs((dt.datetime.now(dt.UTC) - since) - dt.timedelta(hours=24)) < dt.timedelta(minutes=10)
 
 
 @pytest.mark.prometheus
