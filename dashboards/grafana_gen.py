@@ -344,6 +344,10 @@ def group(app_url: str = DEFAULT_APP_URL) -> mdash.Dashboard:
     d = d.with_panel(_ts("Lag per topic (messages)", "Sum of the topic's partition lags.",
                          [Q(f"kafka_consumergroup_lag_sum{{{_KSEL_T}}}", "{{consumergroup}} {{topic}}")],
                          unit="short", stack=True))
+    d = d.with_panel(_ts("Lag in seconds per topic", "The topic's largest partition time lag.",
+                         [Q(f"max by (cluster, group, topic) (lagscope_partition_lag_seconds{{{_SEL_T}}})",
+                            "{{group}} {{topic}}")], unit="s",
+                         links=[_data_link("Open topic in lagscope", _app_link(app_url, "group", topic=True))]))
     d = d.with_panel(_ts("Produce vs consume rate", "Messages written to the group's topics vs messages the "
                          "group commits past, per second.",
                          [Q(f'sum by (cluster, topic) (rate(kafka_topic_partition_current_offset{{cluster=~"$cluster", '
