@@ -59,12 +59,15 @@ def test_broker_stop_and_restart_is_recorded_as_failed_sweeps_and_collection_res
         producer.close()
         commits = {TopicPartition("orders", 0): OffsetAndMetadata(2, "", -1),
                    TopicPartition("orders", 1): OffsetAndMetadata(4, "", -1)}
-        for _ in range(100):  # a fresh broker creates __consumer_offsets on first use
+        deadline = time.monotonic() + 120  # a fresh broker creates __consumer_offsets on first use
+        while True:
             try:
                 admin.alter_group_offsets("billing", commits)
                 break
             except KafkaError:
-                time.sleep(0.3)
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
         admin.close()
 
         settings = Settings(
@@ -77,7 +80,7 @@ def test_broker_stop_and_restart_is_recorded_as_failed_sweeps_and_collection_res
         thread = threading.Thread(target=collector.run, args=(stop,), daemon=True)
         thread.start()
 
-        recorder.wait(lambda s: s.ok and s.sweep["partitions"] == 2, timeout=30)
+        recorder.wait(lambda s: s.ok and s.sweep["partitions"] == 2, timeout=60)
         broker.stop()
         down_at = time.time()
         failed = recorder.wait(lambda s: not s.ok, timeout=30, after=down_at)
