@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import logging
 import shutil
+import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -362,3 +364,29 @@ def test_collect_once_and_lag_cli_and_metrics_wiring(bootstrap: str, unique: str
     lag_lines = [x for x in body.splitlines() if x.startswith("kafka_consumergroup_lag{") and group in x]
     assert lag_lines
     assert lag_lines[0].endswith(" 5.0")
+
+
+@pytest.mark.slow
+def test_collect_process_runs_until_sigterm(bootstrap: str, unique: str, tmp_path: Path) -> None:
+    config = tmp_path / "lagscope.yaml"
+    config.write_text(f"clusters: [{{name: it, bootstrap_servers: '{bootstrap}', "
+                      f"groups: {{include: ['{unique}.*']}}}}]\n"
+                      f"collector: {{lake: '{tmp_path / 'lake'}', interval_s: 0.5}}\nmetrics: {{enabled: false}}\n")
+    proc = subprocess.Popen([sys.executable, "-m", "lagscope.cli", "collect", "--config", str(config)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and read(tmp_path / "lake", "sweeps").num_rows < 2:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    assert proc.returncode == 0, err
+    sweeps = read(tmp_path / "lake", "sweeps").to_pylist()
+    assert len(sweeps) >= 2
+    assert all(s["ok"] for s in sweeps)
+    assert "sweep cluster=it ok" in err  # one log line per sweep
