@@ -267,7 +267,7 @@ async def _describe_and_fetch(client: ClusterClient, groups: list[_Group], raw: 
             req = DescribeGroupsRequest(groups=[g.group_id for g in chunk])
             pending.append(("describe", chunk, client.send(req, node_id=coord)))
         if offset_fetch_v >= 8:
-            for chunk in _chunks(members, 400, 50):
+            for chunk in _chunks(members, 400, 500):
                 groups_req = [OffsetFetchRequest.OffsetFetchRequestGroup(group_id=g.group_id, topics=None)
                               for g in chunk]
                 req = OffsetFetchRequest(groups=groups_req, require_stable=False, min_version=8, max_version=9)
