@@ -158,6 +158,9 @@ class StandaloneCluster:
             "SPARK_WORKER_DIR": str(self.workdir / "work"),
             "SPARK_DAEMON_MEMORY": self.daemon_memory,
             "SPARK_CONF_DIR": str(self.workdir / "conf"),
+            # no REST submission server: it would take the fixed port 6066 (two clusters on one
+            # machine would collide) and nothing here submits through it
+            "SPARK_MASTER_OPTS": "-Dspark.master.rest.enabled=false",
         })
         env.pop("SPARK_MASTER_HOST", None)
         return env
@@ -174,7 +177,7 @@ class StandaloneCluster:
         finally:
             out.close()
 
-    def start(self, timeout: float = 90.0) -> StandaloneCluster:
+    def start(self, timeout: float = 180.0) -> StandaloneCluster:
         """Start the master, then the workers; return when all workers are registered."""
         if self._master is not None:
             return self

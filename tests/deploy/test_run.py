@@ -25,14 +25,14 @@ from typing import Any
 
 import pytest
 import yaml
+from helpers.history import make_history
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from lagscope.deploy.run import Runner
 from lagscope.deploy.sink import WebhookSink
-from lagscope.lake import read_table, write_rows
-from lagscope.schema import MEMBERS, OFFSETS, SWEEPS
+from lagscope.lake import read_table
 
 LAGSCOPE = [sys.executable, "-m", "lagscope.cli"]
 
@@ -41,31 +41,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def make_history(root: Path, cluster: str, *, minutes: int = 6) -> None:
-    """Sweeps 15 s apart, two hours ago: group 'stuck' never commits while its topic grows
-    (a stall), group 'healthy' keeps up."""
-    start = (dt.datetime.now(dt.UTC) - dt.timedelta(hours=2)).replace(second=0, microsecond=0)
-    for i in range(minutes * 4):
-        ts = start + dt.timedelta(seconds=15 * i)
-        offsets, members = [], []
-        for group, moving in (("stuck", False), ("healthy", True)):
-            end = 1000 + 150 * i
-            committed = end - 20 if moving else 1000
-            offsets.append({"sweep_ts": ts, "group_id": group, "topic": "orders", "partition": 0,
-                            "committed_offset": committed, "log_start_offset": 0, "log_end_offset": end,
-                            "last_stable_offset": end, "member_id": f"{group}-m1", "client_id": f"{group}-c",
-                            "host": "/10.0.0.1", "group_state": "Stable", "lag": end - committed})
-            members.append({"sweep_ts": ts, "group_id": group, "group_state": "Stable", "protocol_type": "consumer",
-                            "protocol": "range", "group_protocol": "classic", "generation": 1,
-                            "member_id": f"{group}-m1", "client_id": f"{group}-c", "host": "/10.0.0.1",
-                            "subscribed_topics": ["orders"], "assignment": [{"topic": "orders", "partition": 0}]})
-        write_rows(root, OFFSETS, cluster, offsets)
-        write_rows(root, MEMBERS, cluster, members)
-        write_rows(root, SWEEPS, cluster, [{"sweep_ts": ts, "duration_ms": 5.0, "ok": True, "groups": 2,
-                                            "partitions": 2, "members": 2, "group_errors": 0,
-                                            "collector": "history:1"}])
 
 
 def _metrics(port: int) -> str:
@@ -94,7 +69,8 @@ def test_run_collects_analyses_alerts_and_stops_cleanly(bootstrap: str, unique: 
         admin.close()
 
     lake = tmp_path / "data" / "lake"
-    make_history(lake, "history")
+    # history two hours ago: the first analytics run (backfill 24 h) finds its stall
+    make_history(lake, "history", (dt.datetime.now(dt.UTC) - dt.timedelta(hours=2)).replace(second=0, microsecond=0))
     port = free_port()
     config = tmp_path / "lagscope.yaml"
     config.write_text(yaml.safe_dump({
