@@ -159,5 +159,5 @@ def compare_chart(a: pd.DataFrame, b: pd.DataFrame, x: str, y: str, names: Seque
     fig = go.Figure()
     for df, name in ((a, names[0]), (b, names[1])):
         fig.add_trace(go.Scatter(x=df[x], y=df[y], mode="lines", name=name))
-    fig.update_xaxes(title="minutes since window start")
-    return _layout(fig, title, y_title)
+    fig.update_xaxes(ticksuffix=" min")  # minutes since each window's start (an axis title would meet the legend)
+    return _layout(fig, f"{title}, by minutes since each window's start", y_title)

@@ -258,6 +258,7 @@ def anomalies(con: duckdb.DuckDBPyConnection, lake: Lake, clusters_: Sequence[st
     return _query(con, sql, [scan[1], group, group, topic, topic, partition, partition, window.end, window.start])
 
 
+_CHART_COLS = "window_start, topic, partition, lag_last, lag_seconds"
 _TREND_COLS = ("window_start, topic, partition, lag_last, lag_max, produce_rate, consume_rate, lag_seconds, "
                "lag_seconds_is_lower_bound, lag_seconds_method, catchup_eta_s, retention_headroom_s")
 
@@ -301,15 +302,17 @@ def latest_partitions(con: duckdb.DuckDBPyConnection, lake: Lake, cluster: str, 
 
 def partition_series(con: duckdb.DuckDBPyConnection, lake: Lake, cluster: str, group: str, window: TimeRange,
                      partitions: Sequence[tuple[str, int]]) -> pd.DataFrame:
-    """Lag trend rows of the given (topic, partition) pairs, sorted by time."""
+    """Lag trend rows of the given (topic, partition) pairs, sorted by time: only the columns a
+    lag chart draws (window_start, topic, partition, lag_last, lag_seconds), since this scan
+    reads the whole range's partition-level rows and every column it returns costs."""
     scan = _scan(lake, "lag_trends", [cluster], window.dates())
     if scan is None or not partitions:
-        return pd.DataFrame({c.strip(): pd.Series(dtype="object") for c in _TREND_COLS.split(",")})
+        return pd.DataFrame({c.strip(): pd.Series(dtype="object") for c in _CHART_COLS.split(",")})
     topics = sorted({t for t, _ in partitions})
     numbers = sorted({p for _, p in partitions})
     # IN lists of placeholders (only their count comes from the input): DuckDB pushes a constant
     # IN list into the Parquet scan, where an IN (subquery) would read every row
-    sql = (f"SELECT {_TREND_COLS} FROM {scan[0]} WHERE group_id = ? AND window_start >= ? AND window_start < ? "  # noqa: S608
+    sql = (f"SELECT {_CHART_COLS} FROM {scan[0]} WHERE group_id = ? AND window_start >= ? AND window_start < ? "  # noqa: S608
            f"AND partition IN ({', '.join('?' * len(numbers))}) AND topic IN ({', '.join('?' * len(topics))}) "
            "ORDER BY topic, partition, window_start")
     df = _query(con, sql, [scan[1], group, window.start, window.end, *numbers, *topics])

@@ -91,7 +91,7 @@ def render(ctx: widgets.Context) -> None:
     if series["A"].empty and series["B"].empty:
         widgets.no_data(f"no lag results for {group} in either window", "Pick other windows.")
         return
-    names = ("A (this range)", "B")
+    names = tuple(f"{n}: {w.start:%m-%d %H:%M} → {w.end:%m-%d %H:%M}" for n, w in windows.items())
     left, right = st.columns(2)
     with left:
         st.plotly_chart(charts.compare_chart(series["A"], series["B"], "minutes", "lag_last", names,
