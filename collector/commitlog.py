@@ -438,7 +438,11 @@ class CommitLogTailer:
 
         state = self._load_state()
         options = {
+            # catch-up reads whole segments of a compacted topic: fetch big (overridable)
+            "max_partition_fetch_bytes": 8 * 1024 * 1024,
+            "fetch_max_bytes": 64 * 1024 * 1024,
             **self.client_options,
+            # what makes this a side-effect-free reader of the internal topic (not overridable)
             "group_id": None,
             "enable_auto_commit": False,
             "exclude_internal_topics": False,
