@@ -157,7 +157,7 @@ def compare_chart(a: pd.DataFrame, b: pd.DataFrame, x: str, y: str, names: Seque
                   title: str, y_title: str) -> go.Figure:
     """Two windows on one relative-time axis (column ``x``: minutes since each window's start)."""
     fig = go.Figure()
-    for df, name in ((a, names[0]), (b, names[1])):
-        fig.add_trace(go.Scatter(x=df[x], y=df[y], mode="lines", name=name))
+    for df, name, color in ((a, names[0], "#1f77b4"), (b, names[1], "#ff7f0e")):
+        fig.add_trace(go.Scatter(x=df[x], y=df[y], mode="lines", name=name, line={"color": color}))
     fig.update_xaxes(ticksuffix=" min")  # minutes since each window's start (an axis title would meet the legend)
-    return _layout(fig, f"{title}, by minutes since each window's start", y_title)
+    return _layout(fig, title, y_title)

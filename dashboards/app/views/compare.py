@@ -92,6 +92,7 @@ def render(ctx: widgets.Context) -> None:
         widgets.no_data(f"no lag results for {group} in either window", "Pick other windows.")
         return
     names = tuple(f"{n}: {w.start:%m-%d %H:%M} → {w.end:%m-%d %H:%M}" for n, w in windows.items())
+    st.caption("Both windows on one axis: minutes since each window's start.")
     left, right = st.columns(2)
     with left:
         st.plotly_chart(charts.compare_chart(series["A"], series["B"], "minutes", "lag_last", names,

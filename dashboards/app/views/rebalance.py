@@ -70,8 +70,8 @@ def render(ctx: widgets.Context) -> None:
         return
 
     duration, bound = row["duration_s"], row["bound_s"]
-    cols = st.columns([1.6, 1, 1.2, 1.2, 1.2])
-    cols[0].metric("Cause", str(row["cause"] or "unknown"))
+    cols = st.columns([2, 1, 1.2, 1.2, 1.2])
+    cols[0].metric("Cause", str(row["cause"] or "unknown").replace("_", " "))
     cols[1].metric("Duration", processing.format_duration(duration) if pd.notna(duration) else "still open")
     over = row["observed_over_bound"]
     cols[2].metric("Bound from the settings", processing.format_duration(bound) if pd.notna(bound) else "—",

@@ -159,7 +159,7 @@ def test_overview_to_group_to_rebalance_by_clicks(server: str, browser: WebDrive
     body = _wait_for(browser, "Ownership before → after", "Processing gap per partition", charts=2)
     assert _h1(browser) == "Rebalance"
     assert f"rebalance={to_ms(fx.REBALANCE_START)}" in browser.current_url
-    assert "session_timeout" in body
+    assert "session timeout" in body  # the cause metric
     assert "4.62× the bound" in body
     _shot(browser, "rebalance")
 
@@ -170,7 +170,7 @@ def test_deep_links(server: str, browser: WebDriver) -> None:
                                            "rebalance": to_ms(fx.REBALANCE_START), **window}))
     body = _wait_for(browser, "Messages accumulated per partition", charts=2)
     assert _h1(browser) == "Rebalance"
-    assert "session_timeout" in body
+    assert "session timeout" in body  # the cause metric
     assert "Generation 7 → 8 · 2 partitions moved" in body
 
     browser.get(f"{server}/?" + urlencode({"page": "partition", "cluster": "prod", "group": "orders-svc",

@@ -114,14 +114,14 @@ def test_group_page_per_partition_and_on_to_the_rebalance(open_app: Open) -> Non
     at.button(key="open_rebalance_0").click().run()
     assert at.query_params["page"] == "rebalance"
     assert at.query_params["rebalance"] == str(to_ms(fx.REBALANCE_START))
-    assert metrics(at)["Cause"] == "session_timeout"
+    assert metrics(at)["Cause"] == "session timeout"
 
 
 def test_rebalance_page_deep_link(open_app: Open) -> None:
     at = open_app(page="rebalance", cluster="prod", group="orders-svc", rebalance=to_ms(fx.REBALANCE_START),
                   **{"from": to_ms(fx.END - dt.timedelta(minutes=10)), "to": to_ms(fx.END)})
     m = metrics(at)
-    assert (m["Cause"], m["Duration"], m["Bound from the settings"]) == ("session_timeout", "1m", "13s")
+    assert (m["Cause"], m["Duration"], m["Bound from the settings"]) == ("session timeout", "1m", "13s")
     assert next(x for x in at.metric if x.label == "Bound from the settings").delta == "4.62× the bound"
     assert "4.6× longer" in at.warning[0].value
     ownership = table(at, "owner_before", "moved")

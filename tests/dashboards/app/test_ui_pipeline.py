@@ -59,7 +59,7 @@ def test_group(open_app, ui_pipeline: pl.PipelineLake) -> None:  # type: ignore[
 def test_rebalance(open_app, ui_pipeline: pl.PipelineLake) -> None:  # type: ignore[no-untyped-def]
     at = open_app(page="rebalance", group=ui_pipeline.readers)
     m = _metrics(at)
-    assert m["Cause"] == "session_timeout"  # c2 was SIGKILLed: no LeaveGroup, its 3 s session expired
+    assert m["Cause"] == "session timeout"  # c2 was SIGKILLed: no LeaveGroup, its 3 s session expired
     roster = _table(at, "member_id", "change")
     assert sorted(roster["change"]) == ["left", "stayed"]
     assert roster.loc[roster["change"] == "left", "member_id"].item().startswith(f"{ui_pipeline.readers}-c2")
