@@ -147,6 +147,7 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
         recent_in = recent_in.unionByName(st["recent_rebalances"])
     storms = findings.transform_storms(recent_in, count=p.storm_count, window_s=p.storm_window_s)
 
+    episodes = findings.drop_rebalance_outages(episodes, rb)
     anomalies = (episodes.unionByName(points).unionByName(gap_anoms).unionByName(growth).unionByName(storms)
                  .withColumn("date", F.date_format("start_ts", "yyyy-MM-dd")))
 
@@ -158,7 +159,7 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
     stamp = F.lit(as_of or dt.datetime.now(dt.UTC)).cast("timestamp")
     tables = {
         "lag_trends": lag_trends,
-        "rebalances": rb.withColumn("as_of_ts", stamp),
+        "rebalances": rb.drop("quiet_from_ts").withColumn("as_of_ts", stamp),
         "anomalies": anomalies.withColumn("as_of_ts", stamp),
         "status": stat,
     }

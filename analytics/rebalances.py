@@ -13,19 +13,23 @@ Cause, from the member sets of A and B:
 - members gone (without a static return): when the departed member's partitions last showed
   progress (a commit, or lag 0) long before A⁺, it did not leave promptly: the gap is
   compared with the session timeout and the rebalance timeout (max.poll.interval.ms), the
-  nearer (in ratio) wins: ``session_timeout`` or ``max_poll_interval``, and the window starts
-  at that last progress. A gap under ``leave_gap_s`` (or a quarter of the session timeout) →
-  ``leave``;
+  nearer (in ratio) wins: ``session_timeout`` or ``max_poll_interval``. A gap under
+  ``leave_gap_s`` (or a quarter of the session timeout) → ``leave``;
 - only new members → ``join``; neither → ``unknown``.
+
+The window is the rebalance proper (the group stopped → settled again). For a timed-out
+member the processing of its partitions stopped earlier, at its last progress
+(``quiet_from_ts``, an internal column): ``observed_over_bound`` measures that member's
+whole outage, last progress → settled, against the bound, which is what the bound bounds.
 
 Bound: ``session + heartbeat + network`` for session timeouts and static bounces, the
 rebalance timeout otherwise. Timeouts come from the group-metadata records (``group_events``)
 of generation A when the ``__consumer_offsets`` tail ran, else from the given defaults.
 
 With the commit stream the boundaries are exact: ``end`` = the record time of the first
-group-metadata record of generation B; ``start`` = the last commit of the departed member's
-partitions (timeouts) or the group's last commit before ``end`` (join/leave: consumers
-commit when their partitions are revoked); ``source`` says which.
+group-metadata record of generation B; ``start`` = the group's last commit before ``end`` (consumers
+commit when their partitions are revoked); a timed-out member's last progress is the last
+commit of its partitions; ``source`` says which.
 """
 
 from __future__ import annotations
@@ -161,15 +165,21 @@ def transform_rebalances(
     timed_out = F.col("cause").isin("session_timeout", "max_poll_interval")
     sweep_start = (F.col("a.t") + F.col("a_next_t")) / 2
     sweep_end = (F.col("b_prev_t") + F.col("b.t")) / 2
-    win = win.withColumn("_start", F.when(timed_out & F.col("_last_alive").isNotNull(), F.col("_last_alive"))
-                         .otherwise(sweep_start)).withColumn("_end", sweep_end)
+    # the rebalance proper starts when the group stops (A → A⁺); a timed-out member stopped
+    # earlier, at its last progress: that is where the bound (crash/slow member → recovered) is
+    # measured from, and where its partitions' processing stopped
+    win = (win.withColumn("_start", sweep_start).withColumn("_end", sweep_end)
+           .withColumn("_quiet_from", F.when(timed_out & F.col("_last_alive").isNotNull(), F.col("_last_alive"))
+                       .otherwise(sweep_start)))
     win = win.withColumn("source", F.lit("sweeps"))
     if commits is not None:
         win = _exact_bounds(win, commits)
     bound = F.when(F.col("cause").isin("session_timeout", "static_member_bounce"),
                    F.col("_session") + F.lit(heartbeat_s + network_s)).otherwise(F.col("_rebal"))
-    win = win.withColumn("bound_s", bound).withColumn("duration_s", F.greatest(F.lit(0.0), F.col("_end") - F.col(
-        "_start")))
+    win = (win.withColumn("bound_s", bound)
+           .withColumn("duration_s", F.greatest(F.lit(0.0), F.col("_end") - F.col("_start")))
+           .withColumn("_observed", F.greatest(F.lit(0.0), F.col("_end") - F.least(F.col("_quiet_from"),
+                                                                                   F.col("_start")))))
     # partitions whose owner changed
     a_map = F.map_from_entries(F.transform(F.col("a.owners"), lambda x: F.struct(x["tp"], x["owner"])))
     moved = F.size(F.filter(F.col("b.owners"), lambda x: F.coalesce(
@@ -190,8 +200,8 @@ def transform_rebalances(
         *_G, _ts(F.col("_start")).alias("start_ts"), _ts(F.col("_end")).alias("end_ts"), "duration_s", "cause",
         "source", F.col("a.generation").alias("generation_before"), F.col("b.generation").alias("generation_after"),
         F.col("a.member_ids").alias("members_before"), F.col("b.member_ids").alias("members_after"),
-        "partitions_moved", "bound_s", (F.col("duration_s") / F.col("bound_s")).alias("observed_over_bound"),
-        "messages_accumulated", "max_processing_gap_s")
+        "partitions_moved", "bound_s", (F.col("_observed") / F.col("bound_s")).alias("observed_over_bound"),
+        "messages_accumulated", "max_processing_gap_s", _ts(F.col("_quiet_from")).alias("quiet_from_ts"))
     return out.withColumn("date", F.date_format("start_ts", "yyyy-MM-dd"))
 
 
@@ -215,10 +225,10 @@ def _exact_bounds(win: DataFrame, commits: DataFrame) -> DataFrame:
         F.max("_ct").alias("_group_last"))
     win = win.join(last, "_wid", "left")
     timed_out = F.col("cause").isin("session_timeout", "max_poll_interval")
-    start = (F.when(timed_out & F.col("_gone_last").isNotNull(), F.col("_gone_last"))
-             .when(~timed_out & F.col("_group_last").isNotNull() & (F.col("_group_last") >= F.col("a.t")),
-                   F.col("_group_last")))
+    start = F.when(F.col("_group_last").isNotNull() & (F.col("_group_last") >= F.col("a.t")), F.col("_group_last"))
+    quiet = F.when(timed_out & F.col("_gone_last").isNotNull(), F.col("_gone_last"))
     return (win.withColumn("_start", F.coalesce(start, F.col("_start")))
+            .withColumn("_quiet_from", F.coalesce(quiet, F.col("_quiet_from")))
             .withColumn("source", F.when(has_end, F.lit("commit_stream")).otherwise(F.col("source")))
             .drop("_gone_last", "_group_last"))
 

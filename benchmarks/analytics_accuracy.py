@@ -41,6 +41,7 @@ from pyspark.sql import functions as F  # noqa: N812
 from lagscope.analytics.findings import RuleParams
 from lagscope.analytics.io import read_lake
 from lagscope.analytics.job import Settings, run_step
+from lagscope.analytics.rebalances import member_sweeps
 from lagscope.analytics.series import enrich_series, prepare_series
 from lagscope.analytics.session import build_session
 from lagscope.analytics.trends import transform_lag_seconds
@@ -140,7 +141,9 @@ def analyse(spark: SparkSession, lake: Path, rules: RuleParams, timeouts: dict[s
                     group_events=tables["group_events"] if has_tail else None)
     rows = transform_lag_seconds(enrich_series(prepare_series(tables["offsets"])))
     lag_rows = rows.select("group_id", "topic", "partition", "t", "committed", "end", "lag_s", "lag_s_lower").toArrow()
+    settled = member_sweeps(tables["members"]).where("settled").groupBy("group_id").agg(F.min("t").alias("t"))
     return {
+        "first_settled": {r["group_id"]: r["t"] for r in settled.collect()},
         "lag": lag_rows.to_pylist(),
         "rebalances": step.tables["rebalances"].toArrow().to_pylist(),
         "anomalies": step.tables["anomalies"].toArrow().to_pylist(),
@@ -180,7 +183,9 @@ def score(name: str, result: Any, got: dict[str, Any], interval_s: float) -> Sce
     ours = sorted(got["rebalances"], key=lambda r: r["start_ts"])
     derr: list[float] = []
     for g in groups:
-        truth_rb = ti.rebalances(g)[1:]
+        # windows need a settled sweep before them: the group's formation is not a rebalance
+        first = got["first_settled"].get(g, float("inf"))
+        truth_rb = [r for r in ti.rebalances(g) if r.start > first]
         rep.rebalances_truth += len(truth_rb)
         mine = [r for r in ours if r["group_id"] == g]
         for tr in truth_rb:

@@ -64,18 +64,18 @@ CASES: list[tuple[str, list[tuple[Any, ...]], list[dict[str, Any]], tuple[Any, .
      _offsets("leave", 16, {0: [(0, "m1")], 1: [(0, "m2"), (14, "m1")]}),
      ("leave", 11, 13, 2.0, ["m1", "m2"], ["m1"], 1, 30.0)),
     # m2 crashes after its commit at 4; the group stays Stable until its session times out
-    # (Preparing at 16 = 12 s later ≈ 10 s session timeout, far from 30 s): session_timeout,
-    # from the last progress (4) to the midpoint 17 → 13 s against 10 + 1 + 1 = 12 s
+    # (Preparing at 16 = 12 s later ≈ 10 s session timeout, far from 30 s): session_timeout;
+    # the rebalance proper 15 … 17; bound 10 + 1 + 1 = 12 s
     ("session", [*_stable(range(0, 15, 2), 1, SPLIT), (16, "PreparingRebalance", 1, [("m1", None, [0])]),
                  *_stable(range(18, 23, 2), 2, BOTH)],
      _offsets("session", 22, {0: [(0, "m1")], 1: [(0, "m2"), (20, "m1")]}, frozen={1: 4}),
-     ("session_timeout", 4, 17, 13.0, ["m1", "m2"], ["m1"], 1, 12.0)),
+     ("session_timeout", 15, 17, 2.0, ["m1", "m2"], ["m1"], 1, 12.0)),
     # m2 stops polling after 4 and is removed 32 s later (≈ 30 s rebalance timeout):
-    # max_poll_interval, 4 … 37 = 33 s against 30 s
+    # max_poll_interval; the rebalance proper 35 … 37; bound 30 s
     ("max-poll", [*_stable(range(0, 35, 2), 1, SPLIT), (36, "PreparingRebalance", 1, [("m1", None, [0])]),
                   *_stable(range(38, 43, 2), 2, BOTH)],
      _offsets("max-poll", 42, {0: [(0, "m1")], 1: [(0, "m2"), (40, "m1")]}, frozen={1: 4}),
-     ("max_poll_interval", 4, 37, 33.0, ["m1", "m2"], ["m1"], 1, 30.0)),
+     ("max_poll_interval", 35, 37, 2.0, ["m1", "m2"], ["m1"], 1, 30.0)),
     # static member i2 restarts: same instance, new member id m3, no partition moves (owned
     # by the instance); seen between two settled sweeps 10 and 12 → 11 … 11
     ("static", [*_stable(range(0, 11, 2), 1, [("m1", "i1", [0]), ("m2", "i2", [1])]),
@@ -108,7 +108,8 @@ def test_rebalance_windows_from_sweeps(spark: SparkSession) -> None:
 def test_rebalance_lag_and_processing_gap(spark: SparkSession) -> None:
     # session case: partition 1 frozen at 20 (t=4) while the end grows 10 per sweep: lag 50 at
     # A (t=14: 70 − 20) and 70 at B (t=18: 90 − 20) → 20 messages accumulated. Partition 1's
-    # last commit at 4, the new owner's first at 20: a 16 s processing gap; 13 s / 12 s bound
+    # last commit at 4, the new owner's first at 20: a 16 s processing gap. The member's outage,
+    # last progress (4) → settled (17) = 13 s, against the 12 s bound
     got = _rebalances(spark).where(F.col("group_id") == "session").select(
         "messages_accumulated", "max_processing_gap_s", F.round("observed_over_bound", 4).alias("ratio"))
     assertDataFrameEqual(got, spark.createDataFrame([(20, 16.0, round(13 / 12, 4))],
@@ -117,9 +118,10 @@ def test_rebalance_lag_and_processing_gap(spark: SparkSession) -> None:
 
 
 def test_commit_stream_gives_exact_bounds(spark: SparkSession) -> None:
-    # the __consumer_offsets tail: generation 2 of "session" written at 17.3 s; the last commit
-    # of m2's partition at 3.6 s; timeouts from generation 1's record (session 8 s, rebalance
-    # 20 s): start 3.6, end 17.3 → 13.7 s, bound 8 + 1 + 1 = 10 s
+    # the __consumer_offsets tail: generation 2 of "session" written at 17.3 s; the group's last
+    # commit before it (and after the last settled sweep, 14) at 16.0 (a revocation commit):
+    # 16.0 … 17.3 = 1.3 s. m2's partition last committed at 3.6 s, so its outage is 13.7 s
+    # against 8 + 1 + 1 = 10 s (timeouts from generation 1's record: session 8 s, rebalance 20 s)
     members = [{"member_id": m, "group_instance_id": None, "client_id": "c", "host": "h",
                 "session_timeout_ms": 8000, "rebalance_timeout_ms": 20000, "assignment": []} for m in ("m1", "m2")]
     events = spark.createDataFrame([
@@ -134,10 +136,11 @@ def test_commit_stream_gives_exact_bounds(spark: SparkSession) -> None:
          "source_offset": i} for i, (p, ts) in enumerate([(1, 2.0), (1, 3.6), (0, 3.9), (0, 16.0), (1, 19.0)])
     ], spark_schema("commits"))
     got = _rebalances(spark, commits, events).where(F.col("group_id") == "session").select(
-        "cause", "source", "start_ts", "end_ts", F.round("duration_s", 3).alias("d"), "bound_s")
+        "cause", "source", "start_ts", "end_ts", F.round("duration_s", 3).alias("d"), "bound_s",
+        F.round("observed_over_bound", 3).alias("r"))
     assertDataFrameEqual(got, spark.createDataFrame(
-        [("session_timeout", "commit_stream", at(3.6), at(17.3), 13.7, 10.0)],
-        "cause string, source string, start_ts timestamp, end_ts timestamp, d double, bound_s double"))
+        [("session_timeout", "commit_stream", at(16.0), at(17.3), 1.3, 10.0, 1.37)],
+        "cause string, source string, start_ts timestamp, end_ts timestamp, d double, bound_s double, r double"))
 
 
 def test_member_sweeps_marks_settled(spark: SparkSession) -> None:
