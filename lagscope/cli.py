@@ -34,6 +34,7 @@ _COMMAND_MODULES: list[str] = [
     "lagscope.deploy.spark.cli",
     "lagscope.deploy.sink",
     "lagscope.deploy.run",
+    "lagscope.deploy.demo",
     "lagscope.sim.cli",
     "lagscope.dashboards.app.cli",
     "lagscope.collector.cli",

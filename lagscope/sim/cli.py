@@ -182,11 +182,4 @@ def _read_client_config(path: Path) -> dict[str, Any]:
 
 def register(app: typer.Typer) -> None:
     app.add_typer(sim_app, name="sim")
-
-    @app.command("demo")
-    def demo(
-        workdir: Annotated[Path, typer.Option(help="Demo state: broker data, runs.")] = Path(".lagscope") / "demo",
-        bootstrap: Annotated[str | None, typer.Option(help="Use this cluster instead of starting a broker.")] = None,
-    ) -> None:
-        """Start a local broker and a demo workload (growing lag, a crash, a stall, a rewind); Ctrl-C stops it."""
-        run_demo(workdir, bootstrap=bootstrap)
+    # ``lagscope demo`` (the whole product around run_demo's workload) is lagscope.deploy.demo
