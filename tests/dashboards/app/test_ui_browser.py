@@ -3,6 +3,8 @@ browser goes Overview → Group → Rebalance by clicks, then by deep links, and
 shown. The screenshots it takes are docs/screenshots/*.png.
 
 Chromium and chromedriver are Debian's (``scripts/setup.sh --system``); nothing is downloaded.
+Screenshots go to a temporary folder, or to ``$LAGSCOPE_SCREENSHOTS_DIR`` when set; the
+committed ones were made with ``LAGSCOPE_SCREENSHOTS_DIR=docs/screenshots``.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ from lagscope.dashboards.app.params import to_ms
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-SCREENSHOTS = Path(__file__).resolve().parents[3] / "docs" / "screenshots"
 LAGSCOPE = Path(__file__).resolve().parents[3] / ".venv" / "bin" / "lagscope"
 
 
@@ -74,6 +75,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.kill()
             proc.wait(timeout=15)
         log.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the screenshots go (the repository's docs/screenshots only when asked)."""
+    folder = os.environ.get("LAGSCOPE_SCREENSHOTS_DIR")
+    return Path(folder) if folder else tmp_path_factory.mktemp("screenshots")
 
 
 @pytest.fixture(scope="module")
@@ -126,24 +134,25 @@ def _click(driver: WebDriver, label: str) -> None:
     button.click()
 
 
-def _shot(driver: WebDriver, name: str) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+def _shot(driver: WebDriver, folder: Path, name: str) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
     driver.execute_script("window.scrollTo(0, 0);")
     for scroller in driver.find_elements(By.CSS_SELECTOR, '[data-testid="stMain"], section.main'):
         driver.execute_script("arguments[0].scrollTop = 0;", scroller)
-    tmp = SCREENSHOTS / f".tmp-{name}.png"
+    tmp = folder / f".tmp-{name}.png"
     assert driver.get_screenshot_as_file(str(tmp))
-    os.replace(tmp, SCREENSHOTS / f"{name}.png")
+    os.replace(tmp, folder / f"{name}.png")
+    assert (folder / f"{name}.png").stat().st_size > 20_000  # a rendered page, not a blank one
 
 
-def test_overview_to_group_to_rebalance_by_clicks(server: str, browser: WebDriver) -> None:
+def test_overview_to_group_to_rebalance_by_clicks(server: str, browser: WebDriver, shots: Path) -> None:
     browser.get(server)
     # tables are drawn on a canvas: their text is not in the DOM, the buttons' is
     body = _wait_for(browser, "Groups by status", "orders-svc · ERR", "Recent rebalances", "orders-svc @ 11:00:00")
     assert _h1(browser) == "Overview"
     assert "audit · WARN" in body
     assert "billing · OK" in body
-    _shot(browser, "overview")
+    _shot(browser, shots, "overview")
 
     _click(browser, "orders-svc · ERR")
     body = _wait_for(browser, "Lag (messages)", "Members now", "Partitions now", charts=3)
@@ -153,7 +162,7 @@ def test_overview_to_group_to_rebalance_by_clicks(server: str, browser: WebDrive
     assert "200.0/s" in body  # produce rate
     assert "120.0/s" in body  # consume rate
     assert "never" in body  # the catch-up ETA: consume < produce
-    _shot(browser, "group")
+    _shot(browser, shots, "group")
 
     _click(browser, "Rebalance at 11:00:00")
     body = _wait_for(browser, "Ownership before → after", "Processing gap per partition", charts=2)
@@ -161,10 +170,10 @@ def test_overview_to_group_to_rebalance_by_clicks(server: str, browser: WebDrive
     assert f"rebalance={to_ms(fx.REBALANCE_START)}" in browser.current_url
     assert "session timeout" in body  # the cause metric
     assert "4.62× the bound" in body
-    _shot(browser, "rebalance")
+    _shot(browser, shots, "rebalance")
 
 
-def test_deep_links(server: str, browser: WebDriver) -> None:
+def test_deep_links(server: str, browser: WebDriver, shots: Path) -> None:
     window = {"from": to_ms(fx.START), "to": to_ms(fx.END + dt.timedelta(minutes=1))}
     browser.get(f"{server}/?" + urlencode({"page": "rebalance", "cluster": "prod", "group": "orders-svc",
                                            "rebalance": to_ms(fx.REBALANCE_START), **window}))
@@ -178,7 +187,7 @@ def test_deep_links(server: str, browser: WebDriver) -> None:
     body = _wait_for(browser, "Messages reprocessed", "Offset changes", charts=1)
     assert _h1(browser) == "Partition"
     assert "5,000" in body  # the rewind
-    _shot(browser, "partition")
+    _shot(browser, shots, "partition")
 
     mid = fx.START + dt.timedelta(hours=1)
     browser.get(f"{server}/?" + urlencode({"page": "compare", "cluster": "prod", "group": "orders-svc",
@@ -187,4 +196,4 @@ def test_deep_links(server: str, browser: WebDriver) -> None:
     body = _wait_for(browser, "Window A", "Window B", charts=2)
     assert _h1(browser) == "Compare"
     assert "1 (1m)" in body  # one rebalance of one minute in window A
-    _shot(browser, "compare")
+    _shot(browser, shots, "compare")
