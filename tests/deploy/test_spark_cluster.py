@@ -18,11 +18,12 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from helpers.history import make_history
 
 from lagscope.deploy.spark.standalone import ClusterState, StandaloneCluster, pid_alive, stop_recorded
 from lagscope.errors import SparkClusterError
-from lagscope.lake import write_rows
-from lagscope.schema import OFFSETS
+from lagscope.lake import read_table, write_rows
+from lagscope.schema import OFFSETS, RESULT_TABLES
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -89,19 +90,56 @@ def _check(lake: Path, out: Path, master: str, env: dict[str, str]) -> list[dict
     return sorted(rows, key=lambda r: (r["cluster"], r["group_id"], r["topic"]))
 
 
-def test_check_job_on_the_cluster_equals_local(spark_cluster: StandaloneCluster, tmp_path: Path) -> None:
+def test_check_job_runs_on_the_cluster_executors(spark_cluster: StandaloneCluster, tmp_path: Path) -> None:
     rows = make_lake(tmp_path / "lake")
-    env = spark_cluster.driver_env()
-    on_cluster = _check(tmp_path / "lake", tmp_path / "out-cluster", spark_cluster.master_url, env)
-    on_local = _check(tmp_path / "lake", tmp_path / "out-local", "local[2]", env)
-
-    assert on_cluster == on_local
+    on_cluster = _check(tmp_path / "lake", tmp_path / "out-cluster", spark_cluster.master_url,
+                        spark_cluster.driver_env())
+    # the same answer as plain Python over the rows written (local[*] is compared in the analyze test)
     assert on_cluster == expected_summary(rows, warn_at=100)
     # the levels cover the three kinds of lag the lake holds: high (orders), low (billing b), zero (billing a)
     assert {r["level"] for r in on_cluster} == {"high", "low", "zero"}
-    # and the job really ran on the cluster's executors, not in a local fallback
+    # and the job really ran on the cluster's executors (the Python UDF too), not in a local fallback
     apps = spark_cluster.status()["completedapps"]
     assert [a["name"] for a in apps if a["state"] == "FINISHED"].count("lagscope-check") == 1
+
+
+def _analyze(lake: Path, results: Path, master: str, env: dict[str, str]) -> None:
+    proc = subprocess.run([*LAGSCOPE, "analyze", "--lake", str(lake), "--results", str(results),
+                           "--since", "2026-11-20", "--until", "2026-11-20", "--master", master,
+                           "--shuffle-partitions", "4", "--driver-memory", "1g", "--no-progress"],
+                          capture_output=True, text=True, env=env, timeout=900, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def _rows(root: Path, table: str) -> list[dict[str, Any]]:
+    rows = read_table(root, table).to_pylist()
+    return sorted(rows, key=lambda r: repr(sorted(r.items(), key=lambda kv: kv[0])))
+
+
+@pytest.mark.timeout(1800)  # two analytics runs; minutes on a loaded 2-core machine
+def test_analyze_on_the_cluster_equals_local(spark_cluster: StandaloneCluster, tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    make_history(lake, "prod", dt.datetime(2026, 11, 20, 10, 0, tzinfo=dt.UTC), minutes=5)
+    env = spark_cluster.driver_env()
+    _analyze(lake, tmp_path / "results-cluster", spark_cluster.master_url, env)
+    _analyze(lake, tmp_path / "results-local", "local[2]", env)
+    for table in RESULT_TABLES:
+        on_cluster, on_local = _rows(tmp_path / "results-cluster", table), _rows(tmp_path / "results-local", table)
+        assert len(on_cluster) == len(on_local), table
+        for a, b in zip(on_cluster, on_local, strict=True):
+            assert a.keys() == b.keys()
+            for key in a:
+                if isinstance(a[key], float):
+                    assert a[key] == pytest.approx(b[key], rel=1e-9, nan_ok=True), (table, key)
+                else:
+                    assert a[key] == b[key], (table, key)
+    # the story of the lake is in the results: the stuck group stalls, the healthy one does not
+    kinds = {(r["group_id"], r["kind"]) for r in _rows(tmp_path / "results-cluster", "anomalies")}
+    assert ("stuck", "stall") in kinds
+    assert not any(g == "healthy" for g, _ in kinds)
+    assert _rows(tmp_path / "results-cluster", "lag_trends")
+    apps = [a["name"] for a in spark_cluster.status()["completedapps"] if a["state"] == "FINISHED"]
+    assert "lagscope-analytics" in apps
 
 
 def test_cluster_status_shows_the_registered_worker(spark_cluster: StandaloneCluster) -> None:
@@ -115,7 +153,7 @@ def test_cluster_status_shows_the_registered_worker(spark_cluster: StandaloneClu
 def test_cli_start_and_stop_end_master_and_workers_by_pid(tmp_path: Path) -> None:
     workdir = tmp_path / "c"
     start = subprocess.run([*LAGSCOPE, "spark", "start", "--workdir", str(workdir), "--cores", "1",
-                            "--memory", "512m"], capture_output=True, text=True, timeout=120, check=False)
+                            "--memory", "512m"], capture_output=True, text=True, timeout=240, check=False)
     assert start.returncode == 0, start.stderr[-3000:]
     state = ClusterState.load(workdir / "cluster.json")
     pids = [state.master_pid, *state.worker_pids]
