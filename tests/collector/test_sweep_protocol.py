@@ -11,9 +11,11 @@ from hypothesis import strategies as st
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
 from lagscope.collector.consumer_protocol import decode_assignment, decode_subscription
+from lagscope.collector.rows import ColumnRows
 from lagscope.collector.sweep import _Group, _Raw, build_snapshot, compute_lag
 from lagscope.config import ClusterConfig
 from lagscope.errors import ProtocolError
+from lagscope.schema import OFFSETS
 
 TS = dt.datetime(2026, 5, 1, 12, 0, tzinfo=dt.UTC)
 
@@ -169,3 +171,21 @@ def test_group_deleted_between_list_and_describe_is_dropped_silently() -> None:
     assert snap.sweep["groups"] == 0
     assert snap.sweep["group_errors"] == 0
     assert not snap.members
+
+
+def test_column_rows_read_like_dicts_and_convert_to_arrow() -> None:
+    rows = ColumnRows({"sweep_ts": [TS, TS], "group_id": ["g", "h"], "topic": ["t", "t"], "partition": [0, 1],
+                       "lag": [3, None]})
+    assert len(rows) == 2
+    assert dict(rows[-1]) == {"sweep_ts": TS, "group_id": "h", "topic": "t", "partition": 1, "lag": None}
+    assert [r["partition"] for r in rows] == [0, 1]
+    assert rows[0].get("committed_offset", "absent") == "absent"
+    assert [r["group_id"] for r in rows[0:1]] == ["g"]
+    with pytest.raises(IndexError):
+        rows[2]
+    table = rows.to_arrow(OFFSETS.schema)
+    assert table.schema == OFFSETS.schema
+    assert table.column("lag").to_pylist() == [3, None]
+    assert table.column("committed_offset").null_count == 2  # columns the rows lack are null
+    with pytest.raises(ValueError, match="different lengths"):
+        ColumnRows({"a": [1], "b": [1, 2]})
