@@ -46,15 +46,16 @@ def _measure(bootstrap: str, prefix: str, repeat: int) -> None:
 
     cluster = ClusterConfig(name="bench", bootstrap_servers=[bootstrap],
                             groups={"include": [f"{prefix}.*"]})  # type: ignore[arg-type]
-    out: dict[str, Any] = {"durations_s": []}
+    out: dict[str, Any] = {"durations_s": [], "cpu_s": [], "load": os.getloadavg()[0]}
     with ClusterClient(cluster, request_timeout_ms=60000) as client:
         client.connect()
         warm = sweep(client, cluster, timeout_s=600)
         assert warm.ok, warm.sweep
         for _ in range(repeat):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             snap = sweep(client, cluster, timeout_s=600)
             out["durations_s"].append(time.perf_counter() - t0)
+            out["cpu_s"].append(time.process_time() - c0)
             assert snap.ok, snap.sweep
             out["groups"] = snap.sweep["groups"]
             out["rows"] = len(snap.offsets)
@@ -270,6 +271,7 @@ def main() -> None:
             results.append({"case": case, "groups": groups, "group_partitions": groups * tpg * PARTITIONS,
                             "rows": ours["rows"], "lagscope_s": med, "lagscope_all_s": ours["durations_s"],
                             "rss_mb": ours["max_rss_mb"], "cli_s": ref_s, "cli_rows": ref_rows,
+                            "cpu_s": statistics.median(ours["cpu_s"]), "load": ours["load"],
                             "speedup": ref_s / med, "setup_s": setup_s})
             print(json.dumps(results[-1]), flush=True)
             if case != args.cases[-1]:
@@ -281,15 +283,15 @@ def main() -> None:
         f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()},"
         f" Kafka broker 4.4.0 (local KRaft, 1 node), kafka-tools 4.3.1",
         "",
-        "| case | group-partitions | rows | lagscope sweep (median) | runs | peak RSS | "
-        "kafka-consumer-groups --describe --all-groups | speed-up |",
-        "|---|---|---|---|---|---|---|---|",
+        "| case | group-partitions | rows | lagscope sweep (median) | runs | CPU of the sweep process | peak RSS | "
+        "kafka-consumer-groups --describe --all-groups | speed-up | load avg |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         runs = ", ".join(f"{d:.2f}" for d in r["lagscope_all_s"])
         lines.append(f"| {r['case']} ({r['groups']} groups) | {r['group_partitions']:,} | {r['rows']:,} | "
-                     f"{r['lagscope_s']:.2f} s | {runs} | {r['rss_mb']:.0f} MB | {r['cli_s']:.1f} s "
-                     f"({r['cli_rows']:,} rows) | {r['speedup']:.0f}× |")
+                     f"{r['lagscope_s']:.2f} s | {runs} | {r['cpu_s']:.2f} s | {r['rss_mb']:.0f} MB | "
+                     f"{r['cli_s']:.1f} s ({r['cli_rows']:,} rows) | {r['speedup']:.0f}× | {r['load']:.1f} |")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
