@@ -63,12 +63,12 @@ def say(text: str = "") -> None:
 
 def demo_analytics_settings(read_committed: tuple[str, ...] = ()) -> Any:
     """Rule thresholds for a one-minute demo (the defaults suit hours of production traffic):
-    a partition whose commits stand still for 8 s while it has lag is a stall, lag growing for
-    one minute is lag growth."""
+    committed offsets that stand still for 8 s while there is lag are a stall, no commits for
+    15 s a stop, lag growing for one minute lag growth."""
     from lagscope.analytics.findings import RuleParams
     from lagscope.analytics.job import Settings as AnalyticsSettings
 
-    rules = RuleParams(stall_after_s=8.0, stop_after_s=8.0, gap_min_s=4.0, gap_mad_floor_s=0.5,
+    rules = RuleParams(stall_after_s=8.0, stop_after_s=15.0, gap_min_s=6.0, gap_mad_floor_s=0.5,
                        growth_min_minutes=1, warn_lag_s=10.0, storm_window_s=120.0)
     return AnalyticsSettings(rules=rules, read_committed_groups=read_committed, session_timeout_s=10.0,
                              heartbeat_s=3.0, network_s=1.0, rebalance_timeout_s=300.0)
@@ -132,18 +132,35 @@ class _Streamlit:
 
 
 class DemoAnalytics(AnalyticsLoop):  # type: ignore[misc]
-    """The analytics loop of ``lagscope run``, stopped without waiting out a step in progress:
-    its Spark jobs are cancelled (the demo's results are thrown away at the next start)."""
+    """The analytics loop of ``lagscope run`` with two demo twists: no steps before
+    :meth:`begin` (the Spark session starts early, the first step waits for the scenario, so it
+    has no empty minutes to grind through), and :meth:`stop` does not wait out a step in
+    progress: its Spark jobs are cancelled (the demo's results are thrown away at the next start)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.begun = threading.Event()
+
+    def begin(self) -> None:
+        self.begun.set()
+
+    def step(self) -> None:
+        if self.begun.is_set() and not self.stopping.is_set():
+            super().step()
 
     def stop(self, timeout: float = 60.0) -> None:
         self.stopping.set()
-        spark = self.spark
-        if spark is not None:
-            try:
-                spark.sparkContext.cancelAllJobs()
-            except Exception:
-                log.debug("cancelling the analytics' Spark jobs failed", exc_info=True)
-        super().stop(timeout)
+        deadline = time.monotonic() + timeout
+        thread = self._thread
+        while thread is not None and thread.is_alive() and time.monotonic() < deadline:
+            spark = self.spark
+            if spark is not None:
+                try:
+                    spark.sparkContext.cancelAllJobs()
+                except Exception:
+                    log.debug("cancelling the analytics' Spark jobs failed", exc_info=True)
+            thread.join(0.5)
+        super().stop(max(1.0, deadline - time.monotonic()))
 
 
 def scenario_start_delay(now: dt.datetime, duration_s: float, lead_s: float = 8.0) -> float:
@@ -246,6 +263,7 @@ def run_full_demo(opts: DemoOptions, stop: threading.Event | None = None) -> int
             if stop.wait(delay):
                 return 0
         run = start_scenario(sc, bootstrap, runs / sc.name, run_id=run_id)
+        analytics.begin()
         say(f"scenario {sc.name} started ({sc.duration:.0f}s) …")
         while not run.done():
             if stop.wait(0.5):
@@ -293,11 +311,13 @@ def _wait_for_analytics(results: Path, until: dt.datetime, analytics: AnalyticsL
 
     say(f"scenario over; waiting for the analytics to cover it up to {until:%H:%M:%S} UTC "
         f"(steps end on minute boundaries) …")
-    deadline = time.monotonic() + max(0.0, (until - dt.datetime.now(dt.UTC)).total_seconds()) + 180.0
+    deadline = time.monotonic() + max(0.0, (until - dt.datetime.now(dt.UTC)).total_seconds()) + 300.0
     while not stop.wait(1.0):
         cp = read_checkpoint(results)
         if cp is not None and dt.datetime.fromisoformat(cp["watermark"]) >= until:
             return
+        if int(time.monotonic()) % 30 == 0:
+            say(f"  … the analytics' last step ended at {cp['watermark'] if cp else 'none yet'}")
         if time.monotonic() > deadline or not analytics.is_healthy():
             say("the analytics did not finish in time; the summary shows what they wrote so far")
             return
