@@ -145,8 +145,14 @@ class DemoAnalytics(AnalyticsLoop):  # type: ignore[misc]
         self.begun.set()
 
     def step(self) -> None:
-        if self.begun.is_set() and not self.stopping.is_set():
+        if not self.begun.is_set() or self.stopping.is_set():
+            return
+        try:
             super().step()
+        except Exception:
+            if not self.stopping.is_set():
+                raise
+            log.info("analytics: the step in progress was cancelled (stopping)")
 
     def stop(self, timeout: float = 60.0) -> None:
         self.stopping.set()
@@ -164,8 +170,8 @@ class DemoAnalytics(AnalyticsLoop):  # type: ignore[misc]
 
 
 def scenario_start_delay(now: dt.datetime, duration_s: float, lead_s: float = 8.0) -> float:
-    """Seconds to wait before starting a scenario of ``duration_s`` so that it ends ``lead_s``
-    to ``lead_s + 5`` seconds before a minute boundary: the analytics' step for that minute
+    """Seconds to wait before starting a scenario of ``duration_s`` so that it ends
+    ``lead_s + 5`` seconds before a minute boundary: the analytics' step for that minute
     (they end on minute boundaries) then covers the whole run a few seconds after it ends,
     and the wait overlaps the Spark session's start-up instead of following the scenario."""
     end = now.timestamp() + duration_s
