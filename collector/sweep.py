@@ -180,6 +180,17 @@ async def _collect(client: ClusterClient, cluster: ClusterConfig, group_ids: Seq
         await _find_coordinators(client, raw, moved)
         await _describe_and_fetch(client, [raw.groups[g] for g in moved if raw.groups[g].coordinator is not None],
                                   raw, describe_consumer)
+    # COORDINATOR_LOAD_IN_PROGRESS (a coordinator reading its offsets partition, e.g. just after a
+    # broker restart): one more try after a short pause, then the group waits for the next sweep
+    loading = [g for g in raw.groups.values() if g.error and "CoordinatorLoadInProgress" in g.error]
+    if loading:
+        await client.sleep(0.5)
+        retry = [_Group(g.group_id, g.coordinator, protocol_type=g.protocol_type, group_type=g.group_type,
+                        state=g.state) for g in loading]
+        for g in retry:
+            raw.groups[g.group_id] = g
+        await _describe_and_fetch(client, retry, raw, describe_consumer)
+    lap("retries")
     topics: set[str] = set()
     for g in raw.groups.values():
         if g.error is None:

@@ -131,7 +131,7 @@ class _Member(threading.Thread):
         super().__init__(daemon=True)
         self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id=client_id,
                                       enable_auto_commit=False, auto_offset_reset="earliest",
-                                      session_timeout_ms=6000, heartbeat_interval_ms=500)
+                                      session_timeout_ms=20000, heartbeat_interval_ms=1000)
         self.consumer.subscribe([topic])
         self.client_id = client_id
         self.assigned: set[TopicPartition] = set()
@@ -150,7 +150,7 @@ class _Member(threading.Thread):
         self.consumer.close(autocommit=False)
 
 
-def _wait_assigned(members: list[_Member], total: int, timeout: float = 60.0) -> None:
+def _wait_assigned(members: list[_Member], total: int, timeout: float = 90.0) -> None:
     deadline = time.monotonic() + timeout
     stable_since = None
     last: list[set[TopicPartition]] = []
