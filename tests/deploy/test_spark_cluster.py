@@ -106,7 +106,7 @@ def test_check_job_runs_on_the_cluster_executors(spark_cluster: StandaloneCluste
 def _analyze(lake: Path, results: Path, master: str, env: dict[str, str]) -> None:
     proc = subprocess.run([*LAGSCOPE, "analyze", "--lake", str(lake), "--results", str(results),
                            "--since", "2026-11-20", "--until", "2026-11-20", "--master", master,
-                           "--shuffle-partitions", "4", "--driver-memory", "1g", "--no-progress"],
+                           "--shuffle-partitions", "2", "--driver-memory", "1g", "--no-progress"],
                           capture_output=True, text=True, env=env, timeout=900, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
 
