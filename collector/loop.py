@@ -149,6 +149,9 @@ class Collector:
         return self
 
     def stop(self) -> None:
+        compactor, self._compactor = self._compactor, None
+        if compactor is not None:
+            compactor.join()  # a merge in progress finishes (its hidden temp file would remain otherwise)
         commitlog, self.commitlog = self.commitlog, None
         if commitlog is not None:
             commitlog.stop()
