@@ -8,9 +8,9 @@ demo:
 test:
 	scripts/setup.sh --system
 	.venv/bin/ruff check .
-	.venv/bin/mypy
+	scripts/typecheck.sh
 	.venv/bin/pytest
 
 lint:
 	.venv/bin/ruff check .
-	.venv/bin/mypy
+	scripts/typecheck.sh

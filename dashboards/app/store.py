@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 from pathlib import Path
-from typing import cast
 
 import duckdb
 import pandas as pd
@@ -58,7 +57,7 @@ def current_lake() -> data.Lake:
 
 @st.cache_resource
 def _connection() -> duckdb.DuckDBPyConnection:
-    return cast(duckdb.DuckDBPyConnection, data.connect())
+    return data.connect()
 
 
 def _lake(samples: str, results: str) -> data.Lake:
