@@ -132,20 +132,26 @@ class _Streamlit:
 
 
 class DemoAnalytics(AnalyticsLoop):  # type: ignore[misc]
-    """The analytics loop of ``lagscope run`` with two demo twists: no steps before
-    :meth:`begin` (the Spark session starts early, the first step waits for the scenario, so it
-    has no empty minutes to grind through), and :meth:`stop` does not wait out a step in
-    progress: its Spark jobs are cancelled (the demo's results are thrown away at the next start)."""
+    """The analytics loop of ``lagscope run`` with two demo twists: no steps over the minutes
+    before the scenario (:meth:`begin`; the Spark session starts early, the first step waits
+    until a minute of the scenario is over, so it has no empty minutes to grind through), and
+    :meth:`stop` does not wait out a step in progress: its Spark jobs are cancelled (the demo's
+    results are thrown away at the next start)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.begun = threading.Event()
+        self._after = dt.datetime.max.replace(tzinfo=dt.UTC)
 
-    def begin(self) -> None:
+    def begin(self, after: dt.datetime) -> None:
+        """Run steps from the first one whose range (it ends on a minute boundary) goes past ``after``."""
+        self._after = after
         self.begun.set()
 
     def step(self) -> None:
         if not self.begun.is_set() or self.stopping.is_set():
+            return
+        if self.clock().replace(second=0, microsecond=0) <= self._after:
             return
         try:
             super().step()
@@ -268,8 +274,8 @@ def run_full_demo(opts: DemoOptions, stop: threading.Event | None = None) -> int
                 "before a minute boundary, where the analytics' steps end …")
             if stop.wait(delay):
                 return 0
+        analytics.begin(dt.datetime.now(dt.UTC))
         run = start_scenario(sc, bootstrap, runs / sc.name, run_id=run_id)
-        analytics.begin()
         say(f"scenario {sc.name} started ({sc.duration:.0f}s) …")
         while not run.done():
             if stop.wait(0.5):
