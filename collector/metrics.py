@@ -63,8 +63,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEFAULT_BIND = "127.0.0.1"
-#: kafka_exporter's port: lagscope is a drop-in replacement for its scrape job (config: metrics.port)
-DEFAULT_PORT = 9308
+#: not kafka_exporter's 9308, so both can run side by side during a migration (config: metrics.port)
+DEFAULT_PORT = 9839
 
 #: every state lagscope_group_state has a series for (classic protocol, then KIP-848 ones)
 GROUP_STATES = (

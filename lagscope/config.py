@@ -518,7 +518,7 @@ def render_markdown() -> str:
         "    groups: {include: ['orders-.*'], exclude: ['.*-test']}",
         "    read_committed_groups: ['payments-.*']",
         "collector: {interval_s: 15, lake: /var/lib/lagscope/lake}",
-        "metrics: {bind: 127.0.0.1, port: 9308}",
+        "metrics: {bind: 127.0.0.1, port: 9839}",
         "```",
         "",
     ]

@@ -1,6 +1,6 @@
 """A real Prometheus (Debian's ``prometheus`` binary) for integration tests, on loopback.
 
-    with PrometheusServer(tmp_path, targets=["127.0.0.1:9308"]) as prom:
+    with PrometheusServer(tmp_path, targets=["127.0.0.1:9839"]) as prom:
         prom.wait_for_target_up()
         series = prom.wait_for('kafka_consumergroup_lag{consumergroup="g"}', lambda r: len(r) == 2)
         value = prom.query_value('sum(kafka_consumergroup_lag)')
