@@ -30,16 +30,17 @@ err = Console(stderr=True)
 
 # modules that define ``register(app: typer.Typer) -> None``
 _COMMAND_MODULES: list[str] = [
-    "lagscope.deploy.cli",
-    "lagscope.deploy.spark.cli",
-    "lagscope.deploy.sink",
-    "lagscope.deploy.run",
-    "lagscope.deploy.demo",
-    "lagscope.sim.cli",
-    "lagscope.dashboards.app.cli",
-    "lagscope.collector.cli",
-    "lagscope.dashboards.cli",
-    "lagscope.analytics.cli",
+    # order of `lagscope --help`: the everyday commands first
+    "lagscope.deploy.demo",         # demo
+    "lagscope.deploy.run",          # run
+    "lagscope.collector.cli",       # collect, lag
+    "lagscope.analytics.cli",       # analyze
+    "lagscope.dashboards.app.cli",  # ui
+    "lagscope.dashboards.cli",      # dashboards, alerts, results-exporter
+    "lagscope.deploy.sink",         # webhook-sink
+    "lagscope.deploy.cli",          # broker
+    "lagscope.sim.cli",             # sim
+    "lagscope.deploy.spark.cli",    # spark
 ]
 
 
