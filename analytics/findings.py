@@ -293,14 +293,14 @@ def transform_storms(rebalances: DataFrame, *, count: int, window_s: float) -> D
 
 
 def drop_rebalance_outages(episodes: DataFrame, rebalances: DataFrame) -> DataFrame:
-    """Stall and stop episodes that lie inside one of the group's rebalance outages (from the
+    """Stall, stop and commit-gap anomalies that lie inside one of the group's rebalance outages (from the
     departed member's last progress, ``quiet_from_ts``, to the end of the window) are the
     rebalance, already reported as such: drop them."""
     rb = rebalances.select(F.col("cluster").alias("_c"), F.col("group_id").alias("_g"),
                            F.col("quiet_from_ts").alias("_q0"),
                            F.coalesce(F.col("end_ts"), F.col("start_ts")).alias("_q1"))
     ep = episodes.withColumn("_eid", F.monotonically_increasing_id())
-    inside = (ep.where(F.col("kind").isin("stall", "stop"))
+    inside = (ep.where(F.col("kind").isin("stall", "stop", "commit_gap"))
               .join(rb, (F.col("cluster") == F.col("_c")) & (F.col("group_id") == F.col("_g"))
                     & (F.col("start_ts") >= F.col("_q0") - F.expr("INTERVAL 1 SECOND"))
                     & (F.coalesce(F.col("end_ts"), F.col("start_ts")) <= F.col("_q1") + F.expr("INTERVAL 1 SECOND")))

@@ -147,8 +147,8 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
         recent_in = recent_in.unionByName(st["recent_rebalances"])
     storms = findings.transform_storms(recent_in, count=p.storm_count, window_s=p.storm_window_s)
 
-    episodes = findings.drop_rebalance_outages(episodes, rb)
-    anomalies = (episodes.unionByName(points).unionByName(gap_anoms).unionByName(growth).unionByName(storms)
+    quiet = findings.drop_rebalance_outages(episodes.unionByName(gap_anoms), rb)
+    anomalies = (quiet.unionByName(points).unionByName(growth).unionByName(storms)
                  .withColumn("date", F.date_format("start_ts", "yyyy-MM-dd")))
 
     # status
