@@ -769,11 +769,14 @@ class CommitLogTailer:
         """Tail until ``stop`` is set; flush and close on the way out.
 
         Without READ access: one warning, then return (the collector goes on with sweeps).
-        While ``__consumer_offsets`` is not visible: one warning, then a quiet check every
-        ``missing_topic_retry_s``. Other Kafka or lake errors are logged and retried after
+        While ``__consumer_offsets`` is not visible (a new cluster creates it with the first
+        commit): one warning, then quiet checks after 1 s, 2 s, 4 s, … up to every
+        ``missing_topic_retry_s``, so a tail started on a fresh cluster begins within seconds
+        of the first commit and an idle one costs little. Other Kafka or lake errors are logged and retried after
         ``error_backoff_s``.
         """
         warned_missing = False
+        missing_wait_s = min(1.0, missing_topic_retry_s)
         last_report = self._clock()
         reported = self.stats.records
         try:
@@ -793,6 +796,7 @@ class CommitLogTailer:
                             log.info("commit log tail of %s: %s is visible now; tailing", self.cluster,
                                      OFFSETS_TOPIC)
                             warned_missing = False
+                        missing_wait_s = min(1.0, missing_topic_retry_s)
                     self.run_once()
                 except CommitLogAccessDenied as exc:
                     self.disabled_reason = str(exc)
@@ -806,13 +810,14 @@ class CommitLogTailer:
                     return
                 except CommitLogTopicMissing as exc:
                     if not warned_missing:
-                        log.warning("%s; the tail checks again every %.0fs and the collector carries "
-                                    "on with sweeps meanwhile", exc, missing_topic_retry_s)
+                        log.warning("%s; the tail checks again (backing off to every %.0fs) and the "
+                                    "collector carries on with sweeps meanwhile", exc, missing_topic_retry_s)
                         warned_missing = True
                     else:
                         log.debug("%s", exc)
                     self.close()
-                    stop.wait(missing_topic_retry_s)
+                    stop.wait(missing_wait_s)
+                    missing_wait_s = min(missing_wait_s * 2, missing_topic_retry_s)
                 except (KafkaUnavailable, LakeError, OSError) as exc:
                     log.warning("commit log tail of %s: %s; retrying in %.0fs", self.cluster, exc,
                                 error_backoff_s)

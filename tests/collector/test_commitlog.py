@@ -358,6 +358,32 @@ def test_missing_topic_warns_once_and_waits_for_it(tmp_path: Path, caplog: pytes
     assert t.disabled_reason is None
 
 
+class _RecordingStop(threading.Event):
+    """A stop event that records how long the tail asks to wait, and stops after ``n`` waits."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.n = n
+        self.waits: list[float] = []
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.waits.append(float(timeout or 0))
+        if len(self.waits) >= self.n:
+            self.set()
+        return self.is_set()
+
+
+def test_missing_topic_checks_back_off_from_one_second_to_the_cap(tmp_path: Path) -> None:
+    # a tail started on a fresh cluster must notice the first commit within seconds, not a minute,
+    # and an idle cluster must not be asked every second forever
+    hidden = threading.Event()
+    hidden.set()
+    t = CommitLogTailer("x:1", tmp_path, "c1", consumer_factory=_factory({0: []}, hide_topic=hidden))
+    stop = _RecordingStop(8)
+    t.run(stop, missing_topic_retry_s=10.0)
+    assert stop.waits == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0, 10.0, 10.0]
+
+
 def test_bad_cluster_name_and_corrupt_state(tmp_path: Path) -> None:
     with pytest.raises(LakeError, match="invalid cluster name"):
         CommitLogTailer("x:1", tmp_path, "../evil")
