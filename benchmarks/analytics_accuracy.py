@@ -245,7 +245,7 @@ def main() -> None:
                 result = collect_during(name, args.bootstrap, lake, out, args.interval_s)
                 got = analyse(spark, lake, rules, timeouts)
                 reports.append(score(name, result, got, args.interval_s))
-                print(f"{name}: done", file=sys.stderr)
+                print(f"{name}: {reports[-1]}", file=sys.stderr, flush=True)
     finally:
         spark.stop()
     lines = [f"# analytics accuracy, end to end ({dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC)", "",

@@ -53,7 +53,7 @@ def offsets_batch(keys: int, groups: int, t0: dt.datetime, sweeps: int, interval
     committed = np.maximum(0, ends - lag)
     ts = np.array([t0 + dt.timedelta(seconds=i * interval_s) for i in range(sweeps)], dtype="datetime64[ms]")
     n = sweeps * keys
-    return pa.table({
+    return _complete(n, pa.table({
         "sweep_ts": pa.array(np.repeat(ts, keys), pa.timestamp("ms", tz="UTC")),
         "group_id": pa.array(np.tile(group, sweeps)),
         "topic": pa.array(np.full(n, "events")),
@@ -65,7 +65,15 @@ def offsets_batch(keys: int, groups: int, t0: dt.datetime, sweeps: int, interval
         "member_id": pa.array(np.tile(np.char.add("m-", group), sweeps)),
         "group_state": pa.array(np.full(n, "Stable")),
         "lag": pa.array((ends - committed).ravel()),
-    })
+    }))
+
+
+def _complete(n: int, table: pa.Table) -> pa.Table:
+    """Add the schema's other columns as nulls."""
+    for f in OFFSETS.schema:
+        if f.name not in table.column_names:
+            table = table.append_column(f.name, pa.nulls(n, f.type))
+    return table
 
 
 def members_batch(groups: int, t0: dt.datetime, sweeps: int, interval_s: float) -> pa.Table:
@@ -129,10 +137,10 @@ def main() -> None:
     ap.add_argument("--skip-batch", action="store_true")
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="lagscope-bench-"))
-    lines = [f"# analytics speed ({dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC)", "",
+    lines = _Echo([f"# analytics speed ({dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC)", "",
              f"Command: `{' '.join(['.venv/bin/python', *sys.argv])}`", "",
              f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-             f"load average at start {os.getloadavg()[0]:.1f} (shared machine)", ""]
+             f"load average at start {os.getloadavg()[0]:.1f} (shared machine)", ""])
     spark = build_session("local[2]", shuffle_partitions=8, driver_memory="4g")
     try:
         lake = work / "lake"
@@ -170,13 +178,13 @@ def main() -> None:
         for days in (1, 7):
             root = work / f"inc-{days}d"
             keys = args.incremental_rows
-            # one sweep per hour of history, then the step's sweep
-            hist_sweeps = days * 24
+            # one sweep every 6 hours of history, then the step's sweep
+            hist_sweeps = days * 4
             t_hist = T0 + dt.timedelta(days=10)
             for d in range(hist_sweeps):
-                ts = t_hist + dt.timedelta(hours=d)
+                ts = t_hist + dt.timedelta(hours=6 * d)
                 write_table(root, OFFSETS, "bench", offsets_batch(keys, args.groups, ts, 1, 3600, seed=d))
-            step_t = t_hist + dt.timedelta(hours=hist_sweeps)
+            step_t = t_hist + dt.timedelta(hours=6 * hist_sweeps)
             write_table(root, OFFSETS, "bench", offsets_batch(keys, args.groups, step_t, 1, 60, seed=999))
             # prime the state with the history (one step), then time the step over the new sweep
             run_incremental(spark, root, root / "results", settings=Settings(), since=t_hist, until=step_t)
@@ -193,7 +201,23 @@ def main() -> None:
         spark.stop()
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
-    print("\n".join(lines))
+
+
+class _Echo(list[str]):
+    """A list of report lines that also prints each line as it is added."""
+
+    def __init__(self, first: list[str]) -> None:
+        super().__init__()
+        self += first
+
+    def append(self, line: str) -> None:
+        super().append(line)
+        print(line, flush=True)
+
+    def __iadd__(self, more: object) -> _Echo:
+        for line in more:  # type: ignore[attr-defined]
+            self.append(line)
+        return self
 
 
 if __name__ == "__main__":
