@@ -502,8 +502,12 @@ class CommitLogTailer:
                 hit = found.get(tp)
                 if hit is not None:
                     c.seek(tp, hit.offset)
-            if late:  # nothing written since the start time: begin at the end
-                c.seek_to_end(*late)
+            if late:  # nothing written since the start time: begin at the end, as it is now.
+                # Not seek_to_end(): kafka-python resolves that lazily at the first fetch, and a
+                # commit appended in between would be skipped.
+                ends = c.end_offsets(late)
+                for tp in late:
+                    c.seek(tp, ends[tp])
 
     def close(self) -> None:
         consumer, self._consumer = self._consumer, None
