@@ -18,7 +18,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    session = build_session("local[2]", app_name="lagscope-tests", shuffle_partitions=2, driver_memory="1g")
+    session = build_session("local[2]", app_name="lagscope-tests", shuffle_partitions=2, driver_memory="3g")
     try:
         yield session
     finally:

@@ -84,7 +84,7 @@ def build(bootstrap: str, out: Path) -> PipelineLake:
     from pyspark.sql import SparkSession
     existing = SparkSession.getActiveSession()
     spark = existing or build_session("local[2]", app_name="lagscope-ui-tests", shuffle_partitions=2,
-                                      driver_memory="1g")
+                                      driver_memory="3g")
     try:
         run_batch(spark, lake, results, since=first_day, until=dt.datetime.now(dt.UTC).date(),
                   settings=JobSettings(session_timeout_s=3.0, heartbeat_s=0.5), progress=False)
