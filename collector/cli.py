@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn
 
@@ -26,6 +23,7 @@ from rich.table import Table
 
 from lagscope.config import ClusterConfig, Settings, format_validation_error, load_config
 from lagscope.errors import ConfigError, LagscopeError
+from lagscope.signals import stop_on_signals
 
 __all__ = ["register"]
 
@@ -47,20 +45,6 @@ def _load(path: Path | None, env: dict[str, str] | None = None) -> Settings:
 def _config_exit(line: str) -> NoReturn:
     err.print(f"config error: {line}", highlight=False, markup=False, soft_wrap=True)
     raise typer.Exit(2)
-
-
-@contextmanager
-def _signals(stop: threading.Event) -> Iterator[None]:
-    def handler(signum: int, _frame: Any) -> None:
-        log.info("received %s; stopping after the current sweep", signal.Signals(signum).name)
-        stop.set()
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
 
 
 def collect(
@@ -85,7 +69,7 @@ def collect(
             raise typer.Exit(1)
         return
     stop = threading.Event()
-    with _signals(stop):
+    with stop_on_signals(stop, lambda name: log.info("received %s; stopping after the current sweep", name)):
         collector.run(stop)
 
 

@@ -29,15 +29,13 @@ import logging
 import math
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -46,6 +44,7 @@ import typer
 from lagscope.config import Settings
 from lagscope.deploy.run import AnalyticsLoop, CollectorComponent, Runner
 from lagscope.errors import ConfigError
+from lagscope.signals import stop_on_signals
 
 __all__ = ["DemoOptions", "demo_analytics_settings", "register", "run_full_demo"]
 
@@ -186,19 +185,11 @@ def scenario_start_delay(now: dt.datetime, duration_s: float, lead_s: float = 8.
     return (target - into) % 60.0
 
 
-@contextmanager
-def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
-    def handler(signum: int, _frame: Any) -> None:
+def _announce_stop(stop: threading.Event) -> Callable[[str], None]:
+    def announce(name: str) -> None:
         if not stop.is_set():
-            print(f"\n{signal.Signals(signum).name}: stopping the demo …", file=sys.stderr, flush=True)
-        stop.set()
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
+            print(f"\n{name}: stopping the demo …", file=sys.stderr, flush=True)
+    return announce
 
 
 def _minute_ceil(t: dt.datetime) -> dt.datetime:
@@ -466,7 +457,7 @@ def register(app: typer.Typer) -> None:
         if bootstrap is not None and not re.fullmatch(r"[^\s:,]+:\d+(,[^\s:,]+:\d+)*", bootstrap):
             raise ConfigError(f"--bootstrap {bootstrap!r} is not host:port[,host:port…]")
         stop = threading.Event()
-        with _stop_on_signals(stop):
+        with stop_on_signals(stop, _announce_stop(stop)):
             code = run_full_demo(DemoOptions(workdir, bootstrap=bootstrap, scenario=scenario, duration=duration,
                                              metrics_port=metrics_port, ui_port=ui_port, master=master), stop)
         if code:

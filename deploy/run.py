@@ -32,10 +32,9 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
-import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Protocol
@@ -44,6 +43,7 @@ import typer
 
 from lagscope.config import Settings, load_config, parse_duration
 from lagscope.errors import ConfigError
+from lagscope.signals import stop_on_signals
 
 __all__ = [
     "AlertsLoop",
@@ -308,20 +308,6 @@ class Runner:
         return 0
 
 
-@contextlib.contextmanager
-def _signals(stop: threading.Event) -> Iterator[None]:
-    def handler(signum: int, _frame: Any) -> None:
-        log.info("received %s; stopping", signal.Signals(signum).name)
-        stop.set()
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
 class Part(StrEnum):
     collector = "collector"
     analytics = "analytics"
@@ -400,7 +386,7 @@ def run(
                                   backfill_s=backfill_s)
     runner = Runner(components)
     stop = threading.Event()
-    with _signals(stop):
+    with stop_on_signals(stop, lambda name: log.info("received %s; stopping", name)):
         runner.start()
         typer.echo(f"lagscope running: {', '.join(c.name for c in components)} "
                    f"(lake {settings.collector.lake_path}, results {results_root}); SIGTERM stops it", err=True)
