@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import struct
 import uuid
 from collections.abc import Sequence
 from types import SimpleNamespace
@@ -13,6 +12,9 @@ from typing import Any
 import kafka.errors as kerr
 import pyarrow as pa
 import pytest
+from commitlog_records import carray as carr
+from commitlog_records import cnstring as cstr
+from commitlog_records import i16, i32, uvarint
 from kafka.protocol.metadata import FindCoordinatorResponse
 
 from lagscope.collector.kip848 import (
@@ -34,44 +36,8 @@ from lagscope.errors import KafkaUnavailable, ProtocolError
 from lagscope.schema import MEMBERS
 
 # -- a tiny writer of the flexible-version wire format, written from the protocol spec ------------
-# (independent of the JSON schema the module gives kafka-python, so the two check each other)
-
-
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def cstr(s: str | None) -> bytes:
-    """COMPACT_(NULLABLE_)STRING: uvarint(len + 1), 0 for null."""
-    if s is None:
-        return uvarint(0)
-    b = s.encode()
-    return uvarint(len(b) + 1) + b
-
-
-def carr(items: Sequence[bytes]) -> bytes:
-    """COMPACT_ARRAY: uvarint(n + 1) then the items."""
-    return uvarint(len(items) + 1) + b"".join(items)
-
-
-def i8(v: int) -> bytes:
-    return struct.pack(">b", v)
-
-
-def i16(v: int) -> bytes:
-    return struct.pack(">h", v)
-
-
-def i32(v: int) -> bytes:
-    return struct.pack(">i", v)
+# (independent of the JSON schema the module gives kafka-python, so the two check each other);
+# the primitives are the ones the __consumer_offsets tests encode with
 
 
 NO_TAGS = uvarint(0)
