@@ -35,6 +35,7 @@ from pathlib import Path
 from types import TracebackType
 
 from lagscope.errors import BrokerError, JarsUnavailable
+from lagscope.procs import terminate
 
 __all__ = [
     "DEFAULT_VERSION",
@@ -398,16 +399,7 @@ class LocalBroker:
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                log.warning("broker pid %s did not stop in %.0fs; killing it", proc.pid, grace)
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                proc.wait(timeout=10)
+        terminate(proc, grace, "broker")
         with contextlib.suppress(OSError):
             (self.workdir / "broker.json").unlink()
 

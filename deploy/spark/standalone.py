@@ -36,6 +36,7 @@ from types import TracebackType
 from typing import Any
 
 from lagscope.errors import SparkClusterError
+from lagscope.procs import terminate
 
 __all__ = [
     "ClusterState",
@@ -249,7 +250,7 @@ class StandaloneCluster:
         workers, self._workers = self._workers, []
         master, self._master = self._master, None
         for proc in [*reversed(workers), *([master] if master else [])]:
-            _terminate(proc, grace)
+            terminate(proc, grace, "Spark daemon")
         with contextlib.suppress(OSError):
             (self.workdir / _STATE_FILE).unlink()
 
@@ -263,20 +264,6 @@ class StandaloneCluster:
 
 def _alive_workers(status: dict[str, Any]) -> int:
     return sum(1 for w in status.get("workers", []) if w.get("state") == "ALIVE")
-
-
-def _terminate(proc: subprocess.Popen[bytes], grace: float) -> None:
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        log.warning("Spark daemon pid %s did not stop in %.0fs; killing it", proc.pid, grace)
-        with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        proc.wait(timeout=10)
 
 
 def pid_alive(pid: int) -> bool:
