@@ -140,7 +140,8 @@ class Collector:
             from lagscope.collector.metrics import MetricsServer
 
             m = self.settings.metrics
-            self.metrics_server = MetricsServer(m.bind, m.port).start()
+            self.metrics_server = MetricsServer(m.bind, m.port, history_size=m.history_size,
+                                                compat=m.compat).start()
             self.receivers.append(self.metrics_server)
         if self.commitlog is None and any(c.consumer_offsets_tail.enabled for c in self.settings.clusters):
             from lagscope.collector.commitlog import CommitLogService

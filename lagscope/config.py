@@ -39,6 +39,7 @@ from lagscope.errors import ConfigError
 __all__ = [
     "AlertsConfig",
     "AnalyticsConfig",
+    "AnalyticsRulesConfig",
     "ClusterConfig",
     "CollectorConfig",
     "CompactionConfig",
@@ -270,6 +271,10 @@ class CollectorConfig(_Section):
         return max(self.interval_s, 3 * self.request_timeout_ms / 1000)
 
 
+_CompatName = Literal["kafka_exporter", "kafka-lag-exporter"]
+_COMPAT_DEFAULT: tuple[_CompatName, ...] = ("kafka_exporter", "kafka-lag-exporter")
+
+
 class MetricsConfig(_Section):
     """The live Prometheus endpoint of the collector."""
 
@@ -277,10 +282,115 @@ class MetricsConfig(_Section):
     bind: str = Field("127.0.0.1", description="Address to listen on.")
     port: int = Field(9839, ge=0, lt=65536,
                       description="TCP port (0 picks a free port); not 9308, so kafka_exporter can run beside it.")
+    compat: list[_CompatName] = Field(
+        default_factory=lambda: list(_COMPAT_DEFAULT),
+        description="Exporter-compatible name sets served besides lagscope's own lagscope_* series (always "
+                    "served): kafka_exporter (kafka_consumergroup_lag, …), kafka-lag-exporter "
+                    "(kafka_consumergroup_group_lag, …); [] for the fewest series.")
+    history_size: int = Field(
+        120, ge=2, le=100_000,
+        description="Distinct end offsets remembered per partition for lagscope_partition_lag_seconds "
+                    "(more reach further back; ~40 bytes each).")
+
+    @field_validator("compat")
+    @classmethod
+    def _no_repeats(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("a name set is listed twice")
+        return v
+
+
+_DRIVER_MEMORY = re.compile(r"^\d+[kmgt]?$", re.IGNORECASE)
+
+
+class AnalyticsRulesConfig(_Section):
+    """Thresholds of the anomaly and status rules (docs/analytics.md). The defaults suit hours of
+    production traffic; ``lagscope demo`` uses tighter ones for its one-minute scenario."""
+
+    stall_after_s: float = Field(
+        60.0, gt=0, description="stall: lag > 0, an owner, and the committed offset still this long (s).")
+    stop_after_s: float = Field(
+        60.0, gt=0, description="stop: as stall but nobody owns the partition (s).")
+    skip_factor: float = Field(
+        5.0, gt=0, description="skip: the committed offset jumped further than this × the group's largest "
+                               "rate × the interval.")
+    skip_min_messages: int = Field(100, ge=1, description="skip: and at least this many messages.")
+    gap_k: float = Field(
+        6.0, gt=0, description="commit_gap: gap > median + gap_k × max(1.4826 × MAD, gap_mad_floor_s) of the "
+                               "partition's own gaps.")
+    gap_mad_floor_s: float = Field(1.0, gt=0, description="commit_gap: the least spread assumed (s).")
+    gap_min_s: float = Field(10.0, ge=0, description="commit_gap: shorter gaps are never anomalies (s).")
+    gap_min_samples: int = Field(
+        5, ge=1, description="commit_gap: gaps learnt per partition before its gaps are judged.")
+    growth_min_minutes: int = Field(
+        5, ge=1, description="lag_growth: lag rose and produce > consume this many minutes in a row.")
+    storm_count: int = Field(3, ge=2, description="rebalance_storm: this many rebalances …")
+    storm_window_s: float = Field(600.0, gt=0, description="… within this window (s).")
+    warn_lag_s: float = Field(
+        30.0, ge=0, description="status WARN: lag in seconds at least this and growing over the window (s).")
+    burrow_window: int = Field(10, ge=2, description="status: offset commits per evaluation window (Burrow's).")
 
 
 class AnalyticsConfig(_Section):
-    """Spark analytics (fields added by the analytics component)."""
+    """Spark analytics: ``lagscope analyze``, the analytics loop of ``lagscope run`` and the demo.
+    Command-line options override these settings."""
+
+    results: str | None = Field(
+        None, description="Root of the result tables (local path or file:// URI); default: 'results' beside "
+                          "the collector's lake folder.")
+    master: str = Field("local[*]", description="Spark master: local[*], spark://host:7077, k8s://…, yarn.")
+    shuffle_partitions: int | None = Field(
+        None, ge=1, description="spark.sql.shuffle.partitions; default: 8 for analyze, 4 for run.")
+    driver_memory: str | None = Field(
+        None, description="spark.driver.memory (e.g. '2g'); default: 2g for analyze, 1g for run.")
+    interval_s: float = Field(60.0, gt=0, description="lagscope run: seconds between incremental steps.")
+    backfill: str = Field(
+        "24h", description="lagscope run, first step only (no checkpoint yet): analyse this long before now.")
+    read_committed_groups: list[str] = Field(
+        default_factory=list,
+        description="Group ids (exact) that consume with isolation.level=read_committed, besides those "
+                    "the collector measured against the last stable offset.")
+    session_timeout_s: float = Field(
+        45.0, gt=0, description="Rebalances: session.timeout.ms assumed when __consumer_offsets does not tell (s).")
+    heartbeat_s: float = Field(3.0, gt=0, description="Rebalances: heartbeat.interval.ms assumed (s).")
+    network_s: float = Field(1.0, ge=0, description="Rebalances: allowance for network delay (s).")
+    rebalance_timeout_s: float = Field(
+        300.0, gt=0, description="Rebalances: max.poll.interval.ms assumed when __consumer_offsets does not tell (s).")
+    history_recent_s: float = Field(
+        600.0, gt=0, description="Time lag: end-offset history kept whole this long, older merged per minute (s).")
+    rules: AnalyticsRulesConfig = Field(
+        default_factory=AnalyticsRulesConfig, description="Rule thresholds.")  # type: ignore[arg-type]
+
+    @field_validator("results")
+    @classmethod
+    def _results(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if not v.strip():
+            raise ValueError("results must not be empty")
+        if "://" in v and not v.startswith("file://"):
+            raise ValueError(f"{v!r}: results are a local path (or file:// URI)")
+        return v
+
+    @field_validator("driver_memory")
+    @classmethod
+    def _memory(cls, v: str | None) -> str | None:
+        if v is not None and not _DRIVER_MEMORY.match(v):
+            raise ValueError(f"{v!r} is not a JVM memory size such as '512m' or '2g'")
+        return v
+
+    @field_validator("backfill")
+    @classmethod
+    def _backfill(cls, v: str) -> str:
+        parse_duration(v)
+        return v
+
+    @property
+    def results_path(self) -> Path | None:
+        return None if self.results is None else Path(self.results.removeprefix("file://"))
+
+    def backfill_s(self) -> float:
+        return parse_duration(self.backfill)
 
 
 class AlertsConfig(_Section):
@@ -300,7 +410,7 @@ class Settings(BaseSettings):
     clusters: list[ClusterConfig] = Field(default_factory=list, description="The Kafka clusters to sweep.")
     collector: CollectorConfig = Field(default_factory=CollectorConfig, description="Sweep loop and lake.")  # type: ignore[arg-type]
     metrics: MetricsConfig = Field(default_factory=MetricsConfig, description="Prometheus endpoint.")  # type: ignore[arg-type]
-    analytics: AnalyticsConfig = Field(default_factory=AnalyticsConfig, description="Spark analytics.")
+    analytics: AnalyticsConfig = Field(default_factory=AnalyticsConfig, description="Spark analytics.")  # type: ignore[arg-type]
     alerts: AlertsConfig = Field(default_factory=AlertsConfig, description="Alert webhooks.")
     ui: UiConfig = Field(default_factory=UiConfig, description="Streamlit app.")
 
@@ -518,8 +628,17 @@ def render_markdown() -> str:
         "    groups: {include: ['orders-.*'], exclude: ['.*-test']}",
         "    read_committed_groups: ['payments-.*']",
         "collector: {interval_s: 15, lake: /var/lib/lagscope/lake}",
-        "metrics: {bind: 127.0.0.1, port: 9839}",
+        "metrics: {bind: 127.0.0.1, port: 9839, compat: [kafka_exporter]}",
+        "analytics:",
+        "  results: /var/lib/lagscope/results",
+        "  master: spark://spark-master:7077",
+        "  interval_s: 60",
+        "  read_committed_groups: [payments-ledger]",
+        "  rules: {stall_after_s: 120, warn_lag_s: 60}",
         "```",
+        "",
+        "Command-line options override the file: `lagscope analyze --config lagscope.yaml "
+        "--stall-after-s 30`.",
         "",
     ]
     sections: list[tuple[str, type[BaseModel]]] = [("", Settings)]
