@@ -3,6 +3,10 @@
     lagscope analyze --lake ./lake --results ./results --since 2026-01-01 --until 2026-01-07
     lagscope analyze --lake ./lake --results ./results --incremental            # from the checkpoint
     lagscope analyze ... --master spark://host:7077                              # any Spark master
+    lagscope analyze --config lagscope.yaml --incremental       # lake, results, rules from the file
+
+Settings come from the configuration file's ``analytics`` section (docs/configuration.md; the
+lake from ``collector.lake``); each option given on the command line overrides its setting.
 """
 
 from __future__ import annotations
@@ -14,8 +18,8 @@ from typing import Annotated
 
 import typer
 
-from lagscope.analytics.findings import RuleParams
-from lagscope.analytics.job import Settings
+from lagscope.analytics.configured import job_settings
+from lagscope.config import load_config
 from lagscope.errors import ConfigError
 
 __all__ = ["register"]
@@ -32,38 +36,68 @@ def _parse_time(value: str, name: str) -> dt.datetime:
 
 
 def analyze(
-    lake: Annotated[Path, typer.Option(help="The sample lake (folder written by the collector).")],
-    results: Annotated[Path, typer.Option(help="Where the result tables (and the checkpoint) go.")],
+    lake: Annotated[Path | None, typer.Option(
+        help="The sample lake (folder written by the collector). Default: collector.lake of --config.")] = None,
+    results: Annotated[Path | None, typer.Option(
+        help="Where the result tables (and the checkpoint) go. Default: analytics.results of --config, "
+             "else 'results' beside the lake.")] = None,
     since: Annotated[str | None, typer.Option(
         help="Batch: first UTC day (YYYY-MM-DD). Incremental: where the first run starts.")] = None,
     until: Annotated[str | None, typer.Option(
         help="Batch: last UTC day (inclusive). Incremental: end of the step (default: now).")] = None,
     incremental: Annotated[bool, typer.Option(
         "--incremental", help="Process only sweeps newer than the checkpoint, carrying the state.")] = False,
-    master: Annotated[str, typer.Option(help="Spark master: local[*], spark://…, k8s://…, yarn.")] = "local[*]",
+    config: Annotated[Path | None, typer.Option(
+        "--config", "-c", dir_okay=False,
+        help="lagscope.yaml: its analytics section (docs/configuration.md); the options below override it.")] = None,
+    master: Annotated[str | None, typer.Option(
+        help="Spark master: local[*], spark://…, k8s://…, yarn. (config: analytics.master)")] = None,
     cluster: Annotated[list[str] | None, typer.Option(help="Only these clusters (repeatable).")] = None,
-    shuffle_partitions: Annotated[int, typer.Option(help="spark.sql.shuffle.partitions.")] = 8,
-    driver_memory: Annotated[str, typer.Option(help="spark.driver.memory.")] = "2g",
+    shuffle_partitions: Annotated[int | None, typer.Option(
+        help="spark.sql.shuffle.partitions. (config: analytics.shuffle_partitions; default 8)")] = None,
+    driver_memory: Annotated[str | None, typer.Option(
+        help="spark.driver.memory. (config: analytics.driver_memory; default 2g)")] = None,
     read_committed: Annotated[list[str] | None, typer.Option(
-        help="Groups that read with isolation.level=read_committed (repeatable).")] = None,
-    session_timeout_s: Annotated[float, typer.Option(help="Default session.timeout.ms, in s.")] = 45.0,
-    heartbeat_s: Annotated[float, typer.Option(help="Default heartbeat.interval.ms, in s.")] = 3.0,
-    rebalance_timeout_s: Annotated[float, typer.Option(help="Default max.poll.interval.ms, in s.")] = 300.0,
-    stall_after_s: Annotated[float, typer.Option(help="Stall/stop after this long without progress.")] = 60.0,
+        help="Groups that read with isolation.level=read_committed (repeatable). "
+             "(config: analytics.read_committed_groups)")] = None,
+    session_timeout_s: Annotated[float | None, typer.Option(
+        help="Default session.timeout.ms, in s. (config: analytics.session_timeout_s)")] = None,
+    heartbeat_s: Annotated[float | None, typer.Option(
+        help="Default heartbeat.interval.ms, in s. (config: analytics.heartbeat_s)")] = None,
+    rebalance_timeout_s: Annotated[float | None, typer.Option(
+        help="Default max.poll.interval.ms, in s. (config: analytics.rebalance_timeout_s)")] = None,
+    stall_after_s: Annotated[float | None, typer.Option(
+        help="Stall/stop after this long without progress. "
+             "(config: analytics.rules.stall_after_s, stop_after_s)")] = None,
     progress: Annotated[bool, typer.Option(help="Log Spark progress while writing.")] = True,
 ) -> None:
     """Analyse the lake: lag trends, lag in seconds, rebalance windows, anomalies, status."""
     from lagscope.analytics.job import run_batch, run_incremental
     from lagscope.analytics.session import build_session
 
+    try:
+        cfg = load_config(config)
+    except ConfigError as exc:
+        typer.echo(f"config error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    acfg = cfg.analytics
+    lake = lake if lake is not None else cfg.collector.lake_path
+    results = results if results is not None else (acfg.results_path or lake.parent / "results")
+    master = master if master is not None else acfg.master
+    shuffle_partitions = shuffle_partitions if shuffle_partitions is not None else (acfg.shuffle_partitions or 8)
+    driver_memory = driver_memory if driver_memory is not None else (acfg.driver_memory or "2g")
     if not lake.is_dir():
         raise ConfigError(f"--lake {lake}: no such folder")
     if shuffle_partitions < 1:
         raise ConfigError("--shuffle-partitions must be at least 1")
-    rules = RuleParams(stall_after_s=stall_after_s, stop_after_s=stall_after_s)
-    settings = Settings(rules=rules, read_committed_groups=tuple(read_committed or ()),
-                        session_timeout_s=session_timeout_s, heartbeat_s=heartbeat_s,
-                        rebalance_timeout_s=rebalance_timeout_s)
+    for name, value in (("--session-timeout-s", session_timeout_s), ("--heartbeat-s", heartbeat_s),
+                        ("--rebalance-timeout-s", rebalance_timeout_s), ("--stall-after-s", stall_after_s)):
+        if value is not None and value <= 0:
+            raise ConfigError(f"{name} must be positive, not {value}")
+    settings = job_settings(
+        acfg, rules={"stall_after_s": stall_after_s, "stop_after_s": stall_after_s},
+        read_committed_groups=read_committed, session_timeout_s=session_timeout_s, heartbeat_s=heartbeat_s,
+        rebalance_timeout_s=rebalance_timeout_s)
     if incremental:
         end = _parse_time(until, "--until") if until else dt.datetime.now(dt.UTC)
         start = _parse_time(since, "--since") if since else None

@@ -3,6 +3,7 @@
     lagscope demo                         # own broker; serve until Ctrl-C (on a terminal)
     lagscope demo --bootstrap HOST:PORT   # an existing cluster instead of a local broker
     lagscope demo --duration 0            # exit right after the summary
+    lagscope demo --config lagscope.yaml  # its analytics section overrides the demo's thresholds
 
 What runs, all on 127.0.0.1, all stopped again on Ctrl-C/SIGTERM or when the demo ends:
 
@@ -41,12 +42,12 @@ from typing import Annotated, Any
 
 import typer
 
-from lagscope.config import Settings
+from lagscope.config import AnalyticsConfig, Settings, load_config
 from lagscope.deploy.run import AnalyticsLoop, CollectorComponent, Runner
 from lagscope.errors import ConfigError
 from lagscope.signals import stop_on_signals
 
-__all__ = ["DemoOptions", "demo_analytics_settings", "register", "run_full_demo"]
+__all__ = ["DemoOptions", "demo_analytics_config", "demo_analytics_settings", "register", "run_full_demo"]
 
 log = logging.getLogger(__name__)
 
@@ -60,17 +61,32 @@ def say(text: str = "") -> None:
     print(text, flush=True)
 
 
-def demo_analytics_settings(read_committed: tuple[str, ...] = ()) -> Any:
-    """Rule thresholds for a one-minute demo (the defaults suit hours of production traffic):
-    committed offsets that stand still for 8 s while there is lag are a stall, no commits for
-    15 s a stop, lag growing for one minute lag growth."""
-    from lagscope.analytics.findings import RuleParams
-    from lagscope.analytics.job import Settings as AnalyticsSettings
+#: rule thresholds for a one-minute demo (the defaults suit hours of production traffic):
+#: committed offsets that stand still for 8 s while there is lag are a stall, no commits for
+#: 15 s a stop, lag growing for one minute lag growth
+DEMO_RULES: dict[str, Any] = {"stall_after_s": 8.0, "stop_after_s": 15.0, "gap_min_s": 6.0, "gap_mad_floor_s": 0.5,
+                              "growth_min_minutes": 1, "warn_lag_s": 10.0, "storm_window_s": 120.0}
+#: the demo's consumers use a 10 s session timeout
+DEMO_ANALYTICS: dict[str, Any] = {"session_timeout_s": 10.0, "heartbeat_s": 3.0, "network_s": 1.0,
+                                  "rebalance_timeout_s": 300.0, "master": "local[2]", "interval_s": 3.0}
 
-    rules = RuleParams(stall_after_s=8.0, stop_after_s=15.0, gap_min_s=6.0, gap_mad_floor_s=0.5,
-                       growth_min_minutes=1, warn_lag_s=10.0, storm_window_s=120.0)
-    return AnalyticsSettings(rules=rules, read_committed_groups=read_committed, session_timeout_s=10.0,
-                             heartbeat_s=3.0, network_s=1.0, rebalance_timeout_s=300.0)
+
+def demo_analytics_config(config: AnalyticsConfig | None = None) -> AnalyticsConfig:
+    """The demo's analytics settings: :data:`DEMO_ANALYTICS` and :data:`DEMO_RULES`, then what
+    ``config`` (a ``--config`` file's analytics section) sets explicitly."""
+    given: dict[str, Any] = {}
+    rules_given: dict[str, Any] = {}
+    if config is not None:
+        given = config.model_dump(include=config.model_fields_set - {"rules"})
+        rules_given = config.rules.model_dump(include=config.rules.model_fields_set)
+    return AnalyticsConfig.model_validate({**DEMO_ANALYTICS, **given, "rules": {**DEMO_RULES, **rules_given}})
+
+
+def demo_analytics_settings(read_committed: tuple[str, ...] = (), config: AnalyticsConfig | None = None) -> Any:
+    """The analytics' job settings of the demo (see :func:`demo_analytics_config`)."""
+    from lagscope.analytics.configured import job_settings
+
+    return job_settings(demo_analytics_config(config), extra_read_committed=read_committed)
 
 
 def free_port() -> int:
@@ -85,11 +101,13 @@ class DemoOptions:
     def __init__(self, workdir: Path, *, bootstrap: str | None = None, scenario: str = "demo",
                  metrics_port: int = 0, ui_port: int = 0, duration: float | None = None,
                  master: str = "local[2]", analytics_interval_s: float = 3.0, sweep_interval_s: float = 1.0,
-                 ui: bool = True) -> None:
+                 ui: bool = True, analytics: AnalyticsConfig | None = None) -> None:
         self.workdir, self.bootstrap, self.scenario = workdir, bootstrap, scenario
         self.metrics_port, self.ui_port, self.duration = metrics_port, ui_port, duration
         self.master, self.analytics_interval_s, self.sweep_interval_s = master, analytics_interval_s, sweep_interval_s
         self.ui = ui
+        #: the --config file's analytics section (its explicit settings override the demo's)
+        self.analytics = analytics
 
 
 class _Streamlit:
@@ -239,7 +257,8 @@ def run_full_demo(opts: DemoOptions, stop: threading.Event | None = None) -> int
             "metrics": {"enabled": True, "bind": BIND, "port": opts.metrics_port},
         })
         analytics = DemoAnalytics(lake, results, interval_s=opts.analytics_interval_s, master=opts.master,
-                                  settings=demo_analytics_settings(), backfill_s=600.0, shuffle_partitions=2,
+                                  settings=demo_analytics_settings(config=opts.analytics), backfill_s=600.0,
+                                  shuffle_partitions=2,
                                   clock=lambda: dt.datetime.now(dt.UTC) - dt.timedelta(seconds=SETTLE_S))
         collector = CollectorComponent(settings, [ResultsCollector(results, refresh_s=2.0)])
         runner = Runner([analytics, collector])  # downstream first, as in `lagscope run`
@@ -451,14 +470,29 @@ def register(app: typer.Typer) -> None:
                         "Default: until Ctrl-C on a terminal, else exit after the summary.")] = None,
         metrics_port: Annotated[int, typer.Option(min=0, max=65535, help="Port of /metrics (0: a free one).")] = 0,
         ui_port: Annotated[int, typer.Option(min=0, max=65535, help="Port of the app (0: a free one).")] = 0,
-        master: Annotated[str, typer.Option(help="Spark master of the analytics loop.")] = "local[2]",
+        master: Annotated[str | None, typer.Option(
+            help="Spark master of the analytics loop (default: analytics.master of --config, else local[2]).")] = None,
+        config: Annotated[Path | None, typer.Option(
+            "--config", "-c", dir_okay=False,
+            help="A lagscope.yaml whose analytics section (rule thresholds, timeouts, master, interval) "
+                 "overrides the demo's own settings where it sets them.")] = None,
     ) -> None:
         """The whole product on loopback: broker, a workload with faults, collector, analytics, metrics, app."""
         if bootstrap is not None and not re.fullmatch(r"[^\s:,]+:\d+(,[^\s:,]+:\d+)*", bootstrap):
             raise ConfigError(f"--bootstrap {bootstrap!r} is not host:port[,host:port…]")
+        analytics: AnalyticsConfig | None = None
+        if config is not None:
+            try:
+                analytics = load_config(config).analytics
+            except ConfigError as exc:
+                typer.echo(f"config error: {exc}", err=True)
+                raise typer.Exit(2) from None
+        acfg = demo_analytics_config(analytics)
         stop = threading.Event()
         with stop_on_signals(stop, _announce_stop(stop)):
             code = run_full_demo(DemoOptions(workdir, bootstrap=bootstrap, scenario=scenario, duration=duration,
-                                             metrics_port=metrics_port, ui_port=ui_port, master=master), stop)
+                                             metrics_port=metrics_port, ui_port=ui_port,
+                                             master=master or acfg.master, analytics_interval_s=acfg.interval_s,
+                                             analytics=analytics), stop)
         if code:
             raise typer.Exit(code)

@@ -9,9 +9,9 @@ thread:
 
 - ``collector``: the sweep loop (:class:`lagscope.collector.loop.Collector`) with the
   ``__consumer_offsets`` tail where enabled; serves ``/metrics`` on ``metrics.bind:port``.
-- ``analytics``: the incremental analytics loop: every ``--analytics-interval`` seconds one
+- ``analytics``: the incremental analytics loop: every ``analytics.interval_s`` seconds one
   :func:`~lagscope.analytics.job.run_incremental` step over the sweeps since the checkpoint,
-  in one Spark session kept for the life of the process (``--master``).
+  in one Spark session kept for the life of the process (``analytics.master``, or ``--master``).
 - ``alerts``: every ``--alerts-interval`` seconds, turns the result tables' findings into
   notifications in the durable outbox and delivers them (retried with backoff, signed).
 - the analytics' findings as Prometheus metrics (:mod:`lagscope.analytics.results_metrics`):
@@ -315,10 +315,13 @@ class Part(StrEnum):
 
 
 def build_components(settings: Settings, parts: set[Part], *, results: Path, alerts: Path | None,
-                     outbox: Path, master: str, analytics_interval_s: float,
-                     alerts_interval_s: float, results_metrics: bool = True,
-                     backfill_s: float = 86400.0) -> list[Any]:
-    """The components for ``parts``, downstream first (see the module docstring)."""
+                     outbox: Path, master: str | None = None, analytics_interval_s: float | None = None,
+                     alerts_interval_s: float = 30.0, results_metrics: bool = True,
+                     backfill_s: float | None = None) -> list[Any]:
+    """The components for ``parts``, downstream first (see the module docstring).
+
+    ``master``, ``analytics_interval_s``, ``backfill_s``: None takes the ``analytics`` section's
+    value (as do the rule thresholds, timeouts and Spark sizing, which have no option here)."""
     if Part.collector in parts and not settings.clusters:
         raise ConfigError("clusters: at least one cluster is required to collect")
     if Part.alerts in parts and alerts is None:
@@ -335,12 +338,17 @@ def build_components(settings: Settings, parts: set[Part], *, results: Path, ale
     if Part.alerts in parts and alerts is not None:
         out.append(AlertsLoop(results, alerts, outbox, interval_s=alerts_interval_s))
     if Part.analytics in parts:
-        from lagscope.analytics.job import Settings as AnalyticsSettings
+        from lagscope.analytics.configured import job_settings
 
-        rc = tuple(p for c in settings.clusters for p in c.read_committed_groups)
-        out.append(AnalyticsLoop(settings.collector.lake_path, results, interval_s=analytics_interval_s,
-                                 master=master, settings=AnalyticsSettings(read_committed_groups=rc),
-                                 backfill_s=backfill_s))
+        acfg = settings.analytics
+        rc = [p for c in settings.clusters for p in c.read_committed_groups]
+        out.append(AnalyticsLoop(
+            settings.collector.lake_path, results,
+            interval_s=acfg.interval_s if analytics_interval_s is None else analytics_interval_s,
+            master=acfg.master if master is None else master,
+            settings=job_settings(acfg, extra_read_committed=rc),
+            backfill_s=acfg.backfill_s() if backfill_s is None else backfill_s,
+            shuffle_partitions=acfg.shuffle_partitions or 4, driver_memory=acfg.driver_memory or "1g"))
     if Part.collector in parts:
         out.append(CollectorComponent(settings, [on_collector] if on_collector is not None else None))
     return out
@@ -353,16 +361,19 @@ def run(
         "--component", help="Run only these parts (repeatable). Default: collector and analytics, "
                             "plus alerts when --alerts is given.")] = None,
     results: Annotated[Path | None, typer.Option(
-        help="Result tables root. Default: 'results' beside the lake folder.")] = None,
+        help="Result tables root. Default: analytics.results, else 'results' beside the lake folder.")] = None,
     alerts: Annotated[Path | None, typer.Option(
         "--alerts", help="Alert routes (YAML, docs/alerting.md); enables the alerts part.", dir_okay=False)] = None,
     outbox: Annotated[Path | None, typer.Option(
         help="The alerts' durable outbox (SQLite). Default: alerts-outbox.sqlite beside the results.")] = None,
-    master: Annotated[str, typer.Option(help="Spark master for the analytics loop.")] = "local[*]",
-    analytics_interval: Annotated[float, typer.Option(help="Seconds between analytics runs.")] = 60.0,
+    master: Annotated[str | None, typer.Option(
+        help="Spark master for the analytics loop. (config: analytics.master)")] = None,
+    analytics_interval: Annotated[float | None, typer.Option(
+        help="Seconds between analytics runs. (config: analytics.interval_s)")] = None,
     alerts_interval: Annotated[float, typer.Option(help="Seconds between alert evaluations.")] = 30.0,
-    analytics_backfill: Annotated[str, typer.Option(
-        help="First run only (no checkpoint yet): analyse the sweeps of this long before now.")] = "24h",
+    analytics_backfill: Annotated[str | None, typer.Option(
+        help="First run only (no checkpoint yet): analyse the sweeps of this long before now. "
+             "(config: analytics.backfill)")] = None,
     results_metrics: Annotated[bool, typer.Option(
         help="Serve the findings as Prometheus metrics (on the collector's /metrics when it runs here). "
              "Turn off where another process of the same deployment serves them.")] = True,
@@ -373,12 +384,14 @@ def run(
     except ConfigError as exc:
         typer.echo(f"config error: {exc}", err=True)
         raise typer.Exit(2) from None
-    try:
-        backfill_s = parse_duration(analytics_backfill)
-    except ValueError as exc:
-        raise ConfigError(f"--analytics-backfill: {exc}") from None
+    backfill_s: float | None = None
+    if analytics_backfill is not None:
+        try:
+            backfill_s = parse_duration(analytics_backfill)
+        except ValueError as exc:
+            raise ConfigError(f"--analytics-backfill: {exc}") from None
     parts = set(component) if component else {Part.collector, Part.analytics} | ({Part.alerts} if alerts else set())
-    results_root = results or settings.collector.lake_path.parent / "results"
+    results_root = results or settings.analytics.results_path or settings.collector.lake_path.parent / "results"
     outbox_file = outbox or results_root.parent / "alerts-outbox.sqlite"
     components = build_components(settings, parts, results=results_root, alerts=alerts, outbox=outbox_file,
                                   master=master, analytics_interval_s=analytics_interval,

@@ -1,0 +1,271 @@
+"""The ``analytics`` section: validation, defaults in step with the job, and how analyze, run
+and demo use it (command-line options override the file). No Spark session: the job entry
+points are replaced by recorders, the wiring is what is under test."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from lagscope.analytics.configured import job_settings, rule_params
+from lagscope.analytics.findings import RuleParams
+from lagscope.analytics.job import Settings as JobSettings
+from lagscope.cli import app
+from lagscope.config import AnalyticsConfig, AnalyticsRulesConfig, load_config
+from lagscope.errors import ConfigError
+
+TUNED = {
+    "results": "RESULTS",
+    "master": "local[3]",
+    "shuffle_partitions": 3,
+    "driver_memory": "768m",
+    "interval_s": 7,
+    "backfill": "2h",
+    "read_committed_groups": ["payments"],
+    "session_timeout_s": 12,
+    "heartbeat_s": 2,
+    "network_s": 0.5,
+    "rebalance_timeout_s": 90,
+    "history_recent_s": 120,
+    "rules": {"stall_after_s": 33, "stop_after_s": 44, "gap_k": 4, "storm_count": 5, "warn_lag_s": 7,
+              "burrow_window": 6},
+}
+
+
+def _config(tmp_path: Path, analytics: dict[str, Any] | None = None, **sections: Any) -> Path:
+    lake = tmp_path / "lake"
+    lake.mkdir(exist_ok=True)
+    data: dict[str, Any] = {"collector": {"lake": str(lake)}, **sections}
+    if analytics is not None:
+        data["analytics"] = yaml.safe_load(yaml.safe_dump(analytics).replace("RESULTS", str(tmp_path / "res")))
+    path = tmp_path / "lagscope.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_defaults_are_the_jobs_defaults() -> None:
+    # the file's defaults are the analytics' defaults: without an analytics section nothing changes
+    assert rule_params(AnalyticsRulesConfig.model_validate({})) == RuleParams()
+    assert job_settings(AnalyticsConfig.model_validate({})) == JobSettings()
+    # every rule threshold is configurable, and nothing else is in the rules section
+    assert set(AnalyticsRulesConfig.model_fields) == {f.name for f in dataclasses.fields(RuleParams)}
+
+
+def test_file_values_reach_the_job_settings(tmp_path: Path) -> None:
+    cfg = load_config(_config(tmp_path, TUNED)).analytics
+    s = job_settings(cfg)
+    assert s.rules == dataclasses.replace(RuleParams(), stall_after_s=33.0, stop_after_s=44.0, gap_k=4.0,
+                                          storm_count=5, warn_lag_s=7.0, burrow_window=6)
+    assert (s.session_timeout_s, s.heartbeat_s, s.network_s, s.rebalance_timeout_s, s.history_recent_s) == (
+        12.0, 2.0, 0.5, 90.0, 120.0)
+    assert s.read_committed_groups == ("payments",)
+    assert cfg.results_path == tmp_path / "res"
+    assert cfg.backfill_s() == 7200.0
+
+
+def test_overrides_win_and_none_means_not_given() -> None:
+    cfg = AnalyticsConfig.model_validate(TUNED)
+    s = job_settings(cfg, rules={"stall_after_s": 5.0, "stop_after_s": None}, read_committed_groups=["a"],
+                     extra_read_committed=["b", "a"], heartbeat_s=None, session_timeout_s=20.0)
+    assert s.rules.stall_after_s == 5.0
+    assert s.rules.stop_after_s == 44.0  # None: the file's value stays
+    assert s.heartbeat_s == 2.0
+    assert s.session_timeout_s == 20.0
+    assert s.read_committed_groups == ("a", "b")  # the option replaced the file's list; extras added once
+    with pytest.raises(ValueError, match="not rule thresholds: stall"):
+        rule_params(cfg.rules, {"stall": 1.0})
+    with pytest.raises(ValueError, match="not analytics settings: master"):
+        job_settings(cfg, master="local[1]")
+
+
+def test_environment_overrides_the_file(tmp_path: Path) -> None:
+    path = _config(tmp_path, TUNED)
+    cfg = load_config(path, environ={"LAGSCOPE_ANALYTICS__RULES__STALL_AFTER_S": "9",
+                                     "LAGSCOPE_ANALYTICS__MASTER": "local[1]",
+                                     "LAGSCOPE_ANALYTICS__READ_COMMITTED_GROUPS": '["x", "y"]'}).analytics
+    assert cfg.rules.stall_after_s == 9.0
+    assert cfg.rules.stop_after_s == 44.0
+    assert cfg.master == "local[1]"
+    assert job_settings(cfg).read_committed_groups == ("x", "y")
+
+
+# (analytics section, expected one-line error) — each names its field
+INVALID = [
+    # a negative threshold
+    ({"rules": {"stall_after_s": -1}}, "analytics.rules.stall_after_s: Input should be greater than 0"),
+    # a typo in a rule name is an error, not an ignored setting
+    ({"rules": {"stal_after_s": 10}}, "analytics.rules.stal_after_s: unknown setting"),
+    # a storm needs at least two rebalances
+    ({"rules": {"storm_count": 1}}, "analytics.rules.storm_count: Input should be greater than or equal to 2"),
+    # the backfill is a duration
+    ({"backfill": "yesterday"}, "analytics.backfill: not a duration"),
+    # the results are written locally
+    ({"results": "s3://bucket/results"}, "analytics.results: 's3://bucket/results': results are a local path"),
+    # JVM memory sizes only
+    ({"driver_memory": "two gigs"}, "analytics.driver_memory: 'two gigs' is not a JVM memory size"),
+    # the loop interval must be positive
+    ({"interval_s": 0}, "analytics.interval_s: Input should be greater than 0"),
+    # a count given as text
+    ({"rules": {"gap_min_samples": "many"}}, "analytics.rules.gap_min_samples: Input should be a valid integer"),
+]
+
+
+@pytest.mark.parametrize(("section", "expected"), INVALID)
+def test_invalid_analytics_settings_are_one_line(tmp_path: Path, section: dict[str, Any], expected: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(_config(tmp_path, section))
+    assert str(err.value).startswith(expected), str(err.value)
+    assert "\n" not in str(err.value)
+
+
+class Recorder:
+    """Stands in for run_batch / run_incremental / build_session: records what analyze passed."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def session(self, master: str, **kw: Any) -> Any:
+        self.calls.append(("session", {"master": master, **kw}))
+        return self
+
+    def stop(self) -> None:
+        self.calls.append(("stop", {}))
+
+    def batch(self, spark: Any, lake: Path, results: Path, **kw: Any) -> dict[str, int]:
+        self.calls.append(("batch", {"lake": lake, "results": results, **kw}))
+        return {"status": 1}
+
+    def incremental(self, spark: Any, lake: Path, results: Path, **kw: Any) -> dict[str, int]:
+        self.calls.append(("incremental", {"lake": lake, "results": results, **kw}))
+        return {}
+
+    def get(self, name: str) -> dict[str, Any]:
+        return next(kw for n, kw in self.calls if n == name)
+
+
+@pytest.fixture
+def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
+    import lagscope.analytics.job as job
+    import lagscope.analytics.session as session
+
+    rec = Recorder()
+    monkeypatch.setattr(job, "run_batch", rec.batch)
+    monkeypatch.setattr(job, "run_incremental", rec.incremental)
+    monkeypatch.setattr(session, "build_session", rec.session)
+    for key in [k for k in os.environ if k.startswith("LAGSCOPE_ANALYTICS")]:
+        monkeypatch.delenv(key)
+    return rec
+
+
+def test_analyze_takes_lake_results_master_and_rules_from_the_file(tmp_path: Path, recorder: Recorder) -> None:
+    path = _config(tmp_path, TUNED)
+    result = CliRunner().invoke(app, ["analyze", "--config", str(path), "--since", "2026-11-20",
+                                      "--until", "2026-11-21"])
+    assert result.exit_code == 0, result.output
+    session, batch = recorder.get("session"), recorder.get("batch")
+    assert session == {"master": "local[3]", "shuffle_partitions": 3, "driver_memory": "768m"}
+    assert batch["lake"] == tmp_path / "lake"
+    assert batch["results"] == tmp_path / "res"
+    assert (batch["since"], batch["until"]) == (dt.date(2026, 11, 20), dt.date(2026, 11, 21))
+    assert batch["settings"] == job_settings(load_config(path).analytics)
+    assert batch["settings"].rules.stall_after_s == 33.0
+    assert ("stop", {}) in recorder.calls  # the session it built is stopped
+
+
+def test_analyze_options_override_the_file(tmp_path: Path, recorder: Recorder) -> None:
+    path = _config(tmp_path, TUNED)
+    other_lake = tmp_path / "other-lake"
+    other_lake.mkdir()
+    result = CliRunner().invoke(app, [
+        "analyze", "--config", str(path), "--incremental", "--lake", str(other_lake),
+        "--results", str(tmp_path / "r2"), "--master", "local[1]", "--shuffle-partitions", "2",
+        "--stall-after-s", "15", "--heartbeat-s", "1", "--read-committed", "ledger"])
+    assert result.exit_code == 0, result.output
+    assert recorder.get("session")["master"] == "local[1]"
+    assert recorder.get("session")["shuffle_partitions"] == 2
+    assert recorder.get("session")["driver_memory"] == "768m"  # not given: the file's
+    inc = recorder.get("incremental")
+    assert (inc["lake"], inc["results"]) == (other_lake, tmp_path / "r2")
+    s = inc["settings"]
+    assert (s.rules.stall_after_s, s.rules.stop_after_s, s.rules.gap_k) == (15.0, 15.0, 4.0)
+    assert (s.heartbeat_s, s.session_timeout_s) == (1.0, 12.0)
+    assert s.read_committed_groups == ("ledger",)
+
+
+def test_analyze_without_a_config_keeps_the_old_defaults(tmp_path: Path, recorder: Recorder) -> None:
+    lake = tmp_path / "lake"
+    lake.mkdir()
+    result = CliRunner().invoke(app, ["analyze", "--lake", str(lake), "--results", str(tmp_path / "r"),
+                                      "--since", "2026-11-20"])
+    assert result.exit_code == 0, result.output
+    assert recorder.get("session") == {"master": "local[*]", "shuffle_partitions": 8, "driver_memory": "2g"}
+    assert recorder.get("batch")["settings"] == JobSettings()
+
+
+def test_analyze_with_a_bad_config_is_one_line_exit_2(tmp_path: Path, recorder: Recorder) -> None:
+    path = _config(tmp_path, {"rules": {"warn_lag_s": "soon"}})
+    result = CliRunner().invoke(app, ["analyze", "--config", str(path), "--since", "2026-11-20"])
+    assert result.exit_code == 2
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert lines == ["config error: analytics.rules.warn_lag_s: Input should be a valid number, "
+                     "unable to parse string as a number"]
+    assert recorder.calls == []  # nothing started
+
+
+def test_run_builds_its_analytics_loop_from_the_file(tmp_path: Path) -> None:
+    from lagscope.deploy.run import AnalyticsLoop, Part, build_components
+
+    settings = load_config(_config(tmp_path, TUNED, clusters=[
+        {"name": "c", "bootstrap_servers": "h:1", "read_committed_groups": ["tx-.*"]}]))
+    (loop,) = build_components(settings, {Part.analytics}, results=tmp_path / "res", alerts=None,
+                               outbox=tmp_path / "o.sqlite", results_metrics=False)
+    assert isinstance(loop, AnalyticsLoop)
+    assert (loop.master, loop.interval_s, loop.backfill_s) == ("local[3]", 7.0, 7200.0)
+    assert (loop.shuffle_partitions, loop.driver_memory) == (3, "768m")
+    assert loop.settings.rules.stall_after_s == 33.0
+    assert loop.settings.read_committed_groups == ("payments", "tx-.*")
+    # the command line's values win
+    (loop,) = build_components(settings, {Part.analytics}, results=tmp_path / "res", alerts=None,
+                               outbox=tmp_path / "o.sqlite", results_metrics=False, master="local[1]",
+                               analytics_interval_s=2.0, backfill_s=60.0)
+    assert (loop.master, loop.interval_s, loop.backfill_s) == ("local[1]", 2.0, 60.0)
+    # without an analytics section: the loop's former defaults
+    (loop,) = build_components(load_config(None, environ={}), {Part.analytics}, results=tmp_path / "res",
+                               alerts=None, outbox=tmp_path / "o.sqlite", results_metrics=False)
+    assert (loop.master, loop.interval_s, loop.backfill_s) == ("local[*]", 60.0, 86400.0)
+    assert (loop.shuffle_partitions, loop.driver_memory, loop.settings) == (4, "1g", JobSettings())
+
+
+def test_demo_keeps_its_thresholds_unless_the_file_sets_them(tmp_path: Path) -> None:
+    from lagscope.deploy.demo import DEMO_RULES, demo_analytics_config, demo_analytics_settings
+
+    plain = demo_analytics_settings()
+    assert plain.rules.stall_after_s == DEMO_RULES["stall_after_s"] == 8.0
+    assert plain.session_timeout_s == 10.0
+    assert demo_analytics_config().master == "local[2]"
+    # the file sets stall_after_s and heartbeat_s only: those change, the demo's other values stay
+    cfg = load_config(_config(tmp_path, {"heartbeat_s": 1.5, "master": "local[1]",
+                                         "rules": {"stall_after_s": 20}})).analytics
+    tuned = demo_analytics_settings(config=cfg)
+    assert tuned.rules.stall_after_s == 20.0
+    assert tuned.rules.stop_after_s == DEMO_RULES["stop_after_s"]
+    assert tuned.heartbeat_s == 1.5
+    assert tuned.session_timeout_s == 10.0  # the demo's, not the file's default 45
+    assert demo_analytics_config(cfg).master == "local[1]"
+    assert demo_analytics_config(cfg).interval_s == 3.0
+
+
+def test_demo_with_a_bad_config_is_one_line_exit_2(tmp_path: Path) -> None:
+    path = _config(tmp_path, {"rules": {"stall_after_s": 0}})
+    result = CliRunner().invoke(app, ["demo", "--config", str(path), "--workdir", str(tmp_path / "demo")])
+    assert result.exit_code == 2
+    assert [ln for ln in result.output.splitlines() if ln.strip()] == [
+        "config error: analytics.rules.stall_after_s: Input should be greater than 0"]
+    assert not (tmp_path / "demo").exists()  # stopped before anything started
