@@ -41,6 +41,7 @@ __all__ = [
     "ANOMALY_COLUMNS",
     "RuleParams",
     "commit_gaps",
+    "commit_records",
     "drop_rebalance_outages",
     "gap_baselines",
     "lag_growth_state",
@@ -89,25 +90,68 @@ def _finish(df: DataFrame) -> DataFrame:
     return df.withColumn("key", _key(F.col("kind"), F.col("start_ts"))).select(*ANOMALY_COLUMNS)
 
 
-def transform_episodes(enriched: DataFrame, *, stall_after_s: float, stop_after_s: float) -> DataFrame:
+def commit_records(commits: DataFrame) -> DataFrame:
+    """Lake ``commits`` rows → ``KEY, t, offset, seq``: every commit of an offset (tombstones
+    dropped), ``t`` its exact time (the coordinator's commit timestamp, else the record's),
+    ``seq`` its position in ``__consumer_offsets`` (the coordinator's order)."""
+    return commits.where(F.col("committed_offset").isNotNull()).select(
+        F.col("cluster"), F.col("group_id"), F.col("topic"), F.col("partition").cast("int").alias("partition"),
+        (F.unix_micros(F.coalesce(F.col("commit_ts"), F.col("record_ts"))).cast("double") / F.lit(1e6)).alias("t"),
+        F.col("committed_offset").alias("offset"),
+        (F.col("source_partition").cast("long") * F.lit(1 << 40) + F.col("source_offset")).alias("seq"))
+
+
+def _with_last_commit(enriched: DataFrame, commits: DataFrame | None) -> DataFrame:
+    """Add ``last_commit_t`` (time of the key's last commit record at or before the row) and
+    ``commits_known`` (the commit stream has records of the key) to the series rows."""
+    if commits is None:
+        return enriched.withColumn("last_commit_t", F.lit(None).cast("double")).withColumn(
+            "commits_known", F.lit(False))
+    marks = commits.select(*KEY, "t", F.lit(0).alias("_src"))
+    df = enriched.withColumn("_src", F.lit(1)).unionByName(marks, allowMissingColumns=True)
+    upto = Window.partitionBy(*KEY).orderBy("t", "_src").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    df = (df.withColumn("last_commit_t", F.last(F.when(F.col("_src") == 0, F.col("t")), ignorenulls=True).over(upto))
+          .withColumn("commits_known", F.min("_src").over(Window.partitionBy(*KEY)) == 0))
+    return df.where(F.col("_src") == 1).drop("_src")
+
+
+def transform_episodes(enriched: DataFrame, *, stall_after_s: float, stop_after_s: float,
+                       commits: DataFrame | None = None) -> DataFrame:
     """stall, stop and retention_loss episodes over an enriched series (state rows included,
-    so an episode open at the end of the previous step keeps its start)."""
+    so an episode open at the end of the previous step keeps its start).
+
+    ``commits`` (:func:`commit_records`, optional): with the commit stream, an owned partition
+    whose group has not committed at all for ``stop_after_s`` is a stop (Burrow's STOP: no
+    commits), one that keeps committing the same offset a stall; from sweeps alone every owned
+    partition without progress is a stall. One no-progress run is one episode, of the kind it
+    had when it crossed its threshold (a stalled member that then loses its partitions is still
+    the one stall)."""
+    df = _with_last_commit(enriched, commits)
     lagging = F.coalesce(F.col("lag"), F.lit(0)) > 0
     owned = F.col("owner").isNotNull()
-    start_idle = F.col("t") - F.col("idle_pending_s")
+    silent = F.col("commits_known") & (
+        (F.col("t") - F.coalesce(F.col("last_commit_t"), F.lit(float("-inf")))) >= stop_after_s)
+    idle = F.col("idle_pending_s")
     kind = (F.when(F.col("lost"), F.lit("retention_loss"))
-            .when(lagging & owned & (F.col("idle_pending_s") >= stall_after_s), F.lit("stall"))
-            .when(lagging & ~owned & (F.col("idle_pending_s") >= stop_after_s), F.lit("stop")))
-    start = F.when(F.col("lost"), F.col("ret_t")).otherwise(start_idle)
+            .when(lagging & owned & ~silent & (idle >= stall_after_s), F.lit("stall"))
+            .when(lagging & (~owned | silent) & (idle >= stop_after_s), F.lit("stop")))
+    why = (F.when(~owned, F.lit("no owner"))
+           .when(silent, F.lit("owner assigned, no commits"))
+           .otherwise(F.lit("owner still assigned")))
+    start = F.when(F.col("lost"), F.col("ret_t")).otherwise(F.col("t") - idle)
     w = series_window()
-    df = (enriched.withColumn("_kind", kind).withColumn("_start", F.round(start, 3))
-          .withColumn("_id", F.concat_ws("@", F.col("_kind"), F.col("_start").cast("string"))))
+    df = (df.withColumn("_kind", kind).withColumn("_why", why).withColumn("_start", F.round(start, 3))
+          .withColumn("_cls", F.when(F.col("_kind") == "retention_loss", F.lit("loss")).otherwise(F.lit("idle")))
+          .withColumn("_id", F.when(F.col("_kind").isNotNull(), F.concat_ws(
+              "@", F.col("_cls"), F.col("_start").cast("string")))))
     df = df.withColumn("_next_id", F.lead("_id").over(w)).withColumn("_next_t", F.lead("t").over(w))
     ended = F.col("_next_t").isNotNull() & (F.col("_next_id").isNull() | (F.col("_next_id") != F.col("_id")))
     eps = (df.where(F.col("_kind").isNotNull())
-           .groupBy(*KEY, "_kind", "_start")
-           .agg(F.max("t").alias("_last_t"), F.max(F.when(ended, F.col("_next_t"))).alias("_end"),
-                F.max(F.when(F.col("lost"), F.col("log_start") - F.col("committed"))).alias("_lost")))
+           .groupBy(*KEY, "_cls", "_start")
+           .agg(F.min_by(F.struct(F.col("_kind").alias("k"), F.col("_why").alias("why")), "t").alias("_first"),
+                F.max("t").alias("_last_t"), F.max(F.when(ended, F.col("_next_t"))).alias("_end"),
+                F.max(F.when(F.col("lost"), F.col("log_start") - F.col("committed"))).alias("_lost"))
+           .withColumn("_kind", F.col("_first.k")))
     dur = F.coalesce(F.col("_end"), F.col("_last_t")) - F.col("_start")
     magnitude = F.when(F.col("_kind") == "retention_loss", F.col("_lost").cast("double")).otherwise(dur)
     severity = (F.when(F.col("_kind").isin("stop", "retention_loss"), F.lit("critical"))
@@ -117,9 +161,7 @@ def transform_episodes(enriched: DataFrame, *, stall_after_s: float, stop_after_
         F.col("_kind") == "retention_loss",
         F.format_string("committed offset fell %d messages below the log start: never processed",
                         F.col("_lost")),
-    ).otherwise(F.format_string("no commit progress for %.1f s with lag pending (%s)", dur,
-                                F.when(F.col("_kind") == "stall", F.lit("owner still assigned"))
-                                .otherwise(F.lit("no owner"))))
+    ).otherwise(F.format_string("no commit progress for %.1f s with lag pending (%s)", dur, F.col("_first.why")))
     out = eps.select(
         *KEY, F.col("_kind").alias("kind"), _ts(F.col("_start")).alias("start_ts"),
         _ts(F.col("_end")).alias("end_ts"), severity.alias("severity"), magnitude.alias("magnitude"),
@@ -127,13 +169,42 @@ def transform_episodes(enriched: DataFrame, *, stall_after_s: float, stop_after_
     return _finish(out)
 
 
-def transform_point_events(enriched: DataFrame, *, skip_factor: float, skip_min_messages: int) -> DataFrame:
-    """rewind and skip events on fresh rows."""
+def _commit_jumps(commits: DataFrame, enriched: DataFrame) -> DataFrame:
+    """Each commit with ``prev_offset`` (the previous commit's), ``max_before`` (the highest
+    offset committed before it), ``log_start`` as of the last sweep before it, and ``lo``/``hi``:
+    the key's step range (after the previous step's last sweep, up to this step's last sweep)."""
+    sw = enriched.select(*KEY, "t", "log_start", "is_state", F.lit(1).alias("_src"), F.lit(None).cast(
+        "long").alias("seq"), F.lit(None).cast("long").alias("offset"))
+    u = commits.select(*KEY, "t", "seq", "offset", F.lit(0).alias("_src")).unionByName(sw, allowMissingColumns=True)
+    asof = Window.partitionBy(*KEY).orderBy("t", "_src").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    whole = Window.partitionBy(*KEY)
+    u = (u.withColumn("_ls", F.last("log_start", ignorenulls=True).over(asof))
+         .withColumn("lo", F.max(F.when(F.col("is_state"), F.col("t"))).over(whole))
+         .withColumn("hi", F.max(F.when((F.col("_src") == 1) & ~F.col("is_state"), F.col("t"))).over(whole)))
+    c = u.where(F.col("_src") == 0)
+    wc = Window.partitionBy(*KEY).orderBy("t", "seq")
+    return (c.withColumn("prev_offset", F.lag("offset").over(wc))
+            .withColumn("max_before", F.max("offset").over(wc.rowsBetween(Window.unboundedPreceding, -1)))
+            .select(*KEY, "t", "offset", "prev_offset", "max_before", F.col("_ls").alias("log_start"), "lo", "hi"))
+
+
+def transform_point_events(enriched: DataFrame, *, skip_factor: float, skip_min_messages: int,
+                           commits: DataFrame | None = None, margin_s: float = 1.0) -> DataFrame:
+    """rewind and skip events on fresh rows.
+
+    With the commit stream (``commits``, :func:`commit_records`) a rewind is found at its
+    commit, even between two sweeps, and timed exactly (start = end = the commit); a sweep
+    rewind with a commit rewind within ``margin_s`` of its interval is that one. A skip is
+    still found from the sweeps (its jump stays committed), timed by the commit with the
+    largest jump in its interval."""
     fresh = enriched.where(~F.col("is_state") & F.col("prev_committed").isNotNull() & F.col("committed").isNotNull())
     ls = F.coalesce(F.col("log_start"), F.lit(0))
     rewound = F.col("prev_committed") - F.greatest(F.col("committed"), ls)
     is_rewind = (F.col("dc") < 0) & (rewound > 0)
-    jump = F.col("committed") - F.greatest(F.col("prev_committed"), ls)
+    # only what lies past everything committed before is new: after a rewind the group
+    # consumes again what it had processed already (fast), which is no skip
+    jump = F.col("committed") - F.greatest(F.col("prev_committed"), F.coalesce(
+        F.col("max_committed_before"), F.col("prev_committed")), ls)
     # a reset to the latest offset lands at (or past) the end seen before it, in one interval
     # far faster than the group has ever consumed
     is_skip = ((jump > skip_min_messages) & (F.col("max_rate_before") > 0)
@@ -141,15 +212,36 @@ def transform_point_events(enriched: DataFrame, *, skip_factor: float, skip_min_
                & (jump > F.lit(skip_factor) * F.col("max_rate_before") * F.col("dt")))
     processed = F.least(jump, F.floor(F.coalesce(F.col("prev_rate"), F.lit(0.0)) * F.col("dt")).cast("long"))
     ev = fresh.select(
-        *KEY, "t", "dt",
+        *KEY, (F.col("t") - F.col("dt")).alias("t0"), F.col("t").alias("t1"),
         F.when(is_rewind, F.lit("rewind")).when(is_skip, F.lit("skip")).alias("kind"),
         F.when(is_rewind, rewound).when(is_skip, jump - processed).cast("double").alias("magnitude"),
     ).where(F.col("kind").isNotNull())
+    if commits is not None:
+        cj = _commit_jumps(commits, enriched)
+        in_step = (F.col("t") > F.coalesce(F.col("lo"), F.lit(float("-inf")))) & (F.col("t") <= F.col("hi"))
+        c_rewound = F.col("prev_offset") - F.greatest(F.col("offset"), F.coalesce(F.col("log_start"), F.lit(0)))
+        c_rw = cj.where(in_step & (F.col("offset") < F.col("prev_offset")) & (c_rewound > 0)).select(
+            *KEY, F.col("t").alias("t0"), F.col("t").alias("t1"), F.lit("rewind").alias("kind"),
+            c_rewound.cast("double").alias("magnitude"))
+        # a sweep rewind that a commit rewind explains is that one
+        seen = c_rw.select(*[F.col(k).alias(f"_{k}") for k in KEY], F.col("t1").alias("_ct"))
+        on = [F.col(k) == F.col(f"_{k}") for k in KEY]
+        cond = on[0] & on[1] & on[2] & on[3] & (F.col("_ct") >= F.col("t0") - margin_s) & (
+            F.col("_ct") <= F.col("t1") + margin_s)
+        sweep_rw = ev.where(F.col("kind") == "rewind").join(seen, cond, "left_anti")
+        # a skip's time: the commit with the largest jump past everything committed before
+        jumps = cj.select(*[F.col(k).alias(f"_{k}") for k in KEY], F.col("t").alias("_ct"),
+                          (F.col("offset") - F.greatest(F.col("max_before"), F.col("prev_offset"))).alias("_j"))
+        skips = (ev.where(F.col("kind") == "skip").join(jumps.where(F.col("_j") > 0), cond, "left")
+                 .groupBy(*KEY, "t0", "t1", "kind", "magnitude").agg(F.max_by("_ct", "_j").alias("_ct"))
+                 .select(*KEY, F.coalesce(F.col("_ct"), F.col("t0")).alias("t0"),
+                         F.coalesce(F.col("_ct"), F.col("t1")).alias("t1"), "kind", "magnitude"))
+        ev = sweep_rw.unionByName(c_rw).unionByName(skips)
     detail = F.when(F.col("kind") == "rewind", F.format_string(
         "committed offset went back: %.0f messages will be processed again", F.col("magnitude"))).otherwise(
         F.format_string("committed offset jumped past %.0f messages that were never processed", F.col("magnitude")))
     out = ev.select(
-        *KEY, "kind", _ts(F.col("t") - F.col("dt")).alias("start_ts"), _ts(F.col("t")).alias("end_ts"),
+        *KEY, "kind", _ts(F.col("t0")).alias("start_ts"), _ts(F.col("t1")).alias("end_ts"),
         F.when(F.col("kind") == "skip", F.lit("critical")).otherwise(F.lit("warning")).alias("severity"),
         "magnitude", F.lit("messages").alias("unit"), detail.alias("detail"))
     return _finish(out)

@@ -77,14 +77,8 @@ def _secs(c: Column) -> Column:
 
 
 def _timeouts(group_events: DataFrame | None) -> DataFrame | None:
-    if group_events is None:
-        return None
-    ev = group_events.where(F.col("record_type") == "group_metadata").select(
-        "cluster", "group_id", "generation", "record_ts", F.explode_outer("members").alias("m"))
-    return ev.groupBy("cluster", "group_id", "generation").agg(
-        (F.max("m.session_timeout_ms") / 1000.0).alias("session_timeout_s"),
-        (F.max("m.rebalance_timeout_ms") / 1000.0).alias("rebalance_timeout_s"),
-        F.min(_secs(F.col("record_ts"))).alias("gen_t"))
+    """The group-metadata records the rebalance windows use (timeouts, generations)."""
+    return None if group_events is None else rebalances.generation_records(group_events)
 
 
 def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
@@ -99,9 +93,11 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
     lag_trends = trends.transform_lag_trends(rows)
 
     # anomalies
-    episodes = findings.transform_episodes(enriched, stall_after_s=p.stall_after_s, stop_after_s=p.stop_after_s)
+    commit_recs = findings.commit_records(commits) if commits is not None else None
+    episodes = findings.transform_episodes(enriched, stall_after_s=p.stall_after_s, stop_after_s=p.stop_after_s,
+                                           commits=commit_recs)
     points = findings.transform_point_events(enriched, skip_factor=p.skip_factor,
-                                             skip_min_messages=p.skip_min_messages)
+                                             skip_min_messages=p.skip_min_messages, commits=commit_recs)
     gaps = findings.commit_gaps(enriched)
     baselines = findings.gap_baselines(gaps, st.get("gaps"))
     gap_anoms = findings.transform_gap_anomalies(
@@ -138,7 +134,7 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
         commit_times = commits.where(F.col("committed_offset").isNotNull()).select(
             *KEY, _secs(F.coalesce(F.col("commit_ts"), F.col("record_ts"))).alias("t"))
     rb = rebalances.transform_rebalances(
-        msweeps, alive, group_lag, changes, timeouts=_timeouts(group_events), commits=commit_times,
+        msweeps, alive, group_lag, changes, generations=_timeouts(group_events), commits=commit_times,
         session_timeout_s=settings.session_timeout_s, heartbeat_s=settings.heartbeat_s,
         network_s=settings.network_s, rebalance_timeout_s=settings.rebalance_timeout_s)
     rb = rb.persist(StorageLevel.MEMORY_AND_DISK)

@@ -12,7 +12,8 @@ The *series* of a key ``(cluster, group_id, topic, partition)`` is one row per s
 - ``rec_ts``: produce time of the record at the committed offset when the collector fetched it.
 
 Incremental runs prepend one *state row* per key (``is_state`` true): the last row of the
-previous step, carrying its running markers (``m_change_t``, ``m_pending_t``, ``m_max_rate``).
+previous step, carrying its running markers (``m_change_t``, ``m_pending_t``, ``m_max_rate``,
+``m_max_committed``, …).
 Every running value below is a ``last(…, ignorenulls)`` or ``max`` over the rows so far, so
 a state row seeds it exactly as if the whole history had been read.
 """
@@ -48,6 +49,7 @@ STATE_MARKERS: dict[str, T.DataType] = {
     "m_max_rate": T.DoubleType(),   # largest consume rate (messages/s) observed so far
     "m_ret_t": T.DoubleType(),      # start of the open retention-loss episode, or null
     "m_end_t": T.DoubleType(),      # time of the last observed change of the end offset
+    "m_max_committed": T.LongType(),  # highest committed offset observed so far
 }
 
 
@@ -113,6 +115,8 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
     - ``rate``: consume rate over the last interval (messages/s, ≥ 0);
     - ``max_rate_before``: the largest ``rate`` of earlier rows (seeded by ``m_max_rate``);
     - ``prev_rate``: the previous row's ``rate``;
+    - ``max_committed_before``: the highest committed offset of earlier rows (seeded by
+      ``m_max_committed``): everything below it was processed at least once;
     - ``lost``: committed < log start (retention loss); ``ret_t``: start of that episode;
     - ``end_change_t``: time of the last change of the end offset (idle topics).
     """
@@ -159,13 +163,16 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
             .when(F.col("prev_end").isNull() | (F.col("de") != 0), F.col("t")), ignorenulls=True).over(upto))
         .withColumn("rate", F.when(F.col("is_state"), F.lit(0.0)).otherwise(rate))
         .withColumn("_rate_seed", F.when(F.col("is_state"), F.col("m_max_rate")).otherwise(F.col("rate")))
+        .withColumn("_committed_seed", F.when(F.col("is_state"), F.greatest(
+            F.col("m_max_committed"), F.col("committed"))).otherwise(F.col("committed")))
     )
     df = (
         df.withColumn("pending_t", F.when(F.col("_pending") >= 0, F.col("_pending")))
         .withColumn("ret_t", F.when(F.col("_ret") >= 0, F.col("_ret")))
         .withColumn("max_rate_before", F.coalesce(F.max("_rate_seed").over(before), F.lit(0.0)))
         .withColumn("prev_rate", F.lag("rate").over(w))
-        .drop("_pending", "_rate_seed", "_ret", "_prev_lost")
+        .withColumn("max_committed_before", F.max("_committed_seed").over(before))
+        .drop("_pending", "_rate_seed", "_ret", "_prev_lost", "_committed_seed")
     )
     return df.withColumn(
         "idle_pending_s",
@@ -186,5 +193,6 @@ def state_rows(enriched: DataFrame) -> DataFrame:
         F.greatest(F.col("max_rate_before"), F.col("rate")).alias("m_max_rate"),
         F.col("ret_t").alias("m_ret_t"),
         F.col("end_change_t").alias("m_end_t"),
+        F.greatest(F.col("max_committed_before"), F.col("committed")).alias("m_max_committed"),
         F.lit(True).alias("is_state"),
     )
