@@ -21,6 +21,12 @@ What it does (see docs/commitlog.md):
   touch), then the lake files are written (atomically, by :mod:`lagscope.lake`), then the state
   file is rewritten with the new positions. A restart that finds an intent reads back the rows
   of those ranges that did reach the lake and does not write them again.
+- **Filters** groups as the sweeps do: a group outside the cluster's ``groups`` include/exclude
+  (:meth:`lagscope.config.GroupFilter.matches`, the one predicate both use) is decoded, counted
+  in ``TailStats.excluded`` and never written.
+- **Reports** its progress in :class:`TailStats` (records read, decoded, skipped by reason, lag
+  behind the topic's end, newest record time, errors), served on ``/metrics`` as
+  ``lagscope_commitlog_*`` (:class:`lagscope.collector.metrics.CommitLogCollector`).
 - **Degrades**: without READ on ``__consumer_offsets`` (TopicAuthorizationFailed) it logs one
   warning and stops; the collector carries on with sweeps only.
 """
@@ -31,6 +37,7 @@ import contextlib
 import datetime as dt
 import json
 import logging
+import math
 import os
 import threading
 import time
@@ -342,6 +349,16 @@ class TailStats:
     decode_errors: int = 0
     unknown_versions: Counter[str] = field(default_factory=Counter)
     undecoded_types: Counter[str] = field(default_factory=Counter)
+    #: records of groups outside the cluster's ``groups`` filter: decoded, never written
+    excluded: int = 0
+    #: errors that interrupted the tail (connection, fetch, lake write; each retried)
+    errors: int = 0
+    #: the newest record timestamp read (epoch ms; the broker's append time for this topic)
+    last_record_ts_ms: int | None = None
+    #: records of __consumer_offsets not read yet (Σ end − position), as last measured
+    lag_records: int | None = None
+    #: True while connected and assigned (between a successful open and the next close)
+    connected: bool = False
 
     def snapshot(self) -> dict[str, Any]:
         """A copy, safe to take from another thread while the tail runs."""
@@ -356,7 +373,9 @@ class TailStats:
         return {"records": self.records, "commits": self.commits, "group_events": self.group_events,
                 "tombstones": self.tombstones, "flushes": self.flushes,
                 "duplicates_skipped": self.duplicates_skipped, "decode_errors": self.decode_errors,
-                "unknown_versions": unknown, "undecoded_types": undecoded}
+                "unknown_versions": unknown, "undecoded_types": undecoded, "excluded": self.excluded,
+                "errors": self.errors, "last_record_ts_ms": self.last_record_ts_ms,
+                "lag_records": self.lag_records, "connected": self.connected}
 
 
 ConsumerFactory = Callable[..., Any]
@@ -387,6 +406,8 @@ class CommitLogTailer:
                  start: str | StartPosition = "1h", flush_records: int = 20_000,
                  flush_interval_s: float = 5.0, poll_timeout_ms: int = 500,
                  max_poll_records: int = 5000,
+                 group_filter: Callable[[str], bool] | None = None,
+                 lag_every_s: float = 5.0,
                  consumer_factory: ConsumerFactory = _kafka_consumer,
                  clock: Callable[[], float] = time.time) -> None:
         lake.partition_dir(lake_root, "commits", cluster, dt.date(2000, 1, 1))  # validates the name
@@ -402,6 +423,11 @@ class CommitLogTailer:
         self.max_poll_records = max_poll_records
         self._factory = consumer_factory
         self._clock = clock
+        #: which groups to record (``ClusterConfig.groups.matches``, the sweeps' filter); None: all
+        self.group_filter = group_filter
+        self._group_ok: dict[str, bool] = {}  # the filter's verdict per group id (few groups, many records)
+        self.lag_every_s = lag_every_s
+        self._last_lag = -math.inf
         self.stats = TailStats()
         #: why the tail stopped for good (e.g. no READ access); None while it may run
         self.disabled_reason: str | None = None
@@ -478,6 +504,7 @@ class CommitLogTailer:
             self.close()
             raise self._wrap(exc) from exc
         self._committed = dict(self._positions)
+        self.stats.connected = True
         log.info("commit log tail of %s: %d partitions from %s", self.cluster, len(tps),
                  "saved positions" if saved else self._describe_start())
 
@@ -510,6 +537,7 @@ class CommitLogTailer:
                     c.seek(tp, ends[tp])
 
     def close(self) -> None:
+        self.stats.connected = False
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             with contextlib.suppress(Exception):
@@ -549,6 +577,9 @@ class CommitLogTailer:
         events = self._events
         seen = self._seen
         topic_names = self._topic_names
+        accept = self.group_filter
+        verdicts = self._group_ok
+        n_excluded = 0
         (a_group, a_topic, a_part, a_off, a_epoch, a_meta, a_cts, a_ets, a_rts, a_sp, a_so,
          a_ver) = self._commits.appenders()
         floor = self._positions.get(partition, 0)
@@ -579,6 +610,13 @@ class CommitLogTailer:
                 continue
             key = rec.key
             value = rec.value
+            if accept is not None:
+                ok = verdicts.get(key.group)
+                if ok is None:
+                    ok = verdicts[key.group] = accept(key.group)
+                if not ok:
+                    n_excluded += 1
+                    continue
             if type(key) is OffsetCommitKey:
                 if seen and ("commits", partition, offset) in seen:
                     stats.duplicates_skipped += 1
@@ -626,6 +664,11 @@ class CommitLogTailer:
         stats.records += n_records
         stats.commits += n_commits
         stats.tombstones += n_tombstones
+        stats.excluded += n_excluded
+        if records:
+            newest = records[-1].timestamp  # the coordinator's clock: rising within a partition
+            if stats.last_record_ts_ms is None or newest > stats.last_record_ts_ms:
+                stats.last_record_ts_ms = newest
         if first is not None:
             lo = self._ranges.get(partition, (first, last))[0]
             self._ranges[partition] = (lo, last)
@@ -664,7 +707,28 @@ class CommitLogTailer:
         n = self.poll_batch(timeout_ms)
         if self.is_flush_due():
             self.flush()
+        if self._clock() - self._last_lag >= self.lag_every_s:
+            self.measure_lag()
         return n
+
+    def measure_lag(self) -> int | None:
+        """Records of ``__consumer_offsets`` not read yet (Σ end offset − position), into
+        ``stats.lag_records``; None (and the last value kept) when the broker does not answer."""
+        self._last_lag = self._clock()
+        if self._consumer is None:
+            return None
+        from kafka import TopicPartition
+
+        tps = [TopicPartition(OFFSETS_TOPIC, p) for p in self._positions]
+        try:
+            ends = self._consumer.end_offsets(tps)
+            lag = sum(max(0, int(ends[tp]) - max(self._positions[tp.partition], int(self._consumer.position(tp))))
+                      for tp in tps)
+        except Exception as exc:  # a statistic: never a reason to stop tailing
+            log.debug("commit log tail of %s: cannot measure the lag: %s", self.cluster, exc)
+            return None
+        self.stats.lag_records = lag
+        return lag
 
     def caught_up(self) -> bool:
         """True when every partition has been read to its current end.
@@ -803,11 +867,13 @@ class CommitLogTailer:
                         missing_wait_s = min(1.0, missing_topic_retry_s)
                     self.run_once()
                 except CommitLogAccessDenied as exc:
+                    self.stats.errors += 1
                     self.disabled_reason = str(exc)
                     log.warning("%s; the __consumer_offsets tail is off for cluster %s and the "
                                 "collector carries on with sweeps only", exc, self.cluster)
                     return
                 except CommitLogStateError as exc:
+                    self.stats.errors += 1
                     self.disabled_reason = str(exc)
                     log.error("%s; the __consumer_offsets tail is off for cluster %s until it is fixed "
                               "or deleted (deleting it restarts the tail from 'start')", exc, self.cluster)
@@ -823,6 +889,7 @@ class CommitLogTailer:
                     stop.wait(missing_wait_s)
                     missing_wait_s = min(missing_wait_s * 2, missing_topic_retry_s)
                 except (KafkaUnavailable, LakeError, OSError) as exc:
+                    self.stats.errors += 1
                     log.warning("commit log tail of %s: %s; retrying in %.0fs", self.cluster, exc,
                                 error_backoff_s)
                     self.close()
@@ -837,9 +904,12 @@ class CommitLogTailer:
 
     @classmethod
     def from_config(cls, cluster: ClusterConfig, lake_root: Path | str, **kwargs: Any) -> CommitLogTailer:
-        """A tailer for one configured cluster (``consumer_offsets_tail.start``, its security)."""
+        """A tailer for one configured cluster (``consumer_offsets_tail.start``, its security, and
+        its ``groups`` filter: the groups the sweeps skip are not recorded either)."""
+        groups = cluster.groups
         return cls(cluster.client_options(), lake_root, cluster.name,
-                   start=cluster.consumer_offsets_tail.start, **kwargs)
+                   start=cluster.consumer_offsets_tail.start,
+                   group_filter=groups.matches if groups.include or groups.exclude else None, **kwargs)
 
     def _drop_buffer(self) -> None:
         """Forget unflushed rows; the next open() seeks back to the saved positions."""

@@ -147,6 +147,10 @@ class Collector:
             from lagscope.collector.commitlog import CommitLogService
 
             self.commitlog = CommitLogService(self.settings.clusters, self.settings.collector.lake_path).start()
+            if self.metrics_server is not None:  # the tails' statistics on the same /metrics
+                from lagscope.collector.metrics import CommitLogCollector
+
+                self.metrics_server.registry.register(CommitLogCollector(self.commitlog.stats))
         return self
 
     def stop(self) -> None:

@@ -34,7 +34,7 @@ import logging
 import math
 import socket
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -54,6 +54,8 @@ __all__ = [
     "DEFAULT_PORT",
     "GROUP_STATES",
     "METRICS",
+    "SKIP_REASONS",
+    "CommitLogCollector",
     "LagCollector",
     "MetricSpec",
     "MetricsServer",
@@ -83,6 +85,7 @@ class MetricSpec:
     help: str
     unit: str = ""
     origin: str = "lagscope"  # 'kafka_exporter' | 'kafka-lag-exporter' | 'lagscope'
+    source: str = "sweep"  # 'sweep' (LagCollector) | 'commitlog' (CommitLogCollector)
 
 
 _KE = ("cluster", "consumergroup", "topic", "partition")  # kafka_exporter, per partition
@@ -175,6 +178,31 @@ METRICS: tuple[MetricSpec, ...] = (
                "started.", "groups"),
     MetricSpec("lagscope_last_sweep_timestamp_seconds", "gauge", ("cluster",),
                "Start of the latest successful sweep, seconds since the Unix epoch.", "seconds"),
+    # the __consumer_offsets tail (clusters with consumer_offsets_tail.enabled)
+    MetricSpec("lagscope_commitlog_up", "gauge", ("cluster",),
+               "1 while the __consumer_offsets tail is connected and reading; 0 while it reconnects or "
+               "waits for the topic, and for good when it stopped (no READ access, unreadable positions).",
+               "boolean", source="commitlog"),
+    MetricSpec("lagscope_commitlog_records_read_total", "counter", ("cluster",),
+               "Records read from __consumer_offsets since the collector started.", "records",
+               source="commitlog"),
+    MetricSpec("lagscope_commitlog_records_decoded_total", "counter", ("cluster",),
+               "Records decoded: offset commits, group records and tombstones (those of excluded groups "
+               "and duplicates included: they are skipped after decoding).", "records", source="commitlog"),
+    MetricSpec("lagscope_commitlog_records_skipped_total", "counter", ("cluster", "reason"),
+               "Records read but not written, by reason: unknown_type (a record type lagscope does not "
+               "decode, e.g. share groups), unknown_version (a newer record version), undecodable "
+               "(corrupt), excluded_group (outside the cluster's groups filter), duplicate (already in "
+               "the lake after a crash).", "records", source="commitlog"),
+    MetricSpec("lagscope_commitlog_lag_records", "gauge", ("cluster",),
+               "Records of __consumer_offsets not read yet: the sum over its partitions of end offset - "
+               "the tail's position, measured every few seconds.", "records", source="commitlog"),
+    MetricSpec("lagscope_commitlog_last_record_timestamp_seconds", "gauge", ("cluster",),
+               "Timestamp of the newest record read (the group coordinator's clock), seconds since the "
+               "Unix epoch; absent until the first record.", "seconds", source="commitlog"),
+    MetricSpec("lagscope_commitlog_errors_total", "counter", ("cluster",),
+               "Errors that interrupted the tail (connection, fetch, lake write: each retried; no READ "
+               "access or unreadable positions: the tail stops).", "errors", source="commitlog"),
 )
 
 _SPECS: dict[str, MetricSpec] = {s.name: s for s in METRICS}
@@ -227,7 +255,8 @@ class LagCollector(Collector):
             raise ConfigError(f"metrics compat: unknown famil{'ies' if len(unknown) > 1 else 'y'} "
                               f"{sorted(unknown)}; choose from {list(COMPAT_FAMILIES)}")
         #: the families this collector serves
-        self.specs: tuple[MetricSpec, ...] = tuple(m for m in METRICS if m.origin == "lagscope" or m.origin in wanted)
+        self.specs: tuple[MetricSpec, ...] = tuple(
+            m for m in METRICS if m.source == "sweep" and (m.origin == "lagscope" or m.origin in wanted))
         self._history_size = history_size
         self._lock = threading.Lock()  # guards _clusters' published state; held briefly
         self._update_lock = threading.Lock()  # serialises updates (histories)
@@ -539,6 +568,56 @@ def _data_samples(snapshot: Snapshot, histories: Mapping[tuple[str, int], EndOff
             _put(samples, "lagscope_member_assigned_partitions",
                  (c, group, member_id, _s(row.get("client_id")), _s(row.get("host")),
                   _s(row.get("group_instance_id"))), len(assigned))
+
+
+# ------------------------------------------------------------------------------------------
+# the __consumer_offsets tail
+# ------------------------------------------------------------------------------------------
+
+#: lagscope_commitlog_records_skipped_total's reasons, each always present (0 until it happens)
+SKIP_REASONS = ("unknown_type", "unknown_version", "undecodable", "excluded_group", "duplicate")
+
+
+class CommitLogCollector(Collector):
+    """The ``lagscope_commitlog_*`` families, read at scrape time from ``stats()``
+    (:meth:`lagscope.collector.commitlog.CommitLogService.stats`: per cluster, the tail's
+    ``TailStats.snapshot()`` plus ``disabled_reason``). Register it into
+    :attr:`MetricsServer.registry`."""
+
+    def __init__(self, stats: Callable[[], Mapping[str, Mapping[str, Any]]]) -> None:
+        self._stats = stats
+        self.specs = tuple(m for m in METRICS if m.source == "commitlog")
+
+    def describe(self) -> list[Metric]:
+        return []  # no collect() at registration: the tails may not have started yet
+
+    def collect(self) -> Iterator[Metric]:
+        samples: Samples = {}
+        for cluster, st in sorted(self._stats().items()):
+            _commitlog_samples(cluster, st, samples)
+        yield from _families([samples], self.specs)
+
+
+def _commitlog_samples(c: str, st: Mapping[str, Any], samples: Samples) -> None:
+    unknown_types = sum(dict(st.get("undecoded_types") or {}).values())
+    unknown_versions = sum(dict(st.get("unknown_versions") or {}).values())
+    undecodable = int(st.get("decode_errors") or 0)
+    records = int(st.get("records") or 0)
+    up = bool(st.get("connected")) and not st.get("disabled_reason")
+    _put(samples, "lagscope_commitlog_up", (c,), 1.0 if up else 0.0)
+    _put(samples, "lagscope_commitlog_records_read_total", (c,), records)
+    _put(samples, "lagscope_commitlog_records_decoded_total", (c,),
+         max(0, records - unknown_types - unknown_versions - undecodable))
+    skipped = {"unknown_type": unknown_types, "unknown_version": unknown_versions, "undecodable": undecodable,
+               "excluded_group": int(st.get("excluded") or 0),
+               "duplicate": int(st.get("duplicates_skipped") or 0)}
+    for reason in SKIP_REASONS:
+        _put(samples, "lagscope_commitlog_records_skipped_total", (c, reason), skipped[reason])
+    if st.get("lag_records") is not None:
+        _put(samples, "lagscope_commitlog_lag_records", (c,), int(st["lag_records"]))
+    if st.get("last_record_ts_ms") is not None:
+        _put(samples, "lagscope_commitlog_last_record_timestamp_seconds", (c,), int(st["last_record_ts_ms"]) / 1000.0)
+    _put(samples, "lagscope_commitlog_errors_total", (c,), int(st.get("errors") or 0))
 
 
 # ------------------------------------------------------------------------------------------
