@@ -21,12 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T  # noqa: N812
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from lagscope.errors import LakeError
-from lagscope.schema import TABLES
+from lagscope.lake import file_metadata
+from lagscope.schema import TABLES, Table
 
 __all__ = [
     "Checkpoint",
@@ -87,8 +89,27 @@ def read_lake(spark: SparkSession, root: Path | str, table: str, *, since: dt.da
         raise LakeError(f"cannot read lake table {table} under {root}: {exc}") from exc
 
 
+def _stamp(path: Path, table: Table) -> Path:
+    """A copy of the Spark-written ``path`` (beside it, in the staging folder) whose footer
+    carries lagscope's key-value metadata (:func:`lagscope.lake.file_metadata`: the schema
+    version, the table), as the lake's files do; Spark's own keys are kept. Spark cannot add
+    footer metadata itself, so the (small) result file is rewritten once, before it is renamed
+    into place."""
+    data = pq.ParquetFile(path).read()
+    data = data.replace_schema_metadata({**(data.schema.metadata or {}), **file_metadata(table)})
+    out = path.with_name(f".stamped-{path.name}")
+    with out.open("wb") as fh:
+        pq.write_table(data, fh, compression="zstd")
+        fh.flush()
+        os.fsync(fh.fileno())
+    return out
+
+
 def commit_results(results: Path | str, table: str, df: DataFrame, *, mode: str, tag: str) -> int:
     """Write ``df`` (with ``cluster`` and ``date`` columns) as result ``table``.
+
+    Every file carries the schema version in its Parquet metadata (readers reject a newer
+    major version: :func:`lagscope.lake.check_schema_version`).
 
     ``mode="batch"``: the partitions written are replaced whole. ``mode="incremental"``: files
     tagged ``tag`` (the step's range) are replaced, others kept. Returns the files written.
@@ -110,7 +131,7 @@ def commit_results(results: Path | str, table: str, df: DataFrame, *, mode: str,
                 new: list[Path] = []
                 for i, f in enumerate(sorted(ddir.glob("*.parquet"))):
                     target = final / f"{prefix}{i:05d}.parquet"
-                    os.replace(f, target)
+                    os.replace(_stamp(f, TABLES[table]), target)
                     new.append(target)
                     written += 1
                 keep = {p.name for p in new}

@@ -28,6 +28,9 @@ if TYPE_CHECKING:  # pyarrow.dataset imports pandas (seconds): only readers pay 
     import pyarrow.dataset as ds
 
 __all__ = [
+    "SCHEMA_VERSION_KEY",
+    "check_schema_version",
+    "file_metadata",
     "partition_dir",
     "read_table",
     "table_dir",
@@ -36,6 +39,9 @@ __all__ = [
 ]
 
 _TMP_PREFIX = ".tmp-"
+
+#: the Parquet key-value metadata key of the schema version a file was written with
+SCHEMA_VERSION_KEY = b"lagscope.schema_version"
 
 
 def table_dir(root: Path | str, table: str) -> Path:
@@ -49,9 +55,34 @@ def partition_dir(root: Path | str, table: str, cluster: str, date: dt.date) -> 
     return table_dir(root, table) / f"cluster={cluster}" / f"date={date.isoformat()}"
 
 
-def _metadata(table: Table) -> dict[bytes, bytes]:
-    return {b"lagscope.schema_version": str(SCHEMA_VERSION).encode(),
-            b"lagscope.table": table.name.encode()}
+def file_metadata(table: Table) -> dict[bytes, bytes]:
+    """The key-value metadata every lagscope Parquet file carries (lake and result tables)."""
+    return {SCHEMA_VERSION_KEY: str(SCHEMA_VERSION).encode(), b"lagscope.table": table.name.encode()}
+
+
+_metadata = file_metadata
+
+
+def _major(version: str | int) -> int:
+    return int(str(version).strip().split(".")[0])
+
+
+def check_schema_version(metadata: Mapping[bytes, bytes] | None, path: str | Path) -> None:
+    """Raise :class:`LakeError` when a file was written with a newer *major* schema version
+    than this lagscope's :data:`~lagscope.schema.SCHEMA_VERSION` (its columns may mean something
+    else). Files without the key (written before it existed, or by another tool) are accepted."""
+    raw = (metadata or {}).get(SCHEMA_VERSION_KEY)
+    if raw is None:
+        return
+    text = raw.decode(errors="replace")
+    try:
+        major = _major(text)
+    except ValueError:
+        raise LakeError(f"{path}: unreadable lagscope.schema_version {text!r}") from None
+    if major > _major(SCHEMA_VERSION):
+        table = (metadata or {}).get(b"lagscope.table", b"?").decode(errors="replace")
+        raise LakeError(f"{path}: written with lake schema version {text} (table {table}), newer than the "
+                        f"{SCHEMA_VERSION} this lagscope reads; upgrade lagscope to read it")
 
 
 def write_table(root: Path | str, table: Table, cluster: str, data: pa.Table,
@@ -111,7 +142,8 @@ def read_table(root: Path | str, table: str, *, cluster: str | Iterable[str] | N
     """Read a lake table (all clusters and dates unless filtered) as one Arrow table.
 
     Partition columns ``cluster`` and ``date`` are included. An absent table reads as an empty
-    table with the right schema.
+    table with the right schema. A file written with a newer major schema version raises
+    :class:`LakeError` (see :func:`check_schema_version`) rather than being misread.
     """
     import pyarrow.dataset as ds
 
@@ -134,6 +166,8 @@ def read_table(root: Path | str, table: str, *, cluster: str | Iterable[str] | N
         c = ds.field("cluster").isin(names)
         expr = c if expr is None else expr & c
     try:
+        for fragment in dataset.get_fragments(filter=expr):  # footers only: the version check
+            check_schema_version(fragment.physical_schema.metadata, fragment.path)
         return dataset.to_table(columns=columns, filter=expr)
     except (pa.ArrowInvalid, OSError) as exc:
         raise LakeError(f"cannot read lake table {table} under {folder}: {exc}") from exc
