@@ -13,7 +13,8 @@ from pyspark.testing import assertDataFrameEqual
 
 from lagscope.analytics import findings
 from lagscope.analytics.findings import RuleParams
-from lagscope.analytics.series import KEY, enrich_series, prepare_series
+from lagscope.analytics.io import spark_schema
+from lagscope.analytics.series import KEY, enrich_series, prepare_series, state_rows
 from lagscope.analytics.trends import transform_lag_seconds, transform_lag_trends
 
 pytestmark = pytest.mark.spark
@@ -72,6 +73,18 @@ CASES: list[tuple[str, dict[int, list[tuple[Any, ...]]], list[tuple[str, int, fl
      [("lag_growth", 0, 60, None, 5.0)]),
     # a steady consumer, 3 behind: nothing to report
     ("steady", {0: [(t, 100 * t // 10 - 3, 100 * t // 10, 0) for t in range(10, 201, 10)]}, []),
+    # consuming 100 per 10 s, rewinds 1200 → 800 at t=30, then re-consumes fast: 800 → 1450
+    # in one interval (past the end 1400 seen at t=30; 650 > 5 × 10/s × 10 s). Only
+    # 1450 − 1200 = 250 of those were never processed before, and 250 ≤ 500: the rewind, no skip
+    ("rewind-then-catch-up", {0: [(0, 1000, 1000, 0), (10, 1100, 1200, 0), (20, 1200, 1300, 0),
+                                  (30, 800, 1400, 0), (40, 1450, 1450, 0), (50, 1550, 1550, 0)]},
+     [("rewind", 0, 20, 30, 400.0)]),
+    # stalled from t=40 with an owner (a stall from 70 on, 30 s later); the owner leaves at
+    # t=80, the partition still unprocessed (no owner: stop-like) until the commit at 100:
+    # one fault, one stall anomaly 40 → 100 (not a stall and a stop)
+    ("stall-then-orphaned", {0: [(t, t if t <= 30 or t >= 100 else 30, t, 0,
+                                  None if 80 <= t < 100 else "m1") for t in range(0, 111, 10)]},
+     [("stall", 0, 40, 100, 60.0)]),
 ]
 
 
@@ -98,6 +111,85 @@ def test_anomaly_rules(spark: SparkSession) -> None:
         [(name, p, kind, at(s), None if e is None else at(e), m) for name, _, exp in CASES for kind, p, s, e, m in exp],
         "group_id string, partition int, kind string, start_ts timestamp, end_ts timestamp, magnitude double")
     assertDataFrameEqual(got, expected)
+
+
+def _commits_df(spark: SparkSession, cases: list[tuple[str, list[tuple[float, int]]]]) -> DataFrame:
+    """Lake ``commits`` rows from ``(group, [(t_seconds, offset), …])`` (topic t, partition 0),
+    in ``__consumer_offsets`` order."""
+    rows = [{"cluster": "c", "date": at(t).date().isoformat(), "group_id": g, "topic": "t", "partition": 0,
+             "committed_offset": o, "commit_ts": at(t), "record_ts": at(t), "source_partition": 7,
+             "source_offset": n}
+            for g, cs in cases for n, (t, o) in enumerate(cs)]
+    return spark.createDataFrame(rows, spark_schema("commits"))
+
+
+def _every(step: float, t0: float, t1: float, offset: int) -> list[tuple[float, int]]:
+    """Commits of the same ``offset`` every ``step`` s in [t0, t1]."""
+    return [(t0 + i * step, offset) for i in range(int((t1 - t0) / step) + 1)]
+
+
+# (case, sweep rows (t, committed, end, log_start[, owner]), commits (t, offset),
+#  expected anomalies: (kind, start s, end s or None, magnitude))
+COMMIT_CASES: list[tuple[str, list[tuple[Any, ...]], list[tuple[float, int]],
+                         list[tuple[str, float, float | None, float]]]] = [
+    # sweeps see 600 at t=10 and 700 at t=20; between them the group committed 450 at
+    # t=12.5 (a rewind of 150) and 700 at t=17: invisible to the sweeps, found in the
+    # commit stream at its exact time
+    ("rewind-between-sweeps", [(0, 500, 800, 0), (10, 600, 900, 0), (20, 700, 1000, 0), (30, 800, 1100, 0)],
+     [(0, 500), (5, 550), (10, 600), (12.5, 450), (17, 700), (30, 800)], [("rewind", 12.5, 12.5, 150.0)]),
+    # the sweeps see the rewind too (600 → 400 between t=10 and t=20): one rewind, at the
+    # commit's time (t=14), not two
+    ("rewind-seen-by-both", [(0, 500, 1000, 0), (10, 600, 1000, 0), (20, 400, 1000, 0), (30, 500, 1000, 0)],
+     [(0, 500), (10, 600), (14, 400), (30, 500)], [("rewind", 14, 14, 200.0)]),
+    # a reset to the end between t=30 and t=40 (as in the sweep-only skip case), committed at
+    # t=36 after a regular commit at t=31: the skip is timed by the commit that jumped
+    ("skip-timed-by-commit", [(0, 1000, 1000, 0), (10, 1100, 2000, 0), (20, 1200, 3000, 0), (30, 1300, 4000, 0),
+                              (40, 5000, 5000, 0)],
+     [(0, 1000), (10, 1100), (20, 1200), (30, 1300), (31, 1310), (36, 5000)], [("skip", 36, 36, 3600.0)]),
+    # offset frozen at 30 from t=40, owner assigned, and the group keeps committing 30 every
+    # 5 s (polls but makes no progress): Burrow's STALL
+    ("stall-still-committing", _stall_rows("m1"), [(0, 0), (10, 10), (20, 20), *_every(5, 30, 85, 30), (90, 90)],
+     [("stall", 40, 90, 50.0)]),
+    # the same sweeps, but no commit at all after t=30 although the owner stays assigned:
+    # the consumer stopped (Burrow's STOP), which only the commit stream can tell
+    ("stop-with-owner", _stall_rows("m1"), [(0, 0), (10, 10), (20, 20), (30, 30), (90, 90)],
+     [("stop", 40, 90, 50.0)]),
+]
+
+
+def test_anomaly_rules_with_the_commit_stream(spark: SparkSession) -> None:
+    df = cases_df(spark, [offsets_rows(rows, group=name) for name, rows, _, _ in COMMIT_CASES])
+    commits = findings.commit_records(_commits_df(spark, [(name, cs) for name, _, cs, _ in COMMIT_CASES]))
+    enriched = enrich_series(prepare_series(df))
+    got = (findings.transform_episodes(enriched, stall_after_s=P.stall_after_s, stop_after_s=P.stop_after_s,
+                                       commits=commits)
+           .unionByName(findings.transform_point_events(enriched, skip_factor=P.skip_factor,
+                                                        skip_min_messages=P.skip_min_messages, commits=commits))
+           .select("group_id", "kind", "start_ts", "end_ts", F.round("magnitude", 3).alias("magnitude")))
+    expected = spark.createDataFrame(
+        [(name, kind, at(s), None if e is None else at(e), m) for name, _, _, exp in COMMIT_CASES
+         for kind, s, e, m in exp],
+        "group_id string, kind string, start_ts timestamp, end_ts timestamp, magnitude double")
+    assertDataFrameEqual(got, expected)
+
+
+def test_rewinds_from_commits_count_once_across_steps(spark: SparkSession) -> None:
+    # step 1 sweeps t=0…20, step 2 t=30…40 seeded by step 1's state; the commit stream of
+    # step 2 reaches back (as an incremental run's lookback does) over the rewind at t=12.5,
+    # which step 1 reported: step 2 reports only its own, at t=33
+    name, rows, cs, _ = COMMIT_CASES[0]
+    rows = [*rows[:3], (30, 800, 1100, 0), (40, 900, 1200, 0)]
+    cs = [*cs[:5], (30, 800), (33, 700), (38, 900)]
+    commits = findings.commit_records(_commits_df(spark, [(name, cs)]))
+    one = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows[:3], group=name)])))
+    two = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows[3:], group=name)])), state_rows(one))
+    got = [findings.transform_point_events(e, skip_factor=P.skip_factor, skip_min_messages=P.skip_min_messages,
+                                           commits=commits).select("kind", "start_ts", "magnitude")
+           for e in (one, two)]
+    assertDataFrameEqual(got[0], spark.createDataFrame([("rewind", at(12.5), 150.0)],
+                                                       "kind string, start_ts timestamp, magnitude double"))
+    assertDataFrameEqual(got[1], spark.createDataFrame([("rewind", at(33), 100.0)],
+                                                       "kind string, start_ts timestamp, magnitude double"))
 
 
 def test_anomaly_keys_are_stable_and_units_named(spark: SparkSession) -> None:
