@@ -110,7 +110,9 @@ def rebalance_annotations(rows: Iterable[Mapping[str, Any]], now: dt.datetime,
             text = f"Rebalance of {r['group_id']} ({cause}) in progress"
         if r.get("partitions_moved") is not None:
             text += f"; {r['partitions_moved']} partitions moved"
-        link = _link(app_url, "rebalance", {"cluster": r["cluster"], "group": r["group_id"]}, start, end)
+        # ``rebalance=<start ms>`` names the window exactly (docs/ui.md, the URL contract)
+        link = _link(app_url, "rebalance", {"cluster": r["cluster"], "group": r["group_id"], "rebalance": start},
+                     start, end)
         text += f' <a href="{link}">open in lagscope</a>'
         out.append(Annotation(key, start, end, text, (ANNOTATION_TAG, "rebalance", f"cluster:{r['cluster']}",
                                                       f"group:{r['group_id']}", f"cause:{cause}")))

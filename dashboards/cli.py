@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import os
 import time
 from pathlib import Path
 from typing import Annotated
@@ -35,22 +34,32 @@ alerts_app = typer.Typer(help="Alert webhooks from the analytics' findings.", no
 _Results = Annotated[Path, typer.Option("--results", help="Root of the analytics' result tables.")]
 _Config = Annotated[Path, typer.Option("--config", help="Alerts config (YAML): routes, app_url, lookback_s.")]
 _Outbox = Annotated[Path, typer.Option("--outbox", help="The outbox file (SQLite); created when missing.")]
+_AppUrl = Annotated[str | None, typer.Option(
+    help="The Streamlit app's base URL for links (default: ui.url of --config, LAGSCOPE_UI__URL, "
+         "http://localhost:8501).")]
+_Settings = Annotated[Path | None, typer.Option(
+    "--config", help="lagscope's settings (YAML, docs/configuration.md): its ui.url is the app's base URL.",
+    dir_okay=False)]
+#: the alerts commands' --config is the alert routes: lagscope's settings are --settings there
+_AlertSettings = Annotated[Path | None, typer.Option(
+    "--settings", help="lagscope's settings (YAML): its ui.url is the app's base URL when the routes file "
+                       "sets no app_url.", dir_okay=False)]
 
 
 @dashboards_app.command("generate")
 def generate_cmd(
     out: Annotated[Path | None, typer.Option(help="Output folder (default: dashboards/grafana).")] = None,
-    app_url: Annotated[str | None, typer.Option(help="Streamlit app URL for data links "
-                                                     "(default: LAGSCOPE_APP_URL or http://localhost:8501).")] = None,
+    app_url: _AppUrl = None,
+    settings: _Settings = None,
     prometheus_url: Annotated[str, typer.Option(help="URL of the provisioned Prometheus data source.")]
     = "http://localhost:9090",
     check: Annotated[bool, typer.Option("--check", help="Only compare; exit 1 when the files differ.")] = False,
 ) -> None:
     """Write the dashboards and the Grafana provisioning files."""
-    from lagscope.dashboards import grafana_gen
+    from lagscope.dashboards import grafana_gen, links
 
     folder = out or grafana_gen.DEFAULT_OUT_DIR
-    url = app_url or os.environ.get("LAGSCOPE_APP_URL") or grafana_gen.DEFAULT_APP_URL
+    url = links.app_url(app_url, config=settings)
     if check:
         stale = [rel for rel, text in grafana_gen.render_files(url, prometheus_url).items()
                  if not (folder / rel).exists() or (folder / rel).read_text() != text]
@@ -74,10 +83,11 @@ def push_cmd(
     folder_uid: Annotated[str | None, typer.Option(help="Grafana folder uid for the dashboards.")] = None,
     since_hours: Annotated[float, typer.Option(help="Only annotations of findings that ended within this "
                                                     "many hours (or are open).")] = 24 * 7,
-    app_url: Annotated[str | None, typer.Option(help="Streamlit app URL for the annotation links.")] = None,
+    app_url: _AppUrl = None,
+    settings: _Settings = None,
 ) -> None:
     """Upsert the dashboards and write rebalance windows and anomalies as annotations."""
-    from lagscope.dashboards import grafana_gen
+    from lagscope.dashboards import grafana_gen, links
     from lagscope.dashboards.annotations import GrafanaPusher, annotations_from_results, grafana_from_env
 
     src = folder or grafana_gen.DEFAULT_OUT_DIR
@@ -89,7 +99,7 @@ def push_cmd(
     except (OSError, json.JSONDecodeError) as exc:
         raise ConfigError(f"cannot read the dashboards under {src}: {exc}") from exc
     now = dt.datetime.now(dt.UTC)
-    link_base = app_url or os.environ.get("LAGSCOPE_APP_URL") or grafana_gen.DEFAULT_APP_URL
+    link_base = links.app_url(app_url, config=settings)
     anns = annotations_from_results(results, now, link_base,
                                     since=now - dt.timedelta(hours=since_hours)) if results else []
     api = grafana_from_env(url, token_file=token_file)
@@ -101,11 +111,12 @@ def push_cmd(
 
 
 @alerts_app.command("evaluate")
-def evaluate_cmd(results: _Results, config: _Config, outbox: _Outbox) -> None:
+def evaluate_cmd(results: _Results, config: _Config, outbox: _Outbox, settings: _AlertSettings = None) -> None:
     """Queue the notifications the current findings imply (firing and resolved, deduplicated)."""
+    from lagscope.dashboards import links
     from lagscope.dashboards.alerts import Outbox, enqueue_findings, findings_from_results, load_config
 
-    cfg = load_config(config)
+    cfg = load_config(config, app_url=links.app_url(config=settings) if settings else None)
     now = dt.datetime.now(dt.UTC)
     findings = findings_from_results(results, now)
     with Outbox(outbox) as box:
@@ -136,11 +147,13 @@ def deliver_cmd(
 def run_cmd(
     results: _Results, config: _Config, outbox: _Outbox,
     interval: Annotated[float, typer.Option(help="Seconds between evaluations.")] = 60.0,
+    settings: _AlertSettings = None,
 ) -> None:
     """Evaluate and deliver every ``--interval`` seconds until interrupted (Ctrl-C)."""
+    from lagscope.dashboards import links
     from lagscope.dashboards.alerts import Outbox, Sender, enqueue_findings, findings_from_results, load_config
 
-    cfg = load_config(config)
+    cfg = load_config(config, app_url=links.app_url(config=settings) if settings else None)
     with Outbox(outbox) as box, Sender(box, cfg) as sender:
         try:
             while True:

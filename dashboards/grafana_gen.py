@@ -50,6 +50,8 @@ from grafana_foundation_sdk.models import dashboard as mdash
 from grafana_foundation_sdk.models import piechart as mpie
 from grafana_foundation_sdk.models import prometheus as mprom
 
+from lagscope.dashboards import links
+
 __all__ = [
     "ANNOTATION_TAG",
     "DEFAULT_APP_URL",
@@ -64,8 +66,8 @@ __all__ = [
 
 #: where ``lagscope dashboards generate`` writes by default (the repository's folder)
 DEFAULT_OUT_DIR = Path(__file__).resolve().parent / "grafana"
-#: the Streamlit app's default address (the CLI takes --app-url, else LAGSCOPE_APP_URL, else this)
-DEFAULT_APP_URL = "http://localhost:8501"
+#: the Streamlit app's default address (the CLI resolves the configured one: lagscope.dashboards.links)
+DEFAULT_APP_URL = links.DEFAULT_APP_URL
 DEFAULT_PROMETHEUS_URL = "http://localhost:9090"
 #: the uid of the provisioned Prometheus data source (the ``datasource`` variable's default)
 PROMETHEUS_DS_UID = "lagscope-prometheus"

@@ -211,12 +211,15 @@ class AlertsLoop(_Periodic):
 
     name = "alerts"
 
-    def __init__(self, results: Path, config_file: Path, outbox: Path, *, interval_s: float) -> None:
+    def __init__(self, results: Path, config_file: Path, outbox: Path, *, interval_s: float,
+                 app_url: str | None = None) -> None:
         from lagscope.dashboards.alerts import load_config as load_alerts
 
         super().__init__(interval_s)
         self.results, self.outbox_path = results, outbox
-        self.config = load_alerts(config_file)  # invalid routes fail here, before anything starts
+        # invalid routes fail here, before anything starts; links point at the settings' ui.url
+        # unless the routes file sets app_url
+        self.config = load_alerts(config_file, app_url=app_url)
         self._outbox: Any = None
         self._sender: Any = None
         self.delivered = 0
@@ -336,7 +339,7 @@ def build_components(settings: Settings, parts: set[Part], *, results: Path, ale
         else:
             out.append(ResultsMetrics(results, settings.metrics.bind, settings.metrics.port))
     if Part.alerts in parts and alerts is not None:
-        out.append(AlertsLoop(results, alerts, outbox, interval_s=alerts_interval_s))
+        out.append(AlertsLoop(results, alerts, outbox, interval_s=alerts_interval_s, app_url=settings.ui.url))
     if Part.analytics in parts:
         from lagscope.analytics.configured import job_settings
 

@@ -400,6 +400,17 @@ class AlertsConfig(_Section):
 class UiConfig(_Section):
     """The Streamlit drill-down app (fields added by the UI component)."""
 
+    url: str = Field("http://localhost:8501", description=(
+        "The app's base URL as its users reach it: the links of Grafana data links, annotations and alert "
+        "payloads point here (`LAGSCOPE_UI__URL`)."))
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, v: str) -> str:
+        if not re.match(r"^https?://[^\s/?#]+", v):
+            raise ValueError("must be an http:// or https:// URL")
+        return v
+
 
 class Settings(BaseSettings):
     """All of lagscope's settings (see :func:`load_config`)."""
@@ -412,7 +423,7 @@ class Settings(BaseSettings):
     metrics: MetricsConfig = Field(default_factory=MetricsConfig, description="Prometheus endpoint.")  # type: ignore[arg-type]
     analytics: AnalyticsConfig = Field(default_factory=AnalyticsConfig, description="Spark analytics.")  # type: ignore[arg-type]
     alerts: AlertsConfig = Field(default_factory=AlertsConfig, description="Alert webhooks.")
-    ui: UiConfig = Field(default_factory=UiConfig, description="Streamlit app.")
+    ui: UiConfig = Field(default_factory=UiConfig, description="Streamlit app.")  # type: ignore[arg-type]
 
     @classmethod
     def settings_customise_sources(

@@ -2,7 +2,8 @@
 
 One YAML (or JSON) file::
 
-    app_url: http://localhost:8501          # the Streamlit app, for links in the payloads
+    app_url: http://localhost:8501          # the Streamlit app, for links in the payloads (omitted:
+                                             # lagscope's ui.url, see lagscope.dashboards.links)
     runbook_url: https://example.org/lagscope/docs/alerting.md
     lookback_s: 3600                         # closed findings older than this are not sent
     routes:
@@ -32,6 +33,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from lagscope.dashboards import links
 from lagscope.dashboards.alerts.findings import Finding, severity_rank
 from lagscope.errors import ConfigError
 
@@ -102,7 +104,9 @@ class Route(BaseModel):
 class AlertsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    app_url: str = "http://localhost:8501"
+    #: omitted: lagscope's ``ui.url`` (LAGSCOPE_UI__URL, else the default), or what the caller
+    #: of :func:`load_config` passes as ``app_url`` (``lagscope run``: its settings' ``ui.url``)
+    app_url: str = Field(default_factory=links.app_url)
     runbook_url: str = "https://github.com/lagscope/lagscope/blob/main/docs/alerting.md"
     lookback_s: float = Field(default=3600.0, ge=0)
     routes: list[Route] = Field(default_factory=list)
@@ -126,8 +130,11 @@ def _one_line(exc: ValidationError) -> str:
     return f"{where}: {first['msg']}"
 
 
-def load_config(source: Path | str | dict[str, Any]) -> AlertsConfig:
-    """Parse and validate an alerts config (a path to YAML/JSON, or an already-parsed dict)."""
+def load_config(source: Path | str | dict[str, Any], *, app_url: str | None = None) -> AlertsConfig:
+    """Parse and validate an alerts config (a path to YAML/JSON, or an already-parsed dict).
+
+    ``app_url``: the app's base URL when the config sets none (lagscope's ``ui.url``).
+    """
     if isinstance(source, dict):
         data: Any = source
         name = "alerts config"
@@ -143,7 +150,10 @@ def load_config(source: Path | str | dict[str, Any]) -> AlertsConfig:
     if not isinstance(data, dict):
         raise ConfigError(f"{name}: expected a mapping at the top level")
     try:
-        return AlertsConfig.model_validate(data)
+        cfg = AlertsConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"{name}: {_one_line(exc)}") from exc
+    if app_url and "app_url" not in cfg.model_fields_set:
+        cfg = cfg.model_copy(update={"app_url": links.app_url(app_url)})
+    return cfg
 

@@ -44,6 +44,7 @@ def app_link(app_url: str, finding: Finding, now: dt.datetime) -> str:
     page = "group"
     if finding.kind == "rebalance":
         page = "rebalance"
+        params["rebalance"] = str(_ms(finding.starts_at))  # the window itself (docs/ui.md)
     if finding.topic is not None:
         params["topic"] = finding.topic
         if finding.partition is not None:

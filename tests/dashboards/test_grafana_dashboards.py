@@ -36,7 +36,7 @@ def _panels(data: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def test_committed_files_match_the_generator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("LAGSCOPE_APP_URL", raising=False)
+    monkeypatch.delenv("LAGSCOPE_UI__URL", raising=False)
     # `lagscope dashboards generate` was run after the last change of grafana_gen.py
     expected = grafana_gen.render_files()
     assert sorted(p.name for p in FILES) == sorted(k for k in expected if k.endswith(".json"))
@@ -47,10 +47,10 @@ def test_committed_files_match_the_generator(tmp_path: Path, monkeypatch: pytest
 
 
 def test_generate_check_detects_a_stale_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LAGSCOPE_APP_URL", "https://app.example.org")
+    monkeypatch.setenv("LAGSCOPE_UI__URL", "https://app.example.org")
     runner = CliRunner()
     assert runner.invoke(app, ["dashboards", "generate", "--out", str(tmp_path)]).exit_code == 0
-    # LAGSCOPE_APP_URL reached the data links
+    # LAGSCOPE_UI__URL (lagscope's ui.url) reached the data links
     assert "https://app.example.org/?" in (tmp_path / "lagscope-group.json").read_text()
     (tmp_path / "lagscope-group.json").write_text("{}")
     result = runner.invoke(app, ["dashboards", "generate", "--out", str(tmp_path), "--check"])

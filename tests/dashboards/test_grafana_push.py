@@ -260,3 +260,21 @@ def test_cli_push_with_token_file(grafana: tuple[FakeGrafana, str], synthetic: S
     assert "annotations: 0 created, 2 updated, 3 unchanged" in result.output
     assert len(fake.dashboards) == 4
     assert len(fake.annotations) == 5
+
+
+def test_rebalance_annotation_links_open_that_window(synthetic: Synthetic) -> None:
+    # the app reads the link through its URL contract (docs/ui.md): the Rebalance page, the
+    # window named by its start in epoch ms, a time range around the window
+    from lagscope.dashboards.app.params import parse_selection
+
+    anns = [a for a in annotations_from_results(synthetic.root, synthetic.now) if "rebalance" in a.tags]
+    assert len(anns) == 3
+    for a in anns:
+        href = a.text.split('href="', 1)[1].split('"', 1)[0]
+        query = {k: v[-1] for k, v in parse_qs(urlsplit(href).query).items()}
+        sel = parse_selection(query)
+        assert (sel.page, sel.cluster, sel.group) == ("rebalance", "prod", "orders-svc")
+        assert sel.rebalance_ms == a.time_ms
+        assert sel.start_ms is not None
+        assert sel.end_ms is not None
+        assert sel.start_ms < a.time_ms <= a.time_end_ms < sel.end_ms

@@ -1,0 +1,97 @@
+"""The Streamlit app's base URL: configured once (lagscope's ``ui.url``), used by every link
+(Grafana data links, annotations, alert payloads); see lagscope.dashboards.links."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from results_synthetic import Synthetic
+from typer.testing import CliRunner
+
+from lagscope.cli import app
+from lagscope.dashboards.alerts import Outbox
+from lagscope.dashboards.alerts import load_config as load_alerts
+from lagscope.dashboards.links import DEFAULT_APP_URL, app_url
+from lagscope.errors import ConfigError
+
+
+def _settings(tmp_path: Path, url: str | None) -> Path:
+    path = tmp_path / "lagscope.yaml"
+    path.write_text(yaml.safe_dump({"ui": {"url": url}} if url else {}))
+    return path
+
+
+@pytest.mark.parametrize(("explicit", "file_url", "env_url", "expected"), [
+    # nothing configured: lagscope ui's default address
+    (None, None, None, DEFAULT_APP_URL),
+    # the settings file's ui.url
+    (None, "https://app.example.org", None, "https://app.example.org"),
+    # the environment overrides the file (as for every setting)
+    (None, "https://app.example.org", "https://env.example.org", "https://env.example.org"),
+    # the environment alone
+    (None, None, "http://10.0.0.5:8501/lagscope/", "http://10.0.0.5:8501/lagscope"),
+    # an explicit URL (--app-url, the routes file's app_url) wins over everything
+    ("https://cli.example.org/", "https://app.example.org", "https://env.example.org", "https://cli.example.org"),
+])
+def test_resolution_order(tmp_path: Path, explicit: str | None, file_url: str | None, env_url: str | None,
+                          expected: str) -> None:
+    environ = {"LAGSCOPE_UI__URL": env_url} if env_url else {}
+    assert app_url(explicit, config=_settings(tmp_path, file_url), environ=environ) == expected
+
+
+@pytest.mark.parametrize("bad", ["localhost:8501", "ftp://app.example.org", "https://"])
+def test_a_url_that_is_not_http_is_one_line_error(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(ConfigError, match=r"^--app-url must be an http:// or https:// URL$"):
+        app_url(bad)
+    with pytest.raises(ConfigError, match=r"^ui\.url: must be an http:// or https:// URL$"):
+        app_url(config=_settings(tmp_path, bad), environ={})
+
+
+def test_generate_takes_the_settings_ui_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LAGSCOPE_UI__URL", raising=False)
+    settings = _settings(tmp_path, "https://lagscope.example.org/app")
+    out = tmp_path / "out"
+    runner = CliRunner()
+    result = runner.invoke(app, ["dashboards", "generate", "--out", str(out), "--config", str(settings)])
+    assert result.exit_code == 0, result.output
+    text = (out / "lagscope-group.json").read_text()
+    assert "https://lagscope.example.org/app/?" in text
+    assert "localhost:8501" not in text
+    # --app-url beats the settings
+    result = runner.invoke(app, ["dashboards", "generate", "--out", str(out), "--config", str(settings),
+                                 "--app-url", "https://other.example.org"])
+    assert result.exit_code == 0, result.output
+    assert "https://other.example.org/?" in (out / "lagscope-group.json").read_text()
+
+
+def test_alert_routes_take_ui_url_unless_they_set_app_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LAGSCOPE_UI__URL", raising=False)
+    # no app_url in the routes: the one passed in (lagscope run: its settings' ui.url)
+    assert load_alerts({"routes": []}, app_url="https://ui.example.org/").app_url == "https://ui.example.org"
+    # nothing passed: lagscope's ui.url from the environment, else the default
+    assert load_alerts({"routes": []}).app_url == DEFAULT_APP_URL
+    monkeypatch.setenv("LAGSCOPE_UI__URL", "https://env.example.org")
+    assert load_alerts({"routes": []}).app_url == "https://env.example.org"
+    # the routes file's own app_url wins
+    assert load_alerts({"app_url": "https://mine.example.org"},
+                       app_url="https://ui.example.org").app_url == "https://mine.example.org"
+
+
+def test_alerts_evaluate_links_point_at_the_settings_ui_url(synthetic: Synthetic, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LAGSCOPE_UI__URL", raising=False)
+    routes = tmp_path / "alerts.yaml"  # no app_url of its own
+    routes.write_text("routes:\n  - {name: g, url: 'http://127.0.0.1:9/hook', format: generic, min_severity: info}\n")
+    outbox = tmp_path / "outbox.sqlite"
+    runner = CliRunner()
+    result = runner.invoke(app, ["alerts", "evaluate", "--results", str(synthetic.root), "--config", str(routes),
+                                 "--outbox", str(outbox), "--settings", str(_settings(tmp_path, "https://ui.example.org"))])
+    assert result.exit_code == 0, result.output
+    with Outbox(outbox) as box:
+        bodies = [json.loads(e.body) for e in box.due(now=float("inf"))]
+    assert len(bodies) >= 6
+    for body in bodies:  # every queued notification links into the app at ui.url
+        assert body["links"]["app"].startswith("https://ui.example.org/?"), body["links"]
