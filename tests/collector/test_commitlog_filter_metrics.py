@@ -94,10 +94,16 @@ def test_no_filter_means_every_group(tmp_path: Path) -> None:
 
 def _join_and_commit(bootstrap: str, topic: str, group: str, offset: int) -> None:
     """A real member: joins (a group_metadata record), commits ``offset`` on partition 0, leaves."""
-    c = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
                       session_timeout_ms=6000, heartbeat_interval_ms=1000)
     try:
+        # learn the new topic's partitions before joining: a leader that joins without them
+        # assigns nothing (kafka-python 3) and the group never gets going
         deadline = time.monotonic() + 30
+        while not c.partitions_for_topic(topic):
+            assert time.monotonic() < deadline, f"{topic} has no partitions"
+            time.sleep(0.1)
+        c.subscribe([topic])
         while not c.assignment():
             assert time.monotonic() < deadline, f"{group} got no assignment"
             c.poll(200)

@@ -45,7 +45,8 @@ def _feed(collector: Collector) -> None:
 
 
 def _names(origin: str) -> set[str]:
-    return {m.name.removesuffix("_total") for m in METRICS if m.origin == origin}
+    # the sweep's families (the tail's are served only with a tail: test_commitlog_filter_metrics.py)
+    return {m.name.removesuffix("_total") for m in METRICS if m.origin == origin and m.source == "sweep"}
 
 
 # (compat setting, name sets expected on /metrics besides lagscope's own)
