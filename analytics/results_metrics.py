@@ -20,12 +20,16 @@ metric                                                       type       labels
 ``lagscope_catchup_eta_seconds``                             gauge      cluster, group, topic, partition
 ``lagscope_results_last_update_timestamp_seconds``           gauge      table
 ``lagscope_results_read_errors_total``                       counter    (none)
+``lagscope_results_files_read_total``                        counter    (none)
 ===========================================================  =========  ==========================================
 
-The tables are re-read at most every ``refresh_s`` seconds; between reads every scrape serves
-the last complete reading (one immutable :class:`ResultsReading`, replaced whole). A table
-that cannot be read keeps its previous reading and counts a read error, so a scrape never
-fails and a transient error never turns into zeros.
+The tables are brought up to date at most every ``refresh_s`` seconds, reading only the files
+that are new or changed since the previous reading (:class:`TableFiles`: by path, modification
+time and size; an incremental analytics step adds files, so a refresh reads that step's files
+only); between refreshes every scrape serves the last complete reading (one immutable
+:class:`ResultsReading`, replaced whole). A table that cannot be read keeps its previous
+reading and counts a read error, so a scrape never fails and a transient error never turns
+into zeros.
 
     >>> from prometheus_client import CollectorRegistry
     >>> registry = CollectorRegistry()
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 import time
 from collections import defaultdict
@@ -44,18 +49,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 from lagscope.errors import LakeError
-from lagscope.lake import read_table
+from lagscope.lake import check_schema_version
+from lagscope.schema import TABLES
 
 __all__ = [
     "DURATION_BUCKETS",
     "GROUP_STATUSES",
     "ResultsCollector",
     "ResultsReading",
+    "TableFiles",
     "current_rows",
     "read_results",
     "serve",
@@ -82,43 +90,128 @@ class ResultsReading:
     rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     #: per table: the newest modification time of its files (epoch s); absent when no file
     updated: dict[str, float] = field(default_factory=dict)
+    #: per table: the files this reading had to read (new or changed since the previous one)
+    files_read: dict[str, list[Path]] = field(default_factory=dict)
 
 
-def _newest_mtime(folder: Path) -> float | None:
-    newest: float | None = None
-    if not folder.exists():
-        return None
-    for path in folder.rglob("*.parquet"):
-        if path.name.startswith("."):
-            continue
-        mtime = path.stat().st_mtime
-        newest = mtime if newest is None else max(newest, mtime)
-    return newest
+@dataclass(frozen=True)
+class _FileRows:
+    stamp: tuple[int, int]  # (mtime in ns, size): a file rewritten in place gets a new stamp
+    mtime: float
+    rows: tuple[dict[str, Any], ...]
+
+
+def _partition_value(folder: Path, key: str) -> str | None:
+    prefix = f"{key}="
+    return folder.name[len(prefix):] if folder.name.startswith(prefix) else None
+
+
+class TableFiles:
+    """The rows of one result table under ``root``, file by file, re-reading only what changed.
+
+    The analytics only ever add files (an incremental step), replace a file by its name (a
+    step re-run after a crash) or replace a day's files (a batch run): a refresh lists the
+    table's files and reads those whose (path, modification time, size) it has not read yet;
+    rows of files that are gone are dropped. ``refresh`` is all or nothing: on an error the
+    previous files stay.
+    """
+
+    def __init__(self, root: Path | str, table: str) -> None:
+        if table not in TABLES:
+            raise LakeError(f"unknown result table {table!r}")
+        self.root = Path(root)
+        self.table = table
+        self._files: dict[Path, _FileRows] = {}
+
+    def _listing(self) -> dict[Path, os.stat_result]:
+        folder = self.root / self.table
+        out: dict[Path, os.stat_result] = {}
+        if not folder.is_dir():
+            return out
+        for cdir in folder.glob("cluster=*"):
+            for ddir in cdir.glob("date=*"):
+                for path in ddir.glob("*.parquet"):
+                    if path.name.startswith((".", "_")):
+                        continue  # a file being written (lake.write_table, Spark's staging)
+                    try:
+                        out[path] = path.stat()
+                    except FileNotFoundError:
+                        continue  # replaced between the listing and the stat
+        return out
+
+    def _read(self, path: Path) -> tuple[dict[str, Any], ...]:
+        import pyarrow.dataset as ds
+
+        schema = TABLES[self.table].schema
+        dataset = ds.dataset(str(path), format="parquet", schema=schema)
+        for fragment in dataset.get_fragments():
+            check_schema_version(fragment.physical_schema.metadata, fragment.path)
+        try:
+            rows = dataset.to_table().to_pylist()
+        except pa.ArrowInvalid as exc:
+            raise LakeError(f"cannot read result file {path}: {exc}") from exc
+        cluster = _partition_value(path.parent.parent, "cluster")
+        date = _partition_value(path.parent, "date")
+        return tuple({**row, "cluster": cluster, "date": date} for row in rows)
+
+    def refresh(self) -> list[Path]:
+        """Bring the rows up to date with the files on disk; returns the files read."""
+        files: dict[Path, _FileRows] = {}
+        read: list[Path] = []
+        for path, st in sorted(self._listing().items()):
+            stamp = (st.st_mtime_ns, st.st_size)
+            cached = self._files.get(path)
+            if cached is not None and cached.stamp == stamp:
+                files[path] = cached
+                continue
+            try:
+                rows = self._read(path)
+            except FileNotFoundError:
+                continue  # deleted by a batch run since the listing: it is gone
+            except (pa.ArrowInvalid, OSError) as exc:
+                raise LakeError(f"cannot read result file {path}: {exc}") from exc
+            files[path] = _FileRows(stamp, st.st_mtime, rows)
+            read.append(path)
+        self._files = files
+        return read
+
+    def rows(self) -> list[dict[str, Any]]:
+        return [row for f in self._files.values() for row in f.rows]
+
+    def newest_mtime(self) -> float | None:
+        return max((f.mtime for f in self._files.values()), default=None)
+
+
+def _read_all(tables: Mapping[str, TableFiles], previous: ResultsReading | None) -> tuple[ResultsReading, int]:
+    rows: dict[str, list[dict[str, Any]]] = {}
+    updated: dict[str, float] = {}
+    files_read: dict[str, list[Path]] = {}
+    errors = 0
+    for name, files in tables.items():
+        try:
+            files_read[name] = files.refresh()
+            rows[name] = files.rows()
+            mtime = files.newest_mtime()
+            if mtime is not None:
+                updated[name] = mtime
+        except (LakeError, OSError) as exc:
+            errors += 1
+            log.warning("cannot read result table %s under %s: %s", name, files.root, exc)
+            if previous is not None:
+                rows[name] = previous.rows.get(name, [])
+                if name in previous.updated:
+                    updated[name] = previous.updated[name]
+    return ResultsReading(rows, updated, files_read), errors
 
 
 def read_results(root: Path | str, tables: Iterable[str] = _TABLES,
                  *, previous: ResultsReading | None = None) -> tuple[ResultsReading, int]:
-    """Read the result tables under ``root``; returns the reading and the number of read errors.
+    """Read the result tables under ``root`` whole; returns the reading and the number of read errors.
 
-    A table whose read fails keeps its rows from ``previous`` (if any).
+    A table whose read fails keeps its rows from ``previous`` (if any). (:class:`ResultsCollector`
+    keeps a :class:`TableFiles` per table instead, so that a refresh reads only new files.)
     """
-    rows: dict[str, list[dict[str, Any]]] = {}
-    updated: dict[str, float] = {}
-    errors = 0
-    for table in tables:
-        try:
-            rows[table] = read_table(root, table).to_pylist()
-            mtime = _newest_mtime(Path(root) / table)
-            if mtime is not None:
-                updated[table] = mtime
-        except (LakeError, OSError) as exc:
-            errors += 1
-            log.warning("cannot read result table %s under %s: %s", table, root, exc)
-            if previous is not None:
-                rows[table] = previous.rows.get(table, [])
-                if table in previous.updated:
-                    updated[table] = previous.updated[table]
-    return ResultsReading(rows, updated), errors
+    return _read_all({t: TableFiles(root, t) for t in tables}, previous)
 
 
 def _latest_by(rows: Iterable[dict[str, Any]], key: Callable[[dict[str, Any]], tuple[Any, ...]],
@@ -176,18 +269,22 @@ class ResultsCollector(Collector):
         self.refresh_s = refresh_s
         self._clock = clock
         self._lock = threading.Lock()
+        self._tables = {t: TableFiles(self.root, t) for t in _TABLES}
         self._reading: ResultsReading | None = None
         self._read_at = -math.inf
         self._read_errors = 0
+        self._files_read = 0
 
     def reading(self) -> ResultsReading:
-        """The current reading, re-read first when it is older than ``refresh_s``."""
+        """The current reading, brought up to date first (new or changed files only) when it is
+        older than ``refresh_s``."""
         with self._lock:
             now = self._clock()
             if self._reading is None or now - self._read_at >= self.refresh_s:
-                reading, errors = read_results(self.root, previous=self._reading)
+                reading, errors = _read_all(self._tables, self._reading)
                 self._reading, self._read_at = reading, now
                 self._read_errors += errors
+                self._files_read += sum(len(v) for v in reading.files_read.values())
             return self._reading
 
     def collect(self) -> Iterator[Any]:
@@ -205,6 +302,9 @@ class ResultsCollector(Collector):
         yield CounterMetricFamily("lagscope_results_read_errors",
                                   "Result-table reads that failed (the previous reading was kept).",
                                   value=self._read_errors)
+        yield CounterMetricFamily("lagscope_results_files_read",
+                                  "Result files read (each new or changed file once).",
+                                  value=self._files_read)
 
 
 def _rebalance_metrics(rows: list[dict[str, Any]]) -> Iterator[Any]:

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import datetime as dt
 import urllib.request
+from pathlib import Path
 
 import pytest
+from helpers.history import make_history
 from prometheus_client import CollectorRegistry
+from pyspark.sql import SparkSession
 from results_synthetic import Synthetic, anomaly, status, write_synthetic
 
+from lagscope.analytics.job import Settings as AnalyticsSettings
+from lagscope.analytics.job import run_incremental
 from lagscope.analytics.results_metrics import ResultsCollector, serve
 from lagscope.lake import write_rows
 from lagscope.schema import ANOMALIES, STATUS
@@ -184,3 +189,52 @@ def test_results_exporter_command_serves_until_stopped(synthetic: Synthetic) -> 
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def _samples(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value for family in registry.collect()
+            for s in family.samples if not s.name.startswith("lagscope_results_")}
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_refresh_after_an_incremental_step_reads_only_its_files(spark: SparkSession, tmp_path: Path) -> None:
+    # the analytics' incremental mode over a 6-minute history (a stuck group, a healthy one), in
+    # two steps; the exporter refreshes after each
+    start = dt.datetime(2026, 1, 5, 10, 0, tzinfo=dt.UTC)
+    lake, results = tmp_path / "lake", tmp_path / "results"
+    make_history(lake, "prod", start, minutes=6)
+
+    def result_files() -> set[Path]:
+        return {p for p in results.glob("*/cluster=*/date=*/*.parquet") if not p.name.startswith((".", "_"))}
+
+    run_incremental(spark, lake, results, settings=AnalyticsSettings(), since=start,
+                    until=start + dt.timedelta(minutes=3), progress=False)
+    first_files = result_files()
+    assert first_files
+    registry, collector = _registry(results, refresh_s=0.0)  # every scrape refreshes
+    first = collector.reading()
+    assert {p for ps in first.files_read.values() for p in ps} == first_files
+    # nothing changed: a refresh reads nothing
+    assert not any(collector.reading().files_read.values())
+
+    run_incremental(spark, lake, results, settings=AnalyticsSettings(), until=start + dt.timedelta(minutes=6),
+                    progress=False)
+    new_files = result_files() - first_files
+    assert new_files
+    # the second step's files are named after its range [start + 3 min, start + 6 min)
+    tag = f"inc-{int((start + dt.timedelta(minutes=3)).timestamp() * 1000)}-"
+    assert all(p.name.startswith(tag) for p in new_files), sorted(p.name for p in new_files)
+    # the refresh reads those and only those
+    second = collector.reading()
+    assert {p for ps in second.files_read.values() for p in ps} == new_files
+    assert registry.get_sample_value("lagscope_results_files_read_total") == len(first_files) + len(new_files)
+
+    # the values are those of a whole reading of the tables
+    fresh, _ = _registry(results)
+    assert _samples(registry) == _samples(fresh)
+    # and what the history tells: the stuck group's stall is open, the healthy group has none
+    assert registry.get_sample_value("lagscope_anomalies_open", {"cluster": "prod", "group": "stuck", "kind": "stall",
+                                                                 "severity": "critical"}) == 1
+    assert not any(k[0] == "lagscope_anomalies_open" and ("group", "healthy") in k[1] and v
+                   for k, v in _samples(registry).items())
