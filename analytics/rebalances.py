@@ -37,7 +37,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F  # noqa: N812
 
-__all__ = ["REBALANCE_COLUMNS", "member_sweeps", "transform_rebalances"]
+__all__ = ["REBALANCE_COLUMNS", "generation_records", "member_sweeps", "transform_rebalances"]
 
 REBALANCE_COLUMNS = ["cluster", "group_id", "start_ts", "end_ts", "duration_s", "cause", "source",
                      "generation_before", "generation_after", "members_before", "members_after",
@@ -75,13 +75,85 @@ def member_sweeps(members: DataFrame) -> DataFrame:
         "settled", (F.col("group_state") == "Stable") & (F.size("owners") > 0))
 
 
+_ASSIGNMENT = "array<struct<topic:string,partition:int>>"
+
+
+def generation_records(group_events: DataFrame) -> DataFrame:
+    """``group_events`` → the records rebalance windows use: ``cluster, group_id, gen_t`` (record
+    time, s), ``generation, session_timeout_s, rebalance_timeout_s, member_ids`` (sorted; null
+    when the record is not a generation), ``instances, owners`` (as in :func:`member_sweeps`).
+
+    - classic ``group_metadata`` with members: one generation, its members' largest session and
+      rebalance timeouts;
+    - KIP-848 ``consumer_group_member`` (not a tombstone): that member's rebalance timeout; no
+      session timeout (KIP-848 takes it from the broker's group.consumer.session.timeout.ms, which
+      no record carries: the configured default applies); not a generation (``member_ids`` null).
+    """
+    ms = F.col("members")
+    owner = lambda m: F.coalesce(m["group_instance_id"], m["member_id"])  # noqa: E731
+    owners = F.flatten(F.transform(ms, lambda m: F.transform(
+        F.coalesce(m["assignment"], F.array().cast(_ASSIGNMENT)), lambda a: F.struct(
+            F.concat_ws("/", a["topic"], a["partition"].cast("string")).alias("tp"), owner(m).alias("owner")))))
+    instances = F.filter(F.transform(ms, lambda m: F.struct(m["group_instance_id"].alias("iid"),
+                                                            m["member_id"].alias("mid"))),
+                         lambda x: x["iid"].isNotNull())
+    classic = F.col("record_type") == "group_metadata"
+    kip848 = (F.col("record_type") == "consumer_group_member") & F.col("value_version").isNotNull()
+    ev = group_events.where((classic | kip848) & (F.size(F.coalesce(ms, F.array())) > 0))
+    return ev.select(
+        "cluster", "group_id", _secs(F.col("record_ts")).alias("gen_t"),
+        F.when(classic, F.col("generation")).alias("generation"),
+        F.when(classic, F.array_max(F.transform(ms, lambda m: m["session_timeout_ms"])) / 1000.0)
+        .alias("session_timeout_s"),
+        (F.array_max(F.transform(ms, lambda m: m["rebalance_timeout_ms"])) / 1000.0).alias("rebalance_timeout_s"),
+        F.when(classic, F.array_sort(F.transform(ms, lambda m: m["member_id"]))).alias("member_ids"),
+        F.when(classic, instances).alias("instances"), F.when(classic, owners).alias("owners"))
+
+
+def _record_timeouts(win: DataFrame, gens: DataFrame) -> DataFrame:
+    """Per window: the timeouts of the group's latest record at or before sweep A (else, when
+    the tail started later, of its first record after A) and that record's generation
+    (``_a_gen``, only from a record at or before A)."""
+    r = gens.where(F.col("rebalance_timeout_s").isNotNull() | F.col("session_timeout_s").isNotNull()).select(
+        F.col("cluster").alias("_c"), F.col("group_id").alias("_g"), F.col("gen_t").alias("_rt"),
+        F.struct("session_timeout_s", "rebalance_timeout_s", "generation").alias("_rec"))
+    w = win.select("_wid", "cluster", "group_id", F.col("a.t").alias("_at"))
+    j = w.join(r, (w["cluster"] == r["_c"]) & (w["group_id"] == r["_g"]))
+    before = F.col("_rt") <= F.col("_at")
+    last = j.groupBy("_wid").agg(
+        F.max_by(F.when(before, F.col("_rec")), F.when(before, F.col("_rt"))).alias("_before"),
+        F.min_by(F.when(~before, F.col("_rec")), F.when(~before, F.col("_rt"))).alias("_after"))
+    rec = F.coalesce(F.col("_before"), F.col("_after"))
+    return (win.join(last, "_wid", "left")
+            .withColumn("session_timeout_s", rec["session_timeout_s"])
+            .withColumn("rebalance_timeout_s", rec["rebalance_timeout_s"])
+            .withColumn("_a_gen", F.col("_before.generation")).drop("_before", "_after"))
+
+
+def _generation_end(win: DataFrame, gens: DataFrame) -> DataFrame:
+    """Per window: the record of the generation sweep B saw: the latest generation record
+    after A whose members are B's, written before the sweep after B (a sweep sees a generation
+    only once its record is written; sweep_ts is the sweep's start). ``_b_gen_t``, ``_b_gen``."""
+    r = gens.where(F.col("member_ids").isNotNull()).select(
+        F.col("cluster").alias("_c"), F.col("group_id").alias("_g"), F.col("gen_t").alias("_et"),
+        F.col("member_ids").alias("_em"), F.struct(F.col("gen_t").alias("t"), "generation").alias("_rec"))
+    hi = F.coalesce(F.col("b_next_t"), F.col("b.t") + (F.col("b.t") - F.col("b_prev_t")))
+    w = win.select("_wid", "cluster", "group_id", F.col("a.t").alias("_at"), F.col("b.member_ids").alias("_bm"),
+                   hi.alias("_hi"))
+    j = w.join(r, (w["cluster"] == r["_c"]) & (w["group_id"] == r["_g"]) & (r["_et"] > w["_at"])
+               & (r["_et"] <= w["_hi"]) & (r["_em"] == w["_bm"]))
+    last = j.groupBy("_wid").agg(F.max_by("_rec", "_et").alias("_rec"))
+    return (win.join(last, "_wid", "left").withColumn("_b_gen_t", F.col("_rec.t"))
+            .withColumn("_b_gen", F.col("_rec.generation")).drop("_rec"))
+
+
 def transform_rebalances(
     msweeps: DataFrame,
     alive: DataFrame,
     group_lag: DataFrame,
     changes: DataFrame,
     *,
-    timeouts: DataFrame | None = None,
+    generations: DataFrame | None = None,
     commits: DataFrame | None = None,
     session_timeout_s: float = 45.0,
     heartbeat_s: float = 3.0,
@@ -97,23 +169,22 @@ def transform_rebalances(
     - ``group_lag``: ``cluster, group_id, t, group_lag`` (Σ lag per sweep);
     - ``changes``: ``cluster, group_id, topic, partition, t``: times the committed offset
       changed (from sweeps, or exact commit times);
-    - ``timeouts``: ``cluster, group_id, generation, session_timeout_s, rebalance_timeout_s,
-      gen_t`` from group-metadata records (optional); ``commits``: ``cluster, group_id, topic,
-      partition, t`` exact commit times (optional).
+    - ``generations``: :func:`generation_records` of the ``group_events`` (optional);
+      ``commits``: ``cluster, group_id, topic, partition, t`` exact commit times (optional).
     """
     w = Window.partitionBy(*_G).orderBy("t")
     before = w.rowsBetween(Window.unboundedPreceding, -1)
     upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     snap = F.struct("t", "generation", "member_ids", "instances", "owners")
     s = (msweeps.withColumn("_a", F.last(F.when(F.col("settled"), snap), ignorenulls=True).over(before))
-         .withColumn("_prev_t", F.lag("t").over(w))
+         .withColumn("_prev_t", F.lag("t").over(w)).withColumn("_next_t", F.lead("t").over(w))
          .withColumn("_a_next_t", F.last(F.when(F.lag("settled").over(w), F.col("t")), ignorenulls=True).over(upto)))
     changed = F.col("settled") & F.col("_a").isNotNull() & (
         (F.coalesce(F.col("generation"), F.lit(-1)) != F.coalesce(F.col("_a.generation"), F.lit(-1)))
         | (F.col("member_ids") != F.col("_a.member_ids")))
     win = s.where(changed).select(
         *_G, F.col("_a").alias("a"), F.struct("t", "generation", "member_ids", "instances", "owners").alias("b"),
-        F.col("_prev_t").alias("b_prev_t"), F.col("_a_next_t").alias("a_next_t"))
+        F.col("_prev_t").alias("b_prev_t"), F.col("_next_t").alias("b_next_t"), F.col("_a_next_t").alias("a_next_t"))
     # static members that came back with a new member id; members gone for good; newcomers
     a_iids = F.transform(F.col("a.instances"), lambda x: x["iid"])
     b_iids = F.transform(F.col("b.instances"), lambda x: x["iid"])
@@ -128,24 +199,21 @@ def transform_rebalances(
            .withColumn("_new", F.array_except(F.col("b.member_ids"), F.col("a.member_ids")))
            .withColumn("_new", F.array_except(F.col("_new"), F.transform(
                F.col("_bounced"), lambda i: F.element_at(b_by_iid, i)))))
-    # timeouts of generation A (group-metadata records) or the defaults
-    if timeouts is not None:
-        at = timeouts.select(F.col("cluster").alias("_c"), F.col("group_id").alias("_g"),
-                             F.col("generation").alias("_gen"), "session_timeout_s", "rebalance_timeout_s")
-        win = win.join(at, (win["cluster"] == at["_c"]) & (win["group_id"] == at["_g"])
-                       & (win["a.generation"] == at["_gen"]), "left").drop("_c", "_g", "_gen")
-        bt = timeouts.select(F.col("cluster").alias("_c"), F.col("group_id").alias("_g"),
-                             F.col("generation").alias("_gen"), F.col("gen_t").alias("_b_gen_t"))
-        win = win.join(bt, (win["cluster"] == bt["_c"]) & (win["group_id"] == bt["_g"])
-                       & (win["b.generation"] == bt["_gen"]), "left").drop("_c", "_g", "_gen")
+    win = win.withColumn("_wid", F.xxhash64("cluster", "group_id", "b.t"))
+    # the group-metadata records: timeouts in force at A (the latest record at or before it) and
+    # the record of the generation B saw (its end), else the defaults
+    if generations is not None:
+        win = _record_timeouts(win, generations)
+        win = _generation_end(win, generations)
     else:
         win = (win.withColumn("session_timeout_s", F.lit(None).cast("double"))
                .withColumn("rebalance_timeout_s", F.lit(None).cast("double"))
-               .withColumn("_b_gen_t", F.lit(None).cast("double")))
+               .withColumn("_a_gen", F.lit(None).cast("int"))
+               .withColumn("_b_gen_t", F.lit(None).cast("double"))
+               .withColumn("_b_gen", F.lit(None).cast("int")))
     win = (win.withColumn("_session", F.coalesce(F.col("session_timeout_s"), F.lit(session_timeout_s)))
            .withColumn("_rebal", F.coalesce(F.col("rebalance_timeout_s"), F.lit(rebalance_timeout_s))))
     # last progress of the departed members (before A⁺)
-    win = win.withColumn("_wid", F.monotonically_increasing_id())
     gone = win.select(*_G, "_wid", "a_next_t", F.explode("_gone").alias("owner"))
     al = alive.select(*_G, "owner", "alive_t")
     last_alive = (gone.join(al, [*_G, "owner"], "left")
@@ -198,7 +266,8 @@ def transform_rebalances(
     win = win.join(_processing_gaps(win, commits if commits is not None else changes), "_wid", "left")
     out = win.select(
         *_G, _ts(F.col("_start")).alias("start_ts"), _ts(F.col("_end")).alias("end_ts"), "duration_s", "cause",
-        "source", F.col("a.generation").alias("generation_before"), F.col("b.generation").alias("generation_after"),
+        "source", F.coalesce(F.col("a.generation"), F.col("_a_gen")).alias("generation_before"),
+        F.coalesce(F.col("b.generation"), F.col("_b_gen")).alias("generation_after"),
         F.col("a.member_ids").alias("members_before"), F.col("b.member_ids").alias("members_after"),
         "partitions_moved", "bound_s", (F.col("_observed") / F.col("bound_s")).alias("observed_over_bound"),
         "messages_accumulated", "max_processing_gap_s", _ts(F.col("_quiet_from")).alias("quiet_from_ts"))
@@ -206,31 +275,63 @@ def transform_rebalances(
 
 
 def _exact_bounds(win: DataFrame, commits: DataFrame) -> DataFrame:
-    """Commit-stream boundaries: end = first group-metadata record of generation B; start =
-    last commit of the departed member's partitions (timeouts) or of the group (otherwise)."""
+    """Commit-stream boundaries (eager protocols: nobody processes during a rebalance, and each
+    member commits when its partitions are revoked).
+
+    - end = the record of generation B (``_b_gen_t``), when the tail wrote one;
+    - start = the earliest of the surviving members' last commits in [A, end] (each one's
+      revocation commit: the first of them is when the rebalance reached the group), else the
+      group's last commit in [A, end]; for a static member bounce, the bounced member's last
+      commit before end (its absence);
+    - a timed-out member's last progress = the last commit of its partitions before A⁺;
+    - a member that left after the rebalance had begun (its last commit after the start) did
+      not cause it: with newcomers the cause is ``join``, not ``leave``.
+    """
     has_end = F.col("_b_gen_t").isNotNull()
     win = win.withColumn("_end", F.when(has_end, F.col("_b_gen_t")).otherwise(F.col("_end")))
     c = commits.select(F.col("cluster").alias("_c"), F.col("group_id").alias("_g"),
                        F.concat_ws("/", "topic", F.col("partition").cast("string")).alias("_ctp"),
                        F.col("t").alias("_ct"))
-    owners = win.select("_wid", "cluster", "group_id", "a_next_t", "_end", "_gone",
-                        F.explode_outer("a.owners").alias("_o"))
-    gone_tps = owners.select("_wid", "cluster", "group_id", "a_next_t", "_end",
-                             F.array_contains(F.col("_gone"), F.col("_o.owner")).alias("_is_gone"),
-                             F.col("_o.tp").alias("_tp"))
-    j = gone_tps.join(c, (gone_tps["cluster"] == c["_c"]) & (gone_tps["group_id"] == c["_g"])
-                      & (gone_tps["_tp"] == c["_ctp"]) & (c["_ct"] <= gone_tps["_end"]), "inner")
-    last = j.groupBy("_wid").agg(
+    mid_iid = F.map_from_entries(F.transform(F.col("a.instances"), lambda x: F.struct(x["mid"], x["iid"])))
+    gone_owners = F.transform(F.col("_gone"), lambda m: F.coalesce(F.element_at(mid_iid, m), m))
+    b_owners = F.array_distinct(F.transform(F.col("b.owners"), lambda x: x["owner"]))
+    owners = win.select("_wid", "cluster", "group_id", "a_next_t", "_end", F.col("a.t").alias("_at"),
+                        (F.col("a.t") - F.col("_session") - F.col("_rebal")).alias("_lo"),
+                        gone_owners.alias("_gone_o"), b_owners.alias("_b_o"), "_bounced",
+                        F.explode("a.owners").alias("_o"))
+    tps = owners.select("_wid", "cluster", "group_id", "a_next_t", "_end", "_at", "_lo",
+                        F.col("_o.owner").alias("_own"),
+                        F.array_contains("_gone_o", F.col("_o.owner")).alias("_is_gone"),
+                        F.array_contains("_b_o", F.col("_o.owner")).alias("_is_surv"),
+                        F.array_contains("_bounced", F.col("_o.owner")).alias("_is_bounced"),
+                        F.col("_o.tp").alias("_tp"))
+    j = tps.join(c, (tps["cluster"] == c["_c"]) & (tps["group_id"] == c["_g"]) & (tps["_tp"] == c["_ctp"])
+                 & (c["_ct"] <= tps["_end"]) & (c["_ct"] >= tps["_lo"]), "inner")
+    recent = F.col("_ct") >= F.col("_at")
+    per_owner = j.groupBy("_wid", "_own").agg(
         F.max(F.when(F.col("_is_gone") & (F.col("_ct") <= F.col("a_next_t")), F.col("_ct"))).alias("_gone_last"),
-        F.max("_ct").alias("_group_last"))
+        F.max(F.when(F.col("_is_gone"), F.col("_ct"))).alias("_gone_final"),
+        F.max(F.when(F.col("_is_bounced"), F.col("_ct"))).alias("_bounce_last"),
+        F.max(F.when(F.col("_is_surv") & recent, F.col("_ct"))).alias("_surv_last"),
+        F.max(F.when(recent, F.col("_ct"))).alias("_group_last"))
+    last = per_owner.groupBy("_wid").agg(
+        F.max("_gone_last").alias("_gone_last"), F.max("_gone_final").alias("_gone_final"),
+        F.max("_bounce_last").alias("_bounce_last"), F.min("_surv_last").alias("_surv_start"),
+        F.max("_group_last").alias("_group_last"))
     win = win.join(last, "_wid", "left")
+    static = F.col("cause") == "static_member_bounce"
+    start = F.when(static, F.coalesce(F.col("_bounce_last"), F.col("_start"))).otherwise(
+        F.coalesce(F.col("_surv_start"), F.col("_group_last"), F.col("_start")))
     timed_out = F.col("cause").isin("session_timeout", "max_poll_interval")
-    start = F.when(F.col("_group_last").isNotNull() & (F.col("_group_last") >= F.col("a.t")), F.col("_group_last"))
-    quiet = F.when(timed_out & F.col("_gone_last").isNotNull(), F.col("_gone_last"))
-    return (win.withColumn("_start", F.coalesce(start, F.col("_start")))
-            .withColumn("_quiet_from", F.coalesce(quiet, F.col("_quiet_from")))
+    quiet = (F.when(timed_out & F.col("_gone_last").isNotNull(), F.col("_gone_last"))
+             .when(static, F.col("_start")).otherwise(F.col("_quiet_from")))
+    late_leaver = (has_end & (F.col("cause") == "leave") & (F.size("_new") > 0)
+                   & (F.col("_gone_final") > F.col("_start")))
+    return (win.withColumn("_start", start)
+            .withColumn("_quiet_from", quiet)
+            .withColumn("cause", F.when(late_leaver, F.lit("join")).otherwise(F.col("cause")))
             .withColumn("source", F.when(has_end, F.lit("commit_stream")).otherwise(F.col("source")))
-            .drop("_gone_last", "_group_last"))
+            .drop("_gone_last", "_gone_final", "_bounce_last", "_surv_start", "_group_last"))
 
 
 def _processing_gaps(win: DataFrame, changes: DataFrame, lookaround_s: float = 900.0) -> DataFrame:

@@ -150,3 +150,144 @@ def test_member_sweeps_marks_settled(spark: SparkSession) -> None:
     got = member_sweeps(sweeps).select("t", "settled").withColumn("t", F.col("t") - at(0).timestamp())
     assertDataFrameEqual(got, spark.createDataFrame([(0.0, True), (2.0, False), (4.0, False)],
                                                     "t double, settled boolean"))
+
+
+# --------------------------------------------------------------------------------------------
+# the commit stream on a real classic lake: DescribeGroups gives no generation (members.generation
+# is null), so the generation records are matched by their member set and time
+# --------------------------------------------------------------------------------------------
+
+STATIC = [("m1", "i1", [0]), ("m2", "i2", [1])]
+
+
+def _member(mid: str, iid: str | None = None, session_ms: int | None = 8000,
+            rebalance_ms: int | None = 20000) -> dict[str, Any]:
+    return {"member_id": mid, "group_instance_id": iid, "client_id": "c", "host": "h",
+            "session_timeout_ms": session_ms, "rebalance_timeout_ms": rebalance_ms, "assignment": []}
+
+
+def _record(group: str, ts: float, gen: int | None, members: list[dict[str, Any]],
+            record_type: str = "group_metadata", member_id: str | None = None) -> dict[str, Any]:
+    return {"cluster": "c", "date": "2026-01-01", "group_id": group, "record_type": record_type,
+            "generation": gen, "members": members, "record_ts": at(ts), "source_partition": 0,
+            "source_offset": int(ts * 1000), "value_version": 0, "member_id": member_id}
+
+
+def _commits(group: str, commits: list[tuple[int, float]]) -> list[dict[str, Any]]:
+    return [{"cluster": "c", "date": "2026-01-01", "group_id": group, "topic": "t", "partition": p,
+             "committed_offset": 10, "commit_ts": at(ts), "record_ts": at(ts), "source_partition": 0,
+             "source_offset": i} for i, (p, ts) in enumerate(commits)]
+
+
+def _regular(parts: tuple[int, ...], until: int) -> list[tuple[int, float]]:
+    """A commit of each partition at every sweep (every 2 s) up to ``until``."""
+    return [(p, float(t)) for t in range(0, until + 1, 2) for p in parts]
+
+
+# (case, member sweeps (generation null), offsets, group-metadata records, commits,
+#  expected: (cause, start s, end s, duration s, bound s, generation before, generation after))
+STREAM_CASES: list[tuple[str, list[tuple[Any, ...]], list[dict[str, Any]], list[dict[str, Any]],
+                         list[dict[str, Any]], tuple[Any, ...]]] = [
+    # m2 crashed after its commit at 3.6; m1 revoked (commit of p0) at 16.0; generation 2 = {m1}
+    # written at 17.3 (after A = 14, before the sweep after B = 20): 16.0 … 17.3; timeouts of the
+    # record at or before A (generation 1: session 8 s → bound 8 + 1 + 1)
+    ("s-crash", [*_stable(range(0, 15, 2), None, SPLIT), (16, "PreparingRebalance", None, [("m1", None, [0])]),
+                 *_stable(range(18, 23, 2), None, BOTH)],
+     _offsets("s-crash", 22, {0: [(0, "m1")], 1: [(0, "m2"), (20, "m1")]}, frozen={1: 4}),
+     [_record("s-crash", 0.5, 1, [_member("m1"), _member("m2")]), _record("s-crash", 17.3, 2, [_member("m1")])],
+     _commits("s-crash", [(1, 2.0), (1, 3.6), *_regular((0,), 14), (0, 16.0), (0, 19.0), (1, 19.0)]),
+     ("session_timeout", 16.0, 17.3, 1.3, 10.0, 1, 2)),
+    # m3 joins; both survivors commit on revocation, m1 at 11.2 and m2 at 11.6: the rebalance
+    # reached the group at the first of them, 11.2; generation 2 = {m1, m2, m3} at 12.1 (the
+    # sweep at 12 still saw the rebalance) → 11.2 … 12.1; bound = the record's rebalance timeout
+    ("s-join", [*_stable(range(0, 11, 2), None, SPLIT), (12, "CompletingRebalance", None, SPLIT),
+                *_stable(range(14, 17, 2), None, [*SPLIT, ("m3", None, [])])],
+     _offsets("s-join", 16, {0: [(0, "m1")], 1: [(0, "m2")]}),
+     [_record("s-join", 0.5, 1, [_member("m1"), _member("m2")]),
+      _record("s-join", 12.1, 2, [_member("m1"), _member("m2"), _member("m3")])],
+     _commits("s-join", [*_regular((0, 1), 10), (0, 11.2), (1, 11.6), (0, 14.0), (1, 14.0)]),
+     ("join", 11.2, 12.1, 0.9, 20.0, 1, 2)),
+    # m3 joins and m2 leaves in one rebalance: m1 revoked at 11.0, m2's closing commit came
+    # later (11.4): it left a rebalance already under way, which the join caused (from sweeps
+    # alone, m2 went promptly after its commit at 10: leave)
+    ("s-late-leaver", [*_stable(range(0, 11, 2), None, SPLIT), (12, "PreparingRebalance", None, SPLIT),
+                       *_stable(range(14, 17, 2), None, [("m1", None, [0]), ("m3", None, [1])])],
+     _offsets("s-late-leaver", 16, {0: [(0, "m1")], 1: [(0, "m2"), (14, "m3")]}),
+     [_record("s-late-leaver", 0.5, 1, [_member("m1"), _member("m2")]),
+      _record("s-late-leaver", 12.1, 2, [_member("m1"), _member("m3")])],
+     _commits("s-late-leaver", [*_regular((0, 1), 10), (0, 11.0), (1, 11.4), (0, 14.0), (1, 14.0)]),
+     ("join", 11.0, 12.1, 1.1, 20.0, 1, 2)),
+    # the same, but m2 left (10.5) before m1 revoked (11.0): m2's leave started it → leave
+    ("s-leave-first", [*_stable(range(0, 11, 2), None, SPLIT), (12, "PreparingRebalance", None, SPLIT),
+                       *_stable(range(14, 17, 2), None, [("m1", None, [0]), ("m3", None, [1])])],
+     _offsets("s-leave-first", 16, {0: [(0, "m1")], 1: [(0, "m2"), (14, "m3")]}),
+     [_record("s-leave-first", 0.5, 1, [_member("m1"), _member("m2")]),
+      _record("s-leave-first", 12.1, 2, [_member("m1"), _member("m3")])],
+     _commits("s-leave-first", [*_regular((0, 1), 10), (1, 10.5), (0, 11.0), (0, 14.0), (1, 14.0)]),
+     ("leave", 11.0, 12.1, 1.1, 20.0, 1, 2)),
+    # static member i2 closes after its commit at 5.0 and is back as m3: the coordinator rewrites
+    # generation 1 with m3 at 7.3 (no rebalance): its absence 5.0 … 7.3 against 8 + 1 + 1
+    ("s-static", [*_stable(range(0, 7, 2), None, STATIC),
+                  *_stable(range(8, 11, 2), None, [("m1", "i1", [0]), ("m3", "i2", [1])])],
+     _offsets("s-static", 10, {0: [(0, "m1")], 1: [(0, "m2"), (8, "m3")]}),
+     [_record("s-static", 0.5, 1, [_member("m1", "i1"), _member("m2", "i2")]),
+      _record("s-static", 7.3, 1, [_member("m1", "i1"), _member("m3", "i2")])],
+     _commits("s-static", [*_regular((0,), 10), (1, 0.0), (1, 2.0), (1, 4.0), (1, 5.0), (1, 8.0), (1, 10.0)]),
+     ("static_member_bounce", 5.0, 7.3, 2.3, 10.0, 1, 1)),
+]
+
+
+def test_commit_stream_on_classic_lake(spark: SparkSession) -> None:
+    offsets = cases_df(spark, [o for _, _, o, _, _, _ in STREAM_CASES])
+    members = members_df(spark, [members_rows(m, group=name) for name, m, _, _, _, _ in STREAM_CASES])
+    events = spark.createDataFrame([r for c in STREAM_CASES for r in c[3]], spark_schema("group_events"))
+    commits = spark.createDataFrame([r for c in STREAM_CASES for r in c[4]], spark_schema("commits"))
+    got = run_step(offsets, members, settings=S, commits=commits, group_events=events).tables["rebalances"].select(
+        "group_id", "cause", "source", "start_ts", "end_ts", F.round("duration_s", 3).alias("duration_s"), "bound_s",
+        "generation_before", "generation_after")
+    expected = spark.createDataFrame(
+        [(name, cause, "commit_stream", at(s), at(e), d, bound, gb, ga)
+         for name, _, _, _, _, (cause, s, e, d, bound, gb, ga) in STREAM_CASES],
+        "group_id string, cause string, source string, start_ts timestamp, end_ts timestamp, duration_s double, "
+        "bound_s double, generation_before int, generation_after int")
+    assertDataFrameEqual(got, expected)
+
+
+# (case, member sweeps, offsets, group-metadata records, expected: (cause, bound s))
+BOUND_CASES: list[tuple[str, list[tuple[Any, ...]], list[dict[str, Any]], list[dict[str, Any]],
+                        tuple[str, float]]] = [
+    # classic: m2's record says session 8 s (not the 10 s default) → 8 + 1 + 1; m2 quiet since
+    # 4, removed at 16 (12 s: nearer 8 than 20) → session timeout
+    ("b-classic", [*_stable(range(0, 15, 2), 1, SPLIT), (16, "PreparingRebalance", 1, [("m1", None, [0])]),
+                   *_stable(range(18, 23, 2), 2, BOTH)],
+     _offsets("b-classic", 22, {0: [(0, "m1")], 1: [(0, "m2"), (20, "m1")]}, frozen={1: 4}),
+     [_record("b-classic", 0.5, 1, [_member("m1"), _member("m2")])],
+     ("session_timeout", 10.0)),
+    # KIP-848: the member records carry the rebalance timeout (20 s, not the 30 s default) and no
+    # session timeout; m2 quiet since 4, removed at 24 (20 s) → max.poll.interval, bound 20 s
+    ("b-kip848", [*_stable(range(0, 23, 2), 3, SPLIT), (24, "Reconciling", 4, [("m1", None, [0])]),
+                  *_stable(range(26, 31, 2), 5, BOTH)],
+     _offsets("b-kip848", 30, {0: [(0, "m1")], 1: [(0, "m2"), (28, "m1")]}, frozen={1: 4}),
+     [_record("b-kip848", 0.5, None, [_member(m, session_ms=None)], "consumer_group_member", m)
+      for m in ("m1", "m2")],
+     ("max_poll_interval", 20.0)),
+    # KIP-848 crash: no session timeout in any record → the 10 s default: 10 + 1 + 1; m2 quiet
+    # since 4, removed at 14 (10 s) → session timeout
+    ("b-kip848-crash", [*_stable(range(0, 13, 2), 3, SPLIT), (14, "Reconciling", 4, [("m1", None, [0])]),
+                        *_stable(range(16, 21, 2), 5, BOTH)],
+     _offsets("b-kip848-crash", 20, {0: [(0, "m1")], 1: [(0, "m2"), (18, "m1")]}, frozen={1: 4}),
+     [_record("b-kip848-crash", 0.5, None, [_member(m, session_ms=None)], "consumer_group_member", m)
+      for m in ("m1", "m2")],
+     ("session_timeout", 12.0)),
+]
+
+
+def test_bound_uses_record_timeouts(spark: SparkSession) -> None:
+    offsets = cases_df(spark, [o for _, _, o, _, _ in BOUND_CASES])
+    members = members_df(spark, [members_rows(m, group=name) for name, m, _, _, _ in BOUND_CASES])
+    events = spark.createDataFrame([r for c in BOUND_CASES for r in c[3]], spark_schema("group_events"))
+    got = run_step(offsets, members, settings=S, group_events=events).tables["rebalances"].select(
+        "group_id", "cause", "bound_s")
+    expected = spark.createDataFrame([(name, cause, bound) for name, _, _, _, (cause, bound) in BOUND_CASES],
+                                     "group_id string, cause string, bound_s double")
+    assertDataFrameEqual(got, expected)
