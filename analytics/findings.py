@@ -3,21 +3,35 @@
 Episodes (a condition that holds over consecutive sweeps, reported with start and end):
 
 - **stall**: the partition has an owner, lag > 0, and its committed offset has not moved for
-  ``stall_after_s`` while work was pending. Starts when the work became pending or the last
-  commit happened (the later of the two); magnitude = seconds.
-- **stop**: as stall, but nobody owns the partition (the consumer is gone); ``stop_after_s``.
+  ``stall_after_s`` while work was pending; with the commit stream, the group still commits
+  (the same offset: Burrow's STALL). Starts when the work became pending or the last commit
+  happened (the later of the two); magnitude = seconds.
+- **stop**: as stall, but nobody owns the partition (the consumer is gone) or, with the commit
+  stream, nothing at all was committed for ``stop_after_s`` (Burrow's STOP: no commits, owner
+  or not); ``stop_after_s``. From sweeps alone an owned partition without progress is a stall:
+  an OffsetFetch cannot tell a commit of the same offset from no commit.
+- One no-progress run is one episode: it keeps the kind it had when it crossed its threshold
+  (a stalled member that later loses its partitions, or leaves an empty group, is one stall,
+  not a stall and a stop).
 - **retention_loss**: committed < log start; magnitude = messages never processed (the
   largest log start − committed of the episode).
 
-Point events (one sweep interval):
+Point events (one sweep interval, or one commit):
 
 - **rewind**: the committed offset went backwards; magnitude = messages processed twice
   (previous committed − max(new committed, log start)): the duplicates at-least-once allows.
+  With the commit stream (lake ``commits``) every commit is compared with the one before it
+  (``__consumer_offsets`` order), so a rewind that a later commit covered before the next
+  sweep is found, timed exactly (start = end = the commit); a sweep rewind a commit rewind
+  explains is not reported twice. Without it, from the sweeps.
 - **skip**: the committed offset jumped past everything that was pending at the previous sweep
   (to at least its end) and further than the group has ever consumed in the interval
   (``> skip_factor × its largest rate × Δt``, at least ``skip_min_messages``), not to the log
-  start (that is a retention reset); magnitude = the jump minus what the previous
-  interval's rate could have processed: messages never processed.
+  start (that is a retention reset). Only the part past the highest offset ever committed
+  counts as the jump: after a rewind the group re-consumes, fast, what it had processed
+  already, and that is no skip. Magnitude = the jump minus what the previous interval's rate
+  could have processed: messages never processed. With the commit stream its time is the
+  commit that jumped.
 - **commit_gap**: a gap between commits, with work pending, far beyond the partition's own
   normal: ``gap > median + k·max(1.4826·MAD, floor)`` over its learned gaps (robust,
   per partition), and ``≥ min_gap_s``. Gaps long enough to be stalls or stops are reported

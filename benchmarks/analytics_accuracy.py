@@ -49,8 +49,72 @@ from lagscope.analytics.trends import transform_lag_seconds
 CAUSES = {"crash": "session_timeout", "leave": "leave", "join": "join", "bounce": "static_member_bounce",
           "stop_polling": "max_poll_interval"}
 QUIET = {"steady", "idle-topic", "burst-catchup"}
-#: injected fault kind → anomaly kind
+#: injected fault kind → anomaly kind (the other anomaly kinds are derived from the truth:
+#: retention_loss, rebalance_storm, lag_growth; see truth_episodes)
 ANOMALY_OF = {"stall": "stall", "stop": "stop", "rewind": "rewind", "skip": "skip", "commit_gap": "commit_gap"}
+
+
+@dataclass(frozen=True)
+class TruthEpisode:
+    """Something the analytics should report: ``kind`` (an anomaly kind), group, interval."""
+
+    kind: str
+    group: str
+    start: float
+    end: float
+
+
+def ti_t0(ti: Any) -> float:
+    """The run's first record time (for relative times in notes)."""
+    from lagscope.sim.truth import record_ts
+
+    return min((record_ts(r) for r in ti.records), default=0.0)
+
+
+def truth_episodes(ti: Any, groups: set[str], first_settled: dict[str, float], rules: RuleParams) -> list[TruthEpisode]:
+    """Every anomaly the run's truth calls for.
+
+    - stall, stop, rewind, skip, commit_gap: the injected faults of those kinds;
+    - retention_loss: a group whose committed offset is below the log start at the end of
+      the run (messages deleted unread; the truth has no time for it: the whole run);
+    - rebalance_storm: ``storm_count`` or more rebalances (after the group first settled, as
+      for the rebalance scoring) starting within ``storm_window_s``, from the first to the last;
+    - lag_growth: ``growth_min_minutes`` or more consecutive whole minutes whose end lag
+      (``TruthIndex.lag_at``) is above the previous minute's.
+    """
+    out = [TruthEpisode(ANOMALY_OF[f.kind], f.group, f.start, f.end) for f in ti.faults() if f.kind in ANOMALY_OF]
+    t0 = ti_t0(ti)
+    es = ti.end_state
+    t_end = es.ts if es is not None else t0
+    if es is not None:
+        for g in sorted({c.group for c in es.committed}):
+            lost = [(tp, o) for tp, o in es.committed_of(g).items() if o < es.end_of(*tp).log_start]
+            if lost:
+                out.append(TruthEpisode("retention_loss", g, t0, t_end))
+    for g in sorted(groups):
+        rbs = [r for r in ti.rebalances(g) if r.start > first_settled.get(g, float("inf"))]
+        stormy = [r for i, r in enumerate(rbs)
+                  if sum(1 for q in rbs[: i + 1] if q.start >= r.start - rules.storm_window_s) >= rules.storm_count]
+        if stormy:
+            first = min(q.start for q in rbs if q.start >= stormy[0].start - rules.storm_window_s)
+            out.append(TruthEpisode("rebalance_storm", g, first, max(r.end for r in stormy)))
+    parts = {(c.group, c.topic, c.partition) for c in (es.committed if es is not None else ())}
+    for g, topic, p in sorted(parts):
+        run: list[float] = []
+        m = (int(t0) // 60 + 1) * 60
+        prev = ti.lag_at(g, topic, p, m)
+        while m + 60 <= t_end:
+            cur = ti.lag_at(g, topic, p, m + 60)
+            if prev is not None and cur is not None and cur > prev:
+                run.append(m)
+            else:
+                if len(run) >= rules.growth_min_minutes:
+                    out.append(TruthEpisode("lag_growth", g, run[0], run[-1] + 60))
+                run = []
+            prev, m = cur, m + 60
+        if len(run) >= rules.growth_min_minutes:
+            out.append(TruthEpisode("lag_growth", g, run[0], run[-1] + 60))
+    return out
 
 
 @dataclass
@@ -68,7 +132,11 @@ class ScenarioReport:
     duration_err_max: float = float("nan")
     causes_right: int = 0
     source: str = ""
-    anomalies: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # kind → (tp, fp, fn)
+    #: kind → (tp, fp, fn): anomalies that match an injected fault, anomalies that match none,
+    #: faults no anomaly matches
+    anomalies: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    #: kind → (faults found, faults injected)
+    faults: dict[str, tuple[int, int]] = field(default_factory=dict)
     alarms: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -129,12 +197,36 @@ def _pctl(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))]
 
 
-def analyse(spark: SparkSession, lake: Path, rules: RuleParams, timeouts: dict[str, float]) -> dict[str, Any]:
+def scenario_window(name: str, truth_path: Path) -> tuple[float, float]:
+    """The scenario's own time: from its first produced record (the producers start at the
+    run's t0) to t0 + its duration, when the members start closing (teardown, not scenario)."""
+    from lagscope.sim.runner import load_scenario
+    from lagscope.sim.truth import Produce, load
+
+    recs = load(truth_path)
+    t0 = min((r.ts for r in recs if isinstance(r, Produce)), default=0.0)
+    return t0, t0 + load_scenario(name).duration
+
+
+def analyse(spark: SparkSession, lakes: dict[str, tuple[Path, float]], rules: RuleParams,
+            timeouts: dict[str, float]) -> dict[str, Any]:
+    """One analytics step over every scenario's lake at once (their groups are distinct), each
+    cut at its scenario's end (``lakes``: name → (lake, end epoch s))."""
     day = dt.datetime.now(dt.UTC).date()
     since, until = day - dt.timedelta(days=1), day + dt.timedelta(days=1)
-    tables = {n: read_lake(spark, lake, n, since=since, until=until)
-              for n in ("offsets", "members", "commits", "group_events")}
-    has_tail = (lake / "commits").exists() and (lake / "group_events").exists()
+    ts_col = {"offsets": "sweep_ts", "members": "sweep_ts", "commits": "record_ts", "group_events": "record_ts"}
+    parts: dict[str, list[Any]] = {n: [] for n in ts_col}
+    for lake, end in lakes.values():
+        cut = F.lit(dt.datetime.fromtimestamp(end, dt.UTC))
+        for n, col in ts_col.items():
+            if n in ("offsets", "members") or (lake / n).exists():
+                parts[n].append(read_lake(spark, lake, n, since=since, until=until).where(F.col(col) <= cut))
+    tables: dict[str, Any] = {}
+    for n, dfs in parts.items():
+        tables[n] = None
+        for df in dfs:
+            tables[n] = df if tables[n] is None else tables[n].unionByName(df, allowMissingColumns=True)
+    has_tail = tables["commits"] is not None and tables["group_events"] is not None
     settings = Settings(rules=rules, **timeouts)
     step = run_step(tables["offsets"], tables["members"], settings=settings,
                     commits=tables["commits"] if has_tail else None,
@@ -152,10 +244,18 @@ def analyse(spark: SparkSession, lake: Path, rules: RuleParams, timeouts: dict[s
     }
 
 
-def score(name: str, result: Any, got: dict[str, Any], interval_s: float) -> ScenarioReport:
+def of_scenario(got: dict[str, Any], name: str) -> dict[str, Any]:
+    """The rows of one scenario's groups (``sim-<scenario>-<run id>-<group>``)."""
+    mine = f"sim-{name}-"
+    return {k: ({g: t for g, t in v.items() if g.startswith(mine)} if isinstance(v, dict)
+                else [r for r in v if r["group_id"].startswith(mine)] if isinstance(v, list) else v)
+            for k, v in got.items()}
+
+
+def score(name: str, truth_path: Path, got: dict[str, Any], interval_s: float, rules: RuleParams) -> ScenarioReport:
     from lagscope.sim.truth import TruthIndex, load
 
-    ti = TruthIndex(load(result.truth_path))
+    ti = TruthIndex(load(truth_path))
     rep = ScenarioReport(name)
     # lag in seconds
     errs, kle_errs = [], []
@@ -203,23 +303,39 @@ def score(name: str, result: Any, got: dict[str, Any], interval_s: float) -> Sce
                 rep.notes.append(f"cause {best['cause']} for a {tr.cause.kind if tr.cause else 'no'} fault")
         rep.source = ",".join(sorted({r["source"] for r in ours})) or "-"
     rep.duration_err_max = max(derr) if derr else float("nan")
-    # anomalies: a fault matches an anomaly of its kind in the same group overlapping in time (±2 intervals)
-    faults = [f for f in ti.faults() if f.kind in ANOMALY_OF]
-    kinds = {ANOMALY_OF[f.kind] for f in faults} | {a["kind"] for a in got["anomalies"]}
+    # anomalies: a truth episode matches an anomaly of its kind in the same group overlapping
+    # in time (± 2 sweep intervals + 1 s)
+    truths = truth_episodes(ti, groups, got["first_settled"], rules)
+    run_t0 = ti_t0(ti)
+    slack = 2 * interval_s + 1
+    kinds = {t.kind for t in truths} | {a["kind"] for a in got["anomalies"]}
     for kind in sorted(kinds):
-        fs = [f for f in faults if ANOMALY_OF[f.kind] == kind]
+        fs = [t for t in truths if t.kind == kind]
         an = [a for a in got["anomalies"] if a["kind"] == kind]
-        slack = 2 * interval_s + 1
 
-        def hit(f: Any, a: dict[str, Any], slack: float = slack) -> bool:
+        def hit(f: TruthEpisode, a: dict[str, Any], slack: float = slack) -> bool:
             a0 = a["start_ts"].timestamp()
             a1 = a["end_ts"].timestamp() if a["end_ts"] else float("inf")
             return bool(a["group_id"] == f.group and a0 <= max(f.end, f.start) + slack and a1 >= f.start - slack)
 
-        tp = sum(1 for a in an if any(hit(f, a) for f in fs))
-        fn = sum(1 for f in fs if not any(hit(f, a) for a in an))
-        rep.anomalies[kind] = (tp, len(an) - tp, fn)
-    rep.alarms = len(got["anomalies"]) + sum(1 for s in got["status"] if s["status"] not in ("OK", "IDLE"))
+        tp = [a for a in an if any(hit(f, a) for f in fs)]
+        found = sum(1 for f in fs if any(hit(f, a) for a in an))
+        rep.anomalies[kind] = (len(tp), len(an) - len(tp), len(fs) - found)
+        rep.faults[kind] = (found, len(fs))
+        for a in an:
+            if not any(a is b for b in tp):
+                where = f"{a['topic']}:{a['partition']}" if a["partition"] is not None else "group"
+                rep.notes.append(f"false {kind} {where} at +{a['start_ts'].timestamp() - run_t0:.1f} s "
+                                 f"({a['detail']})")
+        for f in fs:
+            if not any(hit(f, a) for a in an):
+                rep.notes.append(f"missed {kind} at +{f.start - run_t0:.1f} s")
+    alarming = [s for s in got["status"] if s["status"] not in ("OK", "IDLE")]
+    rep.alarms = len(got["anomalies"]) + len(alarming)
+    if name in QUIET:
+        for st in alarming:
+            rep.notes.append(f"alarm: status {st['status']} {st['topic']}:{st['partition']} "
+                             f"at +{st['eval_ts'].timestamp() - run_t0:.1f} s ({st['reason']})")
     rep.sweeps = len({r["t"] for r in got["lag"]})
     return rep
 
@@ -229,22 +345,35 @@ def main() -> None:
     ap.add_argument("--scenarios", default="steady,idle-topic,burst-catchup,crash,join,graceful-leave,stall,rewind")
     ap.add_argument("--interval-s", type=float, default=0.5)
     ap.add_argument("--bootstrap", default=os.environ.get("LAGSCOPE_TEST_BOOTSTRAP"))
+    ap.add_argument("--keep", type=Path, help="keep each scenario's lake and truth under this folder")
+    ap.add_argument("--reuse", type=Path, help="analyse the lakes and truth kept by an earlier --keep run "
+                                               "instead of running the scenarios again")
     args = ap.parse_args()
-    if not args.bootstrap:
+    if not args.bootstrap and not args.reuse:
         sys.exit("give --bootstrap or LAGSCOPE_TEST_BOOTSTRAP (a running broker)")
     # second-scale scenarios: second-scale thresholds
     rules = RuleParams(stall_after_s=2.0, stop_after_s=2.0, gap_min_s=0.9, gap_mad_floor_s=0.2, gap_k=4,
                        growth_min_minutes=5, warn_lag_s=5.0)
     timeouts = {"session_timeout_s": 3.0, "heartbeat_s": 0.5, "network_s": 0.5, "rebalance_timeout_s": 3.0}
-    spark = build_session("local[2]", shuffle_partitions=2, driver_memory="1g")
+    spark = build_session("local[2]", shuffle_partitions=2, driver_memory="3g")
     reports = []
     try:
         with tempfile.TemporaryDirectory(prefix="lagscope-acc-") as tmp:
-            for name in args.scenarios.split(","):
-                lake, out = Path(tmp) / name / "lake", Path(tmp) / name / "out"
-                result = collect_during(name, args.bootstrap, lake, out, args.interval_s)
-                got = analyse(spark, lake, rules, timeouts)
-                reports.append(score(name, result, got, args.interval_s))
+            base = args.reuse or args.keep or Path(tmp)
+            names = args.scenarios.split(",")
+            truths: dict[str, Path] = {}
+            for name in names:
+                lake, out = base / name / "lake", base / name / "out"
+                truths[name] = out / "truth.jsonl"
+                if not args.reuse:
+                    truths[name] = collect_during(name, args.bootstrap, lake, out, args.interval_s).truth_path
+                    print(f"{name}: collected", file=sys.stderr, flush=True)
+                elif not truths[name].exists():
+                    sys.exit(f"--reuse {args.reuse}: no kept run of {name} ({truths[name]} missing)")
+            windows = {name: scenario_window(name, truths[name]) for name in names}
+            got = analyse(spark, {n: (base / n / "lake", windows[n][1]) for n in names}, rules, timeouts)
+            for name in names:
+                reports.append(score(name, truths[name], of_scenario(got, name), args.interval_s, rules))
                 print(f"{name}: {reports[-1]}", file=sys.stderr, flush=True)
     finally:
         spark.stop()
@@ -261,6 +390,22 @@ def main() -> None:
                      f"{r.kle_p99:.2f} | {r.lower_bounds} | {r.rebalances_found}/{r.rebalances_truth} | "
                      f"{r.duration_err_max:.2f} | {r.causes_right} | {r.source} | {an} | "
                      f"{r.alarms if r.name in QUIET else '-'} |")
+    lines += ["", "Anomalies per kind over all scenarios (tp: anomalies matching an injected fault; fp: "
+              "anomalies matching none; recall: faults found / faults injected):", "",
+              "| kind | faults injected | faults found | anomalies | tp | fp | precision | recall |",
+              "|---|" + "---:|" * 7]
+    kinds = sorted({k for r in reports for k in r.anomalies})
+    for k in kinds:
+        tp = sum(r.anomalies[k][0] for r in reports if k in r.anomalies)
+        fp = sum(r.anomalies[k][1] for r in reports if k in r.anomalies)
+        found = sum(r.faults[k][0] for r in reports if k in r.faults)
+        total = sum(r.faults[k][1] for r in reports if k in r.faults)
+        prec = f"{tp / (tp + fp):.2f}" if tp + fp else "–"
+        rec = f"{found / total:.2f}" if total else "–"
+        lines.append(f"| {k} | {total} | {found} | {tp + fp} | {tp} | {fp} | {prec} | {rec} |")
+    quiet = [r for r in reports if r.name in QUIET]
+    lines += ["", "Alarms (anomalies + status rows other than OK/IDLE) in the quiet scenarios: "
+              + (", ".join(f"{r.name} {r.alarms}" for r in quiet) or "none run") + ".", ""]
     for r in reports:
         for n in r.notes:
             lines.append(f"- {r.name}: {n}")
