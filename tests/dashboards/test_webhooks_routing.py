@@ -268,3 +268,23 @@ def test_outbox_survives_reopen_with_state(tmp_path: Path) -> None:
         assert outbox.counts().pending == 3
         # the alert state survived too: re-evaluating the same findings queues nothing
         assert enqueue_findings(outbox, config, [_finding(key=f"k{i}") for i in range(3)], NOW).queued == 0
+
+
+def test_rebalance_payload_link_opens_that_window() -> None:
+    # the app's URL contract (docs/ui.md): page=rebalance and rebalance=<window start in epoch ms>
+    from urllib.parse import parse_qs, urlsplit
+
+    from lagscope.dashboards.alerts.payloads import app_link
+    from lagscope.dashboards.app.params import parse_selection
+
+    start = NOW - dt.timedelta(seconds=40)
+    f = _finding(source="rebalances", kind="rebalance", severity="warning", starts_at=start,
+                 ends_at=NOW - dt.timedelta(seconds=10))
+    link = app_link("https://app.example.org/", f, NOW)
+    assert link.startswith("https://app.example.org/?")
+    sel = parse_selection({k: v[-1] for k, v in parse_qs(urlsplit(link).query).items()})
+    assert (sel.page, sel.cluster, sel.group) == ("rebalance", "prod", "orders-svc")
+    assert sel.rebalance_ms == int(start.timestamp() * 1000)
+    assert sel.start_ms is not None
+    assert sel.end_ms is not None
+    assert sel.start_ms < sel.rebalance_ms < sel.end_ms
