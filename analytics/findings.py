@@ -261,9 +261,29 @@ def transform_point_events(enriched: DataFrame, *, skip_factor: float, skip_min_
     return _finish(out)
 
 
-def commit_gaps(enriched: DataFrame) -> DataFrame:
-    """Closed commit gaps with work pending: ``KEY, t, gap_s`` (fresh rows that changed the
-    committed offset while the previous sweep had lag)."""
+def commit_gaps(enriched: DataFrame, commits: DataFrame | None = None) -> DataFrame:
+    """Closed commit gaps with work pending: ``KEY, t, gap_s, owner``.
+
+    From the sweeps: fresh rows that changed the committed offset while the previous sweep
+    had lag (a gap between *changes*: a group that commits the same offset meanwhile is not
+    told apart). With the commit stream (``commits``, :func:`commit_records`): the time between
+    two consecutive commits of the key (any offset), the later one in this step's range, when
+    the last sweep before it had lag: exact, and a group that keeps committing has no gap."""
+    if commits is not None:
+        sw = enriched.select(*KEY, "t", "lag", "owner", "is_state", F.lit(1).alias("_src"))
+        u = commits.select(*KEY, "t", "seq", F.lit(0).alias("_src")).unionByName(sw, allowMissingColumns=True)
+        asof = Window.partitionBy(*KEY).orderBy("t", "_src").rowsBetween(Window.unboundedPreceding, -1)
+        whole = Window.partitionBy(*KEY)
+        u = (u.withColumn("_lag", F.last("lag", ignorenulls=True).over(asof))
+             .withColumn("_owner", F.last("owner", ignorenulls=True).over(asof))
+             .withColumn("lo", F.max(F.when(F.col("is_state"), F.col("t"))).over(whole))
+             .withColumn("hi", F.max(F.when((F.col("_src") == 1) & ~F.col("is_state"), F.col("t"))).over(whole)))
+        c = u.where(F.col("_src") == 0).withColumn(
+            "_prev_t", F.lag("t").over(Window.partitionBy(*KEY).orderBy("t", "seq")))
+        return c.where(
+            F.col("_prev_t").isNotNull() & (F.coalesce(F.col("_lag"), F.lit(0)) > 0)
+            & (F.col("t") > F.coalesce(F.col("lo"), F.lit(float("-inf")))) & (F.col("t") <= F.col("hi"))
+        ).select(*KEY, "t", (F.col("t") - F.col("_prev_t")).alias("gap_s"), F.col("_owner").alias("owner"))
     w = series_window()
     df = enriched.withColumn("_prev_pending", F.lag("pending_t").over(w))
     since = F.greatest(F.col("prev_change_t"), F.coalesce(F.col("_prev_pending"), F.col("prev_change_t")))

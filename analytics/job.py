@@ -98,7 +98,7 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
                                            commits=commit_recs)
     points = findings.transform_point_events(enriched, skip_factor=p.skip_factor,
                                              skip_min_messages=p.skip_min_messages, commits=commit_recs)
-    gaps = findings.commit_gaps(enriched)
+    gaps = findings.commit_gaps(enriched, commit_recs)
     baselines = findings.gap_baselines(gaps, st.get("gaps"))
     gap_anoms = findings.transform_gap_anomalies(
         gaps, baselines, k=p.gap_k, mad_floor_s=p.gap_mad_floor_s, min_gap_s=p.gap_min_s,

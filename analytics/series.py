@@ -66,7 +66,9 @@ def prepare_series(offsets: DataFrame, read_committed_groups: Sequence[str] = ()
 
     The end a group reads to is the last stable offset when the group is listed in
     ``read_committed_groups`` or when the collector's ``lag`` shows it used that end
-    (``lag == max(0, lso − committed) != max(0, hw − committed)``), else the high watermark.
+    (``lag == max(0, lso − committed) != max(0, hw − committed)``) or when the committed offset
+    is exactly the last stable offset below the high watermark (a read_committed group held at
+    an open transaction; a read_uncommitted one reads past the LSO), else the high watermark.
     """
     cols = set(offsets.columns)
     committed = F.col("committed_offset")
@@ -76,8 +78,11 @@ def prepare_series(offsets: DataFrame, read_committed_groups: Sequence[str] = ()
     by_lag = (lso.isNotNull() & (lso < hw) & committed.isNotNull() & collector_lag.isNotNull()
               & (collector_lag == F.greatest(F.lit(0), lso - committed))
               & (collector_lag != F.greatest(F.lit(0), hw - committed)))
+    # a committed offset exactly at an LSO below the high watermark: the group reads to the LSO
+    # (read_committed, held at an open transaction; a read_uncommitted group would read past it)
+    at_lso = lso.isNotNull() & (lso < hw) & (committed == lso)
     listed = F.col("group_id").isin(list(read_committed_groups)) if read_committed_groups else F.lit(False)
-    end = F.when(listed | by_lag, F.coalesce(lso, hw)).otherwise(hw)
+    end = F.when(listed | by_lag | F.coalesce(at_lso, F.lit(False)), F.coalesce(lso, hw)).otherwise(hw)
     rec_ts = F.col("committed_record_ts") if "committed_record_ts" in cols else F.lit(None).cast("timestamp")
     return offsets.select(
         F.col("cluster"), F.col("group_id"), F.col("topic"), F.col("partition").cast("int").alias("partition"),

@@ -85,6 +85,9 @@ CASES: list[tuple[str, dict[int, list[tuple[Any, ...]]], list[tuple[str, int, fl
     ("stall-then-orphaned", {0: [(t, t if t <= 30 or t >= 100 else 30, t, 0,
                                   None if 80 <= t < 100 else "m1") for t in range(0, 111, 10)]},
      [("stall", 0, 40, 100, 60.0)]),
+    # read_committed group held at an open transaction: committed = LSO = 500 while the high
+    # watermark is 510 (the open transaction's records). It reads to the LSO: caught up, no stall
+    ("open-transaction", {0: [(t, 500, 510, 0, "m1", 500) for t in range(0, 101, 10)]}, []),
 ]
 
 
@@ -134,9 +137,10 @@ COMMIT_CASES: list[tuple[str, list[tuple[Any, ...]], list[tuple[float, int]],
                          list[tuple[str, float, float | None, float]]]] = [
     # sweeps see 600 at t=10 and 700 at t=20; between them the group committed 450 at
     # t=12.5 (a rewind of 150) and 700 at t=17: invisible to the sweeps, found in the
-    # commit stream at its exact time
+    # commit stream at its exact time (commits every ≤ 5 s: no commit gap)
     ("rewind-between-sweeps", [(0, 500, 800, 0), (10, 600, 900, 0), (20, 700, 1000, 0), (30, 800, 1100, 0)],
-     [(0, 500), (5, 550), (10, 600), (12.5, 450), (17, 700), (30, 800)], [("rewind", 12.5, 12.5, 150.0)]),
+     [(0, 500), (5, 550), (10, 600), (12.5, 450), (17, 700), (20, 700), (25, 750), (30, 800)],
+     [("rewind", 12.5, 12.5, 150.0)]),
     # the sweeps see the rewind too (600 → 400 between t=10 and t=20): one rewind, at the
     # commit's time (t=14), not two
     ("rewind-seen-by-both", [(0, 500, 1000, 0), (10, 600, 1000, 0), (20, 400, 1000, 0), (30, 500, 1000, 0)],
@@ -154,6 +158,14 @@ COMMIT_CASES: list[tuple[str, list[tuple[Any, ...]], list[tuple[float, int]],
     # the consumer stopped (Burrow's STOP), which only the commit stream can tell
     ("stop-with-owner", _stall_rows("m1"), [(0, 0), (10, 10), (20, 20), (30, 30), (90, 90)],
      [("stop", 40, 90, 50.0)]),
+    # commits every 10 s (at each change of the offset) but none between t=100 and t=125:
+    # gaps 10 s (median, MAD 0) and one of 25 s > 10 + 6·max(0, 1) = 16 s, timed by the commits
+    ("gap-between-commits", _gap_rows(10), [(tc, 2 * tc) for tc in [*range(0, 101, 10), *range(125, 196, 10)]],
+     [("commit_gap", 100, 125, 25.0)]),
+    # the same offsets, but the group commits every 5 s all along (the same offset from t=100
+    # to 120): no gap between commits (the sweeps alone would call 100 → 125 one)
+    ("committing-the-same-offset", _gap_rows(10),
+     [(t, 2 * max(x for x in [*range(0, 101, 10), *range(125, 196, 10)] if x <= t)) for t in range(0, 201, 5)], []),
 ]
 
 
@@ -161,10 +173,14 @@ def test_anomaly_rules_with_the_commit_stream(spark: SparkSession) -> None:
     df = cases_df(spark, [offsets_rows(rows, group=name) for name, rows, _, _ in COMMIT_CASES])
     commits = findings.commit_records(_commits_df(spark, [(name, cs) for name, _, cs, _ in COMMIT_CASES]))
     enriched = enrich_series(prepare_series(df))
+    gaps = findings.commit_gaps(enriched, commits)
     got = (findings.transform_episodes(enriched, stall_after_s=P.stall_after_s, stop_after_s=P.stop_after_s,
                                        commits=commits)
            .unionByName(findings.transform_point_events(enriched, skip_factor=P.skip_factor,
                                                         skip_min_messages=P.skip_min_messages, commits=commits))
+           .unionByName(findings.transform_gap_anomalies(
+               gaps, findings.gap_baselines(gaps), k=P.gap_k, mad_floor_s=P.gap_mad_floor_s,
+               min_gap_s=P.gap_min_s, min_samples=P.gap_min_samples, max_gap_s=P.stall_after_s))
            .select("group_id", "kind", "start_ts", "end_ts", F.round("magnitude", 3).alias("magnitude")))
     expected = spark.createDataFrame(
         [(name, kind, at(s), None if e is None else at(e), m) for name, _, _, exp in COMMIT_CASES
