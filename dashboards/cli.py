@@ -2,6 +2,8 @@
 
 - ``dashboards generate``: write the Grafana dashboards (JSON) and provisioning files;
   ``--check`` fails when the files on disk differ from what the code generates.
+- ``dashboards rules``: write the Prometheus alert rules with their app links re-based on the
+  configured app URL (lagscope's ``ui.url``).
 - ``dashboards push``: upsert the dashboards into Grafana and write rebalance windows and
   anomalies as annotations (``GRAFANA_URL`` + ``GRAFANA_TOKEN`` or ``GRAFANA_TOKEN_FILE``).
 - ``alerts evaluate``: turn the result tables' findings into queued notifications.
@@ -70,6 +72,30 @@ def generate_cmd(
         return
     for path in grafana_gen.generate(folder, app_url=url, prometheus_url=prometheus_url):
         typer.echo(str(path))
+
+
+@dashboards_app.command("rules")
+def rules_cmd(
+    out: Annotated[Path, typer.Option("--out", help="Where to write the rules file.", dir_okay=False)],
+    source: Annotated[Path | None, typer.Option(help="The rules to re-base (default: deploy/prometheus/rules/"
+                                                     "lagscope.yml of the source tree).", dir_okay=False)] = None,
+    app_url: _AppUrl = None,
+    settings: _Settings = None,
+) -> None:
+    """Write the Prometheus alert rules with their app links at the configured app URL."""
+    from lagscope.dashboards import links
+
+    src = source or links.DEFAULT_RULES
+    try:
+        text = src.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read the rules {src}: {exc.strerror} (give --source)") from exc
+    rebased = links.rules_with_app_url(text, links.app_url(app_url, config=settings))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(rebased)
+    tmp.replace(out)
+    typer.echo(str(out))
 
 
 @dashboards_app.command("push")

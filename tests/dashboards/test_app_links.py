@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from typer.testing import CliRunner
 from lagscope.cli import app
 from lagscope.dashboards.alerts import Outbox
 from lagscope.dashboards.alerts import load_config as load_alerts
-from lagscope.dashboards.links import DEFAULT_APP_URL, app_url
+from lagscope.dashboards.links import DEFAULT_APP_URL, DEFAULT_RULES, app_url
 from lagscope.errors import ConfigError
 
 
@@ -95,3 +96,33 @@ def test_alerts_evaluate_links_point_at_the_settings_ui_url(synthetic: Synthetic
     assert len(bodies) >= 6
     for body in bodies:  # every queued notification links into the app at ui.url
         assert body["links"]["app"].startswith("https://ui.example.org/?"), body["links"]
+
+
+@pytest.mark.prometheus
+def test_rules_rebased_on_the_settings_ui_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LAGSCOPE_UI__URL", raising=False)
+    out = tmp_path / "rules" / "lagscope.yml"
+    result = CliRunner().invoke(app, ["dashboards", "rules", "--out", str(out), "--config",
+                                      str(_settings(tmp_path, "https://lagscope.example.org/app"))])
+    assert result.exit_code == 0, result.output
+    original = yaml.safe_load(DEFAULT_RULES.read_text())
+    rebased = yaml.safe_load(out.read_text())
+    links = [r["annotations"]["dashboard"] for g in rebased["groups"] for r in g["rules"]]
+    assert len(links) == sum(len(g["rules"]) for g in original["groups"])
+    # every alert's link now starts with the configured URL; nothing else changed
+    assert all(u.startswith("https://lagscope.example.org/app/?") for u in links), links
+    assert out.read_text().replace("https://lagscope.example.org/app/", f"{DEFAULT_APP_URL}/") == \
+        DEFAULT_RULES.read_text()
+    # and Prometheus accepts the file
+    check = subprocess.run(["promtool", "check", "rules", str(out)], capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_rules_without_app_links_are_an_error(tmp_path: Path) -> None:
+    source = tmp_path / "other.yml"
+    source.write_text("groups: []\n")
+    result = CliRunner().invoke(app, ["dashboards", "rules", "--out", str(tmp_path / "out.yml"),
+                                      "--source", str(source)])
+    assert isinstance(result.exception, ConfigError)
+    assert "no dashboard annotation linking to http://localhost:8501/" in str(result.exception)
+    assert not (tmp_path / "out.yml").exists()
