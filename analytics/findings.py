@@ -40,6 +40,15 @@ Point events (one sweep interval, or one commit):
 Minute-level: **lag_growth** (lag rose and produce > consume for ``growth_min_minutes``
 consecutive minutes; magnitude = messages/s of growth). Group-level: **rebalance_storm**
 (``storm_count`` rebalances within ``storm_window_s``; magnitude = rebalances).
+
+Thresholds (:class:`RuleParams`): the defaults are unchanged by the accuracy work; what
+changed is what the rules measure (the commit stream's exact commits, one episode per
+no-progress run, the highest committed offset for skips). The accuracy benchmark's
+second-scale scenarios commit every 0.5 s, so it scales the time thresholds by the commit
+interval: stall/stop after 10 intervals (5 s; the 60 s defaults are 12 intervals of the Java
+client's 5 s auto-commit), commit gaps from 2 intervals (1 s; default 10 s). Its earlier 2 s
+made a 4 s commit gap a stop by definition (gaps ≥ ``stall_after_s`` are stalls or stops),
+and a slow consumer alternating between its partitions a stall.
 """
 
 from __future__ import annotations
@@ -141,26 +150,38 @@ def transform_episodes(enriched: DataFrame, *, stall_after_s: float, stop_after_
     had when it crossed its threshold (a stalled member that then loses its partitions is still
     the one stall)."""
     df = _with_last_commit(enriched, commits)
-    lagging = F.coalesce(F.col("lag"), F.lit(0)) > 0
+    if "lso" not in df.columns:
+        df = df.withColumn("lso", F.lit(None).cast("long"))
+    # held at an open transaction: committed = LSO < end (a read_committed group has nothing
+    # to consume; a read_uncommitted one would have read past the LSO)
+    at_lso = F.coalesce(F.col("lso").isNotNull() & (F.col("committed") == F.col("lso"))
+                        & (F.col("lso") < F.col("end")), F.lit(False))
+    lagging = (F.coalesce(F.col("lag"), F.lit(0)) > 0) & ~at_lso
     owned = F.col("owner").isNotNull()
     silent = F.col("commits_known") & (
         (F.col("t") - F.coalesce(F.col("last_commit_t"), F.lit(float("-inf")))) >= stop_after_s)
     idle = F.col("idle_pending_s")
-    kind = (F.when(F.col("lost"), F.lit("retention_loss"))
-            .when(lagging & owned & ~silent & (idle >= stall_after_s), F.lit("stall"))
-            .when(lagging & (~owned | silent) & (idle >= stop_after_s), F.lit("stop")))
+    idle_kind = (F.when(lagging & owned & ~silent & (idle >= stall_after_s), F.lit("stall"))
+                 .when(lagging & (~owned | silent) & (idle >= stop_after_s), F.lit("stop")))
     why = (F.when(~owned, F.lit("no owner"))
            .when(silent, F.lit("owner assigned, no commits"))
            .otherwise(F.lit("owner still assigned")))
-    start = F.when(F.col("lost"), F.col("ret_t")).otherwise(F.col("t") - idle)
     w = series_window()
-    df = (df.withColumn("_kind", kind).withColumn("_why", why).withColumn("_start", F.round(start, 3))
-          .withColumn("_cls", F.when(F.col("_kind") == "retention_loss", F.lit("loss")).otherwise(F.lit("idle")))
-          .withColumn("_id", F.when(F.col("_kind").isNotNull(), F.concat_ws(
-              "@", F.col("_cls"), F.col("_start").cast("string")))))
-    df = df.withColumn("_next_id", F.lead("_id").over(w)).withColumn("_next_t", F.lead("t").over(w))
-    ended = F.col("_next_t").isNotNull() & (F.col("_next_id").isNull() | (F.col("_next_id") != F.col("_id")))
-    eps = (df.where(F.col("_kind").isNotNull())
+    # two independent conditions (a stopped consumer whose messages the retention then deletes
+    # is both): one row per condition, each with its own episode identity
+    loss = df.where(F.col("lost")).select(*df.columns, F.lit("retention_loss").alias("_kind"),
+                                          F.lit("loss").alias("_cls"), F.col("ret_t").alias("_s"))
+    stuck = df.where(idle_kind.isNotNull()).select(*df.columns, idle_kind.alias("_kind"),
+                                                   F.lit("idle").alias("_cls"), (F.col("t") - idle).alias("_s"))
+    marks = loss.unionByName(stuck).withColumn("_why", why).withColumn("_start", F.round(F.col("_s"), 3)).withColumn(
+        "_id", F.concat_ws("@", F.col("_cls"), F.col("_start").cast("string")))
+    # the next sweep of the key, and whether it carries the same episode
+    nxt = df.select(*KEY, "t").withColumn("_next_t", F.lead("t").over(w))
+    marks = marks.join(nxt, [*KEY, "t"])
+    same = marks.select(*KEY, F.col("t").alias("_next_t"), "_id", F.lit(True).alias("_goes_on"))
+    marks = marks.join(same, [*KEY, "_next_t", "_id"], "left")
+    ended = F.col("_next_t").isNotNull() & F.col("_goes_on").isNull()
+    eps = (marks
            .groupBy(*KEY, "_cls", "_start")
            .agg(F.min_by(F.struct(F.col("_kind").alias("k"), F.col("_why").alias("why")), "t").alias("_first"),
                 F.max("t").alias("_last_t"), F.max(F.when(ended, F.col("_next_t"))).alias("_end"),

@@ -9,7 +9,8 @@ The *series* of a key ``(cluster, group_id, topic, partition)`` is one row per s
 - ``committed`` (null when the group has no commit), ``end`` (the end the group reads to:
   the last stable offset for read_committed groups, else the high watermark), ``log_start``;
 - ``lag`` = max(0, end − committed) (null without a commit); ``owner`` (member id or null);
-- ``rec_ts``: produce time of the record at the committed offset when the collector fetched it.
+- ``rec_ts``: produce time of the record at the committed offset when the collector fetched it;
+- ``lso``: the partition's last stable offset (null when unknown).
 
 Incremental runs prepend one *state row* per key (``is_state`` true): the last row of the
 previous step, carrying its running markers (``m_change_t``, ``m_pending_t``, ``m_max_rate``,
@@ -40,7 +41,7 @@ KEY = ["cluster", "group_id", "topic", "partition"]
 
 #: the columns of a prepared series row (before enrichment)
 SERIES_COLUMNS = [*KEY, "ts", "t", "committed", "end", "log_start", "lag", "owner", "group_state",
-                  "rec_ts"]
+                  "rec_ts", "lso"]
 
 #: running markers a state row carries (null on fresh rows)
 STATE_MARKERS: dict[str, T.DataType] = {
@@ -66,9 +67,7 @@ def prepare_series(offsets: DataFrame, read_committed_groups: Sequence[str] = ()
 
     The end a group reads to is the last stable offset when the group is listed in
     ``read_committed_groups`` or when the collector's ``lag`` shows it used that end
-    (``lag == max(0, lso − committed) != max(0, hw − committed)``) or when the committed offset
-    is exactly the last stable offset below the high watermark (a read_committed group held at
-    an open transaction; a read_uncommitted one reads past the LSO), else the high watermark.
+    (``lag == max(0, lso − committed) != max(0, hw − committed)``), else the high watermark.
     """
     cols = set(offsets.columns)
     committed = F.col("committed_offset")
@@ -78,11 +77,8 @@ def prepare_series(offsets: DataFrame, read_committed_groups: Sequence[str] = ()
     by_lag = (lso.isNotNull() & (lso < hw) & committed.isNotNull() & collector_lag.isNotNull()
               & (collector_lag == F.greatest(F.lit(0), lso - committed))
               & (collector_lag != F.greatest(F.lit(0), hw - committed)))
-    # a committed offset exactly at an LSO below the high watermark: the group reads to the LSO
-    # (read_committed, held at an open transaction; a read_uncommitted group would read past it)
-    at_lso = lso.isNotNull() & (lso < hw) & (committed == lso)
     listed = F.col("group_id").isin(list(read_committed_groups)) if read_committed_groups else F.lit(False)
-    end = F.when(listed | by_lag | F.coalesce(at_lso, F.lit(False)), F.coalesce(lso, hw)).otherwise(hw)
+    end = F.when(listed | by_lag, F.coalesce(lso, hw)).otherwise(hw)
     rec_ts = F.col("committed_record_ts") if "committed_record_ts" in cols else F.lit(None).cast("timestamp")
     return offsets.select(
         F.col("cluster"), F.col("group_id"), F.col("topic"), F.col("partition").cast("int").alias("partition"),
@@ -90,7 +86,7 @@ def prepare_series(offsets: DataFrame, read_committed_groups: Sequence[str] = ()
         committed.alias("committed"), end.alias("end"), F.col("log_start_offset").alias("log_start"),
         F.when(committed.isNull(), F.lit(None).cast("long"))
          .otherwise(F.greatest(F.lit(0).cast("long"), end - committed)).alias("lag"),
-        F.col("member_id").alias("owner"), F.col("group_state"), rec_ts.alias("rec_ts"),
+        F.col("member_id").alias("owner"), F.col("group_state"), rec_ts.alias("rec_ts"), lso.alias("lso"),
     )
 
 

@@ -61,9 +61,12 @@ CASES: list[tuple[str, dict[int, list[tuple[Any, ...]]], list[tuple[str, int, fl
     ("skip", {0: [(0, 1000, 1000, 0), (10, 1100, 2000, 0), (20, 1200, 3000, 0), (30, 1300, 4000, 0),
                   (40, 5000, 5000, 0)]}, [("skip", 0, 30, 40, 3600.0)]),
     # log start 0 → 600 at t=20 while committed sits at 500: 100 messages deleted unread
-    # (until the consumer resets to the log start at t=40 — no skip counted for that jump)
+    # (until the consumer resets to the log start at t=40 — no skip counted for that jump).
+    # The consumer made no progress with lag 500 from t=0 to 40 either: a stall (30 s reached
+    # at t=30), reported beside the loss, not hidden by it
     ("retention", {0: [(0, 500, 1000, 0), (10, 500, 1000, 0), (20, 500, 1000, 600), (30, 500, 1000, 600),
-                       (40, 600, 1000, 600), (50, 700, 1000, 600)]}, [("retention_loss", 0, 20, 40, 100.0)]),
+                       (40, 600, 1000, 600), (50, 700, 1000, 600)]},
+     [("retention_loss", 0, 20, 40, 100.0), ("stall", 0, 0, 40, 40.0)]),
     # partition 0 commits every 10 s; its one 25 s gap is > 10 + 6·max(1.4826·MAD 0, 1) = 16 s.
     # Partition 1 commits every 20 s: the same 25 s gap is within its own normal (< 26 s)
     ("commit-gap", {0: _gap_rows(10), 1: _gap_rows(20)}, [("commit_gap", 0, 100, 125, 25.0)]),
