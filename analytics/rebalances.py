@@ -14,7 +14,10 @@ Cause, from the member sets of A and B:
   progress (a commit, or lag 0) long before A⁺, it did not leave promptly: the gap is
   compared with the session timeout and the rebalance timeout (max.poll.interval.ms), the
   nearer (in ratio) wins: ``session_timeout`` or ``max_poll_interval``. A gap under
-  ``leave_gap_s`` (or a quarter of the session timeout) → ``leave``;
+  ``leave_gap_s`` (or a quarter of the session timeout) → ``leave``, or ``join`` when new
+  members came in the same rebalance: a JoinGroup and a LeaveGroup close together land in one
+  rebalance and nothing recorded says which came first; joins usually do (a rolling restart
+  starts the new instance before it stops the old one);
 - only new members → ``join``; neither → ``unknown``.
 
 The window is the rebalance proper (the group stopped → settled again). For a timed-out
@@ -23,13 +26,24 @@ member the processing of its partitions stopped earlier, at its last progress
 whole outage, last progress → settled, against the bound, which is what the bound bounds.
 
 Bound: ``session + heartbeat + network`` for session timeouts and static bounces, the
-rebalance timeout otherwise. Timeouts come from the group-metadata records (``group_events``)
-of generation A when the ``__consumer_offsets`` tail ran, else from the given defaults.
+rebalance timeout otherwise. Timeouts come from the group-metadata records (``group_events``,
+:func:`generation_records`) when the ``__consumer_offsets`` tail ran: the group's latest record
+at or before A (classic: the largest session and rebalance timeouts of the generation's members;
+KIP-848: the member's rebalance timeout, and the default session timeout, which is the
+broker's ``group.consumer.session.timeout.ms``), else the given defaults.
 
-With the commit stream the boundaries are exact: ``end`` = the record time of the first
-group-metadata record of generation B; ``start`` = the group's last commit before ``end`` (consumers
-commit when their partitions are revoked); a timed-out member's last progress is the last
-commit of its partitions; ``source`` says which.
+With the commit stream (classic groups) the boundaries are exact. DescribeGroups gives no
+generation, so the record of the generation B saw is found by its members: the latest
+generation record after A with B's member ids, written before the sweep after B; ``end`` = its
+record time. ``start`` = the earliest of the surviving members' last commits in [A, end]
+(eager rebalancing: each member commits when its partitions are revoked, and the first of these
+is when the rebalance reached the group), else the group's last commit in [A, end]. A static
+bounce's window is the member's absence: its last commit → the record that put its new member id
+in the generation. A timed-out member's last progress is the last commit of its partitions.
+Generations no sweep saw (a rebalance shorter than the sweep interval, or several between two
+sweeps) get windows from the records alone: A = the previous generation record, B = the
+record; their ``messages_accumulated`` is null (no sweep at either end). ``source`` says
+``commit_stream`` when the end came from a record, else ``sweeps``.
 """
 
 from __future__ import annotations
@@ -90,7 +104,10 @@ def generation_records(group_events: DataFrame) -> DataFrame:
       no record carries: the configured default applies); not a generation (``member_ids`` null).
     """
     ms = F.col("members")
-    owner = lambda m: F.coalesce(m["group_instance_id"], m["member_id"])  # noqa: E731
+
+    def owner(m: Column) -> Column:
+        return F.coalesce(m["group_instance_id"], m["member_id"])
+
     owners = F.flatten(F.transform(ms, lambda m: F.transform(
         F.coalesce(m["assignment"], F.array().cast(_ASSIGNMENT)), lambda a: F.struct(
             F.concat_ws("/", a["topic"], a["partition"].cast("string")).alias("tp"), owner(m).alias("owner")))))
@@ -147,6 +164,34 @@ def _generation_end(win: DataFrame, gens: DataFrame) -> DataFrame:
             .withColumn("_b_gen", F.col("_rec.generation")).drop("_rec"))
 
 
+def _missed_generations(win: DataFrame, gens: DataFrame, msweeps: DataFrame) -> DataFrame:
+    """Windows of the generations no sweep saw (a rebalance shorter than the sweep interval
+    with the same members before and after, or one of several between two sweeps): each
+    generation record whose members or generation differ from the group's previous generation
+    record, between the group's first and last settled sweeps (so that an incremental step
+    reports it once), that is neither the end of a sweep window nor inside a sweep window
+    without one (that window stands for it). A = the previous record, B = this one; they have
+    the columns of the sweep windows (times are record times)."""
+    snap = F.struct(F.col("gen_t").alias("t"), "generation", "member_ids", "instances", "owners")
+    rw = Window.partitionBy(*_G).orderBy("gen_t")
+    g = (gens.where(F.size(F.coalesce(F.col("member_ids"), F.array())) > 0)
+         .withColumn("a", F.lag(snap).over(rw)).withColumn("b", snap)
+         .where(F.col("a").isNotNull() & ((F.col("a.member_ids") != F.col("b.member_ids"))
+                                          | (F.col("a.generation") != F.col("b.generation")))))
+    span = msweeps.where("settled").groupBy(*_G).agg(F.min("t").alias("_first"), F.max("t").alias("_last"))
+    g = g.join(span, [*_G]).where((F.col("gen_t") > F.col("_first")) & (F.col("gen_t") <= F.col("_last")))
+    ends = win.where(F.col("_b_gen_t").isNotNull()).select(*_G, F.col("_b_gen_t").alias("gen_t"))
+    g = g.join(ends, [*_G, "gen_t"], "left_anti")
+    hi = F.coalesce(F.col("b_next_t"), F.col("b.t") + (F.col("b.t") - F.col("b_prev_t")))
+    open_ = win.where(F.col("_b_gen_t").isNull()).select(
+        F.col("cluster").alias("_c"), F.col("group_id").alias("_g"), F.col("a.t").alias("_lo"), hi.alias("_hi"))
+    g = g.join(open_, (g["cluster"] == open_["_c"]) & (g["group_id"] == open_["_g"]) & (g["gen_t"] > open_["_lo"])
+               & (g["gen_t"] <= open_["_hi"]), "left_anti")
+    return g.select(*_G, "a", "b", F.col("gen_t").alias("b_prev_t"), F.col("gen_t").alias("b_next_t"),
+                    F.col("gen_t").alias("a_next_t"), F.xxhash64("cluster", "group_id", "gen_t").alias("_wid"),
+                    F.col("gen_t").alias("_b_gen_t"), F.col("generation").alias("_b_gen"))
+
+
 def transform_rebalances(
     msweeps: DataFrame,
     alive: DataFrame,
@@ -185,6 +230,14 @@ def transform_rebalances(
     win = s.where(changed).select(
         *_G, F.col("_a").alias("a"), F.struct("t", "generation", "member_ids", "instances", "owners").alias("b"),
         F.col("_prev_t").alias("b_prev_t"), F.col("_next_t").alias("b_next_t"), F.col("_a_next_t").alias("a_next_t"))
+    win = win.withColumn("_wid", F.xxhash64("cluster", "group_id", "b.t"))
+    # the record of the generation B saw (the window's exact end); generations the sweeps missed
+    if generations is not None:
+        win = _generation_end(win, generations)
+        win = win.unionByName(_missed_generations(win, generations, msweeps))
+    else:
+        win = (win.withColumn("_b_gen_t", F.lit(None).cast("double"))
+               .withColumn("_b_gen", F.lit(None).cast("int")))
     # static members that came back with a new member id; members gone for good; newcomers
     a_iids = F.transform(F.col("a.instances"), lambda x: x["iid"])
     b_iids = F.transform(F.col("b.instances"), lambda x: x["iid"])
@@ -199,18 +252,13 @@ def transform_rebalances(
            .withColumn("_new", F.array_except(F.col("b.member_ids"), F.col("a.member_ids")))
            .withColumn("_new", F.array_except(F.col("_new"), F.transform(
                F.col("_bounced"), lambda i: F.element_at(b_by_iid, i)))))
-    win = win.withColumn("_wid", F.xxhash64("cluster", "group_id", "b.t"))
-    # the group-metadata records: timeouts in force at A (the latest record at or before it) and
-    # the record of the generation B saw (its end), else the defaults
+    # timeouts in force at A (the group's latest record at or before it), else the defaults
     if generations is not None:
         win = _record_timeouts(win, generations)
-        win = _generation_end(win, generations)
     else:
         win = (win.withColumn("session_timeout_s", F.lit(None).cast("double"))
                .withColumn("rebalance_timeout_s", F.lit(None).cast("double"))
-               .withColumn("_a_gen", F.lit(None).cast("int"))
-               .withColumn("_b_gen_t", F.lit(None).cast("double"))
-               .withColumn("_b_gen", F.lit(None).cast("int")))
+               .withColumn("_a_gen", F.lit(None).cast("int")))
     win = (win.withColumn("_session", F.coalesce(F.col("session_timeout_s"), F.lit(session_timeout_s)))
            .withColumn("_rebal", F.coalesce(F.col("rebalance_timeout_s"), F.lit(rebalance_timeout_s))))
     # last progress of the departed members (before A⁺)
@@ -225,7 +273,8 @@ def transform_rebalances(
     prompt = gap <= F.greatest(F.lit(leave_gap_s), F.col("_session") / 4)
     nearer_session = F.abs(F.log(gap / F.col("_session"))) <= F.abs(F.log(gap / F.col("_rebal")))
     cause = (F.when(F.size("_bounced") > 0, F.lit("static_member_bounce"))
-             .when(F.size("_gone") > 0, F.when(prompt, F.lit("leave"))
+             .when(F.size("_gone") > 0, F.when(prompt & (F.size("_new") > 0), F.lit("join"))
+                   .when(prompt, F.lit("leave"))
                    .when(nearer_session, F.lit("session_timeout")).otherwise(F.lit("max_poll_interval")))
              .when(F.size("_new") > 0, F.lit("join"))
              .otherwise(F.lit("unknown")))
@@ -283,9 +332,7 @@ def _exact_bounds(win: DataFrame, commits: DataFrame) -> DataFrame:
       revocation commit: the first of them is when the rebalance reached the group), else the
       group's last commit in [A, end]; for a static member bounce, the bounced member's last
       commit before end (its absence);
-    - a timed-out member's last progress = the last commit of its partitions before A⁺;
-    - a member that left after the rebalance had begun (its last commit after the start) did
-      not cause it: with newcomers the cause is ``join``, not ``leave``.
+    - a timed-out member's last progress = the last commit of its partitions before A⁺.
     """
     has_end = F.col("_b_gen_t").isNotNull()
     win = win.withColumn("_end", F.when(has_end, F.col("_b_gen_t")).otherwise(F.col("_end")))
@@ -310,12 +357,11 @@ def _exact_bounds(win: DataFrame, commits: DataFrame) -> DataFrame:
     recent = F.col("_ct") >= F.col("_at")
     per_owner = j.groupBy("_wid", "_own").agg(
         F.max(F.when(F.col("_is_gone") & (F.col("_ct") <= F.col("a_next_t")), F.col("_ct"))).alias("_gone_last"),
-        F.max(F.when(F.col("_is_gone"), F.col("_ct"))).alias("_gone_final"),
         F.max(F.when(F.col("_is_bounced"), F.col("_ct"))).alias("_bounce_last"),
         F.max(F.when(F.col("_is_surv") & recent, F.col("_ct"))).alias("_surv_last"),
         F.max(F.when(recent, F.col("_ct"))).alias("_group_last"))
     last = per_owner.groupBy("_wid").agg(
-        F.max("_gone_last").alias("_gone_last"), F.max("_gone_final").alias("_gone_final"),
+        F.max("_gone_last").alias("_gone_last"),
         F.max("_bounce_last").alias("_bounce_last"), F.min("_surv_last").alias("_surv_start"),
         F.max("_group_last").alias("_group_last"))
     win = win.join(last, "_wid", "left")
@@ -325,13 +371,10 @@ def _exact_bounds(win: DataFrame, commits: DataFrame) -> DataFrame:
     timed_out = F.col("cause").isin("session_timeout", "max_poll_interval")
     quiet = (F.when(timed_out & F.col("_gone_last").isNotNull(), F.col("_gone_last"))
              .when(static, F.col("_start")).otherwise(F.col("_quiet_from")))
-    late_leaver = (has_end & (F.col("cause") == "leave") & (F.size("_new") > 0)
-                   & (F.col("_gone_final") > F.col("_start")))
     return (win.withColumn("_start", start)
             .withColumn("_quiet_from", quiet)
-            .withColumn("cause", F.when(late_leaver, F.lit("join")).otherwise(F.col("cause")))
             .withColumn("source", F.when(has_end, F.lit("commit_stream")).otherwise(F.col("source")))
-            .drop("_gone_last", "_gone_final", "_bounce_last", "_surv_start", "_group_last"))
+            .drop("_gone_last", "_bounce_last", "_surv_start", "_group_last"))
 
 
 def _processing_gaps(win: DataFrame, changes: DataFrame, lookaround_s: float = 900.0) -> DataFrame:

@@ -7,6 +7,7 @@ sweep; each owner commits at every sweep unless a case says otherwise.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,6 +21,13 @@ from lagscope.analytics.job import Settings, run_step
 from lagscope.analytics.rebalances import member_sweeps
 
 pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(autouse=True)
+def _release_cache(spark: SparkSession) -> Iterator[None]:
+    # run_step persists its intermediate frames: free them for the next test's aggregations
+    yield
+    spark.catalog.clearCache()
 
 S = Settings(session_timeout_s=10, heartbeat_s=1, network_s=1, rebalance_timeout_s=30)
 BOTH = [("m1", None, [0, 1])]
@@ -76,6 +84,12 @@ CASES: list[tuple[str, list[tuple[Any, ...]], list[dict[str, Any]], tuple[Any, .
                   *_stable(range(38, 43, 2), 2, BOTH)],
      _offsets("max-poll", 42, {0: [(0, "m1")], 1: [(0, "m2"), (40, "m1")]}, frozen={1: 4}),
      ("max_poll_interval", 35, 37, 2.0, ["m1", "m2"], ["m1"], 1, 30.0)),
+    # m2 leaves and m3 joins in the same rebalance (m2 committed at 12, gone at 14): nothing
+    # says which came first; a join (joins usually do), 11 … 13; partition 1 moves to m3
+    ("join-and-leave", [*_stable(range(0, 11, 2), 1, SPLIT), (12, "PreparingRebalance", 1, SPLIT),
+                        *_stable(range(14, 17, 2), 2, [("m1", None, [0]), ("m3", None, [1])])],
+     _offsets("join-and-leave", 16, {0: [(0, "m1")], 1: [(0, "m2"), (14, "m3")]}),
+     ("join", 11, 13, 2.0, ["m1", "m2"], ["m1", "m3"], 1, 30.0)),
     # static member i2 restarts: same instance, new member id m3, no partition moves (owned
     # by the instance); seen between two settled sweeps 10 and 12 → 11 … 11
     ("static", [*_stable(range(0, 11, 2), 1, [("m1", "i1", [0]), ("m2", "i2", [1])]),
@@ -161,9 +175,10 @@ STATIC = [("m1", "i1", [0]), ("m2", "i2", [1])]
 
 
 def _member(mid: str, iid: str | None = None, session_ms: int | None = 8000,
-            rebalance_ms: int | None = 20000) -> dict[str, Any]:
+            rebalance_ms: int | None = 20000, parts: tuple[int, ...] = ()) -> dict[str, Any]:
     return {"member_id": mid, "group_instance_id": iid, "client_id": "c", "host": "h",
-            "session_timeout_ms": session_ms, "rebalance_timeout_ms": rebalance_ms, "assignment": []}
+            "session_timeout_ms": session_ms, "rebalance_timeout_ms": rebalance_ms,
+            "assignment": [{"topic": "t", "partition": p} for p in parts]}
 
 
 def _record(group: str, ts: float, gen: int | None, members: list[dict[str, Any]],
@@ -207,9 +222,8 @@ STREAM_CASES: list[tuple[str, list[tuple[Any, ...]], list[dict[str, Any]], list[
       _record("s-join", 12.1, 2, [_member("m1"), _member("m2"), _member("m3")])],
      _commits("s-join", [*_regular((0, 1), 10), (0, 11.2), (1, 11.6), (0, 14.0), (1, 14.0)]),
      ("join", 11.2, 12.1, 0.9, 20.0, 1, 2)),
-    # m3 joins and m2 leaves in one rebalance: m1 revoked at 11.0, m2's closing commit came
-    # later (11.4): it left a rebalance already under way, which the join caused (from sweeps
-    # alone, m2 went promptly after its commit at 10: leave)
+    # m3 joins and m2 leaves (closing commit 11.4) in one rebalance: join (see "join-and-leave");
+    # m1 revoked at 11.0 → 11.0 … 12.1
     ("s-late-leaver", [*_stable(range(0, 11, 2), None, SPLIT), (12, "PreparingRebalance", None, SPLIT),
                        *_stable(range(14, 17, 2), None, [("m1", None, [0]), ("m3", None, [1])])],
      _offsets("s-late-leaver", 16, {0: [(0, "m1")], 1: [(0, "m2"), (14, "m3")]}),
@@ -217,13 +231,13 @@ STREAM_CASES: list[tuple[str, list[tuple[Any, ...]], list[dict[str, Any]], list[
       _record("s-late-leaver", 12.1, 2, [_member("m1"), _member("m3")])],
      _commits("s-late-leaver", [*_regular((0, 1), 10), (0, 11.0), (1, 11.4), (0, 14.0), (1, 14.0)]),
      ("join", 11.0, 12.1, 1.1, 20.0, 1, 2)),
-    # the same, but m2 left (10.5) before m1 revoked (11.0): m2's leave started it → leave
-    ("s-leave-first", [*_stable(range(0, 11, 2), None, SPLIT), (12, "PreparingRebalance", None, SPLIT),
-                       *_stable(range(14, 17, 2), None, [("m1", None, [0]), ("m3", None, [1])])],
-     _offsets("s-leave-first", 16, {0: [(0, "m1")], 1: [(0, "m2"), (14, "m3")]}),
-     [_record("s-leave-first", 0.5, 1, [_member("m1"), _member("m2")]),
-      _record("s-leave-first", 12.1, 2, [_member("m1"), _member("m3")])],
-     _commits("s-leave-first", [*_regular((0, 1), 10), (1, 10.5), (0, 11.0), (0, 14.0), (1, 14.0)]),
+    # m2 commits (10.5) and leaves; m1, the survivor, revoked at 11.0 (m2's closing commit is
+    # not a revocation of a survivor): 11.0 … 12.1
+    ("s-leave", [*_stable(range(0, 11, 2), None, SPLIT), (12, "PreparingRebalance", None, SPLIT),
+                 *_stable(range(14, 17, 2), None, BOTH)],
+     _offsets("s-leave", 16, {0: [(0, "m1")], 1: [(0, "m2"), (14, "m1")]}),
+     [_record("s-leave", 0.5, 1, [_member("m1"), _member("m2")]), _record("s-leave", 12.1, 2, [_member("m1")])],
+     _commits("s-leave", [*_regular((0, 1), 10), (1, 10.5), (0, 11.0), (0, 14.0), (1, 14.0)]),
      ("leave", 11.0, 12.1, 1.1, 20.0, 1, 2)),
     # static member i2 closes after its commit at 5.0 and is back as m3: the coordinator rewrites
     # generation 1 with m3 at 7.3 (no rebalance): its absence 5.0 … 7.3 against 8 + 1 + 1
@@ -291,3 +305,29 @@ def test_bound_uses_record_timeouts(spark: SparkSession) -> None:
     expected = spark.createDataFrame([(name, cause, bound) for name, _, _, _, (cause, bound) in BOUND_CASES],
                                      "group_id string, cause string, bound_s double")
     assertDataFrameEqual(got, expected)
+
+
+def test_generations_no_sweep_saw(spark: SparkSession) -> None:
+    # sweeps every 2 s see {m1} throughout, but between 10 and 12 m2 joined (generation 2 at
+    # 11.0, m1 revoked at 10.6) and left again (generation 3 at 11.5, m1 revoked p0 at 11.3):
+    # two windows from the records alone. The join: 10.6 … 11.0; the leave: 11.3 … 11.5 (m2's
+    # partition last committed at 10.6, by m1 before the join: before the start, so m2's leave
+    # caused it); timeouts from generation 1's record (rebalance 20 s)
+    g = "missed"
+    sweeps = _stable(range(0, 17, 2), None, BOTH)
+    events = [_record(g, 0.5, 1, [_member("m1", parts=(0, 1))]),
+              _record(g, 11.0, 2, [_member("m1", parts=(0,)), _member("m2", parts=(1,))]),
+              _record(g, 11.5, 3, [_member("m1", parts=(0, 1))])]
+    commits = _commits(g, [*_regular((0, 1), 10), (0, 10.6), (1, 10.6), (0, 11.3), *_regular((0, 1), 16)[12:]])
+    got = run_step(cases_df(spark, [_offsets(g, 16, {0: [(0, "m1")], 1: [(0, "m1")]})]),
+                   members_df(spark, [members_rows(sweeps, group=g)]), settings=S,
+                   commits=spark.createDataFrame(commits, spark_schema("commits")),
+                   group_events=spark.createDataFrame(events, spark_schema("group_events"))).tables["rebalances"]
+    got = got.select("cause", "source", "start_ts", "end_ts", F.round("duration_s", 3).alias("d"), "bound_s",
+                     "generation_before", "generation_after", "members_before", "members_after", "partitions_moved")
+    assertDataFrameEqual(got, spark.createDataFrame(
+        [("join", "commit_stream", at(10.6), at(11.0), 0.4, 20.0, 1, 2, ["m1"], ["m1", "m2"], 1),
+         ("leave", "commit_stream", at(11.3), at(11.5), 0.2, 20.0, 2, 3, ["m1", "m2"], ["m1"], 1)],
+        "cause string, source string, start_ts timestamp, end_ts timestamp, d double, bound_s double, "
+        "generation_before int, generation_after int, members_before array<string>, members_after array<string>, "
+        "partitions_moved int"))

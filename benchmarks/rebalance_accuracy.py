@@ -1,0 +1,229 @@
+"""Rebalance windows end to end: simulator → collector (sweeps + ``__consumer_offsets`` tail) →
+one analytics step → compared with the simulator's ground truth (``TruthIndex.rebalances``).
+
+    LAGSCOPE_TEST_BOOTSTRAP=127.0.0.1:37779 .venv/bin/python benchmarks/rebalance_accuracy.py \\
+        --scenarios crash,join,graceful-leave,static-bounce,poll-timeout,rebalance-storm
+
+Each scenario runs while a collector sweeps its groups every ``--interval-s`` into its own lake;
+then one analytics step runs over all the lakes twice: with the commit stream (``commits`` and
+``group_events``) and without it (sweeps only). Per scenario and mode:
+
+- the truth's rebalances that start after the group first settled (its formation is not a
+  window) and before the scenario's end (members closing are teardown);
+- found: a window of the same group starting within max(5 s, 4 sweeps) of the truth's start
+  (each window matches one rebalance);
+- duration error |window − truth| (targets: ≤ 1 s with the commit stream, ≤ one sweep
+  interval without), cause right (a truth rebalance without a membership fault accepts any
+  cause), the windows' ``source``.
+
+Prints a Markdown report (benchmarks/results/rebalance_accuracy.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F  # noqa: N812
+
+from lagscope.analytics.io import read_lake
+from lagscope.analytics.job import Settings, run_step
+from lagscope.analytics.rebalances import member_sweeps
+
+#: injected fault kind → the cause the window must give
+CAUSES = {"crash": "session_timeout", "leave": "leave", "join": "join", "bounce": "static_member_bounce",
+          "stop_polling": "max_poll_interval"}
+#: the fallback timeouts (the scenarios' own are in the group-metadata records)
+DEFAULTS = {"session_timeout_s": 3.0, "heartbeat_s": 0.5, "network_s": 0.5, "rebalance_timeout_s": 3.0}
+
+
+@dataclass
+class Scenario:
+    name: str
+    lake: Path
+    truth_path: Path
+    end: float  # epoch s: the scenario's end (t0 + duration)
+
+
+@dataclass
+class Report:
+    name: str
+    mode: str
+    truth: int = 0
+    found: int = 0
+    causes_right: int = 0
+    duration_errors: list[float] = field(default_factory=list)
+    sources: set[str] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def max_error(self) -> float:
+        return max(self.duration_errors, default=float("nan"))
+
+
+def collect(name: str, bootstrap: str, root: Path, interval_s: float) -> Scenario:
+    """Run scenario ``name`` while a collector (tail on, from the latest offset) sweeps its groups
+    into ``root/lake``."""
+    from lagscope.collector.loop import Collector
+    from lagscope.config import Settings as LagscopeSettings
+    from lagscope.sim.runner import start_scenario
+
+    run_id = uuid.uuid4().hex[:6]
+    lake = root / "lake"
+    settings = LagscopeSettings(**{
+        "clusters": [{"name": "sim", "bootstrap_servers": [bootstrap],
+                      "groups": {"include": [f"sim-{name}-{run_id}.*"]},
+                      "consumer_offsets_tail": {"enabled": True, "start": "latest"}}],
+        "collector": {"interval_s": interval_s, "lake": str(lake), "compaction": {"enabled": False}},
+        "metrics": {"enabled": False},
+    })
+    collector = Collector(settings, metrics=False)
+    stop = threading.Event()
+    th = threading.Thread(target=collector.run, args=(stop,), daemon=True)
+    th.start()
+    try:
+        result = start_scenario(name, bootstrap, root / "out", run_id=run_id).wait()
+        time.sleep(2 * interval_s)
+    finally:
+        stop.set()
+        th.join(timeout=60)
+    return Scenario(name, lake, result.truth_path, result.t0 + result.scenario.duration)
+
+
+def reuse(name: str, root: Path) -> Scenario:
+    """A scenario collected before into ``root`` (``lake/``, ``out/truth.jsonl``)."""
+    from lagscope.sim.runner import load_scenario
+    from lagscope.sim.truth import Produce, load
+
+    truth = root / "out" / "truth.jsonl"
+    t0 = min((r.ts for r in load(truth) if isinstance(r, Produce)), default=0.0)
+    return Scenario(name, root / "lake", truth, t0 + load_scenario(name).duration)
+
+
+def _union(dfs: list[DataFrame]) -> DataFrame | None:
+    out: DataFrame | None = None
+    for df in dfs:
+        out = df if out is None else out.unionByName(df, allowMissingColumns=True)
+    return out
+
+
+def windows(spark: SparkSession, lakes: list[Path], *, commit_stream: bool,
+            settings: Settings) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """One analytics step over ``lakes`` (distinct groups): the ``rebalances`` rows, and each
+    group's first settled sweep (epoch s)."""
+    day = dt.datetime.now(dt.UTC).date()
+    since, until = day - dt.timedelta(days=1), day + dt.timedelta(days=1)
+    tables: dict[str, DataFrame | None] = {}
+    for name in ("offsets", "members", "commits", "group_events"):
+        tables[name] = _union([read_lake(spark, lake, name, since=since, until=until) for lake in lakes
+                               if name in ("offsets", "members") or (lake / name).exists()])
+    offsets, members = tables["offsets"], tables["members"]
+    if offsets is None or members is None:
+        raise SystemExit("no lake to analyse")
+    step = run_step(offsets, members, settings=settings,
+                    commits=tables["commits"] if commit_stream else None,
+                    group_events=tables["group_events"] if commit_stream else None)
+    rows = step.tables["rebalances"].toArrow().to_pylist()
+    settled = member_sweeps(members).where("settled").groupBy("group_id").agg(F.min("t").alias("t"))
+    return rows, {r["group_id"]: r["t"] for r in settled.collect()}
+
+
+def score(sc: Scenario, mode: str, rows: list[dict[str, Any]], first_settled: dict[str, float],
+          interval_s: float) -> Report:
+    """The scenario's truth rebalances against the windows (see the module docstring)."""
+    from lagscope.sim.truth import TruthIndex, load
+
+    ti = TruthIndex(load(sc.truth_path))
+    rep = Report(sc.name, mode)
+    groups = {g for g in first_settled if g.startswith(f"sim-{sc.name}-")}
+    for g in sorted(groups):
+        truth = [r for r in ti.rebalances(g) if first_settled[g] < r.start <= sc.end]
+        mine = sorted((r for r in rows if r["group_id"] == g), key=lambda r: r["start_ts"])
+        rep.sources |= {r["source"] for r in mine}
+        rep.truth += len(truth)
+        for tr in truth:
+            best = min(mine, key=lambda r: abs(r["start_ts"].timestamp() - tr.start), default=None)
+            if best is None or abs(best["start_ts"].timestamp() - tr.start) > max(5.0, 4 * interval_s):
+                rep.notes.append(f"missed the rebalance {tr.start:.3f}–{tr.end:.3f}")
+                continue
+            mine.remove(best)
+            rep.found += 1
+            err = abs((best["duration_s"] or 0.0) - (tr.end - tr.start))
+            rep.duration_errors.append(err)
+            want = CAUSES.get(tr.cause.kind) if tr.cause else None
+            if want is None or want == best["cause"]:
+                rep.causes_right += 1
+            else:
+                rep.notes.append(f"cause {best['cause']} for a {tr.cause.kind if tr.cause else '-'} "
+                                 f"at {tr.start:.3f}")
+            if err > (1.0 if mode == "commit stream" else interval_s):
+                rep.notes.append(f"duration {best['duration_s']:.3f} s for {tr.end - tr.start:.3f} s "
+                                 f"({tr.start:.3f}–{tr.end:.3f}; window {best['start_ts'].timestamp():.3f}–"
+                                 f"{best['end_ts'].timestamp():.3f}, {best['source']})")
+    return rep
+
+
+def main() -> None:
+    from lagscope.analytics.session import build_session
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scenarios", default="crash,join,graceful-leave,static-bounce,poll-timeout,rebalance-storm")
+    ap.add_argument("--interval-s", type=float, default=0.5)
+    ap.add_argument("--bootstrap", default=os.environ.get("LAGSCOPE_TEST_BOOTSTRAP"))
+    ap.add_argument("--reuse", type=Path, help="analyse the lakes of an earlier run kept in this folder "
+                    "(<scenario>/lake, <scenario>/out) instead of running the scenarios")
+    ap.add_argument("--keep", type=Path, help="collect into this folder (kept) instead of a temporary one")
+    args = ap.parse_args()
+    if not args.bootstrap and not args.reuse:
+        sys.exit("give --bootstrap or LAGSCOPE_TEST_BOOTSTRAP (a running broker)")
+    settings = Settings(**DEFAULTS)
+    reports: list[Report] = []
+    started = time.time()
+    with tempfile.TemporaryDirectory(prefix="lagscope-rb-") as tmp:
+        scenarios = []
+        for name in args.scenarios.split(","):
+            if args.reuse:
+                scenarios.append(reuse(name, args.reuse / name))
+                continue
+            scenarios.append(collect(name, args.bootstrap, (args.keep or Path(tmp)) / name, args.interval_s))
+            print(f"collected {name}", file=sys.stderr, flush=True)
+        spark = build_session("local[2]", shuffle_partitions=2, driver_memory="2g")
+        try:
+            for mode, stream in (("commit stream", True), ("sweeps only", False)):
+                rows, first = windows(spark, [s.lake for s in scenarios], commit_stream=stream, settings=settings)
+                for sc in scenarios:
+                    reports.append(score(sc, mode, rows, first, args.interval_s))
+                    print(f"{mode} {sc.name}: {reports[-1]}", file=sys.stderr, flush=True)
+        finally:
+            spark.stop()
+    lines = [f"# rebalance windows, end to end ({dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC)", "",
+             f"Command: `LAGSCOPE_TEST_BOOTSTRAP=127.0.0.1:37779 .venv/bin/python {' '.join(sys.argv)}` "
+             "(broker: the shared local Kafka 4.4.0)", "",
+             f"Machine: {platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
+             f"sweeps every {args.interval_s:g} s; fallback timeouts {DEFAULTS}; "
+             f"{time.time() - started:.0f} s in all.", "",
+             "| scenario | mode | found/truth | max duration error s | causes right | source |",
+             "|---|---|---:|---:|---:|---|"]
+    for r in reports:
+        lines.append(f"| {r.name} | {r.mode} | {r.found}/{r.truth} | {r.max_error:.3f} | {r.causes_right}/{r.found} | "
+                     f"{','.join(sorted(r.sources)) or '-'} |")
+    lines.append("")
+    for r in reports:
+        for n in r.notes:
+            lines.append(f"- {r.name}, {r.mode}: {n}")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
