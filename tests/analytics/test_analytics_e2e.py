@@ -1,6 +1,6 @@
 """End to end on the real broker: simulator → collector (sweeps + __consumer_offsets tail) →
 analytics, compared with the simulator's ground truth (the harness of
-benchmarks/analytics_accuracy.py, one scenario)."""
+benchmarks/rebalance_accuracy.py, one scenario)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,12 @@ from types import ModuleType
 import pytest
 from pyspark.sql import SparkSession
 
-from lagscope.analytics.findings import RuleParams
-
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
 
 def _harness() -> ModuleType:
-    path = Path(__file__).parents[2] / "benchmarks" / "analytics_accuracy.py"
-    spec = importlib.util.spec_from_file_location("analytics_accuracy", path)
+    path = Path(__file__).parents[2] / "benchmarks" / "rebalance_accuracy.py"
+    spec = importlib.util.spec_from_file_location("rebalance_accuracy", path)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -29,17 +27,20 @@ def _harness() -> ModuleType:
 
 
 def test_crash_scenario_against_truth(spark: SparkSession, bootstrap: str, tmp_path: Path) -> None:
-    # c2 is killed at 5 s; the group rebalances when its 3 s session expires
+    # c2 is killed at 5 s; the group rebalances when its 3 s session expires. The window comes
+    # from the commit stream (the new generation's record, the survivor's revocation commit),
+    # within 1 s of the truth; the bound from the record's session timeout (3 s) + the 0.5 s
+    # heartbeat + 0.5 s network: 4 s
     acc = _harness()
     interval = 0.5
-    result = acc.collect_during("crash", bootstrap, tmp_path / "lake", tmp_path / "out", interval)
-    got = acc.analyse(spark, tmp_path / "lake", RuleParams(stall_after_s=2.0, stop_after_s=2.0),
-                      {"session_timeout_s": 3.0, "heartbeat_s": 0.5, "network_s": 0.5, "rebalance_timeout_s": 3.0})
-    rep = acc.score("crash", result, got, interval)
-    assert rep.lag_rows > 0
-    assert rep.lag_mae <= 1.0, rep
-    assert rep.lag_p99 <= 5.0, rep
-    assert rep.rebalances_truth >= 1
-    assert rep.rebalances_found == rep.rebalances_truth, rep.notes
-    assert rep.causes_right == rep.rebalances_truth, rep.notes
-    assert rep.duration_err_max <= (1.0 if got["has_tail"] else interval), rep
+    sc = acc.collect("crash", bootstrap, tmp_path, interval)
+    rows, first = acc.windows(spark, [sc.lake], commit_stream=True, settings=acc.Settings(**acc.DEFAULTS))
+    rep = acc.score(sc, "commit stream", rows, first, interval)
+    assert rep.truth == 1, rep
+    assert rep.found == 1, rep
+    assert rep.causes_right == 1, rep
+    assert rep.sources == {"commit_stream"}, rep
+    assert rep.max_error <= 1.0, rep
+    (crash,) = [r for r in rows if r["cause"] == "session_timeout"]
+    assert crash["bound_s"] == 4.0
+    assert crash["generation_after"] == crash["generation_before"] + 1, crash
