@@ -90,7 +90,8 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
     series = prepare_series(offsets, settings.read_committed_groups)
     enriched = enrich_series(series, st.get("series")).persist(StorageLevel.MEMORY_AND_DISK)
     rows = trends.transform_lag_seconds(enriched, st.get("history")).persist(StorageLevel.MEMORY_AND_DISK)
-    lag_trends = trends.transform_lag_trends(rows)
+    # used by the table, the lag-growth rule and its state: computed once
+    lag_trends = trends.transform_lag_trends(rows).persist(StorageLevel.MEMORY_AND_DISK)
 
     # anomalies
     commit_recs = findings.commit_records(commits) if commits is not None else None

@@ -158,13 +158,21 @@ def transform_lag_trends(rows: DataFrame) -> DataFrame:
         .when(F.col("_c") < F.col("_ls"), F.lit(0.0))
         .when(closing > 0, (F.col("_c") - F.col("_ls")) / closing),
     )
-    per = _with_eta(per)
-    parts = per.select(*_TREND_COLS)
-    topic = _rollup(parts, [*KEY[:3]]).withColumn("partition", F.lit(None).cast("int"))
-    group = _rollup(parts, KEY[:2]).withColumn("topic", F.lit(None).cast("string")).withColumn(
-        "partition", F.lit(None).cast("int"))
-    allrows = parts.unionByName(topic.select(*_TREND_COLS)).unionByName(group.select(*_TREND_COLS))
-    return _date_cols(allrows, "window_start")
+    # the partition rows and their topic and group rollups in one aggregation over ``per``
+    # (grouping sets: ``per`` is computed once, not once per level); a partition-level group
+    # holds one row, so its sums and maxima are that row's values
+    levels = [[*KEY, "window_start"], [*KEY[:3], "window_start"], [*KEY[:2], "window_start"]]
+    allrows = _with_eta(per.groupingSets(levels, *KEY, "window_start").agg(
+        F.sum("lag_last").alias("lag_last"),
+        F.sum("lag_max").alias("lag_max"),
+        F.sum("produce_rate").alias("produce_rate"),
+        F.sum("consume_rate").alias("consume_rate"),
+        F.max("lag_seconds").alias("lag_seconds"),
+        F.max_by("lag_seconds_is_lower_bound", "lag_seconds").alias("lag_seconds_is_lower_bound"),
+        F.max_by("lag_seconds_method", "lag_seconds").alias("lag_seconds_method"),
+        F.min("retention_headroom_s").alias("retention_headroom_s"),
+    ))
+    return _date_cols(allrows.select(*_TREND_COLS), "window_start")
 
 
 _TREND_COLS = ["cluster", "window_start", "group_id", "topic", "partition", "lag_last", "lag_max",
@@ -179,17 +187,3 @@ def _with_eta(df: DataFrame) -> DataFrame:
         F.when(F.col("lag_last") == 0, F.lit(0.0))
         .when((F.col("lag_last") > 0) & (net > 0), F.col("lag_last") / net),
     )
-
-
-def _rollup(parts: DataFrame, keys: list[str]) -> DataFrame:
-    agg = parts.groupBy(*keys, "window_start").agg(
-        F.sum("lag_last").alias("lag_last"),
-        F.sum("lag_max").alias("lag_max"),
-        F.sum("produce_rate").alias("produce_rate"),
-        F.sum("consume_rate").alias("consume_rate"),
-        F.max("lag_seconds").alias("lag_seconds"),
-        F.max_by("lag_seconds_is_lower_bound", "lag_seconds").alias("lag_seconds_is_lower_bound"),
-        F.max_by("lag_seconds_method", "lag_seconds").alias("lag_seconds_method"),
-        F.min("retention_headroom_s").alias("retention_headroom_s"),
-    )
-    return _with_eta(agg)
