@@ -20,7 +20,7 @@ join, and the series keeps its partitioning.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F  # noqa: N812
 
 from lagscope.analytics.series import KEY
@@ -141,7 +141,7 @@ def transform_lag_trends(rows: DataFrame) -> DataFrame:
         F.sum(dt).alias("_dt"),
         F.max_by("lag_s", "t").alias("lag_seconds"),
         F.max_by("lag_s_lower", "t").alias("lag_seconds_is_lower_bound"),
-        F.max_by("lag_s_method", "t").alias("lag_seconds_method"),
+        F.max_by(_method_code(), "t").alias("_method"),
         F.max_by("committed", "t").alias("_c"),
         F.max_by("log_start", "t").alias("_ls"),
     )
@@ -169,11 +169,20 @@ def transform_lag_trends(rows: DataFrame) -> DataFrame:
         F.sum("consume_rate").alias("consume_rate"),
         F.max("lag_seconds").alias("lag_seconds"),
         F.max_by("lag_seconds_is_lower_bound", "lag_seconds").alias("lag_seconds_is_lower_bound"),
-        F.max_by("lag_seconds_method", "lag_seconds").alias("lag_seconds_method"),
+        F.max_by("_method", "lag_seconds").alias("_method"),
         F.min("retention_headroom_s").alias("retention_headroom_s"),
     ))
-    return _date_cols(allrows.select(*_TREND_COLS), "window_start")
+    method = F.element_at(F.array(*(F.lit(m) for m in _METHODS)), F.col("_method"))
+    return _date_cols(allrows.withColumn("lag_seconds_method", method).select(*_TREND_COLS), "window_start")
 
+
+#: ``lag_s_method`` as a 1-based code while aggregating: ``max_by`` over a string keeps its
+#: aggregation buffer off the fast hash aggregate (a sort per aggregation), an int does not
+_METHODS = ("zero", "interpolated", "exact")
+
+
+def _method_code() -> Column:
+    return F.array_position(F.array(*(F.lit(m) for m in _METHODS)), F.col("lag_s_method")).cast("int")
 
 _TREND_COLS = ["cluster", "window_start", "group_id", "topic", "partition", "lag_last", "lag_max",
                "produce_rate", "consume_rate", "lag_seconds", "lag_seconds_is_lower_bound",
