@@ -226,6 +226,9 @@ def analyse(spark: SparkSession, lakes: dict[str, tuple[Path, float]], rules: Ru
         tables[n] = None
         for df in dfs:
             tables[n] = df if tables[n] is None else tables[n].unionByName(df, allowMissingColumns=True)
+    # the inputs are small: materialise them, so that the plans of the step do not repeat 17
+    # lake reads and unions in every branch (the driver ran out of heap planning them)
+    tables = {n: (df.localCheckpoint() if df is not None else None) for n, df in tables.items()}
     has_tail = tables["commits"] is not None and tables["group_events"] is not None
     settings = Settings(rules=rules, **timeouts)
     step = run_step(tables["offsets"], tables["members"], settings=settings,
@@ -351,8 +354,10 @@ def main() -> None:
     args = ap.parse_args()
     if not args.bootstrap and not args.reuse:
         sys.exit("give --bootstrap or LAGSCOPE_TEST_BOOTSTRAP (a running broker)")
-    # second-scale scenarios: second-scale thresholds
-    rules = RuleParams(stall_after_s=2.0, stop_after_s=2.0, gap_min_s=0.9, gap_mad_floor_s=0.2, gap_k=4,
+    # second-scale scenarios: second-scale thresholds. The scenarios' members commit every
+    # 0.5 s; stall/stop after 10 commit intervals (5 s; the defaults, 60 s, are 12 intervals of
+    # the Java client's 5 s auto-commit), commit gaps from 2 intervals (1 s; default 10 s).
+    rules = RuleParams(stall_after_s=5.0, stop_after_s=5.0, gap_min_s=1.0, gap_mad_floor_s=0.2, gap_k=4,
                        growth_min_minutes=5, warn_lag_s=5.0)
     timeouts = {"session_timeout_s": 3.0, "heartbeat_s": 0.5, "network_s": 0.5, "rebalance_timeout_s": 3.0}
     spark = build_session("local[2]", shuffle_partitions=2, driver_memory="3g")
