@@ -127,54 +127,60 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
     w = series_window()
     before = w.rowsBetween(Window.unboundedPreceding, -1)
     upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    df = (
-        df.withColumn("prev_t", F.lag("t").over(w))
-        .withColumn("prev_committed", F.lag("committed").over(w))
-        .withColumn("prev_end", F.lag("end").over(w))
-        .withColumn("prev_lag", F.lag("lag").over(w))
-        .withColumn("prev_log_start", F.lag("log_start").over(w))
-    )
-    df = (
-        df.withColumn("dt", F.col("t") - F.col("prev_t"))
-        .withColumn("dc", F.col("committed") - F.col("prev_committed"))
-        .withColumn("de", F.col("end") - F.col("prev_end"))
-        .withColumn("changed", F.col("committed").isNotNull() & ~F.col("is_state")
-                    & (F.col("prev_committed").isNull() | (F.col("dc") != 0)))
-    )
-    change_mark = F.when(F.col("is_state"), F.col("m_change_t")).when(F.col("changed"), F.col("t"))
-    # pending work starts at the first row with lag > 0 after a row without lag
-    starts_pending = (F.col("lag") > 0) & (F.col("prev_lag").isNull() | (F.col("prev_lag") == 0))
-    pending_mark = (F.when(F.col("is_state"), F.coalesce(F.col("m_pending_t"), F.lit(-1.0)))
-                    .when(F.coalesce(F.col("lag"), F.lit(0)) == 0, F.lit(-1.0))
-                    .when(starts_pending, F.col("t")))
+    # Two window passes only: every window column of a pass is one ``withColumns`` (Spark
+    # computes a pass's columns in one Window operator over one sort; a chain of
+    # ``withColumn`` calls makes one operator per column). Between them, plain columns.
     lost = F.col("committed").isNotNull() & F.col("log_start").isNotNull() & (
         F.col("committed") < F.col("log_start"))
-    df = df.withColumn("lost", lost).withColumn("_prev_lost", F.coalesce(F.lag(lost).over(w), F.lit(False)))
-    ret_mark = (F.when(F.col("is_state"), F.coalesce(F.col("m_ret_t"), F.lit(-1.0)))
-                .when(~F.col("lost"), F.lit(-1.0))
-                .when(~F.col("_prev_lost"), F.col("t")))
+    df = df.withColumns({
+        "prev_t": F.lag("t").over(w),
+        "prev_committed": F.lag("committed").over(w),
+        "prev_end": F.lag("end").over(w),
+        "prev_lag": F.lag("lag").over(w),
+        "prev_log_start": F.lag("log_start").over(w),
+        "_prev_lost": F.coalesce(F.lag(lost).over(w), F.lit(False)),
+    })
+    df = df.withColumns({
+        "dt": F.col("t") - F.col("prev_t"),
+        "dc": F.col("committed") - F.col("prev_committed"),
+        "de": F.col("end") - F.col("prev_end"),
+        "lost": lost,
+    })
+    df = df.withColumn("changed", F.col("committed").isNotNull() & ~F.col("is_state")
+                       & (F.col("prev_committed").isNull() | (F.col("dc") != 0)))
+    # pending work starts at the first row with lag > 0 after a row without lag
+    starts_pending = (F.col("lag") > 0) & (F.col("prev_lag").isNull() | (F.col("prev_lag") == 0))
     rate = F.when((F.col("dt") > 0) & (F.col("dc") > 0), F.col("dc") / F.col("dt")).otherwise(F.lit(0.0))
-    df = (
-        df.withColumn("change_t", F.last(change_mark, ignorenulls=True).over(upto))
-        .withColumn("prev_change_t", F.last(change_mark, ignorenulls=True).over(before))
-        .withColumn("_pending", F.last(pending_mark, ignorenulls=True).over(upto))
-        .withColumn("_ret", F.last(ret_mark, ignorenulls=True).over(upto))
-        .withColumn("end_change_t", F.last(
-            F.when(F.col("is_state"), F.col("m_end_t"))
-            .when(F.col("prev_end").isNull() | (F.col("de") != 0), F.col("t")), ignorenulls=True).over(upto))
-        .withColumn("rate", F.when(F.col("is_state"), F.lit(0.0)).otherwise(rate))
-        .withColumn("_rate_seed", F.when(F.col("is_state"), F.col("m_max_rate")).otherwise(F.col("rate")))
-        .withColumn("_committed_seed", F.when(F.col("is_state"), F.greatest(
-            F.col("m_max_committed"), F.col("committed"))).otherwise(F.col("committed")))
-    )
-    df = (
-        df.withColumn("pending_t", F.when(F.col("_pending") >= 0, F.col("_pending")))
-        .withColumn("ret_t", F.when(F.col("_ret") >= 0, F.col("_ret")))
-        .withColumn("max_rate_before", F.coalesce(F.max("_rate_seed").over(before), F.lit(0.0)))
-        .withColumn("prev_rate", F.lag("rate").over(w))
-        .withColumn("max_committed_before", F.max("_committed_seed").over(before))
-        .drop("_pending", "_rate_seed", "_ret", "_prev_lost", "_committed_seed")
-    )
+    df = df.withColumns({
+        "_change_mark": F.when(F.col("is_state"), F.col("m_change_t")).when(F.col("changed"), F.col("t")),
+        "_pending_mark": (F.when(F.col("is_state"), F.coalesce(F.col("m_pending_t"), F.lit(-1.0)))
+                          .when(F.coalesce(F.col("lag"), F.lit(0)) == 0, F.lit(-1.0))
+                          .when(starts_pending, F.col("t"))),
+        "_ret_mark": (F.when(F.col("is_state"), F.coalesce(F.col("m_ret_t"), F.lit(-1.0)))
+                      .when(~F.col("lost"), F.lit(-1.0))
+                      .when(~F.col("_prev_lost"), F.col("t"))),
+        "_end_mark": (F.when(F.col("is_state"), F.col("m_end_t"))
+                      .when(F.col("prev_end").isNull() | (F.col("de") != 0), F.col("t"))),
+        "rate": F.when(F.col("is_state"), F.lit(0.0)).otherwise(rate),
+        "_committed_seed": F.when(F.col("is_state"), F.greatest(
+            F.col("m_max_committed"), F.col("committed"))).otherwise(F.col("committed")),
+    })
+    df = df.withColumn("_rate_seed", F.when(F.col("is_state"), F.col("m_max_rate")).otherwise(F.col("rate")))
+    df = df.withColumns({
+        "change_t": F.last("_change_mark", ignorenulls=True).over(upto),
+        "prev_change_t": F.last("_change_mark", ignorenulls=True).over(before),
+        "_pending": F.last("_pending_mark", ignorenulls=True).over(upto),
+        "_ret": F.last("_ret_mark", ignorenulls=True).over(upto),
+        "end_change_t": F.last("_end_mark", ignorenulls=True).over(upto),
+        "max_rate_before": F.coalesce(F.max("_rate_seed").over(before), F.lit(0.0)),
+        "prev_rate": F.lag("rate").over(w),
+        "max_committed_before": F.max("_committed_seed").over(before),
+    })
+    df = df.withColumns({
+        "pending_t": F.when(F.col("_pending") >= 0, F.col("_pending")),
+        "ret_t": F.when(F.col("_ret") >= 0, F.col("_ret")),
+    }).drop("_pending", "_rate_seed", "_ret", "_prev_lost", "_committed_seed", "_change_mark", "_pending_mark",
+            "_ret_mark", "_end_mark")
     return df.withColumn(
         "idle_pending_s",
         F.when(F.coalesce(F.col("lag"), F.lit(0)) == 0, F.lit(0.0)).otherwise(
