@@ -58,7 +58,7 @@ def analyze(
     driver_memory: Annotated[str | None, typer.Option(
         help="spark.driver.memory. (config: analytics.driver_memory; default 2g)")] = None,
     read_committed: Annotated[list[str] | None, typer.Option(
-        help="Groups that read with isolation.level=read_committed (repeatable). "
+        help="Regex (whole group id) of groups that read with isolation.level=read_committed (repeatable). "
              "(config: analytics.read_committed_groups)")] = None,
     session_timeout_s: Annotated[float | None, typer.Option(
         help="Default session.timeout.ms, in s. (config: analytics.session_timeout_s)")] = None,

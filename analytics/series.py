@@ -65,8 +65,8 @@ def _epoch_s(col: Column) -> Column:
 def prepare_series(offsets: DataFrame, read_committed_groups: Sequence[str] = ()) -> DataFrame:
     """Lake ``offsets`` rows → series rows (see the module doc).
 
-    The end a group reads to is the last stable offset when the group is listed in
-    ``read_committed_groups`` or when the collector's ``lag`` shows it used that end
+    The end a group reads to is the last stable offset when the group matches one of the
+    regexes ``read_committed_groups`` (whole id) or when the collector's ``lag`` shows it used that end
     (``lag == max(0, lso − committed) != max(0, hw − committed)``), else the high watermark.
     """
     cols = set(offsets.columns)
@@ -77,7 +77,8 @@ def prepare_series(offsets: DataFrame, read_committed_groups: Sequence[str] = ()
     by_lag = (lso.isNotNull() & (lso < hw) & committed.isNotNull() & collector_lag.isNotNull()
               & (collector_lag == F.greatest(F.lit(0), lso - committed))
               & (collector_lag != F.greatest(F.lit(0), hw - committed)))
-    listed = F.col("group_id").isin(list(read_committed_groups)) if read_committed_groups else F.lit(False)
+    listed = (F.col("group_id").rlike("^(?:" + "|".join(f"(?:{p})" for p in read_committed_groups) + ")$")
+              if read_committed_groups else F.lit(False))
     end = F.when(listed | by_lag, F.coalesce(lso, hw)).otherwise(hw)
     rec_ts = F.col("committed_record_ts") if "committed_record_ts" in cols else F.lit(None).cast("timestamp")
     return offsets.select(

@@ -348,8 +348,9 @@ class AnalyticsConfig(_Section):
         "24h", description="lagscope run, first step only (no checkpoint yet): analyse this long before now.")
     read_committed_groups: list[str] = Field(
         default_factory=list,
-        description="Group ids (exact) that consume with isolation.level=read_committed, besides those "
-                    "the collector measured against the last stable offset.")
+        description="Regexes (full match, like the clusters' read_committed_groups) of groups that consume "
+                    "with isolation.level=read_committed, besides those the collector measured against the "
+                    "last stable offset.")
     session_timeout_s: float = Field(
         45.0, gt=0, description="Rebalances: session.timeout.ms assumed when __consumer_offsets does not tell (s).")
     heartbeat_s: float = Field(3.0, gt=0, description="Rebalances: heartbeat.interval.ms assumed (s).")
@@ -358,6 +359,8 @@ class AnalyticsConfig(_Section):
         300.0, gt=0, description="Rebalances: max.poll.interval.ms assumed when __consumer_offsets does not tell (s).")
     history_recent_s: float = Field(
         600.0, gt=0, description="Time lag: end-offset history kept whole this long, older merged per minute (s).")
+
+    _check_rc = field_validator("read_committed_groups")(_compile_all)
     rules: AnalyticsRulesConfig = Field(
         default_factory=AnalyticsRulesConfig, description="Rule thresholds.")  # type: ignore[arg-type]
 

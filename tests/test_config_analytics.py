@@ -96,6 +96,12 @@ def test_environment_overrides_the_file(tmp_path: Path) -> None:
     assert job_settings(cfg).read_committed_groups == ("x", "y")
 
 
+def test_read_committed_regex_from_the_command_line_is_checked(tmp_path: Path) -> None:
+    cfg = load_config(_config(tmp_path, TUNED)).analytics
+    with pytest.raises(ConfigError, match=r"read_committed_groups: 'tx-\[' is not a regex"):
+        job_settings(cfg, read_committed_groups=["tx-["])
+
+
 # (analytics section, expected one-line error) — each names its field
 INVALID = [
     # a negative threshold
@@ -114,6 +120,8 @@ INVALID = [
     ({"interval_s": 0}, "analytics.interval_s: Input should be greater than 0"),
     # a count given as text
     ({"rules": {"gap_min_samples": "many"}}, "analytics.rules.gap_min_samples: Input should be a valid integer"),
+    # read_committed groups are regexes, like the clusters' list
+    ({"read_committed_groups": ["payments-("]}, "analytics.read_committed_groups"),
 ]
 
 

@@ -57,8 +57,12 @@ def test_read_committed_group_reads_to_the_last_stable_offset(spark: SparkSessio
     plain = prepare_series(df).select("lag")
     listed = prepare_series(df, read_committed_groups=["g"]).select("lag")
     seen = prepare_series(df.withColumn("lag", F.lit(0).cast("long"))).select("lag")
-    assertDataFrameEqual(plain.unionAll(listed).unionAll(seen),
-                         spark.createDataFrame([(10,), (0,), (0,)], "lag long"))
+    # the groups are regexes matching the whole id, as in the clusters' read_committed_groups:
+    # "x|g" matches "g"; "g.+" does not (it needs more than "g"), nor does a bare prefix
+    by_regex = prepare_series(df, read_committed_groups=["other", "x|g"]).select("lag")
+    no_match = prepare_series(df, read_committed_groups=["g.+", "^"]).select("lag")
+    assertDataFrameEqual(plain.unionAll(listed).unionAll(seen).unionAll(by_regex).unionAll(no_match),
+                         spark.createDataFrame([(10,), (0,), (0,), (0,), (10,)], "lag long"))
 
 
 _TREND_SCHEMA = ("group_id string, window_start timestamp, lag_last long, lag_max long, produce_rate double, "
