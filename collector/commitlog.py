@@ -417,6 +417,10 @@ class CommitLogTailer:
         self.cluster = cluster
         self._start_spec = start
         self.start = parse_start(start, now=clock())  # validated now; a duration is re-read at open()
+        #: __consumer_offsets did not exist yet when this tail first looked: once it appears,
+        #: every record in it is newer than the tail, so it is read from its beginning whatever
+        #: ``start`` says (else the first generations and commits of a new cluster are lost)
+        self._topic_born_after_start = False
         self.flush_records = flush_records
         self.flush_interval_s = flush_interval_s
         self.poll_timeout_ms = poll_timeout_ms
@@ -518,7 +522,7 @@ class CommitLogTailer:
             return
         c = self._consumer
         self.start = parse_start(self._start_spec, now=self._clock())  # "1h" = the hour before now
-        if self.start.kind == "earliest":
+        if self.start.kind == "earliest" or self._topic_born_after_start:
             c.seek_to_beginning(*tps)
         elif self.start.kind == "latest":
             c.seek_to_end(*tps)
@@ -879,6 +883,7 @@ class CommitLogTailer:
                               "or deleted (deleting it restarts the tail from 'start')", exc, self.cluster)
                     return
                 except CommitLogTopicMissing as exc:
+                    self._topic_born_after_start = True
                     if not warned_missing:
                         log.warning("%s; the tail checks again (backing off to every %.0fs) and the "
                                     "collector carries on with sweeps meanwhile", exc, missing_topic_retry_s)

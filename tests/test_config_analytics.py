@@ -167,6 +167,10 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
     monkeypatch.setattr(job, "run_batch", rec.batch)
     monkeypatch.setattr(job, "run_incremental", rec.incremental)
     monkeypatch.setattr(session, "build_session", rec.session)
+    # analyze stops only a session it started itself: in a full test run other tests' Spark
+    # session is active, so pretend there is none (the recorder is the session analyze builds)
+    from pyspark.sql import SparkSession
+    monkeypatch.setattr(SparkSession, "getActiveSession", staticmethod(lambda: None))
     for key in [k for k in os.environ if k.startswith("LAGSCOPE_ANALYTICS")]:
         monkeypatch.delenv(key)
     return rec

@@ -329,12 +329,16 @@ def test_open_raises_on_a_missing_topic(tmp_path: Path) -> None:
     assert not isinstance(CommitLogTopicMissing("x"), CommitLogAccessDenied)
 
 
-def test_missing_topic_warns_once_and_waits_for_it(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    # a fresh cluster: __consumer_offsets appears when the first group commits
+@pytest.mark.parametrize("start", ["earliest", "latest"])
+def test_missing_topic_warns_once_and_waits_for_it(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                   start: str) -> None:
+    # a fresh cluster: __consumer_offsets appears when the first group commits. Whatever the
+    # start, the topic is read from its beginning: all of it was written after the tail began
+    # (with "latest" the first commits, already in the log when the tail sees it, were lost)
     log = _mixed_log(6)
     hidden = threading.Event()
     hidden.set()
-    t = CommitLogTailer("x:1", tmp_path, "c1", start="earliest", flush_interval_s=0.05, poll_timeout_ms=10,
+    t = CommitLogTailer("x:1", tmp_path, "c1", start=start, flush_interval_s=0.05, poll_timeout_ms=10,
                         consumer_factory=_factory(log, hide_topic=hidden))
     stop = threading.Event()
     with caplog.at_level(logging.INFO, logger="lagscope.collector.commitlog"):
