@@ -12,13 +12,12 @@ validated by :class:`lagscope.config.AnalyticsConfig`), then whatever the comman
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lagscope.analytics.findings import RuleParams
 from lagscope.analytics.job import Settings
-from lagscope.config import AnalyticsConfig, AnalyticsRulesConfig
+from lagscope.config import AnalyticsConfig, AnalyticsRulesConfig, check_regexes
 from lagscope.errors import ConfigError
 
 __all__ = ["job_settings", "rule_params"]
@@ -60,9 +59,8 @@ def job_settings(cfg: AnalyticsConfig, *, rules: Mapping[str, Any] | None = None
     for g in extra_read_committed:
         if g not in groups:
             groups.append(g)
-    for g in groups:
-        try:
-            re.compile(g)
-        except re.error as exc:
-            raise ConfigError(f"read_committed_groups: {g!r} is not a regex: {exc}") from exc
+    try:
+        check_regexes(groups)  # the file's were checked on load; these may come from the command line
+    except ValueError as exc:
+        raise ConfigError(f"read_committed_groups: {exc}") from exc
     return Settings(rules=rule_params(cfg.rules, rules), read_committed_groups=tuple(groups), **values)

@@ -28,15 +28,15 @@ import os
 import platform
 import sys
 import tempfile
-import threading
-import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812
+
+# the same collection as the rebalance harness beside this script (simulator run + collector into <dir>/lake)
+from rebalance_accuracy import collect
 
 from lagscope.analytics.findings import RuleParams
 from lagscope.analytics.io import read_lake
@@ -139,34 +139,6 @@ class ScenarioReport:
     faults: dict[str, tuple[int, int]] = field(default_factory=dict)
     alarms: int = 0
     notes: list[str] = field(default_factory=list)
-
-
-def collect_during(scenario: str, bootstrap: str, lake: Path, out: Path, interval_s: float) -> Any:
-    """Run ``scenario`` while a collector sweeps its groups into ``lake``; returns the RunResult."""
-    from lagscope.collector.loop import Collector
-    from lagscope.config import Settings as LagscopeSettings
-    from lagscope.sim.runner import start_scenario
-
-    run_id = uuid.uuid4().hex[:6]
-    settings = LagscopeSettings(**{
-        "clusters": [{"name": "sim", "bootstrap_servers": [bootstrap],
-                      "groups": {"include": [f"sim-{scenario}-{run_id}.*"]},
-                      "consumer_offsets_tail": {"enabled": True, "start": "latest"}}],
-        "collector": {"interval_s": interval_s, "lake": str(lake), "compaction": {"enabled": False}},
-        "metrics": {"enabled": False},
-    })
-    collector = Collector(settings, metrics=False)
-    stop = threading.Event()
-    th = threading.Thread(target=collector.run, args=(stop,), daemon=True)
-    th.start()
-    try:
-        run = start_scenario(scenario, bootstrap, out, run_id=run_id)
-        result = run.wait()
-        time.sleep(2 * interval_s)
-    finally:
-        stop.set()
-        th.join(timeout=60)
-    return result
 
 
 def kle_lag_seconds(points: list[tuple[int, float]], committed: int, now: float) -> float:
@@ -368,10 +340,9 @@ def main() -> None:
             names = args.scenarios.split(",")
             truths: dict[str, Path] = {}
             for name in names:
-                lake, out = base / name / "lake", base / name / "out"
-                truths[name] = out / "truth.jsonl"
+                truths[name] = base / name / "out" / "truth.jsonl"
                 if not args.reuse:
-                    truths[name] = collect_during(name, args.bootstrap, lake, out, args.interval_s).truth_path
+                    truths[name] = collect(name, args.bootstrap, base / name, args.interval_s).truth_path
                     print(f"{name}: collected", file=sys.stderr, flush=True)
                 elif not truths[name].exists():
                     sys.exit(f"--reuse {args.reuse}: no kept run of {name} ({truths[name]} missing)")

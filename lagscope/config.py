@@ -49,6 +49,7 @@ __all__ = [
     "SecurityConfig",
     "Settings",
     "UiConfig",
+    "check_regexes",
     "load_config",
     "parse_duration",
     "render_markdown",
@@ -141,7 +142,8 @@ class SecurityConfig(_Section):
         return opts
 
 
-def _compile_all(patterns: list[str]) -> list[str]:
+def check_regexes(patterns: list[str]) -> list[str]:
+    """``patterns`` unchanged when every one compiles, else ValueError naming the bad one."""
     for p in patterns:
         try:
             re.compile(p)
@@ -158,7 +160,7 @@ class GroupFilter(_Section):
     include: list[str] = Field(default_factory=list, description="Regexes; empty means every group.")
     exclude: list[str] = Field(default_factory=list, description="Regexes of groups to skip.")
 
-    _check = field_validator("include", "exclude")(_compile_all)
+    _check = field_validator("include", "exclude")(check_regexes)
 
     def matches(self, group_id: str) -> bool:
         if self.include and not any(re.fullmatch(p, group_id) for p in self.include):
@@ -196,7 +198,7 @@ class ClusterConfig(_Section):
     consumer_offsets_tail: ConsumerOffsetsTailConfig = Field(
         default_factory=ConsumerOffsetsTailConfig, description="Tail of __consumer_offsets.")  # type: ignore[arg-type]
 
-    _check = field_validator("read_committed_groups")(_compile_all)
+    _check = field_validator("read_committed_groups")(check_regexes)
 
     @field_validator("name")
     @classmethod
@@ -360,7 +362,7 @@ class AnalyticsConfig(_Section):
     history_recent_s: float = Field(
         600.0, gt=0, description="Time lag: end-offset history kept whole this long, older merged per minute (s).")
 
-    _check_rc = field_validator("read_committed_groups")(_compile_all)
+    _check_rc = field_validator("read_committed_groups")(check_regexes)
     rules: AnalyticsRulesConfig = Field(
         default_factory=AnalyticsRulesConfig, description="Rule thresholds.")  # type: ignore[arg-type]
 

@@ -98,7 +98,7 @@ def test_environment_overrides_the_file(tmp_path: Path) -> None:
 
 def test_read_committed_regex_from_the_command_line_is_checked(tmp_path: Path) -> None:
     cfg = load_config(_config(tmp_path, TUNED)).analytics
-    with pytest.raises(ConfigError, match=r"read_committed_groups: 'tx-\[' is not a regex"):
+    with pytest.raises(ConfigError, match=r"read_committed_groups: invalid regular expression 'tx-\['"):
         job_settings(cfg, read_committed_groups=["tx-["])
 
 
