@@ -131,6 +131,10 @@ def test_real_tail_filters_groups_and_its_metrics_move(bootstrap: str, unique: s
     topic, kept, dropped = unique, f"{unique}-kept", f"{unique}-x"
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="lagscope-test")
     admin.create_topics([NewTopic(topic, 1, 1)])
+    # the test waits for the tail to connect before committing: on a fresh broker (this test run
+    # alone) __consumer_offsets exists only once some group has committed, so one does first
+    # (outside the collector's include)
+    _join_and_commit(bootstrap, topic, f"warmup-{unique}", 0)
     root = tmp_path / "lake"
     settings = Settings.model_validate({
         "clusters": [{"name": "c1", "bootstrap_servers": bootstrap,
