@@ -26,6 +26,7 @@ def build_session(master: str = "local[*]", *, app_name: str = "lagscope-analyti
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MILLIS")
         .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
         .config("spark.ui.enabled", "false")
+        .config("spark.python.sql.dataFrameDebugging.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.memory", driver_memory)
         .config("spark.sql.ansi.enabled", "false")
