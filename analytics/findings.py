@@ -62,6 +62,7 @@ from lagscope.analytics.series import KEY, series_window
 
 __all__ = [
     "ANOMALY_COLUMNS",
+    "GAP_SAMPLES",
     "RuleParams",
     "commit_gaps",
     "commit_records",
@@ -166,7 +167,6 @@ def transform_episodes(enriched: DataFrame, *, stall_after_s: float, stop_after_
     why = (F.when(~owned, F.lit("no owner"))
            .when(silent, F.lit("owner assigned, no commits"))
            .otherwise(F.lit("owner still assigned")))
-    w = series_window()
     # two independent conditions (a stopped consumer whose messages the retention then deletes
     # is both): one row per condition, each with its own episode identity
     loss = df.where(F.col("lost")).select(*df.columns, F.lit("retention_loss").alias("_kind"),
@@ -176,8 +176,7 @@ def transform_episodes(enriched: DataFrame, *, stall_after_s: float, stop_after_
     marks = loss.unionByName(stuck).withColumn("_why", why).withColumn("_start", F.round(F.col("_s"), 3)).withColumn(
         "_id", F.concat_ws("@", F.col("_cls"), F.col("_start").cast("string")))
     # the next sweep of the key, and whether it carries the same episode
-    nxt = df.select(*KEY, "t").withColumn("_next_t", F.lead("t").over(w))
-    marks = marks.join(nxt, [*KEY, "t"])
+    marks = marks.withColumn("_next_t", F.col("next_t"))
     same = marks.select(*KEY, F.col("t").alias("_next_t"), "_id", F.lit(True).alias("_goes_on"))
     marks = marks.join(same, [*KEY, "_next_t", "_id"], "left")
     ended = F.col("_next_t").isNotNull() & F.col("_goes_on").isNull()
@@ -314,16 +313,43 @@ def commit_gaps(enriched: DataFrame, commits: DataFrame | None = None) -> DataFr
     ).select(*KEY, "t", (F.col("t") - since).alias("gap_s"), "owner")
 
 
-def gap_baselines(gaps: DataFrame, samples: DataFrame | None = None) -> DataFrame:
-    """Per key: ``gap_median_s``, ``gap_mad_s`` and ``gap_n`` over the learned gaps
-    (``samples``: earlier steps' ``KEY, gap_s``) and this step's."""
-    g = gaps.select(*KEY, "gap_s")
+#: how many of its latest commit gaps a partition's learned normal keeps across steps
+GAP_SAMPLES = 64
+
+_SAMPLE = "struct<t:double,gap_s:double>"
+
+
+def _median(sorted_xs: Column) -> Column:
+    """The median of a sorted, non-empty array of doubles (the mean of the two middle values
+    for an even size, as ``percentile(…, 0.5)``)."""
+    n = F.size(sorted_xs)
+    lo = F.floor((n - 1) / 2).cast("int") + 1
+    hi = F.ceil((n - 1) / 2).cast("int") + 1
+    return (F.element_at(sorted_xs, lo) + F.element_at(sorted_xs, hi)) / 2
+
+
+def gap_baselines(gaps: DataFrame, samples: DataFrame | None = None, *, keep: int = GAP_SAMPLES) -> DataFrame:
+    """Per key: ``gap_median_s``, ``gap_mad_s`` and ``gap_n`` over the learned gaps and this
+    step's, and ``samples`` (the latest ``keep`` of them, ``array<struct<t, gap_s>>``: what the
+    next step learns from).
+
+    ``samples``: earlier steps' ``KEY, samples``. One aggregation per key (the gaps of a key
+    are few; sorting a small array beats a percentile aggregate and a join).
+    """
+    new = gaps.select(*KEY, F.array(F.struct(F.col("t").cast("double").alias("t"),
+                                             F.col("gap_s").cast("double").alias("gap_s"))).alias("_xs"))
     if samples is not None:
-        g = g.unionByName(samples.select(*KEY, "gap_s"))
-    med = g.groupBy(*KEY).agg(F.percentile("gap_s", 0.5).alias("gap_median_s"), F.count("*").alias("gap_n"))
-    dev = g.join(med, KEY).groupBy(*KEY).agg(
-        F.percentile(F.abs(F.col("gap_s") - F.col("gap_median_s")), 0.5).alias("gap_mad_s"))
-    return med.join(dev, KEY)
+        if "gap_s" in samples.columns:  # a state written before samples were kept as one array per key
+            samples = samples.groupBy(*KEY).agg(F.collect_list(F.struct("t", "gap_s")).alias("samples"))
+        new = new.unionByName(samples.select(*KEY, F.col("samples").cast(f"array<{_SAMPLE}>").alias("_xs")))
+    per = new.groupBy(*KEY).agg(F.flatten(F.collect_list("_xs")).alias("_all"))
+    xs = F.array_sort(F.transform(F.col("_all"), lambda x: x["gap_s"]))
+    per = per.withColumn("_xs", xs).withColumn("gap_median_s", _median(F.col("_xs")))
+    dev = F.array_sort(F.transform(F.col("_xs"), lambda x: F.abs(x - F.col("gap_median_s"))))
+    by_t = F.array_sort(F.col("_all"))  # structs sort by their first field, t
+    return per.select(
+        *KEY, "gap_median_s", _median(dev).alias("gap_mad_s"), F.size("_all").cast("long").alias("gap_n"),
+        F.slice(by_t, F.greatest(F.lit(1), F.size(by_t) - keep + 1), keep).alias("samples"))
 
 
 def transform_gap_anomalies(gaps: DataFrame, baselines: DataFrame, *, k: float, mad_floor_s: float,
@@ -331,7 +357,7 @@ def transform_gap_anomalies(gaps: DataFrame, baselines: DataFrame, *, k: float, 
     """commit_gap anomalies: gaps beyond the key's own robust threshold (and below
     ``max_gap_s``, from which on stall/stop episodes report them)."""
     threshold = F.col("gap_median_s") + F.lit(k) * F.greatest(F.col("gap_mad_s") * 1.4826, F.lit(mad_floor_s))
-    df = gaps.join(baselines, KEY).where(
+    df = gaps.join(baselines.select(*KEY, "gap_median_s", "gap_mad_s", "gap_n"), KEY).where(
         (F.col("gap_n") >= min_samples) & (F.col("gap_s") > threshold) & (F.col("gap_s") >= min_gap_s)
         & (F.col("gap_s") < max_gap_s))
     out = df.select(

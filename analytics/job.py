@@ -10,7 +10,7 @@ the length of the history):
   episode, last end-offset change);
 - ``history``: the end-offset points still above the group's committed offset (for lag in
   seconds), older ones merged per minute;
-- ``gaps``: the last 64 commit gaps per partition (its learned normal);
+- ``gaps``: the last 64 commit gaps per partition (its learned normal), one array per partition;
 - ``entries``: the last N Burrow entries per partition;
 - ``minutes``: the last minute row per partition with its open lag-growth run;
 - ``msweeps``: each group's member sweeps since its last settled sweep (open rebalances);
@@ -50,8 +50,6 @@ __all__ = ["Settings", "StepResult", "run_batch", "run_incremental", "run_step"]
 
 log = logging.getLogger(__name__)
 
-_GAP_SAMPLES = 64
-
 
 @dataclass(frozen=True)
 class Settings:
@@ -70,6 +68,19 @@ class Settings:
 class StepResult:
     tables: dict[str, DataFrame]
     state: dict[str, DataFrame]
+    #: the frames the step computed and stored for its several consumers: release them
+    #: (:meth:`release`) once the tables and the state are written
+    held: list[DataFrame] = field(default_factory=list)
+
+    def release(self) -> None:
+        """Free the stored rows of :attr:`held` now (a long-running ``lagscope run`` steps
+        every minute; waiting for the JVM's garbage collector would let them pile up)."""
+        for df in self.held:
+            try:  # a local checkpoint's plan is the stored RDD
+                df._jdf.logicalPlan().rdd().unpersist(False)
+            except Exception as exc:  # freeing early is an optimisation only
+                log.debug("could not release a stored frame: %s", exc)
+        self.held.clear()
 
 
 def _secs(c: Column) -> Column:
@@ -81,17 +92,37 @@ def _timeouts(group_events: DataFrame | None) -> DataFrame | None:
     return None if group_events is None else rebalances.generation_records(group_events)
 
 
+#: the series columns the consumers of the rows with lag seconds read (trends, status, the
+#: rebalances' progress marks): the offset-ordered sort of the lag-seconds lookup moves only these
+_ROW_COLUMNS = [*KEY, "ts", "t", "committed", "end", "log_start", "prev_log_start", "lag", "dt", "de", "dc",
+                "prev_t", "prev_end", "rec_ts", "is_state", "owner", "changed", "idle_pending_s", "lost",
+                "end_change_t"]
+
+
+def _materialise(df: DataFrame, held: list[DataFrame]) -> DataFrame:
+    """Compute ``df`` now and keep it (memory, spilling to disk) for the several consumers of
+    the step. A local checkpoint, not ``persist``: the frames built on it start from the
+    stored rows, so their plans stay small (with ``persist`` every later operation re-analyses
+    the whole lineage and matches it against the cache, which cost seconds per step), and
+    nothing is recomputed. Stored on the executors, like a cache: losing one fails the run,
+    which re-running repeats (its output is replaced, not appended)."""
+    stored = df.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
+    held.append(stored)
+    return stored
+
+
 def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
              state: dict[str, DataFrame] | None = None, commits: DataFrame | None = None,
              group_events: DataFrame | None = None, as_of: dt.datetime | None = None) -> StepResult:
     """One analytics step (pure: DataFrames in, DataFrames out)."""
     st = state or {}
     p = settings.rules
+    held: list[DataFrame] = []
     series = prepare_series(offsets, settings.read_committed_groups)
-    enriched = enrich_series(series, st.get("series")).persist(StorageLevel.MEMORY_AND_DISK)
-    rows = trends.transform_lag_seconds(enriched, st.get("history")).persist(StorageLevel.MEMORY_AND_DISK)
+    enriched = _materialise(enrich_series(series, st.get("series")), held)
+    rows = _materialise(trends.transform_lag_seconds(enriched.select(*_ROW_COLUMNS), st.get("history")), held)
     # used by the table, the lag-growth rule and its state: computed once
-    lag_trends = trends.transform_lag_trends(rows).persist(StorageLevel.MEMORY_AND_DISK)
+    lag_trends = _materialise(trends.transform_lag_trends(rows), held)
 
     # anomalies
     commit_recs = findings.commit_records(commits) if commits is not None else None
@@ -100,7 +131,7 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
     points = findings.transform_point_events(enriched, skip_factor=p.skip_factor,
                                              skip_min_messages=p.skip_min_messages, commits=commit_recs)
     gaps = findings.commit_gaps(enriched, commit_recs)
-    baselines = findings.gap_baselines(gaps, st.get("gaps"))
+    baselines = _materialise(findings.gap_baselines(gaps, st.get("gaps")), held)
     gap_anoms = findings.transform_gap_anomalies(
         gaps, baselines, k=p.gap_k, mad_floor_s=p.gap_mad_floor_s, min_gap_s=p.gap_min_s,
         min_samples=p.gap_min_samples, max_gap_s=min(p.stall_after_s, p.stop_after_s))
@@ -138,7 +169,7 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
         msweeps, alive, group_lag, changes, generations=_timeouts(group_events), commits=commit_times,
         session_timeout_s=settings.session_timeout_s, heartbeat_s=settings.heartbeat_s,
         network_s=settings.network_s, rebalance_timeout_s=settings.rebalance_timeout_s)
-    rb = rb.persist(StorageLevel.MEMORY_AND_DISK)
+    rb = _materialise(rb, held)
     recent_in = rb.select("cluster", "group_id", "start_ts", "end_ts")
     if st.get("recent_rebalances") is not None:
         recent_in = recent_in.unionByName(st["recent_rebalances"])
@@ -167,12 +198,6 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
     if st.get("history") is not None:
         hist_all = hist_all.unionByName(st["history"])
     history = trends.compact_history(hist_all, last, recent_s=settings.history_recent_s)
-    gap_samples = gaps.select(*KEY, "t", "gap_s")
-    if st.get("gaps") is not None:
-        gap_samples = gap_samples.unionByName(st["gaps"].select(*KEY, "t", "gap_s"))
-    gw = Window.partitionBy(*KEY).orderBy(F.col("t").desc())
-    gap_samples = gap_samples.withColumn("_rn", F.row_number().over(gw)).where(
-        F.col("_rn") <= _GAP_SAMPLES).drop("_rn")
     settled_w = Window.partitionBy("cluster", "group_id")
     ms = msweeps.withColumn("_last_settled", F.max(F.when(F.col("settled"), F.col("t"))).over(settled_w))
     ms = ms.where(F.col("_last_settled").isNull() | (F.col("t") >= F.col("_last_settled"))).drop("_last_settled")
@@ -183,13 +208,13 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
     new_state = {
         "series": last,
         "history": history,
-        "gaps": gap_samples,
+        "gaps": baselines.select(*KEY, "samples"),
         "entries": status.entries_state(entries, p.burrow_window),
         "minutes": findings.lag_growth_state(minutes_in, min_minutes=p.growth_min_minutes),
         "msweeps": ms,
         "recent_rebalances": recent,
     }
-    return StepResult(tables=tables, state=new_state)
+    return StepResult(tables=tables, state=new_state, held=held)
 
 
 # --------------------------------------------------------------------------------------------
@@ -258,15 +283,16 @@ def run_batch(spark: SparkSession, lake: Path | str, results: Path | str, *, sin
     offsets, members = inp["offsets"], inp["members"]
     if offsets is None or members is None:  # read_lake always returns a frame; keeps mypy exact
         raise ConfigError("the lake has no offsets/members tables")
-    step = run_step(offsets, members, settings=settings, commits=inp["commits"],
-                    group_events=inp["group_events"],
-                    as_of=dt.datetime.combine(until + dt.timedelta(days=1), dt.time(), dt.UTC))
     days = [(since + dt.timedelta(days=i)).isoformat() for i in range((until - since).days + 1)]
     with _progress(spark, progress):
-        written = _write_all(results, step.tables, mode="batch", tag=f"batch-{since}-{until}",
-                             keep=F.col("date").isin(days))
-    spark.catalog.clearCache()
-    return written
+        step = run_step(offsets, members, settings=settings, commits=inp["commits"],
+                        group_events=inp["group_events"],
+                        as_of=dt.datetime.combine(until + dt.timedelta(days=1), dt.time(), dt.UTC))
+        try:
+            return _write_all(results, step.tables, mode="batch", tag=f"batch-{since}-{until}",
+                              keep=F.col("date").isin(days))
+        finally:
+            step.release()
 
 
 def run_incremental(spark: SparkSession, lake: Path | str, results: Path | str, *, settings: Settings,
@@ -301,13 +327,15 @@ def run_incremental(spark: SparkSession, lake: Path | str, results: Path | str, 
             df = read_state(spark, results, cp["version"], name)
             if df is not None:
                 state[name] = df
-    step = run_step(offsets, members, settings=settings, state=state, commits=commits, group_events=events,
-                    as_of=until)
     tag = f"inc-{int(start.timestamp() * 1000)}-{int(until.timestamp() * 1000)}"
     with _progress(spark, progress):
-        written = _write_all(results, step.tables, mode="incremental", tag=tag)
-        version = f"v-{int(until.timestamp())}-{uuid.uuid4().hex[:6]}"
-        write_state(results, version, step.state)
+        step = run_step(offsets, members, settings=settings, state=state, commits=commits, group_events=events,
+                        as_of=until)
+        try:
+            written = _write_all(results, step.tables, mode="incremental", tag=tag)
+            version = f"v-{int(until.timestamp())}-{uuid.uuid4().hex[:6]}"
+            write_state(results, version, step.state)
+        finally:
+            step.release()
     write_checkpoint(results, Checkpoint(watermark=until.isoformat(), version=version))
-    spark.catalog.clearCache()
     return written

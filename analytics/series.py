@@ -106,6 +106,7 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
     Added columns (all per key, in time order):
 
     - ``prev_t``, ``prev_committed``, ``prev_end``, ``prev_lag``, ``prev_log_start``: the previous row;
+    - ``next_t``: the next row's time (null at the last row);
     - ``dt`` (s), ``dc`` (Δ committed), ``de`` (Δ end);
     - ``changed``: the committed offset differs from the previous row's;
     - ``change_t``: time of the last change of the committed offset up to this row;
@@ -135,6 +136,7 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
         F.col("committed") < F.col("log_start"))
     df = df.withColumns({
         "prev_t": F.lag("t").over(w),
+        "next_t": F.lead("t").over(w),
         "prev_committed": F.lag("committed").over(w),
         "prev_end": F.lag("end").over(w),
         "prev_lag": F.lag("lag").over(w),

@@ -60,46 +60,84 @@ def entries_state(entries: DataFrame, n: int) -> DataFrame:
 
 
 def _window_stats(entries: DataFrame, n: int) -> DataFrame:
+    """Per entry: the Burrow window of the last ``n`` entries ending at it.
+
+    Entry ``i`` of a key (1-based, in time order) has the window ``lo … i`` with
+    ``lo = max(1, i − n + 1)``; the flags of its consecutive pairs sit on the pair's second
+    entry, so the window's pairs are ``lo + 1 … i``. Every statistic is an index test on a
+    running value (the last entry with lag 0, the last change, decrease or lag decrease) or
+    the value ``n − 1`` entries back: linear in the entries, where sliding frames re-aggregate
+    the whole frame at every entry.
+    """
     w = Window.partitionBy(*KEY).orderBy("t")
-    frame = w.rowsBetween(-(n - 1), 0)
-    pairs = w.rowsBetween(-(n - 2), 0) if n >= 2 else w.rowsBetween(0, 0)
-    e = (entries.withColumn("_dec", (F.col("c") < F.lag("c").over(w)).cast("int"))
-         .withColumn("_lagdec", (F.col("lag") < F.lag("lag").over(w)).cast("int"))
-         .withColumn("_first_in", F.row_number().over(w)))
+    upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    e = entries.withColumns({
+        "_i": F.row_number().over(w),
+        "_chg": F.col("c") != F.lag("c").over(w),
+        "_dec": F.col("c") < F.lag("c").over(w),
+        "_lagdec": F.col("lag") < F.lag("lag").over(w),
+        "_t_back": F.lag("t", n - 1).over(w),
+        "_lag_back": F.lag("lag", n - 1).over(w),
+    })
+    i = F.col("_i")
+
+    def last_at(flag: Column) -> Column:
+        return F.last(F.when(flag, i), ignorenulls=True).over(upto)
+
+    e = e.withColumns({
+        "_first_t": F.first("t").over(upto),
+        "_first_lag": F.first("lag").over(upto),
+        "_zero_at": last_at(F.col("lag") == 0),
+        "_chg_at": last_at(F.col("_chg")),
+        "_dec_at": last_at(F.col("_dec")),
+        "_lagdec_at": last_at(F.col("_lagdec")),
+    })
+    full = i >= n
+    lo = F.greatest(F.lit(1), i - (n - 1))
+    pairs_lo = i - max(n - 2, 0)  # the window's first pair (its second entry)
     return e.select(
         *KEY, "t",
         F.struct(
             F.col("t").alias("last_t"),
-            F.min("t").over(frame).alias("first_t"),
-            F.min("lag").over(frame).alias("min_lag"),
-            F.first("lag").over(frame).alias("first_lag"),
-            (F.min("c").over(frame) == F.max("c").over(frame)).alias("stalled"),
-            # a pair's flag sits on its second entry; the window's first entry's flag belongs
-            # to a pair that starts outside the window
-            (F.coalesce(F.max("_dec").over(pairs), F.lit(0)) > 0).alias("rewound"),
-            (F.coalesce(F.max("_lagdec").over(pairs), F.lit(0)) > 0).alias("lag_decreased"),
+            F.when(full, F.col("_t_back")).otherwise(F.col("_first_t")).alias("first_t"),
+            F.coalesce(F.col("_zero_at") >= lo, F.lit(False)).alias("zero_lag"),
+            F.when(full, F.col("_lag_back")).otherwise(F.col("_first_lag")).alias("first_lag"),
+            (F.col("_chg_at").isNull() | (F.col("_chg_at") <= lo)).alias("stalled"),
+            F.coalesce(F.col("_dec_at") >= pairs_lo, F.lit(False)).alias("rewound"),
+            F.coalesce(F.col("_lagdec_at") >= pairs_lo, F.lit(False)).alias("lag_decreased"),
         ).alias("_win"),
     )
 
 
 def transform_status(rows: DataFrame, entries: DataFrame, *, n: int, stall_after_s: float,
                      stop_after_s: float, warn_lag_s: float) -> DataFrame:
-    """``status`` rows from fresh series rows with lag seconds (``rows``) and Burrow entries."""
-    minute = F.date_trunc("minute", F.col("ts"))
-    last_in_minute = Window.partitionBy(*KEY, minute.alias("_m")).orderBy(F.col("t").desc())
-    ev = rows.withColumn("_rn", F.row_number().over(last_in_minute)).where(F.col("_rn") == 1).drop("_rn")
-    ev = ev.withColumn("_kind", F.lit(1)).withColumn("_win", F.lit(None).cast(
-        "struct<last_t:double,first_t:double,min_lag:bigint,first_lag:bigint,stalled:boolean,"
+    """``status`` rows from fresh series rows with lag seconds (``rows``) and Burrow entries.
+
+    One ordered pass over the rows and the entries' windows (an entry sorts before the row of
+    its sweep): each row takes the window of the latest entry at or before it, and a row is
+    evaluated when the next row of its key lies in a later minute (the minute's last sweep).
+    An entry is a sweep's row, so the row after a row is either the next row or the entry of
+    the next row's sweep: both carry the next sweep's time.
+    """
+    ev = rows.select(*KEY, "ts", "t", "committed", "log_start", "lag", "lag_s", "owner", "lost", "idle_pending_s",
+                     "end_change_t").withColumn("_kind", F.lit(1)).withColumn("_win", F.lit(None).cast(
+        "struct<last_t:double,first_t:double,zero_lag:boolean,first_lag:bigint,stalled:boolean,"
         "rewound:boolean,lag_decreased:boolean>"))
     stats = _window_stats(entries, n).withColumn("_kind", F.lit(0))
     both = ev.unionByName(stats, allowMissingColumns=True)
-    asof = (Window.partitionBy(*KEY).orderBy("t", "_kind")
-            .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    both = both.withColumn("_w", F.last("_win", ignorenulls=True).over(asof))
-    ev = both.where(F.col("_kind") == 1)
+    order = Window.partitionBy(*KEY).orderBy("t", "_kind")
+    asof = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    both = both.withColumns({
+        "_w": F.last("_win", ignorenulls=True).over(asof),
+        "_next_t": F.lead("t").over(order),
+    })
+    # minutes as floor(t / 60): exact at a minute's first instant (t is exact there), and UTC
+    # minutes have 60 s
+    ev = both.where((F.col("_kind") == 1) & (F.col("_next_t").isNull() | (
+        F.floor(F.col("_next_t") / 60) != F.floor(F.col("t") / 60))))
     w = F.col("_w")
     lag = F.coalesce(F.col("lag"), F.lit(0))
-    burrow = (F.when(w.isNull() | (lag == 0) | (w["min_lag"] == 0), F.lit("OK"))
+    burrow = (F.when(w.isNull() | (lag == 0) | w["zero_lag"], F.lit("OK"))
               .when(w["rewound"], F.lit("REWIND"))
               .when((F.col("t") - w["last_t"]) > (w["last_t"] - w["first_t"]), F.lit("STOP"))
               .when(w["stalled"], F.lit("STALL"))

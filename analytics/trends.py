@@ -30,17 +30,14 @@ __all__ = ["compact_history", "history_points", "transform_lag_seconds", "transf
 _POINT = "struct<e:bigint,tc:double,tp:double,ep:bigint>"
 
 
-def history_points(enriched: DataFrame) -> DataFrame:
-    """The end-offset rises of a series: ``KEY, e, tc, tp, ep`` (see the module doc).
+def _is_point() -> Column:
+    """A fresh row that records a rise of the end (or is its key's first row)."""
+    return ~F.col("is_state") & F.col("end").isNotNull() & (F.col("prev_t").isNull() | (F.col("de") > 0))
 
-    The first row of a key (no previous sweep) yields ``(end, t, t, end)``: every message
-    below ``end`` was written at or before ``t``, which makes older offsets a lower bound.
-    """
-    fresh = enriched.where(~F.col("is_state") & F.col("end").isNotNull())
+
+def _point() -> Column:
     first = F.col("prev_t").isNull()
-    rise = F.col("de") > 0
-    return fresh.where(first | rise).select(
-        *KEY,
+    return F.struct(
         F.col("end").alias("e"),
         F.col("t").alias("tc"),
         F.when(first, F.col("t")).otherwise(F.col("prev_t")).alias("tp"),
@@ -48,21 +45,35 @@ def history_points(enriched: DataFrame) -> DataFrame:
     )
 
 
+def history_points(enriched: DataFrame) -> DataFrame:
+    """The end-offset rises of a series: ``KEY, e, tc, tp, ep`` (see the module doc).
+
+    The first row of a key (no previous sweep) yields ``(end, t, t, end)``: every message
+    below ``end`` was written at or before ``t``, which makes older offsets a lower bound.
+    """
+    return enriched.where(_is_point()).select(*KEY, _point().alias("_pt")).select(*KEY, "_pt.*")
+
+
 def transform_lag_seconds(enriched: DataFrame, history: DataFrame | None = None) -> DataFrame:
     """Add ``lag_s``, ``lag_s_lower`` and ``lag_s_method`` to the fresh (non-state) rows.
 
     ``history`` holds points of earlier steps (same columns as :func:`history_points`).
+
+    One pass over ``enriched``: each fresh row yields itself and, when it is a point, its
+    point (a generator, so the series is read, shuffled and sorted once), and the union is
+    ordered by offset within the key (the partitioning of the series is kept).
     """
-    points = history_points(enriched)
-    if history is not None:
-        points = points.unionByName(history.select(*KEY, "e", "tc", "tp", "ep"))
-    rows = enriched.where(~F.col("is_state")).withColumn("_kind", F.lit(0)).withColumn(
-        "_o", F.col("committed")).withColumn("_pt", F.lit(None).cast(_POINT))
-    pts = points.select(
-        *KEY, F.lit(1).alias("_kind"), F.col("e").alias("_o"),
-        F.struct("e", "tc", "tp", "ep").alias("_pt"),
+    marks = F.array(
+        F.struct(F.lit(0).alias("k"), F.col("committed").alias("o"), F.lit(None).cast(_POINT).alias("p")),
+        F.when(_is_point(), F.struct(F.lit(1).alias("k"), F.col("end").alias("o"), _point().alias("p"))),
     )
-    both = rows.unionByName(pts, allowMissingColumns=True)
+    fresh = enriched.where(~F.col("is_state"))
+    both = fresh.select("*", F.explode(F.filter(marks, lambda m: m.isNotNull())).alias("_m")).select(
+        *fresh.columns, F.col("_m.k").alias("_kind"), F.col("_m.o").alias("_o"), F.col("_m.p").alias("_pt"))
+    if history is not None:
+        both = both.unionByName(history.select(
+            *KEY, F.lit(1).alias("_kind"), F.col("e").alias("_o"),
+            F.struct("e", "tc", "tp", "ep").cast(_POINT).alias("_pt")), allowMissingColumns=True)
     # descending offset; at equal offsets rows come before points, so a point at e == c never
     # brackets c (it needs e > c)
     w = (Window.partitionBy(*KEY).orderBy(F.col("_o").desc(), F.col("_kind").asc())

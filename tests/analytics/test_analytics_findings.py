@@ -230,3 +230,33 @@ def test_rebalance_storm(spark: SparkSession) -> None:
     assertDataFrameEqual(got, spark.createDataFrame(
         [("rebalance_storm", at(0), at(210), 3.0)], "kind string, start_ts timestamp, end_ts timestamp, "
                                                     "magnitude double"))
+
+
+def test_gap_baselines_are_median_and_mad_of_the_learned_and_new_gaps(spark: SparkSession) -> None:
+    """Median and MAD over the carried samples and this step's gaps (even and odd counts);
+    the next state keeps the latest ``keep`` by time; a state in the older one-row-per-gap
+    form is read as well."""
+    import random
+    import statistics
+
+    rng = random.Random(7)
+    schema = "cluster string, group_id string, topic string, partition int, t double, gap_s double"
+    old = {p: [(float(i), round(rng.uniform(1, 20), 1)) for i in range(rng.randint(0, 9))] for p in range(5)}
+    new = {p: [(100.0 + i, round(rng.uniform(1, 60), 1)) for i in range(rng.randint(1, 6))] for p in range(5)}
+    old_rows = spark.createDataFrame([("c", "g", "tp", p, t, g) for p, xs in old.items() for t, g in xs], schema)
+    gaps = spark.createDataFrame([("c", "g", "tp", p, t, g) for p, xs in new.items() for t, g in xs], schema)
+    first = findings.gap_baselines(old_rows, keep=4)  # the older state form: one row per gap
+    out = {r["partition"]: r for r in findings.gap_baselines(gaps, old_rows, keep=4).collect()}
+    carried = {r["partition"]: r for r in findings.gap_baselines(
+        gaps, first.select(*KEY, "samples"), keep=4).collect()}
+    for p in range(5):
+        xs = [g for _, g in old[p] + new[p]]
+        med = statistics.median(xs)
+        assert out[p]["gap_median_s"] == pytest.approx(med)
+        assert out[p]["gap_mad_s"] == pytest.approx(statistics.median(abs(x - med) for x in xs))
+        assert out[p]["gap_n"] == len(xs)
+        latest = sorted(old[p] + new[p])[-4:]
+        assert [(s["t"], s["gap_s"]) for s in out[p]["samples"]] == latest
+        # a carried state holds only the latest 4 old gaps: the baseline learns from those
+        kept = [g for _, g in sorted(old[p])[-4:] + new[p]]
+        assert carried[p]["gap_median_s"] == pytest.approx(statistics.median(kept))

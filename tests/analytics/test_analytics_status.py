@@ -68,3 +68,40 @@ def test_group_status_is_the_worst_partition(spark: SparkSession) -> None:
     got = out.where(F.col("partition").isNull()).select("burrow_status", "status", "lag")
     assertDataFrameEqual(got, spark.createDataFrame([("ERR", "STALL", 900)],
                                                     "burrow_status string, status string, lag long"))
+
+
+def _burrow_window(entries: list[tuple[float, int, int | None]], j: int, n: int) -> dict[str, Any]:
+    """Burrow's window ending at entry ``j`` (0-based), straight from its definition."""
+    win = entries[max(0, j - n + 1): j + 1]
+    # a pair's flag sits on its second entry; the window's pairs end at its entries after the
+    # first (n = 1: the entry's own pair with the one before)
+    second = range(max(1, j - max(n - 2, 0)), j + 1)
+    pairs = [(entries[k - 1], entries[k]) for k in second]
+    return {
+        "last_t": entries[j][0], "first_t": win[0][0], "zero_lag": any(e[2] == 0 for e in win),
+        "first_lag": win[0][2], "stalled": min(e[1] for e in win) == max(e[1] for e in win),
+        "rewound": any(b[1] < a[1] for a, b in pairs),
+        "lag_decreased": any(a[2] is not None and b[2] is not None and b[2] < a[2] for a, b in pairs),
+    }
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+def test_window_statistics_follow_burrows_definition(spark: SparkSession, n: int) -> None:
+    """The linear-time window statistics equal Burrow's sliding-window definition on random
+    entries (repeats, rewinds, zero and missing lags, keys shorter and longer than a window)."""
+    import random
+
+    rng = random.Random(n)
+    series: dict[int, list[tuple[float, int, int | None]]] = {}
+    for part in range(6):
+        c, entries = 100, []
+        for i in range(rng.randint(1, 14)):
+            c += rng.choice([0, 0, 5, -3, 10])
+            entries.append((float(i * 10), c, rng.choice([0, 1, 4, 4, 9, None])))
+        series[part] = entries
+    df = spark.createDataFrame(
+        [("c", "g", "tp", part, t, c, lag) for part, es in series.items() for t, c, lag in es],
+        "cluster string, group_id string, topic string, partition int, t double, c bigint, lag bigint")
+    got = {(r["partition"], r["t"]): r["_win"].asDict() for r in status._window_stats(df, n).collect()}
+    expected = {(part, es[j][0]): _burrow_window(es, j, n) for part, es in series.items() for j in range(len(es))}
+    assert got == expected
