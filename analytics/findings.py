@@ -472,10 +472,11 @@ def drop_rebalance_outages(episodes: DataFrame, rebalances: DataFrame) -> DataFr
     rb = rebalances.select(F.col("cluster").alias("_c"), F.col("group_id").alias("_g"),
                            F.col("quiet_from_ts").alias("_q0"),
                            F.coalesce(F.col("end_ts"), F.col("start_ts")).alias("_q1"))
-    ep = episodes.withColumn("_eid", F.monotonically_increasing_id())
-    inside = (ep.where(F.col("kind").isin("stall", "stop", "commit_gap"))
+    # by ``key`` (an anomaly's identity): a generated row id is not stable across the two
+    # evaluations of ``episodes`` (the join side and the kept side may be partitioned apart)
+    inside = (episodes.where(F.col("kind").isin("stall", "stop", "commit_gap"))
               .join(rb, (F.col("cluster") == F.col("_c")) & (F.col("group_id") == F.col("_g"))
                     & (F.col("start_ts") >= F.col("_q0") - F.expr("INTERVAL 1 SECOND"))
                     & (F.coalesce(F.col("end_ts"), F.col("start_ts")) <= F.col("_q1") + F.expr("INTERVAL 1 SECOND")))
-              .select("_eid").distinct())
-    return ep.join(inside, "_eid", "left_anti").drop("_eid")
+              .select("key").distinct())
+    return episodes.join(inside, "key", "left_anti")

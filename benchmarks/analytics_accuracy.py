@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import datetime as dt
+import math
 import os
 import platform
 import sys
@@ -364,7 +365,8 @@ def main() -> None:
         an = "; ".join(f"{k}: {tp}/{fp}/{fn}" for k, (tp, fp, fn) in r.anomalies.items()) or "-"
         lines.append(f"| {r.name} | {r.sweeps} | {r.lag_rows} | {r.lag_mae:.2f} | {r.lag_p99:.2f} | {r.kle_mae:.2f} | "
                      f"{r.kle_p99:.2f} | {r.lower_bounds} | {r.rebalances_found}/{r.rebalances_truth} | "
-                     f"{r.duration_err_max:.2f} | {r.causes_right} | {r.source} | {an} | "
+                     f"{'–' if math.isnan(r.duration_err_max) else f'{r.duration_err_max:.2f}'} | "
+                     f"{r.causes_right} | {r.source} | {an} | "
                      f"{r.alarms if r.name in QUIET else '-'} |")
     lines += ["", "Anomalies per kind over all scenarios (tp: anomalies matching an injected fault; fp: "
               "anomalies matching none; recall: faults found / faults injected):", "",
