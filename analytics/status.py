@@ -43,20 +43,21 @@ _RANK = {"OK": 1, "IDLE": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5, "REWIND
 
 
 def burrow_entries(enriched: DataFrame, state_entries: DataFrame | None = None) -> DataFrame:
-    """Entries ``KEY, t, c, lag``: fresh sweeps where the committed offset changed or an owner
-    was assigned, plus the previous step's last entries."""
+    """Entries ``KEY, t, c, lag, is_state``: fresh sweeps where the committed offset changed or
+    an owner was assigned, plus the previous step's last entries (``is_state``)."""
     fresh = enriched.where(~F.col("is_state") & F.col("committed").isNotNull()
                            & (F.col("changed") | F.col("owner").isNotNull()))
-    e = fresh.select(*KEY, "t", F.col("committed").alias("c"), "lag")
+    e = fresh.select(*KEY, "t", F.col("committed").alias("c"), "lag", F.lit(False).alias("is_state"))
     if state_entries is not None:
-        e = e.unionByName(state_entries.select(*KEY, "t", "c", "lag"))
+        e = e.unionByName(state_entries.select(*KEY, "t", "c", "lag", F.lit(True).alias("is_state")))
     return e
 
 
 def entries_state(entries: DataFrame, n: int) -> DataFrame:
     """The last ``n`` entries per key (what the next step's window needs)."""
     w = Window.partitionBy(*KEY).orderBy(F.col("t").desc())
-    return entries.withColumn("_rn", F.row_number().over(w)).where(F.col("_rn") <= n).drop("_rn")
+    return entries.withColumn("_rn", F.row_number().over(w)).where(F.col("_rn") <= n).select(
+        *KEY, "t", "c", "lag")
 
 
 def _window_stats(entries: DataFrame, n: int) -> DataFrame:
@@ -67,12 +68,16 @@ def _window_stats(entries: DataFrame, n: int) -> DataFrame:
     entry, so the window's pairs are ``lo + 1 … i``. Every statistic is an index test on a
     running value (the last entry with lag 0, the last change, decrease or lag decrease) or
     the value ``n − 1`` entries back: linear in the entries, where sliding frames re-aggregate
-    the whole frame at every entry.
+    the whole frame at every entry. Of the previous step's entries (``is_state``) only the last
+    one's window is returned.
     """
     w = Window.partitionBy(*KEY).orderBy("t")
     upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    if "is_state" not in entries.columns:
+        entries = entries.withColumn("is_state", F.lit(False))
     e = entries.withColumns({
         "_i": F.row_number().over(w),
+        "_next_is_state": F.lead("is_state").over(w),
         "_chg": F.col("c") != F.lag("c").over(w),
         "_dec": F.col("c") < F.lag("c").over(w),
         "_lagdec": F.col("lag") < F.lag("lag").over(w),
@@ -95,6 +100,9 @@ def _window_stats(entries: DataFrame, n: int) -> DataFrame:
     full = i >= n
     lo = F.greatest(F.lit(1), i - (n - 1))
     pairs_lo = i - max(n - 2, 0)  # the window's first pair (its second entry)
+    # the previous step's entries are context: of their windows only the last one can be the
+    # window of a row of this step (all of which are later)
+    e = e.where(~F.col("is_state") | ~F.coalesce(F.col("_next_is_state"), F.lit(False)))
     return e.select(
         *KEY, "t",
         F.struct(
