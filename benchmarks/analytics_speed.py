@@ -3,10 +3,13 @@
     .venv/bin/python benchmarks/analytics_speed.py --rows 5000000 --incremental-rows 100000
 
 1. full batch (all four result tables) over a lake of ``--rows`` offset rows on local[2];
-2. the lag-trend step (series → lag in seconds → per-minute trends, written to Parquet) in
-   Spark beside the same computation in DuckDB (window LAG, ASOF join for the interpolation,
-   per-minute aggregation);
-3. one incremental step over one new sweep of ``--incremental-rows`` rows, with 1 day and with
+2. the lag-trend step (series → lag in seconds → per-minute trends with their topic and group
+   rollups, written to Parquet) in Spark beside the same computation in DuckDB (window LAG,
+   ASOF join for the interpolation, per-minute aggregation, grouping sets); the two outputs
+   are joined on their key and compared, so the reference computes what Spark computes;
+3. Spark's floor on the same lake: read, one shuffle by key, one sort, one window column, no
+   output (what any per-partition series job costs at least on this machine);
+4. one incremental step over one new sweep of ``--incremental-rows`` rows, with 1 day and with
    7 days of history in the lake (the ratio shows whether the cost follows the new data).
 
 Prints a Markdown report (redirect it to benchmarks/results/analytics_speed.md).
@@ -27,6 +30,8 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pyarrow as pa
+from pyspark.sql import Window
+from pyspark.sql import functions as F  # noqa: N812
 
 from lagscope.analytics.io import read_lake
 from lagscope.analytics.job import Settings, run_batch, run_incremental
@@ -95,6 +100,10 @@ def write_lake(root: Path, *, keys: int, groups: int, sweeps: int, interval_s: f
     return total
 
 
+#: the lag-trend table in DuckDB, column for column what ``transform_lag_trends`` computes:
+#: per-minute partition rows (last and max lag, produce/consume/log-start rates over the
+#: intervals ending in the minute, interpolated lag seconds with the lower-bound flag and the
+#: method, retention headroom) and their topic and group rollups, with the catch-up ETA
 DUCKDB_TRENDS = """
 WITH s AS (
   SELECT group_id, topic, "partition", sweep_ts AS ts, epoch_ms(sweep_ts) / 1000.0 AS t,
@@ -102,7 +111,7 @@ WITH s AS (
          greatest(0, log_end_offset - committed_offset) AS lag
   FROM read_parquet('{lake}/offsets/*/*/*.parquet')
 ), w AS (
-  SELECT *, lag(t) OVER k AS pt, lag(c) OVER k AS pc, lag(e) OVER k AS pe
+  SELECT *, lag(t) OVER k AS pt, lag(c) OVER k AS pc, lag(e) OVER k AS pe, lag(ls) OVER k AS pls
   FROM s WINDOW k AS (PARTITION BY group_id, topic, "partition" ORDER BY t)
 ), pts AS (
   SELECT group_id, topic, "partition", e, t AS tc, coalesce(pt, t) AS tp, coalesce(pe, e) AS ep
@@ -112,17 +121,42 @@ WITH s AS (
   FROM w ASOF LEFT JOIN pts p
     ON w.group_id = p.group_id AND w.topic = p.topic AND w."partition" = p."partition" AND w.c < p.e
 ), ls AS (
-  SELECT *, CASE WHEN lag = 0 THEN 0.0
-                 WHEN c >= ep THEN t - (tp + (c - ep + 0.5) / (p_e - ep) * (tc - tp))
-                 ELSE t - tp END AS lag_s
+  SELECT *,
+         CASE WHEN c IS NULL THEN NULL WHEN lag = 0 THEN 1 WHEN p_e IS NOT NULL THEN 2 END AS method,
+         CASE WHEN c IS NULL THEN NULL WHEN lag = 0 THEN 0.0
+              WHEN p_e IS NULL THEN NULL
+              WHEN c >= ep THEN greatest(0.0, t - (tp + (c - ep + 0.5) / (p_e - ep) * (tc - tp)))
+              ELSE greatest(0.0, t - tp) END AS lag_s,
+         CASE WHEN c IS NULL OR p_e IS NULL AND lag > 0 THEN NULL ELSE lag > 0 AND c < ep END AS lower
   FROM j
+), per AS (
+  SELECT group_id, topic, "partition", date_trunc('minute', ts) AS window_start,
+         arg_max(lag, t) AS lag_last, max(lag) AS lag_max,
+         sum(greatest(e - pe, 0)) / sum(t - pt) AS produce_rate,
+         sum(greatest(c - pc, 0)) / sum(t - pt) AS consume_rate,
+         sum(greatest(ls - pls, 0)) / sum(t - pt) AS ls_rate,
+         arg_max(lag_s, t) AS lag_seconds, arg_max(lower, t) AS lower, arg_max(method, t) AS method,
+         arg_max(c, t) AS c_last, arg_max(ls, t) AS ls_last
+  FROM ls GROUP BY ALL
+), head AS (
+  SELECT *, CASE WHEN c_last IS NULL OR ls_last IS NULL THEN NULL WHEN c_last < ls_last THEN 0.0
+                 WHEN greatest(coalesce(ls_rate, 0), CASE WHEN ls_last > 0 THEN coalesce(produce_rate, 0) ELSE 0 END)
+                      - coalesce(consume_rate, 0) > 0
+                 THEN (c_last - ls_last) / (greatest(coalesce(ls_rate, 0), CASE WHEN ls_last > 0
+                      THEN coalesce(produce_rate, 0) ELSE 0 END) - coalesce(consume_rate, 0)) END AS headroom
+  FROM per
+), r AS (
+  SELECT group_id, topic, "partition", window_start, sum(lag_last) AS lag_last, sum(lag_max) AS lag_max,
+         sum(produce_rate) AS produce_rate, sum(consume_rate) AS consume_rate, max(lag_seconds) AS lag_seconds,
+         arg_max(lower, lag_seconds) AS lag_seconds_is_lower_bound, arg_max(method, lag_seconds) AS method,
+         min(headroom) AS retention_headroom_s
+  FROM head
+  GROUP BY GROUPING SETS ((group_id, topic, "partition", window_start), (group_id, topic, window_start),
+                          (group_id, window_start))
 )
-SELECT group_id, topic, "partition", date_trunc('minute', ts) AS window_start,
-       arg_max(lag, t) AS lag_last, max(lag) AS lag_max,
-       sum(greatest(e - pe, 0)) / sum(t - pt) AS produce_rate,
-       sum(greatest(c - pc, 0)) / sum(t - pt) AS consume_rate,
-       arg_max(lag_s, t) AS lag_seconds
-FROM ls GROUP BY ALL
+SELECT *, CASE WHEN lag_last = 0 THEN 0.0 WHEN lag_last > 0 AND consume_rate - produce_rate > 0
+               THEN lag_last / (consume_rate - produce_rate) END AS catchup_eta_s
+FROM r
 """
 
 
@@ -135,6 +169,9 @@ def main() -> None:
     ap.add_argument("--incremental-rows", type=int, default=100_000)
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--skip-batch", action="store_true")
+    ap.add_argument("--skip-incremental", action="store_true")
+    ap.add_argument("--incremental-shuffle-partitions", type=int, default=2,
+                    help="lagscope analyze --shuffle-partitions for the incremental steps (small data)")
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="lagscope-bench-"))
     lines = _Echo([f"# analytics speed ({dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC)", "",
@@ -166,16 +203,27 @@ def main() -> None:
         spark_s = time.perf_counter() - t
         con = duckdb.connect()
         con.execute("SET threads TO 2")
+        con.execute("SET enable_progress_bar = false")
         t = time.perf_counter()
         con.execute(f"COPY ({DUCKDB_TRENDS.format(lake=lake)}) TO '{work / 'duck-trends.parquet'}' (FORMAT parquet)")
         duck_s = time.perf_counter() - t
         lines.append(f"| lag-trend step (Spark local[2]) | {n:,} | {spark_s:.1f} | {n / spark_s:,.0f} |")
         lines.append(f"| lag-trend step (DuckDB, 2 threads) | {n:,} | {duck_s:.1f} | {n / duck_s:,.0f} |")
-        lines += ["", f"Spark / DuckDB on the lag-trend step: **{spark_s / duck_s:.2f}×** (target ≤ 1.5×).", ""]
+        # Spark's floor here: the least any per-partition series job does (read the lake, one
+        # shuffle by key, one sort, one window column; nothing written)
+        key_w = Window.partitionBy("cluster", "group_id", "topic", "partition").orderBy("sweep_ts")
+        t = time.perf_counter()
+        off.select(F.lag("committed_offset").over(key_w)).write.format("noop").mode("overwrite").save()
+        floor_s = time.perf_counter() - t
+        lines.append(f"| floor: read, shuffle by key, sort, one window column, no output (Spark local[2]) | {n:,} | "
+                     f"{floor_s:.1f} | {n / floor_s:,.0f} |")
+        lines += ["", f"Spark / DuckDB on the lag-trend step: **{spark_s / duck_s:.2f}×** (target ≤ 1.5×).", "",
+                  _compare_trends(con, work / "spark-trends", work / "duck-trends.parquet"), ""]
+        spark.conf.set("spark.sql.shuffle.partitions", str(args.incremental_shuffle_partitions))
 
         # incremental step with 1 and 7 days of history
         inc_times = {}
-        for days in (1, 7):
+        for days in () if args.skip_incremental else (1, 7):
             root = work / f"inc-{days}d"
             keys = args.incremental_rows
             # one sweep every 6 hours of history, then the step's sweep
@@ -192,15 +240,38 @@ def main() -> None:
             run_incremental(spark, root, root / "results", settings=Settings(),
                             until=step_t + dt.timedelta(minutes=1))
             inc_times[days] = time.perf_counter() - t
-            lines.append(f"| incremental step, 1 new sweep, {days} day(s) of history | {keys:,} | "
+            lines.append(f"| incremental step, 1 new sweep, {days} day(s) of history "
+                         f"(--shuffle-partitions {args.incremental_shuffle_partitions}) | {keys:,} | "
                          f"{inc_times[days]:.2f} | {keys / inc_times[days]:,.0f} |")
             shutil.rmtree(root, ignore_errors=True)
-        lines += ["", f"Incremental step at 7 days / 1 day of history: **{inc_times[7] / inc_times[1]:.2f}** "
-                  "(target ≤ 1.2; the step reads only the new sweep's date partition and the carried state).", ""]
+        if inc_times:
+            lines += ["", f"Incremental step at 7 days / 1 day of history: **{inc_times[7] / inc_times[1]:.2f}** "
+                      "(target ≤ 1.2; the step reads only the new sweep's date partition and the carried state).",
+                      ""]
     finally:
         spark.stop()
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _compare_trends(con: duckdb.DuckDBPyConnection, spark_out: Path, duck_out: Path) -> str:
+    """Both engines computed the same table: rows matched on their key, largest differences."""
+    key = ["group_id", "topic", "partition", "window_start"]
+    on = " AND ".join(f'a."{k}" IS NOT DISTINCT FROM b."{k}"' for k in key)
+    cols = ["lag_last", "lag_max", "produce_rate", "consume_rate", "lag_seconds", "retention_headroom_s",
+            "catchup_eta_s"]
+    # relative: a rate difference of 1e-13 (summation order) turns a near-zero net rate into
+    # very different, equally meaningless ETAs
+    diffs = ", ".join(f"max(abs(a.{c} - b.{c}) / greatest(abs(b.{c}), 1))" for c in cols)
+    q = (f"SELECT count(*), count(a.group_id), count(b.group_id), {diffs}, "
+         "sum(CASE WHEN a.lag_seconds_is_lower_bound IS DISTINCT FROM b.lag_seconds_is_lower_bound "
+         "THEN 1 ELSE 0 END) "
+         f"FROM read_parquet('{spark_out}/*.parquet') a FULL JOIN read_parquet('{duck_out}') b ON {on}")
+    (row,) = con.sql(q).fetchall()
+    total, in_spark, in_duck, *d, flags = row
+    worst = ", ".join(f"{c} {v if v is not None else 0:.3g}" for c, v in zip(cols, d, strict=True))
+    return (f"Same computation: {total:,} rows after a full join on the key ({in_spark:,} from Spark, "
+            f"{in_duck:,} from DuckDB); largest relative differences: {worst}; lower-bound flags differing: {flags}.")
 
 
 class _Echo(list[str]):
