@@ -45,15 +45,19 @@ T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 def offsets_batch(keys: int, groups: int, t0: dt.datetime, sweeps: int, interval_s: float, seed: int) -> pa.Table:
-    """``sweeps`` sweeps of ``keys`` (group, partition) rows: ends grow ~Poisson, consumers
-    keep up with a small random lag."""
+    """``sweeps`` sweeps of ``keys`` (group, partition) rows from ``t0``: each partition's end
+    offset is one function of time (its own rate, ±10 % over an hour: never decreasing, the
+    same across batches, so a lake written in chunks stays continuous); consumers keep up with
+    a small random lag (seeded by ``seed``)."""
     rng = np.random.default_rng(seed)
     k = np.arange(keys)
     parts_per_group = max(1, keys // groups)
     group = np.array([f"g{i}" for i in range(groups)])[np.minimum(k // parts_per_group, groups - 1)]
     partition = (k % parts_per_group).astype(np.int32)
-    base_rate = rng.uniform(1, 50, keys)
-    ends = np.cumsum(rng.poisson(np.tile(base_rate * interval_s, (sweeps, 1))), axis=0).astype(np.int64)
+    shape = np.random.default_rng(0)
+    rate, phase = shape.uniform(1, 50, keys), shape.uniform(0, 2 * np.pi, keys)
+    elapsed = (t0 - T0).total_seconds() + np.arange(sweeps)[:, None] * interval_s
+    ends = np.floor(rate * (elapsed + 60 * np.sin(2 * np.pi * elapsed / 3600 + phase))).astype(np.int64) + 10_000
     lag = rng.integers(0, 20, (sweeps, keys))
     committed = np.maximum(0, ends - lag)
     ts = np.array([t0 + dt.timedelta(seconds=i * interval_s) for i in range(sweeps)], dtype="datetime64[ms]")
