@@ -60,8 +60,9 @@ def transform_lag_seconds(enriched: DataFrame, history: DataFrame | None = None)
     ``history`` holds points of earlier steps (same columns as :func:`history_points`).
 
     One pass over ``enriched``: each fresh row yields itself and, when it is a point, its
-    point (a generator, so the series is read, shuffled and sorted once), and the union is
-    ordered by offset within the key (the partitioning of the series is kept).
+    point (a generator, so the series is read and shuffled once), ordered by offset within the
+    key (without ``history`` the partitioning of the series is kept; with it, one shuffle of
+    the step's rows and the carried points).
     """
     marks = F.array(
         F.struct(F.lit(0).alias("k"), F.col("committed").alias("o"), F.lit(None).cast(_POINT).alias("p")),
