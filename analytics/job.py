@@ -95,8 +95,8 @@ def _timeouts(group_events: DataFrame | None) -> DataFrame | None:
 #: the series columns the consumers of the rows with lag seconds read (trends, status, the
 #: rebalances' progress marks): the offset-ordered sort of the lag-seconds lookup moves only these
 _ROW_COLUMNS = [*KEY, "ts", "t", "committed", "end", "log_start", "prev_log_start", "lag", "dt", "de", "dc",
-                "prev_t", "prev_end", "rec_ts", "is_state", "owner", "changed", "idle_pending_s", "lost",
-                "end_change_t"]
+                "prev_t", "next_t", "prev_end", "rec_ts", "is_state", "owner", "changed", "idle_pending_s",
+                "lost", "end_change_t"]
 
 
 def _materialise(df: DataFrame, held: list[DataFrame]) -> DataFrame:

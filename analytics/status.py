@@ -73,8 +73,6 @@ def _window_stats(entries: DataFrame, n: int) -> DataFrame:
     """
     w = Window.partitionBy(*KEY).orderBy("t")
     upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    if "is_state" not in entries.columns:
-        entries = entries.withColumn("is_state", F.lit(False))
     e = entries.withColumns({
         "_i": F.row_number().over(w),
         "_next_is_state": F.lead("is_state").over(w),
@@ -121,28 +119,23 @@ def transform_status(rows: DataFrame, entries: DataFrame, *, n: int, stall_after
                      stop_after_s: float, warn_lag_s: float) -> DataFrame:
     """``status`` rows from fresh series rows with lag seconds (``rows``) and Burrow entries.
 
-    One ordered pass over the rows and the entries' windows (an entry sorts before the row of
-    its sweep): each row takes the window of the latest entry at or before it, and a row is
-    evaluated when the next row of its key lies in a later minute (the minute's last sweep).
-    An entry is a sweep's row, so the row after a row is either the next row or the entry of
-    the next row's sweep: both carry the next sweep's time.
+    A row is evaluated when it is its minute's last sweep (the series' next sweep, ``next_t``,
+    lies in a later minute, or there is none); one ordered pass over those rows and the
+    entries' windows (an entry sorts before the row of its sweep) gives each the window of the
+    latest entry at or before it.
     """
-    ev = rows.select(*KEY, "ts", "t", "committed", "log_start", "lag", "lag_s", "owner", "lost", "idle_pending_s",
-                     "end_change_t").withColumn("_kind", F.lit(1)).withColumn("_win", F.lit(None).cast(
-        "struct<last_t:double,first_t:double,zero_lag:boolean,first_lag:bigint,stalled:boolean,"
-        "rewound:boolean,lag_decreased:boolean>"))
-    stats = _window_stats(entries, n).withColumn("_kind", F.lit(0))
-    both = ev.unionByName(stats, allowMissingColumns=True)
-    order = Window.partitionBy(*KEY).orderBy("t", "_kind")
-    asof = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    both = both.withColumns({
-        "_w": F.last("_win", ignorenulls=True).over(asof),
-        "_next_t": F.lead("t").over(order),
-    })
     # minutes as floor(t / 60): exact at a minute's first instant (t is exact there), and UTC
     # minutes have 60 s
-    ev = both.where((F.col("_kind") == 1) & (F.col("_next_t").isNull() | (
-        F.floor(F.col("_next_t") / 60) != F.floor(F.col("t") / 60))))
+    last_in_minute = F.col("next_t").isNull() | (F.floor(F.col("next_t") / 60) != F.floor(F.col("t") / 60))
+    ev = rows.where(last_in_minute).select(
+        *KEY, "ts", "t", "committed", "log_start", "lag", "lag_s", "owner", "lost", "idle_pending_s",
+        "end_change_t").withColumn("_kind", F.lit(1)).withColumn("_win", F.lit(None).cast(
+            "struct<last_t:double,first_t:double,zero_lag:boolean,first_lag:bigint,stalled:boolean,"
+            "rewound:boolean,lag_decreased:boolean>"))
+    stats = _window_stats(entries, n).withColumn("_kind", F.lit(0))
+    both = ev.unionByName(stats, allowMissingColumns=True)
+    asof = Window.partitionBy(*KEY).orderBy("t", "_kind").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    ev = both.withColumn("_w", F.last("_win", ignorenulls=True).over(asof)).where(F.col("_kind") == 1)
     w = F.col("_w")
     lag = F.coalesce(F.col("lag"), F.lit(0))
     burrow = (F.when(w.isNull() | (lag == 0) | w["zero_lag"], F.lit("OK"))
