@@ -92,11 +92,11 @@ def _timeouts(group_events: DataFrame | None) -> DataFrame | None:
     return None if group_events is None else rebalances.generation_records(group_events)
 
 
-#: the series columns the consumers of the rows with lag seconds read (trends, status, the
-#: rebalances' progress marks): the offset-ordered sort of the lag-seconds lookup moves only these
-_ROW_COLUMNS = [*KEY, "ts", "t", "committed", "end", "log_start", "prev_log_start", "lag", "dt", "de", "dc",
-                "prev_t", "next_t", "prev_end", "rec_ts", "is_state", "owner", "changed", "idle_pending_s",
-                "lost", "end_change_t"]
+#: the series columns the minute rows with lag seconds carry (for trends and status) or are
+#: computed from: the offset-ordered sort of the lag-seconds lookup moves only these
+_ROW_COLUMNS = [*KEY, "ts", "t", "window_start", "committed", "end", "log_start", "prev_log_start", "lag", "dt",
+                "de", "dc", "prev_t", "next_t", "prev_end", "rec_ts", "is_state", "owner", "idle_pending_s", "lost",
+                "end_change_t"]
 
 
 def _materialise(df: DataFrame, held: list[DataFrame]) -> DataFrame:
@@ -120,6 +120,7 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
     held: list[DataFrame] = []
     series = prepare_series(offsets, settings.read_committed_groups)
     enriched = _materialise(enrich_series(series, st.get("series")), held)
+    # the minute rows with lag seconds: one per key and minute (its last sweep)
     rows = _materialise(trends.transform_lag_seconds(enriched.select(*_ROW_COLUMNS), st.get("history")), held)
     # used by the table, the lag-growth rule and its state: computed once
     lag_trends = _materialise(trends.transform_lag_trends(rows), held)
@@ -146,7 +147,7 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
     msweeps = rebalances.member_sweeps(members).withColumn("is_state", F.lit(False))
     if st.get("msweeps") is not None:
         msweeps = msweeps.unionByName(st["msweeps"].drop("group_lag"), allowMissingColumns=True)
-    fresh = rows
+    fresh = enriched.where(~F.col("is_state"))
     alive = fresh.where(F.col("owner").isNotNull() & (F.col("changed") | (F.coalesce(F.col("lag"), F.lit(0)) == 0)))
     alive = alive.select("cluster", "group_id", "owner", F.col("t").alias("alive_t"))
     if st.get("series") is not None:

@@ -55,7 +55,10 @@ STATE_MARKERS: dict[str, T.DataType] = {
 
 
 def series_window() -> WindowSpec:
-    return Window.partitionBy(*KEY).orderBy("t")
+    """A key's rows in time order. Ordered by the minute first (the same order: the minute is
+    monotone in time), so per-minute windows over the enriched series (``orderBy
+    window_start``, a range of the current minute) need no sort of their own."""
+    return Window.partitionBy(*KEY).orderBy("window_start", "t")
 
 
 def _epoch_s(col: Column) -> Column:
@@ -105,6 +108,7 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
 
     Added columns (all per key, in time order):
 
+    - ``window_start``: the sweep's minute;
     - ``prev_t``, ``prev_committed``, ``prev_end``, ``prev_lag``, ``prev_log_start``: the previous row;
     - ``next_t``: the next row's time (null at the last row);
     - ``dt`` (s), ``dc`` (Δ committed), ``de`` (Δ end);
@@ -126,6 +130,7 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
     df = _with_markers(series)
     if state is not None:
         df = df.unionByName(_with_markers(state), allowMissingColumns=True)
+    df = df.withColumn("window_start", F.date_trunc("minute", F.col("ts")))
     w = series_window()
     before = w.rowsBetween(Window.unboundedPreceding, -1)
     upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)

@@ -117,17 +117,14 @@ def _window_stats(entries: DataFrame, n: int) -> DataFrame:
 
 def transform_status(rows: DataFrame, entries: DataFrame, *, n: int, stall_after_s: float,
                      stop_after_s: float, warn_lag_s: float) -> DataFrame:
-    """``status`` rows from fresh series rows with lag seconds (``rows``) and Burrow entries.
+    """``status`` rows from the minute rows with lag seconds (``rows``, from
+    :func:`lagscope.analytics.trends.transform_lag_seconds`: each minute is evaluated at its
+    last sweep) and Burrow entries.
 
-    A row is evaluated when it is its minute's last sweep (the series' next sweep, ``next_t``,
-    lies in a later minute, or there is none); one ordered pass over those rows and the
-    entries' windows (an entry sorts before the row of its sweep) gives each the window of the
-    latest entry at or before it.
+    One ordered pass over those rows and the entries' windows (an entry sorts before the row
+    of its sweep) gives each row the window of the latest entry at or before it.
     """
-    # minutes as floor(t / 60): exact at a minute's first instant (t is exact there), and UTC
-    # minutes have 60 s
-    last_in_minute = F.col("next_t").isNull() | (F.floor(F.col("next_t") / 60) != F.floor(F.col("t") / 60))
-    ev = rows.where(last_in_minute).select(
+    ev = rows.select(
         *KEY, "ts", "t", "committed", "log_start", "lag", "lag_s", "owner", "lost", "idle_pending_s",
         "end_change_t").withColumn("_kind", F.lit(1)).withColumn("_win", F.lit(None).cast(
             "struct<last_t:double,first_t:double,zero_lag:boolean,first_lag:bigint,stalled:boolean,"

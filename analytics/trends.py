@@ -13,7 +13,10 @@ Lag in seconds of a row (sweep time ``t``, committed offset ``c``, end ``e``):
   is ever extrapolated: when ``c`` lies before the known history (``c < ep`` of the earliest
   point) the row says "at least ``t − tp``" (``lag_seconds_is_lower_bound``).
 
-The lookup is one window over the union of points and rows of a key, ordered by offset
+Lag in seconds is reported per minute, at the minute's last sweep (the ``lag_trends`` row and
+the ``status`` evaluation of that minute), so it is computed for those rows only: the *minute
+rows* (:func:`minute_rows`), one per key and minute, each carrying its minute's totals. The
+lookup is one window over the union of a key's minute rows and points, ordered by offset
 (descending): ``last(point, ignorenulls)`` is the nearest point above each row's offset. No
 join, and the series keeps its partitioning.
 """
@@ -25,7 +28,7 @@ from pyspark.sql import functions as F  # noqa: N812
 
 from lagscope.analytics.series import KEY
 
-__all__ = ["compact_history", "history_points", "transform_lag_seconds", "transform_lag_trends"]
+__all__ = ["compact_history", "history_points", "minute_rows", "transform_lag_seconds", "transform_lag_trends"]
 
 _POINT = "struct<e:bigint,tc:double,tp:double,ep:bigint>"
 
@@ -54,23 +57,61 @@ def history_points(enriched: DataFrame) -> DataFrame:
     return enriched.where(_is_point()).select(*KEY, _point().alias("_pt")).select(*KEY, "_pt.*")
 
 
-def transform_lag_seconds(enriched: DataFrame, history: DataFrame | None = None) -> DataFrame:
-    """Add ``lag_s``, ``lag_s_lower`` and ``lag_s_method`` to the fresh (non-state) rows.
+def _with_minute_totals(enriched: DataFrame) -> DataFrame:
+    """The fresh rows with ``window_start``, the minute's totals (see :func:`minute_rows`) and
+    ``_last``: the row is its minute's last sweep."""
+    # minutes as floor(t / 60): exact at a minute's first instant (t is exact there), and UTC
+    # minutes have 60 s; the same minutes as date_trunc over ``ts``
+    fresh = enriched.where(~F.col("is_state"))
+    # the rows of the current minute: the series' own order (series_window), so no sort
+    minute = Window.partitionBy(*KEY).orderBy("window_start").rangeBetween(Window.currentRow, Window.currentRow)
+    counted = F.col("dt") > 0
+
+    def rise(c: Column) -> Column:
+        return F.sum(F.when(counted, F.greatest(c, F.lit(0)))).over(minute)
+
+    return fresh.withColumns({
+        "lag_max": F.max("lag").over(minute),
+        "m_de": rise(F.col("de")),
+        "m_dc": rise(F.col("dc")),
+        "m_dls": rise(F.col("log_start") - F.col("prev_log_start")),
+        "m_dt": F.sum(F.when(counted, F.col("dt"))).over(minute),
+        "_last": F.col("next_t").isNull() | (F.floor(F.col("next_t") / 60) != F.floor(F.col("t") / 60)),
+    })
+
+
+def minute_rows(enriched: DataFrame) -> DataFrame:
+    """The fresh rows that are their minute's last sweep (the series' next sweep, ``next_t``,
+    lies in a later minute, or there is none), with ``window_start`` and the minute's totals
+    over its rows: ``lag_max``; ``m_de``, ``m_dc``, ``m_dls`` (the rises of the end, the
+    committed offset and the log start, each ≥ 0) and ``m_dt`` over the intervals that end in the
+    minute (those with ``dt > 0``; the first reaches back to the previous minute's last sweep).
+    """
+    return _with_minute_totals(enriched).where(F.col("_last")).drop("_last")
+
+
+def transform_lag_seconds(enriched: DataFrame, history: DataFrame | None = None, *,
+                          every_sweep: bool = False) -> DataFrame:
+    """The minute rows of ``enriched`` (:func:`minute_rows`) with ``lag_s``, ``lag_s_lower`` and
+    ``lag_s_method``; with ``every_sweep``, every fresh row (each with its minute's totals), for
+    a sweep-by-sweep view such as the accuracy benchmark's.
 
     ``history`` holds points of earlier steps (same columns as :func:`history_points`).
 
-    One pass over ``enriched``: each fresh row yields itself and, when it is a point, its
-    point (a generator, so the series is read and shuffled once), ordered by offset within the
-    key (without ``history`` the partitioning of the series is kept; with it, one shuffle of
-    the step's rows and the carried points).
+    One pass over the fresh rows: each yields its minute row (when it is one) and its point
+    (when it is one) through a generator, so the series is read and shuffled once; they are
+    ordered by offset within the key (without ``history`` the partitioning of the series is
+    kept; with it, one shuffle of the step's rows and the carried points).
     """
+    fresh = _with_minute_totals(enriched)
     marks = F.array(
-        F.struct(F.lit(0).alias("k"), F.col("committed").alias("o"), F.lit(None).cast(_POINT).alias("p")),
+        F.when(F.lit(True) if every_sweep else F.col("_last"), F.struct(F.lit(0).alias("k"), F.col("committed").alias("o"),
+                                        F.lit(None).cast(_POINT).alias("p"))),
         F.when(_is_point(), F.struct(F.lit(1).alias("k"), F.col("end").alias("o"), _point().alias("p"))),
     )
-    fresh = enriched.where(~F.col("is_state"))
+    cols = [c for c in fresh.columns if c != "_last"]
     both = fresh.select("*", F.explode(F.filter(marks, lambda m: m.isNotNull())).alias("_m")).select(
-        *fresh.columns, F.col("_m.k").alias("_kind"), F.col("_m.o").alias("_o"), F.col("_m.p").alias("_pt"))
+        *cols, F.col("_m.k").alias("_kind"), F.col("_m.o").alias("_o"), F.col("_m.p").alias("_pt"))
     if history is not None:
         both = both.unionByName(history.select(
             *KEY, F.lit(1).alias("_kind"), F.col("e").alias("_o"),
@@ -128,7 +169,8 @@ def _date_cols(df: DataFrame, ts_col: str) -> DataFrame:
 
 
 def transform_lag_trends(rows: DataFrame) -> DataFrame:
-    """Rows with lag seconds → ``lag_trends`` (see :data:`lagscope.schema.LAG_TRENDS`).
+    """Minute rows with lag seconds (:func:`transform_lag_seconds`) → ``lag_trends`` (see
+    :data:`lagscope.schema.LAG_TRENDS`).
 
     Per partition and minute: lag at the last sample and its maximum; produce rate
     Σ(Δ end)/Σ(Δt) and consume rate Σ(max(0, Δ committed))/Σ(Δt) over the intervals that end
@@ -141,22 +183,12 @@ def transform_lag_trends(rows: DataFrame) -> DataFrame:
     Topic-level (partition null) and group-level (topic null) rows sum lags and rates and take
     the largest lag seconds and the smallest headroom.
     """
-    r = rows.withColumn("window_start", F.date_trunc("minute", F.col("ts")))
-    dt = F.when(F.col("dt") > 0, F.col("dt"))
-    dls = F.col("log_start") - F.col("prev_log_start")
-    per = r.groupBy(*KEY, "window_start").agg(
-        F.max_by("lag", "t").alias("lag_last"),
-        F.max("lag").alias("lag_max"),
-        F.sum(F.when(dt.isNotNull(), F.greatest(F.col("de"), F.lit(0)))).alias("_de"),
-        F.sum(F.when(dt.isNotNull(), F.greatest(F.col("dc"), F.lit(0)))).alias("_dc"),
-        F.sum(F.when(dt.isNotNull(), F.greatest(dls, F.lit(0)))).alias("_dls"),
-        F.sum(dt).alias("_dt"),
-        F.max_by("lag_s", "t").alias("lag_seconds"),
-        F.max_by("lag_s_lower", "t").alias("lag_seconds_is_lower_bound"),
-        F.max_by(_method_code(), "t").alias("_method"),
-        F.max_by("committed", "t").alias("_c"),
-        F.max_by("log_start", "t").alias("_ls"),
-    )
+    per = rows.select(
+        *KEY, "window_start", F.col("lag").alias("lag_last"), "lag_max",
+        F.col("m_de").alias("_de"), F.col("m_dc").alias("_dc"), F.col("m_dls").alias("_dls"),
+        F.col("m_dt").alias("_dt"), F.col("lag_s").alias("lag_seconds"),
+        F.col("lag_s_lower").alias("lag_seconds_is_lower_bound"), _method_code().alias("_method"),
+        F.col("committed").alias("_c"), F.col("log_start").alias("_ls"))
     per = (per.withColumn("produce_rate", F.when(F.col("_dt") > 0, F.col("_de") / F.col("_dt")))
            .withColumn("consume_rate", F.when(F.col("_dt") > 0, F.col("_dc") / F.col("_dt")))
            .withColumn("_ls_rate", F.when(F.col("_dt") > 0, F.col("_dls") / F.col("_dt"))))
@@ -190,6 +222,7 @@ def transform_lag_trends(rows: DataFrame) -> DataFrame:
 
 #: ``lag_s_method`` as a 1-based code while aggregating: ``max_by`` over a string keeps its
 #: aggregation buffer off the fast hash aggregate (a sort per aggregation), an int does not
+#: (the rollups take the method of the row with the largest lag seconds)
 _METHODS = ("zero", "interpolated", "exact")
 
 

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.testing import assertDataFrameEqual
 
 from lagscope.analytics.series import enrich_series, prepare_series
-from lagscope.analytics.trends import transform_lag_seconds, transform_lag_trends
+from lagscope.analytics.trends import minute_rows, transform_lag_seconds, transform_lag_trends
 
 pytestmark = pytest.mark.spark
 
@@ -121,3 +121,31 @@ def test_lag_trends_lag_seconds_and_rollups(spark: SparkSession) -> None:
         (None, None, at(0), 230, 30.0, 10.333), (None, None, at(60), 630, 88.5, 10.333),
     ], "topic string, partition int, window_start timestamp, lag_last long, lag_s double, produce_rate double")
     assertDataFrameEqual(got, expected)
+
+
+def test_minute_rows_are_each_minutes_last_sweep_with_the_minutes_totals(spark: SparkSession) -> None:
+    # sweeps at 0, 20, 40 (minute 0), 70, 100 (minute 1), 130 (minute 2, the series' last):
+    # each minute is represented by its last sweep; its totals cover the intervals ending in
+    # it (minute 1: 40→70 and 70→100, so Δt 60 s, Δend 60 + 90, Δcommitted 10 + 60)
+    rows = [(0, 100, 100), (20, 110, 130), (40, 150, 150), (70, 160, 210), (100, 220, 300), (130, 300, 300)]
+    out = minute_rows(enrich_series(prepare_series(offsets_df(spark, rows))))
+    got = out.select("t", "window_start", "lag", "lag_max", "m_de", "m_dc", "m_dt")
+    expected = spark.createDataFrame([
+        (at(40).timestamp(), at(0), 0, 20, 50, 50, 40.0),
+        (at(100).timestamp(), at(60), 80, 80, 150, 70, 60.0),
+        (at(130).timestamp(), at(120), 0, 0, 0, 80, 30.0),
+    ], "t double, window_start timestamp, lag long, lag_max long, m_de long, m_dc long, m_dt double")
+    assertDataFrameEqual(got, expected)
+
+
+def test_lag_seconds_every_sweep_agrees_with_the_minute_rows(spark: SparkSession) -> None:
+    # the same lookup either way: every sweep gets its lag seconds with ``every_sweep``, and the
+    # minute rows' values are the same rows' values
+    rows = [(0, 100, 100), (20, 110, 130), (40, 150, 200), (70, 160, 260), (100, 220, 300), (130, 250, 330)]
+    enriched = enrich_series(prepare_series(offsets_df(spark, rows)))
+    every = transform_lag_seconds(enriched, every_sweep=True).select("t", "lag_s", "lag_s_method")
+    minutes = transform_lag_seconds(enriched).select("t", "lag_s", "lag_s_method")
+    assert every.count() == len(rows)
+    assert every.where(F.col("lag_s").isNull()).count() == 0
+    assertDataFrameEqual(minutes, every.join(minutes.select("t"), "t"))
+    assert minutes.count() == 3  # the sweeps at 40, 100 and 130 s
