@@ -5,8 +5,9 @@
 1. full batch (all four result tables) over a lake of ``--rows`` offset rows on local[2];
 2. the lag-trend step (series → lag in seconds → per-minute trends with their topic and group
    rollups, written to Parquet) in Spark beside the same computation in DuckDB (window LAG,
-   ASOF join for the interpolation, per-minute aggregation, grouping sets); the two outputs
-   are joined on their key and compared, so the reference computes what Spark computes;
+   ASOF join for the interpolation, per-minute aggregation, grouping sets), alternately, twice
+   each (the first run pays the engine's warm-up; the ratio is taken on the second); the two
+   outputs are joined on their key and compared, so the reference computes what Spark computes;
 3. Spark's floor on the same lake: read, one shuffle by key, one sort, one window column, no
    output (what any per-partition series job costs at least on this machine);
 4. one incremental step over one new sweep of ``--incremental-rows`` rows, with 1 day and with
@@ -199,20 +200,29 @@ def main() -> None:
                 seconds=sweeps * args.interval_s)).date(), settings=Settings(), progress=False)
             s = time.perf_counter() - t
             lines.append(f"| full batch, 4 result tables (Spark local[2]) | {n:,} | {s:.1f} | {n / s:,.0f} |")
-        # lag-trend step, Spark vs DuckDB (both read the lake and write Parquet)
-        t = time.perf_counter()
+        # lag-trend step, Spark vs DuckDB (both read the lake and write Parquet), each run twice:
+        # the first run pays each engine's warm-up (Spark's code generation, DuckDB's first
+        # read), the second is the steady state a recurring job sees; the ratio is taken on it
         off = read_lake(spark, lake, "offsets", since=T0.date(), until=T0.date() + dt.timedelta(days=30))
-        trends = transform_lag_trends(transform_lag_seconds(enrich_series(prepare_series(off))))
-        trends.write.mode("overwrite").parquet(str(work / "spark-trends"))
-        spark_s = time.perf_counter() - t
         con = duckdb.connect()
         con.execute("SET threads TO 2")
         con.execute("SET enable_progress_bar = false")
-        t = time.perf_counter()
-        con.execute(f"COPY ({DUCKDB_TRENDS.format(lake=lake)}) TO '{work / 'duck-trends.parquet'}' (FORMAT parquet)")
-        duck_s = time.perf_counter() - t
-        lines.append(f"| lag-trend step (Spark local[2]) | {n:,} | {spark_s:.1f} | {n / spark_s:,.0f} |")
-        lines.append(f"| lag-trend step (DuckDB, 2 threads) | {n:,} | {duck_s:.1f} | {n / duck_s:,.0f} |")
+        spark_runs, duck_runs = [], []
+        for _ in range(2):
+            t = time.perf_counter()
+            trends = transform_lag_trends(transform_lag_seconds(enrich_series(prepare_series(off))))
+            trends.write.mode("overwrite").parquet(str(work / "spark-trends"))
+            spark_runs.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            con.execute(f"COPY ({DUCKDB_TRENDS.format(lake=lake)}) TO '{work / 'duck-trends.parquet'}' "
+                        "(FORMAT parquet)")
+            duck_runs.append(time.perf_counter() - t)
+        for i, label in enumerate(("first run", "second run")):
+            lines.append(f"| lag-trend step, {label} (Spark local[2]) | {n:,} | {spark_runs[i]:.1f} | "
+                         f"{n / spark_runs[i]:,.0f} |")
+            lines.append(f"| lag-trend step, {label} (DuckDB, 2 threads) | {n:,} | {duck_runs[i]:.1f} | "
+                         f"{n / duck_runs[i]:,.0f} |")
+        spark_s, duck_s = spark_runs[1], duck_runs[1]
         # Spark's floor here: the least any per-partition series job does (read the lake, one
         # shuffle by key, one sort, one window column; nothing written)
         key_w = Window.partitionBy("cluster", "group_id", "topic", "partition").orderBy("sweep_ts")
@@ -221,7 +231,8 @@ def main() -> None:
         floor_s = time.perf_counter() - t
         lines.append(f"| floor: read, shuffle by key, sort, one window column, no output (Spark local[2]) | {n:,} | "
                      f"{floor_s:.1f} | {n / floor_s:,.0f} |")
-        lines += ["", f"Spark / DuckDB on the lag-trend step: **{spark_s / duck_s:.2f}×** (target ≤ 1.5×).", "",
+        lines += ["", f"Spark / DuckDB on the lag-trend step: **{spark_s / duck_s:.2f}×** on the second runs "
+                  f"(target ≤ 1.5×); {spark_runs[0] / duck_runs[0]:.2f}× on the first.", "",
                   _compare_trends(con, work / "spark-trends", work / "duck-trends.parquet"), ""]
         spark.conf.set("spark.sql.shuffle.partitions", str(args.incremental_shuffle_partitions))
 
