@@ -104,9 +104,10 @@ def transform_lag_seconds(enriched: DataFrame, history: DataFrame | None = None,
     kept; with it, one shuffle of the step's rows and the carried points).
     """
     fresh = _with_minute_totals(enriched)
+    reported = F.lit(True) if every_sweep else F.col("_last")
     marks = F.array(
-        F.when(F.lit(True) if every_sweep else F.col("_last"), F.struct(F.lit(0).alias("k"), F.col("committed").alias("o"),
-                                        F.lit(None).cast(_POINT).alias("p"))),
+        F.when(reported, F.struct(F.lit(0).alias("k"), F.col("committed").alias("o"),
+                                  F.lit(None).cast(_POINT).alias("p"))),
         F.when(_is_point(), F.struct(F.lit(1).alias("k"), F.col("end").alias("o"), _point().alias("p"))),
     )
     cols = [c for c in fresh.columns if c != "_last"]
