@@ -369,11 +369,17 @@ def transform_gap_anomalies(gaps: DataFrame, baselines: DataFrame, *, k: float, 
     return _finish(out)
 
 
-def transform_lag_growth(minutes: DataFrame, *, min_minutes: int) -> DataFrame:
-    """lag_growth over partition-minute rows (``KEY, window_start, lag_last, produce_rate,
-    consume_rate`` and optional state rows ``is_state`` with ``m_g_start``/``m_g_lag0``/``m_g_n``)."""
-    if "is_state" not in minutes.columns:
-        minutes = minutes.withColumn("is_state", F.lit(False))
+def _growth_pass(minutes: DataFrame) -> DataFrame:
+    """One ordered pass over partition-minute rows (``KEY, window_start, lag_last, produce_rate,
+    consume_rate``; state rows ``is_state`` carry their open run in ``m_g_start``/``m_g_lag0``/
+    ``m_g_n``): per row ``_grows`` (the lag rose over the previous minute while producers
+    outpaced the consumer; an open state run counts as growing, so it carries on across steps),
+    ``_run`` (the current run's start, the lag before it and ``c0``, the running count of
+    growing minutes before it), ``_cnt`` (that running count up to the row), and the next
+    row's ``_next_ws``/``_next_in``."""
+    # rows of a union with the state have is_state null: fresh
+    minutes = minutes.withColumn("is_state", F.coalesce(
+        F.col("is_state") if "is_state" in minutes.columns else F.lit(None), F.lit(False)))
     for c, dtype in (("m_g_start", "timestamp"), ("m_g_lag0", "long"), ("m_g_n", "int")):
         if c not in minutes.columns:
             minutes = minutes.withColumn(c, F.lit(None).cast(dtype))
@@ -382,20 +388,32 @@ def transform_lag_growth(minutes: DataFrame, *, min_minutes: int) -> DataFrame:
     prev_lag = F.lag("lag_last").over(w)
     grows = (~F.col("is_state") & (F.col("lag_last") > prev_lag)
              & (F.coalesce(F.col("produce_rate"), F.lit(0.0)) > F.coalesce(F.col("consume_rate"), F.lit(0.0))))
-    # a state row whose run is open counts as growing, so the run carries on across steps
     df = minutes.withColumn("_grows", F.coalesce(grows, F.lit(False)) | (
         F.col("is_state") & F.col("m_g_start").isNotNull()))
-    df = df.withColumn("_prev_grows", F.coalesce(F.lag("_grows").over(w), F.lit(False)))
-    df = df.withColumn("_prev_lag", prev_lag)
+    own = F.when(F.col("is_state"), F.coalesce(F.col("m_g_n"), F.lit(0))).when(F.col("_grows"), 1).otherwise(0)
+    df = df.withColumns({
+        "_prev_grows": F.coalesce(F.lag("_grows").over(w), F.lit(False)),
+        "_prev_lag": prev_lag,
+        "_own": own,
+        "_cnt": F.sum(own).over(upto),
+        "_next_in": F.lead("_grows").over(w),
+        "_next_ws": F.lead("window_start").over(w),
+    })
     # the run: a state row continues it (m_g_*); a growing minute after a non-growing one starts it
-    start_mark = (F.when(F.col("is_state"), F.struct(F.col("m_g_start").alias("s"), F.col("m_g_lag0").alias("l0")))
+    start_mark = (F.when(F.col("is_state"), F.struct(F.col("m_g_start").alias("s"), F.col("m_g_lag0").alias("l0"),
+                                                     F.lit(0).cast("long").alias("c0")))
                   .when(F.col("_grows") & ~F.col("_prev_grows"),
-                        F.struct(F.col("window_start").alias("s"), F.col("_prev_lag").alias("l0"))))
-    df = df.withColumn("_run", F.last(start_mark, ignorenulls=True).over(upto))
-    df = df.withColumn("_in", F.col("_grows"))
-    df = df.withColumn("_next_in", F.lead("_in").over(w)).withColumn("_next_ws", F.lead("window_start").over(w))
-    runs = (df.where(F.col("_in")).groupBy(*KEY, F.col("_run.s").alias("_s"), F.col("_run.l0").alias("_l0"))
-            .agg(F.sum(F.when(~F.col("is_state"), 1).otherwise(F.coalesce(F.col("m_g_n"), F.lit(0)))).alias("_n"),
+                        F.struct(F.col("window_start").alias("s"), F.col("_prev_lag").alias("l0"),
+                                 (F.col("_cnt") - F.col("_own")).cast("long").alias("c0"))))
+    return df.withColumn("_run", F.last(start_mark, ignorenulls=True).over(upto))
+
+
+def transform_lag_growth(minutes: DataFrame, *, min_minutes: int) -> DataFrame:
+    """lag_growth over partition-minute rows (see :func:`_growth_pass`): ``min_minutes`` or more
+    consecutive minutes whose lag rose while producers outpaced the consumer."""
+    df = _growth_pass(minutes)
+    runs = (df.where(F.col("_grows")).groupBy(*KEY, F.col("_run.s").alias("_s"), F.col("_run.l0").alias("_l0"))
+            .agg(F.sum("_own").alias("_n"),
                  F.max_by("lag_last", "window_start").alias("_lag_end"),
                  F.max("window_start").alias("_last"),
                  F.max(F.when(F.col("_next_in") == False, F.col("_next_ws"))).alias("_end")))  # noqa: E712
@@ -410,37 +428,15 @@ def transform_lag_growth(minutes: DataFrame, *, min_minutes: int) -> DataFrame:
     return _finish(out)
 
 
-def lag_growth_state(minutes: DataFrame, *, min_minutes: int) -> DataFrame:
-    """The last partition-minute row per key with its open growth run (for the next step)."""
-    del min_minutes
-    w = Window.partitionBy(*KEY).orderBy("window_start")
-    upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    if "is_state" not in minutes.columns:
-        minutes = minutes.withColumn("is_state", F.lit(False))
-    for c, dtype in (("m_g_start", "timestamp"), ("m_g_lag0", "long"), ("m_g_n", "int")):
-        if c not in minutes.columns:
-            minutes = minutes.withColumn(c, F.lit(None).cast(dtype))
-    prev_lag = F.lag("lag_last").over(w)
-    grows = (~F.col("is_state") & (F.col("lag_last") > prev_lag)
-             & (F.coalesce(F.col("produce_rate"), F.lit(0.0)) > F.coalesce(F.col("consume_rate"), F.lit(0.0))))
-    df = minutes.withColumn("_grows", F.coalesce(grows, F.lit(False)) | (
-        F.col("is_state") & F.col("m_g_start").isNotNull()))
-    df = df.withColumn("_prev_lag", prev_lag)
-    df = df.withColumn("_blk", F.sum(F.when(~F.col("_grows"), 1).otherwise(0)).over(upto))
-    wb = Window.partitionBy(*KEY, "_blk").orderBy("window_start").rowsBetween(Window.unboundedPreceding, 0)
-    df = df.withColumn("_n", F.sum(F.when(F.col("is_state"), F.coalesce(F.col("m_g_n"), F.lit(0)))
-                                   .when(F.col("_grows"), 1).otherwise(0)).over(wb))
-    df = df.withColumn("_s", F.first(F.when(F.col("is_state"), F.col("m_g_start")).when(
-        F.col("_grows"), F.col("window_start")), ignorenulls=True).over(wb))
-    df = df.withColumn("_l0", F.first(F.when(F.col("is_state"), F.col("m_g_lag0")).when(
-        F.col("_grows"), F.col("_prev_lag")), ignorenulls=True).over(wb))
-    last = df.withColumn("_rn", F.row_number().over(Window.partitionBy(*KEY).orderBy(F.col("window_start").desc())))
-    last = last.where(F.col("_rn") == 1)
-    return last.select(
+def lag_growth_state(minutes: DataFrame) -> DataFrame:
+    """The last partition-minute row per key with its open growth run (for the next step): the
+    same pass as :func:`transform_lag_growth`, its rows without a next minute."""
+    df = _growth_pass(minutes).where(F.col("_next_ws").isNull())
+    return df.select(
         *KEY, "window_start", "lag_last", "produce_rate", "consume_rate",
-        F.when(F.col("_grows"), F.col("_s")).alias("m_g_start"),
-        F.when(F.col("_grows"), F.col("_l0")).alias("m_g_lag0"),
-        F.when(F.col("_grows"), F.col("_n")).cast("int").alias("m_g_n"),
+        F.when(F.col("_grows"), F.col("_run.s")).alias("m_g_start"),
+        F.when(F.col("_grows"), F.col("_run.l0")).alias("m_g_lag0"),
+        F.when(F.col("_grows"), F.col("_cnt") - F.col("_run.c0")).cast("int").alias("m_g_n"),
         F.lit(True).alias("is_state"))
 
 

@@ -211,7 +211,7 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
         "history": history,
         "gaps": baselines.select(*KEY, "samples"),
         "entries": status.entries_state(entries, p.burrow_window),
-        "minutes": findings.lag_growth_state(minutes_in, min_minutes=p.growth_min_minutes),
+        "minutes": findings.lag_growth_state(minutes_in),
         "msweeps": ms,
         "recent_rebalances": recent,
     }

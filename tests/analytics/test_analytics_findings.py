@@ -260,3 +260,30 @@ def test_gap_baselines_are_median_and_mad_of_the_learned_and_new_gaps(spark: Spa
         # a carried state holds only the latest 4 old gaps: the baseline learns from those
         kept = [g for _, g in sorted(old[p])[-4:] + new[p]]
         assert carried[p]["gap_median_s"] == pytest.approx(statistics.median(kept))
+
+
+def _growth_minutes(spark: SparkSession, lags: list[tuple[int, int]]) -> DataFrame:
+    """Partition-minute rows (group g, topic t, partition 0) from ``(minute, lag_last)``; the
+    produce rate exceeds the consume rate in every minute."""
+    return spark.createDataFrame(
+        [("c", "g", "t", 0, at(60 * m), lag, 10.0, 5.0) for m, lag in lags],
+        "cluster string, group_id string, topic string, partition int, window_start timestamp, "
+        "lag_last long, produce_rate double, consume_rate double")
+
+
+@pytest.mark.parametrize("split", [2, 3, 4, 6])
+def test_lag_growth_carried_across_steps_equals_one_pass(spark: SparkSession, split: int) -> None:
+    # the lag grows in minutes 2…6 (5 minutes, from 20 at minute 1 to 70), falls at minute 7,
+    # grows again in minutes 8 and 9 (too short for a run of 3); a step boundary before minute
+    # ``split`` (inside the run, at its start, or after it) carries the open run in the state
+    lags = [(0, 20), (1, 20), (2, 30), (3, 40), (4, 50), (5, 60), (6, 70), (7, 10), (8, 15), (9, 20)]
+    whole = findings.transform_lag_growth(_growth_minutes(spark, lags), min_minutes=3)
+    assertDataFrameEqual(whole.select("start_ts", "end_ts", "magnitude"), spark.createDataFrame(
+        [(at(120), at(420), 50 / 300)], "start_ts timestamp, end_ts timestamp, magnitude double"))
+
+    first = _growth_minutes(spark, [x for x in lags if x[0] < split])
+    state = findings.lag_growth_state(first)
+    second = _growth_minutes(spark, [x for x in lags if x[0] >= split]).unionByName(state, allowMissingColumns=True)
+    stepped = findings.transform_lag_growth(second, min_minutes=3)
+    # the step that saw the run's end reports it whole, as the single pass does
+    assertDataFrameEqual(stepped, whole)
