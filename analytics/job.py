@@ -182,8 +182,9 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
 
     # status
     entries = status.burrow_entries(enriched, st.get("entries"))
-    stat = status.transform_status(rows, entries, n=p.burrow_window, stall_after_s=p.stall_after_s,
-                                   stop_after_s=p.stop_after_s, warn_lag_s=p.warn_lag_s)
+    parts = _materialise(status.partition_status(rows, entries, n=p.burrow_window, stall_after_s=p.stall_after_s,
+                                                 stop_after_s=p.stop_after_s, warn_lag_s=p.warn_lag_s), held)
+    stat = status.with_group_rows(parts)
 
     stamp = F.lit(as_of or dt.datetime.now(dt.UTC)).cast("timestamp")
     tables = {

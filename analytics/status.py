@@ -34,7 +34,8 @@ from pyspark.sql import functions as F  # noqa: N812
 
 from lagscope.analytics.series import KEY
 
-__all__ = ["STATUS_COLUMNS", "burrow_entries", "entries_state", "transform_status"]
+__all__ = ["STATUS_COLUMNS", "burrow_entries", "entries_state", "partition_status", "transform_status",
+           "with_group_rows"]
 
 STATUS_COLUMNS = ["cluster", "eval_ts", "group_id", "topic", "partition", "burrow_status", "status",
                   "reason", "lag", "lag_seconds"]
@@ -61,7 +62,8 @@ def entries_state(entries: DataFrame, n: int) -> DataFrame:
 
 
 def _window_stats(entries: DataFrame, n: int) -> DataFrame:
-    """Per entry: the Burrow window of the last ``n`` entries ending at it.
+    """Per entry that is its minute's last: the Burrow window of the last ``n`` entries ending
+    at it.
 
     Entry ``i`` of a key (1-based, in time order) has the window ``lo … i`` with
     ``lo = max(1, i − n + 1)``; the flags of its consecutive pairs sit on the pair's second
@@ -76,6 +78,7 @@ def _window_stats(entries: DataFrame, n: int) -> DataFrame:
     e = entries.withColumns({
         "_i": F.row_number().over(w),
         "_next_is_state": F.lead("is_state").over(w),
+        "_next_t": F.lead("t").over(w),
         "_chg": F.col("c") != F.lag("c").over(w),
         "_dec": F.col("c") < F.lag("c").over(w),
         "_lagdec": F.col("lag") < F.lag("lag").over(w),
@@ -98,9 +101,12 @@ def _window_stats(entries: DataFrame, n: int) -> DataFrame:
     full = i >= n
     lo = F.greatest(F.lit(1), i - (n - 1))
     pairs_lo = i - max(n - 2, 0)  # the window's first pair (its second entry)
-    # the previous step's entries are context: of their windows only the last one can be the
+    # an evaluation (a minute's last sweep) takes the latest entry at or before it: the last
+    # entry of its minute or of an earlier one, so only those windows are returned; the
+    # previous step's entries are context: of their windows only the last one can be the
     # window of a row of this step (all of which are later)
-    e = e.where(~F.col("is_state") | ~F.coalesce(F.col("_next_is_state"), F.lit(False)))
+    last_in_minute = F.col("_next_t").isNull() | (F.floor(F.col("_next_t") / 60) != F.floor(F.col("t") / 60))
+    e = e.where(last_in_minute & (~F.col("is_state") | ~F.coalesce(F.col("_next_is_state"), F.lit(False))))
     return e.select(
         *KEY, "t",
         F.struct(
@@ -115,9 +121,9 @@ def _window_stats(entries: DataFrame, n: int) -> DataFrame:
     )
 
 
-def transform_status(rows: DataFrame, entries: DataFrame, *, n: int, stall_after_s: float,
+def partition_status(rows: DataFrame, entries: DataFrame, *, n: int, stall_after_s: float,
                      stop_after_s: float, warn_lag_s: float) -> DataFrame:
-    """``status`` rows from the minute rows with lag seconds (``rows``, from
+    """Partition ``status`` rows (no ``date``) from the minute rows with lag seconds (``rows``, from
     :func:`lagscope.analytics.trends.transform_lag_seconds`: each minute is evaluated at its
     last sweep) and Burrow entries.
 
@@ -164,10 +170,22 @@ def transform_status(rows: DataFrame, entries: DataFrame, *, n: int, stall_after
                     F.format_string("owner assigned but no commit for %.0f s with lag %d", pending, lag))
               .when(growing, F.format_string("lag %.0f s and growing", F.col("lag_s")))
               .otherwise(F.format_string("consuming; lag %d", lag)))
-    parts = ev.select(
+    return ev.select(
         "cluster", F.col("ts").alias("eval_ts"), "group_id", "topic", "partition",
         burrow.alias("burrow_status"), own.alias("status"), reason.alias("reason"),
         F.col("lag"), F.col("lag_s").alias("lag_seconds"))
+
+
+def transform_status(rows: DataFrame, entries: DataFrame, *, n: int, stall_after_s: float,
+                     stop_after_s: float, warn_lag_s: float) -> DataFrame:
+    """The ``status`` table: :func:`partition_status` and :func:`with_group_rows`."""
+    return with_group_rows(partition_status(rows, entries, n=n, stall_after_s=stall_after_s,
+                                            stop_after_s=stop_after_s, warn_lag_s=warn_lag_s))
+
+
+def with_group_rows(parts: DataFrame) -> DataFrame:
+    """Partition status rows plus their group rows, with ``date`` (``parts`` is read twice:
+    pass stored rows, not a plan that would be computed twice)."""
     return parts.unionByName(_group_rows(parts)).withColumn("date", F.date_format("eval_ts", "yyyy-MM-dd"))
 
 
