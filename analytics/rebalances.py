@@ -238,6 +238,12 @@ def transform_rebalances(
     else:
         win = (win.withColumn("_b_gen_t", F.lit(None).cast("double"))
                .withColumn("_b_gen", F.lit(None).cast("int")))
+    # the per-sweep inputs matter only for groups with a window (few): filtered before they
+    # are aggregated (the semi join is pushed below the callers' aggregations)
+    with_window = F.broadcast(win.select(*_G).distinct())
+    alive, group_lag, changes = (df.join(with_window, list(_G), "left_semi") for df in (alive, group_lag, changes))
+    if commits is not None:
+        commits = commits.join(with_window, list(_G), "left_semi")
     # static members that came back with a new member id; members gone for good; newcomers
     a_iids = F.transform(F.col("a.instances"), lambda x: x["iid"])
     b_iids = F.transform(F.col("b.instances"), lambda x: x["iid"])
