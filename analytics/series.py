@@ -198,9 +198,9 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
 
 
 def state_rows(enriched: DataFrame) -> DataFrame:
-    """The last row per key with its markers: the series part of the next step's state."""
-    w = Window.partitionBy(*KEY).orderBy(F.col("t").desc())
-    last = enriched.withColumn("_rn", F.row_number().over(w)).where(F.col("_rn") == 1)
+    """The last row per key with its markers: the series part of the next step's state (the
+    row without a next sweep: no sort of its own)."""
+    last = enriched.where(F.col("next_t").isNull())
     return last.select(
         *SERIES_COLUMNS,
         F.col("change_t").alias("m_change_t"),

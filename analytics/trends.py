@@ -58,10 +58,8 @@ def history_points(enriched: DataFrame) -> DataFrame:
 
 
 def _with_minute_totals(enriched: DataFrame) -> DataFrame:
-    """The fresh rows with ``window_start``, the minute's totals (see :func:`minute_rows`) and
-    ``_last``: the row is its minute's last sweep."""
-    # minutes as floor(t / 60): exact at a minute's first instant (t is exact there), and UTC
-    # minutes have 60 s; the same minutes as date_trunc over ``ts``
+    """The fresh rows with the minute's totals (see :func:`minute_rows`) and ``_last``: the row
+    is its minute's last sweep."""
     fresh = enriched.where(~F.col("is_state"))
     # the rows of the current minute: the series' own order (series_window), so no sort
     minute = Window.partitionBy(*KEY).orderBy("window_start").rangeBetween(Window.currentRow, Window.currentRow)
@@ -76,6 +74,8 @@ def _with_minute_totals(enriched: DataFrame) -> DataFrame:
         "m_dc": rise(F.col("dc")),
         "m_dls": rise(F.col("log_start") - F.col("prev_log_start")),
         "m_dt": F.sum(F.when(counted, F.col("dt"))).over(minute),
+        # minutes as floor(t / 60): exact at a minute's first instant (t is exact there), and
+        # UTC minutes have 60 s; the same minutes as date_trunc over ``ts`` (window_start)
         "_last": F.col("next_t").isNull() | (F.floor(F.col("next_t") / 60) != F.floor(F.col("t") / 60)),
     })
 
