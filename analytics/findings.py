@@ -176,14 +176,13 @@ def transform_episodes(enriched: DataFrame, *, stall_after_s: float, stop_after_
     marks = loss.unionByName(stuck).withColumn("_why", why).withColumn("_start", F.round(F.col("_s"), 3)).withColumn(
         "_id", F.concat_ws("@", F.col("_cls"), F.col("_start").cast("string")))
     # the next sweep of the key, and whether it carries the same episode
-    marks = marks.withColumn("_next_t", F.col("next_t"))
-    same = marks.select(*KEY, F.col("t").alias("_next_t"), "_id", F.lit(True).alias("_goes_on"))
-    marks = marks.join(same, [*KEY, "_next_t", "_id"], "left")
-    ended = F.col("_next_t").isNotNull() & F.col("_goes_on").isNull()
+    same = marks.select(*KEY, F.col("t").alias("next_t"), "_id", F.lit(True).alias("_goes_on"))
+    marks = marks.join(same, [*KEY, "next_t", "_id"], "left")
+    ended = F.col("next_t").isNotNull() & F.col("_goes_on").isNull()
     eps = (marks
            .groupBy(*KEY, "_cls", "_start")
            .agg(F.min_by(F.struct(F.col("_kind").alias("k"), F.col("_why").alias("why")), "t").alias("_first"),
-                F.max("t").alias("_last_t"), F.max(F.when(ended, F.col("_next_t"))).alias("_end"),
+                F.max("t").alias("_last_t"), F.max(F.when(ended, F.col("next_t"))).alias("_end"),
                 F.max(F.when(F.col("lost"), F.col("log_start") - F.col("committed"))).alias("_lost"))
            .withColumn("_kind", F.col("_first.k")))
     dur = F.coalesce(F.col("_end"), F.col("_last_t")) - F.col("_start")

@@ -32,6 +32,7 @@ __all__ = [
     "SERIES_COLUMNS",
     "STATE_MARKERS",
     "enrich_series",
+    "minutes_last",
     "prepare_series",
     "series_window",
 ]
@@ -59,6 +60,13 @@ def series_window() -> WindowSpec:
     monotone in time), so per-minute windows over the enriched series (``orderBy
     window_start``, a range of the current minute) need no sort of their own."""
     return Window.partitionBy(*KEY).orderBy("window_start", "t")
+
+
+def minutes_last(t: Column, next_t: Column) -> Column:
+    """The sweep at ``t`` is its minute's last: the next one (``next_t``) lies in a later minute,
+    or there is none. Minutes as floor(t / 60): exact at a minute's first instant (t is exact
+    there), and UTC minutes have 60 s; the same minutes as ``date_trunc`` over the timestamp."""
+    return next_t.isNull() | (F.floor(next_t / 60) != F.floor(t / 60))
 
 
 def _epoch_s(col: Column) -> Column:

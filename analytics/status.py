@@ -32,7 +32,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F  # noqa: N812
 
-from lagscope.analytics.series import KEY
+from lagscope.analytics.series import KEY, minutes_last
 
 __all__ = ["STATUS_COLUMNS", "burrow_entries", "entries_state", "partition_status", "transform_status",
            "with_group_rows"]
@@ -105,8 +105,8 @@ def _window_stats(entries: DataFrame, n: int) -> DataFrame:
     # entry of its minute or of an earlier one, so only those windows are returned; the
     # previous step's entries are context: of their windows only the last one can be the
     # window of a row of this step (all of which are later)
-    last_in_minute = F.col("_next_t").isNull() | (F.floor(F.col("_next_t") / 60) != F.floor(F.col("t") / 60))
-    e = e.where(last_in_minute & (~F.col("is_state") | ~F.coalesce(F.col("_next_is_state"), F.lit(False))))
+    context_before_last = F.col("is_state") & F.coalesce(F.col("_next_is_state"), F.lit(False))
+    e = e.where(minutes_last(F.col("t"), F.col("_next_t")) & ~context_before_last)
     return e.select(
         *KEY, "t",
         F.struct(

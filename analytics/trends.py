@@ -15,7 +15,7 @@ Lag in seconds of a row (sweep time ``t``, committed offset ``c``, end ``e``):
 
 Lag in seconds is reported per minute, at the minute's last sweep (the ``lag_trends`` row and
 the ``status`` evaluation of that minute), so it is computed for those rows only: the *minute
-rows* (:func:`minute_rows`), one per key and minute, each carrying its minute's totals. The
+rows*, one per key and minute, each carrying its minute's totals. The
 lookup is one window over the union of a key's minute rows and points, ordered by offset
 (descending): ``last(point, ignorenulls)`` is the nearest point above each row's offset. No
 join, and the series keeps its partitioning.
@@ -26,9 +26,9 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F  # noqa: N812
 
-from lagscope.analytics.series import KEY
+from lagscope.analytics.series import KEY, minutes_last
 
-__all__ = ["compact_history", "history_points", "minute_rows", "transform_lag_seconds", "transform_lag_trends"]
+__all__ = ["compact_history", "history_points", "transform_lag_seconds", "transform_lag_trends"]
 
 _POINT = "struct<e:bigint,tc:double,tp:double,ep:bigint>"
 
@@ -58,8 +58,11 @@ def history_points(enriched: DataFrame) -> DataFrame:
 
 
 def _with_minute_totals(enriched: DataFrame) -> DataFrame:
-    """The fresh rows with the minute's totals (see :func:`minute_rows`) and ``_last``: the row
-    is its minute's last sweep."""
+    """The fresh rows with ``_last`` (the row is its minute's last sweep) and the minute's
+    totals over its rows: ``lag_max``; ``m_de``, ``m_dc``, ``m_dls`` (the rises of the end, the
+    committed offset and the log start, each ≥ 0) and ``m_dt`` over the intervals that end in
+    the minute (those with ``dt > 0``; the first reaches back to the previous minute's last
+    sweep)."""
     fresh = enriched.where(~F.col("is_state"))
     # the rows of the current minute: the series' own order (series_window), so no sort
     minute = Window.partitionBy(*KEY).orderBy("window_start").rangeBetween(Window.currentRow, Window.currentRow)
@@ -74,27 +77,16 @@ def _with_minute_totals(enriched: DataFrame) -> DataFrame:
         "m_dc": rise(F.col("dc")),
         "m_dls": rise(F.col("log_start") - F.col("prev_log_start")),
         "m_dt": F.sum(F.when(counted, F.col("dt"))).over(minute),
-        # minutes as floor(t / 60): exact at a minute's first instant (t is exact there), and
-        # UTC minutes have 60 s; the same minutes as date_trunc over ``ts`` (window_start)
-        "_last": F.col("next_t").isNull() | (F.floor(F.col("next_t") / 60) != F.floor(F.col("t") / 60)),
+        "_last": minutes_last(F.col("t"), F.col("next_t")),
     })
-
-
-def minute_rows(enriched: DataFrame) -> DataFrame:
-    """The fresh rows that are their minute's last sweep (the series' next sweep, ``next_t``,
-    lies in a later minute, or there is none), with ``window_start`` and the minute's totals
-    over its rows: ``lag_max``; ``m_de``, ``m_dc``, ``m_dls`` (the rises of the end, the
-    committed offset and the log start, each ≥ 0) and ``m_dt`` over the intervals that end in the
-    minute (those with ``dt > 0``; the first reaches back to the previous minute's last sweep).
-    """
-    return _with_minute_totals(enriched).where(F.col("_last")).drop("_last")
 
 
 def transform_lag_seconds(enriched: DataFrame, history: DataFrame | None = None, *,
                           every_sweep: bool = False) -> DataFrame:
-    """The minute rows of ``enriched`` (:func:`minute_rows`) with ``lag_s``, ``lag_s_lower`` and
-    ``lag_s_method``; with ``every_sweep``, every fresh row (each with its minute's totals), for
-    a sweep-by-sweep view such as the accuracy benchmark's.
+    """The minute rows of ``enriched`` (each minute's last fresh sweep, with ``window_start``
+    and the minute's totals: see :func:`_with_minute_totals`) with ``lag_s``, ``lag_s_lower``
+    and ``lag_s_method``; with ``every_sweep``, every fresh row (each with its minute's
+    totals), for a sweep-by-sweep view such as the accuracy benchmark's.
 
     ``history`` holds points of earlier steps (same columns as :func:`history_points`).
 

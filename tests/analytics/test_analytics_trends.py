@@ -14,7 +14,7 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.testing import assertDataFrameEqual
 
 from lagscope.analytics.series import enrich_series, prepare_series
-from lagscope.analytics.trends import minute_rows, transform_lag_seconds, transform_lag_trends
+from lagscope.analytics.trends import transform_lag_seconds, transform_lag_trends
 
 pytestmark = pytest.mark.spark
 
@@ -128,7 +128,7 @@ def test_minute_rows_are_each_minutes_last_sweep_with_the_minutes_totals(spark: 
     # each minute is represented by its last sweep; its totals cover the intervals ending in
     # it (minute 1: 40→70 and 70→100, so Δt 60 s, Δend 60 + 90, Δcommitted 10 + 60)
     rows = [(0, 100, 100), (20, 110, 130), (40, 150, 150), (70, 160, 210), (100, 220, 300), (130, 300, 300)]
-    out = minute_rows(enrich_series(prepare_series(offsets_df(spark, rows))))
+    out = transform_lag_seconds(enrich_series(prepare_series(offsets_df(spark, rows))))
     got = out.select("t", "window_start", "lag", "lag_max", "m_de", "m_dc", "m_dt")
     expected = spark.createDataFrame([
         (at(40).timestamp(), at(0), 0, 20, 50, 50, 40.0),
