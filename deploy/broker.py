@@ -140,7 +140,13 @@ def run_tool(main_class: str, args: list[str], *, version: str = TOOLS_VERSION,
 
 
 def _cluster_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A random KRaft cluster id (base64url of a UUID). Never one starting with ``-``, which
+    kafka-storage's argument parser would take for an option (1 draw in 64; as Kafka's own
+    ``Uuid.randomUuid`` does)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 @dataclass(frozen=True)
