@@ -444,6 +444,8 @@ class CommitLogTailer:
         self._buffered = 0
         self._last_flush = clock()
         self._seen: set[tuple[str, int, int]] = set()  # rows of an unfinished flush found in the lake
+        #: that unfinished flush's intent, kept (in the state file too) until the tail is past it
+        self._carried: _Pending | None = None
         self._topic_names: dict[uuid.UUID, str] = {}
         self._last_topic_refresh = 0.0
 
@@ -763,22 +765,38 @@ class CommitLogTailer:
         for row in self._events:
             events.setdefault(row["record_ts"].date(), []).append(row)
         commits = self._commits.by_date()
-        folders = {"commits": sorted(d.isoformat() for d in commits),
-                   "group_events": sorted(d.isoformat() for d in events)}
-        pending = {"ranges": {str(p): list(r) for p, r in self._ranges.items()},
-                   "folders": {t: d for t, d in folders.items() if d}}
+        ranges = dict(self._ranges)
+        folders = {"commits": {d.isoformat() for d in commits},
+                   "group_events": {d.isoformat() for d in events}}
+        carried = self._carried
+        if carried is not None:  # the rows of an older unfinished flush not re-read yet stay known
+            for p, (lo, hi) in carried.ranges.items():
+                mine = ranges.get(p)
+                ranges[p] = (lo, hi) if mine is None else (min(lo, mine[0]), max(hi, mine[1]))
+            for t, dates in carried.folders.items():
+                folders.setdefault(t, set()).update(dates)
+        pending = {"ranges": {str(p): list(r) for p, r in ranges.items()},
+                   "folders": {t: sorted(d) for t, d in folders.items() if d}}
         self._save_state(self._committed, pending)
         for date, data in sorted(commits.items()):
             lake.write_table(self.lake_root, COMMITS, self.cluster, data, date=date)
         for date, rows in sorted(events.items()):
             lake.write_rows(self.lake_root, GROUP_EVENTS, self.cluster, rows, date=date)
-        self._save_state(self._positions, None)
+        # what is left of the older intent: its ranges this tail has not read past yet
+        if carried is not None:
+            left = {p: (max(lo, self._positions.get(p, 0)), hi) for p, (lo, hi) in carried.ranges.items()
+                    if self._positions.get(p, 0) <= hi}
+            carried = _Pending(left, carried.folders) if left else None
+        self._save_state(self._positions, None if carried is None else {
+            "ranges": {str(p): list(r) for p, r in carried.ranges.items()}, "folders": carried.folders})
+        self._carried = carried
         self._committed = dict(self._positions)
         self._commits = _CommitColumns()
         self._events = []
         self._ranges = {}
         self._buffered = 0
-        self._seen = set()
+        positions = self._positions
+        self._seen = {s for s in self._seen if s[2] >= positions.get(s[1], 0)} if carried is not None else set()
         self.stats.flushes += 1
 
     # -- state --------------------------------------------------------------------------------
@@ -806,6 +824,7 @@ class CommitLogTailer:
                 folders={str(t): [str(x) for x in d] for t, d in raw.get("folders", {}).items()})
         except (OSError, ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
             raise CommitLogStateError(f"cannot read the commit log positions {path}: {exc}") from exc
+        self._carried = pending
         if pending is not None:
             self._seen = self._rows_in_lake(pending)
             log.info("commit log tail of %s: resuming after an unfinished flush; %d of its rows "

@@ -267,6 +267,51 @@ def test_crash_between_lake_files_and_positions_is_repaired(tmp_path: Path,
     assert state_path(tmp_path, "c1").exists()
 
 
+def test_crash_repair_survives_small_flushes_and_a_second_crash(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # The unfinished flush covered 41 commits. After the restart the tail flushes in small steps
+    # (a busy topic fills the buffer before it is back past the old intent): the rows of the
+    # old intent not re-read yet must still be skipped, and must stay known across a second
+    # crash, else they are written twice.
+    log = _mixed_log(40)
+    real_write = lake.write_table
+
+    def crashing_write(root: Any, table: Any, cluster: str, data: Any, **kw: Any) -> Any:
+        if table.name == "group_events":
+            raise Crash
+        return real_write(root, table, cluster, data, **kw)
+
+    monkeypatch.setattr(commitlog.lake, "write_table", crashing_write)
+    t = CommitLogTailer("x:1", tmp_path, "c1", start="earliest", consumer_factory=_factory(log))
+    t.open()
+    while not t.caught_up():
+        t.poll_batch(0)
+    with pytest.raises(Crash):
+        t.flush()
+    monkeypatch.setattr(commitlog.lake, "write_table", real_write)
+
+    # restart: read a few records per poll and flush after each poll, then crash again
+    again = CommitLogTailer("x:1", tmp_path, "c1", start="earliest", consumer_factory=_factory(log),
+                            max_poll_records=3, flush_records=1)
+    again.open()
+    for _ in range(2):
+        again.run_once(0)
+    again.close()  # a second crash: nothing more is flushed
+
+    third = CommitLogTailer("x:1", tmp_path, "c1", start="earliest", consumer_factory=_factory(log),
+                            max_poll_records=3, flush_records=1)
+    third.open()
+    while not third.caught_up():
+        third.run_once(0)
+    third.flush()
+    third.close()
+    commits = _rows(tmp_path, "commits")
+    keys = [(r["source_partition"], r["source_offset"]) for r in commits]
+    assert len(keys) == len(set(keys)) == 41
+    assert len(_rows(tmp_path, "group_events")) == 8
+    assert not commitlog.json.loads(state_path(tmp_path, "c1").read_text())["pending"]
+
+
 def test_fast_start_by_time(tmp_path: Path) -> None:
     log = _mixed_log(40)
     log[2] = [Rec(0, offset_key("old", "t", 0), offset_value(3, 1, "", T0, leader_epoch=0), T0)]
