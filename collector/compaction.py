@@ -44,6 +44,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lagscope.errors import LakeError
@@ -132,7 +133,8 @@ def _merge(folder: Path, hour: str, sources: list[str]) -> Path:
     first = pq.read_schema(folder / sources[0])
     meta = dict(first.metadata or {})
     meta[COMPACTED_FROM_KEY] = json.dumps(sources).encode()
-    schema = first.with_metadata(meta)
+    # the union of the sources' columns: an hour may hold files from before a column was added
+    schema = pa.unify_schemas([first, *(pq.read_schema(folder / s) for s in sources[1:])]).with_metadata(meta)
     try:
         with tmp.open("wb") as fh:
             with pq.ParquetWriter(fh, schema, compression="zstd") as writer:
@@ -142,7 +144,10 @@ def _merge(folder: Path, hour: str, sources: list[str]) -> Path:
                     if src_version != str(SCHEMA_VERSION).encode():
                         raise LakeError(f"{folder / src}: schema version {src_version!r}, "
                                         f"expected {SCHEMA_VERSION}; not compacting {hour}")
-                    writer.write_table(table.cast(schema))
+                    missing = [f for f in schema if f.name not in table.column_names]
+                    for f in missing:  # a column added after this file was written: null
+                        table = table.append_column(f, pa.nulls(table.num_rows, f.type))
+                    writer.write_table(table.select(schema.names).cast(schema))
             fh.flush()
             os.fsync(fh.fileno())
         tmp.rename(final)  # step 2: readers now skip the sources
@@ -168,6 +173,6 @@ def compact_lake(root: Path | str, *, now: dt.datetime | None = None, grace_s: f
             for date_dir in sorted(cluster_dir.glob("date=*")):
                 try:
                     total = total + compact_folder(date_dir, now=now, grace_s=grace_s, min_files=min_files)
-                except (OSError, LakeError) as exc:
+                except (OSError, LakeError, pa.ArrowException) as exc:
                     log.error("compaction of %s failed (sources kept): %s", date_dir, exc)
     return total

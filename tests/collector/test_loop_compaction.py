@@ -91,6 +91,32 @@ def test_crash_between_publish_and_delete_leaves_no_duplicates_and_is_cleaned_up
     assert read(tmp_path, "offsets").num_rows == 5 * 6
 
 
+def test_compaction_merges_files_written_before_a_column_was_added(tmp_path: Path) -> None:
+    # An upgrade within an hour: the hour holds files without a column added since (offsets gained
+    # committed_record_ts within schema version 1) and files with it. Compaction must merge them
+    # (the old rows get nulls) instead of failing on that hour at every run and never reaching the
+    # folders after it.
+    import pyarrow.parquet as pq
+
+    from lagscope import lake
+    from lagscope.schema import OFFSETS, Table
+
+    old = Table("offsets", OFFSETS.schema.remove(OFFSETS.schema.get_field_index("committed_record_ts")), "")
+    ts = dt.datetime(2026, 5, 1, 12, 0, tzinfo=dt.UTC)
+    row = {"sweep_ts": ts, "group_id": "g", "topic": "t", "partition": 0, "committed_offset": 1}
+    lake.write_rows(tmp_path, old, "c1", [row, row])       # before the upgrade
+    lake.write_rows(tmp_path, OFFSETS, "c1", [{**row, "committed_record_ts": ts}])  # after it
+    _fill(tmp_path, 2)                                      # members and sweeps folders, after it in order
+    result = compact_lake(tmp_path, now=LATER)
+    assert result.files_out == 3
+    folder = _folder(tmp_path)
+    (merged,) = folder.glob("*.parquet")
+    table = pq.read_table(merged)
+    assert table.num_rows == 3 + 12
+    assert table.column("committed_record_ts").null_count == 2 + 12
+    assert len(list(_folder(tmp_path, "sweeps").glob("*.parquet"))) == 1
+
+
 def test_reader_lists_again_when_compaction_removed_what_it_listed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _fill(tmp_path, 4)
