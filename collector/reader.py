@@ -29,6 +29,10 @@ __all__ = ["list_files", "read"]
 
 _RETRIES = 5
 
+#: the column each table's date partition is taken from, where it is not the first timestamp
+#: column (the commit-log tables: their commit_ts / state_ts are null for tombstones and more)
+_TIME_COLUMN = {"commits": "record_ts", "group_events": "record_ts"}
+
 
 def _dates(start: dt.datetime | None, end: dt.datetime | None, folder: Path) -> bool:
     day = dt.date.fromisoformat(folder.name.removeprefix("date="))
@@ -66,11 +70,12 @@ def _schema(table: str) -> pa.Schema:
 def read(root: Path | str, table: str, *, cluster: str | Iterable[str] | None = None,
          start: dt.datetime | None = None, end: dt.datetime | None = None,
          columns: list[str] | None = None) -> pa.Table:
-    """Rows of ``table`` (``start <= ts <= end`` on the table's first timestamp column when given)."""
+    """Rows of ``table`` (``start <= ts <= end`` when given, on the column its date partition comes
+    from: ``record_ts`` for commits and group_events, else the table's first timestamp column)."""
     schema = _schema(table) if table in TABLES else None
     if schema is None:
         raise LakeError(f"unknown lake table {table!r}; known: {', '.join(sorted(TABLES))}")
-    ts_col = next(f.name for f in TABLES[table].schema if pa.types.is_timestamp(f.type))
+    ts_col = _TIME_COLUMN.get(table) or next(f.name for f in TABLES[table].schema if pa.types.is_timestamp(f.type))
     expr: ds.Expression | None = None
     if start is not None:
         expr = ds.field(ts_col) >= pa.scalar(start, type=schema.field(ts_col).type)

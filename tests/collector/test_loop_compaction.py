@@ -117,6 +117,30 @@ def test_compaction_merges_files_written_before_a_column_was_added(tmp_path: Pat
     assert len(list(_folder(tmp_path, "sweeps").glob("*.parquet"))) == 1
 
 
+def test_reader_time_range_of_the_commit_log_tables_is_on_record_ts(tmp_path: Path) -> None:
+    # commits and group_events are partitioned by record_ts; their first timestamp columns
+    # (commit_ts, state_ts) are null for tombstones and KIP-848 records: a time range on them
+    # silently dropped those rows
+    from lagscope import lake
+    from lagscope.schema import COMMITS, GROUP_EVENTS
+
+    ts = dt.datetime(2026, 5, 1, 12, 0, tzinfo=dt.UTC)
+    src = {"record_ts": ts, "source_partition": 0}
+    lake.write_rows(tmp_path, COMMITS, "c1", [
+        {**src, "source_offset": 0, "group_id": "g", "topic": "t", "partition": 0, "committed_offset": 5,
+         "commit_ts": ts},
+        {**src, "source_offset": 1, "group_id": "g", "topic": "t", "partition": 0}])  # offset tombstone
+    lake.write_rows(tmp_path, GROUP_EVENTS, "c1", [
+        {**src, "source_offset": 2, "group_id": "g", "record_type": "group_metadata", "state_ts": ts},
+        {**src, "source_offset": 3, "group_id": "g", "record_type": "group_tombstone"},
+        {**src, "source_offset": 4, "group_id": "g", "record_type": "consumer_group_metadata", "generation": 3}])
+    window = {"start": ts - dt.timedelta(minutes=1), "end": ts + dt.timedelta(minutes=1)}
+    assert read(tmp_path, "commits", **window).num_rows == 2
+    assert read(tmp_path, "group_events", **window).num_rows == 3
+    later = {"start": ts + dt.timedelta(minutes=1), "end": ts + dt.timedelta(minutes=2)}
+    assert read(tmp_path, "group_events", **later).num_rows == 0
+
+
 def test_reader_lists_again_when_compaction_removed_what_it_listed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _fill(tmp_path, 4)
