@@ -34,11 +34,16 @@ _RETRIES = 5
 _TIME_COLUMN = {"commits": "record_ts", "group_events": "record_ts"}
 
 
+def _utc(when: dt.datetime) -> dt.datetime:
+    """``when`` in UTC; a naive time is UTC (as pyarrow reads it in the row filter), not local."""
+    return when.replace(tzinfo=dt.UTC) if when.tzinfo is None else when.astimezone(dt.UTC)
+
+
 def _dates(start: dt.datetime | None, end: dt.datetime | None, folder: Path) -> bool:
     day = dt.date.fromisoformat(folder.name.removeprefix("date="))
-    if start is not None and day < start.astimezone(dt.UTC).date():
+    if start is not None and day < _utc(start).date():
         return False
-    return not (end is not None and day > end.astimezone(dt.UTC).date())
+    return not (end is not None and day > _utc(end).date())
 
 
 def list_files(root: Path | str, table: str, *, cluster: str | Iterable[str] | None = None,

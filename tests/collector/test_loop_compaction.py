@@ -141,6 +141,24 @@ def test_reader_time_range_of_the_commit_log_tables_is_on_record_ts(tmp_path: Pa
     assert read(tmp_path, "group_events", **later).num_rows == 0
 
 
+def test_reader_naive_times_are_utc_for_the_folders_as_for_the_rows(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # the row filter reads a naive datetime as UTC (pyarrow); the date folders were chosen with
+    # astimezone(), i.e. in the host's zone: off UTC, rows were pruned with their folder
+    import time
+
+    _fill(tmp_path, 1)  # one sweep at 2026-05-01 12:00 UTC, folder date=2026-05-01
+    monkeypatch.setenv("TZ", "Etc/GMT+12")  # UTC-12: astimezone() takes naive 12:00 for 05-02 00:00 UTC
+    time.tzset()
+    try:
+        assert read(tmp_path, "sweeps", start=dt.datetime(2026, 5, 1, 12)).num_rows == 1
+        assert read(tmp_path, "sweeps", start=dt.datetime(2026, 5, 1, 12, 1)).num_rows == 0
+        assert len(list_files(tmp_path, "sweeps", start=dt.datetime(2026, 5, 1, 12))) == 1
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+
+
 def test_reader_lists_again_when_compaction_removed_what_it_listed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _fill(tmp_path, 4)
