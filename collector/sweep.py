@@ -168,6 +168,7 @@ async def _collect(client: ClusterClient, cluster: ClusterConfig, group_ids: Seq
         for gid in group_ids:
             raw.groups[gid] = _Group(gid, None)
         await _find_coordinators(client, raw, list(raw.groups))
+        await _group_types(client, raw)
     lap("groups")
     todo = [g for g in raw.groups.values() if g.coordinator is not None]
     await _describe_and_fetch(client, todo, raw, describe_consumer)
@@ -228,6 +229,23 @@ async def _list_groups(client: ClusterClient, cluster: ClusterConfig, raw: _Raw)
             raw.groups[g.group_id] = _Group(g.group_id, broker, protocol_type=g.protocol_type,
                                             group_type=group_type,
                                             state=getattr(g, "group_state", None) or None)
+
+
+async def _group_types(client: ClusterClient, raw: _Raw) -> None:
+    """The type of groups named explicitly, from their coordinators' ListGroups (v5): DescribeGroups
+    answers a KIP-848 group as Dead without members, so those must go to ConsumerGroupDescribe.
+    Best effort: a group whose type stays unknown is described as a classic group."""
+    coordinators = sorted({g.coordinator for g in raw.groups.values() if g.coordinator is not None})
+    responses = await gather([client.send(ListGroupsRequest(), node_id=c) for c in coordinators])
+    for resp in responses:
+        if isinstance(resp, Exception) or resp.error_code:
+            continue
+        for listed in resp.groups:
+            g = raw.groups.get(listed.group_id)
+            if g is not None:
+                g.protocol_type = listed.protocol_type
+                g.group_type = getattr(listed, "group_type", None) or None
+                g.state = getattr(listed, "group_state", None) or None
 
 
 async def _find_coordinators(client: ClusterClient, raw: _Raw, group_ids: list[str]) -> None:

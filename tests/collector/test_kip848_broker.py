@@ -153,3 +153,24 @@ def test_sweep_records_kip848_members(bootstrap: str, topic: str, unique: str,
     assert sorted((a["topic"], a["partition"]) for a in row["assignment"]) == [(topic, p) for p in range(PARTITIONS)]
     owners = {(r["topic"], r["partition"]): r["member_id"] for r in snapshot.offsets if r["group_id"] == group}
     assert owners == {(topic, p): desc.members[0].member_id for p in range(PARTITIONS)}
+
+
+def test_lag_for_a_named_kip848_group_describes_it_with_consumer_group_describe(
+        bootstrap: str, topic: str, unique: str, kip848_consumer: Callable[[str, str, str], None]) -> None:
+    """``lagscope lag --group G`` (sweep with group_ids) of a consumer-protocol group: DescribeGroups
+    answers such a group as Dead with no members, so the sweep must learn the group's type."""
+    group = f"{unique}-g"
+    kip848_consumer(topic, group, "kip848-named")
+    client = ClusterClient(ClusterConfig(name="itest", bootstrap_servers=[bootstrap]))
+    client.connect()
+    try:
+        desc = _wait_described(lambda: describe_consumer_groups(client, None, [group]), _fully_assigned(1))
+        snapshot = sweep(client, client.cluster, group_ids=[group])
+    finally:
+        client.close()
+    assert snapshot.ok, snapshot.sweep["error"]
+    [row] = [r for r in snapshot.members if r["group_id"] == group]
+    assert (row["group_protocol"], row["group_state"], row["member_id"]) == (
+        "consumer", "Stable", desc.members[0].member_id)
+    owners = {(r["topic"], r["partition"]): r["member_id"] for r in snapshot.offsets if r["group_id"] == group}
+    assert owners == {(topic, p): desc.members[0].member_id for p in range(PARTITIONS)}
