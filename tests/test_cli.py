@@ -1,0 +1,40 @@
+"""The ``lagscope`` entry point: lagscope's own errors become one plain line and exit status 1."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from lagscope.cli import main
+
+
+def _main(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[int, str]:
+    """``lagscope ARGS`` in this process (the entry point, with its error handling): (status, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["lagscope", *args])
+    code = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["x[/]y", "x[bold]y", "x[/bold]y"])
+def test_error_text_is_printed_as_is(tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    # a path with square brackets is text, not console markup: no MarkupError traceback, nothing eaten
+    lake = tmp_path / name
+    code, err = _main(capsys, monkeypatch, "analyze", "--lake", str(lake), "--since", "2026-01-01")
+    assert code == 1
+    assert err == f"error: --lake {lake}: no such folder\n"
+
+
+def test_long_error_stays_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # stderr is not a terminal here (80 columns assumed): the line must not be wrapped
+    lake = tmp_path / ("a-rather-long-folder-name-" * 6)
+    code, err = _main(capsys, monkeypatch, "analyze", "--lake", str(lake), "--since", "2026-01-01")
+    assert code == 1
+    assert err == f"error: --lake {lake}: no such folder\n"
