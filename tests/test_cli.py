@@ -38,3 +38,22 @@ def test_long_error_stays_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
     code, err = _main(capsys, monkeypatch, "analyze", "--lake", str(lake), "--since", "2026-01-01")
     assert code == 1
     assert err == f"error: --lake {lake}: no such folder\n"
+
+
+def test_lag_table_shows_names_as_text() -> None:
+    # group and client ids are free text in Kafka: "[…]" in them is shown, not read as markup
+    import io
+
+    from rich.console import Console
+
+    from lagscope.collector.cli import lag_table
+
+    offsets = [{"group_id": "billing[/]", "group_state": "Stable", "topic": "orders", "partition": 0,
+                "committed_offset": 5, "log_end_offset": 7, "lag": 2, "member_id": "m-1", "host": "/10.0.0.1",
+                "client_id": "worker[bold]"}]
+    members = [{"group_id": "idle[red]", "group_state": "Empty", "member_id": None, "host": None,
+                "client_id": None}]
+    out = io.StringIO()
+    Console(file=out, width=300).print(lag_table(offsets, members))
+    text = out.getvalue()
+    assert "billing[/]" in text and "worker[bold]" in text and "idle[red]" in text
