@@ -288,7 +288,9 @@ class MetricsConfig(_Section):
         default_factory=lambda: list(_COMPAT_DEFAULT),
         description="Exporter-compatible name sets served besides lagscope's own lagscope_* series (always "
                     "served): kafka_exporter (kafka_consumergroup_lag, …), kafka-lag-exporter "
-                    "(kafka_consumergroup_group_lag, …); [] for the fewest series.")
+                    "(kafka_consumergroup_group_lag, …); [] for the fewest series. lagscope's Grafana dashboards "
+                    "and its LagscopeCommitsStalled and LagscopeRetentionLoss alert rules read kafka_exporter's "
+                    "names: without them those panels stay empty and those alerts never fire.")
     history_size: int = Field(
         120, ge=2, le=100_000,
         description="Distinct end offsets remembered per partition for lagscope_partition_lag_seconds "
