@@ -54,7 +54,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from lagscope.errors import LakeError
+from lagscope.errors import ConfigError, LakeError
 from lagscope.lake import check_schema_version
 from lagscope.schema import TABLES
 
@@ -430,7 +430,10 @@ def serve(root: Path | str, *, host: str = "127.0.0.1", port: int = 9309,
     """
     registry = CollectorRegistry()
     registry.register(ResultsCollector(root, refresh_s=refresh_s))
-    server, thread = start_http_server(port, addr=host, registry=registry)
+    try:
+        server, thread = start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        raise ConfigError(f"results metrics: cannot listen on {host}:{port}: {exc}") from exc
     log.info("results metrics on http://%s:%d/metrics (results %s)", host, server.server_port, root)
     return server, thread
 

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal, NoReturn
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from lagscope.config import ClusterConfig, Settings, format_validation_error, load_config
@@ -108,11 +109,12 @@ def lag(
     if not snap.ok:
         raise LagscopeError(f"{target.name}: {snap.sweep.get('error')}")
     if not snap.offsets and not snap.members:
-        err.print(f"no consumer groups found{' named ' + ', '.join(group) if group else ''}", highlight=False)
+        err.print(f"no consumer groups found{' named ' + ', '.join(group) if group else ''}", highlight=False,
+                  markup=False)
         return
     Console().print(lag_table(snap.offsets, snap.members))
     if snap.sweep.get("group_errors"):
-        err.print(f"[yellow]warning:[/] {snap.sweep.get('error')}", highlight=False)
+        err.print(f"[yellow]warning:[/] {escape(str(snap.sweep.get('error')))}", highlight=False)
 
 
 def lag_table(offsets: Any, members: Any) -> Table:
@@ -128,21 +130,21 @@ def lag_table(offsets: Any, members: Any) -> Table:
         table.add_column(name, justify=justify, no_wrap=numeric, min_width=len(name) if numeric else None,
                          overflow="fold")
 
-    def s(v: Any) -> str:
-        return "-" if v is None else str(v)
+    def s(v: Any) -> str:  # cells are markup: group, member and client ids are free text
+        return "-" if v is None else escape(str(v))
 
     seen: set[str] = set()
     for r in sorted(offsets, key=lambda r: (r["group_id"], r["topic"], r["partition"])):
         seen.add(r["group_id"])
         lag_v = r.get("lag")
         lag_text = s(lag_v) if not lag_v else f"[bold yellow]{lag_v}[/]"
-        table.add_row(r["group_id"], s(r.get("group_state")), r["topic"], str(r["partition"]),
+        table.add_row(s(r["group_id"]), s(r.get("group_state")), s(r["topic"]), str(r["partition"]),
                       s(r.get("committed_offset")), s(r.get("log_end_offset")), lag_text,
                       s(r.get("member_id")), s(r.get("host")), s(r.get("client_id")))
     for m in sorted(members, key=lambda m: m["group_id"]):
         if m["group_id"] not in seen:  # groups with neither commits nor assignments
             seen.add(m["group_id"])
-            table.add_row(m["group_id"], s(m.get("group_state")), "-", "-", "-", "-", "-",
+            table.add_row(s(m["group_id"]), s(m.get("group_state")), "-", "-", "-", "-", "-",
                           s(m.get("member_id")), s(m.get("host")), s(m.get("client_id")))
     return table
 

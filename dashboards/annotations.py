@@ -162,8 +162,11 @@ def grafana_from_env(url: str | None = None, *, token: str | None = None, token_
         raise ConfigError("no Grafana URL: set GRAFANA_URL (or pass --url)")
     if not url.startswith(("http://", "https://")):
         raise ConfigError("GRAFANA_URL must start with http:// or https://")
-    token = token or environ.get("GRAFANA_TOKEN")
-    path = token_file or environ.get("GRAFANA_TOKEN_FILE")
+    # what the caller names wins over the environment: token, token_file, GRAFANA_TOKEN, GRAFANA_TOKEN_FILE
+    path = token_file if not token else None
+    if not token and not path:
+        token = environ.get("GRAFANA_TOKEN")
+        path = environ.get("GRAFANA_TOKEN_FILE")
     if not token and path:
         try:
             lines = Path(path).read_text().splitlines()

@@ -160,6 +160,7 @@ def deliver_cmd(
     from lagscope.dashboards.alerts import Outbox, Sender, load_config
 
     cfg = load_config(config)
+    cfg.check_secrets()
     with Outbox(outbox) as box, Sender(box, cfg) as sender:
         report = sender.run(max_seconds=max_seconds)
         counts = box.counts()
@@ -180,6 +181,7 @@ def run_cmd(
     from lagscope.dashboards.alerts import Outbox, Sender, enqueue_findings, findings_from_results, load_config
 
     cfg = load_config(config, app_url=links.app_url(config=settings) if settings else None)
+    cfg.check_secrets()
     with Outbox(outbox) as box, Sender(box, cfg) as sender:
         try:
             while True:

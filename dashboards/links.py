@@ -20,6 +20,7 @@ copy re-based on the configured URL (:func:`rules_with_app_url`).
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -51,6 +52,11 @@ def app_url(explicit: str | None = None, *, config: Path | str | None = None,
         except ValidationError as exc:
             raise ConfigError(f"--app-url {format_validation_error(exc).removeprefix('url: ')}") from None
     else:
+        if config is None:
+            # without the settings file only the ui section of the environment counts: the other
+            # overrides (LAGSCOPE_CLUSTERS__prod__…) need the file they override to validate
+            env = os.environ if environ is None else environ
+            environ = {k: v for k, v in env.items() if k.upper().startswith("LAGSCOPE_UI__")}
         url = load_config(config, environ=environ).ui.url
     return url.rstrip("/")
 

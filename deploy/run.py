@@ -220,6 +220,7 @@ class AlertsLoop(_Periodic):
         # invalid routes fail here, before anything starts; links point at the settings' ui.url
         # unless the routes file sets app_url
         self.config = load_alerts(config_file, app_url=app_url)
+        self.config.check_secrets()
         self._outbox: Any = None
         self._sender: Any = None
         self.delivered = 0

@@ -61,7 +61,10 @@ class WebhookSink:
         self._keys: set[str] = set()
         self._records: list[dict[str, Any]] = []
         self.out.parent.mkdir(parents=True, exist_ok=True)
-        self._server = ThreadingHTTPServer((bind, port), self._handler())
+        try:
+            self._server = ThreadingHTTPServer((bind, port), self._handler())
+        except OSError as exc:
+            raise ConfigError(f"webhook-sink: cannot listen on {bind}:{port}: {exc}") from exc
         self._thread: threading.Thread | None = None
 
     @property

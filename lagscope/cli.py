@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from lagscope import __version__
 from lagscope.errors import LagscopeError
@@ -80,7 +81,8 @@ def main() -> None:
     try:
         app()
     except LagscopeError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        # the message is text (paths, group ids may hold "[…]"), and one line however long
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(1)
 
 

@@ -288,7 +288,9 @@ class MetricsConfig(_Section):
         default_factory=lambda: list(_COMPAT_DEFAULT),
         description="Exporter-compatible name sets served besides lagscope's own lagscope_* series (always "
                     "served): kafka_exporter (kafka_consumergroup_lag, …), kafka-lag-exporter "
-                    "(kafka_consumergroup_group_lag, …); [] for the fewest series.")
+                    "(kafka_consumergroup_group_lag, …); [] for the fewest series. lagscope's Grafana dashboards "
+                    "and its LagscopeCommitsStalled and LagscopeRetentionLoss alert rules read kafka_exporter's "
+                    "names: without them those panels stay empty and those alerts never fire.")
     history_size: int = Field(
         120, ge=2, le=100_000,
         description="Distinct end offsets remembered per partition for lagscope_partition_lag_seconds "
@@ -478,6 +480,9 @@ def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> dict[str, An
             continue
         path = key[len(ENV_PREFIX):].split(ENV_DELIMITER)
         if not path or path[0].lower() not in Settings.model_fields:
+            if len(path) > 1:  # SECTION__FIELD: meant as a setting, so a misspelt section is an error
+                raise ConfigError(f"{key}: unknown section {path[0].lower()!r} "
+                                  f"(sections: {', '.join(Settings.model_fields)})")
             continue  # other LAGSCOPE_* variables (e.g. LAGSCOPE_KAFKA_CACHE) are not settings
         node: Any = data
         for i, part in enumerate(path):
@@ -497,7 +502,8 @@ def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> dict[str, An
             else:
                 child = node.get(name)
                 if not isinstance(child, dict | list):
-                    child = node[name] = [] if path[i + 1].isdigit() else {}
+                    # clusters is a list even when the file has none (then indexed by name: an error)
+                    child = node[name] = [] if path[i + 1].isdigit() or (i == 0 and name == "clusters") else {}
                 node = child
     return data
 

@@ -123,6 +123,13 @@ class AlertsConfig(BaseModel):
     def route(self, name: str) -> Route | None:
         return next((r for r in self.routes if r.name == name), None)
 
+    def check_secrets(self) -> None:
+        """Raise :class:`ConfigError` now for a route whose secret cannot be read (unset variable,
+        missing or empty file), instead of at each delivery. The secrets are read again when
+        signing (a rotated one is picked up) and are not kept."""
+        for route in self.routes:
+            route.secret()
+
 
 def _one_line(exc: ValidationError) -> str:
     first = exc.errors()[0]

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from lagscope.analytics.results_metrics import current_rows
+from lagscope.errors import LakeError
 from lagscope.lake import read_table
 
 __all__ = [
@@ -158,7 +159,12 @@ def findings_from_status(rows: Iterable[Mapping[str, Any]]) -> Iterator[Finding]
 
 
 def findings_from_results(root: Path | str, now: dt.datetime) -> list[Finding]:
-    """Every finding in the result tables under ``root`` (raises LakeError when unreadable)."""
+    """Every finding in the result tables under ``root`` (raises LakeError when unreadable).
+
+    A root that does not exist is an error, not "no findings": that would resolve every alert
+    still firing (a mistyped ``--results``, a volume not mounted yet)."""
+    if not Path(root).is_dir():
+        raise LakeError(f"no result tables at {root}: no such folder")
     return [
         *findings_from_anomalies(read_table(root, "anomalies").to_pylist()),
         *findings_from_rebalances(read_table(root, "rebalances").to_pylist(), now),

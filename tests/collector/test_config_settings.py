@@ -129,6 +129,19 @@ def test_env_naming_an_unknown_cluster_fails(tmp_path: Path) -> None:
         load_config(_write(tmp_path, GOOD), environ={"LAGSCOPE_CLUSTERS__staging__NAME": "x"})
 
 
+def test_env_naming_a_cluster_when_none_is_configured_fails(tmp_path: Path) -> None:
+    # the file has no clusters (or no file at all): the message names the cluster, not a type error
+    with pytest.raises(ConfigError, match="LAGSCOPE_CLUSTERS__prod__SECURITY__PASSWORD: no list entry named 'prod'"):
+        load_config(None, environ={"LAGSCOPE_CLUSTERS__prod__SECURITY__PASSWORD": "x"})
+
+
+def test_env_with_a_misspelled_section_fails(tmp_path: Path) -> None:
+    # LAGSCOPE_<SECTION>__<FIELD> with a section that does not exist is a typo, not another tool's
+    # variable: it is refused like an unknown key in the file instead of being silently ignored
+    with pytest.raises(ConfigError, match="LAGSCOPE_COLECTOR__INTERVAL_S: unknown section 'colector'"):
+        load_config(_write(tmp_path, GOOD), environ={"LAGSCOPE_COLECTOR__INTERVAL_S": "5"})
+
+
 def test_password_file_is_read_and_never_shown(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     secret = tmp_path / "pw"
     secret.write_text("file-secret-123\n")

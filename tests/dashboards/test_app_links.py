@@ -81,6 +81,21 @@ def test_alert_routes_take_ui_url_unless_they_set_app_url(monkeypatch: pytest.Mo
                        app_url="https://ui.example.org").app_url == "https://mine.example.org"
 
 
+def test_alert_routes_load_beside_cluster_overrides_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Helm and compose pass cluster settings as LAGSCOPE_CLUSTERS__… variables that only make
+    # sense on top of lagscope.yaml; the routes file (no app_url) must still load in that process
+    monkeypatch.setenv("LAGSCOPE_CLUSTERS__prod__SECURITY__PASSWORD", "s3cret")
+    monkeypatch.setenv("LAGSCOPE_CLUSTERS__0__BOOTSTRAP_SERVERS", "kafka:9092")
+    monkeypatch.delenv("LAGSCOPE_UI__URL", raising=False)
+    # lagscope run: the settings' ui.url is passed in
+    assert load_alerts({"routes": []}, app_url="https://ui.example.org").app_url == "https://ui.example.org"
+    # lagscope alerts … without --settings: only the ui section of the environment counts
+    assert load_alerts({"routes": []}).app_url == DEFAULT_APP_URL
+    monkeypatch.setenv("LAGSCOPE_UI__URL", "https://env.example.org")
+    assert load_alerts({"routes": []}).app_url == "https://env.example.org"
+    assert app_url() == "https://env.example.org"
+
+
 def test_alerts_evaluate_links_point_at_the_settings_ui_url(synthetic: Synthetic, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LAGSCOPE_UI__URL", raising=False)

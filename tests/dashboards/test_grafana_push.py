@@ -262,6 +262,18 @@ def test_cli_push_with_token_file(grafana: tuple[FakeGrafana, str], synthetic: S
     assert len(fake.annotations) == 5
 
 
+def test_token_file_option_wins_over_the_environment(grafana: tuple[FakeGrafana, str], tmp_path: Path) -> None:
+    # `dashboards push --token-file F` is what the operator asked for: a GRAFANA_TOKEN left in the
+    # environment (an old, revoked token) must not be sent instead of it
+    fake, url = grafana
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    api = grafana_from_env(url, token_file=token_file, env={"GRAFANA_TOKEN": "glsa_stale-token"})
+    report = GrafanaPusher(api).push(_boards())
+    assert set(report.dashboards.values()) == {"created"}
+    assert len(fake.dashboards) == 4
+
+
 def test_rebalance_annotation_links_open_that_window(synthetic: Synthetic) -> None:
     # the app reads the link through its URL contract (docs/ui.md): the Rebalance page, the
     # window named by its start in epoch ms, a time range around the window

@@ -128,6 +128,29 @@ def test_transitions_firing_resolved_and_dedup(synthetic: Synthetic, tmp_path: P
         assert firings[0]["idempotency_key"] != firings[1]["idempotency_key"]
 
 
+def test_a_missing_results_root_resolves_nothing(synthetic: Synthetic, tmp_path: Path) -> None:
+    # a --results that does not exist (a typo, a volume not mounted yet) is an error, not "every
+    # finding is gone": it must not send RESOLVED for the alerts that are still firing
+    from typer.testing import CliRunner
+
+    from lagscope.cli import app
+
+    routes = tmp_path / "alerts.yaml"
+    routes.write_text("app_url: http://app.test:8501\n"
+                      "routes: [{name: r, url: 'http://127.0.0.1:9/hook', min_severity: info}]\n")
+    outbox = tmp_path / "o.sqlite"
+    runner = CliRunner()
+    args = ["alerts", "evaluate", "--config", str(routes), "--outbox", str(outbox), "--results"]
+    assert runner.invoke(app, [*args, str(synthetic.root)]).exit_code == 0
+    with Outbox(outbox) as box:
+        before = _keys(box)
+    result = runner.invoke(app, [*args, str(tmp_path / "no-such-results")])
+    assert result.exit_code == 1
+    assert "no-such-results" in str(result.exception)
+    with Outbox(outbox) as box:
+        assert _keys(box) == before
+
+
 def test_old_closed_findings_are_not_sent(tmp_path: Path) -> None:
     config = load_config({"lookback_s": 600, "routes": [{"name": "r", "url": "http://x", "min_severity": "info"}]})
     old = _finding(state="resolved", ends_at=NOW - dt.timedelta(hours=2), key="old")

@@ -157,6 +157,24 @@ def test_bad_arguments_fail_before_anything_starts(tmp_path: Path, args: list[st
     assert not (tmp_path / "lake").exists()
 
 
+def test_unset_webhook_secret_fails_before_anything_starts(tmp_path: Path) -> None:
+    # a route signs with secret_env: a missing variable (a Secret key not mounted) is one error
+    # line at start (docs/troubleshooting.md), not a process that runs and never delivers
+    config = tmp_path / "lagscope.yaml"
+    config.write_text(yaml.safe_dump({"collector": {"lake": str(tmp_path / "lake")}, "metrics": {"port": 0}}))
+    routes = tmp_path / "alerts.yaml"
+    routes.write_text(yaml.safe_dump({"routes": [{"name": "oncall", "url": "http://127.0.0.1:9/hook",
+                                                  "secret_env": "LAGSCOPE_TEST_UNSET_SECRET"}]}))
+    env = {k: v for k, v in os.environ.items() if k != "LAGSCOPE_TEST_UNSET_SECRET"}
+    proc = subprocess.run([*LAGSCOPE, "run", "--config", str(config), "--component", "alerts", "--alerts",
+                           str(routes), "--results", str(tmp_path / "results")],
+                          capture_output=True, text=True, timeout=30, check=False, env=env)
+    assert proc.returncode == 1, proc.stderr
+    assert "error: route oncall: environment variable LAGSCOPE_TEST_UNSET_SECRET is not set" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "alerts-outbox.sqlite").exists()
+
+
 def test_invalid_settings_are_one_line_and_exit_2(tmp_path: Path) -> None:
     config = tmp_path / "lagscope.yaml"
     config.write_text(yaml.safe_dump({"clusters": [{"name": "c", "bootstrap_servers": ["no-port"]}]}))

@@ -12,6 +12,7 @@ import pytest
 
 from lagscope.dashboards.alerts.sender import sign
 from lagscope.deploy.sink import WebhookSink, verify
+from lagscope.errors import ConfigError
 
 SECRET = b"s3cret"
 
@@ -70,3 +71,16 @@ def test_verify_matches_the_senders_signature() -> None:
     assert verify(SECRET, body, str(ts), sign(SECRET, body, ts), now=ts + 10)
     assert not verify(SECRET, body + b" ", str(ts), sign(SECRET, body, ts), now=ts + 10)
     assert not verify(SECRET, body, "not-a-number", sign(SECRET, body, ts), now=ts)
+
+
+def test_taken_port_is_one_config_error(tmp_path: Path) -> None:
+    # `lagscope webhook-sink --port P` with P in use: one line naming the address, no traceback
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ConfigError, match=rf"webhook-sink: cannot listen on 127\.0\.0\.1:{port}: "
+                                              r".*Address already in use"):
+            WebhookSink(tmp_path / "received.jsonl", port=port)
