@@ -22,6 +22,9 @@ def build_session(master: str = "local[*]", *, app_name: str = "lagscope-analyti
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.default.parallelism", str(shuffle_partitions))
         .config("spark.sql.adaptive.enabled", "true")
+        # an incremental step's plans generate about 250 classes; with Spark's default cache of
+        # 100 every step of a long-running `lagscope run` compiled them all again (2.5–5 s a step)
+        .config("spark.sql.codegen.cache.maxEntries", "2000")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MILLIS")
         .config("spark.sql.sources.partitionOverwriteMode", "dynamic")
