@@ -11,7 +11,10 @@
 3. Spark's floor on the same lake: read, one shuffle by key, one sort, one window column, no
    output (what any per-partition series job costs at least on this machine);
 4. one incremental step over one new sweep of ``--incremental-rows`` rows, with 1 day and with
-   7 days of history in the lake (the ratio shows whether the cost follows the new data).
+   7 days of history in the lake, timed alternately from the same primed state
+   (``--incremental-runs`` each; the ratio of the medians shows whether the cost follows the new
+   data), and the floor of such a step (read the sweep and the carried series, one shuffle and
+   sort by key, one window, write one table and one state part).
 
 Prints a Markdown report (redirect it to benchmarks/results/analytics_speed.md).
 """
@@ -23,6 +26,7 @@ import datetime as dt
 import os
 import platform
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -31,12 +35,12 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pyarrow as pa
-from pyspark.sql import Window
+from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812
 
-from lagscope.analytics.io import read_lake
+from lagscope.analytics.io import read_checkpoint, read_lake
 from lagscope.analytics.job import Settings, run_batch, run_incremental
-from lagscope.analytics.series import enrich_series, prepare_series
+from lagscope.analytics.series import KEY, enrich_series, prepare_series
 from lagscope.analytics.session import build_session
 from lagscope.analytics.trends import transform_lag_seconds, transform_lag_trends
 from lagscope.lake import write_table
@@ -175,6 +179,8 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--skip-batch", action="store_true")
     ap.add_argument("--skip-incremental", action="store_true")
+    ap.add_argument("--incremental-runs", type=int, default=3,
+                    help="timed incremental steps per history length, alternating (the median is reported)")
     ap.add_argument("--incremental-shuffle-partitions", type=int, default=2,
                     help="lagscope analyze --shuffle-partitions for the incremental steps (small data)")
     args = ap.parse_args()
@@ -236,37 +242,81 @@ def main() -> None:
                   _compare_trends(con, work / "spark-trends", work / "duck-trends.parquet"), ""]
         spark.conf.set("spark.sql.shuffle.partitions", str(args.incremental_shuffle_partitions))
 
-        # incremental step with 1 and 7 days of history
-        inc_times = {}
-        for days in () if args.skip_incremental else (1, 7):
-            root = work / f"inc-{days}d"
+        # incremental step with 1 and 7 days of history: both lakes primed first, then the step
+        # timed alternately (1 d, 7 d, 1 d, 7 d, …) from the same primed state, so a change in
+        # the machine's load hits both histories alike; the ratio is of the medians
+        if not args.skip_incremental:
             keys = args.incremental_rows
-            # one sweep every 6 hours of history, then the step's sweep
-            hist_sweeps = days * 4
             t_hist = T0 + dt.timedelta(days=10)
-            for d in range(hist_sweeps):
-                ts = t_hist + dt.timedelta(hours=6 * d)
-                write_table(root, OFFSETS, "bench", offsets_batch(keys, args.groups, ts, 1, 3600, seed=d))
-            step_t = t_hist + dt.timedelta(hours=6 * hist_sweeps)
-            write_table(root, OFFSETS, "bench", offsets_batch(keys, args.groups, step_t, 1, 60, seed=999))
-            # prime the state with the history (one step), then time the step over the new sweep
-            run_incremental(spark, root, root / "results", settings=Settings(), since=t_hist, until=step_t)
-            t = time.perf_counter()
-            run_incremental(spark, root, root / "results", settings=Settings(),
-                            until=step_t + dt.timedelta(minutes=1))
-            inc_times[days] = time.perf_counter() - t
-            lines.append(f"| incremental step, 1 new sweep, {days} day(s) of history "
-                         f"(--shuffle-partitions {args.incremental_shuffle_partitions}) | {keys:,} | "
-                         f"{inc_times[days]:.2f} | {keys / inc_times[days]:,.0f} |")
-            shutil.rmtree(root, ignore_errors=True)
-        if inc_times:
-            lines += ["", f"Incremental step at 7 days / 1 day of history: **{inc_times[7] / inc_times[1]:.2f}** "
-                      "(target ≤ 1.2; the step reads only the new sweep's date partition and the carried state).",
+            primed: dict[int, tuple[Path, dt.datetime]] = {}
+            for days in (1, 7):
+                root = work / f"inc-{days}d"
+                # one sweep every 6 hours of history, then the step's sweep
+                hist_sweeps = days * 4
+                for d in range(hist_sweeps):
+                    ts = t_hist + dt.timedelta(hours=6 * d)
+                    write_table(root, OFFSETS, "bench", offsets_batch(keys, args.groups, ts, 1, 3600, seed=d))
+                step_t = t_hist + dt.timedelta(hours=6 * hist_sweeps)
+                write_table(root, OFFSETS, "bench", offsets_batch(keys, args.groups, step_t, 1, 60, seed=999))
+                run_incremental(spark, root, root / "primed", settings=Settings(), since=t_hist, until=step_t)
+                primed[days] = (root, step_t)
+            root, step_t = primed[1]
+            shutil.copytree(root / "primed", root / "results")
+            floors = [_incremental_floor(spark, root, step_t) for _ in range(2)]
+            lines.append(f"| floor of an incremental step: read the new sweep and the carried series, one "
+                         f"shuffle and sort by key, one window, write one table and one state part, second "
+                         f"of two runs (Spark local[2]) | {keys:,} | {floors[1]:.2f} | {keys / floors[1]:,.0f} |")
+            inc_times: dict[int, list[float]] = {1: [], 7: []}
+            for _ in range(args.incremental_runs):
+                for days, (root, step_t) in primed.items():
+                    shutil.rmtree(root / "results", ignore_errors=True)
+                    shutil.copytree(root / "primed", root / "results")
+                    t = time.perf_counter()
+                    run_incremental(spark, root, root / "results", settings=Settings(),
+                                    until=step_t + dt.timedelta(minutes=1))
+                    inc_times[days].append(time.perf_counter() - t)
+            med = {days: statistics.median(ts) for days, ts in inc_times.items()}
+            for days, ts in inc_times.items():
+                runs = ", ".join(f"{x:.2f}" for x in ts)
+                lines.append(f"| incremental step, 1 new sweep, {days} day(s) of history "
+                             f"(--shuffle-partitions {args.incremental_shuffle_partitions}), median of "
+                             f"{len(ts)} runs ({runs} s) | {keys:,} | {med[days]:.2f} | {keys / med[days]:,.0f} |")
+            for root, _ in primed.values():
+                shutil.rmtree(root, ignore_errors=True)
+            lines += ["", f"Incremental step at 7 days / 1 day of history: **{med[7] / med[1]:.2f}** (medians; "
+                      "target ≤ 1.2; the step reads only the new sweep's date partition and the carried state).",
                       ""]
     finally:
         spark.stop()
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _incremental_floor(spark: SparkSession, root: Path, step_t: dt.datetime) -> float:
+    """The least an incremental step with a carried state does on this machine: read the new
+    sweep and the carried per-key series rows, one shuffle and sort by key, one window (previous
+    and next row), write one result table and the next state part. Returns seconds."""
+    cp = read_checkpoint(root / "results")
+    assert cp is not None
+    out = root / "floor-out"
+    shutil.rmtree(out, ignore_errors=True)
+    t = time.perf_counter()
+    off = read_lake(spark, root, "offsets", since=step_t.date(), until=step_t.date())
+    until = step_t + dt.timedelta(minutes=1)
+    off = off.where((F.col("sweep_ts") >= F.lit(step_t)) & (F.col("sweep_ts") < F.lit(until)))
+    fresh = prepare_series(off).withColumn("is_state", F.lit(False))
+    carried = spark.read.parquet(str(root / "results" / "_state" / cp["version"] / "series")).select(*fresh.columns)
+    w = Window.partitionBy(*KEY).orderBy("t")
+    both = fresh.unionByName(carried).withColumns({"prev_committed": F.lag("committed").over(w),
+                                                   "next_t": F.lead("t").over(w)})
+    both = both.localCheckpoint(eager=True)
+    (both.where(~F.col("is_state")).withColumn("date", F.date_format("ts", "yyyy-MM-dd"))
+     .write.mode("overwrite").partitionBy("cluster", "date").parquet(str(out / "table")))
+    both.where(F.col("next_t").isNull()).write.mode("overwrite").parquet(str(out / "state"))
+    s = time.perf_counter() - t
+    both._jdf.logicalPlan().rdd().unpersist(False)  # free the stored rows, as a step does
+    shutil.rmtree(out, ignore_errors=True)
+    return s
 
 
 def _compare_trends(con: duckdb.DuckDBPyConnection, spark_out: Path, duck_out: Path) -> str:
