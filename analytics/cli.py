@@ -19,7 +19,7 @@ from typing import Annotated
 import typer
 
 from lagscope.analytics.configured import job_settings
-from lagscope.config import load_config
+from lagscope.config import load_config, resolve_results
 from lagscope.errors import ConfigError
 
 __all__ = ["register"]
@@ -82,7 +82,7 @@ def analyze(
         raise typer.Exit(2) from None
     acfg = cfg.analytics
     lake = lake if lake is not None else cfg.collector.lake_path
-    results = results if results is not None else (acfg.results_path or lake.parent / "results")
+    results = resolve_results(results, lake, acfg)
     master = master if master is not None else acfg.master
     shuffle_partitions = shuffle_partitions if shuffle_partitions is not None else (acfg.shuffle_partitions or 8)
     driver_memory = driver_memory if driver_memory is not None else (acfg.driver_memory or "2g")

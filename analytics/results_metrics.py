@@ -11,6 +11,7 @@ metric                                                       type       labels
 ``lagscope_rebalance_duration_seconds``                      histogram  cluster, group (closed windows)
 ``lagscope_rebalance_last_duration_seconds``                 gauge      cluster, group
 ``lagscope_rebalance_over_bound_ratio``                      gauge      cluster, group (last closed window)
+``lagscope_rebalance_last_end_timestamp_seconds``            gauge      cluster, group (last closed window)
 ``lagscope_rebalance_in_progress``                           gauge      cluster, group (1 while a window is open)
 ``lagscope_anomalies_open``                                  gauge      cluster, group, kind, severity
 ``lagscope_anomalies_total``                                 counter    cluster, group, kind, severity
@@ -343,13 +344,18 @@ def _rebalance_metrics(rows: list[dict[str, Any]]) -> Iterator[Any]:
     ratio = GaugeMetricFamily("lagscope_rebalance_over_bound_ratio",
                               "Last closed window's duration / the bound its settings imply "
                               "(> 1: slower than the settings allow).", labels=["cluster", "group"])
+    ended = GaugeMetricFamily("lagscope_rebalance_last_end_timestamp_seconds",
+                              "End of the group's last closed rebalance window (Unix time, s): how old "
+                              "the window the two gauges above describe is.", labels=["cluster", "group"])
     for cg, row in sorted(closed.items()):
         if (d := _finite(row.get("duration_s"))) is not None:
             last.add_metric(list(cg), d)
         if (r := _finite(row.get("observed_over_bound"))) is not None:
             ratio.add_metric(list(cg), r)
+        ended.add_metric(list(cg), row["end_ts"].timestamp())
     yield last
     yield ratio
+    yield ended
 
     open_ = GaugeMetricFamily("lagscope_rebalance_in_progress",
                               "1 while the group has an open rebalance window, else 0.",

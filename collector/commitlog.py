@@ -43,7 +43,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -353,6 +353,8 @@ class TailStats:
     excluded: int = 0
     #: errors that interrupted the tail (connection, fetch, lake write; each retried)
     errors: int = 0
+    #: lake writes that failed, per table: ``commits``, ``group_events``, ``_state`` (the positions)
+    lake_write_errors: Counter[str] = field(default_factory=Counter)
     #: the newest record timestamp read (epoch ms; the broker's append time for this topic)
     last_record_ts_ms: int | None = None
     #: records of __consumer_offsets not read yet (Σ end − position), as last measured
@@ -365,16 +367,18 @@ class TailStats:
         for _ in range(10):
             try:  # the counters may gain a key while being copied: copy again
                 unknown, undecoded = dict(self.unknown_versions), dict(self.undecoded_types)
+                write_errors = dict(self.lake_write_errors)
                 break
             except RuntimeError:
                 continue
         else:
-            unknown, undecoded = {}, {}
+            unknown, undecoded, write_errors = {}, {}, {}
         return {"records": self.records, "commits": self.commits, "group_events": self.group_events,
                 "tombstones": self.tombstones, "flushes": self.flushes,
                 "duplicates_skipped": self.duplicates_skipped, "decode_errors": self.decode_errors,
                 "unknown_versions": unknown, "undecoded_types": undecoded, "excluded": self.excluded,
-                "errors": self.errors, "last_record_ts_ms": self.last_record_ts_ms,
+                "errors": self.errors, "lake_write_errors": write_errors,
+                "last_record_ts_ms": self.last_record_ts_ms,
                 "lag_records": self.lag_records, "connected": self.connected}
 
 
@@ -777,18 +781,22 @@ class CommitLogTailer:
                 folders.setdefault(t, set()).update(dates)
         pending = {"ranges": {str(p): list(r) for p, r in ranges.items()},
                    "folders": {t: sorted(d) for t, d in folders.items() if d}}
-        self._save_state(self._committed, pending)
+        with self._counting_failures("_state"):
+            self._save_state(self._committed, pending)
         for date, data in sorted(commits.items()):
-            lake.write_table(self.lake_root, COMMITS, self.cluster, data, date=date)
+            with self._counting_failures(COMMITS.name):
+                lake.write_table(self.lake_root, COMMITS, self.cluster, data, date=date)
         for date, rows in sorted(events.items()):
-            lake.write_rows(self.lake_root, GROUP_EVENTS, self.cluster, rows, date=date)
+            with self._counting_failures(GROUP_EVENTS.name):
+                lake.write_rows(self.lake_root, GROUP_EVENTS, self.cluster, rows, date=date)
         # what is left of the older intent: its ranges this tail has not read past yet
         if carried is not None:
             left = {p: (max(lo, self._positions.get(p, 0)), hi) for p, (lo, hi) in carried.ranges.items()
                     if self._positions.get(p, 0) <= hi}
             carried = _Pending(left, carried.folders) if left else None
-        self._save_state(self._positions, None if carried is None else {
-            "ranges": {str(p): list(r) for p, r in carried.ranges.items()}, "folders": carried.folders})
+        with self._counting_failures("_state"):
+            self._save_state(self._positions, None if carried is None else {
+                "ranges": {str(p): list(r) for p, r in carried.ranges.items()}, "folders": carried.folders})
         self._carried = carried
         self._committed = dict(self._positions)
         self._commits = _CommitColumns()
@@ -798,6 +806,15 @@ class CommitLogTailer:
         positions = self._positions
         self._seen = {s for s in self._seen if s[2] >= positions.get(s[1], 0)} if carried is not None else set()
         self.stats.flushes += 1
+
+    @contextlib.contextmanager
+    def _counting_failures(self, table: str) -> Iterator[None]:
+        """Counts a lake write that raises in ``stats.lake_write_errors[table]`` (and re-raises)."""
+        try:
+            yield
+        except Exception:
+            self.stats.lake_write_errors[table] += 1
+            raise
 
     # -- state --------------------------------------------------------------------------------
     def _save_state(self, positions: Mapping[int, int], pending: Mapping[str, Any] | None) -> None:

@@ -12,16 +12,20 @@ error, written to ``sweeps`` like any other: a gap is visible as a gap, never as
 After :data:`RECONNECT_AFTER` failed sweeps in a row the cluster's client is rebuilt
 (fresh bootstrap), and connection back-off is capped at 1 s, so collection resumes with the
 first sweep after the broker returns. Anything else that goes wrong in one iteration (a
-bug, a full disk) is logged and the next sweep is scheduled: the loop never dies of it.
+bug, a full disk) is logged and the next sweep is scheduled: the loop never dies of it. A lake
+write that fails is counted per (cluster, table) (:meth:`Collector.lake_write_errors`, served as
+``lagscope_lake_write_errors_total``), since the sweep itself, and ``lagscope_up``, look fine.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -55,21 +59,43 @@ class LakeSink:
     Each table's rows of one sweep are one atomic file (:func:`lagscope.lake.write_rows`).
     The sweeps row is written last, so a sweep listed in ``sweeps`` has all its data files;
     a crash in between leaves data without a sweeps row, which readers treat as not swept.
+
+    A write that fails raises (the rest of that sweep is not written: no sweeps row for a sweep
+    whose data is missing) and is counted per ``(cluster, table)`` in :meth:`write_errors`
+    (``lagscope_lake_write_errors_total`` on /metrics).
     """
 
     def __init__(self, root: Path | str) -> None:
         self.root = Path(root)
+        self._lock = threading.Lock()
+        self._write_errors: Counter[tuple[str, str]] = Counter()
 
     def update(self, snapshot: Snapshot) -> None:
         date = snapshot.sweep_ts.astimezone(dt.UTC).date()
         for table, rows in ((OFFSETS, snapshot.offsets), (MEMBERS, snapshot.members)):
             if not rows:
                 continue
-            if isinstance(rows, ColumnRows):  # column by column, never a dict per row
-                write_table(self.root, table, snapshot.cluster, rows.to_arrow(table.schema), date=date)
-            else:
-                write_rows(self.root, table, snapshot.cluster, rows, date=date)
-        write_rows(self.root, SWEEPS, snapshot.cluster, [snapshot.sweep], date=date)
+            with self._counting_failures(snapshot.cluster, table.name):
+                if isinstance(rows, ColumnRows):  # column by column, never a dict per row
+                    write_table(self.root, table, snapshot.cluster, rows.to_arrow(table.schema), date=date)
+                else:
+                    write_rows(self.root, table, snapshot.cluster, rows, date=date)
+        with self._counting_failures(snapshot.cluster, SWEEPS.name):
+            write_rows(self.root, SWEEPS, snapshot.cluster, [snapshot.sweep], date=date)
+
+    def write_errors(self) -> dict[tuple[str, str], int]:
+        """Failed writes since start, per ``(cluster, table)`` (only those that failed at least once)."""
+        with self._lock:
+            return dict(self._write_errors)
+
+    @contextlib.contextmanager
+    def _counting_failures(self, cluster: str, table: str) -> Iterator[None]:
+        try:
+            yield
+        except Exception:
+            with self._lock:
+                self._write_errors[(cluster, table)] += 1
+            raise
 
 
 def describe(snapshot: Snapshot) -> str:
@@ -137,11 +163,12 @@ class Collector:
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> Collector:
         if self._metrics_enabled and self.metrics_server is None:
-            from lagscope.collector.metrics import MetricsServer
+            from lagscope.collector.metrics import LakeWriteCollector, MetricsServer
 
             m = self.settings.metrics
             self.metrics_server = MetricsServer(m.bind, m.port, history_size=m.history_size,
                                                 compat=m.compat).start()
+            self.metrics_server.registry.register(LakeWriteCollector(self.lake_write_errors))
             self.receivers.append(self.metrics_server)
         if self.commitlog is None and any(c.consumer_offsets_tail.enabled for c in self.settings.clusters):
             from lagscope.collector.commitlog import CommitLogService
@@ -166,6 +193,26 @@ class Collector:
         if server is not None:
             self.receivers.remove(server)
             server.stop()
+
+    def lake_write_errors(self) -> dict[tuple[str, str], int]:
+        """Failed lake writes since start per ``(cluster, table)``: the sweeps' (the lake sink) and
+        the ``__consumer_offsets`` tails'. Every table a cluster writes is listed, at 0 until a
+        write fails, so that ``increase()`` over ``lagscope_lake_write_errors_total`` sees the first."""
+        from lagscope.collector.metrics import LAKE_TABLES
+
+        out: dict[tuple[str, str], int] = {}
+        for run in self._runs:
+            tables = LAKE_TABLES["sweep"] + (LAKE_TABLES["commitlog"] if run.cluster.consumer_offsets_tail.enabled
+                                             else ())
+            out.update({(run.cluster.name, t): 0 for t in tables})
+        for key, n in self.sink.write_errors().items():
+            out[key] = out.get(key, 0) + n
+        commitlog = self.commitlog
+        if commitlog is not None:
+            for cluster, st in commitlog.stats().items():
+                for table, n in (st.get("lake_write_errors") or {}).items():
+                    out[(cluster, table)] = out.get((cluster, table), 0) + int(n)
+        return out
 
     # -- one iteration -------------------------------------------------------------------
     def sweep_cluster(self, run: _ClusterRun) -> Snapshot:

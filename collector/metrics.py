@@ -53,10 +53,12 @@ __all__ = [
     "DEFAULT_BIND",
     "DEFAULT_PORT",
     "GROUP_STATES",
+    "LAKE_TABLES",
     "METRICS",
     "SKIP_REASONS",
     "CommitLogCollector",
     "LagCollector",
+    "LakeWriteCollector",
     "MetricSpec",
     "MetricsServer",
     "render",
@@ -85,7 +87,7 @@ class MetricSpec:
     help: str
     unit: str = ""
     origin: str = "lagscope"  # 'kafka_exporter' | 'kafka-lag-exporter' | 'lagscope'
-    source: str = "sweep"  # 'sweep' (LagCollector) | 'commitlog' (CommitLogCollector)
+    source: str = "sweep"  # 'sweep' (LagCollector) | 'commitlog' (CommitLogCollector) | 'lake' (LakeWriteCollector)
 
 
 _KE = ("cluster", "consumergroup", "topic", "partition")  # kafka_exporter, per partition
@@ -203,6 +205,12 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("lagscope_commitlog_errors_total", "counter", ("cluster",),
                "Errors that interrupted the tail (connection, fetch, lake write: each retried; no READ "
                "access or unreadable positions: the tail stops).", "errors", source="commitlog"),
+    # the lake writes (sweeps and the __consumer_offsets tail)
+    MetricSpec("lagscope_lake_write_errors_total", "counter", ("cluster", "table"),
+               "Lake writes that failed since the collector started, by table: offsets, members, sweeps "
+               "(a sweep's rows, lost), commits, group_events (a tail flush, read again after a retry) and "
+               "_state (the tail's saved positions); e.g. the lake path is a file, permission denied, "
+               "disk full.", "writes", source="lake"),
 )
 
 _SPECS: dict[str, MetricSpec] = {s.name: s for s in METRICS}
@@ -618,6 +626,35 @@ def _commitlog_samples(c: str, st: Mapping[str, Any], samples: Samples) -> None:
     if st.get("last_record_ts_ms") is not None:
         _put(samples, "lagscope_commitlog_last_record_timestamp_seconds", (c,), int(st["last_record_ts_ms"]) / 1000.0)
     _put(samples, "lagscope_commitlog_errors_total", (c,), int(st.get("errors") or 0))
+
+
+# ------------------------------------------------------------------------------------------
+# lake writes
+# ------------------------------------------------------------------------------------------
+
+#: the tables the sweeps write (one file each per sweep), then those of the __consumer_offsets tail;
+#: ``_state`` is the tail's saved positions (``<lake>/_state/commitlog/<cluster>.json``)
+LAKE_TABLES = {"sweep": ("offsets", "members", "sweeps"), "commitlog": ("commits", "group_events", "_state")}
+
+
+class LakeWriteCollector(Collector):
+    """``lagscope_lake_write_errors_total``, read at scrape time from ``errors()``: failed lake
+    writes per ``(cluster, table)`` (:meth:`lagscope.collector.loop.Collector.lake_write_errors`,
+    which lists every table a cluster writes, at 0 until a write fails). Register it into
+    :attr:`MetricsServer.registry`."""
+
+    def __init__(self, errors: Callable[[], Mapping[tuple[str, str], int]]) -> None:
+        self._errors = errors
+        self.specs = tuple(m for m in METRICS if m.source == "lake")
+
+    def describe(self) -> list[Metric]:
+        return []  # no collect() at registration
+
+    def collect(self) -> Iterator[Metric]:
+        samples: Samples = {}
+        for (cluster, table), n in sorted(self._errors().items()):
+            _put(samples, "lagscope_lake_write_errors_total", (cluster, table), n)
+        yield from _families([samples], self.specs)
 
 
 # ------------------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ from typing import Annotated, Any
 
 import typer
 
-from lagscope.config import AnalyticsConfig, Settings, load_config
+from lagscope.config import AnalyticsConfig, Settings, load_config, resolve_results
 from lagscope.deploy.run import AnalyticsLoop, CollectorComponent, Runner
 from lagscope.errors import ConfigError
 from lagscope.signals import stop_on_signals
@@ -217,7 +217,8 @@ def _minute_ceil(t: dt.datetime) -> dt.datetime:
 
 def _prepare(workdir: Path) -> tuple[Path, Path, Path]:
     workdir.mkdir(parents=True, exist_ok=True)
-    lake, results, runs = workdir / "lake", workdir / "results", workdir / "runs"
+    lake, runs = workdir / "lake", workdir / "runs"
+    results = resolve_results(None, lake)  # beside the lake, where `lagscope ui --lake` looks
     for folder in (lake, results, runs):  # the previous demo's data: the analytics start afresh
         if folder.exists():
             shutil.rmtree(folder)

@@ -41,7 +41,7 @@ from typing import Annotated, Any, Protocol
 
 import typer
 
-from lagscope.config import Settings, load_config, parse_duration
+from lagscope.config import Settings, load_config, parse_duration, resolve_results
 from lagscope.errors import ConfigError
 from lagscope.signals import stop_on_signals
 
@@ -395,7 +395,7 @@ def run(
         except ValueError as exc:
             raise ConfigError(f"--analytics-backfill: {exc}") from None
     parts = set(component) if component else {Part.collector, Part.analytics} | ({Part.alerts} if alerts else set())
-    results_root = results or settings.analytics.results_path or settings.collector.lake_path.parent / "results"
+    results_root = resolve_results(results, settings.collector.lake_path, settings.analytics)
     outbox_file = outbox or results_root.parent / "alerts-outbox.sqlite"
     components = build_components(settings, parts, results=results_root, alerts=alerts, outbox=outbox_file,
                                   master=master, analytics_interval_s=analytics_interval,

@@ -53,6 +53,7 @@ __all__ = [
     "load_config",
     "parse_duration",
     "render_markdown",
+    "resolve_results",
 ]
 
 ENV_PREFIX = "LAGSCOPE_"
@@ -541,6 +542,18 @@ def format_validation_error(exc: ValidationError) -> str:
     if len(errors) > 1:
         line += f" (and {len(errors) - 1} more)"
     return " ".join(line.split())
+
+
+def resolve_results(results: Path | None, lake: Path, analytics: AnalyticsConfig | None = None) -> Path:
+    """The root of the result tables: ``results`` when given (a ``--results`` option), else
+    ``analytics.results`` of the settings, else ``results`` beside the lake folder
+    (``<lake>/../results``). Every command that writes or reads the results defaults through
+    here (``analyze``, ``run``, ``demo``, ``ui``), so that they agree."""
+    if results is not None:
+        return results
+    if analytics is not None and analytics.results_path is not None:
+        return analytics.results_path
+    return lake.parent / "results"
 
 
 def load_config(path: str | Path | None = None, *, environ: Mapping[str, str] | None = None) -> Settings:

@@ -1,6 +1,8 @@
 """``lagscope ui``: serve the drill-down app (Streamlit) on loopback, read-only.
 
     lagscope ui --lake .lagscope/lake --results .lagscope/results --port 8501
+    lagscope ui --lake .lagscope/lake          # results: .lagscope/results, beside the lake
+    lagscope ui --config lagscope.yaml         # collector.lake, and analytics.results or beside it
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ from typing import Annotated
 
 import typer
 
+from lagscope.config import load_config, resolve_results
 from lagscope.dashboards.app import DEFAULT_LAKE, ENV_LAKE, ENV_RESULTS, MAIN_SCRIPT
-from lagscope.errors import LagscopeError
+from lagscope.errors import ConfigError, LagscopeError
 
 __all__ = ["register", "streamlit_command"]
 
@@ -52,15 +55,30 @@ def register(app: typer.Typer) -> None:
     @app.command("ui")
     def ui(
         lake: Annotated[Path | None, typer.Option(help="Sample lake root (the collector's output). "
-                                                       f"Default: {DEFAULT_LAKE}.")] = None,
+                                                       "Default: collector.lake of --config, else "
+                                                       f"{DEFAULT_LAKE}.")] = None,
         results: Annotated[Path | None, typer.Option(help="Result tables root (the analytics' output). "
-                                                          "Default: the lake root.")] = None,
+                                                          "Default: analytics.results of --config, else "
+                                                          "'results' beside the lake (as analyze and run "
+                                                          "write them).")] = None,
         port: Annotated[int, typer.Option(min=1, max=65535, help="TCP port.")] = 8501,
         bind: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = "127.0.0.1",
+        config: Annotated[Path | None, typer.Option(
+            "--config", "-c", dir_okay=False,
+            help="lagscope.yaml: the lake and results defaults of analyze and run.")] = None,
     ) -> None:
         """Serve the Streamlit drill-down app (read-only) at http://BIND:PORT."""
-        lake_path = lake if lake is not None else DEFAULT_LAKE
-        results_path = results if results is not None else lake_path
+        if config is not None:
+            try:
+                settings = load_config(config)
+            except ConfigError as exc:
+                typer.echo(f"config error: {exc}", err=True)
+                raise typer.Exit(2) from None
+            lake_path = lake if lake is not None else settings.collector.lake_path
+            results_path = resolve_results(results, lake_path, settings.analytics)
+        else:
+            lake_path = lake if lake is not None else DEFAULT_LAKE
+            results_path = resolve_results(results, lake_path)
         for path, option, given in ((lake_path, "--lake", lake is not None),
                                     (results_path, "--results", results is not None)):
             _check_folder(path, option)

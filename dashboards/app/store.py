@@ -18,6 +18,7 @@ import duckdb
 import pandas as pd
 import streamlit as st
 
+from lagscope.config import resolve_results
 from lagscope.dashboards.app import DEFAULT_LAKE, ENV_LAKE, ENV_RESULTS, data
 from lagscope.dashboards.app.params import TimeRange
 
@@ -51,7 +52,8 @@ CACHE_TTL_S = 60
 
 def current_lake() -> data.Lake:
     samples = Path(os.environ.get(ENV_LAKE) or DEFAULT_LAKE)
-    results = Path(os.environ.get(ENV_RESULTS) or samples)
+    given = os.environ.get(ENV_RESULTS)
+    results = Path(given) if given else resolve_results(None, samples)
     return data.Lake(samples, results)
 
 

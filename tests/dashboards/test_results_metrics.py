@@ -40,6 +40,9 @@ def test_rebalance_metrics(synthetic: Synthetic) -> None:
     # last closed window: the 25 s session timeout, 2.5x its 10 s bound
     assert reg.get_sample_value("lagscope_rebalance_last_duration_seconds", cg) == 25
     assert reg.get_sample_value("lagscope_rebalance_over_bound_ratio", cg) == 2.5
+    # ... which ended 25 minutes 25 s after the first window began (the alert rule ages it out)
+    ended = synthetic.now - dt.timedelta(minutes=25) + dt.timedelta(seconds=25)
+    assert reg.get_sample_value("lagscope_rebalance_last_end_timestamp_seconds", cg) == ended.timestamp()
     assert reg.get_sample_value("lagscope_rebalance_in_progress", cg) == 1
 
 

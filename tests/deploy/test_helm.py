@@ -67,8 +67,9 @@ def helm(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return proc
 
 
-def render(tmp_path: Path, values: dict[str, Any] | None = None, *extra: str) -> list[dict[str, Any]]:
-    args = ["template", "rel", str(CHART), "--namespace", "observability", "--kube-version", KUBE_VERSION]
+def render(tmp_path: Path, values: dict[str, Any] | None = None, *extra: str,
+           release: str = "rel") -> list[dict[str, Any]]:
+    args = ["template", release, str(CHART), "--namespace", "observability", "--kube-version", KUBE_VERSION]
     if values:
         (tmp_path / "values.yaml").write_text(yaml.safe_dump(values))
         args += ["-f", str(tmp_path / "values.yaml")]
@@ -192,6 +193,46 @@ def test_selectors_services_and_the_service_monitor_fit_together(full: list[dict
     assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     # the collector never runs twice on the same clusters
     assert deployments["rel-lagscope-collector"]["spec"]["replicas"] == 1
+
+
+def _scrape_jobs(docs: list[dict[str, Any]]) -> dict[str, str]:
+    """The ``job`` label prometheus-operator gives each Service a ServiceMonitor selects: the value
+    of the Service's label named by ``spec.jobLabel`` when it has it, else the Service's name."""
+    jobs = {}
+    for monitor in by_kind(docs, "ServiceMonitor"):
+        job_label = monitor["spec"].get("jobLabel")
+        for svc in by_kind(docs, "Service"):
+            name, labels = svc["metadata"]["name"], svc["metadata"].get("labels", {})
+            if monitor["spec"]["selector"]["matchLabels"].items() <= labels.items():
+                jobs[name] = labels.get(job_label, name)
+    return jobs
+
+
+def _rule_jobs() -> set[str]:
+    jobs = set()
+    for f in sorted((ROOT / "deploy" / "prometheus" / "rules").glob("*.yml")):
+        for group in yaml.safe_load(f.read_text())["groups"]:
+            for rule in group["rules"]:
+                jobs |= set(re.findall(r'\bjob\s*=~?\s*"([^"]+)"', rule["expr"]))
+    return jobs
+
+
+@pytest.mark.parametrize(("release", "values", "service"), [
+    ("lagscope", {}, "lagscope-collector"),                     # the name the rules were written for
+    ("obs", {}, "obs-lagscope-collector"),                      # any other release name
+    ("rel", {"fullnameOverride": "kafka-lag"}, "kafka-lag-collector"),
+    ("rel", {"nameOverride": "lag"}, "rel-lag-collector"),
+])
+def test_the_scrape_job_is_the_one_the_alert_rules_match_whatever_the_release(
+        tmp_path: Path, release: str, values: dict[str, Any], service: str) -> None:
+    # the rules match up{job="lagscope-collector"}: with another job name LagscopeCollectorAbsent
+    # fires forever and LagscopeCollectorDown never fires
+    assert _rule_jobs() == {"lagscope-collector"}
+    docs = render(tmp_path, {**values, "serviceMonitor": {"enabled": True}}, release=release)
+    assert _scrape_jobs(docs) == {service: "lagscope-collector"}
+    assert _rule_jobs() <= set(_scrape_jobs(docs).values())
+    proc = crdcheck(by_kind(docs, "ServiceMonitor"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def _container_env(container: dict[str, Any]) -> dict[str, str]:

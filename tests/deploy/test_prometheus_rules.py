@@ -132,3 +132,16 @@ def test_rules_use_only_metrics_lagscope_serves() -> None:
         used = set(re.findall(r"\b((?:kafka|lagscope)_[a-z_]+|up)\b", rule["expr"]))
         assert used, rule["alert"]
         assert used <= known, f"{rule['alert']}: unknown {sorted(used - known)}"
+
+
+@pytest.mark.parametrize("config", [PROM / "prometheus.yml",
+                                    ROOT / "deploy" / "compose" / "prometheus" / "prometheus.yml"],
+                         ids=["deploy-prometheus", "compose"])
+def test_rules_match_job_names_the_scrape_configs_define(config: Path) -> None:
+    # an alert on up{job="…"} with a job no scrape config defines fires forever (absent) or never (down);
+    # the Helm chart's job name is checked in tests/deploy/test_helm.py
+    jobs = {job["job_name"] for job in yaml.safe_load(config.read_text())["scrape_configs"]}
+    matched = {j for rule in _alerts() for j in re.findall(r'\bjob\s*=~?\s*"([^"]+)"', rule["expr"])}
+    assert matched == {"lagscope-collector"}
+    assert matched <= jobs
+    assert jobs == {"lagscope-collector", "lagscope-results"}

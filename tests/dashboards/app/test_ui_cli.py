@@ -52,3 +52,73 @@ def test_a_file_is_not_a_lake(tmp_path: Path, option: str) -> None:
     result = CliRunner().invoke(app, args)
     assert isinstance(result.exception, UiConfigError)
     assert str(result.exception) == f"{option} {file} is not a folder"
+
+
+def _ui_env(monkeypatch: pytest.MonkeyPatch, *args: str) -> dict[str, str]:
+    """The environment ``lagscope ui …`` hands Streamlit (the exec is caught: nothing is served)."""
+    import os
+
+    from typer.testing import CliRunner
+
+    from lagscope.cli import app
+
+    seen: dict[str, str] = {}
+
+    def execve(path: str, argv: list[str], env: dict[str, str]) -> None:
+        seen.update(env)
+
+    monkeypatch.setattr(os, "execve", execve)
+    result = CliRunner().invoke(app, ["ui", *args])
+    assert result.exit_code == 0, result.output
+    return seen
+
+
+def test_results_default_beside_the_lake_as_analyze_and_run_write_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lagscope.config import Settings, resolve_results
+
+    lake = tmp_path / "data" / "lake"
+    lake.mkdir(parents=True)
+    env = _ui_env(monkeypatch, "--lake", str(lake))
+    assert env[ENV_LAKE] == str(lake.resolve())
+    # `lagscope analyze --lake L` and `lagscope run` write <L>/../results (the demo too)
+    assert env[ENV_RESULTS] == str((tmp_path / "data" / "results").resolve())
+    assert env[ENV_RESULTS] == str(resolve_results(None, lake, Settings().analytics).resolve())
+
+
+def test_no_options_read_the_default_lake_and_the_results_beside_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    env = _ui_env(monkeypatch)
+    assert env[ENV_LAKE] == str(tmp_path / ".lagscope" / "lake")
+    assert env[ENV_RESULTS] == str(tmp_path / ".lagscope" / "results")
+
+
+def test_an_explicit_results_folder_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "lake").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    env = _ui_env(monkeypatch, "--lake", str(tmp_path / "lake"), "--results", str(tmp_path / "elsewhere"))
+    assert env[ENV_RESULTS] == str((tmp_path / "elsewhere").resolve())
+
+
+def test_config_gives_the_lake_and_the_results_like_analyze_and_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "lake").mkdir()
+    config = tmp_path / "lagscope.yaml"
+    config.write_text(f"collector: {{lake: {tmp_path / 'lake'}}}\n")
+    env = _ui_env(monkeypatch, "--config", str(config))
+    assert env[ENV_LAKE] == str((tmp_path / "lake").resolve())
+    assert env[ENV_RESULTS] == str((tmp_path / "results").resolve())
+    # analytics.results wins over "beside the lake", as for analyze and run
+    config.write_text(f"collector: {{lake: {tmp_path / 'lake'}}}\nanalytics: {{results: {tmp_path / 'r'}}}\n")
+    assert _ui_env(monkeypatch, "--config", str(config))[ENV_RESULTS] == str((tmp_path / "r").resolve())
+
+
+def test_the_app_alone_reads_the_results_beside_the_lake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # streamlit run of the app's script without `lagscope ui`: only the lake in the environment
+    from lagscope.dashboards.app.store import current_lake
+
+    monkeypatch.setenv(ENV_LAKE, str(tmp_path / "lake"))
+    monkeypatch.delenv(ENV_RESULTS, raising=False)
+    lake = current_lake()
+    assert (lake.samples, lake.results) == (tmp_path / "lake", tmp_path / "results")
