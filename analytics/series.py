@@ -14,7 +14,7 @@ The *series* of a key ``(cluster, group_id, topic, partition)`` is one row per s
 
 Incremental runs prepend one *state row* per key (``is_state`` true): the last row of the
 previous step, carrying its running markers (``m_change_t``, ``m_pending_t``, ``m_max_rate``,
-``m_max_committed``, …).
+``m_max_committed``, ``m_rate``, …).
 Every running value below is a ``last(…, ignorenulls)`` or ``max`` over the rows so far, so
 a state row seeds it exactly as if the whole history had been read.
 """
@@ -49,6 +49,7 @@ STATE_MARKERS: dict[str, T.DataType] = {
     "m_change_t": T.DoubleType(),   # time of the last observed change of the committed offset
     "m_pending_t": T.DoubleType(),  # time since which work has been pending (lag > 0), or null
     "m_max_rate": T.DoubleType(),   # largest consume rate (messages/s) observed so far
+    "m_rate": T.DoubleType(),       # the row's own consume rate (the next row's prev_rate)
     "m_ret_t": T.DoubleType(),      # start of the open retention-loss episode, or null
     "m_end_t": T.DoubleType(),      # time of the last observed change of the end offset
     "m_max_committed": T.LongType(),  # highest committed offset observed so far
@@ -177,7 +178,7 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
                       .when(~F.col("_prev_lost"), F.col("t"))),
         "_end_mark": (F.when(F.col("is_state"), F.col("m_end_t"))
                       .when(F.col("prev_end").isNull() | (F.col("de") != 0), F.col("t"))),
-        "rate": F.when(F.col("is_state"), F.lit(0.0)).otherwise(rate),
+        "rate": F.when(F.col("is_state"), F.coalesce(F.col("m_rate"), F.lit(0.0))).otherwise(rate),
         "_committed_seed": F.when(F.col("is_state"), F.greatest(
             F.col("m_max_committed"), F.col("committed"))).otherwise(F.col("committed")),
     })
@@ -214,6 +215,7 @@ def state_rows(enriched: DataFrame) -> DataFrame:
         F.col("change_t").alias("m_change_t"),
         F.coalesce(F.col("pending_t"), F.lit(None).cast("double")).alias("m_pending_t"),
         F.greatest(F.col("max_rate_before"), F.col("rate")).alias("m_max_rate"),
+        F.col("rate").alias("m_rate"),
         F.col("ret_t").alias("m_ret_t"),
         F.col("end_change_t").alias("m_end_t"),
         F.greatest(F.col("max_committed_before"), F.col("committed")).alias("m_max_committed"),

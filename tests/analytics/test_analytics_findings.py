@@ -287,3 +287,17 @@ def test_lag_growth_carried_across_steps_equals_one_pass(spark: SparkSession, sp
     stepped = findings.transform_lag_growth(second, min_minutes=3)
     # the step that saw the run's end reports it whole, as the single pass does
     assertDataFrameEqual(stepped, whole)
+
+
+def test_skip_in_a_steps_first_interval_equals_the_batch(spark: SparkSession) -> None:
+    # the "skip" case split before its jump (step 1: t=0…30, step 2: t=40 seeded by step 1's
+    # state): the jump 1300 → 5000 lies in step 2's first interval. Its magnitude is the same as
+    # in one pass: 3700 jumped minus the 100 the previous interval's rate (10/s × 10 s) could
+    # have processed = 3600 (not 3700: the state row's own rate is that previous rate)
+    name, parts, _ = CASES[3]
+    rows = parts[0]
+    one = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows[:4], group=name)])))
+    two = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows[4:], group=name)])), state_rows(one))
+    got = findings.transform_point_events(two, skip_factor=P.skip_factor, skip_min_messages=P.skip_min_messages)
+    assertDataFrameEqual(got.select("kind", "start_ts", "end_ts", "magnitude"), spark.createDataFrame(
+        [("skip", at(30), at(40), 3600.0)], "kind string, start_ts timestamp, end_ts timestamp, magnitude double"))
