@@ -96,7 +96,7 @@ def _timeouts(group_events: DataFrame | None) -> DataFrame | None:
 #: computed from: the offset-ordered sort of the lag-seconds lookup moves only these
 _ROW_COLUMNS = [*KEY, "ts", "t", "window_start", "committed", "end", "log_start", "prev_log_start", "lag", "dt",
                 "de", "dc", "prev_t", "next_t", "prev_end", "rec_ts", "is_state", "owner", "idle_pending_s", "lost",
-                "end_change_t"]
+                "end_change_t", "end_epoch"]
 
 
 def _materialise(df: DataFrame, held: list[DataFrame]) -> DataFrame:
@@ -197,9 +197,10 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
     # the next step's state
     last = state_rows(enriched)
     hist_all = trends.history_points(enriched)
-    if st.get("history") is not None:
-        hist_all = hist_all.unionByName(st["history"])
-    history = trends.compact_history(hist_all, last, recent_s=settings.history_recent_s)
+    if st.get("history") is not None:  # the carried points are of the epoch the step starts in
+        hist_all = hist_all.unionByName(st["history"].withColumn("end_epoch", F.lit(0).cast("long")))
+    history = trends.compact_history(hist_all, enriched.where(F.col("next_t").isNull()),
+                                     recent_s=settings.history_recent_s)
     settled_w = Window.partitionBy("cluster", "group_id")
     ms = msweeps.withColumn("_last_settled", F.max(F.when(F.col("settled"), F.col("t"))).over(settled_w))
     ms = ms.where(F.col("_last_settled").isNull() | (F.col("t") >= F.col("_last_settled"))).drop("_last_settled")

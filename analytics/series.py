@@ -134,7 +134,10 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
     - ``max_committed_before``: the highest committed offset of earlier rows (seeded by
       ``m_max_committed``): everything below it was processed at least once;
     - ``lost``: committed < log start (retention loss); ``ret_t``: start of that episode;
-    - ``end_change_t``: time of the last change of the end offset (idle topics).
+    - ``end_change_t``: time of the last change of the end offset (idle topics);
+    - ``end_epoch``: how often the end went down up to this row (the topic was deleted and
+      re-created, or the log truncated), counted from this frame's first row (a state row is 0):
+      the end-offset history of one epoch says nothing about the offsets of another.
     """
     df = _with_markers(series)
     if state is not None:
@@ -192,6 +195,7 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
         "max_rate_before": F.coalesce(F.max("_rate_seed").over(before), F.lit(0.0)),
         "prev_rate": F.lag("rate").over(w),
         "max_committed_before": F.max("_committed_seed").over(before),
+        "end_epoch": F.sum(F.when(F.col("de") < 0, 1).otherwise(0)).over(upto),
     })
     df = df.withColumns({
         "pending_t": F.when(F.col("_pending") >= 0, F.col("_pending")),
