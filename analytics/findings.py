@@ -69,6 +69,7 @@ __all__ = [
     "drop_rebalance_outages",
     "gap_baselines",
     "lag_growth_state",
+    "last_commit_marker",
     "transform_episodes",
     "transform_gap_anomalies",
     "transform_lag_growth",
@@ -125,13 +126,29 @@ def commit_records(commits: DataFrame) -> DataFrame:
         (F.col("source_partition").cast("long") * F.lit(1 << 40) + F.col("source_offset")).alias("seq"))
 
 
+def last_commit_marker(last_rows: DataFrame, commits: DataFrame) -> DataFrame:
+    """The series' state rows (:func:`lagscope.analytics.series.state_rows`) with ``m_commit_t``
+    the time of the key's last commit record at or before the row: the next step reads commits
+    only from shortly before its start, and a group silent for longer is still known to have
+    committed then (a stop stays a stop)."""
+    lr = last_rows.select(*KEY, F.col("t").alias("_lt"))
+    latest = (commits.select(*KEY, "t").join(lr, KEY).where(F.col("t") <= F.col("_lt"))
+              .groupBy(*KEY).agg(F.max("t").alias("_ct")))
+    return last_rows.join(latest, KEY, "left").withColumn(
+        "m_commit_t", F.greatest(F.col("m_commit_t"), F.col("_ct"))).drop("_ct")
+
+
 def _with_last_commit(enriched: DataFrame, commits: DataFrame | None) -> DataFrame:
     """Add ``last_commit_t`` (time of the key's last commit record at or before the row) and
-    ``commits_known`` (the commit stream has records of the key) to the series rows."""
+    ``commits_known`` (the commit stream has records of the key) to the series rows; a state
+    row's ``m_commit_t`` counts as a commit record (one older than the step's commits)."""
     if commits is None:
         return enriched.withColumn("last_commit_t", F.lit(None).cast("double")).withColumn(
             "commits_known", F.lit(False))
     marks = commits.select(*KEY, "t", F.lit(0).alias("_src"))
+    if "m_commit_t" in enriched.columns:
+        marks = marks.unionByName(enriched.where(F.col("is_state") & F.col("m_commit_t").isNotNull()).select(
+            *KEY, F.col("m_commit_t").alias("t"), F.lit(0).alias("_src")))
     df = enriched.withColumn("_src", F.lit(1)).unionByName(marks, allowMissingColumns=True)
     upto = Window.partitionBy(*KEY).orderBy("t", "_src").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     df = (df.withColumn("last_commit_t", F.last(F.when(F.col("_src") == 0, F.col("t")), ignorenulls=True).over(upto))

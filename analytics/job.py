@@ -6,8 +6,8 @@ What a step carries to the next (all bounded by the number of partitions and gro
 the length of the history):
 
 - ``series``: the last sweep row per (cluster, group, topic, partition) with its running
-  markers (last commit change, pending-work start, largest consume rate, open retention-loss
-  episode, last end-offset change);
+  markers (last commit change, pending-work start, largest and last consume rate, open
+  retention-loss episode, last end-offset change, last commit record);
 - ``history``: the end-offset points still above the group's committed offset (for lag in
   seconds), older ones merged per minute;
 - ``gaps``: the last 64 commit gaps per partition (its learned normal), one array per partition;
@@ -196,6 +196,8 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
 
     # the next step's state
     last = state_rows(enriched)
+    if commit_recs is not None:
+        last = findings.last_commit_marker(last, commit_recs)
     hist_all = trends.history_points(enriched)
     if st.get("history") is not None:  # the carried points are of the epoch the step starts in
         hist_all = hist_all.unionByName(st["history"].withColumn("end_epoch", F.lit(0).cast("long")))

@@ -53,6 +53,7 @@ STATE_MARKERS: dict[str, T.DataType] = {
     "m_ret_t": T.DoubleType(),      # start of the open retention-loss episode, or null
     "m_end_t": T.DoubleType(),      # time of the last observed change of the end offset
     "m_max_committed": T.LongType(),  # highest committed offset observed so far
+    "m_commit_t": T.DoubleType(),   # time of the last commit record (commit stream) up to the row
 }
 
 
@@ -223,5 +224,6 @@ def state_rows(enriched: DataFrame) -> DataFrame:
         F.col("ret_t").alias("m_ret_t"),
         F.col("end_change_t").alias("m_end_t"),
         F.greatest(F.col("max_committed_before"), F.col("committed")).alias("m_max_committed"),
+        F.col("m_commit_t"),  # a carried state row's (set from the commit stream by the job)
         F.lit(True).alias("is_state"),
     )

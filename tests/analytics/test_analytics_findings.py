@@ -301,3 +301,37 @@ def test_skip_in_a_steps_first_interval_equals_the_batch(spark: SparkSession) ->
     got = findings.transform_point_events(two, skip_factor=P.skip_factor, skip_min_messages=P.skip_min_messages)
     assertDataFrameEqual(got.select("kind", "start_ts", "end_ts", "magnitude"), spark.createDataFrame(
         [("skip", at(30), at(40), 3600.0)], "kind string, start_ts timestamp, end_ts timestamp, magnitude double"))
+
+
+def test_stop_with_owner_keeps_its_kind_after_the_commits_leave_the_lookback(spark: SparkSession) -> None:
+    # the owner stays assigned but the group commits nothing after t=30 (a hung consumer whose
+    # heartbeats go on: Burrow's STOP, which only the commit stream tells). Work is pending from
+    # t=60: a stop from 60. Step 2 starts at t=1000: an incremental run reads commits from 15 min
+    # before its start, so none of this group's; it still knows the last commit (30, carried
+    # in the state) and reports the same stop, 960 s long at t=1020, not a stall with a new key
+    from analytics_builders import members_df, members_rows, offsets_df
+
+    from lagscope.analytics.job import Settings, run_step
+
+    rows = [(t, min(t, 30), t, 0, "m1") for t in [0, 10, 20, 30, *range(60, 991, 30), 1000, 1010, 1020]]
+    commits = _commits_df(spark, [("g", [(0, 0), (10, 10), (20, 20), (30, 30)])])
+    settings = Settings(rules=P)
+
+    def step(part: list[tuple[Any, ...]], cs: DataFrame, state: dict[str, DataFrame] | None = None) -> Any:
+        members = members_df(spark, [members_rows([(r[0], "Stable", 1, [("m1", None, [0])]) for r in part])])
+        return run_step(offsets_df(spark, part), members, settings=settings, state=state, commits=cs,
+                        as_of=at(1080))
+
+    def stops(s: Any) -> list[tuple[Any, ...]]:
+        got = s.tables["anomalies"].where(F.col("kind").isin("stall", "stop"))
+        return sorted((r["kind"], r["end_ts"], r["magnitude"], r["key"]) for r in got.collect())
+
+    first = step(rows[:-3], commits)
+    second = step(rows[-3:], commits.where(F.lit(False)), first.state)
+    try:
+        key = f"stop|c|g|t|0|{int(at(60).timestamp() * 1000)}"  # the key holds the start
+        assert stops(first) == [("stop", None, 930.0, key)]
+        assert stops(second) == [("stop", None, 960.0, key)]
+    finally:
+        for s in (first, second):
+            s.release()
