@@ -70,6 +70,7 @@ __all__ = [
     "gap_baselines",
     "lag_growth_state",
     "last_commit_marker",
+    "storm_state",
     "transform_episodes",
     "transform_gap_anomalies",
     "transform_lag_growth",
@@ -456,25 +457,53 @@ def lag_growth_state(minutes: DataFrame) -> DataFrame:
         F.lit(True).alias("is_state"))
 
 
-def transform_storms(rebalances: DataFrame, *, count: int, window_s: float) -> DataFrame:
-    """rebalance_storm: ``count`` or more rebalance windows starting within ``window_s``.
-    Consecutive stormy rebalances form one storm, keyed by its first rebalance's start."""
-    r = rebalances.select("cluster", "group_id", "start_ts", "end_ts").withColumn(
+def _storm_pass(rebalances: DataFrame, *, count: int, window_s: float) -> DataFrame:
+    """Rebalances (``cluster, group_id, start_ts, end_ts``, optionally ``is_state``) with ``_t``
+    (start, ms), ``_n`` and ``_first`` (how many started within ``window_s`` before it, and the
+    first of them), ``_stormy`` (``_n ≥ count``) and ``_sid`` (consecutive stormy rebalances
+    share it)."""
+    ctx = F.coalesce(F.col("is_state"), F.lit(False)) if "is_state" in rebalances.columns else F.lit(False)
+    r = rebalances.select("cluster", "group_id", "start_ts", "end_ts", ctx.alias("is_state")).withColumn(
         "_t", F.unix_millis("start_ts"))
     wg = Window.partitionBy("cluster", "group_id").orderBy("_t")
     trailing = wg.rangeBetween(-int(window_s * 1000), 0)
     r = (r.withColumn("_n", F.count("*").over(trailing)).withColumn("_first", F.min("start_ts").over(trailing)))
     r = r.withColumn("_stormy", F.col("_n") >= count)
     r = r.withColumn("_new", F.col("_stormy") & ~F.coalesce(F.lag("_stormy").over(wg), F.lit(False)))
-    r = r.withColumn("_sid", F.sum(F.col("_new").cast("int")).over(wg.rowsBetween(Window.unboundedPreceding, 0)))
+    return r.withColumn("_sid", F.sum(F.col("_new").cast("int")).over(wg.rowsBetween(Window.unboundedPreceding, 0)))
+
+
+def transform_storms(rebalances: DataFrame, *, count: int, window_s: float) -> DataFrame:
+    """rebalance_storm: ``count`` or more rebalance windows starting within ``window_s``.
+    Consecutive stormy rebalances form one storm, keyed by its first rebalance's start.
+
+    Rows with ``is_state`` true are the previous step's (:func:`storm_state`): context only, a
+    storm made of them alone was reported by that step (and their prefix may be cut)."""
+    r = _storm_pass(rebalances, count=count, window_s=window_s)
     storms = r.where("_stormy").groupBy("cluster", "group_id", "_sid").agg(
-        F.min("_first").alias("start_ts"), F.max("end_ts").alias("end_ts"), F.max("_n").alias("_n"))
+        F.min("_first").alias("start_ts"), F.max("end_ts").alias("end_ts"), F.max("_n").alias("_n"),
+        F.min("is_state").alias("_old")).where(~F.col("_old"))
     out = storms.select(
         "cluster", "group_id", F.lit(None).cast("string").alias("topic"), F.lit(None).cast("int").alias("partition"),
         F.lit("rebalance_storm").alias("kind"), "start_ts", "end_ts", F.lit("warning").alias("severity"),
         F.col("_n").cast("double").alias("magnitude"), F.lit("rebalances").alias("unit"),
         F.format_string("%d rebalances within %.0f s", F.col("_n"), F.lit(window_s)).alias("detail"))
     return _finish(out)
+
+
+def storm_state(rebalances: DataFrame, *, count: int, window_s: float) -> DataFrame:
+    """The rebalances the next step's storms need (``cluster, group_id, start_ts, end_ts``):
+    those starting within ``window_s`` before the group's last one, and, when the last one is
+    part of a storm, the storm's and those within ``window_s`` before its first (so the storm
+    keeps its start, end and size however long it lasts)."""
+    r = _storm_pass(rebalances, count=count, window_s=window_s)
+    g = Window.partitionBy("cluster", "group_id")
+    # the open storm: the one of the group's last rebalance, when that one is stormy
+    r = r.withColumn("_open", F.max_by(F.when(F.col("_stormy"), F.col("_sid")), F.col("_t")).over(g))
+    r = r.withColumn("_since", F.coalesce(F.min(F.when(F.col("_stormy") & (F.col("_sid") == F.col("_open")),
+                                                       F.col("_t"))).over(g), F.max("_t").over(g)))
+    return r.where(F.col("_t") >= F.col("_since") - int(window_s * 1000)).select(
+        "cluster", "group_id", "start_ts", "end_ts")
 
 
 def drop_rebalance_outages(episodes: DataFrame, rebalances: DataFrame) -> DataFrame:

@@ -14,7 +14,8 @@ the length of the history):
 - ``entries``: the last N Burrow entries per partition;
 - ``minutes``: the last minute row per partition with its open lag-growth run;
 - ``msweeps``: each group's member sweeps since its last settled sweep (open rebalances);
-- ``recent_rebalances``: rebalances of the storm window.
+- ``recent_rebalances``: rebalances of the storm window (of an open storm: from the window
+  before its first rebalance).
 """
 
 from __future__ import annotations
@@ -171,9 +172,10 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
         session_timeout_s=settings.session_timeout_s, heartbeat_s=settings.heartbeat_s,
         network_s=settings.network_s, rebalance_timeout_s=settings.rebalance_timeout_s)
     rb = _materialise(rb, held)
-    recent_in = rb.select("cluster", "group_id", "start_ts", "end_ts")
+    recent_in = rb.select("cluster", "group_id", "start_ts", "end_ts", F.lit(False).alias("is_state"))
     if st.get("recent_rebalances") is not None:
-        recent_in = recent_in.unionByName(st["recent_rebalances"])
+        recent_in = recent_in.unionByName(st["recent_rebalances"].select(
+            "cluster", "group_id", "start_ts", "end_ts", F.lit(True).alias("is_state")))
     storms = findings.transform_storms(recent_in, count=p.storm_count, window_s=p.storm_window_s)
 
     quiet = findings.drop_rebalance_outages(episodes.unionByName(gap_anoms), rb)
@@ -207,9 +209,7 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
     ms = msweeps.withColumn("_last_settled", F.max(F.when(F.col("settled"), F.col("t"))).over(settled_w))
     ms = ms.where(F.col("_last_settled").isNull() | (F.col("t") >= F.col("_last_settled"))).drop("_last_settled")
     ms = ms.withColumn("is_state", F.lit(True)).join(group_lag, ["cluster", "group_id", "t"], "left")
-    last_storm = F.max("start_ts").over(Window.partitionBy("cluster", "group_id"))
-    recent = recent_in.withColumn("_l", last_storm).where(
-        F.col("start_ts") >= F.col("_l") - F.expr(f"INTERVAL {int(p.storm_window_s)} SECONDS")).drop("_l")
+    recent = findings.storm_state(recent_in, count=p.storm_count, window_s=p.storm_window_s)
     new_state = {
         "series": last,
         "history": history,

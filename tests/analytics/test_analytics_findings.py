@@ -335,3 +335,40 @@ def test_stop_with_owner_keeps_its_kind_after_the_commits_leave_the_lookback(spa
     finally:
         for s in (first, second):
             s.release()
+
+
+def test_a_long_storm_keeps_its_start_across_steps(spark: SparkSession) -> None:
+    # settled sweeps every 250 s, each in a new generation: one rebalance window per interval,
+    # at 125, 375, …, 1375 (the midpoints). Three within 600 s from 625 on: one storm from the
+    # first start in 625's window, 125, to 1375, 3 rebalances. Step 1 sweeps 0…1250, step 2
+    # 1500 (seeded by step 1's state): step 2 reports the same storm (same key), not a storm
+    # "from 625" (the rebalances older than 600 s before step 1's last were not carried)
+    from analytics_builders import members_df, members_rows, offsets_df
+
+    from lagscope.analytics.job import Settings, run_step
+
+    times = list(range(0, 1501, 250))
+    settings = Settings(rules=P)
+
+    def step(ts: list[int], state: dict[str, DataFrame] | None = None) -> Any:
+        members = members_df(spark, [members_rows([(t, "Stable", t // 250 + 1, [("m1", None, [0])]) for t in ts])])
+        return run_step(offsets_df(spark, [(t, t, t) for t in ts]), members, settings=settings, state=state,
+                        as_of=at(1560))
+
+    def storms(s: Any) -> list[tuple[Any, ...]]:
+        got = s.tables["anomalies"].where(F.col("kind") == "rebalance_storm")
+        return sorted((r["key"], r["magnitude"]) for r in got.collect())
+
+    batch = step(times)
+    first = step(times[:-1])
+    second = step(times[-1:], first.state)
+    try:
+        expected = [(f"rebalance_storm|c|g|||{int(at(125).timestamp() * 1000)}", 3.0)]
+        assert storms(batch) == expected
+        assert storms(second) == expected
+        end = batch.tables["anomalies"].where(F.col("kind") == "rebalance_storm").select("end_ts")
+        assertDataFrameEqual(end, second.tables["anomalies"].where(F.col("kind") == "rebalance_storm").select(
+            "end_ts"))
+    finally:
+        for s in (batch, first, second):
+            s.release()
