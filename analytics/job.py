@@ -7,7 +7,8 @@ the length of the history):
 
 - ``series``: the last sweep row per (cluster, group, topic, partition) with its running
   markers (last commit change, pending-work start, largest and last consume rate, open
-  retention-loss episode, last end-offset change, last commit record);
+  retention-loss episode, last end-offset change, last commit record, last progress of an
+  owner);
 - ``history``: the end-offset points still above the group's committed offset (for lag in
   seconds), older ones merged per minute;
 - ``gaps``: the last 64 commit gaps per partition (its learned normal), one array per partition;
@@ -152,8 +153,10 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
     alive = fresh.where(F.col("owner").isNotNull() & (F.col("changed") | (F.coalesce(F.col("lag"), F.lit(0)) == 0)))
     alive = alive.select("cluster", "group_id", "owner", F.col("t").alias("alive_t"))
     if st.get("series") is not None:
-        alive = alive.unionByName(st["series"].where(F.col("owner").isNotNull() & F.col("m_change_t").isNotNull())
-                                  .select("cluster", "group_id", "owner", F.col("m_change_t").alias("alive_t")))
+        # the owners' last progress before the step (a state written before m_alive_t: the last change)
+        carried = F.coalesce(F.col("m_alive_t"), F.col("m_change_t"))
+        alive = alive.unionByName(enriched.where(F.col("is_state") & F.col("owner").isNotNull() & carried.isNotNull())
+                                  .select("cluster", "group_id", "owner", carried.alias("alive_t")))
     alive = alive.groupBy("cluster", "group_id", "owner").agg(F.max("alive_t").alias("alive_t"))
     group_lag = fresh.groupBy("cluster", "group_id", "t").agg(F.sum("lag").alias("group_lag"))
     if st.get("msweeps") is not None:

@@ -54,6 +54,7 @@ STATE_MARKERS: dict[str, T.DataType] = {
     "m_end_t": T.DoubleType(),      # time of the last observed change of the end offset
     "m_max_committed": T.LongType(),  # highest committed offset observed so far
     "m_commit_t": T.DoubleType(),   # time of the last commit record (commit stream) up to the row
+    "m_alive_t": T.DoubleType(),    # time of the last progress of an owner (commit change or caught up)
 }
 
 
@@ -136,6 +137,8 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
       ``m_max_committed``): everything below it was processed at least once;
     - ``lost``: committed < log start (retention loss); ``ret_t``: start of that episode;
     - ``end_change_t``: time of the last change of the end offset (idle topics);
+    - ``alive_t``: time of the last row at which an owner showed progress (the committed offset
+      changed, or nothing was pending): the owner was alive then (rebalance causes);
     - ``end_epoch``: how often the end went down up to this row (the topic was deleted and
       re-created, or the log truncated), counted from this frame's first row (a state row is 0):
       the end-offset history of one epoch says nothing about the offsets of another.
@@ -182,6 +185,9 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
                       .when(~F.col("_prev_lost"), F.col("t"))),
         "_end_mark": (F.when(F.col("is_state"), F.col("m_end_t"))
                       .when(F.col("prev_end").isNull() | (F.col("de") != 0), F.col("t"))),
+        "_alive_mark": (F.when(F.col("is_state"), F.col("m_alive_t"))
+                        .when(F.col("owner").isNotNull() & (
+                            F.col("changed") | (F.coalesce(F.col("lag"), F.lit(0)) == 0)), F.col("t"))),
         "rate": F.when(F.col("is_state"), F.coalesce(F.col("m_rate"), F.lit(0.0))).otherwise(rate),
         "_committed_seed": F.when(F.col("is_state"), F.greatest(
             F.col("m_max_committed"), F.col("committed"))).otherwise(F.col("committed")),
@@ -193,6 +199,7 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
         "_pending": F.last("_pending_mark", ignorenulls=True).over(upto),
         "_ret": F.last("_ret_mark", ignorenulls=True).over(upto),
         "end_change_t": F.last("_end_mark", ignorenulls=True).over(upto),
+        "alive_t": F.last("_alive_mark", ignorenulls=True).over(upto),
         "max_rate_before": F.coalesce(F.max("_rate_seed").over(before), F.lit(0.0)),
         "prev_rate": F.lag("rate").over(w),
         "max_committed_before": F.max("_committed_seed").over(before),
@@ -202,7 +209,7 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
         "pending_t": F.when(F.col("_pending") >= 0, F.col("_pending")),
         "ret_t": F.when(F.col("_ret") >= 0, F.col("_ret")),
     }).drop("_pending", "_rate_seed", "_ret", "_prev_lost", "_committed_seed", "_change_mark", "_pending_mark",
-            "_ret_mark", "_end_mark")
+            "_ret_mark", "_end_mark", "_alive_mark")
     return df.withColumn(
         "idle_pending_s",
         F.when(F.coalesce(F.col("lag"), F.lit(0)) == 0, F.lit(0.0)).otherwise(
@@ -225,5 +232,6 @@ def state_rows(enriched: DataFrame) -> DataFrame:
         F.col("end_change_t").alias("m_end_t"),
         F.greatest(F.col("max_committed_before"), F.col("committed")).alias("m_max_committed"),
         F.col("m_commit_t"),  # a carried state row's (set from the commit stream by the job)
+        F.col("alive_t").alias("m_alive_t"),
         F.lit(True).alias("is_state"),
     )

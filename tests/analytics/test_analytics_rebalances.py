@@ -331,3 +331,31 @@ def test_generations_no_sweep_saw(spark: SparkSession) -> None:
         "cause string, source string, start_ts timestamp, end_ts timestamp, d double, bound_s double, "
         "generation_before int, generation_after int, members_before array<string>, members_after array<string>, "
         "partitions_moved int"))
+
+
+def test_prompt_leave_on_an_idle_topic_across_a_step_boundary(spark: SparkSession) -> None:
+    # an idle topic, both partitions caught up (committed = end = 100, no commit moves after
+    # the first sweep): a member shows progress by being caught up. m2 is last seen at 10 and
+    # gone at 12 (Preparing), gen 2 settled at 14: it left promptly (10 → 12 = 2 s ≤ 2.5 s):
+    # leave, 11 … 13. The same when a step ends at 10 and the next starts at 12: the state
+    # carries m2's last progress (10), not its partition's last commit change (0), which would
+    # make it a member gone 12 s after its last progress: a session timeout
+    sweeps = [*_stable(range(0, 11, 2), 1, SPLIT), (12, "PreparingRebalance", 1, [("m1", None, [0])]),
+              *_stable(range(14, 17, 2), 2, BOTH)]
+    owner1 = {t: "m2" if t <= 10 else None if t == 12 else "m1" for t in range(0, 17, 2)}
+    offsets = [*offsets_rows([(t, 100, 100, 0, "m1") for t in range(0, 17, 2)], partition=0),
+               *offsets_rows([(t, 100, 100, 0, owner1[t]) for t in range(0, 17, 2)], partition=1)]
+
+    def step(upto: int, since: int, state: dict[str, DataFrame] | None = None) -> Any:
+        off = cases_df(spark, [[r for r in offsets if at(since) <= r["sweep_ts"] <= at(upto)]])
+        mem = members_df(spark, [members_rows([s for s in sweeps if since <= s[0] <= upto])])
+        return run_step(off, mem, settings=S, state=state)
+
+    def windows(s: Any) -> list[tuple[Any, ...]]:
+        return [(r["cause"], r["duration_s"]) for r in s.tables["rebalances"].collect()]
+
+    batch = step(16, 0)
+    first = step(10, 0)
+    second = step(16, 12, first.state)
+    assert windows(batch) == [("leave", 2.0)]
+    assert windows(second) == [("leave", 2.0)]
