@@ -220,17 +220,19 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
 
 def state_rows(enriched: DataFrame) -> DataFrame:
     """The last row per key with its markers: the series part of the next step's state (the
-    row without a next sweep: no sort of its own)."""
+    row without a next sweep: no sort of its own). A key without a sweep in the step keeps its
+    state row, whose maxima are its own markers (no row precedes it)."""
     last = enriched.where(F.col("next_t").isNull())
     return last.select(
         *SERIES_COLUMNS,
         F.col("change_t").alias("m_change_t"),
         F.coalesce(F.col("pending_t"), F.lit(None).cast("double")).alias("m_pending_t"),
-        F.greatest(F.col("max_rate_before"), F.col("rate")).alias("m_max_rate"),
+        F.greatest(F.col("max_rate_before"), F.col("rate"), F.col("m_max_rate")).alias("m_max_rate"),
         F.col("rate").alias("m_rate"),
         F.col("ret_t").alias("m_ret_t"),
         F.col("end_change_t").alias("m_end_t"),
-        F.greatest(F.col("max_committed_before"), F.col("committed")).alias("m_max_committed"),
+        F.greatest(F.col("max_committed_before"), F.col("committed"), F.col("m_max_committed"))
+        .alias("m_max_committed"),
         F.col("m_commit_t"),  # a carried state row's (set from the commit stream by the job)
         F.col("alive_t").alias("m_alive_t"),
         F.lit(True).alias("is_state"),

@@ -372,3 +372,23 @@ def test_a_long_storm_keeps_its_start_across_steps(spark: SparkSession) -> None:
     finally:
         for s in (batch, first, second):
             s.release()
+
+
+def test_a_step_without_sweeps_keeps_the_largest_rate(spark: SparkSession) -> None:
+    # consuming 1000 in 10 s (100/s), then 10 in 10 s; the group then catches up 790 messages
+    # in one interval past the previous end (1010 → 1800): fast, but not 5 × 100/s × 10 s, so
+    # no skip. The same with a step in between that had no sweep of the partition (the
+    # collector was down): that step's state still holds the largest rate (100/s), not the last
+    # one (1/s), under which the catch-up would look like a skip of 780 messages
+    rows = [(0, 0, 0), (10, 1000, 1000), (20, 1010, 1010), (30, 1800, 1800)]
+
+    def events(e: DataFrame) -> DataFrame:
+        return findings.transform_point_events(e, skip_factor=P.skip_factor, skip_min_messages=P.skip_min_messages)
+
+    batch = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows)])))
+    one = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows[:3])])))
+    two = enrich_series(prepare_series(cases_df(spark, [[]])), state_rows(one))
+    three = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows[3:])])), state_rows(two))
+    assert events(batch).count() == 0
+    assert events(three).count() == 0
+    assert state_rows(two).select("m_max_rate", "m_max_committed").collect() == [(100.0, 1010)]
