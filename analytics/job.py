@@ -260,11 +260,19 @@ def _progress(spark: SparkSession, enabled: bool, interval_s: float = 2.0) -> It
         th.join(timeout=interval_s * 2)
 
 
+#: how far before an incremental step's start its commits reach (the commit before a step's
+#: first commit, revocation commits before a rebalance)
+_COMMIT_LOOKBACK = dt.timedelta(minutes=15)
+
+
 def _read_inputs(spark: SparkSession, lake: Path, since: dt.date, until: dt.date,
-                 clusters: Sequence[str] | None) -> dict[str, DataFrame | None]:
+                 clusters: Sequence[str] | None, commits_since: dt.date | None = None) -> dict[str, DataFrame | None]:
+    """The lake tables of the date partitions ``since … until`` (``commits`` from ``commits_since``
+    when given: a look-back may reach into the day before)."""
     got: dict[str, DataFrame | None] = {}
     for name in ("offsets", "members", "commits", "group_events"):
-        got[name] = read_lake(spark, lake, name, since=since, until=until, clusters=clusters)
+        first = commits_since if name == "commits" and commits_since is not None else since
+        got[name] = read_lake(spark, lake, name, since=first, until=until, clusters=clusters)
     for name in ("commits", "group_events"):
         df = got[name]
         if df is not None and not (lake / name).exists():
@@ -320,13 +328,14 @@ def run_incremental(spark: SparkSession, lake: Path | str, results: Path | str, 
         raise ConfigError("no checkpoint yet: give --since for the first incremental run")
     if until <= start:
         return {}
-    inp = _read_inputs(spark, lake, start.date(), until.date(), clusters)
+    inp = _read_inputs(spark, lake, start.date(), until.date(), clusters,
+                       commits_since=(start - _COMMIT_LOOKBACK).date())
     in_range = (F.col("sweep_ts") >= F.lit(start)) & (F.col("sweep_ts") < F.lit(until))
     offsets = inp["offsets"].where(in_range)  # type: ignore[union-attr]
     members = inp["members"].where(in_range)  # type: ignore[union-attr]
     commits = inp["commits"]
     if commits is not None:
-        commits = commits.where((F.col("record_ts") >= F.lit(start - dt.timedelta(minutes=15)))
+        commits = commits.where((F.col("record_ts") >= F.lit(start - _COMMIT_LOOKBACK))
                                 & (F.col("record_ts") < F.lit(until)))
     events = inp["group_events"]
     state: dict[str, DataFrame] = {}
