@@ -509,15 +509,19 @@ def storm_state(rebalances: DataFrame, *, count: int, window_s: float) -> DataFr
 def drop_rebalance_outages(episodes: DataFrame, rebalances: DataFrame) -> DataFrame:
     """Stall, stop and commit-gap anomalies that lie inside one of the group's rebalance outages (from the
     departed member's last progress, ``quiet_from_ts``, to the end of the window) are the
-    rebalance, already reported as such: drop them."""
+    rebalance, already reported as such: drop them. An open episode (``end_ts`` null) lasts at
+    least to its last sweep (start + its duration, the magnitude in s): one still going after
+    the group settled is not the rebalance."""
     rb = rebalances.select(F.col("cluster").alias("_c"), F.col("group_id").alias("_g"),
                            F.col("quiet_from_ts").alias("_q0"),
                            F.coalesce(F.col("end_ts"), F.col("start_ts")).alias("_q1"))
+    seen_to = F.timestamp_micros(F.unix_micros("start_ts") + (F.coalesce(F.col("magnitude"), F.lit(0.0))
+                                                               * F.lit(1e6)).cast("long"))
     # by ``key`` (an anomaly's identity): a generated row id is not stable across the two
     # evaluations of ``episodes`` (the join side and the kept side may be partitioned apart)
     inside = (episodes.where(F.col("kind").isin("stall", "stop", "commit_gap"))
               .join(rb, (F.col("cluster") == F.col("_c")) & (F.col("group_id") == F.col("_g"))
                     & (F.col("start_ts") >= F.col("_q0") - F.expr("INTERVAL 1 SECOND"))
-                    & (F.coalesce(F.col("end_ts"), F.col("start_ts")) <= F.col("_q1") + F.expr("INTERVAL 1 SECOND")))
+                    & (F.coalesce(F.col("end_ts"), seen_to) <= F.col("_q1") + F.expr("INTERVAL 1 SECOND")))
               .select("key").distinct())
     return episodes.join(inside, "key", "left_anti")

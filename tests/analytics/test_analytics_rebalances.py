@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.testing import assertDataFrameEqual
 
+from lagscope.analytics.findings import RuleParams
 from lagscope.analytics.io import spark_schema
 from lagscope.analytics.job import Settings, run_step
 from lagscope.analytics.rebalances import member_sweeps
@@ -359,3 +360,26 @@ def test_prompt_leave_on_an_idle_topic_across_a_step_boundary(spark: SparkSessio
     second = step(16, 12, first.state)
     assert windows(batch) == [("leave", 2.0)]
     assert windows(second) == [("leave", 2.0)]
+
+
+def test_a_stall_that_outlasts_the_rebalance_is_reported(spark: SparkSession) -> None:
+    # the "session" case, but the partition's new owner m1 (from 18) never commits either:
+    # partition 1 is frozen at 20 from t=4 to the end (t=40), work pending from 6. The
+    # rebalance's outage is m2's last progress (4) → settled (17); the stall (6 s threshold)
+    # from 6 is still going at 40, 34 s: not inside the outage, reported (open)
+    sweeps = [*_stable(range(0, 15, 2), 1, SPLIT), (16, "PreparingRebalance", 1, [("m1", None, [0])]),
+              *_stable(range(18, 41, 2), 2, BOTH)]
+    ts = range(0, 41, 2)
+    offsets = [*offsets_rows([(t, 5 * t, 5 * t, 0, "m1") for t in ts], group="stuck", partition=0),
+               *offsets_rows([(t, min(5 * t, 20), 5 * t, 0, "m2" if t <= 14 else None if t == 16 else "m1")
+                              for t in ts], group="stuck", partition=1)]
+    settings = Settings(rules=RuleParams(stall_after_s=6, stop_after_s=6), session_timeout_s=10, heartbeat_s=1,
+                        network_s=1, rebalance_timeout_s=30)
+    step = run_step(cases_df(spark, [offsets]), members_df(spark, [members_rows(sweeps, group="stuck")]),
+                    settings=settings)
+    assert [r["cause"] for r in step.tables["rebalances"].collect()] == ["session_timeout"]
+    got = step.tables["anomalies"].where(F.col("kind").isin("stall", "stop")).select(
+        "kind", "partition", "start_ts", "end_ts", "magnitude")
+    assertDataFrameEqual(got, spark.createDataFrame(
+        [("stall", 1, at(6), None, 34.0)], "kind string, partition int, start_ts timestamp, end_ts timestamp, "
+                                           "magnitude double"))
