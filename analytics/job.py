@@ -158,7 +158,9 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
         alive = alive.unionByName(enriched.where(F.col("is_state") & F.col("owner").isNotNull() & carried.isNotNull())
                                   .select("cluster", "group_id", "owner", carried.alias("alive_t")))
     alive = alive.groupBy("cluster", "group_id", "owner").agg(F.max("alive_t").alias("alive_t"))
-    group_lag = fresh.groupBy("cluster", "group_id", "t").agg(F.sum("lag").alias("group_lag"))
+    # each partition once per sweep (a sweep written twice is in the lake twice)
+    group_lag = (fresh.select(*KEY, "t", "lag").dropDuplicates([*KEY, "t"])
+                 .groupBy("cluster", "group_id", "t").agg(F.sum("lag").alias("group_lag")))
     if st.get("msweeps") is not None:
         group_lag = group_lag.unionByName(st["msweeps"].where(F.col("group_lag").isNotNull()).select(
             "cluster", "group_id", "t", "group_lag"))

@@ -383,3 +383,18 @@ def test_a_stall_that_outlasts_the_rebalance_is_reported(spark: SparkSession) ->
     assertDataFrameEqual(got, spark.createDataFrame(
         [("stall", 1, at(6), None, 34.0)], "kind string, partition int, start_ts timestamp, end_ts timestamp, "
                                            "magnitude double"))
+
+
+def test_a_sweep_written_twice_gives_the_same_windows(spark: SparkSession) -> None:
+    # the "session" case with every row of the sweeps at 14 (A) and 18 (B) in the lake twice (a
+    # write repeated after a failure): the same window, partitions moved and messages
+    # accumulated (the group's lag at A and B counted once each: 50 → 70)
+    name, sweeps, offsets, _ = CASES[2]
+    members = members_rows(sweeps, group=name)
+    twice = [r for r in members if r["sweep_ts"] in (at(14), at(18))]
+    otwice = [r for r in offsets if r["sweep_ts"] in (at(14), at(18))]
+    got = run_step(cases_df(spark, [offsets + otwice]), members_df(spark, [members + twice]), settings=S).tables[
+        "rebalances"].select("cause", "start_ts", "end_ts", "partitions_moved", "messages_accumulated")
+    assertDataFrameEqual(got, spark.createDataFrame(
+        [("session_timeout", at(15), at(17), 1, 20)],
+        "cause string, start_ts timestamp, end_ts timestamp, partitions_moved int, messages_accumulated long"))
