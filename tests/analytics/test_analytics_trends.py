@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 from analytics_builders import at, cases_df, members_df, members_rows, offsets_df, offsets_rows
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.testing import assertDataFrameEqual
 
 from lagscope.analytics.findings import RuleParams
-from lagscope.analytics.job import Settings, run_step
+from lagscope.analytics.job import Settings, StepResult, run_step
 from lagscope.analytics.series import enrich_series, prepare_series
 from lagscope.analytics.trends import transform_lag_seconds, transform_lag_trends
 
@@ -168,11 +168,11 @@ def test_lag_seconds_after_the_end_went_down_across_steps(spark: SparkSession) -
     rows = [(0, 100, 100), (10, 200, 200), (20, 300, 300), (30, 0, 0), (70, 20, 150)]
     settings = Settings(rules=RuleParams())
 
-    def step(part: list[tuple[int, int, int]], state: dict | None = None):  # type: ignore[type-arg]
+    def step(part: list[tuple[int, int, int]], state: dict[str, DataFrame] | None = None) -> StepResult:
         members = members_df(spark, [members_rows([(t, "Stable", 1, [("m1", None, [0])]) for t, *_ in part])])
         return run_step(offsets_df(spark, part), members, settings=settings, state=state, as_of=at(120))
 
-    def minute_1(tables: dict) -> list[tuple[float, bool]]:  # type: ignore[type-arg]
+    def minute_1(tables: dict[str, DataFrame]) -> list[tuple[float, bool]]:
         got = tables["lag_trends"].where(F.col("partition").isNotNull() & (F.col("window_start") == at(60)))
         return [(round(r["lag_seconds"], 3), r["lag_seconds_is_lower_bound"]) for r in got.collect()]
 
