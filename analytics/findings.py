@@ -69,6 +69,8 @@ __all__ = [
     "drop_rebalance_outages",
     "gap_baselines",
     "lag_growth_state",
+    "last_commit_marker",
+    "storm_state",
     "transform_episodes",
     "transform_gap_anomalies",
     "transform_lag_growth",
@@ -125,13 +127,29 @@ def commit_records(commits: DataFrame) -> DataFrame:
         (F.col("source_partition").cast("long") * F.lit(1 << 40) + F.col("source_offset")).alias("seq"))
 
 
+def last_commit_marker(last_rows: DataFrame, commits: DataFrame) -> DataFrame:
+    """The series' state rows (:func:`lagscope.analytics.series.state_rows`) with ``m_commit_t``
+    the time of the key's last commit record at or before the row: the next step reads commits
+    only from shortly before its start, and a group silent for longer is still known to have
+    committed then (a stop stays a stop)."""
+    lr = last_rows.select(*KEY, F.col("t").alias("_lt"))
+    latest = (commits.select(*KEY, "t").join(lr, KEY).where(F.col("t") <= F.col("_lt"))
+              .groupBy(*KEY).agg(F.max("t").alias("_ct")))
+    return last_rows.join(latest, KEY, "left").withColumn(
+        "m_commit_t", F.greatest(F.col("m_commit_t"), F.col("_ct"))).drop("_ct")
+
+
 def _with_last_commit(enriched: DataFrame, commits: DataFrame | None) -> DataFrame:
     """Add ``last_commit_t`` (time of the key's last commit record at or before the row) and
-    ``commits_known`` (the commit stream has records of the key) to the series rows."""
+    ``commits_known`` (the commit stream has records of the key) to the series rows; a state
+    row's ``m_commit_t`` counts as a commit record (one older than the step's commits)."""
     if commits is None:
         return enriched.withColumn("last_commit_t", F.lit(None).cast("double")).withColumn(
             "commits_known", F.lit(False))
     marks = commits.select(*KEY, "t", F.lit(0).alias("_src"))
+    if "m_commit_t" in enriched.columns:
+        marks = marks.unionByName(enriched.where(F.col("is_state") & F.col("m_commit_t").isNotNull()).select(
+            *KEY, F.col("m_commit_t").alias("t"), F.lit(0).alias("_src")))
     df = enriched.withColumn("_src", F.lit(1)).unionByName(marks, allowMissingColumns=True)
     upto = Window.partitionBy(*KEY).orderBy("t", "_src").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     df = (df.withColumn("last_commit_t", F.last(F.when(F.col("_src") == 0, F.col("t")), ignorenulls=True).over(upto))
@@ -439,19 +457,32 @@ def lag_growth_state(minutes: DataFrame) -> DataFrame:
         F.lit(True).alias("is_state"))
 
 
-def transform_storms(rebalances: DataFrame, *, count: int, window_s: float) -> DataFrame:
-    """rebalance_storm: ``count`` or more rebalance windows starting within ``window_s``.
-    Consecutive stormy rebalances form one storm, keyed by its first rebalance's start."""
-    r = rebalances.select("cluster", "group_id", "start_ts", "end_ts").withColumn(
+def _storm_pass(rebalances: DataFrame, *, count: int, window_s: float) -> DataFrame:
+    """Rebalances (``cluster, group_id, start_ts, end_ts``, optionally ``is_state``) with ``_t``
+    (start, ms), ``_n`` and ``_first`` (how many started within ``window_s`` before it, and the
+    first of them), ``_stormy`` (``_n ≥ count``) and ``_sid`` (consecutive stormy rebalances
+    share it)."""
+    ctx = F.coalesce(F.col("is_state"), F.lit(False)) if "is_state" in rebalances.columns else F.lit(False)
+    r = rebalances.select("cluster", "group_id", "start_ts", "end_ts", ctx.alias("is_state")).withColumn(
         "_t", F.unix_millis("start_ts"))
     wg = Window.partitionBy("cluster", "group_id").orderBy("_t")
     trailing = wg.rangeBetween(-int(window_s * 1000), 0)
     r = (r.withColumn("_n", F.count("*").over(trailing)).withColumn("_first", F.min("start_ts").over(trailing)))
     r = r.withColumn("_stormy", F.col("_n") >= count)
     r = r.withColumn("_new", F.col("_stormy") & ~F.coalesce(F.lag("_stormy").over(wg), F.lit(False)))
-    r = r.withColumn("_sid", F.sum(F.col("_new").cast("int")).over(wg.rowsBetween(Window.unboundedPreceding, 0)))
+    return r.withColumn("_sid", F.sum(F.col("_new").cast("int")).over(wg.rowsBetween(Window.unboundedPreceding, 0)))
+
+
+def transform_storms(rebalances: DataFrame, *, count: int, window_s: float) -> DataFrame:
+    """rebalance_storm: ``count`` or more rebalance windows starting within ``window_s``.
+    Consecutive stormy rebalances form one storm, keyed by its first rebalance's start.
+
+    Rows with ``is_state`` true are the previous step's (:func:`storm_state`): context only, a
+    storm made of them alone was reported by that step (and their prefix may be cut)."""
+    r = _storm_pass(rebalances, count=count, window_s=window_s)
     storms = r.where("_stormy").groupBy("cluster", "group_id", "_sid").agg(
-        F.min("_first").alias("start_ts"), F.max("end_ts").alias("end_ts"), F.max("_n").alias("_n"))
+        F.min("_first").alias("start_ts"), F.max("end_ts").alias("end_ts"), F.max("_n").alias("_n"),
+        F.min("is_state").alias("_old")).where(~F.col("_old"))
     out = storms.select(
         "cluster", "group_id", F.lit(None).cast("string").alias("topic"), F.lit(None).cast("int").alias("partition"),
         F.lit("rebalance_storm").alias("kind"), "start_ts", "end_ts", F.lit("warning").alias("severity"),
@@ -460,18 +491,37 @@ def transform_storms(rebalances: DataFrame, *, count: int, window_s: float) -> D
     return _finish(out)
 
 
+def storm_state(rebalances: DataFrame, *, count: int, window_s: float) -> DataFrame:
+    """The rebalances the next step's storms need (``cluster, group_id, start_ts, end_ts``):
+    those starting within ``window_s`` before the group's last one, and, when the last one is
+    part of a storm, the storm's and those within ``window_s`` before its first (so the storm
+    keeps its start, end and size however long it lasts)."""
+    r = _storm_pass(rebalances, count=count, window_s=window_s)
+    g = Window.partitionBy("cluster", "group_id")
+    # the open storm: the one of the group's last rebalance, when that one is stormy
+    r = r.withColumn("_open", F.max_by(F.when(F.col("_stormy"), F.col("_sid")), F.col("_t")).over(g))
+    r = r.withColumn("_since", F.coalesce(F.min(F.when(F.col("_stormy") & (F.col("_sid") == F.col("_open")),
+                                                       F.col("_t"))).over(g), F.max("_t").over(g)))
+    return r.where(F.col("_t") >= F.col("_since") - int(window_s * 1000)).select(
+        "cluster", "group_id", "start_ts", "end_ts")
+
+
 def drop_rebalance_outages(episodes: DataFrame, rebalances: DataFrame) -> DataFrame:
     """Stall, stop and commit-gap anomalies that lie inside one of the group's rebalance outages (from the
     departed member's last progress, ``quiet_from_ts``, to the end of the window) are the
-    rebalance, already reported as such: drop them."""
+    rebalance, already reported as such: drop them. An open episode (``end_ts`` null) lasts at
+    least to its last sweep (start + its duration, the magnitude in s): one still going after
+    the group settled is not the rebalance."""
     rb = rebalances.select(F.col("cluster").alias("_c"), F.col("group_id").alias("_g"),
                            F.col("quiet_from_ts").alias("_q0"),
                            F.coalesce(F.col("end_ts"), F.col("start_ts")).alias("_q1"))
+    seen_to = F.timestamp_micros(F.unix_micros("start_ts") + (F.coalesce(F.col("magnitude"), F.lit(0.0))
+                                                               * F.lit(1e6)).cast("long"))
     # by ``key`` (an anomaly's identity): a generated row id is not stable across the two
     # evaluations of ``episodes`` (the join side and the kept side may be partitioned apart)
     inside = (episodes.where(F.col("kind").isin("stall", "stop", "commit_gap"))
               .join(rb, (F.col("cluster") == F.col("_c")) & (F.col("group_id") == F.col("_g"))
                     & (F.col("start_ts") >= F.col("_q0") - F.expr("INTERVAL 1 SECOND"))
-                    & (F.coalesce(F.col("end_ts"), F.col("start_ts")) <= F.col("_q1") + F.expr("INTERVAL 1 SECOND")))
+                    & (F.coalesce(F.col("end_ts"), seen_to) <= F.col("_q1") + F.expr("INTERVAL 1 SECOND")))
               .select("key").distinct())
     return episodes.join(inside, "key", "left_anti")

@@ -6,15 +6,17 @@ What a step carries to the next (all bounded by the number of partitions and gro
 the length of the history):
 
 - ``series``: the last sweep row per (cluster, group, topic, partition) with its running
-  markers (last commit change, pending-work start, largest consume rate, open retention-loss
-  episode, last end-offset change);
+  markers (last commit change, pending-work start, largest and last consume rate, open
+  retention-loss episode, last end-offset change, last commit record, last progress of an
+  owner);
 - ``history``: the end-offset points still above the group's committed offset (for lag in
   seconds), older ones merged per minute;
 - ``gaps``: the last 64 commit gaps per partition (its learned normal), one array per partition;
 - ``entries``: the last N Burrow entries per partition;
 - ``minutes``: the last minute row per partition with its open lag-growth run;
 - ``msweeps``: each group's member sweeps since its last settled sweep (open rebalances);
-- ``recent_rebalances``: rebalances of the storm window.
+- ``recent_rebalances``: rebalances of the storm window (of an open storm: from the window
+  before its first rebalance).
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ def _timeouts(group_events: DataFrame | None) -> DataFrame | None:
 #: computed from: the offset-ordered sort of the lag-seconds lookup moves only these
 _ROW_COLUMNS = [*KEY, "ts", "t", "window_start", "committed", "end", "log_start", "prev_log_start", "lag", "dt",
                 "de", "dc", "prev_t", "next_t", "prev_end", "rec_ts", "is_state", "owner", "idle_pending_s", "lost",
-                "end_change_t"]
+                "end_change_t", "end_epoch"]
 
 
 def _materialise(df: DataFrame, held: list[DataFrame]) -> DataFrame:
@@ -151,10 +153,14 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
     alive = fresh.where(F.col("owner").isNotNull() & (F.col("changed") | (F.coalesce(F.col("lag"), F.lit(0)) == 0)))
     alive = alive.select("cluster", "group_id", "owner", F.col("t").alias("alive_t"))
     if st.get("series") is not None:
-        alive = alive.unionByName(st["series"].where(F.col("owner").isNotNull() & F.col("m_change_t").isNotNull())
-                                  .select("cluster", "group_id", "owner", F.col("m_change_t").alias("alive_t")))
+        # the owners' last progress before the step (a state written before m_alive_t: the last change)
+        carried = F.coalesce(F.col("m_alive_t"), F.col("m_change_t"))
+        alive = alive.unionByName(enriched.where(F.col("is_state") & F.col("owner").isNotNull() & carried.isNotNull())
+                                  .select("cluster", "group_id", "owner", carried.alias("alive_t")))
     alive = alive.groupBy("cluster", "group_id", "owner").agg(F.max("alive_t").alias("alive_t"))
-    group_lag = fresh.groupBy("cluster", "group_id", "t").agg(F.sum("lag").alias("group_lag"))
+    # each partition once per sweep (a sweep written twice is in the lake twice)
+    group_lag = (fresh.select(*KEY, "t", "lag").dropDuplicates([*KEY, "t"])
+                 .groupBy("cluster", "group_id", "t").agg(F.sum("lag").alias("group_lag")))
     if st.get("msweeps") is not None:
         group_lag = group_lag.unionByName(st["msweeps"].where(F.col("group_lag").isNotNull()).select(
             "cluster", "group_id", "t", "group_lag"))
@@ -171,9 +177,10 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
         session_timeout_s=settings.session_timeout_s, heartbeat_s=settings.heartbeat_s,
         network_s=settings.network_s, rebalance_timeout_s=settings.rebalance_timeout_s)
     rb = _materialise(rb, held)
-    recent_in = rb.select("cluster", "group_id", "start_ts", "end_ts")
+    recent_in = rb.select("cluster", "group_id", "start_ts", "end_ts", F.lit(False).alias("is_state"))
     if st.get("recent_rebalances") is not None:
-        recent_in = recent_in.unionByName(st["recent_rebalances"])
+        recent_in = recent_in.unionByName(st["recent_rebalances"].select(
+            "cluster", "group_id", "start_ts", "end_ts", F.lit(True).alias("is_state")))
     storms = findings.transform_storms(recent_in, count=p.storm_count, window_s=p.storm_window_s)
 
     quiet = findings.drop_rebalance_outages(episodes.unionByName(gap_anoms), rb)
@@ -196,17 +203,18 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
 
     # the next step's state
     last = state_rows(enriched)
+    if commit_recs is not None:
+        last = findings.last_commit_marker(last, commit_recs)
     hist_all = trends.history_points(enriched)
-    if st.get("history") is not None:
-        hist_all = hist_all.unionByName(st["history"])
-    history = trends.compact_history(hist_all, last, recent_s=settings.history_recent_s)
+    if st.get("history") is not None:  # the carried points are of the epoch the step starts in
+        hist_all = hist_all.unionByName(st["history"].withColumn("end_epoch", F.lit(0).cast("long")))
+    history = trends.compact_history(hist_all, enriched.where(F.col("next_t").isNull()),
+                                     recent_s=settings.history_recent_s)
     settled_w = Window.partitionBy("cluster", "group_id")
     ms = msweeps.withColumn("_last_settled", F.max(F.when(F.col("settled"), F.col("t"))).over(settled_w))
     ms = ms.where(F.col("_last_settled").isNull() | (F.col("t") >= F.col("_last_settled"))).drop("_last_settled")
     ms = ms.withColumn("is_state", F.lit(True)).join(group_lag, ["cluster", "group_id", "t"], "left")
-    last_storm = F.max("start_ts").over(Window.partitionBy("cluster", "group_id"))
-    recent = recent_in.withColumn("_l", last_storm).where(
-        F.col("start_ts") >= F.col("_l") - F.expr(f"INTERVAL {int(p.storm_window_s)} SECONDS")).drop("_l")
+    recent = findings.storm_state(recent_in, count=p.storm_count, window_s=p.storm_window_s)
     new_state = {
         "series": last,
         "history": history,
@@ -254,11 +262,19 @@ def _progress(spark: SparkSession, enabled: bool, interval_s: float = 2.0) -> It
         th.join(timeout=interval_s * 2)
 
 
+#: how far before an incremental step's start its commits reach (the commit before a step's
+#: first commit, revocation commits before a rebalance)
+_COMMIT_LOOKBACK = dt.timedelta(minutes=15)
+
+
 def _read_inputs(spark: SparkSession, lake: Path, since: dt.date, until: dt.date,
-                 clusters: Sequence[str] | None) -> dict[str, DataFrame | None]:
+                 clusters: Sequence[str] | None, commits_since: dt.date | None = None) -> dict[str, DataFrame | None]:
+    """The lake tables of the date partitions ``since … until`` (``commits`` from ``commits_since``
+    when given: a look-back may reach into the day before)."""
     got: dict[str, DataFrame | None] = {}
     for name in ("offsets", "members", "commits", "group_events"):
-        got[name] = read_lake(spark, lake, name, since=since, until=until, clusters=clusters)
+        first = commits_since if name == "commits" and commits_since is not None else since
+        got[name] = read_lake(spark, lake, name, since=first, until=until, clusters=clusters)
     for name in ("commits", "group_events"):
         df = got[name]
         if df is not None and not (lake / name).exists():
@@ -314,13 +330,14 @@ def run_incremental(spark: SparkSession, lake: Path | str, results: Path | str, 
         raise ConfigError("no checkpoint yet: give --since for the first incremental run")
     if until <= start:
         return {}
-    inp = _read_inputs(spark, lake, start.date(), until.date(), clusters)
+    inp = _read_inputs(spark, lake, start.date(), until.date(), clusters,
+                       commits_since=(start - _COMMIT_LOOKBACK).date())
     in_range = (F.col("sweep_ts") >= F.lit(start)) & (F.col("sweep_ts") < F.lit(until))
     offsets = inp["offsets"].where(in_range)  # type: ignore[union-attr]
     members = inp["members"].where(in_range)  # type: ignore[union-attr]
     commits = inp["commits"]
     if commits is not None:
-        commits = commits.where((F.col("record_ts") >= F.lit(start - dt.timedelta(minutes=15)))
+        commits = commits.where((F.col("record_ts") >= F.lit(start - _COMMIT_LOOKBACK))
                                 & (F.col("record_ts") < F.lit(until)))
     events = inp["group_events"]
     state: dict[str, DataFrame] = {}

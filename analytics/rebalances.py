@@ -71,7 +71,8 @@ def _ts(seconds: Column) -> Column:
 
 def member_sweeps(members: DataFrame) -> DataFrame:
     """``members`` lake rows → one row per (cluster, group, sweep): state, generation, sorted
-    member ids, (member, instance) pairs, owners of the assigned partitions, settled flag."""
+    member ids, (member, instance) pairs, owners of the assigned partitions, settled flag (a
+    member row in the lake twice, a sweep written again, counts once)."""
     owner = F.coalesce(F.col("group_instance_id"), F.col("member_id"))
     owned = F.transform(F.coalesce(F.col("assignment"), F.array().cast(
         "array<struct<topic:string,partition:int>>")), lambda a: F.struct(
@@ -81,9 +82,9 @@ def member_sweeps(members: DataFrame) -> DataFrame:
         F.first("group_state", ignorenulls=True).alias("group_state"),
         F.max("generation").alias("generation"),
         F.array_sort(F.collect_set("member_id")).alias("member_ids"),
-        F.collect_list(F.when(F.col("group_instance_id").isNotNull(), F.struct(
+        F.collect_set(F.when(F.col("group_instance_id").isNotNull(), F.struct(
             F.col("group_instance_id").alias("iid"), F.col("member_id").alias("mid")))).alias("instances"),
-        F.flatten(F.collect_list("_owned")).alias("owners"),
+        F.array_distinct(F.flatten(F.collect_list("_owned"))).alias("owners"),
     )
     return agg.withColumn("t", _secs(F.col("sweep_ts"))).withColumn(
         "settled", (F.col("group_state") == "Stable") & (F.size("owners") > 0))

@@ -14,7 +14,7 @@ The *series* of a key ``(cluster, group_id, topic, partition)`` is one row per s
 
 Incremental runs prepend one *state row* per key (``is_state`` true): the last row of the
 previous step, carrying its running markers (``m_change_t``, ``m_pending_t``, ``m_max_rate``,
-``m_max_committed``, …).
+``m_max_committed``, ``m_rate``, …).
 Every running value below is a ``last(…, ignorenulls)`` or ``max`` over the rows so far, so
 a state row seeds it exactly as if the whole history had been read.
 """
@@ -49,9 +49,12 @@ STATE_MARKERS: dict[str, T.DataType] = {
     "m_change_t": T.DoubleType(),   # time of the last observed change of the committed offset
     "m_pending_t": T.DoubleType(),  # time since which work has been pending (lag > 0), or null
     "m_max_rate": T.DoubleType(),   # largest consume rate (messages/s) observed so far
+    "m_rate": T.DoubleType(),       # the row's own consume rate (the next row's prev_rate)
     "m_ret_t": T.DoubleType(),      # start of the open retention-loss episode, or null
     "m_end_t": T.DoubleType(),      # time of the last observed change of the end offset
     "m_max_committed": T.LongType(),  # highest committed offset observed so far
+    "m_commit_t": T.DoubleType(),   # time of the last commit record (commit stream) up to the row
+    "m_alive_t": T.DoubleType(),    # time of the last progress of an owner (commit change or caught up)
 }
 
 
@@ -133,7 +136,12 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
     - ``max_committed_before``: the highest committed offset of earlier rows (seeded by
       ``m_max_committed``): everything below it was processed at least once;
     - ``lost``: committed < log start (retention loss); ``ret_t``: start of that episode;
-    - ``end_change_t``: time of the last change of the end offset (idle topics).
+    - ``end_change_t``: time of the last change of the end offset (idle topics);
+    - ``alive_t``: time of the last row at which an owner showed progress (the committed offset
+      changed, or nothing was pending): the owner was alive then (rebalance causes);
+    - ``end_epoch``: how often the end went down up to this row (the topic was deleted and
+      re-created, or the log truncated), counted from this frame's first row (a state row is 0):
+      the end-offset history of one epoch says nothing about the offsets of another.
     """
     df = _with_markers(series)
     if state is not None:
@@ -177,7 +185,10 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
                       .when(~F.col("_prev_lost"), F.col("t"))),
         "_end_mark": (F.when(F.col("is_state"), F.col("m_end_t"))
                       .when(F.col("prev_end").isNull() | (F.col("de") != 0), F.col("t"))),
-        "rate": F.when(F.col("is_state"), F.lit(0.0)).otherwise(rate),
+        "_alive_mark": (F.when(F.col("is_state"), F.col("m_alive_t"))
+                        .when(F.col("owner").isNotNull() & (
+                            F.col("changed") | (F.coalesce(F.col("lag"), F.lit(0)) == 0)), F.col("t"))),
+        "rate": F.when(F.col("is_state"), F.coalesce(F.col("m_rate"), F.lit(0.0))).otherwise(rate),
         "_committed_seed": F.when(F.col("is_state"), F.greatest(
             F.col("m_max_committed"), F.col("committed"))).otherwise(F.col("committed")),
     })
@@ -188,15 +199,17 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
         "_pending": F.last("_pending_mark", ignorenulls=True).over(upto),
         "_ret": F.last("_ret_mark", ignorenulls=True).over(upto),
         "end_change_t": F.last("_end_mark", ignorenulls=True).over(upto),
+        "alive_t": F.last("_alive_mark", ignorenulls=True).over(upto),
         "max_rate_before": F.coalesce(F.max("_rate_seed").over(before), F.lit(0.0)),
         "prev_rate": F.lag("rate").over(w),
         "max_committed_before": F.max("_committed_seed").over(before),
+        "end_epoch": F.sum(F.when(F.col("de") < 0, 1).otherwise(0)).over(upto),
     })
     df = df.withColumns({
         "pending_t": F.when(F.col("_pending") >= 0, F.col("_pending")),
         "ret_t": F.when(F.col("_ret") >= 0, F.col("_ret")),
     }).drop("_pending", "_rate_seed", "_ret", "_prev_lost", "_committed_seed", "_change_mark", "_pending_mark",
-            "_ret_mark", "_end_mark")
+            "_ret_mark", "_end_mark", "_alive_mark")
     return df.withColumn(
         "idle_pending_s",
         F.when(F.coalesce(F.col("lag"), F.lit(0)) == 0, F.lit(0.0)).otherwise(
@@ -207,15 +220,20 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
 
 def state_rows(enriched: DataFrame) -> DataFrame:
     """The last row per key with its markers: the series part of the next step's state (the
-    row without a next sweep: no sort of its own)."""
+    row without a next sweep: no sort of its own). A key without a sweep in the step keeps its
+    state row, whose maxima are its own markers (no row precedes it)."""
     last = enriched.where(F.col("next_t").isNull())
     return last.select(
         *SERIES_COLUMNS,
         F.col("change_t").alias("m_change_t"),
         F.coalesce(F.col("pending_t"), F.lit(None).cast("double")).alias("m_pending_t"),
-        F.greatest(F.col("max_rate_before"), F.col("rate")).alias("m_max_rate"),
+        F.greatest(F.col("max_rate_before"), F.col("rate"), F.col("m_max_rate")).alias("m_max_rate"),
+        F.col("rate").alias("m_rate"),
         F.col("ret_t").alias("m_ret_t"),
         F.col("end_change_t").alias("m_end_t"),
-        F.greatest(F.col("max_committed_before"), F.col("committed")).alias("m_max_committed"),
+        F.greatest(F.col("max_committed_before"), F.col("committed"), F.col("m_max_committed"))
+        .alias("m_max_committed"),
+        F.col("m_commit_t"),  # a carried state row's (set from the commit stream by the job)
+        F.col("alive_t").alias("m_alive_t"),
         F.lit(True).alias("is_state"),
     )

@@ -40,7 +40,11 @@ __all__ = ["STATUS_COLUMNS", "burrow_entries", "entries_state", "partition_statu
 STATUS_COLUMNS = ["cluster", "eval_ts", "group_id", "topic", "partition", "burrow_status", "status",
                   "reason", "lag", "lag_seconds"]
 
+#: Burrow's order (its StatusConstant values)
 _RANK = {"OK": 1, "IDLE": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5, "REWIND": 6}
+#: lagscope's own order, worst last: the dashboards' (worst first ERR, STOP, STALL, REWIND,
+#: WARN, OK, IDLE), which is also the alerts' (ERR, STOP, STALL critical; REWIND, WARN warning)
+_OWN_RANK = {"IDLE": 0, "OK": 1, "WARN": 2, "REWIND": 3, "STALL": 4, "STOP": 5, "ERR": 6}
 
 
 def burrow_entries(enriched: DataFrame, state_entries: DataFrame | None = None) -> DataFrame:
@@ -189,19 +193,19 @@ def with_group_rows(parts: DataFrame) -> DataFrame:
     return parts.unionByName(_group_rows(parts)).withColumn("date", F.date_format("eval_ts", "yyyy-MM-dd"))
 
 
-def _rank(col: str) -> Column:
+def _rank(col: str, ranks: dict[str, int]) -> Column:
     expr = F.lit(0)
-    for name, r in _RANK.items():
+    for name, r in ranks.items():
         expr = F.when(F.col(col) == name, F.lit(r)).otherwise(expr)
     return expr
 
 
 def _group_rows(parts: DataFrame) -> DataFrame:
     """Group rows per minute: the worst partition (Burrow: anything worse than ERR is ERR;
-    lagscope keeps the worst partition's status name, IDLE only when every partition is IDLE)."""
+    lagscope keeps the worst partition's status name in its own order, ERR worst, IDLE only when
+    every partition is IDLE)."""
     p = parts.withColumn("_m", F.date_trunc("minute", "eval_ts")).withColumn(
-        "_br", _rank("burrow_status")).withColumn("_lr", _rank("status") * 10 + F.when(
-            F.col("status") == "IDLE", 0).otherwise(1))
+        "_br", _rank("burrow_status", _RANK)).withColumn("_lr", _rank("status", _OWN_RANK))
     g = p.groupBy("cluster", "group_id", "_m").agg(
         F.max("eval_ts").alias("eval_ts"), F.max("_br").alias("_br"),
         F.max_by(F.struct("status", "reason"), "_lr").alias("_worst"),

@@ -11,7 +11,9 @@ Lag in seconds of a row (sweep time ``t``, committed offset ``c``, end ``e``):
   interval (``tp + (c − ep + ½)/(e − ep)·(tc − tp)``). Only the sweep interval in which the
   message arrived is used, so a long idle period before a burst adds no jitter, and nothing
   is ever extrapolated: when ``c`` lies before the known history (``c < ep`` of the earliest
-  point) the row says "at least ``t − tp``" (``lag_seconds_is_lower_bound``).
+  point) the row says "at least ``t − tp``" (``lag_seconds_is_lower_bound``). An end that went
+  down (the topic was deleted and re-created, or the log truncated) starts a new history, as a
+  key's first row does: the points before it (``end_epoch``) never bracket an offset after it.
 
 Lag in seconds is reported per minute, at the minute's last sweep (the ``lag_trends`` row and
 the ``status`` evaluation of that minute), so it is computed for those rows only: the *minute
@@ -34,12 +36,13 @@ _POINT = "struct<e:bigint,tc:double,tp:double,ep:bigint>"
 
 
 def _is_point() -> Column:
-    """A fresh row that records a rise of the end (or is its key's first row)."""
-    return ~F.col("is_state") & F.col("end").isNotNull() & (F.col("prev_t").isNull() | (F.col("de") > 0))
+    """A fresh row that records a rise of the end (or is its key's first row, or the first
+    after the end went down)."""
+    return ~F.col("is_state") & F.col("end").isNotNull() & (F.col("prev_t").isNull() | (F.col("de") != 0))
 
 
 def _point() -> Column:
-    first = F.col("prev_t").isNull()
+    first = F.col("prev_t").isNull() | (F.col("de") < 0)
     return F.struct(
         F.col("end").alias("e"),
         F.col("t").alias("tc"),
@@ -49,12 +52,14 @@ def _point() -> Column:
 
 
 def history_points(enriched: DataFrame) -> DataFrame:
-    """The end-offset rises of a series: ``KEY, e, tc, tp, ep`` (see the module doc).
+    """The end-offset rises of a series: ``KEY, e, tc, tp, ep, end_epoch`` (see the module doc).
 
-    The first row of a key (no previous sweep) yields ``(end, t, t, end)``: every message
-    below ``end`` was written at or before ``t``, which makes older offsets a lower bound.
+    The first row of a key (no previous sweep), and the first after the end went down, yields
+    ``(end, t, t, end)``: every message below ``end`` was written at or before ``t``, which
+    makes older offsets a lower bound.
     """
-    return enriched.where(_is_point()).select(*KEY, _point().alias("_pt")).select(*KEY, "_pt.*")
+    return enriched.where(_is_point()).select(*KEY, _point().alias("_pt"), "end_epoch").select(
+        *KEY, "_pt.*", "end_epoch")
 
 
 def _with_minute_totals(enriched: DataFrame) -> DataFrame:
@@ -88,7 +93,8 @@ def transform_lag_seconds(enriched: DataFrame, history: DataFrame | None = None,
     and ``lag_s_method``; with ``every_sweep``, every fresh row (each with its minute's
     totals), for a sweep-by-sweep view such as the accuracy benchmark's.
 
-    ``history`` holds points of earlier steps (same columns as :func:`history_points`).
+    ``history`` holds points of earlier steps (``KEY, e, tc, tp, ep``: :func:`compact_history`,
+    all of the epoch the step starts in).
 
     One pass over the fresh rows: each yields its minute row (when it is one) and its point
     (when it is one) through a generator, so the series is read and shuffled once; they are
@@ -108,10 +114,11 @@ def transform_lag_seconds(enriched: DataFrame, history: DataFrame | None = None,
     if history is not None:
         both = both.unionByName(history.select(
             *KEY, F.lit(1).alias("_kind"), F.col("e").alias("_o"),
-            F.struct("e", "tc", "tp", "ep").cast(_POINT).alias("_pt")), allowMissingColumns=True)
+            F.struct("e", "tc", "tp", "ep").cast(_POINT).alias("_pt"), F.lit(0).cast("long").alias("end_epoch")),
+            allowMissingColumns=True)
     # descending offset; at equal offsets rows come before points, so a point at e == c never
-    # brackets c (it needs e > c)
-    w = (Window.partitionBy(*KEY).orderBy(F.col("_o").desc(), F.col("_kind").asc())
+    # brackets c (it needs e > c); only the points of the row's own epoch of the end
+    w = (Window.partitionBy(*KEY, "end_epoch").orderBy(F.col("_o").desc(), F.col("_kind").asc())
          .rowsBetween(Window.unboundedPreceding, Window.currentRow))
     both = both.withColumn("_p", F.last("_pt", ignorenulls=True).over(w))
     out = both.where(F.col("_kind") == 0)
@@ -142,12 +149,16 @@ def transform_lag_seconds(enriched: DataFrame, history: DataFrame | None = None,
 
 def compact_history(points: DataFrame, last_rows: DataFrame, *, recent_s: float = 600.0,
                     bucket_s: float = 60.0) -> DataFrame:
-    """The points the next step still needs: those above the key's last committed offset
-    (older ones can never bracket a future offset unless the group rewinds), the last
-    ``recent_s`` seconds kept whole and older ones merged per ``bucket_s`` (a merged point
-    spans its members' intervals, so it still brackets correctly, only more coarsely)."""
-    lr = last_rows.select(*KEY, F.col("committed").alias("_c"), F.col("t").alias("_t"))
-    keep = points.join(lr, KEY, "inner").where(F.col("_c").isNull() | (F.col("e") > F.col("_c")))
+    """The points the next step still needs: those of the epoch of the key's last row
+    (``last_rows``: the enriched rows without a next sweep; ``points`` carry ``end_epoch``),
+    above its last committed offset (older ones can never bracket a future offset unless the
+    group rewinds), the last ``recent_s`` seconds kept whole and older ones merged per
+    ``bucket_s`` (a merged point spans its members' intervals, so it still brackets correctly,
+    only more coarsely). Returns ``KEY, e, tc, tp, ep``."""
+    lr = last_rows.select(*KEY, F.col("committed").alias("_c"), F.col("t").alias("_t"),
+                          F.col("end_epoch").alias("_epoch"))
+    keep = points.join(lr, KEY, "inner").where((F.col("end_epoch") == F.col("_epoch")) & (
+        F.col("_c").isNull() | (F.col("e") > F.col("_c"))))
     recent = keep.where(F.col("tc") >= F.col("_t") - recent_s).select(*KEY, "e", "tc", "tp", "ep")
     old = (keep.where(F.col("tc") < F.col("_t") - recent_s)
            .groupBy(*KEY, F.floor(F.col("tc") / bucket_s).alias("_b"))

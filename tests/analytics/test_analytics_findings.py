@@ -287,3 +287,108 @@ def test_lag_growth_carried_across_steps_equals_one_pass(spark: SparkSession, sp
     stepped = findings.transform_lag_growth(second, min_minutes=3)
     # the step that saw the run's end reports it whole, as the single pass does
     assertDataFrameEqual(stepped, whole)
+
+
+def test_skip_in_a_steps_first_interval_equals_the_batch(spark: SparkSession) -> None:
+    # the "skip" case split before its jump (step 1: t=0…30, step 2: t=40 seeded by step 1's
+    # state): the jump 1300 → 5000 lies in step 2's first interval. Its magnitude is the same as
+    # in one pass: 3700 jumped minus the 100 the previous interval's rate (10/s × 10 s) could
+    # have processed = 3600 (not 3700: the state row's own rate is that previous rate)
+    name, parts, _ = CASES[3]
+    rows = parts[0]
+    one = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows[:4], group=name)])))
+    two = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows[4:], group=name)])), state_rows(one))
+    got = findings.transform_point_events(two, skip_factor=P.skip_factor, skip_min_messages=P.skip_min_messages)
+    assertDataFrameEqual(got.select("kind", "start_ts", "end_ts", "magnitude"), spark.createDataFrame(
+        [("skip", at(30), at(40), 3600.0)], "kind string, start_ts timestamp, end_ts timestamp, magnitude double"))
+
+
+def test_stop_with_owner_keeps_its_kind_after_the_commits_leave_the_lookback(spark: SparkSession) -> None:
+    # the owner stays assigned but the group commits nothing after t=30 (a hung consumer whose
+    # heartbeats go on: Burrow's STOP, which only the commit stream tells). Work is pending from
+    # t=60: a stop from 60. Step 2 starts at t=1000: an incremental run reads commits from 15 min
+    # before its start, so none of this group's; it still knows the last commit (30, carried
+    # in the state) and reports the same stop, 960 s long at t=1020, not a stall with a new key
+    from analytics_builders import members_df, members_rows, offsets_df
+
+    from lagscope.analytics.job import Settings, run_step
+
+    rows = [(t, min(t, 30), t, 0, "m1") for t in [0, 10, 20, 30, *range(60, 991, 30), 1000, 1010, 1020]]
+    commits = _commits_df(spark, [("g", [(0, 0), (10, 10), (20, 20), (30, 30)])])
+    settings = Settings(rules=P)
+
+    def step(part: list[tuple[Any, ...]], cs: DataFrame, state: dict[str, DataFrame] | None = None) -> Any:
+        members = members_df(spark, [members_rows([(r[0], "Stable", 1, [("m1", None, [0])]) for r in part])])
+        return run_step(offsets_df(spark, part), members, settings=settings, state=state, commits=cs,
+                        as_of=at(1080))
+
+    def stops(s: Any) -> list[tuple[Any, ...]]:
+        got = s.tables["anomalies"].where(F.col("kind").isin("stall", "stop"))
+        return sorted((r["kind"], r["end_ts"], r["magnitude"], r["key"]) for r in got.collect())
+
+    first = step(rows[:-3], commits)
+    second = step(rows[-3:], commits.where(F.lit(False)), first.state)
+    try:
+        key = f"stop|c|g|t|0|{int(at(60).timestamp() * 1000)}"  # the key holds the start
+        assert stops(first) == [("stop", None, 930.0, key)]
+        assert stops(second) == [("stop", None, 960.0, key)]
+    finally:
+        for s in (first, second):
+            s.release()
+
+
+def test_a_long_storm_keeps_its_start_across_steps(spark: SparkSession) -> None:
+    # settled sweeps every 250 s, each in a new generation: one rebalance window per interval,
+    # at 125, 375, …, 1375 (the midpoints). Three within 600 s from 625 on: one storm from the
+    # first start in 625's window, 125, to 1375, 3 rebalances. Step 1 sweeps 0…1250, step 2
+    # 1500 (seeded by step 1's state): step 2 reports the same storm (same key), not a storm
+    # "from 625" (the rebalances older than 600 s before step 1's last were not carried)
+    from analytics_builders import members_df, members_rows, offsets_df
+
+    from lagscope.analytics.job import Settings, run_step
+
+    times = list(range(0, 1501, 250))
+    settings = Settings(rules=P)
+
+    def step(ts: list[int], state: dict[str, DataFrame] | None = None) -> Any:
+        members = members_df(spark, [members_rows([(t, "Stable", t // 250 + 1, [("m1", None, [0])]) for t in ts])])
+        return run_step(offsets_df(spark, [(t, t, t) for t in ts]), members, settings=settings, state=state,
+                        as_of=at(1560))
+
+    def storms(s: Any) -> list[tuple[Any, ...]]:
+        got = s.tables["anomalies"].where(F.col("kind") == "rebalance_storm")
+        return sorted((r["key"], r["magnitude"]) for r in got.collect())
+
+    batch = step(times)
+    first = step(times[:-1])
+    second = step(times[-1:], first.state)
+    try:
+        expected = [(f"rebalance_storm|c|g|||{int(at(125).timestamp() * 1000)}", 3.0)]
+        assert storms(batch) == expected
+        assert storms(second) == expected
+        end = batch.tables["anomalies"].where(F.col("kind") == "rebalance_storm").select("end_ts")
+        assertDataFrameEqual(end, second.tables["anomalies"].where(F.col("kind") == "rebalance_storm").select(
+            "end_ts"))
+    finally:
+        for s in (batch, first, second):
+            s.release()
+
+
+def test_a_step_without_sweeps_keeps_the_largest_rate(spark: SparkSession) -> None:
+    # consuming 1000 in 10 s (100/s), then 10 in 10 s; the group then catches up 790 messages
+    # in one interval past the previous end (1010 → 1800): fast, but not 5 × 100/s × 10 s, so
+    # no skip. The same with a step in between that had no sweep of the partition (the
+    # collector was down): that step's state still holds the largest rate (100/s), not the last
+    # one (1/s), under which the catch-up would look like a skip of 780 messages
+    rows = [(0, 0, 0), (10, 1000, 1000), (20, 1010, 1010), (30, 1800, 1800)]
+
+    def events(e: DataFrame) -> DataFrame:
+        return findings.transform_point_events(e, skip_factor=P.skip_factor, skip_min_messages=P.skip_min_messages)
+
+    batch = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows)])))
+    one = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows[:3])])))
+    two = enrich_series(prepare_series(cases_df(spark, [[]])), state_rows(one))
+    three = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows[3:])])), state_rows(two))
+    assert events(batch).count() == 0
+    assert events(three).count() == 0
+    assert state_rows(two).select("m_max_rate", "m_max_committed").collect() == [(100.0, 1010)]

@@ -124,3 +124,35 @@ def test_analyze_rejects_bad_input(tmp_path: Path) -> None:
     assert bad.returncode == 1
     assert "--since: not an ISO date or time: 'yesterday'" in " ".join(bad.stderr.split())
 
+
+
+@pytest.mark.timeout(1200)
+def test_incremental_step_after_midnight_reads_the_commit_lookback(spark: SparkSession, tmp_path: Path) -> None:
+    # midnight M (2026-01-02). The group commits every 5–10 s; at M+5 s it rewinds 600 → 450
+    # (150 messages to be processed again) and commits 700 at M+8: the sweeps (every 10 s)
+    # never see the rewind, the commit stream does. The step [M, M+60 s) compares the commit at
+    # M+5 with the one before it, at M−15 s: in the previous day's partition, inside the step's
+    # 15-minute commit look-back, so that partition is read too
+    from lagscope.schema import COMMITS
+
+    lake, inc = tmp_path / "lake", tmp_path / "inc"
+    m = 86400
+    commits = [(-60, 400), (-50, 450), (-40, 500), (-30, 520), (-20, 560), (-15, 600), (5, 450), (8, 700),
+               (15, 750), (25, 800), (35, 850), (45, 900)]
+    drop = {"cluster", "date"}
+    for n, (t, o) in enumerate(commits):
+        write_rows(lake, COMMITS, "c", [{"group_id": "g", "topic": "t", "partition": 0, "committed_offset": o,
+                                         "commit_ts": at(m + t), "record_ts": at(m + t), "source_partition": 7,
+                                         "source_offset": n}])
+    for t in range(-60, 51, 10):
+        c = max(o for tc, o in commits if tc <= t)
+        write_rows(lake, OFFSETS, "c", [{k: v for k, v in r.items() if k not in drop}
+                                        for r in offsets_rows([(m + t, c, 2000)])])
+        write_rows(lake, MEMBERS, "c", [{k: v for k, v in r.items() if k not in drop}
+                                        for r in members_rows([(m + t, "Stable", 1, [("m1", None, [0])])])])
+    run_incremental(spark, lake, inc, settings=SETTINGS, since=at(m - 60), until=at(m))
+    run_incremental(spark, lake, inc, settings=SETTINGS, until=at(m + 60))
+    schema = "start_ts timestamp, magnitude double"
+    rewinds = (_current(_read(spark, inc, "anomalies")).where(F.col("kind") == "rewind").select("start_ts", "magnitude")
+               if (inc / "anomalies").exists() else spark.createDataFrame([], schema))  # none written at all
+    assertDataFrameEqual(rewinds, spark.createDataFrame([(at(m + 5), 150.0)], schema))

@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.testing import assertDataFrameEqual
 
+from lagscope.analytics.findings import RuleParams
 from lagscope.analytics.io import spark_schema
 from lagscope.analytics.job import Settings, run_step
 from lagscope.analytics.rebalances import member_sweeps
@@ -331,3 +332,69 @@ def test_generations_no_sweep_saw(spark: SparkSession) -> None:
         "cause string, source string, start_ts timestamp, end_ts timestamp, d double, bound_s double, "
         "generation_before int, generation_after int, members_before array<string>, members_after array<string>, "
         "partitions_moved int"))
+
+
+def test_prompt_leave_on_an_idle_topic_across_a_step_boundary(spark: SparkSession) -> None:
+    # an idle topic, both partitions caught up (committed = end = 100, no commit moves after
+    # the first sweep): a member shows progress by being caught up. m2 is last seen at 10 and
+    # gone at 12 (Preparing), gen 2 settled at 14: it left promptly (10 → 12 = 2 s ≤ 2.5 s):
+    # leave, 11 … 13. The same when a step ends at 10 and the next starts at 12: the state
+    # carries m2's last progress (10), not its partition's last commit change (0), which would
+    # make it a member gone 12 s after its last progress: a session timeout
+    sweeps = [*_stable(range(0, 11, 2), 1, SPLIT), (12, "PreparingRebalance", 1, [("m1", None, [0])]),
+              *_stable(range(14, 17, 2), 2, BOTH)]
+    owner1 = {t: "m2" if t <= 10 else None if t == 12 else "m1" for t in range(0, 17, 2)}
+    offsets = [*offsets_rows([(t, 100, 100, 0, "m1") for t in range(0, 17, 2)], partition=0),
+               *offsets_rows([(t, 100, 100, 0, owner1[t]) for t in range(0, 17, 2)], partition=1)]
+
+    def step(upto: int, since: int, state: dict[str, DataFrame] | None = None) -> Any:
+        off = cases_df(spark, [[r for r in offsets if at(since) <= r["sweep_ts"] <= at(upto)]])
+        mem = members_df(spark, [members_rows([s for s in sweeps if since <= s[0] <= upto])])
+        return run_step(off, mem, settings=S, state=state)
+
+    def windows(s: Any) -> list[tuple[Any, ...]]:
+        return [(r["cause"], r["duration_s"]) for r in s.tables["rebalances"].collect()]
+
+    batch = step(16, 0)
+    first = step(10, 0)
+    second = step(16, 12, first.state)
+    assert windows(batch) == [("leave", 2.0)]
+    assert windows(second) == [("leave", 2.0)]
+
+
+def test_a_stall_that_outlasts_the_rebalance_is_reported(spark: SparkSession) -> None:
+    # the "session" case, but the partition's new owner m1 (from 18) never commits either:
+    # partition 1 is frozen at 20 from t=4 to the end (t=40), work pending from 6. The
+    # rebalance's outage is m2's last progress (4) → settled (17); the stall (6 s threshold)
+    # from 6 is still going at 40, 34 s: not inside the outage, reported (open)
+    sweeps = [*_stable(range(0, 15, 2), 1, SPLIT), (16, "PreparingRebalance", 1, [("m1", None, [0])]),
+              *_stable(range(18, 41, 2), 2, BOTH)]
+    ts = range(0, 41, 2)
+    offsets = [*offsets_rows([(t, 5 * t, 5 * t, 0, "m1") for t in ts], group="stuck", partition=0),
+               *offsets_rows([(t, min(5 * t, 20), 5 * t, 0, "m2" if t <= 14 else None if t == 16 else "m1")
+                              for t in ts], group="stuck", partition=1)]
+    settings = Settings(rules=RuleParams(stall_after_s=6, stop_after_s=6), session_timeout_s=10, heartbeat_s=1,
+                        network_s=1, rebalance_timeout_s=30)
+    step = run_step(cases_df(spark, [offsets]), members_df(spark, [members_rows(sweeps, group="stuck")]),
+                    settings=settings)
+    assert [r["cause"] for r in step.tables["rebalances"].collect()] == ["session_timeout"]
+    got = step.tables["anomalies"].where(F.col("kind").isin("stall", "stop")).select(
+        "kind", "partition", "start_ts", "end_ts", "magnitude")
+    assertDataFrameEqual(got, spark.createDataFrame(
+        [("stall", 1, at(6), None, 34.0)], "kind string, partition int, start_ts timestamp, end_ts timestamp, "
+                                           "magnitude double"))
+
+
+def test_a_sweep_written_twice_gives_the_same_windows(spark: SparkSession) -> None:
+    # the "session" case with every row of the sweeps at 14 (A) and 18 (B) in the lake twice (a
+    # write repeated after a failure): the same window, partitions moved and messages
+    # accumulated (the group's lag at A and B counted once each: 50 → 70)
+    name, sweeps, offsets, _ = CASES[2]
+    members = members_rows(sweeps, group=name)
+    twice = [r for r in members if r["sweep_ts"] in (at(14), at(18))]
+    otwice = [r for r in offsets if r["sweep_ts"] in (at(14), at(18))]
+    got = run_step(cases_df(spark, [offsets + otwice]), members_df(spark, [members + twice]), settings=S).tables[
+        "rebalances"].select("cause", "start_ts", "end_ts", "partitions_moved", "messages_accumulated")
+    assertDataFrameEqual(got, spark.createDataFrame(
+        [("session_timeout", at(15), at(17), 1, 20)],
+        "cause string, start_ts timestamp, end_ts timestamp, partitions_moved int, messages_accumulated long"))

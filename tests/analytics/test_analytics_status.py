@@ -70,6 +70,29 @@ def test_group_status_is_the_worst_partition(spark: SparkSession) -> None:
                                                     "burrow_status string, status string, lag long"))
 
 
+def test_group_status_is_lagscopes_worst_partition(spark: SparkSession) -> None:
+    # lagscope's own statuses, worst first as the dashboards and alerts rank them: ERR, STOP,
+    # STALL (critical), REWIND, WARN (warning), OK, IDLE. One group per pair of partitions: lost
+    # messages (ERR) outrank a stall; a partition nobody owns (STOP) outranks one whose owner is
+    # stuck (STALL); a stall outranks a rewind. Burrow's group row is ERR for all three
+    def pair(group: str, p0: list[tuple[Any, ...]], p1: list[tuple[Any, ...]]) -> list[list[dict[str, Any]]]:
+        return [offsets_rows(p0, group=group, partition=0), offsets_rows(p1, group=group, partition=1)]
+
+    stalled = [(t, 100, 1000, 0, "m1") for t in T]
+    lost = [(t, 100, 1000, 200, "m1") for t in T]
+    stopped = [(t, min(t, 20), 1000, 0, "m1" if t <= 20 else None) for t in T]
+    rewound = [(t, c, 1000, 0, "m1") for t, c in zip(T, (100, 200, 300, 250, 350, 450), strict=True)]
+    enriched = enrich_series(prepare_series(cases_df(spark, [
+        *pair("err-and-stall", lost, stalled), *pair("stop-and-stall", stopped, stalled),
+        *pair("rewind-and-stall", rewound, stalled)])))
+    out = status.transform_status(transform_lag_seconds(enriched), status.burrow_entries(enriched), n=5,
+                                  stall_after_s=30, stop_after_s=30, warn_lag_s=30)
+    got = out.where(F.col("partition").isNull()).select("group_id", "burrow_status", "status")
+    assertDataFrameEqual(got, spark.createDataFrame(
+        [("err-and-stall", "ERR", "ERR"), ("stop-and-stall", "ERR", "STOP"), ("rewind-and-stall", "ERR", "STALL")],
+        "group_id string, burrow_status string, status string"))
+
+
 def _burrow_window(entries: list[tuple[float, int, int | None]], j: int, n: int) -> dict[str, Any]:
     """Burrow's window ending at entry ``j`` (0-based), straight from its definition."""
     win = entries[max(0, j - n + 1): j + 1]

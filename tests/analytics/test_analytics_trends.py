@@ -8,11 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from analytics_builders import at, cases_df, offsets_df, offsets_rows
-from pyspark.sql import SparkSession
+from analytics_builders import at, cases_df, members_df, members_rows, offsets_df, offsets_rows
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.testing import assertDataFrameEqual
 
+from lagscope.analytics.findings import RuleParams
+from lagscope.analytics.job import Settings, StepResult, run_step
 from lagscope.analytics.series import enrich_series, prepare_series
 from lagscope.analytics.trends import transform_lag_seconds, transform_lag_trends
 
@@ -36,6 +38,12 @@ LAG_SECONDS_CASES: list[tuple[str, list[tuple[Any, ...]], dict[str, Any], tuple[
     # the collector fetched the produce time of the record at the committed offset (t=3): exact
     ("exact", [(0, 100, 100), (10, 150, 200), (20, 250, 300)], {"committed_record_ts": at(3)},
      (17.0, False, "exact")),
+    # the topic was deleted and re-created between t=20 and t=30 (end 300 → 0; the group
+    # restarts at 0); offset 20 is the 20.5th of the 150 messages written in (30, 40] →
+    # 30 + 20.5/150·10 = 31.367 → 8.633 s; the old topic's rises (offsets 100…300, t=0…20) say
+    # nothing about the new topic's messages
+    ("end-went-down", [(0, 100, 100), (10, 200, 200), (20, 300, 300), (30, 0, 0), (40, 20, 150)], {},
+     (8.633, False, "interpolated")),
 ]
 
 
@@ -149,3 +157,31 @@ def test_lag_seconds_every_sweep_agrees_with_the_minute_rows(spark: SparkSession
     assert every.where(F.col("lag_s").isNull()).count() == 0
     assertDataFrameEqual(minutes, every.join(minutes.select("t"), "t"))
     assert minutes.count() == 3  # the sweeps at 40, 100 and 130 s
+
+
+def test_lag_seconds_after_the_end_went_down_across_steps(spark: SparkSession) -> None:
+    # the topic is re-created between t=20 and t=30 (end 300 → 0, the group restarts at 0);
+    # minute 1's sweep (t=70) has offset 20 of the 150 messages written in (30, 70]:
+    # 30 + 20.5/150·40 = 35.467 → 34.533 s, in one batch step and in two incremental steps (the
+    # second seeded by the first's state: its carried end-offset history must not hold the old
+    # topic's rises either)
+    rows = [(0, 100, 100), (10, 200, 200), (20, 300, 300), (30, 0, 0), (70, 20, 150)]
+    settings = Settings(rules=RuleParams())
+
+    def step(part: list[tuple[int, int, int]], state: dict[str, DataFrame] | None = None) -> StepResult:
+        members = members_df(spark, [members_rows([(t, "Stable", 1, [("m1", None, [0])]) for t, *_ in part])])
+        return run_step(offsets_df(spark, part), members, settings=settings, state=state, as_of=at(120))
+
+    def minute_1(tables: dict[str, DataFrame]) -> list[tuple[float, bool]]:
+        got = tables["lag_trends"].where(F.col("partition").isNotNull() & (F.col("window_start") == at(60)))
+        return [(round(r["lag_seconds"], 3), r["lag_seconds_is_lower_bound"]) for r in got.collect()]
+
+    batch = step(rows)
+    first = step(rows[:4])
+    second = step(rows[4:], first.state)
+    try:
+        assert minute_1(batch.tables) == [(34.533, False)]
+        assert minute_1(second.tables) == [(34.533, False)]
+    finally:
+        for s in (batch, first, second):
+            s.release()
