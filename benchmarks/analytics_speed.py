@@ -263,6 +263,7 @@ def main() -> None:
             root, step_t = primed[1]
             shutil.copytree(root / "primed", root / "results")
             floors = [_incremental_floor(spark, root, step_t) for _ in range(2)]
+            lines += ["| incremental | rows | seconds | rows/s |", "|---|---:|---:|---:|"]
             lines.append(f"| floor of an incremental step: read the new sweep and the carried series, one "
                          f"shuffle and sort by key, one window, write one table and one state part, second "
                          f"of two runs (Spark local[2]) | {keys:,} | {floors[1]:.2f} | {keys / floors[1]:,.0f} |")
