@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,3 +61,12 @@ def unique(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     return tmp_path
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A loopback port something is listening on (for "address in use" errors)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        yield taken.getsockname()[1]

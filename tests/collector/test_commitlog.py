@@ -8,7 +8,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -232,19 +232,28 @@ class Crash(BaseException):
     """A crash in the middle of a flush (not an Exception: nothing may catch it)."""
 
 
+def _crashing_on(table_name: str, calls: list[str] | None = None) -> Callable[..., Any]:
+    """``lake.write_table`` that raises :class:`Crash` for ``table_name`` (the process dies before
+    that file is durable) and writes every other table; records the tables asked for in ``calls``."""
+    real_write = lake.write_table
+
+    def write(root: Any, table: Any, cluster: str, data: Any, **kw: Any) -> Any:
+        if calls is not None:
+            calls.append(table.name)
+        if table.name == table_name:
+            raise Crash
+        return real_write(root, table, cluster, data, **kw)
+
+    return write
+
+
 def test_crash_between_lake_files_and_positions_is_repaired(tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     log = _mixed_log(40)
     real_write = lake.write_table
     calls: list[str] = []
-
-    def crashing_write(root: Any, table: Any, cluster: str, data: Any, **kw: Any) -> Any:
-        calls.append(table.name)
-        if table.name == "group_events":  # commits file is durable, group_events is not
-            raise Crash
-        return real_write(root, table, cluster, data, **kw)
-
-    monkeypatch.setattr(commitlog.lake, "write_table", crashing_write)
+    # the commits file is durable, group_events is not
+    monkeypatch.setattr(commitlog.lake, "write_table", _crashing_on("group_events", calls))
     t = CommitLogTailer("x:1", tmp_path, "c1", start="earliest", consumer_factory=_factory(log))
     t.open()
     while not t.caught_up():
@@ -275,13 +284,7 @@ def test_crash_repair_survives_small_flushes_and_a_second_crash(tmp_path: Path,
     # crash, else they are written twice.
     log = _mixed_log(40)
     real_write = lake.write_table
-
-    def crashing_write(root: Any, table: Any, cluster: str, data: Any, **kw: Any) -> Any:
-        if table.name == "group_events":
-            raise Crash
-        return real_write(root, table, cluster, data, **kw)
-
-    monkeypatch.setattr(commitlog.lake, "write_table", crashing_write)
+    monkeypatch.setattr(commitlog.lake, "write_table", _crashing_on("group_events"))
     t = CommitLogTailer("x:1", tmp_path, "c1", start="earliest", consumer_factory=_factory(log))
     t.open()
     while not t.caught_up():

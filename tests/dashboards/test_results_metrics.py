@@ -118,20 +118,14 @@ def test_serve_exposes_metrics_over_http(synthetic: Synthetic) -> None:
     assert 'lagscope_rebalances_total{cause="join",cluster="prod",group="orders-svc"} 1.0' in body
 
 
-def test_serve_on_a_taken_port_is_one_config_error(tmp_path: Path) -> None:
+def test_serve_on_a_taken_port_is_one_config_error(tmp_path: Path, taken_port: int) -> None:
     # `lagscope results-exporter` (and `lagscope run` without the collector) on a port in use:
     # one line naming the address, not an OSError traceback
-    import socket
-
     from lagscope.errors import ConfigError
 
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        with pytest.raises(ConfigError, match=rf"results metrics: cannot listen on 127\.0\.0\.1:{port}: "
-                                              r".*Address already in use"):
-            serve(tmp_path, port=port)
+    with pytest.raises(ConfigError, match=rf"results metrics: cannot listen on 127\.0\.0\.1:{taken_port}: "
+                                          r".*Address already in use"):
+        serve(tmp_path, port=taken_port)
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])

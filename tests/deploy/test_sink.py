@@ -73,14 +73,8 @@ def test_verify_matches_the_senders_signature() -> None:
     assert not verify(SECRET, body, "not-a-number", sign(SECRET, body, ts), now=ts)
 
 
-def test_taken_port_is_one_config_error(tmp_path: Path) -> None:
+def test_taken_port_is_one_config_error(tmp_path: Path, taken_port: int) -> None:
     # `lagscope webhook-sink --port P` with P in use: one line naming the address, no traceback
-    import socket
-
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        with pytest.raises(ConfigError, match=rf"webhook-sink: cannot listen on 127\.0\.0\.1:{port}: "
-                                              r".*Address already in use"):
-            WebhookSink(tmp_path / "received.jsonl", port=port)
+    with pytest.raises(ConfigError, match=rf"webhook-sink: cannot listen on 127\.0\.0\.1:{taken_port}: "
+                                          r".*Address already in use"):
+        WebhookSink(tmp_path / "received.jsonl", port=taken_port)
