@@ -98,7 +98,7 @@ def _timeouts(group_events: DataFrame | None) -> DataFrame | None:
 #: computed from: the offset-ordered sort of the lag-seconds lookup moves only these
 _ROW_COLUMNS = [*KEY, "ts", "t", "window_start", "committed", "end", "log_start", "prev_log_start", "lag", "dt",
                 "de", "dc", "prev_t", "next_t", "prev_end", "rec_ts", "is_state", "owner", "idle_pending_s", "lost",
-                "end_change_t", "end_epoch"]
+                "end_change_t", "end_epoch", "lso"]
 
 
 def _materialise(df: DataFrame, held: list[DataFrame]) -> DataFrame:

@@ -135,7 +135,7 @@ def partition_status(rows: DataFrame, entries: DataFrame, *, n: int, stall_after
     of its sweep) gives each row the window of the latest entry at or before it.
     """
     ev = rows.select(
-        *KEY, "ts", "t", "committed", "log_start", "lag", "lag_s", "owner", "lost", "idle_pending_s",
+        *KEY, "ts", "t", "committed", "end", "lso", "log_start", "lag", "lag_s", "owner", "lost", "idle_pending_s",
         "end_change_t").withColumn("_kind", F.lit(1)).withColumn("_win", F.lit(None).cast(
             "struct<last_t:double,first_t:double,zero_lag:boolean,first_lag:bigint,stalled:boolean,"
             "rewound:boolean,lag_decreased:boolean>"))
@@ -156,9 +156,14 @@ def partition_status(rows: DataFrame, entries: DataFrame, *, n: int, stall_after
     growing = (F.coalesce(F.col("lag_s"), F.lit(0.0)) >= warn_lag_s) & w.isNotNull() & ~w["lag_decreased"] & (
         lag > w["first_lag"])
     idle = (lag == 0) & ((F.col("t") - F.coalesce(F.col("end_change_t"), F.col("t"))) >= stall_after_s)
+    # held at an open transaction: committed = LSO < end (a read_committed group has nothing to
+    # consume until the transaction ends; the anomalies' stall/stop rule says the same)
+    held = F.coalesce(F.col("lso").isNotNull() & (F.col("committed") == F.col("lso"))
+                      & (F.col("lso") < F.col("end")), F.lit(False))
     own = (F.when(F.col("lost"), F.lit("ERR"))
            .when(lag == 0, F.when(idle, F.lit("IDLE")).otherwise(F.lit("OK")))
            .when(w.isNotNull() & w["rewound"], F.lit("REWIND"))
+           .when(held, F.lit("OK"))
            .when(~owned & (pending >= stop_after_s), F.lit("STOP"))
            .when(owned & (pending >= stall_after_s), F.lit("STALL"))
            .when(growing, F.lit("WARN"))
@@ -168,6 +173,8 @@ def partition_status(rows: DataFrame, entries: DataFrame, *, n: int, stall_after
               .when(F.col("committed").isNull(), F.lit("no committed offset"))
               .when(lag == 0, F.when(idle, F.lit("caught up; no new messages")).otherwise(F.lit("caught up")))
               .when(w.isNotNull() & w["rewound"], F.lit("committed offset went backwards in the window"))
+              .when(held, F.format_string("at the last stable offset %d: waiting for an open transaction",
+                                          F.col("lso")))
               .when(~owned & (pending >= stop_after_s),
                     F.format_string("no owner and no commit for %.0f s with lag %d", pending, lag))
               .when(owned & (pending >= stall_after_s),

@@ -42,6 +42,10 @@ CASES: list[tuple[str, list[tuple[Any, ...]], tuple[str, str]]] = [
     ("idle", [(t, 500, 500, 0, None) for t in T], ("OK", "IDLE")),
     # committed below the log start: lagscope ERR (messages lost); Burrow only sees a stall
     ("retention", [(t, 100, 1000, 200, "m1") for t in T], ("STALL", "ERR")),
+    # committed at the last stable offset 500, the high watermark 1000 beyond an open
+    # transaction: Burrow sees a stall; lagscope OK (a read_committed consumer has nothing to
+    # read until the transaction ends; the anomalies report no stall either)
+    ("open-transaction", [(t, 500, 1000, 0, "m1", 500) for t in T], ("STALL", "OK")),
 ]
 
 
