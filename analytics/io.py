@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T  # noqa: N812
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from lagscope.collector.compaction import live_files
 from lagscope.errors import LakeError
 from lagscope.lake import file_metadata
 from lagscope.schema import TABLES, Table
@@ -55,8 +56,12 @@ def _dates(since: dt.date, until: dt.date) -> list[str]:
     return [(since + dt.timedelta(days=i)).isoformat() for i in range(days + 1)]
 
 
-def _partition_paths(root: Path, table: str, clusters: Iterable[str] | None, since: dt.date,
+def _partition_files(root: Path, table: str, clusters: Iterable[str] | None, since: dt.date,
                      until: dt.date) -> list[str]:
+    """The files to read: each wanted partition folder's :func:`live_files` (sources already
+    merged into a compacted file are left out: a compaction interrupted between publishing its
+    file and deleting the sources leaves both until its next run, and Spark listing the folder
+    itself would read those rows twice)."""
     folder = root / table
     if not folder.is_dir():
         return []
@@ -67,20 +72,20 @@ def _partition_paths(root: Path, table: str, clusters: Iterable[str] | None, sin
         if names is not None and cdir.name.removeprefix("cluster=") not in names:
             continue
         for ddir in sorted(cdir.glob("date=*")):
-            if ddir.name.removeprefix("date=") in wanted and any(
-                    p.suffix == ".parquet" and not p.name.startswith((".", "_")) for p in ddir.iterdir()):
-                paths.append(str(ddir))
+            if ddir.name.removeprefix("date=") in wanted:
+                paths.extend(str(f) for f in live_files(ddir))
     return paths
 
 
 def read_lake(spark: SparkSession, root: Path | str, table: str, *, since: dt.date, until: dt.date,
               clusters: Iterable[str] | None = None) -> DataFrame:
     """The rows of ``table`` in the date partitions ``since … until`` (only those folders are
-    listed, so the cost follows the range, not the lake). Columns missing from older files read
-    as null; an absent table reads as empty."""
+    listed, so the cost follows the range, not the lake; each row once, also beside an
+    interrupted compaction). Columns missing from older files read as null; an absent table
+    reads as empty."""
     root = Path(root)
     schema = spark_schema(table)
-    paths = _partition_paths(root, table, clusters, since, until)
+    paths = _partition_files(root, table, clusters, since, until)
     if not paths:
         return spark.createDataFrame([], schema)
     try:

@@ -20,8 +20,9 @@ The guarantee — a reader that lists a folder with :func:`live_files` (or reads
   the reader opened it, the read fails with FileNotFoundError and the reader lists again,
   now finding the compacted file (no loss).
 
-Engines that list folders themselves (Spark, DuckDB) may see both during the milliseconds
-between steps 2 and 3; give them ``live_files(...)`` as their file list to be exact.
+Engines that list folders themselves (Spark, DuckDB) would see both between steps 2 and 3
+(until the next run, after a crash there); give them ``live_files(...)`` as their file list, as
+the analytics (``read_lake``) and the app do.
 
 Bucket = the hour of the write stamp in the source file's name (``part-YYYYmmddTHHMMSS…``,
 see :func:`lagscope.lake.write_table`). A bucket is closed ``grace_s`` after its hour ends;

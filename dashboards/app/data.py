@@ -25,6 +25,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from lagscope.collector.compaction import live_files
 from lagscope.dashboards.app.params import TimeRange
 from lagscope.schema import RESULT_TABLES, TABLES
 
@@ -63,14 +64,15 @@ class Lake:
         return self.results if table in RESULT_TABLES else self.samples
 
     def files(self, table: str, clusters: Iterable[str], dates: Iterable[dt.date]) -> list[str]:
-        """Parquet files of ``table`` in the given cluster and date partitions (hidden files skipped)."""
+        """Parquet files of ``table`` in the given cluster and date partitions (hidden files skipped;
+        sources already merged into a compacted file too: an interrupted compaction leaves both)."""
         base = self.root_of(table) / table
         out: list[str] = []
         for cluster in clusters:
             for day in dates:
                 folder = base / f"cluster={cluster}" / f"date={day.isoformat()}"
                 if folder.is_dir():
-                    out.extend(str(p) for p in sorted(folder.glob("*.parquet")) if not p.name.startswith("."))
+                    out.extend(str(p) for p in live_files(folder))
         return out
 
     def has_table(self, table: str) -> bool:

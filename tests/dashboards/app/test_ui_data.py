@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pytest
 import ui_fixture_lake as fx
 
+from lagscope.collector.compaction import compact_folder
 from lagscope.dashboards.app import data
 from lagscope.dashboards.app.params import TimeRange
-from lagscope.lake import write_rows
-from lagscope.schema import COMMITS
+from lagscope.lake import partition_dir, write_rows
+from lagscope.schema import COMMITS, OFFSETS
 
 WHOLE = TimeRange(fx.START, fx.END + dt.timedelta(minutes=1))  # status rows are stamped at the end of their minute
 
@@ -23,6 +26,24 @@ def test_only_the_selected_partition_folders_are_read(lake: data.Lake) -> None:
     # another date: nothing, and the staging cluster is never listed for prod
     assert lake.files("offsets", ["prod"], [fx.END.date() + dt.timedelta(days=1)]) == []
     assert data.clusters(lake) == ["prod", "staging"]
+
+
+def test_sources_of_a_published_compaction_are_not_read_twice(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # a compaction that published its file and "crashed" before deleting its sources leaves
+    # both until its next run: the app reads the compacted file only
+    day = dt.date(2026, 1, 1)
+    for i in range(3):
+        write_rows(tmp_path, OFFSETS, "c", [{"sweep_ts": dt.datetime(2026, 1, 1, 0, 0, 10 * i, tzinfo=dt.UTC),
+                                            "group_id": "g", "topic": "t", "partition": 0,
+                                            "committed_offset": i, "log_end_offset": 10}], date=day)
+    folder = partition_dir(tmp_path, "offsets", "c", day)
+    monkeypatch.setattr(Path, "unlink", lambda self, missing_ok=False: None)
+    compact_folder(folder, now=dt.datetime.now(dt.UTC) + dt.timedelta(hours=3))
+    monkeypatch.undo()
+    assert len(list(folder.glob("*.parquet"))) == 4
+    files = data.Lake(tmp_path, tmp_path / "results").files("offsets", ["c"], [day])
+    assert [Path(f).name for f in files] == [p.name for p in folder.glob("compact-*.parquet")]
 
 
 def test_data_end_is_the_newest_result(con: Any, lake: data.Lake) -> None:
