@@ -51,7 +51,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = (tmp_path_factory.mktemp("ui-log") / "streamlit.log").open("w")
     executable = str(LAGSCOPE) if LAGSCOPE.exists() else shutil.which("lagscope")
     assert executable, "the lagscope command is not installed"
-    proc = subprocess.Popen([executable, "ui", "--lake", str(root), "--port", str(port)],
+    # the fixture lake holds its result tables under the same root (not beside it, the default)
+    proc = subprocess.Popen([executable, "ui", "--lake", str(root), "--results", str(root), "--port", str(port)],
                             stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
