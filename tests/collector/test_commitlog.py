@@ -8,7 +8,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -232,38 +232,37 @@ class Crash(BaseException):
     """A crash in the middle of a flush (not an Exception: nothing may catch it)."""
 
 
-def _crashing_on(table_name: str, calls: list[str] | None = None) -> Callable[..., Any]:
-    """``lake.write_table`` that raises :class:`Crash` for ``table_name`` (the process dies before
-    that file is durable) and writes every other table; records the tables asked for in ``calls``."""
+def _crash_in_first_flush(root: Path, log: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A tail reads ``log`` to its end and dies in its first flush: the commits file is written,
+    the process dies before the group_events file is durable. Returns the tables it wrote or
+    tried to write, in order."""
     real_write = lake.write_table
+    calls: list[str] = []
 
-    def write(root: Any, table: Any, cluster: str, data: Any, **kw: Any) -> Any:
-        if calls is not None:
-            calls.append(table.name)
-        if table.name == table_name:
+    def write(root_: Any, table: Any, cluster: str, data: Any, **kw: Any) -> Any:
+        calls.append(table.name)
+        if table.name == "group_events":
             raise Crash
-        return real_write(root, table, cluster, data, **kw)
+        return real_write(root_, table, cluster, data, **kw)
 
-    return write
+    with monkeypatch.context() as m:
+        m.setattr(commitlog.lake, "write_table", write)
+        t = CommitLogTailer("x:1", root, "c1", start="earliest", consumer_factory=_factory(log))
+        t.open()
+        while not t.caught_up():
+            t.poll_batch(0)
+        with pytest.raises(Crash):
+            t.flush()
+    return calls
 
 
 def test_crash_between_lake_files_and_positions_is_repaired(tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     log = _mixed_log(40)
-    real_write = lake.write_table
-    calls: list[str] = []
     # the commits file is durable, group_events is not
-    monkeypatch.setattr(commitlog.lake, "write_table", _crashing_on("group_events", calls))
-    t = CommitLogTailer("x:1", tmp_path, "c1", start="earliest", consumer_factory=_factory(log))
-    t.open()
-    while not t.caught_up():
-        t.poll_batch(0)
-    with pytest.raises(Crash):
-        t.flush()
-    assert calls == ["commits", "group_events"]
+    assert _crash_in_first_flush(tmp_path, log, monkeypatch) == ["commits", "group_events"]
     assert _rows(tmp_path, "commits")
     assert not _rows(tmp_path, "group_events")
-    monkeypatch.setattr(commitlog.lake, "write_table", real_write)
 
     again = CommitLogTailer("x:1", tmp_path, "c1", start="earliest", consumer_factory=_factory(log))
     _drain(again)
@@ -283,15 +282,7 @@ def test_crash_repair_survives_small_flushes_and_a_second_crash(tmp_path: Path,
     # old intent not re-read yet must still be skipped, and must stay known across a second
     # crash, else they are written twice.
     log = _mixed_log(40)
-    real_write = lake.write_table
-    monkeypatch.setattr(commitlog.lake, "write_table", _crashing_on("group_events"))
-    t = CommitLogTailer("x:1", tmp_path, "c1", start="earliest", consumer_factory=_factory(log))
-    t.open()
-    while not t.caught_up():
-        t.poll_batch(0)
-    with pytest.raises(Crash):
-        t.flush()
-    monkeypatch.setattr(commitlog.lake, "write_table", real_write)
+    _crash_in_first_flush(tmp_path, log, monkeypatch)
 
     # restart: read a few records per poll and flush after each poll, then crash again
     again = CommitLogTailer("x:1", tmp_path, "c1", start="earliest", consumer_factory=_factory(log),
