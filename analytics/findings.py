@@ -403,7 +403,10 @@ def _growth_pass(minutes: DataFrame) -> DataFrame:
     w = Window.partitionBy(*KEY).orderBy("window_start")
     upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     prev_lag = F.lag("lag_last").over(w)
-    grows = (~F.col("is_state") & (F.col("lag_last") > prev_lag)
+    # only over one minute: after minutes without sweeps (the collector was down) nothing says
+    # how the lag moved in between, so a run neither spans the gap nor starts across it
+    adjacent = F.lag("window_start").over(w) == F.col("window_start") - F.expr("INTERVAL 1 MINUTE")
+    grows = (~F.col("is_state") & adjacent & (F.col("lag_last") > prev_lag)
              & (F.coalesce(F.col("produce_rate"), F.lit(0.0)) > F.coalesce(F.col("consume_rate"), F.lit(0.0))))
     df = minutes.withColumn("_grows", F.coalesce(grows, F.lit(False)) | (
         F.col("is_state") & F.col("m_g_start").isNotNull()))
@@ -433,7 +436,9 @@ def transform_lag_growth(minutes: DataFrame, *, min_minutes: int) -> DataFrame:
             .agg(F.sum("_own").alias("_n"),
                  F.max_by("lag_last", "window_start").alias("_lag_end"),
                  F.max("window_start").alias("_last"),
-                 F.max(F.when(F.col("_next_in") == False, F.col("_next_ws"))).alias("_end")))  # noqa: E712
+                 # the end of the run's last minute, when a later minute did not grow
+                 F.max(F.when(F.col("_next_in") == False,  # noqa: E712
+                              F.col("window_start") + F.expr("INTERVAL 1 MINUTE"))).alias("_end")))
     runs = runs.where(F.col("_n") >= min_minutes)
     end_t = F.coalesce(F.col("_end"), F.col("_last") + F.expr("INTERVAL 1 MINUTE"))
     secs = F.unix_micros(end_t).cast("double") / 1e6 - F.unix_micros(F.col("_s")).cast("double") / 1e6

@@ -289,6 +289,17 @@ def test_lag_growth_carried_across_steps_equals_one_pass(spark: SparkSession, sp
     assertDataFrameEqual(stepped, whole)
 
 
+def test_lag_growth_counts_only_adjacent_minutes(spark: SparkSession) -> None:
+    # minutes 1…3 grow (20 → 50), then no minutes until 20 (the collector was down): the run
+    # ends with minute 3 (at 240 s), not at the next minute seen. Minute 40 follows minute 20
+    # after another gap: its higher lag is no growth over one minute, so 41 and 42 are a run of
+    # 2 (< 3), not 3
+    lags = [(0, 20), (1, 30), (2, 40), (3, 50), (20, 10), (40, 100), (41, 110), (42, 120)]
+    got = findings.transform_lag_growth(_growth_minutes(spark, lags), min_minutes=3)
+    assertDataFrameEqual(got.select("start_ts", "end_ts", "magnitude"), spark.createDataFrame(
+        [(at(60), at(240), 30 / 180)], "start_ts timestamp, end_ts timestamp, magnitude double"))
+
+
 def test_skip_in_a_steps_first_interval_equals_the_batch(spark: SparkSession) -> None:
     # the "skip" case split before its jump (step 1: t=0…30, step 2: t=40 seeded by step 1's
     # state): the jump 1300 → 5000 lies in step 2's first interval. Its magnitude is the same as
