@@ -20,6 +20,8 @@ Point events (one sweep interval, or one commit):
 
 - **rewind**: the committed offset went backwards; magnitude = messages processed twice
   (previous committed − max(new committed, log start)): the duplicates at-least-once allows.
+  Not after the end offset went down since the previous commit (the topic was deleted and
+  re-created, or the log truncated): the lower offset is in another log, nothing is re-read.
   With the commit stream (lake ``commits``) every commit is compared with the one before it
   (``__consumer_offsets`` order), so a rewind that a later commit covered before the next
   sweep is found, timed exactly (start = end = the commit); a sweep rewind a commit rewind
@@ -224,19 +226,28 @@ def _commit_jumps(commits: DataFrame, enriched: DataFrame) -> DataFrame:
     """Each commit with ``prev_offset`` (the previous commit's), ``max_before`` (the highest
     offset committed before it), ``log_start`` as of the last sweep before it, and ``lo``/``hi``:
     the key's step range (after the previous step's last sweep, up to this step's last sweep)."""
-    sw = enriched.select(*KEY, "t", "log_start", "is_state", F.lit(1).alias("_src"), F.lit(None).cast(
+    sw = enriched.select(*KEY, "t", "log_start", "end_drop_t", "is_state", F.lit(1).alias("_src"), F.lit(None).cast(
         "long").alias("seq"), F.lit(None).cast("long").alias("offset"))
     u = commits.select(*KEY, "t", "seq", "offset", F.lit(0).alias("_src")).unionByName(sw, allowMissingColumns=True)
     asof = Window.partitionBy(*KEY).orderBy("t", "_src").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     whole = Window.partitionBy(*KEY)
+    after = Window.partitionBy(*KEY).orderBy("t", "_src").rowsBetween(Window.currentRow, Window.unboundedFollowing)
     u = (u.withColumn("_ls", F.last("log_start", ignorenulls=True).over(asof))
+         # the last drop of the end seen by the first sweep at or after the commit (a drop is
+         # seen only by the sweep that follows it)
+         .withColumn("_drop_t", F.first(F.when(F.col("_src") == 1, F.coalesce(
+             F.col("end_drop_t"), F.lit(float("-inf")))), ignorenulls=True).over(after))
          .withColumn("lo", F.max(F.when(F.col("is_state"), F.col("t"))).over(whole))
          .withColumn("hi", F.max(F.when((F.col("_src") == 1) & ~F.col("is_state"), F.col("t"))).over(whole)))
     c = u.where(F.col("_src") == 0)
     wc = Window.partitionBy(*KEY).orderBy("t", "seq")
-    return (c.withColumn("prev_offset", F.lag("offset").over(wc))
-            .withColumn("max_before", F.max("offset").over(wc.rowsBetween(Window.unboundedPreceding, -1)))
-            .select(*KEY, "t", "offset", "prev_offset", "max_before", F.col("_ls").alias("log_start"), "lo", "hi"))
+    return (c.withColumns({
+                "prev_offset": F.lag("offset").over(wc),
+                "_prev_t": F.lag("t").over(wc),
+                "max_before": F.max("offset").over(wc.rowsBetween(Window.unboundedPreceding, -1))})
+            .select(*KEY, "t", "offset", "prev_offset", "max_before", F.col("_ls").alias("log_start"), "lo", "hi",
+                    # the end went down between the previous commit and this one
+                    F.coalesce(F.col("_drop_t") > F.col("_prev_t"), F.lit(False)).alias("rebased")))
 
 
 def transform_point_events(enriched: DataFrame, *, skip_factor: float, skip_min_messages: int,
@@ -251,7 +262,8 @@ def transform_point_events(enriched: DataFrame, *, skip_factor: float, skip_min_
     fresh = enriched.where(~F.col("is_state") & F.col("prev_committed").isNotNull() & F.col("committed").isNotNull())
     ls = F.coalesce(F.col("log_start"), F.lit(0))
     rewound = F.col("prev_committed") - F.greatest(F.col("committed"), ls)
-    is_rewind = (F.col("dc") < 0) & (rewound > 0)
+    # after the end went down (topic re-created, log truncated) a lower offset is a new log's
+    is_rewind = (F.col("dc") < 0) & (rewound > 0) & ~F.col("rebased")
     # only what lies past everything committed before is new: after a rewind the group
     # consumes again what it had processed already (fast), which is no skip
     jump = F.col("committed") - F.greatest(F.col("prev_committed"), F.coalesce(
@@ -271,7 +283,8 @@ def transform_point_events(enriched: DataFrame, *, skip_factor: float, skip_min_
         cj = _commit_jumps(commits, enriched)
         in_step = (F.col("t") > F.coalesce(F.col("lo"), F.lit(float("-inf")))) & (F.col("t") <= F.col("hi"))
         c_rewound = F.col("prev_offset") - F.greatest(F.col("offset"), F.coalesce(F.col("log_start"), F.lit(0)))
-        c_rw = cj.where(in_step & (F.col("offset") < F.col("prev_offset")) & (c_rewound > 0)).select(
+        went_back = (F.col("offset") < F.col("prev_offset")) & (c_rewound > 0) & ~F.col("rebased")
+        c_rw = cj.where(in_step & went_back).select(
             *KEY, F.col("t").alias("t0"), F.col("t").alias("t1"), F.lit("rewind").alias("kind"),
             c_rewound.cast("double").alias("magnitude"))
         # a sweep rewind that a commit rewind explains is that one

@@ -55,6 +55,7 @@ STATE_MARKERS: dict[str, T.DataType] = {
     "m_max_committed": T.LongType(),  # highest committed offset observed so far
     "m_commit_t": T.DoubleType(),   # time of the last commit record (commit stream) up to the row
     "m_alive_t": T.DoubleType(),    # time of the last progress of an owner (commit change or caught up)
+    "m_drop_t": T.DoubleType(),     # time of the last sweep that saw the end offset go down
 }
 
 
@@ -141,7 +142,12 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
       changed, or nothing was pending): the owner was alive then (rebalance causes);
     - ``end_epoch``: how often the end went down up to this row (the topic was deleted and
       re-created, or the log truncated), counted from this frame's first row (a state row is 0):
-      the end-offset history of one epoch says nothing about the offsets of another.
+      the end-offset history of one epoch says nothing about the offsets of another;
+    - ``end_drop_t``: time of the last row that saw the end go down (seeded by ``m_drop_t``);
+    - ``rebased``: the end went down after the committed offset last changed before this row
+      (``end_drop_t > prev_change_t``): the previous committed offset belongs to a log that was
+      replaced (the topic deleted and re-created) or truncated, so a lower offset now is no
+      re-read of the same messages.
     """
     df = _with_markers(series)
     if state is not None:
@@ -185,6 +191,7 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
                       .when(~F.col("_prev_lost"), F.col("t"))),
         "_end_mark": (F.when(F.col("is_state"), F.col("m_end_t"))
                       .when(F.col("prev_end").isNull() | (F.col("de") != 0), F.col("t"))),
+        "_drop_mark": F.when(F.col("is_state"), F.col("m_drop_t")).when(F.col("de") < 0, F.col("t")),
         "_alive_mark": (F.when(F.col("is_state"), F.col("m_alive_t"))
                         .when(F.col("owner").isNotNull() & (
                             F.col("changed") | (F.coalesce(F.col("lag"), F.lit(0)) == 0)), F.col("t"))),
@@ -200,6 +207,7 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
         "_ret": F.last("_ret_mark", ignorenulls=True).over(upto),
         "end_change_t": F.last("_end_mark", ignorenulls=True).over(upto),
         "alive_t": F.last("_alive_mark", ignorenulls=True).over(upto),
+        "end_drop_t": F.last("_drop_mark", ignorenulls=True).over(upto),
         "max_rate_before": F.coalesce(F.max("_rate_seed").over(before), F.lit(0.0)),
         "prev_rate": F.lag("rate").over(w),
         "max_committed_before": F.max("_committed_seed").over(before),
@@ -208,8 +216,9 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
     df = df.withColumns({
         "pending_t": F.when(F.col("_pending") >= 0, F.col("_pending")),
         "ret_t": F.when(F.col("_ret") >= 0, F.col("_ret")),
+        "rebased": F.coalesce(F.col("end_drop_t") > F.col("prev_change_t"), F.lit(False)),
     }).drop("_pending", "_rate_seed", "_ret", "_prev_lost", "_committed_seed", "_change_mark", "_pending_mark",
-            "_ret_mark", "_end_mark", "_alive_mark")
+            "_ret_mark", "_end_mark", "_alive_mark", "_drop_mark")
     return df.withColumn(
         "idle_pending_s",
         F.when(F.coalesce(F.col("lag"), F.lit(0)) == 0, F.lit(0.0)).otherwise(
@@ -235,5 +244,6 @@ def state_rows(enriched: DataFrame) -> DataFrame:
         .alias("m_max_committed"),
         F.col("m_commit_t"),  # a carried state row's (set from the commit stream by the job)
         F.col("alive_t").alias("m_alive_t"),
+        F.col("end_drop_t").alias("m_drop_t"),
         F.lit(True).alias("is_state"),
     )

@@ -48,13 +48,18 @@ _OWN_RANK = {"IDLE": 0, "OK": 1, "WARN": 2, "REWIND": 3, "STALL": 4, "STOP": 5, 
 
 
 def burrow_entries(enriched: DataFrame, state_entries: DataFrame | None = None) -> DataFrame:
-    """Entries ``KEY, t, c, lag, is_state``: fresh sweeps where the committed offset changed or
-    an owner was assigned, plus the previous step's last entries (``is_state``)."""
+    """Entries ``KEY, t, c, lag, rebased, is_state``: fresh sweeps where the committed offset
+    changed or an owner was assigned, plus the previous step's last entries (``is_state``).
+    ``rebased``: the end went down since the previous commit (see
+    :func:`lagscope.analytics.series.enrich_series`), so a lower offset is in another log."""
     fresh = enriched.where(~F.col("is_state") & F.col("committed").isNotNull()
                            & (F.col("changed") | F.col("owner").isNotNull()))
-    e = fresh.select(*KEY, "t", F.col("committed").alias("c"), "lag", F.lit(False).alias("is_state"))
+    e = fresh.select(*KEY, "t", F.col("committed").alias("c"), "lag", "rebased", F.lit(False).alias("is_state"))
     if state_entries is not None:
-        e = e.unionByName(state_entries.select(*KEY, "t", "c", "lag", F.lit(True).alias("is_state")))
+        # (a state written before ``rebased`` existed has none)
+        rebased = F.col("rebased") if "rebased" in state_entries.columns else F.lit(False)
+        e = e.unionByName(state_entries.select(*KEY, "t", "c", "lag", rebased.alias("rebased"),
+                                               F.lit(True).alias("is_state")))
     return e
 
 
@@ -62,7 +67,7 @@ def entries_state(entries: DataFrame, n: int) -> DataFrame:
     """The last ``n`` entries per key (what the next step's window needs)."""
     w = Window.partitionBy(*KEY).orderBy(F.col("t").desc())
     return entries.withColumn("_rn", F.row_number().over(w)).where(F.col("_rn") <= n).select(
-        *KEY, "t", "c", "lag")
+        *KEY, "t", "c", "lag", "rebased")
 
 
 def _window_stats(entries: DataFrame, n: int) -> DataFrame:
@@ -85,6 +90,7 @@ def _window_stats(entries: DataFrame, n: int) -> DataFrame:
         "_next_t": F.lead("t").over(w),
         "_chg": F.col("c") != F.lag("c").over(w),
         "_dec": F.col("c") < F.lag("c").over(w),
+        "_rebased": F.coalesce(F.col("rebased"), F.lit(False)) if "rebased" in entries.columns else F.lit(False),
         "_lagdec": F.col("lag") < F.lag("lag").over(w),
         "_t_back": F.lag("t", n - 1).over(w),
         "_lag_back": F.lag("lag", n - 1).over(w),
@@ -100,6 +106,7 @@ def _window_stats(entries: DataFrame, n: int) -> DataFrame:
         "_zero_at": last_at(F.col("lag") == 0),
         "_chg_at": last_at(F.col("_chg")),
         "_dec_at": last_at(F.col("_dec")),
+        "_own_dec_at": last_at(F.col("_dec") & ~F.col("_rebased")),
         "_lagdec_at": last_at(F.col("_lagdec")),
     })
     full = i >= n
@@ -120,6 +127,8 @@ def _window_stats(entries: DataFrame, n: int) -> DataFrame:
             F.when(full, F.col("_lag_back")).otherwise(F.col("_first_lag")).alias("first_lag"),
             (F.col("_chg_at").isNull() | (F.col("_chg_at") <= lo)).alias("stalled"),
             F.coalesce(F.col("_dec_at") >= pairs_lo, F.lit(False)).alias("rewound"),
+            # lagscope's own: not a drop into a new log (Burrow cannot tell)
+            F.coalesce(F.col("_own_dec_at") >= pairs_lo, F.lit(False)).alias("rewound_own"),
             F.coalesce(F.col("_lagdec_at") >= pairs_lo, F.lit(False)).alias("lag_decreased"),
         ).alias("_win"),
     )
@@ -138,7 +147,7 @@ def partition_status(rows: DataFrame, entries: DataFrame, *, n: int, stall_after
         *KEY, "ts", "t", "committed", "end", "lso", "log_start", "lag", "lag_s", "owner", "lost", "idle_pending_s",
         "end_change_t").withColumn("_kind", F.lit(1)).withColumn("_win", F.lit(None).cast(
             "struct<last_t:double,first_t:double,zero_lag:boolean,first_lag:bigint,stalled:boolean,"
-            "rewound:boolean,lag_decreased:boolean>"))
+            "rewound:boolean,rewound_own:boolean,lag_decreased:boolean>"))
     stats = _window_stats(entries, n).withColumn("_kind", F.lit(0))
     both = ev.unionByName(stats, allowMissingColumns=True)
     asof = Window.partitionBy(*KEY).orderBy("t", "_kind").rowsBetween(Window.unboundedPreceding, Window.currentRow)
@@ -162,7 +171,7 @@ def partition_status(rows: DataFrame, entries: DataFrame, *, n: int, stall_after
                       & (F.col("lso") < F.col("end")), F.lit(False))
     own = (F.when(F.col("lost"), F.lit("ERR"))
            .when(lag == 0, F.when(idle, F.lit("IDLE")).otherwise(F.lit("OK")))
-           .when(w.isNotNull() & w["rewound"], F.lit("REWIND"))
+           .when(w.isNotNull() & w["rewound_own"], F.lit("REWIND"))
            .when(held, F.lit("OK"))
            .when(~owned & (pending >= stop_after_s), F.lit("STOP"))
            .when(owned & (pending >= stall_after_s), F.lit("STALL"))
@@ -172,7 +181,7 @@ def partition_status(rows: DataFrame, entries: DataFrame, *, n: int, stall_after
                                                      F.col("committed"), F.col("log_start")))
               .when(F.col("committed").isNull(), F.lit("no committed offset"))
               .when(lag == 0, F.when(idle, F.lit("caught up; no new messages")).otherwise(F.lit("caught up")))
-              .when(w.isNotNull() & w["rewound"], F.lit("committed offset went backwards in the window"))
+              .when(w.isNotNull() & w["rewound_own"], F.lit("committed offset went backwards in the window"))
               .when(held, F.format_string("at the last stable offset %d: waiting for an open transaction",
                                           F.col("lso")))
               .when(~owned & (pending >= stop_after_s),

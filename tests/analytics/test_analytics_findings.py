@@ -91,6 +91,14 @@ CASES: list[tuple[str, dict[int, list[tuple[Any, ...]]], list[tuple[str, int, fl
     # read_committed group held at an open transaction: committed = LSO = 500 while the high
     # watermark is 510 (the open transaction's records). It reads to the LSO: caught up, no stall
     ("open-transaction", {0: [(t, 500, 510, 0, "m1", 500) for t in range(0, 101, 10)]}, []),
+    # the topic deleted and re-created: on partition 0 the end fell 1100 → 50 at t=20 and the
+    # group committed 40 in the new log at t=30; on partition 1 both in one interval. Neither
+    # is a rewind (nothing is read twice). In the new log, 60 → 20 between t=40 and t=50 is one:
+    # the end went down before the last commit, not since
+    ("topic-recreated", {0: [(0, 900, 1000, 0), (10, 1000, 1100, 0), (20, 1000, 50, 0), (30, 40, 60, 0),
+                             (40, 60, 80, 0), (50, 20, 90, 0)],
+                         1: [(0, 900, 1000, 0), (10, 1000, 1100, 0), (20, 30, 50, 0), (30, 40, 60, 0)]},
+     [("rewind", 0, 40, 50, 40.0)]),
 ]
 
 
@@ -169,6 +177,13 @@ COMMIT_CASES: list[tuple[str, list[tuple[Any, ...]], list[tuple[float, int]],
     # to 120): no gap between commits (the sweeps alone would call 100 → 125 one)
     ("committing-the-same-offset", _gap_rows(10),
      [(t, 2 * max(x for x in [*range(0, 101, 10), *range(125, 196, 10)] if x <= t)) for t in range(0, 201, 5)], []),
+    # the topic deleted and re-created between t=10 and 20 (the end falls 1100 → 50): the
+    # group's first commit in the new log (10, at t=15) comes before the sweep that sees the
+    # drop; no rewind. 60 → 20 at t=45, in the new log, is one (once, at the commit)
+    ("topic-recreated-commits", [(0, 900, 1000, 0), (10, 1000, 1100, 0), (20, 30, 50, 0), (30, 40, 60, 0),
+                                 (40, 60, 80, 0), (50, 20, 90, 0)],
+     [(0, 900), (10, 1000), (15, 10), (20, 30), (30, 40), (40, 60), (45, 20), (50, 20)],
+     [("rewind", 45, 45, 40.0)]),
 ]
 
 
@@ -312,6 +327,20 @@ def test_skip_in_a_steps_first_interval_equals_the_batch(spark: SparkSession) ->
     got = findings.transform_point_events(two, skip_factor=P.skip_factor, skip_min_messages=P.skip_min_messages)
     assertDataFrameEqual(got.select("kind", "start_ts", "end_ts", "magnitude"), spark.createDataFrame(
         [("skip", at(30), at(40), 3600.0)], "kind string, start_ts timestamp, end_ts timestamp, magnitude double"))
+
+
+def test_commit_into_a_recreated_topic_in_the_next_step_is_no_rewind(spark: SparkSession) -> None:
+    # the "topic-recreated" case, partition 0, split after the drop of the end (step 1: t=0…20,
+    # the end falls 1100 → 50 at t=20; step 2: t=30…50). The first commit in the new log (40,
+    # at t=30) is in step 2: the state carries when the end went down, so it is no rewind; the
+    # real one at t=50 (60 → 20, in the new log) still is
+    name, parts, _ = next(c for c in CASES if c[0] == "topic-recreated")
+    rows = parts[0]
+    one = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows[:3], group=name)])))
+    two = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows[3:], group=name)])), state_rows(one))
+    got = findings.transform_point_events(two, skip_factor=P.skip_factor, skip_min_messages=P.skip_min_messages)
+    assertDataFrameEqual(got.select("kind", "start_ts", "end_ts", "magnitude"), spark.createDataFrame(
+        [("rewind", at(40), at(50), 40.0)], "kind string, start_ts timestamp, end_ts timestamp, magnitude double"))
 
 
 def test_stop_with_owner_keeps_its_kind_after_the_commits_leave_the_lookback(spark: SparkSession) -> None:
