@@ -14,7 +14,9 @@ After :data:`RECONNECT_AFTER` failed sweeps in a row the cluster's client is reb
 first sweep after the broker returns. Anything else that goes wrong in one iteration (a
 bug, a full disk) is logged and the next sweep is scheduled: the loop never dies of it. A lake
 write that fails is counted per (cluster, table) (:meth:`Collector.lake_write_errors`, served as
-``lagscope_lake_write_errors_total``), since the sweep itself, and ``lagscope_up``, look fine.
+``lagscope_lake_write_errors_total``), since the sweep itself, and ``lagscope_up``, look fine,
+and the sweep is held in memory and written when the lake can be written again
+(:data:`MAX_HELD_ROWS`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -39,12 +41,17 @@ from lagscope.errors import LagscopeError, LakeError
 from lagscope.lake import write_rows, write_table
 from lagscope.schema import MEMBERS, OFFSETS, SWEEPS
 
-__all__ = ["RECONNECT_AFTER", "Collector", "LakeSink", "SnapshotReceiver"]
+__all__ = ["MAX_HELD_ROWS", "RECONNECT_AFTER", "Collector", "LakeSink", "SnapshotReceiver"]
 
 log = logging.getLogger(__name__)
 
 #: failed sweeps in a row after which a cluster's client is closed and rebuilt
 RECONNECT_AFTER = 3
+
+#: offsets and members rows of the sweeps the lake sink holds in memory while the lake cannot be
+#: written (about 150 MB); beyond it the oldest held sweep is dropped, with an error in the log.
+#: The newest sweep is always held.
+MAX_HELD_ROWS = 1_000_000
 
 
 class SnapshotReceiver(Protocol):
@@ -60,28 +67,65 @@ class LakeSink:
     The sweeps row is written last, so a sweep listed in ``sweeps`` has all its data files;
     a crash in between leaves data without a sweeps row, which readers treat as not swept.
 
-    A write that fails raises (the rest of that sweep is not written: no sweeps row for a sweep
-    whose data is missing) and is counted per ``(cluster, table)`` in :meth:`write_errors`
-    (``lagscope_lake_write_errors_total`` on /metrics).
+    A write that fails is counted per ``(cluster, table)`` in :meth:`write_errors`
+    (``lagscope_lake_write_errors_total`` on /metrics) and raises a :class:`LakeError`; the
+    sweep is held, with the tables it has already written, and written before the next one
+    (oldest first; a full disk or an unmounted volume loses no sweep that fits in
+    :data:`MAX_HELD_ROWS`). No sweeps row is written for a sweep whose data is missing.
     """
 
-    def __init__(self, root: Path | str) -> None:
+    def __init__(self, root: Path | str, *, max_held_rows: int = MAX_HELD_ROWS) -> None:
         self.root = Path(root)
+        self.max_held_rows = max_held_rows
         self._lock = threading.Lock()
         self._write_errors: Counter[tuple[str, str]] = Counter()
+        # sweeps not (fully) written yet, oldest first, each with the tables already written
+        self._held: deque[tuple[Snapshot, set[str]]] = deque()
+
+    @property
+    def held(self) -> int:
+        """Sweeps waiting to be written (the lake could not be written when they came)."""
+        return len(self._held)
 
     def update(self, snapshot: Snapshot) -> None:
+        self._held.append((snapshot, set()))
+        self.flush()
+
+    def flush(self) -> None:
+        """Write the held sweeps, oldest first (raises :class:`LakeError` if one still fails)."""
+        while self._held:
+            held, done = self._held[0]
+            try:
+                self._write(held, done)
+            except Exception as exc:
+                self._drop_beyond_bound()
+                raise LakeError(
+                    f"could not write the sweep of {held.sweep_ts.isoformat()} ({type(exc).__name__}: {exc}); "
+                    f"{len(self._held)} sweep(s) held in memory, written when the lake can be written again"
+                ) from exc
+            self._held.popleft()
+
+    def _write(self, snapshot: Snapshot, done: set[str]) -> None:
         date = snapshot.sweep_ts.astimezone(dt.UTC).date()
         for table, rows in ((OFFSETS, snapshot.offsets), (MEMBERS, snapshot.members)):
-            if not rows:
+            if not rows or table.name in done:
                 continue
             with self._counting_failures(snapshot.cluster, table.name):
                 if isinstance(rows, ColumnRows):  # column by column, never a dict per row
                     write_table(self.root, table, snapshot.cluster, rows.to_arrow(table.schema), date=date)
                 else:
                     write_rows(self.root, table, snapshot.cluster, rows, date=date)
+            done.add(table.name)
         with self._counting_failures(snapshot.cluster, SWEEPS.name):
             write_rows(self.root, SWEEPS, snapshot.cluster, [snapshot.sweep], date=date)
+
+    def _drop_beyond_bound(self) -> None:
+        rows = sum(len(s.offsets) + len(s.members) for s, _ in self._held)
+        while len(self._held) > 1 and rows > self.max_held_rows:
+            old, _ = self._held.popleft()
+            rows -= len(old.offsets) + len(old.members)
+            log.error("cluster %s: dropped the sweep of %s, held since the lake could not be written: more than "
+                      "%d rows are held", old.cluster, old.sweep_ts.isoformat(), self.max_held_rows)
 
     def write_errors(self) -> dict[tuple[str, str], int]:
         """Failed writes since start, per ``(cluster, table)`` (only those that failed at least once)."""
@@ -189,6 +233,11 @@ class Collector:
             commitlog.stop()
         for run in reversed(self._runs):
             run.reset()
+        if self.sink.held:  # a last attempt: what is held in memory is lost when the process ends
+            try:
+                self.sink.flush()
+            except LakeError as exc:
+                log.error("stopping with sweeps not written: %s", exc)
         server, self.metrics_server = self.metrics_server, None
         if server is not None:
             self.receivers.remove(server)

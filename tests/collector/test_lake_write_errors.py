@@ -17,10 +17,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from test_commitlog import _factory, _mixed_log
 
 from lagscope.collector.commitlog import CommitLogTailer
-from lagscope.collector.loop import Collector
+from lagscope.collector.loop import Collector, LakeSink
 from lagscope.collector.model import Snapshot
 from lagscope.config import ClusterConfig, Settings
-from lagscope.errors import KafkaUnavailable
+from lagscope.errors import KafkaUnavailable, LakeError
 from lagscope.lake import read_table
 
 FAMILY = "lagscope_lake_write_errors"
@@ -86,17 +86,79 @@ def test_failed_sweep_writes_are_counted_per_table(tmp_path: Path) -> None:
         for _ in range(3):
             collector.run_once()  # failed sweeps: only their sweeps row, which cannot be written
         assert _scrape(collector) == {("c1", "offsets"): 0.0, ("c1", "members"): 0.0, ("c1", "sweeps"): 3.0}
-        # a successful sweep: its offsets file is the first write, it fails and nothing else is written
+        # a successful sweep: held behind the three, whose oldest is tried first and fails again
         collector.deliver(_snapshot())
-        assert _scrape(collector)[("c1", "offsets")] == 1.0
-        # the lake is writable again: the sweeps go to the lake and the counters stay where they were
+        assert _scrape(collector) == {("c1", "offsets"): 0.0, ("c1", "members"): 0.0, ("c1", "sweeps"): 4.0}
+        assert collector.sink.held == 4
+        # the lake is writable again: the held sweeps go to the lake first, then the new ones, and
+        # the counters stay where they were
         lake.unlink()
         collector.run_once()
         collector.deliver(_snapshot())
-        assert _scrape(collector) == {("c1", "offsets"): 1.0, ("c1", "members"): 0.0, ("c1", "sweeps"): 3.0}
-        assert read_table(lake, "sweeps").num_rows == 2
+        assert _scrape(collector) == {("c1", "offsets"): 0.0, ("c1", "members"): 0.0, ("c1", "sweeps"): 4.0}
+        assert collector.sink.held == 0
+        assert read_table(lake, "sweeps").num_rows == 6
+        assert read_table(lake, "offsets").num_rows == 2
     finally:
         collector.stop()
+
+
+def _at(minute: int) -> Snapshot:
+    snap = _snapshot()
+    ts = T0 + dt.timedelta(minutes=minute)
+    return Snapshot("c1", {**snap.sweep, "sweep_ts": ts}, offsets=[{**r, "sweep_ts": ts} for r in snap.offsets],
+                    members=[{**r, "sweep_ts": ts} for r in snap.members])
+
+
+def test_a_sweep_held_after_a_failed_write_is_written_once(tmp_path: Path) -> None:
+    # the members table cannot be written: the sweep's offsets file is written, its members and
+    # sweeps row are not. The next sweep, once members can be written, first writes the held
+    # one's members and sweeps row (not its offsets again), then its own
+    lake = tmp_path / "lake"
+    (lake / "members").mkdir(parents=True)
+    (lake / "members" / "cluster=c1").write_text("a file where the cluster folder should be\n")
+    sink = LakeSink(lake)
+    with pytest.raises(LakeError, match="1 sweep\\(s\\) held in memory"):
+        sink.update(_at(0))
+    assert sink.held == 1
+    assert sink.write_errors() == {("c1", "members"): 1}
+    assert read_table(lake, "offsets").num_rows == 1
+    (lake / "members" / "cluster=c1").unlink()
+    sink.update(_at(1))
+    assert sink.held == 0
+    for table in ("offsets", "members", "sweeps"):
+        got = sorted(read_table(lake, table).column("sweep_ts").to_pylist())
+        assert got == [T0, T0 + dt.timedelta(minutes=1)], table
+
+
+def test_held_sweeps_are_bounded_oldest_dropped(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    lake = tmp_path / "lake"
+    lake.write_text("a file where the lake folder should be\n")
+    sink = LakeSink(lake, max_held_rows=4)  # two sweeps of one offsets and one members row each
+    for minute in range(4):
+        with pytest.raises(LakeError):
+            sink.update(_at(minute))
+    assert sink.held == 2
+    dropped = [r.getMessage() for r in caplog.records if "dropped the sweep" in r.getMessage()]
+    assert len(dropped) == 2
+    assert T0.isoformat() in dropped[0]
+    lake.unlink()
+    sink.update(_at(4))
+    assert sorted(read_table(lake, "sweeps").column("sweep_ts").to_pylist()) == [
+        T0 + dt.timedelta(minutes=m) for m in (2, 3, 4)]
+
+
+def test_stopping_writes_the_held_sweeps(tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    lake.write_text("a file where the lake folder should be\n")
+    collector = Collector(_settings(lake), client_factory=_DeadClient).start()
+    collector.run_once()
+    collector.deliver(_at(1))
+    assert collector.sink.held == 2
+    lake.unlink()
+    collector.stop()
+    assert collector.sink.held == 0
+    assert read_table(lake, "sweeps").num_rows == 2
 
 
 def test_failed_commit_log_flushes_are_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
