@@ -90,7 +90,7 @@ def _window_stats(entries: DataFrame, n: int) -> DataFrame:
         "_next_t": F.lead("t").over(w),
         "_chg": F.col("c") != F.lag("c").over(w),
         "_dec": F.col("c") < F.lag("c").over(w),
-        "_rebased": F.coalesce(F.col("rebased"), F.lit(False)) if "rebased" in entries.columns else F.lit(False),
+        "_rebased": F.coalesce(F.col("rebased"), F.lit(False)),
         "_lagdec": F.col("lag") < F.lag("lag").over(w),
         "_t_back": F.lag("t", n - 1).over(w),
         "_lag_back": F.lag("lag", n - 1).over(w),

@@ -315,16 +315,22 @@ def test_lag_growth_counts_only_adjacent_minutes(spark: SparkSession) -> None:
         [(at(60), at(240), 30 / 180)], "start_ts timestamp, end_ts timestamp, magnitude double"))
 
 
+def _point_events_of_step_two(spark: SparkSession, case: str, *, split: int) -> DataFrame:
+    """Rewinds and skips of the second of two steps over partition 0 of ``case`` (its first
+    ``split`` rows are step 1, whose state seeds step 2)."""
+    parts = next(p for name, p, _ in CASES if name == case)
+    rows = parts[0]
+    one = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows[:split], group=case)])))
+    two = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows[split:], group=case)])), state_rows(one))
+    return findings.transform_point_events(two, skip_factor=P.skip_factor, skip_min_messages=P.skip_min_messages)
+
+
 def test_skip_in_a_steps_first_interval_equals_the_batch(spark: SparkSession) -> None:
     # the "skip" case split before its jump (step 1: t=0…30, step 2: t=40 seeded by step 1's
     # state): the jump 1300 → 5000 lies in step 2's first interval. Its magnitude is the same as
     # in one pass: 3700 jumped minus the 100 the previous interval's rate (10/s × 10 s) could
     # have processed = 3600 (not 3700: the state row's own rate is that previous rate)
-    name, parts, _ = CASES[3]
-    rows = parts[0]
-    one = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows[:4], group=name)])))
-    two = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows[4:], group=name)])), state_rows(one))
-    got = findings.transform_point_events(two, skip_factor=P.skip_factor, skip_min_messages=P.skip_min_messages)
+    got = _point_events_of_step_two(spark, "skip", split=4)
     assertDataFrameEqual(got.select("kind", "start_ts", "end_ts", "magnitude"), spark.createDataFrame(
         [("skip", at(30), at(40), 3600.0)], "kind string, start_ts timestamp, end_ts timestamp, magnitude double"))
 
@@ -334,11 +340,7 @@ def test_commit_into_a_recreated_topic_in_the_next_step_is_no_rewind(spark: Spar
     # the end falls 1100 → 50 at t=20; step 2: t=30…50). The first commit in the new log (40,
     # at t=30) is in step 2: the state carries when the end went down, so it is no rewind; the
     # real one at t=50 (60 → 20, in the new log) still is
-    name, parts, _ = next(c for c in CASES if c[0] == "topic-recreated")
-    rows = parts[0]
-    one = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows[:3], group=name)])))
-    two = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows[3:], group=name)])), state_rows(one))
-    got = findings.transform_point_events(two, skip_factor=P.skip_factor, skip_min_messages=P.skip_min_messages)
+    got = _point_events_of_step_two(spark, "topic-recreated", split=3)
     assertDataFrameEqual(got.select("kind", "start_ts", "end_ts", "magnitude"), spark.createDataFrame(
         [("rewind", at(40), at(50), 40.0)], "kind string, start_ts timestamp, end_ts timestamp, magnitude double"))
 

@@ -132,9 +132,9 @@ def test_window_statistics_follow_burrows_definition(spark: SparkSession, n: int
             entries.append((float(i * 10), c, rng.choice([0, 1, 4, 4, 9, None])))
         series[part] = entries
     df = spark.createDataFrame(
-        [("c", "g", "tp", part, t, c, lag, False) for part, es in series.items() for t, c, lag in es],
+        [("c", "g", "tp", part, t, c, lag, False, False) for part, es in series.items() for t, c, lag in es],
         "cluster string, group_id string, topic string, partition int, t double, c bigint, lag bigint, "
-        "is_state boolean")
+        "rebased boolean, is_state boolean")
     got = {(r["partition"], r["t"]): r["_win"].asDict() for r in status._window_stats(df, n).collect()}
 
     def last_in_minute(es: list[tuple[float, int, int | None]], j: int) -> bool:
