@@ -533,18 +533,15 @@ class CommitLogTailer:
         elif self.start.kind == "latest":
             c.seek_to_end(*tps)
         else:
+            # the ends first: a partition with nothing written since the start time begins at
+            # its end as it was *before* the time lookup, so a record appended between the two
+            # requests is read (asked after, the end would lie past it). Not seek_to_end():
+            # kafka-python resolves that lazily at the first fetch, later still.
+            ends = c.end_offsets(tps)
             found = c.offsets_for_times({tp: self.start.timestamp_ms for tp in tps})
-            late = [tp for tp in tps if found.get(tp) is None]
             for tp in tps:
                 hit = found.get(tp)
-                if hit is not None:
-                    c.seek(tp, hit.offset)
-            if late:  # nothing written since the start time: begin at the end, as it is now.
-                # Not seek_to_end(): kafka-python resolves that lazily at the first fetch, and a
-                # commit appended in between would be skipped.
-                ends = c.end_offsets(late)
-                for tp in late:
-                    c.seek(tp, ends[tp])
+                c.seek(tp, ends[tp] if hit is None else hit.offset)
 
     def close(self) -> None:
         self.stats.connected = False

@@ -321,6 +321,26 @@ def test_fast_start_by_time(tmp_path: Path) -> None:
     assert t.positions[2] == 1
 
 
+def test_fast_start_reads_a_record_appended_during_the_time_lookup(tmp_path: Path) -> None:
+    # partition 0 has nothing since the start time when the tail looks it up; a group's commit
+    # lands right after that lookup, before the tail asks for the end (a group starting as the
+    # tail starts: in CI its first generation record was lost that way). It is read
+    class AppendDuringLookup(FakeConsumer):
+        def offsets_for_times(self, query: dict[TopicPartition, int]) -> dict[TopicPartition, Any]:
+            out = super().offsets_for_times(query)
+            _append(self.log, 0, offset_key("new", "t", 0), offset_value(3, 7, "", T0 + 60_000, leader_epoch=0),
+                    T0 + 60_000)
+            return out
+
+    log: dict[int, list[Rec]] = {0: [Rec(0, offset_key("old", "t", 0), offset_value(3, 1, "", T0, leader_epoch=0),
+                                         T0)]}
+    start = dt.datetime.fromtimestamp((T0 + 30_000) / 1000, dt.UTC).isoformat()
+    t = CommitLogTailer("x:1", tmp_path, "c1", start=start,
+                        consumer_factory=lambda **o: AppendDuringLookup(log, **o))
+    _drain(t)
+    assert [(r["group_id"], r["committed_offset"]) for r in _rows(tmp_path, "commits")] == [("new", 7)]
+
+
 def test_kip848_topic_ids_named_from_commits(tmp_path: Path) -> None:
     tid = uuid.uuid4()
     log: dict[int, list[Rec]] = {0: []}
