@@ -94,11 +94,10 @@ def _timeouts(group_events: DataFrame | None) -> DataFrame | None:
     return None if group_events is None else rebalances.generation_records(group_events)
 
 
-#: the series columns the minute rows with lag seconds carry (for trends and status) or are
-#: computed from: the offset-ordered sort of the lag-seconds lookup moves only these
-_ROW_COLUMNS = [*KEY, "ts", "t", "window_start", "committed", "end", "log_start", "prev_log_start", "lag", "dt",
-                "de", "dc", "prev_t", "next_t", "prev_end", "rec_ts", "is_state", "owner", "idle_pending_s", "lost",
-                "end_change_t", "end_epoch", "lso"]
+#: the enriched series columns the status evaluation reads at each minute's last sweep (and
+#: those that pick that sweep)
+_ROW_COLUMNS = [*KEY, "ts", "t", "window_start", "next_t", "is_state", "committed", "end", "lso", "log_start", "lag",
+                "owner", "lost", "idle_pending_s", "end_change_t"]
 
 
 def _materialise(df: DataFrame, held: list[DataFrame]) -> DataFrame:
@@ -127,10 +126,12 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
     held: list[DataFrame] = []
     series = prepare_series(offsets, settings.read_committed_groups)
     enriched = _materialise(enrich_series(series, st.get("series")), held)
-    # the minute rows with lag seconds: one per key and minute (its last sweep)
-    rows = _materialise(trends.transform_lag_seconds(enriched.select(*_ROW_COLUMNS), st.get("history")), held)
+    # the minute rows with lag seconds: one per key and minute (its last sweep), from the series
+    # itself (one vectorised pass), and the same rows of the enriched series for the status
+    lag_rows = _materialise(trends.transform_lag_seconds(series, st.get("series"), st.get("history")), held)
+    rows = trends.with_lag_seconds(enriched.select(*_ROW_COLUMNS), lag_rows)
     # used by the table, the lag-growth rule and its state: computed once
-    lag_trends = _materialise(trends.transform_lag_trends(rows), held)
+    lag_trends = _materialise(trends.transform_lag_trends(lag_rows), held)
 
     # anomalies
     commit_recs = findings.commit_records(commits) if commits is not None else None

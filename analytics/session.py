@@ -6,6 +6,9 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 from pyspark.sql import SparkSession
 
 __all__ = ["build_session"]
@@ -16,6 +19,10 @@ def build_session(master: str = "local[*]", *, app_name: str = "lagscope-analyti
     """A session configured for the lake: every timestamp is UTC, Parquet timestamps are written
     as int64 milliseconds (``timestamp[ms, tz=UTC]`` for pyarrow and DuckDB readers), result
     partitions are overwritten dynamically, and the web UI stays off."""
+    # the Python workers (the vectorised passes) run this interpreter, with lagscope and its
+    # numpy and pyarrow, unless PYSPARK_PYTHON names another (a cluster's executors); PySpark
+    # takes it from the environment only (not from spark.pyspark.python) when it starts
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (
         SparkSession.builder.master(master).appName(app_name)
         .config("spark.sql.session.timeZone", "UTC")

@@ -17,23 +17,25 @@ Lag in seconds of a row (sweep time ``t``, committed offset ``c``, end ``e``):
 
 Lag in seconds is reported per minute, at the minute's last sweep (the ``lag_trends`` row and
 the ``status`` evaluation of that minute), so it is computed for those rows only: the *minute
-rows*, one per key and minute, each carrying its minute's totals. The
-lookup is one window over the union of a key's minute rows and points, ordered by offset
-(descending): ``last(point, ignorenulls)`` is the nearest point above each row's offset. No
-join, and the series keeps its partitioning.
+rows*, one per key and minute, each carrying its minute's totals. They come from one
+vectorised pass per chunk of keys (:mod:`lagscope.analytics.kernel`) after one shuffle and
+sort of the series by key and time: the differences, the minute totals and the bracketing
+point (a binary search over the key's points) are array operations, not Spark window
+operators with a sort each.
 """
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as F  # noqa: N812
+import functools
 
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F  # noqa: N812
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from lagscope.analytics import kernel
 from lagscope.analytics.series import KEY, minutes_last
 
-__all__ = ["compact_history", "history_points", "transform_lag_seconds", "transform_lag_trends"]
-
-_POINT = "struct<e:bigint,tc:double,tp:double,ep:bigint>"
-
+__all__ = ["compact_history", "history_points", "transform_lag_seconds", "transform_lag_trends", "with_lag_seconds"]
 
 def _is_point() -> Column:
     """A fresh row that records a rise of the end (or is its key's first row, or the first
@@ -62,89 +64,63 @@ def history_points(enriched: DataFrame) -> DataFrame:
         *KEY, "_pt.*", "end_epoch")
 
 
-def _with_minute_totals(enriched: DataFrame) -> DataFrame:
-    """The fresh rows with ``_last`` (the row is its minute's last sweep) and the minute's
-    totals over its rows: ``lag_max``; ``m_de``, ``m_dc``, ``m_dls`` (the rises of the end, the
-    committed offset and the log start, each ≥ 0) and ``m_dt`` over the intervals that end in
-    the minute (those with ``dt > 0``; the first reaches back to the previous minute's last
-    sweep)."""
-    fresh = enriched.where(~F.col("is_state"))
-    # the rows of the current minute: the series' own order (series_window), so no sort
-    minute = Window.partitionBy(*KEY).orderBy("window_start").rangeBetween(Window.currentRow, Window.currentRow)
-    counted = F.col("dt") > 0
-
-    def rise(c: Column) -> Column:
-        return F.sum(F.when(counted, F.greatest(c, F.lit(0)))).over(minute)
-
-    return fresh.withColumns({
-        "lag_max": F.max("lag").over(minute),
-        "m_de": rise(F.col("de")),
-        "m_dc": rise(F.col("dc")),
-        "m_dls": rise(F.col("log_start") - F.col("prev_log_start")),
-        "m_dt": F.sum(F.when(counted, F.col("dt"))).over(minute),
-        "_last": minutes_last(F.col("t"), F.col("next_t")),
-    })
+def _kernel_rows(series: DataFrame, kind: int) -> DataFrame:
+    return series.select(
+        *KEY, F.lit(kind).alias("_kind"), F.unix_micros("ts").alias("_us"), "t", "committed", "end", "log_start",
+        "lag", (F.unix_micros("rec_ts").cast("double") / F.lit(1e6)).alias("rec_t"),
+        F.lit(None).cast("double").alias("tp"), F.lit(None).cast("long").alias("ep"))
 
 
-def transform_lag_seconds(enriched: DataFrame, history: DataFrame | None = None, *,
+def transform_lag_seconds(series: DataFrame, state: DataFrame | None = None, history: DataFrame | None = None, *,
                           every_sweep: bool = False) -> DataFrame:
-    """The minute rows of ``enriched`` (each minute's last fresh sweep, with ``window_start``
-    and the minute's totals: see :func:`_with_minute_totals`) with ``lag_s``, ``lag_s_lower``
-    and ``lag_s_method``; with ``every_sweep``, every fresh row (each with its minute's
-    totals), for a sweep-by-sweep view such as the accuracy benchmark's.
+    """The minute rows of a prepared series (:func:`lagscope.analytics.series.prepare_series`):
+    each key's last fresh sweep of each minute, with the minute's totals and ``lag_s``,
+    ``lag_s_lower``, ``lag_s_method``; with ``every_sweep``, every fresh sweep (each with its
+    minute's totals), for a sweep-by-sweep view such as the accuracy benchmark's.
 
-    ``history`` holds points of earlier steps (``KEY, e, tc, tp, ep``: :func:`compact_history`,
+    Columns: ``KEY, ts, t, window_start, committed, end, log_start, lag``; ``lag_max``; ``m_de``,
+    ``m_dc``, ``m_dls`` (the rises of the end, the committed offset and the log start, each
+    ≥ 0) and ``m_dt`` over the intervals that end in the minute (those with ``dt > 0``; the first
+    reaches back to the previous minute's last sweep, or to ``state``'s row); the lag seconds.
+
+    ``state`` holds the previous step's last row per key (its differences seed the first fresh
+    row), ``history`` the points of earlier steps (``KEY, e, tc, tp, ep``: :func:`compact_history`,
     all of the epoch the step starts in).
 
-    One pass over the fresh rows: each yields its minute row (when it is one) and its point
-    (when it is one) through a generator, so the series is read and shuffled once; they are
-    ordered by offset within the key (without ``history`` the partitioning of the series is
-    kept; with it, one shuffle of the step's rows and the carried points).
+    One shuffle by a hash of the key, a sort by key and time, then one vectorised pass per
+    chunk of keys (:func:`lagscope.analytics.kernel.lag_seconds_table`, which states the
+    definitions); the key's strings stay in Spark (only numbers go to Python) and are joined
+    back by the two hashes.
     """
-    fresh = _with_minute_totals(enriched)
-    reported = F.lit(True) if every_sweep else F.col("_last")
-    marks = F.array(
-        F.when(reported, F.struct(F.lit(0).alias("k"), F.col("committed").alias("o"),
-                                  F.lit(None).cast(_POINT).alias("p"))),
-        F.when(_is_point(), F.struct(F.lit(1).alias("k"), F.col("end").alias("o"), _point().alias("p"))),
-    )
-    cols = [c for c in fresh.columns if c != "_last"]
-    both = fresh.select("*", F.explode(F.filter(marks, lambda m: m.isNotNull())).alias("_m")).select(
-        *cols, F.col("_m.k").alias("_kind"), F.col("_m.o").alias("_o"), F.col("_m.p").alias("_pt"))
+    rows = _kernel_rows(series, kernel.SWEEP)
+    if state is not None:
+        rows = rows.unionByName(_kernel_rows(state, kernel.STATE))
     if history is not None:
-        both = both.unionByName(history.select(
-            *KEY, F.lit(1).alias("_kind"), F.col("e").alias("_o"),
-            F.struct("e", "tc", "tp", "ep").cast(_POINT).alias("_pt"), F.lit(0).cast("long").alias("end_epoch")),
-            allowMissingColumns=True)
-    # descending offset; at equal offsets rows come before points, so a point at e == c never
-    # brackets c (it needs e > c); only the points of the row's own epoch of the end
-    w = (Window.partitionBy(*KEY, "end_epoch").orderBy(F.col("_o").desc(), F.col("_kind").asc())
-         .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    both = both.withColumn("_p", F.last("_pt", ignorenulls=True).over(w))
-    out = both.where(F.col("_kind") == 0)
-    c = F.col("committed")
-    p = F.col("_p")
-    inside = c >= p["ep"]
-    est = p["tp"] + (c - p["ep"] + F.lit(0.5)) / (p["e"] - p["ep"]) * (p["tc"] - p["tp"])
-    interp = F.when(inside, F.col("t") - est).otherwise(F.col("t") - p["tp"])
-    exact = F.col("t") - F.unix_micros(F.col("rec_ts")).cast("double") / F.lit(1e6)
-    lagging = F.coalesce(F.col("lag"), F.lit(0)) > 0
-    out = out.withColumn(
-        "lag_s_method",
-        F.when(c.isNull(), F.lit(None).cast("string"))
-        .when(~lagging, F.lit("zero"))
-        .when(F.col("rec_ts").isNotNull(), F.lit("exact"))
-        .when(p.isNotNull(), F.lit("interpolated")),
-    )
-    m = F.col("lag_s_method")
-    out = out.withColumn(
-        "lag_s",
-        F.when(m == "zero", F.lit(0.0))
-        .when(m == "exact", F.greatest(F.lit(0.0), exact))
-        .when(m == "interpolated", F.greatest(F.lit(0.0), interp)),
-    ).withColumn(
-        "lag_s_lower", F.when(m == "interpolated", ~inside).when(m.isNotNull(), F.lit(False)))
-    return out.drop("_kind", "_o", "_pt", "_p")
+        rows = rows.unionByName(history.select(
+            *KEY, F.lit(kernel.HISTORY).alias("_kind"), F.lit(None).cast("long").alias("_us"),
+            F.col("tc").alias("t"), F.lit(None).cast("long").alias("committed"), F.col("e").alias("end"),
+            F.lit(None).cast("long").alias("log_start"), F.lit(None).cast("long").alias("lag"),
+            F.lit(None).cast("double").alias("rec_t"), "tp", "ep"))
+    hashes = [F.xxhash64(*KEY).alias("_h"), F.hash(*KEY).alias("_h2")]
+    names = kernel.LAG_SECONDS_IN.names
+    inp = (rows.select(*hashes, *(c for c in names if c not in ("_h", "_h2")))
+           .repartition("_h").sortWithinPartitions("_h", "_h2", "_kind", "t"))
+    out = inp.mapInArrow(functools.partial(kernel.lag_seconds_batches, every_sweep=every_sweep),
+                         from_arrow_schema(kernel.LAG_SECONDS_OUT))
+    keys = rows.select(*KEY).distinct().select(*KEY, *hashes)
+    method = F.element_at(F.array(*(F.lit(m) for m in kernel.METHODS)), F.col("lag_s_code"))
+    return out.join(keys, ["_h", "_h2"]).select(
+        *KEY, "ts", "t", "window_start", "committed", "end", "log_start", "lag", "lag_max", "m_de", "m_dc", "m_dls",
+        "m_dt", "lag_s", "lag_s_lower", method.alias("lag_s_method"))
+
+
+def with_lag_seconds(enriched: DataFrame, lag_rows: DataFrame) -> DataFrame:
+    """The enriched minute rows (each key's last fresh sweep of each minute, with every column
+    of ``enriched``) and the lag seconds of that sweep from ``lag_rows``
+    (:func:`transform_lag_seconds`): the rows the ``status`` evaluation reads."""
+    last = enriched.where(~F.col("is_state") & minutes_last(F.col("t"), F.col("next_t")))
+    return last.join(lag_rows.select(*KEY, "window_start", "lag_s", "lag_s_lower", "lag_s_method"),
+                     [*KEY, "window_start"], "left")
 
 
 def compact_history(points: DataFrame, last_rows: DataFrame, *, recent_s: float = 600.0,
@@ -206,11 +182,11 @@ def transform_lag_trends(rows: DataFrame) -> DataFrame:
         .when(F.col("_c") < F.col("_ls"), F.lit(0.0))
         .when(closing > 0, (F.col("_c") - F.col("_ls")) / closing),
     )
-    # the partition rows and their topic and group rollups in one aggregation over ``per``
-    # (grouping sets: ``per`` is computed once, not once per level); a partition-level group
-    # holds one row, so its sums and maxima are that row's values
-    levels = [[*KEY, "window_start"], [*KEY[:3], "window_start"], [*KEY[:2], "window_start"]]
-    allrows = _with_eta(per.groupingSets(levels, *KEY, "window_start").agg(
+    per = _with_eta(per)
+    # the topic and group rollups in one aggregation over the partition rows (grouping sets:
+    # ``per`` is read once for both levels)
+    levels = [[*KEY[:3], "window_start"], [*KEY[:2], "window_start"]]
+    rolled = _with_eta(per.groupingSets(levels, *KEY, "window_start").agg(
         F.sum("lag_last").alias("lag_last"),
         F.sum("lag_max").alias("lag_max"),
         F.sum("produce_rate").alias("produce_rate"),
@@ -220,6 +196,8 @@ def transform_lag_trends(rows: DataFrame) -> DataFrame:
         F.max_by("_method", "lag_seconds").alias("_method"),
         F.min("retention_headroom_s").alias("retention_headroom_s"),
     ))
+    cols = [*(c for c in _TREND_COLS if c != "lag_seconds_method"), "_method"]
+    allrows = per.select(*cols).unionByName(rolled.select(*cols))
     method = F.element_at(F.array(*(F.lit(m) for m in _METHODS)), F.col("_method"))
     return _date_cols(allrows.withColumn("lag_seconds_method", method).select(*_TREND_COLS), "window_start")
 

@@ -43,7 +43,7 @@ from lagscope.analytics.findings import RuleParams
 from lagscope.analytics.io import read_lake
 from lagscope.analytics.job import Settings, run_step
 from lagscope.analytics.rebalances import member_sweeps
-from lagscope.analytics.series import enrich_series, prepare_series
+from lagscope.analytics.series import prepare_series
 from lagscope.analytics.session import build_session
 from lagscope.analytics.trends import transform_lag_seconds
 
@@ -207,7 +207,7 @@ def analyse(spark: SparkSession, lakes: dict[str, tuple[Path, float]], rules: Ru
     step = run_step(tables["offsets"], tables["members"], settings=settings,
                     commits=tables["commits"] if has_tail else None,
                     group_events=tables["group_events"] if has_tail else None)
-    rows = transform_lag_seconds(enrich_series(prepare_series(tables["offsets"])), every_sweep=True)
+    rows = transform_lag_seconds(prepare_series(tables["offsets"]), every_sweep=True)
     lag_rows = rows.select("group_id", "topic", "partition", "t", "committed", "end", "lag_s", "lag_s_lower").toArrow()
     settled = member_sweeps(tables["members"]).where("settled").groupBy("group_id").agg(F.min("t").alias("t"))
     return {

@@ -102,8 +102,9 @@ CASES: list[tuple[str, dict[int, list[tuple[Any, ...]]], list[tuple[str, int, fl
 ]
 
 
-def _anomalies(enriched: DataFrame) -> DataFrame:
-    rows = transform_lag_seconds(enriched)
+def _anomalies(series: DataFrame) -> DataFrame:
+    enriched = enrich_series(series)
+    rows = transform_lag_seconds(series)
     minutes = transform_lag_trends(rows).where(F.col("partition").isNotNull()).select(
         *KEY, "window_start", "lag_last", "produce_rate", "consume_rate")
     gaps = findings.commit_gaps(enriched)
@@ -119,7 +120,7 @@ def _anomalies(enriched: DataFrame) -> DataFrame:
 def test_anomaly_rules(spark: SparkSession) -> None:
     df = cases_df(spark, [offsets_rows(rows, group=name, partition=p)
                           for name, parts, _ in CASES for p, rows in parts.items()])
-    got = _anomalies(enrich_series(prepare_series(df))).select(
+    got = _anomalies(prepare_series(df)).select(
         "group_id", "partition", "kind", "start_ts", "end_ts", F.round("magnitude", 3).alias("magnitude"))
     expected = spark.createDataFrame(
         [(name, p, kind, at(s), None if e is None else at(e), m) for name, _, exp in CASES for kind, p, s, e, m in exp],
@@ -229,7 +230,7 @@ def test_rewinds_from_commits_count_once_across_steps(spark: SparkSession) -> No
 def test_anomaly_keys_are_stable_and_units_named(spark: SparkSession) -> None:
     name, parts, _ = CASES[2]  # the rewind
     df = cases_df(spark, [offsets_rows(parts[0], group=name)])
-    got = _anomalies(enrich_series(prepare_series(df))).select("key", "unit", "severity")
+    got = _anomalies(prepare_series(df)).select("key", "unit", "severity")
     start_ms = int(at(10).timestamp() * 1000)
     assertDataFrameEqual(got, spark.createDataFrame([(f"rewind|c|rewind|t|0|{start_ms}", "messages", "warning")],
                                                     "key string, unit string, severity string"))

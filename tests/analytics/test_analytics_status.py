@@ -15,7 +15,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from lagscope.analytics import status
 from lagscope.analytics.series import enrich_series, prepare_series
-from lagscope.analytics.trends import transform_lag_seconds
+from lagscope.analytics.trends import transform_lag_seconds, with_lag_seconds
 
 pytestmark = pytest.mark.spark
 
@@ -56,8 +56,9 @@ CASES: list[tuple[str, list[tuple[Any, ...]], tuple[str, str]]] = [
 
 def test_status_rules(spark: SparkSession) -> None:
     df = cases_df(spark, [offsets_rows(rows, group=name) for name, rows, _ in CASES])
-    enriched = enrich_series(prepare_series(df))
-    rows = transform_lag_seconds(enriched)
+    series = prepare_series(df)
+    enriched = enrich_series(series)
+    rows = with_lag_seconds(enriched, transform_lag_seconds(series))
     out = status.transform_status(rows, status.burrow_entries(enriched), n=5, stall_after_s=30, stop_after_s=30,
                                   warn_lag_s=30)
     got = out.where(F.col("partition").isNotNull()).select("group_id", "eval_ts", "burrow_status", "status")
@@ -71,9 +72,11 @@ def test_group_status_is_the_worst_partition(spark: SparkSession) -> None:
     # Burrow (which counts anything worse than ERR as ERR); lag sums 900 + 0
     stalled = offsets_rows([(t, 100, 1000, 0, "m1") for t in T], partition=0)
     fine = offsets_rows([(t, 10 * t, 10 * t, 0, "m1") for t in T], partition=1)
-    enriched = enrich_series(prepare_series(cases_df(spark, [stalled, fine])))
-    out = status.transform_status(transform_lag_seconds(enriched), status.burrow_entries(enriched), n=5,
-                                  stall_after_s=30, stop_after_s=30, warn_lag_s=30)
+    series = prepare_series(cases_df(spark, [stalled, fine]))
+    enriched = enrich_series(series)
+    rows = with_lag_seconds(enriched, transform_lag_seconds(series))
+    out = status.transform_status(rows, status.burrow_entries(enriched), n=5, stall_after_s=30, stop_after_s=30,
+                                  warn_lag_s=30)
     got = out.where(F.col("partition").isNull()).select("burrow_status", "status", "lag")
     assertDataFrameEqual(got, spark.createDataFrame([("ERR", "STALL", 900)],
                                                     "burrow_status string, status string, lag long"))
@@ -91,11 +94,13 @@ def test_group_status_is_lagscopes_worst_partition(spark: SparkSession) -> None:
     lost = [(t, 100, 1000, 200, "m1") for t in T]
     stopped = [(t, min(t, 20), 1000, 0, "m1" if t <= 20 else None) for t in T]
     rewound = [(t, c, 1000, 0, "m1") for t, c in zip(T, (100, 200, 300, 250, 350, 450), strict=True)]
-    enriched = enrich_series(prepare_series(cases_df(spark, [
+    series = prepare_series(cases_df(spark, [
         *pair("err-and-stall", lost, stalled), *pair("stop-and-stall", stopped, stalled),
-        *pair("rewind-and-stall", rewound, stalled)])))
-    out = status.transform_status(transform_lag_seconds(enriched), status.burrow_entries(enriched), n=5,
-                                  stall_after_s=30, stop_after_s=30, warn_lag_s=30)
+        *pair("rewind-and-stall", rewound, stalled)]))
+    enriched = enrich_series(series)
+    rows = with_lag_seconds(enriched, transform_lag_seconds(series))
+    out = status.transform_status(rows, status.burrow_entries(enriched), n=5, stall_after_s=30, stop_after_s=30,
+                                  warn_lag_s=30)
     got = out.where(F.col("partition").isNull()).select("group_id", "burrow_status", "status")
     assertDataFrameEqual(got, spark.createDataFrame(
         [("err-and-stall", "ERR", "ERR"), ("stop-and-stall", "ERR", "STOP"), ("rewind-and-stall", "ERR", "STALL")],

@@ -15,7 +15,7 @@ from pyspark.testing import assertDataFrameEqual
 
 from lagscope.analytics.findings import RuleParams
 from lagscope.analytics.job import Settings, StepResult, run_step
-from lagscope.analytics.series import enrich_series, prepare_series
+from lagscope.analytics.series import prepare_series
 from lagscope.analytics.trends import transform_lag_seconds, transform_lag_trends
 
 pytestmark = pytest.mark.spark
@@ -49,7 +49,7 @@ LAG_SECONDS_CASES: list[tuple[str, list[tuple[Any, ...]], dict[str, Any], tuple[
 
 def test_lag_seconds(spark: SparkSession) -> None:
     df = cases_df(spark, [offsets_rows(rows, group=name, **extra) for name, rows, extra, _ in LAG_SECONDS_CASES])
-    out = transform_lag_seconds(enrich_series(prepare_series(df)))
+    out = transform_lag_seconds(prepare_series(df))
     last = {name: at(max(r[0] for r in rows)) for name, rows, _, _ in LAG_SECONDS_CASES}
     got = out.join(spark.createDataFrame(list(last.items()), "group_id string, ts timestamp"), ["group_id", "ts"])
     got = got.select("group_id", F.round("lag_s", 3).alias("lag_s"), "lag_s_lower", "lag_s_method")
@@ -100,7 +100,7 @@ TREND_CASES: list[tuple[str, list[tuple[Any, ...]], list[tuple[Any, ...]]]] = [
 
 def test_lag_trends_partition_rows(spark: SparkSession) -> None:
     df = cases_df(spark, [offsets_rows(rows, group=name) for name, rows, _ in TREND_CASES])
-    out = transform_lag_trends(transform_lag_seconds(enrich_series(prepare_series(df))))
+    out = transform_lag_trends(transform_lag_seconds(prepare_series(df)))
     got = out.where(F.col("partition").isNotNull()).select(
         "group_id", "window_start", "lag_last", "lag_max", F.round("produce_rate", 3).alias("produce_rate"),
         F.round("consume_rate", 3).alias("consume_rate"), F.round("catchup_eta_s", 3).alias("catchup_eta_s"),
@@ -116,7 +116,7 @@ def test_lag_trends_lag_seconds_and_rollups(spark: SparkSession) -> None:
     # The topic and group rows sum lags (200+30, 600+30) and rates, and keep the larger lag seconds
     p0 = offsets_rows([(0, 100, 100), (30, 200, 400), (60, 300, 700), (90, 400, 1000)], partition=0)
     p1 = offsets_rows([(0, 70, 100), (30, 80, 110), (60, 90, 120), (90, 100, 130)], partition=1)
-    out = transform_lag_trends(transform_lag_seconds(enrich_series(prepare_series(cases_df(spark, [p0, p1])))))
+    out = transform_lag_trends(transform_lag_seconds(prepare_series(cases_df(spark, [p0, p1]))))
     got = out.select("topic", "partition", "window_start", "lag_last", F.round("lag_seconds", 2).alias("lag_s"),
                      F.round("produce_rate", 3).alias("produce_rate"))
     expected = spark.createDataFrame([
@@ -136,7 +136,7 @@ def test_minute_rows_are_each_minutes_last_sweep_with_the_minutes_totals(spark: 
     # each minute is represented by its last sweep; its totals cover the intervals ending in
     # it (minute 1: 40→70 and 70→100, so Δt 60 s, Δend 60 + 90, Δcommitted 10 + 60)
     rows = [(0, 100, 100), (20, 110, 130), (40, 150, 150), (70, 160, 210), (100, 220, 300), (130, 300, 300)]
-    out = transform_lag_seconds(enrich_series(prepare_series(offsets_df(spark, rows))))
+    out = transform_lag_seconds(prepare_series(offsets_df(spark, rows)))
     got = out.select("t", "window_start", "lag", "lag_max", "m_de", "m_dc", "m_dt")
     expected = spark.createDataFrame([
         (at(40).timestamp(), at(0), 0, 20, 50, 50, 40.0),
@@ -150,9 +150,9 @@ def test_lag_seconds_every_sweep_agrees_with_the_minute_rows(spark: SparkSession
     # the same lookup either way: every sweep gets its lag seconds with ``every_sweep``, and the
     # minute rows' values are the same rows' values
     rows = [(0, 100, 100), (20, 110, 130), (40, 150, 200), (70, 160, 260), (100, 220, 300), (130, 250, 330)]
-    enriched = enrich_series(prepare_series(offsets_df(spark, rows)))
-    every = transform_lag_seconds(enriched, every_sweep=True).select("t", "lag_s", "lag_s_method")
-    minutes = transform_lag_seconds(enriched).select("t", "lag_s", "lag_s_method")
+    series = prepare_series(offsets_df(spark, rows))
+    every = transform_lag_seconds(series, every_sweep=True).select("t", "lag_s", "lag_s_method")
+    minutes = transform_lag_seconds(series).select("t", "lag_s", "lag_s_method")
     assert every.count() == len(rows)
     assert every.where(F.col("lag_s").isNull()).count() == 0
     assertDataFrameEqual(minutes, every.join(minutes.select("t"), "t"))
