@@ -6,11 +6,14 @@ Spark hands a task's rows to Python as Arrow batches (``mapInArrow``) after one 
 read, shuffle and sort once and then the cost of a few array operations per row, instead of a
 Spark window operator (and its sort) per ordering the rule needs.
 
-The input rows of one key arrive together and in order: sorted by ``(_h, _h2, _kind, t)``,
-where ``_h`` and ``_h2`` are two independent hashes of the key (a 64-bit and a 32-bit one: two
-keys would have to collide in both to be mixed up), ``_kind`` orders a key's carried history
-points (0) before its carried state row (1) and its fresh sweeps (2), and ``t`` is the time.
-A key may span batches: a batch's trailing key is held until the key's rows are complete.
+The input rows of one key arrive together and in order: sorted by ``(_h, _k, t)``, where
+``_h`` is a 64-bit hash of the key, ``_k`` = ``(h2 + 2^31)·4 + kind`` packs a second,
+independent 32-bit hash ``h2`` (two keys would have to collide in both to be mixed up) and the
+row's kind, which orders a key's carried history points (0) before its carried state row (1)
+and its fresh sweeps (2), and ``t`` is the time. A key may span batches: a batch's trailing key
+is held until the key's rows are complete. Only what the pass needs crosses to Python (each
+column costs a conversion per row): the lag, the sweep's timestamp and the key's strings are
+derived or joined back on the Spark side.
 
 Pure: no Spark here (the Spark side is :func:`lagscope.analytics.trends.transform_lag_seconds`);
 tested on its own with hand-computed rows and against the definitions on random ones.
@@ -33,12 +36,13 @@ HISTORY, STATE, SWEEP = 0, 1, 2
 #: ``lag_s_method`` as the kernel codes it (1-based; null: unknown)
 METHODS = ("zero", "interpolated", "exact")
 
-#: the input columns (a point row carries ``t`` = tc, ``end`` = e, ``tp`` and ``ep``; a sweep
-#: row ``_us`` (its time in microseconds), ``t`` = _us / 1e6, offsets, ``lag``, ``rec_t``)
+#: the input columns: a sweep row (state or fresh) carries its time ``t`` (epoch seconds, the
+#: microseconds / 1e6), its offsets and ``rec_t`` (the produce time of the record at the committed
+#: offset, when known); a carried point row ``t`` = tc, ``end`` = e, ``committed`` = ep and
+#: ``rec_t`` = tp (the columns a point does not otherwise use)
 LAG_SECONDS_IN = pa.schema([
-    ("_h", pa.int64()), ("_h2", pa.int32()), ("_kind", pa.int32()), ("_us", pa.int64()), ("t", pa.float64()),
-    ("committed", pa.int64()), ("end", pa.int64()), ("log_start", pa.int64()), ("lag", pa.int64()),
-    ("rec_t", pa.float64()), ("tp", pa.float64()), ("ep", pa.int64()),
+    ("_h", pa.int64()), ("_k", pa.int64()), ("t", pa.float64()), ("committed", pa.int64()), ("end", pa.int64()),
+    ("log_start", pa.int64()), ("rec_t", pa.float64()),
 ])
 
 _US = pa.timestamp("us", tz="UTC")
@@ -154,21 +158,21 @@ def lag_seconds_table(tbl: pa.Table, *, every_sweep: bool = False) -> pa.Table:
     if n == 0:
         return LAG_SECONDS_OUT.empty_table()
     h, _ = _col(tbl, "_h", np.int64, 0)
-    h2, _ = _col(tbl, "_h2", np.int32, 0)
-    kind, _ = _col(tbl, "_kind", np.int32, SWEEP)
-    us, _ = _col(tbl, "_us", np.int64, 0)
+    k, _ = _col(tbl, "_k", np.int64, SWEEP)
+    h2 = k >> 2
+    kind = k & 3
     t, _ = _col(tbl, "t", np.float64, 0.0)
     c, cv = _col(tbl, "committed", np.int64, 0)
     e, ev = _col(tbl, "end", np.int64, 0)
     ls, lsv = _col(tbl, "log_start", np.int64, 0)
-    lag, lagv = _col(tbl, "lag", np.int64, 0)
     rec, recv = _col(tbl, "rec_t", np.float64, 0.0)
-    tp_in, _ = _col(tbl, "tp", np.float64, 0.0)
-    ep_in, _ = _col(tbl, "ep", np.int64, 0)
+    hist = kind == HISTORY
+    # as prepare_series: max(0, end − committed), null without a commit, 0 with an unknown end
+    lagv = cv & ~hist
+    lag = np.where(lagv & ev, np.maximum(e - c, 0), 0)
 
     key_start = np.ones(n, bool)
     key_start[1:] = (h[1:] != h[:-1]) | (h2[1:] != h2[:-1])
-    hist = kind == HISTORY
     ser = ~hist
     fresh = kind == SWEEP
     # the series rows (state + fresh) of a key, with their previous series row
@@ -206,8 +210,8 @@ def lag_seconds_table(tbl: pa.Table, *, every_sweep: bool = False) -> pa.Table:
     p_tc = t[p_rows]
     s_tp = np.where(p_first, st, st[prev_i])
     s_ep = np.where(p_first, se, se[prev_i])
-    tp_all = tp_in.copy()
-    ep_all = ep_in.copy()
+    tp_all = rec.copy()  # a carried point's tp and ep
+    ep_all = c.copy()
     tp_all[ser_idx] = s_tp
     ep_all[ser_idx] = s_ep
     p_tp, p_ep, p_seg = tp_all[p_rows], ep_all[p_rows], seg[p_rows]
@@ -270,8 +274,9 @@ def lag_seconds_table(tbl: pa.Table, *, every_sweep: bool = False) -> pa.Table:
     known = code > 0
     window_us = minute[q] * 60_000_000
     return pa.table({
-        "_h": pa.array(h[qi], pa.int64()), "_h2": pa.array(h2[qi], pa.int32()),
-        "ts": pa.array(us[qi], pa.int64()).cast(_US), "t": pa.array(tq, pa.float64()),
+        "_h": pa.array(h[qi], pa.int64()), "_h2": pa.array(h2[qi] - 2**31, pa.int32()),
+        # t = µs / 1e6 exactly: µs · 1e6 is within an ulp of the integer (for |µs| < 2^52)
+        "ts": pa.array(np.rint(tq * 1e6).astype(np.int64), pa.int64()).cast(_US), "t": pa.array(tq, pa.float64()),
         "window_start": pa.array(window_us, pa.int64()).cast(_US),
         "committed": _arr(qc, qcv, pa.int64()), "end": _arr(e[qi], ev[qi], pa.int64()),
         "log_start": _arr(ls[qi], lsv[qi], pa.int64()), "lag": _arr(qlag, qlagv, pa.int64()),
@@ -299,8 +304,8 @@ def lag_seconds_batches(batches: Iterable[pa.RecordBatch], *, every_sweep: bool 
         if held < _CHUNK_ROWS:
             continue
         h = np.asarray(b.column("_h"))
-        h2 = np.asarray(b.column("_h2"))
-        other = np.flatnonzero((h != h[-1]) | (h2 != h2[-1]))
+        k = np.asarray(b.column("_k")) >> 2
+        other = np.flatnonzero((h != h[-1]) | (k != k[-1]))
         if len(other) == 0:  # the whole batch is one key: it may go on in the next
             continue
         cut = int(other[-1]) + 1

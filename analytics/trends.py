@@ -65,10 +65,8 @@ def history_points(enriched: DataFrame) -> DataFrame:
 
 
 def _kernel_rows(series: DataFrame, kind: int) -> DataFrame:
-    return series.select(
-        *KEY, F.lit(kind).alias("_kind"), F.unix_micros("ts").alias("_us"), "t", "committed", "end", "log_start",
-        "lag", (F.unix_micros("rec_ts").cast("double") / F.lit(1e6)).alias("rec_t"),
-        F.lit(None).cast("double").alias("tp"), F.lit(None).cast("long").alias("ep"))
+    return series.select(*KEY, F.lit(kind).alias("_kind"), "t", "committed", "end", "log_start",
+                         (F.unix_micros("rec_ts").cast("double") / F.lit(1e6)).alias("rec_t"))
 
 
 def transform_lag_seconds(series: DataFrame, state: DataFrame | None = None, history: DataFrame | None = None, *,
@@ -95,19 +93,17 @@ def transform_lag_seconds(series: DataFrame, state: DataFrame | None = None, his
     rows = _kernel_rows(series, kernel.SWEEP)
     if state is not None:
         rows = rows.unionByName(_kernel_rows(state, kernel.STATE))
-    if history is not None:
+    if history is not None:  # a point row: t = tc, end = e, committed = ep, rec_t = tp
         rows = rows.unionByName(history.select(
-            *KEY, F.lit(kernel.HISTORY).alias("_kind"), F.lit(None).cast("long").alias("_us"),
-            F.col("tc").alias("t"), F.lit(None).cast("long").alias("committed"), F.col("e").alias("end"),
-            F.lit(None).cast("long").alias("log_start"), F.lit(None).cast("long").alias("lag"),
-            F.lit(None).cast("double").alias("rec_t"), "tp", "ep"))
-    hashes = [F.xxhash64(*KEY).alias("_h"), F.hash(*KEY).alias("_h2")]
-    names = kernel.LAG_SECONDS_IN.names
-    inp = (rows.select(*hashes, *(c for c in names if c not in ("_h", "_h2")))
-           .repartition("_h").sortWithinPartitions("_h", "_h2", "_kind", "t"))
+            *KEY, F.lit(kernel.HISTORY).alias("_kind"), F.col("tc").alias("t"), F.col("ep").alias("committed"),
+            F.col("e").alias("end"), F.lit(None).cast("long").alias("log_start"), F.col("tp").alias("rec_t")))
+    h, h2 = F.xxhash64(*KEY), F.hash(*KEY)
+    inp = (rows.select(h.alias("_h"), ((h2.cast("long") + F.lit(2**31)) * 4 + F.col("_kind")).alias("_k"),
+                       *kernel.LAG_SECONDS_IN.names[2:])
+           .repartition("_h").sortWithinPartitions("_h", "_k", "t"))
     out = inp.mapInArrow(functools.partial(kernel.lag_seconds_batches, every_sweep=every_sweep),
                          from_arrow_schema(kernel.LAG_SECONDS_OUT))
-    keys = rows.select(*KEY).distinct().select(*KEY, *hashes)
+    keys = rows.select(*KEY).distinct().select(*KEY, h.alias("_h"), h2.alias("_h2"))
     method = F.element_at(F.array(*(F.lit(m) for m in kernel.METHODS)), F.col("lag_s_code"))
     return out.join(keys, ["_h", "_h2"]).select(
         *KEY, "ts", "t", "window_start", "committed", "end", "log_start", "lag", "lag_max", "m_de", "m_dc", "m_dls",

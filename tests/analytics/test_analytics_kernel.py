@@ -3,6 +3,7 @@ rows, and random series against a row-by-row reference written from the definiti
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,12 +35,13 @@ def _lag(c: int | None, e: int | None) -> int | None:
 def _table(keys: list[Key]) -> pa.Table:
     rows: list[dict[str, Any]] = []
     for k in sorted(keys, key=lambda k: (k.h, k.h2)):
-        for e, tc, tp, ep in k.history:
-            rows.append({"_h": k.h, "_h2": k.h2, "_kind": HISTORY, "t": tc, "end": e, "tp": tp, "ep": ep})
+        packed = (k.h2 + 2**31) * 4
+        for e, tc, tp, ep in k.history:  # a point row: t = tc, end = e, committed = ep, rec_t = tp
+            rows.append({"_h": k.h, "_k": packed + HISTORY, "t": tc, "end": e, "committed": ep, "rec_t": tp})
         series = ([(STATE, k.state)] if k.state else []) + [(SWEEP, r) for r in k.fresh]
         for kind, (t, c, e, ls, rec) in series:
-            rows.append({"_h": k.h, "_h2": k.h2, "_kind": kind, "_us": round(t * 1e6), "t": t, "committed": c,
-                         "end": e, "log_start": ls, "lag": _lag(c, e), "rec_t": rec})
+            rows.append({"_h": k.h, "_k": packed + kind, "t": t, "committed": c, "end": e, "log_start": ls,
+                         "rec_t": rec})
     return pa.Table.from_pylist(rows, schema=LAG_SECONDS_IN)
 
 
@@ -108,7 +110,8 @@ def _kernel_rows(tbl: pa.Table, every_sweep: bool) -> list[dict[str, Any]]:
         r["window_start"] = int(r["window_start"].timestamp())
         code = r.pop("lag_s_code")
         r["lag_s_method"] = kernel.METHODS[code - 1] if code else None
-        r.pop("ts")
+        # the sweep's timestamp, rebuilt from t to the microsecond
+        assert r.pop("ts") == dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=round(r["t"] * 1e6))
         got.append(r)
     return got
 
