@@ -59,7 +59,6 @@ LAG_SECONDS_OUT = pa.schema([
 _CHUNK_ROWS = 200_000
 
 _I64 = npt.NDArray[np.int64]
-_F64 = npt.NDArray[np.float64]
 _B = npt.NDArray[np.bool_]
 
 
@@ -204,8 +203,9 @@ def lag_seconds_table(tbl: pa.Table, *, every_sweep: bool = False) -> pa.Table:
     p_new = s_fresh & sev & (s_first | (dev & (de != 0)))
     p_first = s_first | dropped
     prev_i = np.maximum(np.arange(m) - 1, 0)
-    pts = ser_idx[p_new]
-    p_rows = np.sort(np.concatenate([np.flatnonzero(hist), pts]))
+    is_point = hist.copy()
+    is_point[ser_idx[p_new]] = True
+    p_rows = np.flatnonzero(is_point)  # in row order: by key, carried points first, then time
     p_e = e[p_rows]
     p_tc = t[p_rows]
     s_tp = np.where(p_first, st, st[prev_i])

@@ -37,6 +37,7 @@ from lagscope.analytics.series import KEY, minutes_last
 
 __all__ = ["compact_history", "history_points", "transform_lag_seconds", "transform_lag_trends", "with_lag_seconds"]
 
+
 def _is_point() -> Column:
     """A fresh row that records a rise of the end (or is its key's first row, or the first
     after the end went down)."""
@@ -194,18 +195,16 @@ def transform_lag_trends(rows: DataFrame) -> DataFrame:
     ))
     cols = [*(c for c in _TREND_COLS if c != "lag_seconds_method"), "_method"]
     allrows = per.select(*cols).unionByName(rolled.select(*cols))
-    method = F.element_at(F.array(*(F.lit(m) for m in _METHODS)), F.col("_method"))
+    method = F.element_at(F.array(*(F.lit(m) for m in kernel.METHODS)), F.col("_method"))
     return _date_cols(allrows.withColumn("lag_seconds_method", method).select(*_TREND_COLS), "window_start")
 
 
-#: ``lag_s_method`` as a 1-based code while aggregating: ``max_by`` over a string keeps its
-#: aggregation buffer off the fast hash aggregate (a sort per aggregation), an int does not
-#: (the rollups take the method of the row with the largest lag seconds)
-_METHODS = ("zero", "interpolated", "exact")
-
-
 def _method_code() -> Column:
-    return F.array_position(F.array(*(F.lit(m) for m in _METHODS)), F.col("lag_s_method")).cast("int")
+    """``lag_s_method`` as its 1-based code in :data:`lagscope.analytics.kernel.METHODS` while
+    aggregating: ``max_by`` over a string keeps its aggregation buffer off the fast hash
+    aggregate (a sort per aggregation), an int does not (the rollups take the method of the row
+    with the largest lag seconds)."""
+    return F.array_position(F.array(*(F.lit(m) for m in kernel.METHODS)), F.col("lag_s_method")).cast("int")
 
 _TREND_COLS = ["cluster", "window_start", "group_id", "topic", "partition", "lag_last", "lag_max",
                "produce_rate", "consume_rate", "lag_seconds", "lag_seconds_is_lower_bound",
