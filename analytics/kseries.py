@@ -1,0 +1,335 @@
+"""The enriched per-partition series as numpy arrays: what every per-key rule of the one
+vectorised pass reads (the numpy counterpart of :func:`lagscope.analytics.series.enrich_series`,
+whose docstring defines each column).
+
+A :class:`Series` holds one chunk of *complete* keys: its rows grouped by key (``key``: the key's
+number in the chunk, 0 … ``n_keys`` − 1, non-decreasing), and within a key in time order, the
+key's carried state row (``is_state``) first. Nulls: a nullable double is ``NaN``; a nullable
+long is its values (0 where null) and a validity array ``<name>_ok``; ``owner`` is a 64-bit hash
+of the member id (0 where null) with ``owned`` its validity.
+
+Pure numpy: no Spark here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+__all__ = [
+    "F64",
+    "I64",
+    "B",
+    "Commits",
+    "Found",
+    "Series",
+    "enrich",
+    "ffill_last",
+    "java_fixed",
+    "key_bounds",
+    "segmented_cummax",
+    "segmented_cumsum",
+]
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+B = npt.NDArray[np.bool_]
+
+_NAN = float("nan")
+_LMIN = np.iinfo(np.int64).min
+
+
+@dataclass
+class Series:
+    """One chunk of enriched series rows (see the module doc for the layout and nulls)."""
+
+    # identity and order
+    key: I64              # key number in the chunk (rows grouped by it, in time order within it)
+    is_state: B           # the key's carried row from the previous step (first of its key)
+    # the prepared sweep row
+    t: F64                # sweep time, epoch seconds
+    committed: I64
+    committed_ok: B
+    end: I64              # the end the group reads to (LSO for read_committed, else high watermark)
+    end_ok: B
+    log_start: I64
+    log_start_ok: B
+    lag: I64              # max(0, end − committed); 0 when the end is unknown; null without a commit
+    lag_ok: B
+    lso: I64
+    lso_ok: B
+    owner: I64            # hash of the member id owning the partition (0: none)
+    owned: B              # an owner is assigned
+    rec_t: F64            # produce time of the record at the committed offset (NaN: not fetched)
+    # carried markers (state rows; NaN / not ok on fresh rows)
+    m_change_t: F64
+    m_pending_t: F64
+    m_max_rate: F64
+    m_rate: F64
+    m_ret_t: F64
+    m_end_t: F64
+    m_max_committed: I64
+    m_max_committed_ok: B
+    m_commit_t: F64
+    m_alive_t: F64
+    m_drop_t: F64
+    # enriched (per key, in time order)
+    minute: I64           # floor(t / 60): the sweep's minute (window_start = minute · 60 s)
+    prev_t: F64
+    next_t: F64
+    prev_committed: I64
+    prev_committed_ok: B
+    prev_end: I64
+    prev_end_ok: B
+    prev_lag: I64
+    prev_lag_ok: B
+    prev_log_start: I64
+    prev_log_start_ok: B
+    dt: F64
+    dc: I64
+    dc_ok: B
+    de: I64
+    de_ok: B
+    lost: B
+    changed: B
+    change_t: F64
+    prev_change_t: F64
+    pending_t: F64
+    idle_pending_s: F64
+    rate: F64
+    max_rate_before: F64
+    prev_rate: F64
+    max_committed_before: I64
+    max_committed_before_ok: B
+    ret_t: F64
+    end_change_t: F64
+    alive_t: F64
+    end_epoch: I64
+    end_drop_t: F64
+    rebased: B
+
+    @property
+    def n(self) -> int:
+        return len(self.t)
+
+    @property
+    def n_keys(self) -> int:
+        return int(self.key[-1]) + 1 if len(self.key) else 0
+
+    def take(self, idx: npt.NDArray[np.int64] | B) -> Series:
+        """The rows at ``idx`` (indices or a mask), every column."""
+        return Series(**{f: getattr(self, f)[idx] for f in self.__dataclass_fields__})
+
+
+@dataclass
+class Commits:
+    """The commit stream's records of a chunk's keys (:func:`lagscope.analytics.findings.commit_records`):
+    grouped by ``key`` (the same numbering as the chunk's :class:`Series`; a key may have commits
+    and no series rows), within a key ordered by ``(t, seq)``."""
+
+    key: I64
+    t: F64                # the commit's exact time (coordinator's commit timestamp, else the record's)
+    offset: I64           # the committed offset
+    seq: I64              # position in __consumer_offsets (the coordinator's order)
+
+    @property
+    def n(self) -> int:
+        return len(self.t)
+
+
+@dataclass
+class Found:
+    """Anomaly rows of a rule (the ``anomalies`` table's columns but the key's strings and the
+    ``key`` identity, which the Spark side adds): one entry per anomaly."""
+
+    key: I64              # key number in the chunk
+    kind: npt.NDArray[np.object_]       # "stall", "stop", "rewind", …
+    start_t: F64          # epoch seconds (the table's start_ts = timestamp_micros(cast(start_t·1e6 as long)))
+    end_t: F64            # epoch seconds, NaN: open (null end_ts)
+    severity: npt.NDArray[np.object_]   # "warning" / "critical"
+    magnitude: F64        # NaN: null
+    unit: npt.NDArray[np.object_]
+    detail: npt.NDArray[np.object_]
+
+    @property
+    def n(self) -> int:
+        return len(self.start_t)
+
+    @staticmethod
+    def empty() -> Found:
+        o = np.array([], dtype=object)
+        return Found(np.array([], np.int64), o, np.array([]), np.array([]), o.copy(), np.array([]), o.copy(),
+                     o.copy())
+
+    @staticmethod
+    def concat(parts: list[Found]) -> Found:
+        if not parts:
+            return Found.empty()
+        return Found(*(np.concatenate([getattr(p, f) for p in parts]) for f in Found.__dataclass_fields__))
+
+
+def java_fixed(x: float, digits: int) -> str:
+    """``x`` with ``digits`` decimals as Spark's ``format_string('%.Nf')`` writes it (Java's
+    Formatter: the double's exact value rounded half up; Python's ``%`` rounds half even)."""
+    if x != x:
+        return "NaN"
+    if x in (float("inf"), float("-inf")):
+        return "Infinity" if x > 0 else "-Infinity"
+    q = Decimal(1).scaleb(-digits)
+    return str(Decimal(x).quantize(q, rounding=ROUND_HALF_UP))
+
+
+def key_bounds(key: I64) -> tuple[B, B]:
+    """(first row of its key, last row of its key) for rows grouped by ``key``."""
+    n = len(key)
+    first = np.ones(n, bool)
+    last = np.ones(n, bool)
+    if n:
+        first[1:] = key[1:] != key[:-1]
+        last[:-1] = first[1:]
+    return first, last
+
+
+def ffill_last(marks: F64, key: I64, *, before: bool = False) -> F64:
+    """Per key, the last non-NaN value of ``marks`` up to each row (``before``: up to the row
+    before it); NaN when there is none (Spark's ``last(…, ignorenulls)`` over a running frame)."""
+    n = len(marks)
+    idx = np.where(~np.isnan(marks), np.arange(n), -1)
+    acc = np.maximum.accumulate(idx) if n else idx
+    if before:
+        acc = np.concatenate(([-1], acc[:-1])) if n else acc
+    first, _ = key_bounds(key)
+    start = np.maximum.accumulate(np.where(first, np.arange(n), 0)) if n else idx
+    ok = acc >= start
+    return np.where(ok, marks[np.maximum(acc, 0)] if n else marks, _NAN)
+
+
+def segmented_cummax(values: npt.NDArray, key: I64) -> npt.NDArray:  # type: ignore[type-arg]
+    """Per key, the running maximum of ``values`` up to each row (pandas' grouped cummax)."""
+    return pd.Series(values).groupby(key, sort=False).cummax().to_numpy(dtype=values.dtype)
+
+
+def _shift(v: npt.NDArray, first: B, fill: object) -> npt.NDArray:  # type: ignore[type-arg]
+    """The previous row's value within the key (``fill`` at a key's first row)."""
+    out = np.empty_like(v)
+    if len(v):
+        out[1:] = v[:-1]
+        out[first] = fill
+    return out
+
+
+def _next(v: npt.NDArray, last: B, fill: object) -> npt.NDArray:  # type: ignore[type-arg]
+    out = np.empty_like(v)
+    if len(v):
+        out[:-1] = v[1:]
+        out[last] = fill
+    return out
+
+
+def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, end: I64, end_ok: B,
+           log_start: I64, log_start_ok: B, lso: I64, lso_ok: B, owner: I64, owned: B, rec_t: F64,
+           m_change_t: F64, m_pending_t: F64, m_max_rate: F64, m_rate: F64, m_ret_t: F64, m_end_t: F64,
+           m_max_committed: I64, m_max_committed_ok: B, m_commit_t: F64, m_alive_t: F64,
+           m_drop_t: F64) -> Series:
+    """Prepared series rows (grouped by key, in time order, a key's state row first) → a
+    :class:`Series` with every running value of
+    :func:`lagscope.analytics.series.enrich_series`, computed the same way."""
+    first, last = key_bounds(key)
+    has_prev = ~first
+    # as prepare_series: greatest(0, end − committed) skips a null end (0); null without a commit
+    lag_ok = committed_ok.copy()
+    lag = np.where(committed_ok & end_ok, np.maximum(end - committed, 0), 0)
+    prev_t = np.where(has_prev, _shift(t, first, 0.0), _NAN)
+    next_t = np.where(~last, _next(t, last, 0.0), _NAN)
+    prev_committed, prev_committed_ok = _shift(committed, first, 0), _shift(committed_ok, first, False)
+    prev_end, prev_end_ok = _shift(end, first, 0), _shift(end_ok, first, False)
+    prev_lag, prev_lag_ok = _shift(lag, first, 0), _shift(lag_ok, first, False)
+    prev_ls, prev_ls_ok = _shift(log_start, first, 0), _shift(log_start_ok, first, False)
+    dt = t - prev_t  # NaN at a key's first row
+    dc_ok = committed_ok & prev_committed_ok
+    dc = np.where(dc_ok, committed - prev_committed, 0)
+    de_ok = end_ok & prev_end_ok
+    de = np.where(de_ok, end - prev_end, 0)
+    lost = committed_ok & log_start_ok & (committed < log_start)
+    prev_lost = _shift(lost, first, False)
+    changed = committed_ok & ~is_state & (~prev_committed_ok | (dc != 0))
+    lag0 = ~lag_ok | (lag == 0)  # coalesce(lag, 0) == 0
+    starts_pending = lag_ok & (lag > 0) & (~prev_lag_ok | (prev_lag == 0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fresh_rate = np.where((dt > 0) & dc_ok & (dc > 0), dc / dt, 0.0)
+    rate = np.where(is_state, np.where(np.isnan(m_rate), 0.0, m_rate), fresh_rate)
+
+    def mark(*cases: tuple[B, F64 | float]) -> F64:
+        """``when(c1, v1).when(c2, v2)…`` (null otherwise), as a NaN-null double."""
+        out = np.full(len(t), _NAN)
+        done = np.zeros(len(t), bool)
+        for cond, val in cases:
+            sel = cond & ~done
+            out[sel] = val[sel] if isinstance(val, np.ndarray) else val
+            done |= cond
+        return out
+
+    def nan_to(v: F64, fill: float) -> F64:
+        return np.where(np.isnan(v), fill, v)
+
+    change_mark = mark((is_state, m_change_t), (changed, t))
+    pending_mark = mark((is_state, nan_to(m_pending_t, -1.0)), (lag0, -1.0), (starts_pending, t))
+    ret_mark = mark((is_state, nan_to(m_ret_t, -1.0)), (~lost, -1.0), (~prev_lost, t))
+    end_mark = mark((is_state, m_end_t), (~prev_end_ok, t), (de_ok & (de != 0), t))
+    drop_mark = mark((is_state, m_drop_t), (de_ok & (de < 0), t))
+    alive_mark = mark((is_state, m_alive_t), (owned & (changed | lag0), t))
+
+    change_t = ffill_last(change_mark, key)
+    prev_change_t = ffill_last(change_mark, key, before=True)
+    pending = ffill_last(pending_mark, key)
+    ret = ffill_last(ret_mark, key)
+    end_change_t = ffill_last(end_mark, key)
+    alive_t = ffill_last(alive_mark, key)
+    end_drop_t = ffill_last(drop_mark, key)
+    # the largest rate before the row (a state row's own seed is m_max_rate)
+    rate_seed = np.where(is_state, nan_to(m_max_rate, -np.inf), rate)
+    rate_max = _shift(segmented_cummax(rate_seed, key), first, -np.inf)
+    max_rate_before = np.where(np.isfinite(rate_max), rate_max, 0.0)
+    prev_rate = np.where(has_prev, _shift(rate, first, 0.0), _NAN)
+    committed_seed = np.where(committed_ok, committed, _LMIN)
+    if bool(is_state.any()):
+        carried = np.where(m_max_committed_ok, m_max_committed, _LMIN)
+        committed_seed = np.where(is_state, np.maximum(carried, committed_seed), committed_seed)
+    cmax = _shift(segmented_cummax(committed_seed, key), first, _LMIN)
+    max_committed_before_ok = cmax != _LMIN
+    drops = (de_ok & (de < 0)).astype(np.int64)
+    end_epoch = segmented_cumsum(drops, key)
+    pending_t = np.where(pending >= 0, pending, _NAN)
+    ret_t = np.where(ret >= 0, ret, _NAN)
+    # coalesce(end_drop_t > prev_change_t, False): NaN compares False
+    rebased = end_drop_t > prev_change_t
+    since = np.maximum(nan_to(change_t, -np.inf), nan_to(pending_t, -np.inf))
+    since = np.where(np.isfinite(since), since, t)
+    idle = np.where(lag0, 0.0, np.maximum(0.0, t - since))
+    return Series(
+        key=key, is_state=is_state, t=t, committed=committed, committed_ok=committed_ok, end=end, end_ok=end_ok,
+        log_start=log_start, log_start_ok=log_start_ok, lag=lag, lag_ok=lag_ok, lso=lso, lso_ok=lso_ok, owner=owner,
+        owned=owned, rec_t=rec_t, m_change_t=m_change_t, m_pending_t=m_pending_t, m_max_rate=m_max_rate,
+        m_rate=m_rate, m_ret_t=m_ret_t, m_end_t=m_end_t, m_max_committed=m_max_committed,
+        m_max_committed_ok=m_max_committed_ok, m_commit_t=m_commit_t, m_alive_t=m_alive_t, m_drop_t=m_drop_t,
+        minute=np.floor(t / 60.0).astype(np.int64), prev_t=prev_t, next_t=next_t,
+        prev_committed=prev_committed, prev_committed_ok=prev_committed_ok, prev_end=prev_end,
+        prev_end_ok=prev_end_ok, prev_lag=prev_lag, prev_lag_ok=prev_lag_ok, prev_log_start=prev_ls,
+        prev_log_start_ok=prev_ls_ok, dt=dt, dc=dc, dc_ok=dc_ok, de=de, de_ok=de_ok, lost=lost, changed=changed,
+        change_t=change_t, prev_change_t=prev_change_t, pending_t=pending_t, idle_pending_s=idle, rate=rate,
+        max_rate_before=max_rate_before, prev_rate=prev_rate, max_committed_before=np.where(
+            max_committed_before_ok, cmax, 0), max_committed_before_ok=max_committed_before_ok, ret_t=ret_t,
+        end_change_t=end_change_t, alive_t=alive_t, end_epoch=end_epoch, end_drop_t=end_drop_t, rebased=rebased)
+
+
+def segmented_cumsum(values: I64, key: I64) -> I64:
+    """Per key, the running sum of ``values`` up to each row."""
+    total = np.cumsum(values)
+    first, _ = key_bounds(key)
+    base = total - values  # the sum before each row
+    start = np.maximum.accumulate(np.where(first, np.arange(len(key)), 0)) if len(key) else key
+    return total - base[start] if len(key) else total
