@@ -210,7 +210,8 @@ def ffill_last(marks: F64, key: I64, *, before: bool = False) -> F64:
 
 def segmented_cummax(values: npt.NDArray, key: I64) -> npt.NDArray:  # type: ignore[type-arg]
     """Per key, the running maximum of ``values`` up to each row (pandas' grouped cummax)."""
-    return pd.Series(values).groupby(key, sort=False).cummax().to_numpy(dtype=values.dtype)
+    out: npt.NDArray = pd.Series(values).groupby(key, sort=False).cummax().to_numpy(dtype=values.dtype)  # type: ignore[type-arg]
+    return out
 
 
 def _shift(v: npt.NDArray, first: B, fill: object) -> npt.NDArray:  # type: ignore[type-arg]
