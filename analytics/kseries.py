@@ -14,7 +14,7 @@ Pure numpy: no Spark here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Decimal, localcontext
 
 import numpy as np
 import numpy.typing as npt
@@ -173,14 +173,17 @@ class Found:
 
 
 def java_fixed(x: float, digits: int) -> str:
-    """``x`` with ``digits`` decimals as Spark's ``format_string('%.Nf')`` writes it (Java's
-    Formatter: the double's exact value rounded half up; Python's ``%`` rounds half even)."""
+    """``x`` with ``digits`` decimals as Spark's ``format_string('%.Nf')`` writes it: Java's
+    Formatter rounds the double's shortest decimal representation half up (0.35 → "0.4", where
+    Python's ``%`` gives "0.3"). Exact for magnitudes below 1e17 (above, Java's digits are not
+    always the shortest ones)."""
     if x != x:
         return "NaN"
     if x in (float("inf"), float("-inf")):
         return "Infinity" if x > 0 else "-Infinity"
-    q = Decimal(1).scaleb(-digits)
-    return str(Decimal(x).quantize(q, rounding=ROUND_HALF_UP))
+    with localcontext() as ctx:
+        ctx.prec = 800  # every double's digits (1e308 has no exponent overflow)
+        return format(Decimal(repr(float(x))).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP), "f")
 
 
 def key_bounds(key: I64) -> tuple[B, B]:
