@@ -1,0 +1,119 @@
+"""The series part of the next step's state, in numpy over a :class:`~lagscope.analytics.kseries.Series`:
+each key's last row with its running markers, and the end-offset points lag in seconds still
+needs (the numpy counterparts of :func:`lagscope.analytics.series.state_rows` and
+:func:`lagscope.analytics.trends.compact_history`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from lagscope.analytics.kseries import F64, I64, Series, key_bounds
+
+__all__ = ["Points", "compact_history", "history_points", "state_rows"]
+
+
+def _fmax(*vs: F64) -> F64:
+    """Spark's ``greatest`` over doubles: nulls (NaN) skipped, NaN when all are."""
+    out = vs[0]
+    for v in vs[1:]:
+        out = np.fmax(out, v)
+    return out
+
+
+def state_rows(s: Series) -> Series:
+    """Each key's last row (a key without a fresh row keeps its state row), its markers the
+    running values up to it: ``m_change_t`` = its last commit change, ``m_pending_t`` the start
+    of its pending work, ``m_max_rate`` the largest consume rate so far, ``m_rate`` its own rate,
+    ``m_ret_t`` the start of an open retention loss, ``m_end_t`` the last change of the end,
+    ``m_max_committed`` the highest committed offset so far, ``m_alive_t`` the last progress of an
+    owner, ``m_drop_t`` the last drop of the end; ``m_commit_t`` stays the row's own (the commit
+    stream's marker is the caller's). Returned as state rows (``is_state``); the enriched columns
+    of the result are those of the last rows and are not meant to be read."""
+    _, last = key_bounds(s.key)
+    r = s.take(last)
+    r.m_change_t = r.change_t
+    r.m_pending_t = r.pending_t
+    r.m_max_rate = _fmax(r.max_rate_before, r.rate, r.m_max_rate)
+    r.m_rate = r.rate
+    r.m_ret_t = r.ret_t
+    r.m_end_t = r.end_change_t
+    lmin = np.iinfo(np.int64).min
+    mc = np.maximum(np.where(r.max_committed_before_ok, r.max_committed_before, lmin),
+                    np.where(r.committed_ok, r.committed, lmin))
+    mc = np.maximum(mc, np.where(r.m_max_committed_ok, r.m_max_committed, lmin))
+    r.m_max_committed_ok = mc != lmin
+    r.m_max_committed = np.where(r.m_max_committed_ok, mc, 0)
+    r.m_alive_t = r.alive_t
+    r.m_drop_t = r.end_drop_t
+    r.is_state = np.ones(len(r.key), bool)
+    return r
+
+
+@dataclass
+class Points:
+    """End-offset points (see :mod:`lagscope.analytics.trends`): the end rose from ``ep`` (seen at
+    ``tp``) to ``e`` (first seen at ``tc``); ``epoch`` counts the drops of the end before it."""
+
+    key: I64
+    e: I64
+    tc: F64
+    tp: F64
+    ep: I64
+    epoch: I64
+
+
+def history_points(s: Series) -> Points:
+    """The points of the fresh rows: a fresh row with a known end that is its key's first row or
+    whose end changed; ``(end, t, t, end)`` at a key's first row and where the end went down (a
+    new epoch), else ``(end, t, previous t, previous end)``."""
+    first_row = np.isnan(s.prev_t)
+    is_point = ~s.is_state & s.end_ok & (first_row | (s.de_ok & (s.de != 0)))
+    new_epoch = first_row | (s.de_ok & (s.de < 0))
+    i = np.flatnonzero(is_point)
+    nf = new_epoch[i]
+    return Points(key=s.key[i], e=s.end[i], tc=s.t[i], tp=np.where(nf, s.t[i], s.prev_t[i]),
+                  ep=np.where(nf, s.end[i], s.prev_end[i]), epoch=s.end_epoch[i])
+
+
+def compact_history(points: Points, s: Series, *, recent_s: float = 600.0, bucket_s: float = 60.0) -> Points:
+    """The points the next step still needs: those of keys with a series row, of the epoch of the
+    key's last row, above its last committed offset (an older point can never bracket a future
+    offset unless the group rewinds); the last ``recent_s`` seconds kept whole, older ones merged
+    per ``bucket_s`` (max e, max tc, min tp, min ep: a merged point spans its members' intervals,
+    so it still brackets correctly, only more coarsely). ``points`` may mix the carried ones
+    (epoch 0) and :func:`history_points`."""
+    _, last = key_bounds(s.key)
+    lk = s.key[last]
+    n_keys = int(max(lk.max(initial=-1), points.key.max(initial=-1))) + 1
+    has = np.zeros(n_keys, bool)
+    has[lk] = True
+    l_c = np.zeros(n_keys, np.int64)
+    l_cok = np.zeros(n_keys, bool)
+    l_t = np.zeros(n_keys)
+    l_ep = np.zeros(n_keys, np.int64)
+    l_c[lk], l_cok[lk], l_t[lk], l_ep[lk] = s.committed[last], s.committed_ok[last], s.t[last], s.end_epoch[last]
+    k = points.key
+    keep = has[k] & (points.epoch == l_ep[k]) & (~l_cok[k] | (points.e > l_c[k]))
+    recent = keep & (points.tc >= l_t[k] - recent_s)
+    old = keep & ~recent
+    out_recent = Points(key=k[recent], e=points.e[recent], tc=points.tc[recent], tp=points.tp[recent],
+                        ep=points.ep[recent], epoch=points.epoch[recent])
+    oi = np.flatnonzero(old)
+    if len(oi) == 0:
+        return out_recent
+    bucket = np.floor(points.tc[oi] / bucket_s).astype(np.int64)
+    order = np.lexsort((bucket, k[oi]))
+    oi, bucket = oi[order], bucket[order]
+    ok = k[oi]
+    start = np.ones(len(oi), bool)
+    start[1:] = (ok[1:] != ok[:-1]) | (bucket[1:] != bucket[:-1])
+    st = np.flatnonzero(start)
+    merged = Points(key=ok[st], e=np.maximum.reduceat(points.e[oi], st), tc=np.maximum.reduceat(points.tc[oi], st),
+                    tp=np.minimum.reduceat(points.tp[oi], st), ep=np.minimum.reduceat(points.ep[oi], st),
+                    epoch=points.epoch[oi][st])
+    return Points(*(np.concatenate([getattr(out_recent, f), getattr(merged, f)])
+                    for f in Points.__dataclass_fields__))
+
