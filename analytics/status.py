@@ -219,12 +219,16 @@ def _rank(col: str, ranks: dict[str, int]) -> Column:
 def _group_rows(parts: DataFrame) -> DataFrame:
     """Group rows per minute: the worst partition (Burrow: anything worse than ERR is ERR;
     lagscope keeps the worst partition's status name in its own order, ERR worst, IDLE only when
-    every partition is IDLE)."""
+    every partition is IDLE; among partitions of that status, the reason of the one with the most
+    lag)."""
     p = parts.withColumn("_m", F.date_trunc("minute", "eval_ts")).withColumn(
         "_br", _rank("burrow_status", _RANK)).withColumn("_lr", _rank("status", _OWN_RANK))
     g = p.groupBy("cluster", "group_id", "_m").agg(
         F.max("eval_ts").alias("eval_ts"), F.max("_br").alias("_br"),
-        F.max_by(F.struct("status", "reason"), "_lr").alias("_worst"),
+        # at equal status, the partition with the most lag (then the reason): a tie broken
+        # by row order differed between a batch and the incremental steps over the same rows
+        F.max_by(F.struct("status", "reason"), F.struct("_lr", F.coalesce(F.col("lag"), F.lit(-1)).alias("_l"),
+                                                        "reason")).alias("_worst"),
         F.sum("lag").alias("lag"), F.max("lag_seconds").alias("lag_seconds"))
     burrow = (F.when(F.col("_br") >= 3, F.lit("ERR")).when(F.col("_br") == 2, F.lit("WARN"))
               .otherwise(F.lit("OK")))
