@@ -34,7 +34,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812
 
-from lagscope.analytics import findings, rebalances, status, trends
+from lagscope.analytics import findings, onepass, perkey, rebalances, status, trends
 from lagscope.analytics.findings import RuleParams
 from lagscope.analytics.io import (
     Checkpoint,
@@ -45,7 +45,7 @@ from lagscope.analytics.io import (
     write_checkpoint,
     write_state,
 )
-from lagscope.analytics.series import KEY, enrich_series, prepare_series, state_rows
+from lagscope.analytics.series import KEY, enrich_series, prepare_series
 from lagscope.errors import ConfigError
 
 __all__ = ["Settings", "StepResult", "run_batch", "run_incremental", "run_step"]
@@ -94,10 +94,14 @@ def _timeouts(group_events: DataFrame | None) -> DataFrame | None:
     return None if group_events is None else rebalances.generation_records(group_events)
 
 
-#: the enriched series columns the status evaluation reads at each minute's last sweep (and
-#: those that pick that sweep)
-_ROW_COLUMNS = [*KEY, "ts", "t", "window_start", "next_t", "is_state", "committed", "end", "lso", "log_start", "lag",
-                "owner", "lost", "idle_pending_s", "end_change_t"]
+def _pass_params(settings: Settings, commit_stream: bool) -> onepass.PassParams:
+    p = settings.rules
+    return onepass.PassParams(
+        burrow_window=p.burrow_window, stall_after_s=p.stall_after_s, stop_after_s=p.stop_after_s,
+        warn_lag_s=p.warn_lag_s, skip_factor=p.skip_factor, skip_min_messages=p.skip_min_messages, gap_k=p.gap_k,
+        gap_mad_floor_s=p.gap_mad_floor_s, gap_min_s=p.gap_min_s, gap_min_samples=p.gap_min_samples,
+        growth_min_minutes=p.growth_min_minutes, history_recent_s=settings.history_recent_s,
+        commit_stream=commit_stream)
 
 
 def _materialise(df: DataFrame, held: list[DataFrame]) -> DataFrame:
@@ -125,33 +129,18 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
     p = settings.rules
     held: list[DataFrame] = []
     series = prepare_series(offsets, settings.read_committed_groups)
-    enriched = _materialise(enrich_series(series, st.get("series")), held)
-    # the minute rows with lag seconds: one per key and minute (its last sweep), from the series
-    # itself (one vectorised pass), and the same rows of the enriched series for the status
-    lag_rows = _materialise(trends.transform_lag_seconds(series, st.get("series"), st.get("history")), held)
-    rows = trends.with_lag_seconds(enriched.select(*_ROW_COLUMNS), lag_rows)
-    # used by the table, the lag-growth rule and its state: computed once
-    lag_trends = _materialise(trends.transform_lag_trends(lag_rows), held)
-
-    # anomalies
     commit_recs = findings.commit_records(commits) if commits is not None else None
-    episodes = findings.transform_episodes(enriched, stall_after_s=p.stall_after_s, stop_after_s=p.stop_after_s,
-                                           commits=commit_recs)
-    points = findings.transform_point_events(enriched, skip_factor=p.skip_factor,
-                                             skip_min_messages=p.skip_min_messages, commits=commit_recs)
-    gaps = findings.commit_gaps(enriched, commit_recs)
-    baselines = _materialise(findings.gap_baselines(gaps, st.get("gaps")), held)
-    gap_anoms = findings.transform_gap_anomalies(
-        gaps, baselines, k=p.gap_k, mad_floor_s=p.gap_mad_floor_s, min_gap_s=p.gap_min_s,
-        min_samples=p.gap_min_samples, max_gap_s=min(p.stall_after_s, p.stop_after_s))
-    part_minutes = lag_trends.where(F.col("partition").isNotNull()).select(
-        *KEY, "window_start", "lag_last", "produce_rate", "consume_rate")
-    minutes_in = part_minutes
-    if st.get("minutes") is not None:
-        minutes_in = part_minutes.unionByName(st["minutes"], allowMissingColumns=True)
-    growth = findings.transform_lag_growth(minutes_in, min_minutes=p.growth_min_minutes)
+    # the per-partition pass (one shuffle, one sort, one vectorised pass per chunk of keys): the
+    # minute rows (one per key and minute, its last sweep) with lag seconds and the partition's
+    # status, the per-partition anomalies, and the per-partition parts of the next state
+    passed = _materialise(perkey.transform_pass(series, st, commits=commit_recs,
+                                                params=_pass_params(settings, commit_recs is not None)), held)
+    lag_rows = perkey.minute_rows(passed)
+    lag_trends = trends.transform_lag_trends(lag_rows)
 
-    # rebalances
+    # rebalances: their per-sweep inputs matter only for groups with a window (few); they are
+    # filtered to those before anything is computed (transform_rebalances' semi join)
+    enriched = enrich_series(series, st.get("series"))
     msweeps = rebalances.member_sweeps(members).withColumn("is_state", F.lit(False))
     if st.get("msweeps") is not None:
         msweeps = msweeps.unionByName(st["msweeps"].drop("group_lag"), allowMissingColumns=True)
@@ -161,11 +150,11 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
     if st.get("series") is not None:
         # the owners' last progress before the step (a state written before m_alive_t: the last change)
         carried = F.coalesce(F.col("m_alive_t"), F.col("m_change_t"))
-        alive = alive.unionByName(enriched.where(F.col("is_state") & F.col("owner").isNotNull() & carried.isNotNull())
+        alive = alive.unionByName(st["series"].where(F.col("owner").isNotNull() & carried.isNotNull())
                                   .select("cluster", "group_id", "owner", carried.alias("alive_t")))
     alive = alive.groupBy("cluster", "group_id", "owner").agg(F.max("alive_t").alias("alive_t"))
     # each partition once per sweep (a sweep written twice is in the lake twice)
-    group_lag = (fresh.select(*KEY, "t", "lag").dropDuplicates([*KEY, "t"])
+    group_lag = (series.select(*KEY, "t", "lag").dropDuplicates([*KEY, "t"])
                  .groupBy("cluster", "group_id", "t").agg(F.sum("lag").alias("group_lag")))
     if st.get("msweeps") is not None:
         group_lag = group_lag.unionByName(st["msweeps"].where(F.col("group_lag").isNotNull()).select(
@@ -189,15 +178,12 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
             "cluster", "group_id", "start_ts", "end_ts", F.lit(True).alias("is_state")))
     storms = findings.transform_storms(recent_in, count=p.storm_count, window_s=p.storm_window_s)
 
-    quiet = findings.drop_rebalance_outages(episodes.unionByName(gap_anoms), rb)
-    anomalies = (quiet.unionByName(points).unionByName(growth).unionByName(storms)
-                 .withColumn("date", F.date_format("start_ts", "yyyy-MM-dd")))
+    # a stall, stop or commit gap inside a rebalance outage is the rebalance (the other kinds pass)
+    quiet = findings.drop_rebalance_outages(perkey.anomaly_rows(passed), rb)
+    anomalies = quiet.unionByName(storms).withColumn("date", F.date_format("start_ts", "yyyy-MM-dd"))
 
-    # status
-    entries = status.burrow_entries(enriched, st.get("entries"))
-    parts = _materialise(status.partition_status(rows, entries, n=p.burrow_window, stall_after_s=p.stall_after_s,
-                                                 stop_after_s=p.stop_after_s, warn_lag_s=p.warn_lag_s), held)
-    stat = status.with_group_rows(parts)
+    # status: the partition rows from the pass, the group rows from them
+    stat = status.with_group_rows(perkey.status_rows(passed))
 
     stamp = F.lit(as_of or dt.datetime.now(dt.UTC)).cast("timestamp")
     tables = {
@@ -208,25 +194,20 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
     }
 
     # the next step's state
-    last = state_rows(enriched)
-    if commit_recs is not None:
-        last = findings.last_commit_marker(last, commit_recs)
-    hist_all = trends.history_points(enriched)
-    if st.get("history") is not None:  # the carried points are of the epoch the step starts in
-        hist_all = hist_all.unionByName(st["history"].withColumn("end_epoch", F.lit(0).cast("long")))
-    history = trends.compact_history(hist_all, enriched.where(F.col("next_t").isNull()),
-                                     recent_s=settings.history_recent_s)
+    owners = series.select("cluster", "group_id", "owner")
+    if st.get("series") is not None:
+        owners = owners.unionByName(st["series"].select("cluster", "group_id", "owner"))
     settled_w = Window.partitionBy("cluster", "group_id")
     ms = msweeps.withColumn("_last_settled", F.max(F.when(F.col("settled"), F.col("t"))).over(settled_w))
     ms = ms.where(F.col("_last_settled").isNull() | (F.col("t") >= F.col("_last_settled"))).drop("_last_settled")
     ms = ms.withColumn("is_state", F.lit(True)).join(group_lag, ["cluster", "group_id", "t"], "left")
     recent = findings.storm_state(recent_in, count=p.storm_count, window_s=p.storm_window_s)
     new_state = {
-        "series": last,
-        "history": history,
-        "gaps": baselines.select(*KEY, "samples"),
-        "entries": status.entries_state(entries, p.burrow_window),
-        "minutes": findings.lag_growth_state(minutes_in),
+        "series": perkey.series_state(passed, owners),
+        "history": perkey.history_state(passed),
+        "gaps": perkey.gaps_state(passed),
+        "entries": perkey.entries_state(passed),
+        "minutes": perkey.minutes_state(passed),
         "msweeps": ms,
         "recent_rebalances": recent,
     }

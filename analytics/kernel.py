@@ -27,8 +27,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-__all__ = ["HISTORY", "LAG_SECONDS_IN", "LAG_SECONDS_OUT", "METHODS", "STATE", "SWEEP", "lag_seconds_batches",
-           "lag_seconds_table"]
+__all__ = ["HISTORY", "LAG_SECONDS_IN", "LAG_SECONDS_OUT", "METHODS", "STATE", "SWEEP", "key_chunks",
+           "lag_seconds_batches", "lag_seconds_table"]
 
 #: ``_kind`` of an input row: a carried end-offset point, the carried last row, a fresh sweep
 HISTORY, STATE, SWEEP = 0, 1, 2
@@ -290,10 +290,10 @@ def lag_seconds_table(tbl: pa.Table, *, every_sweep: bool = False) -> pa.Table:
     }, schema=LAG_SECONDS_OUT)
 
 
-def lag_seconds_batches(batches: Iterable[pa.RecordBatch], *, every_sweep: bool = False) -> Iterator[pa.RecordBatch]:
-    """:func:`lag_seconds_table` over a task's key-sorted batches (``mapInArrow``): rows are
-    gathered into chunks of whole keys (a chunk ends where a key ends, once it holds at least
-    :data:`_CHUNK_ROWS` rows)."""
+def key_chunks(batches: Iterable[pa.RecordBatch], *, kind_bits: int = 2) -> Iterator[pa.Table]:
+    """A task's key-sorted batches (``mapInArrow``) as tables of whole keys: rows are gathered
+    into chunks that end where a key ends, once they hold at least :data:`_CHUNK_ROWS` rows
+    (``_k >> kind_bits`` is the key's second hash)."""
     pending: list[pa.RecordBatch] = []
     held = 0
     for b in batches:
@@ -304,14 +304,21 @@ def lag_seconds_batches(batches: Iterable[pa.RecordBatch], *, every_sweep: bool 
         if held < _CHUNK_ROWS:
             continue
         h = np.asarray(b.column("_h"))
-        k = np.asarray(b.column("_k")) >> 2
+        k = np.asarray(b.column("_k")) >> kind_bits
         other = np.flatnonzero((h != h[-1]) | (k != k[-1]))
         if len(other) == 0:  # the whole batch is one key: it may go on in the next
             continue
         cut = int(other[-1]) + 1
         pending[-1] = b.slice(0, cut)
-        yield from lag_seconds_table(pa.Table.from_batches(pending), every_sweep=every_sweep).to_batches()
+        yield pa.Table.from_batches(pending)
         pending = [b.slice(cut)]
         held = b.num_rows - cut
     if held:
-        yield from lag_seconds_table(pa.Table.from_batches(pending), every_sweep=every_sweep).to_batches()
+        yield pa.Table.from_batches(pending)
+
+
+def lag_seconds_batches(batches: Iterable[pa.RecordBatch], *, every_sweep: bool = False) -> Iterator[pa.RecordBatch]:
+    """:func:`lag_seconds_table` over a task's key-sorted batches (``mapInArrow``), a chunk of
+    whole keys at a time (:func:`key_chunks`)."""
+    for chunk in key_chunks(batches):
+        yield from lag_seconds_table(chunk, every_sweep=every_sweep).to_batches()

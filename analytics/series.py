@@ -27,15 +27,7 @@ from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql import types as T  # noqa: N812
 
-__all__ = [
-    "KEY",
-    "SERIES_COLUMNS",
-    "STATE_MARKERS",
-    "enrich_series",
-    "minutes_last",
-    "prepare_series",
-    "series_window",
-]
+__all__ = ["KEY", "SERIES_COLUMNS", "STATE_MARKERS", "enrich_series", "prepare_series", "series_window"]
 
 #: the identity of a series
 KEY = ["cluster", "group_id", "topic", "partition"]
@@ -66,11 +58,6 @@ def series_window() -> WindowSpec:
     return Window.partitionBy(*KEY).orderBy("window_start", "t")
 
 
-def minutes_last(t: Column, next_t: Column) -> Column:
-    """The sweep at ``t`` is its minute's last: the next one (``next_t``) lies in a later minute,
-    or there is none. Minutes as floor(t / 60): exact at a minute's first instant (t is exact
-    there), and UTC minutes have 60 s; the same minutes as ``date_trunc`` over the timestamp."""
-    return next_t.isNull() | (F.floor(next_t / 60) != F.floor(t / 60))
 
 
 def _epoch_s(col: Column) -> Column:
@@ -227,23 +214,3 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
     )
 
 
-def state_rows(enriched: DataFrame) -> DataFrame:
-    """The last row per key with its markers: the series part of the next step's state (the
-    row without a next sweep: no sort of its own). A key without a sweep in the step keeps its
-    state row, whose maxima are its own markers (no row precedes it)."""
-    last = enriched.where(F.col("next_t").isNull())
-    return last.select(
-        *SERIES_COLUMNS,
-        F.col("change_t").alias("m_change_t"),
-        F.coalesce(F.col("pending_t"), F.lit(None).cast("double")).alias("m_pending_t"),
-        F.greatest(F.col("max_rate_before"), F.col("rate"), F.col("m_max_rate")).alias("m_max_rate"),
-        F.col("rate").alias("m_rate"),
-        F.col("ret_t").alias("m_ret_t"),
-        F.col("end_change_t").alias("m_end_t"),
-        F.greatest(F.col("max_committed_before"), F.col("committed"), F.col("m_max_committed"))
-        .alias("m_max_committed"),
-        F.col("m_commit_t"),  # a carried state row's (set from the commit stream by the job)
-        F.col("alive_t").alias("m_alive_t"),
-        F.col("end_drop_t").alias("m_drop_t"),
-        F.lit(True).alias("is_state"),
-    )

@@ -27,47 +27,64 @@ operators with a sort each.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from lagscope.analytics import kernel
-from lagscope.analytics.series import KEY, minutes_last
+from lagscope.analytics.series import KEY
 
-__all__ = ["compact_history", "history_points", "transform_lag_seconds", "transform_lag_trends", "with_lag_seconds"]
-
-
-def _is_point() -> Column:
-    """A fresh row that records a rise of the end (or is its key's first row, or the first
-    after the end went down)."""
-    return ~F.col("is_state") & F.col("end").isNotNull() & (F.col("prev_t").isNull() | (F.col("de") != 0))
+__all__ = ["kernel_rows", "keyed", "method_name", "transform_lag_seconds", "transform_lag_trends"]
 
 
-def _point() -> Column:
-    first = F.col("prev_t").isNull() | (F.col("de") < 0)
-    return F.struct(
-        F.col("end").alias("e"),
-        F.col("t").alias("tc"),
-        F.when(first, F.col("t")).otherwise(F.col("prev_t")).alias("tp"),
-        F.when(first, F.col("end")).otherwise(F.col("prev_end")).alias("ep"),
-    )
+def kernel_rows(series: DataFrame, kind: int, extra: Sequence[str] = ()) -> DataFrame:
+    """Series rows (fresh or state) as pass rows: the lag-seconds columns, and ``extra`` of
+    the per-key pass's input (:data:`lagscope.analytics.onepass.PASS_IN`; a marker a frame lacks,
+    and the columns of the other row kinds, null)."""
+    cols: list[Column | str] = [*KEY, F.lit(kind).alias("_kind"), "t", "committed", "end", "log_start",
+            (F.unix_micros("rec_ts").cast("double") / F.lit(1e6)).alias("rec_t")]
+    for c in extra:
+        if c == "owner_h":  # xxhash64 of a null is its seed, not null
+            cols.append(F.when(F.col("owner").isNotNull(), F.xxhash64("owner")).alias("owner_h"))
+        elif c in series.columns and c in _SERIES_EXTRA:
+            cols.append(F.col(c))
+        else:
+            cols.append(F.lit(None).cast(_PASS_TYPES.get(c, "double")).alias(c))
+    return series.select(*cols)
 
 
-def history_points(enriched: DataFrame) -> DataFrame:
-    """The end-offset rises of a series: ``KEY, e, tc, tp, ep, end_epoch`` (see the module doc).
+#: the pass's input columns a series row fills (the others belong to other row kinds)
+_SERIES_EXTRA = {"lso", "m_change_t", "m_pending_t", "m_max_rate", "m_rate", "m_ret_t", "m_end_t", "m_commit_t",
+                 "m_alive_t", "m_drop_t", "m_max_committed"}
 
-    The first row of a key (no previous sweep), and the first after the end went down, yields
-    ``(end, t, t, end)``: every message below ``end`` was written at or before ``t``, which
-    makes older offsets a lower bound.
-    """
-    return enriched.where(_is_point()).select(*KEY, _point().alias("_pt"), "end_epoch").select(
-        *KEY, "_pt.*", "end_epoch")
+#: Spark types of the pass's non-double input columns (for the nulls of rows without them)
+_PASS_TYPES = {"lso": "long", "m_max_committed": "long", "lag": "long", "rebased": "boolean", "seq": "long",
+               "m_g_lag0": "long", "m_g_n": "long"}
 
 
-def _kernel_rows(series: DataFrame, kind: int) -> DataFrame:
-    return series.select(*KEY, F.lit(kind).alias("_kind"), "t", "committed", "end", "log_start",
-                         (F.unix_micros("rec_ts").cast("double") / F.lit(1e6)).alias("rec_t"))
+def keyed(rows: DataFrame, names: Sequence[str], kind_bits: int) -> tuple[DataFrame, DataFrame]:
+    """``rows`` (``KEY, _kind, …``) hashed, shuffled by the key's hash and sorted by key and time
+    (the input of a vectorised pass), and the distinct keys with their two hashes (to join the
+    key's strings back: only numbers cross to Python)."""
+    h, h2 = F.xxhash64(*KEY), F.hash(*KEY)
+    inp = (rows.select(h.alias("_h"), ((h2.cast("long") + F.lit(2**31)) * (1 << kind_bits) + F.col("_kind")).alias(
+        "_k"), *names).repartition("_h").sortWithinPartitions("_h", "_k", "t"))
+    keys = rows.select(*KEY).distinct().select(*KEY, h.alias("_h"), h2.alias("_h2"))
+    return inp, keys
+
+
+def history_rows(history: DataFrame, kind: int) -> DataFrame:
+    """Carried points as kernel rows: t = tc, end = e, committed = ep, rec_t = tp."""
+    return history.select(*KEY, F.lit(kind).alias("_kind"), F.col("tc").alias("t"), F.col("ep").alias("committed"),
+                          F.col("e").alias("end"), F.lit(None).cast("long").alias("log_start"),
+                          F.col("tp").alias("rec_t"))
+
+
+def method_name() -> Column:
+    """``lag_s_code`` as its name in :data:`lagscope.analytics.kernel.METHODS`."""
+    return F.element_at(F.array(*(F.lit(m) for m in kernel.METHODS)), F.col("lag_s_code"))
 
 
 def transform_lag_seconds(series: DataFrame, state: DataFrame | None = None, history: DataFrame | None = None, *,
@@ -83,7 +100,7 @@ def transform_lag_seconds(series: DataFrame, state: DataFrame | None = None, his
     reaches back to the previous minute's last sweep, or to ``state``'s row); the lag seconds.
 
     ``state`` holds the previous step's last row per key (its differences seed the first fresh
-    row), ``history`` the points of earlier steps (``KEY, e, tc, tp, ep``: :func:`compact_history`,
+    row), ``history`` the points of earlier steps (``KEY, e, tc, tp, ep``: :func:`lagscope.analytics.np_state.compact_history`,
     all of the epoch the step starts in).
 
     One shuffle by a hash of the key, a sort by key and time, then one vectorised pass per
@@ -91,54 +108,17 @@ def transform_lag_seconds(series: DataFrame, state: DataFrame | None = None, his
     definitions); the key's strings stay in Spark (only numbers go to Python) and are joined
     back by the two hashes.
     """
-    rows = _kernel_rows(series, kernel.SWEEP)
+    rows = kernel_rows(series, kernel.SWEEP)
     if state is not None:
-        rows = rows.unionByName(_kernel_rows(state, kernel.STATE))
-    if history is not None:  # a point row: t = tc, end = e, committed = ep, rec_t = tp
-        rows = rows.unionByName(history.select(
-            *KEY, F.lit(kernel.HISTORY).alias("_kind"), F.col("tc").alias("t"), F.col("ep").alias("committed"),
-            F.col("e").alias("end"), F.lit(None).cast("long").alias("log_start"), F.col("tp").alias("rec_t")))
-    h, h2 = F.xxhash64(*KEY), F.hash(*KEY)
-    inp = (rows.select(h.alias("_h"), ((h2.cast("long") + F.lit(2**31)) * 4 + F.col("_kind")).alias("_k"),
-                       *kernel.LAG_SECONDS_IN.names[2:])
-           .repartition("_h").sortWithinPartitions("_h", "_k", "t"))
+        rows = rows.unionByName(kernel_rows(state, kernel.STATE))
+    if history is not None:
+        rows = rows.unionByName(history_rows(history, kernel.HISTORY))
+    inp, keys = keyed(rows, kernel.LAG_SECONDS_IN.names[2:], 2)
     out = inp.mapInArrow(functools.partial(kernel.lag_seconds_batches, every_sweep=every_sweep),
                          from_arrow_schema(kernel.LAG_SECONDS_OUT))
-    keys = rows.select(*KEY).distinct().select(*KEY, h.alias("_h"), h2.alias("_h2"))
-    method = F.element_at(F.array(*(F.lit(m) for m in kernel.METHODS)), F.col("lag_s_code"))
     return out.join(keys, ["_h", "_h2"]).select(
         *KEY, "ts", "t", "window_start", "committed", "end", "log_start", "lag", "lag_max", "m_de", "m_dc", "m_dls",
-        "m_dt", "lag_s", "lag_s_lower", method.alias("lag_s_method"))
-
-
-def with_lag_seconds(enriched: DataFrame, lag_rows: DataFrame) -> DataFrame:
-    """The enriched minute rows (each key's last fresh sweep of each minute, with every column
-    of ``enriched``) and the lag seconds of that sweep from ``lag_rows``
-    (:func:`transform_lag_seconds`): the rows the ``status`` evaluation reads."""
-    last = enriched.where(~F.col("is_state") & minutes_last(F.col("t"), F.col("next_t")))
-    return last.join(lag_rows.select(*KEY, "window_start", "lag_s", "lag_s_lower", "lag_s_method"),
-                     [*KEY, "window_start"], "left")
-
-
-def compact_history(points: DataFrame, last_rows: DataFrame, *, recent_s: float = 600.0,
-                    bucket_s: float = 60.0) -> DataFrame:
-    """The points the next step still needs: those of the epoch of the key's last row
-    (``last_rows``: the enriched rows without a next sweep; ``points`` carry ``end_epoch``),
-    above its last committed offset (older ones can never bracket a future offset unless the
-    group rewinds), the last ``recent_s`` seconds kept whole and older ones merged per
-    ``bucket_s`` (a merged point spans its members' intervals, so it still brackets correctly,
-    only more coarsely). Returns ``KEY, e, tc, tp, ep``."""
-    lr = last_rows.select(*KEY, F.col("committed").alias("_c"), F.col("t").alias("_t"),
-                          F.col("end_epoch").alias("_epoch"))
-    keep = points.join(lr, KEY, "inner").where((F.col("end_epoch") == F.col("_epoch")) & (
-        F.col("_c").isNull() | (F.col("e") > F.col("_c"))))
-    recent = keep.where(F.col("tc") >= F.col("_t") - recent_s).select(*KEY, "e", "tc", "tp", "ep")
-    old = (keep.where(F.col("tc") < F.col("_t") - recent_s)
-           .groupBy(*KEY, F.floor(F.col("tc") / bucket_s).alias("_b"))
-           .agg(F.max("e").alias("e"), F.max("tc").alias("tc"), F.min("tp").alias("tp"),
-                F.min("ep").alias("ep"))
-           .drop("_b"))
-    return recent.unionByName(old)
+        "m_dt", "lag_s", "lag_s_lower", method_name().alias("lag_s_method"))
 
 
 def _date_cols(df: DataFrame, ts_col: str) -> DataFrame:

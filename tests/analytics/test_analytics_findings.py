@@ -1,21 +1,22 @@
 """Anomaly rules, table-driven with hand-computed expectations (one group per case, one Spark
-job for the whole table)."""
+job for the whole table), run as the job runs them: through the per-key pass
+(lagscope.analytics.perkey)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from analytics_builders import at, cases_df, offsets_rows
+from passes import Step, step
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.testing import assertDataFrameEqual
 
-from lagscope.analytics import findings
+from lagscope.analytics import findings, np_gaps, np_growth
 from lagscope.analytics.findings import RuleParams
 from lagscope.analytics.io import spark_schema
-from lagscope.analytics.series import KEY, enrich_series, prepare_series, state_rows
-from lagscope.analytics.trends import transform_lag_seconds, transform_lag_trends
 
 pytestmark = pytest.mark.spark
 
@@ -102,25 +103,14 @@ CASES: list[tuple[str, dict[int, list[tuple[Any, ...]]], list[tuple[str, int, fl
 ]
 
 
-def _anomalies(series: DataFrame) -> DataFrame:
-    enriched = enrich_series(series)
-    rows = transform_lag_seconds(series)
-    minutes = transform_lag_trends(rows).where(F.col("partition").isNotNull()).select(
-        *KEY, "window_start", "lag_last", "produce_rate", "consume_rate")
-    gaps = findings.commit_gaps(enriched)
-    return (findings.transform_episodes(enriched, stall_after_s=P.stall_after_s, stop_after_s=P.stop_after_s)
-            .unionByName(findings.transform_point_events(enriched, skip_factor=P.skip_factor,
-                                                         skip_min_messages=P.skip_min_messages))
-            .unionByName(findings.transform_gap_anomalies(
-                gaps, findings.gap_baselines(gaps), k=P.gap_k, mad_floor_s=P.gap_mad_floor_s,
-                min_gap_s=P.gap_min_s, min_samples=P.gap_min_samples, max_gap_s=P.stall_after_s))
-            .unionByName(findings.transform_lag_growth(minutes, min_minutes=P.growth_min_minutes)))
+def _anomalies(offsets: DataFrame) -> DataFrame:
+    return step(offsets, P).anomalies
 
 
 def test_anomaly_rules(spark: SparkSession) -> None:
     df = cases_df(spark, [offsets_rows(rows, group=name, partition=p)
                           for name, parts, _ in CASES for p, rows in parts.items()])
-    got = _anomalies(prepare_series(df)).select(
+    got = _anomalies(df).select(
         "group_id", "partition", "kind", "start_ts", "end_ts", F.round("magnitude", 3).alias("magnitude"))
     expected = spark.createDataFrame(
         [(name, p, kind, at(s), None if e is None else at(e), m) for name, _, exp in CASES for kind, p, s, e, m in exp],
@@ -191,16 +181,8 @@ COMMIT_CASES: list[tuple[str, list[tuple[Any, ...]], list[tuple[float, int]],
 def test_anomaly_rules_with_the_commit_stream(spark: SparkSession) -> None:
     df = cases_df(spark, [offsets_rows(rows, group=name) for name, rows, _, _ in COMMIT_CASES])
     commits = findings.commit_records(_commits_df(spark, [(name, cs) for name, _, cs, _ in COMMIT_CASES]))
-    enriched = enrich_series(prepare_series(df))
-    gaps = findings.commit_gaps(enriched, commits)
-    got = (findings.transform_episodes(enriched, stall_after_s=P.stall_after_s, stop_after_s=P.stop_after_s,
-                                       commits=commits)
-           .unionByName(findings.transform_point_events(enriched, skip_factor=P.skip_factor,
-                                                        skip_min_messages=P.skip_min_messages, commits=commits))
-           .unionByName(findings.transform_gap_anomalies(
-               gaps, findings.gap_baselines(gaps), k=P.gap_k, mad_floor_s=P.gap_mad_floor_s,
-               min_gap_s=P.gap_min_s, min_samples=P.gap_min_samples, max_gap_s=P.stall_after_s))
-           .select("group_id", "kind", "start_ts", "end_ts", F.round("magnitude", 3).alias("magnitude")))
+    got = step(df, P, commits=commits).anomalies.select(
+        "group_id", "kind", "start_ts", "end_ts", F.round("magnitude", 3).alias("magnitude"))
     expected = spark.createDataFrame(
         [(name, kind, at(s), None if e is None else at(e), m) for name, _, _, exp in COMMIT_CASES
          for kind, s, e, m in exp],
@@ -216,11 +198,9 @@ def test_rewinds_from_commits_count_once_across_steps(spark: SparkSession) -> No
     rows = [*rows[:3], (30, 800, 1100, 0), (40, 900, 1200, 0)]
     cs = [*cs[:5], (30, 800), (33, 700), (38, 900)]
     commits = findings.commit_records(_commits_df(spark, [(name, cs)]))
-    one = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows[:3], group=name)])))
-    two = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows[3:], group=name)])), state_rows(one))
-    got = [findings.transform_point_events(e, skip_factor=P.skip_factor, skip_min_messages=P.skip_min_messages,
-                                           commits=commits).select("kind", "start_ts", "magnitude")
-           for e in (one, two)]
+    one = step(cases_df(spark, [offsets_rows(rows[:3], group=name)]), P, commits=commits)
+    two = step(cases_df(spark, [offsets_rows(rows[3:], group=name)]), P, state=one.state, commits=commits)
+    got = [_points(x).select("kind", "start_ts", "magnitude") for x in (one, two)]
     assertDataFrameEqual(got[0], spark.createDataFrame([("rewind", at(12.5), 150.0)],
                                                        "kind string, start_ts timestamp, magnitude double"))
     assertDataFrameEqual(got[1], spark.createDataFrame([("rewind", at(33), 100.0)],
@@ -230,7 +210,7 @@ def test_rewinds_from_commits_count_once_across_steps(spark: SparkSession) -> No
 def test_anomaly_keys_are_stable_and_units_named(spark: SparkSession) -> None:
     name, parts, _ = CASES[2]  # the rewind
     df = cases_df(spark, [offsets_rows(parts[0], group=name)])
-    got = _anomalies(prepare_series(df)).select("key", "unit", "severity")
+    got = _anomalies(df).select("key", "unit", "severity")
     start_ms = int(at(10).timestamp() * 1000)
     assertDataFrameEqual(got, spark.createDataFrame([(f"rewind|c|rewind|t|0|{start_ms}", "messages", "warning")],
                                                     "key string, unit string, severity string"))
@@ -248,72 +228,93 @@ def test_rebalance_storm(spark: SparkSession) -> None:
                                                     "magnitude double"))
 
 
-def test_gap_baselines_are_median_and_mad_of_the_learned_and_new_gaps(spark: SparkSession) -> None:
-    """Median and MAD over the carried samples and this step's gaps (even and odd counts);
-    the next state keeps the latest ``keep`` by time; a state in the older one-row-per-gap
-    form is read as well."""
+def test_gap_baselines_are_median_and_mad_of_the_learned_and_new_gaps() -> None:
+    """Median and MAD over the carried samples and this step's gaps (even and odd counts); the
+    next state keeps the latest ``keep`` by time."""
     import random
     import statistics
 
     rng = random.Random(7)
-    schema = "cluster string, group_id string, topic string, partition int, t double, gap_s double"
     old = {p: [(float(i), round(rng.uniform(1, 20), 1)) for i in range(rng.randint(0, 9))] for p in range(5)}
     new = {p: [(100.0 + i, round(rng.uniform(1, 60), 1)) for i in range(rng.randint(1, 6))] for p in range(5)}
-    old_rows = spark.createDataFrame([("c", "g", "tp", p, t, g) for p, xs in old.items() for t, g in xs], schema)
-    gaps = spark.createDataFrame([("c", "g", "tp", p, t, g) for p, xs in new.items() for t, g in xs], schema)
-    first = findings.gap_baselines(old_rows, keep=4)  # the older state form: one row per gap
-    out = {r["partition"]: r for r in findings.gap_baselines(gaps, old_rows, keep=4).collect()}
-    carried = {r["partition"]: r for r in findings.gap_baselines(
-        gaps, first.select(*KEY, "samples"), keep=4).collect()}
+
+    def gaps(xs: dict[int, list[tuple[float, float]]]) -> np_gaps.Gaps:
+        flat = [(p, t, g) for p, ys in xs.items() for t, g in ys]
+        return np_gaps.Gaps(key=np.array([r[0] for r in flat], np.int64), t=np.array([r[1] for r in flat]),
+                            gap_s=np.array([r[2] for r in flat]))
+
+    base = np_gaps.gap_baselines(gaps(new), gaps(old), 5, keep=4)
+    assert list(base.key) == list(range(5))
+    first = np_gaps.gap_baselines(np_gaps.Gaps.empty(), gaps(old), 5, keep=4)
+    carried = np_gaps.gap_baselines(gaps(new), first.samples, 5, keep=4)
     for p in range(5):
         xs = [g for _, g in old[p] + new[p]]
         med = statistics.median(xs)
-        assert out[p]["gap_median_s"] == pytest.approx(med)
-        assert out[p]["gap_mad_s"] == pytest.approx(statistics.median(abs(x - med) for x in xs))
-        assert out[p]["gap_n"] == len(xs)
+        assert base.gap_median_s[p] == pytest.approx(med)
+        assert base.gap_mad_s[p] == pytest.approx(statistics.median(abs(x - med) for x in xs))
+        assert base.gap_n[p] == len(xs)
+        mine = base.samples.key == p
         latest = sorted(old[p] + new[p])[-4:]
-        assert [(s["t"], s["gap_s"]) for s in out[p]["samples"]] == latest
+        assert list(zip(base.samples.t[mine], base.samples.gap_s[mine], strict=True)) == latest
         # a carried state holds only the latest 4 old gaps: the baseline learns from those
         kept = [g for _, g in sorted(old[p])[-4:] + new[p]]
-        assert carried[p]["gap_median_s"] == pytest.approx(statistics.median(kept))
+        assert carried.gap_median_s[p] == pytest.approx(statistics.median(kept))
 
 
-def _growth_minutes(spark: SparkSession, lags: list[tuple[int, int]]) -> DataFrame:
-    """Partition-minute rows (group g, topic t, partition 0) from ``(minute, lag_last)``; the
-    produce rate exceeds the consume rate in every minute."""
-    return spark.createDataFrame(
-        [("c", "g", "t", 0, at(60 * m), lag, 10.0, 5.0) for m, lag in lags],
-        "cluster string, group_id string, topic string, partition int, window_start timestamp, "
-        "lag_last long, produce_rate double, consume_rate double")
+def test_gap_samples_of_an_older_state_are_read(spark: SparkSession) -> None:
+    # a state written before the samples were one array per key held one row per gap
+    # (KEY, t, gap_s): a step reads it, learns from it and hands the samples on as arrays
+    old = spark.createDataFrame([("c", "g", "t", 0, float(t), 10.0) for t in range(5)],
+                                "cluster string, group_id string, topic string, partition int, t double, gap_s double")
+    nxt = step(cases_df(spark, [offsets_rows([(200, 10, 20, 0)])]), P, state={"gaps": old}).state["gaps"]
+    assert [(s["t"], s["gap_s"]) for s in nxt.collect()[0]["samples"]] == [(float(t), 10.0) for t in range(5)]
+
+
+def _growth_minutes(lags: list[tuple[int, int]]) -> np_growth.Minutes:
+    """Partition-minute rows of one partition from ``(minute, lag_last)``; the produce rate
+    exceeds the consume rate in every minute."""
+    n = len(lags)
+    return np_growth.Minutes(
+        key=np.zeros(n, np.int64), minute=np.array([m + int(at(0).timestamp()) // 60 for m, _ in lags], np.int64),
+        lag_last=np.array([lag for _, lag in lags], np.int64), lag_last_ok=np.ones(n, bool),
+        produce_rate=np.full(n, 10.0), consume_rate=np.full(n, 5.0), is_state=np.zeros(n, bool),
+        g_start=np.full(n, np_growth.NO_RUN, np.int64), g_lag0=np.zeros(n, np.int64), g_lag0_ok=np.zeros(n, bool),
+        g_n=np.zeros(n, np.int64))
+
+
+def _runs(m: np_growth.Minutes) -> list[tuple[float, float | None, float]]:
+    got = np_growth.lag_growth(m, min_minutes=3)
+    return [(float(s) - at(0).timestamp(), None if e != e else float(e) - at(0).timestamp(), float(x))
+            for s, e, x in zip(got.start_t, got.end_t, got.magnitude, strict=True)]
 
 
 @pytest.mark.parametrize("split", [2, 3, 4, 6])
-def test_lag_growth_carried_across_steps_equals_one_pass(spark: SparkSession, split: int) -> None:
+def test_lag_growth_carried_across_steps_equals_one_pass(split: int) -> None:
     # the lag grows in minutes 2…6 (5 minutes, from 20 at minute 1 to 70), falls at minute 7,
     # grows again in minutes 8 and 9 (too short for a run of 3); a step boundary before minute
     # ``split`` (inside the run, at its start, or after it) carries the open run in the state
     lags = [(0, 20), (1, 20), (2, 30), (3, 40), (4, 50), (5, 60), (6, 70), (7, 10), (8, 15), (9, 20)]
-    whole = findings.transform_lag_growth(_growth_minutes(spark, lags), min_minutes=3)
-    assertDataFrameEqual(whole.select("start_ts", "end_ts", "magnitude"), spark.createDataFrame(
-        [(at(120), at(420), 50 / 300)], "start_ts timestamp, end_ts timestamp, magnitude double"))
-
-    first = _growth_minutes(spark, [x for x in lags if x[0] < split])
-    state = findings.lag_growth_state(first)
-    second = _growth_minutes(spark, [x for x in lags if x[0] >= split]).unionByName(state, allowMissingColumns=True)
-    stepped = findings.transform_lag_growth(second, min_minutes=3)
+    whole = _runs(_growth_minutes(lags))
+    assert whole == [(120.0, 420.0, pytest.approx(50 / 300))]
+    state = np_growth.lag_growth_state(_growth_minutes([x for x in lags if x[0] < split]))
+    second = _growth_minutes([x for x in lags if x[0] >= split])
+    both = np_growth.Minutes(*(np.concatenate([getattr(state, f), getattr(second, f)])
+                               for f in np_growth.Minutes.__dataclass_fields__))
     # the step that saw the run's end reports it whole, as the single pass does
-    assertDataFrameEqual(stepped, whole)
+    assert _runs(both) == whole
 
 
-def test_lag_growth_counts_only_adjacent_minutes(spark: SparkSession) -> None:
+def test_lag_growth_counts_only_adjacent_minutes() -> None:
     # minutes 1…3 grow (20 → 50), then no minutes until 20 (the collector was down): the run
     # ends with minute 3 (at 240 s), not at the next minute seen. Minute 40 follows minute 20
     # after another gap: its higher lag is no growth over one minute, so 41 and 42 are a run of
     # 2 (< 3), not 3
     lags = [(0, 20), (1, 30), (2, 40), (3, 50), (20, 10), (40, 100), (41, 110), (42, 120)]
-    got = findings.transform_lag_growth(_growth_minutes(spark, lags), min_minutes=3)
-    assertDataFrameEqual(got.select("start_ts", "end_ts", "magnitude"), spark.createDataFrame(
-        [(at(60), at(240), 30 / 180)], "start_ts timestamp, end_ts timestamp, magnitude double"))
+    assert _runs(_growth_minutes(lags)) == [(60.0, 240.0, pytest.approx(30 / 180))]
+
+
+def _points(x: Step) -> DataFrame:
+    return x.anomalies.where(F.col("kind").isin("rewind", "skip"))
 
 
 def _point_events_of_step_two(spark: SparkSession, case: str, *, split: int) -> DataFrame:
@@ -321,9 +322,8 @@ def _point_events_of_step_two(spark: SparkSession, case: str, *, split: int) -> 
     ``split`` rows are step 1, whose state seeds step 2)."""
     parts = next(p for name, p, _ in CASES if name == case)
     rows = parts[0]
-    one = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows[:split], group=case)])))
-    two = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows[split:], group=case)])), state_rows(one))
-    return findings.transform_point_events(two, skip_factor=P.skip_factor, skip_min_messages=P.skip_min_messages)
+    one = step(cases_df(spark, [offsets_rows(rows[:split], group=case)]), P)
+    return _points(step(cases_df(spark, [offsets_rows(rows[split:], group=case)]), P, state=one.state))
 
 
 def test_skip_in_a_steps_first_interval_equals_the_batch(spark: SparkSession) -> None:
@@ -425,13 +425,10 @@ def test_a_step_without_sweeps_keeps_the_largest_rate(spark: SparkSession) -> No
     # one (1/s), under which the catch-up would look like a skip of 780 messages
     rows = [(0, 0, 0), (10, 1000, 1000), (20, 1010, 1010), (30, 1800, 1800)]
 
-    def events(e: DataFrame) -> DataFrame:
-        return findings.transform_point_events(e, skip_factor=P.skip_factor, skip_min_messages=P.skip_min_messages)
-
-    batch = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows)])))
-    one = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows[:3])])))
-    two = enrich_series(prepare_series(cases_df(spark, [[]])), state_rows(one))
-    three = enrich_series(prepare_series(cases_df(spark, [offsets_rows(rows[3:])])), state_rows(two))
-    assert events(batch).count() == 0
-    assert events(three).count() == 0
-    assert state_rows(two).select("m_max_rate", "m_max_committed").collect() == [(100.0, 1010)]
+    batch = step(cases_df(spark, [offsets_rows(rows)]), P)
+    one = step(cases_df(spark, [offsets_rows(rows[:3])]), P)
+    two = step(cases_df(spark, [[]]), P, state=one.state)
+    three = step(cases_df(spark, [offsets_rows(rows[3:])]), P, state=two.state)
+    assert _points(batch).count() == 0
+    assert _points(three).count() == 0
+    assert two.state["series"].select("m_max_rate", "m_max_committed").collect() == [(100.0, 1010)]

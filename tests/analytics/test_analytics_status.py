@@ -1,21 +1,23 @@
 """Burrow-compatible status beside lagscope's own, table-driven (one group per case).
 
 Burrow window in these tests: 5 entries. Sweeps every 10 s in minute 0, so each case is
-evaluated once, at its last sweep (t=50)."""
+evaluated once, at its last sweep (t=50). The evaluations run as the job runs them: through
+the per-key pass (lagscope.analytics.perkey)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from analytics_builders import at, cases_df, offsets_rows
-from pyspark.sql import SparkSession
+from passes import step
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.testing import assertDataFrameEqual
 
-from lagscope.analytics import status
-from lagscope.analytics.series import enrich_series, prepare_series
-from lagscope.analytics.trends import transform_lag_seconds, with_lag_seconds
+from lagscope.analytics import np_status, status
+from lagscope.analytics.findings import RuleParams
 
 pytestmark = pytest.mark.spark
 
@@ -54,13 +56,15 @@ CASES: list[tuple[str, list[tuple[Any, ...]], tuple[str, str]]] = [
 ]
 
 
+def _status(offsets: DataFrame) -> DataFrame:
+    """The status table (partition and group rows) of one step over ``offsets``."""
+    return status.with_group_rows(step(offsets, RuleParams(burrow_window=5, stall_after_s=30, stop_after_s=30,
+                                                           warn_lag_s=30)).status)
+
+
 def test_status_rules(spark: SparkSession) -> None:
     df = cases_df(spark, [offsets_rows(rows, group=name) for name, rows, _ in CASES])
-    series = prepare_series(df)
-    enriched = enrich_series(series)
-    rows = with_lag_seconds(enriched, transform_lag_seconds(series))
-    out = status.transform_status(rows, status.burrow_entries(enriched), n=5, stall_after_s=30, stop_after_s=30,
-                                  warn_lag_s=30)
+    out = _status(df)
     got = out.where(F.col("partition").isNotNull()).select("group_id", "eval_ts", "burrow_status", "status")
     expected = spark.createDataFrame([(name, at(50), *exp) for name, _, exp in CASES],
                                      "group_id string, eval_ts timestamp, burrow_status string, status string")
@@ -72,11 +76,7 @@ def test_group_status_is_the_worst_partition(spark: SparkSession) -> None:
     # Burrow (which counts anything worse than ERR as ERR); lag sums 900 + 0
     stalled = offsets_rows([(t, 100, 1000, 0, "m1") for t in T], partition=0)
     fine = offsets_rows([(t, 10 * t, 10 * t, 0, "m1") for t in T], partition=1)
-    series = prepare_series(cases_df(spark, [stalled, fine]))
-    enriched = enrich_series(series)
-    rows = with_lag_seconds(enriched, transform_lag_seconds(series))
-    out = status.transform_status(rows, status.burrow_entries(enriched), n=5, stall_after_s=30, stop_after_s=30,
-                                  warn_lag_s=30)
+    out = _status(cases_df(spark, [stalled, fine]))
     got = out.where(F.col("partition").isNull()).select("burrow_status", "status", "lag")
     assertDataFrameEqual(got, spark.createDataFrame([("ERR", "STALL", 900)],
                                                     "burrow_status string, status string, lag long"))
@@ -94,13 +94,9 @@ def test_group_status_is_lagscopes_worst_partition(spark: SparkSession) -> None:
     lost = [(t, 100, 1000, 200, "m1") for t in T]
     stopped = [(t, min(t, 20), 1000, 0, "m1" if t <= 20 else None) for t in T]
     rewound = [(t, c, 1000, 0, "m1") for t, c in zip(T, (100, 200, 300, 250, 350, 450), strict=True)]
-    series = prepare_series(cases_df(spark, [
+    out = _status(cases_df(spark, [
         *pair("err-and-stall", lost, stalled), *pair("stop-and-stall", stopped, stalled),
         *pair("rewind-and-stall", rewound, stalled)]))
-    enriched = enrich_series(series)
-    rows = with_lag_seconds(enriched, transform_lag_seconds(series))
-    out = status.transform_status(rows, status.burrow_entries(enriched), n=5, stall_after_s=30, stop_after_s=30,
-                                  warn_lag_s=30)
     got = out.where(F.col("partition").isNull()).select("group_id", "burrow_status", "status")
     assertDataFrameEqual(got, spark.createDataFrame(
         [("err-and-stall", "ERR", "ERR"), ("stop-and-stall", "ERR", "STOP"), ("rewind-and-stall", "ERR", "STALL")],
@@ -123,7 +119,7 @@ def _burrow_window(entries: list[tuple[float, int, int | None]], j: int, n: int)
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5])
-def test_window_statistics_follow_burrows_definition(spark: SparkSession, n: int) -> None:
+def test_window_statistics_follow_burrows_definition(n: int) -> None:
     """The linear-time window statistics equal Burrow's sliding-window definition on random
     entries (repeats, rewinds, zero and missing lags, keys shorter and longer than a window)."""
     import random
@@ -136,11 +132,18 @@ def test_window_statistics_follow_burrows_definition(spark: SparkSession, n: int
             c += rng.choice([0, 0, 5, -3, 10])
             entries.append((float(i * 10), c, rng.choice([0, 1, 4, 4, 9, None])))
         series[part] = entries
-    df = spark.createDataFrame(
-        [("c", "g", "tp", part, t, c, lag, False, False) for part, es in series.items() for t, c, lag in es],
-        "cluster string, group_id string, topic string, partition int, t double, c bigint, lag bigint, "
-        "rebased boolean, is_state boolean")
-    got = {(r["partition"], r["t"]): r["_win"].asDict() for r in status._window_stats(df, n).collect()}
+    flat = [(part, t, c, lag) for part, es in series.items() for t, c, lag in es]
+    e = np_status.Entries(
+        key=np.array([r[0] for r in flat], np.int64), t=np.array([r[1] for r in flat]),
+        c=np.array([r[2] for r in flat], np.int64), lag=np.array([r[3] or 0 for r in flat], np.int64),
+        lag_ok=np.array([r[3] is not None for r in flat]), rebased=np.zeros(len(flat), bool),
+        is_state=np.zeros(len(flat), bool))
+    w = np_status._window_stats(e, n)
+    got = {(int(w.key[i]), float(w.last_t[i])): {
+        "last_t": float(w.last_t[i]), "first_t": float(w.first_t[i]), "zero_lag": bool(w.zero_lag[i]),
+        "first_lag": int(w.first_lag[i]) if w.first_lag_ok[i] else None, "stalled": bool(w.stalled[i]),
+        "rewound": bool(w.rewound[i]), "lag_decreased": bool(w.lag_decreased[i]),
+        "rewound_own": bool(w.rewound_own[i])} for i in range(len(w.key))}
 
     def last_in_minute(es: list[tuple[float, int, int | None]], j: int) -> bool:
         return j == len(es) - 1 or es[j + 1][0] // 60 != es[j][0] // 60

@@ -1,5 +1,5 @@
 """The numpy stall / stop / retention_loss episodes (lagscope.analytics.np_episodes) against Spark's
-findings.transform_episodes, _with_last_commit and last_commit_marker on the same enriched series:
+sref.transform_episodes, _with_last_commit and last_commit_marker on the same enriched series:
 random two-step series (the second step seeded by the first's state rows, whose m_commit_t comes
 from the commit stream) with and without random commit streams, and hand-written edge cases."""
 
@@ -12,15 +12,16 @@ from typing import Any
 
 import numpy as np
 import pytest
+import spark_reference as sref
 from analytics_builders import T0, at, cases_df, offsets_rows
 from enriched_arrays import random_cases, series_arrays, two_steps
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
+from spark_reference import state_rows
 
-from lagscope.analytics import findings
 from lagscope.analytics.kseries import Commits, Found, Series, java_fixed
 from lagscope.analytics.np_episodes import commit_marker, episodes, last_commit_t, spark_round
-from lagscope.analytics.series import KEY, enrich_series, prepare_series, state_rows
+from lagscope.analytics.series import KEY, enrich_series, prepare_series
 
 pytestmark = pytest.mark.spark
 
@@ -99,7 +100,7 @@ def _check(spark: SparkSession, enriched: DataFrame, recs: DataFrame | None, *, 
     commits = _commit_arrays(recs, keys) if recs is not None else None
 
     # last_commit_t / commits_known, per series row (the same row order as series_arrays)
-    ref = findings._with_last_commit(enriched, recs).select(
+    ref = sref._with_last_commit(enriched, recs).select(
         *KEY, "t", "is_state", "last_commit_t", "commits_known").toPandas()
     ref["_state_first"] = ~ref["is_state"].astype(bool)
     ref = ref.sort_values([*KEY, "t", "_state_first"], kind="stable").reset_index(drop=True)
@@ -110,7 +111,7 @@ def _check(spark: SparkSession, enriched: DataFrame, recs: DataFrame | None, *, 
 
     # the episodes
     want = [(*r[:4], r.kind, r.s, r.e, r.severity, r.magnitude, r.unit, r.detail) for r in
-            findings.transform_episodes(enriched, stall_after_s=stall, stop_after_s=stop, commits=recs).select(
+            sref.transform_episodes(enriched, stall_after_s=stall, stop_after_s=stop, commits=recs).select(
                 *KEY, "kind", F.unix_micros("start_ts").alias("s"), F.unix_micros("end_ts").alias("e"),
                 "severity", "magnitude", "unit", "detail").collect()]
     f = episodes(series, commits, stall_after_s=stall, stop_after_s=stop)
@@ -122,7 +123,7 @@ def _check(spark: SparkSession, enriched: DataFrame, recs: DataFrame | None, *, 
     # the next step's m_commit_t per key
     last = state_rows(enriched)
     if recs is not None:
-        last = findings.last_commit_marker(last, recs)
+        last = sref.last_commit_marker(last, recs)
     marks = {tuple(r[:4]): r.m_commit_t for r in last.select(*KEY, "m_commit_t").collect()}
     cm = commit_marker(series, commits)
     assert len(cm) == len(keys) == len(marks)
@@ -171,7 +172,7 @@ def _random_steps(spark: SparkSession, seed: int, with_commits: bool) -> tuple[D
     recs = spark.createDataFrame(_random_commits(rng, rows), COMMIT_SCHEMA)
     # the first step's state rows carry its last commit (m_commit_t); the second step reads the
     # commit stream from 60 s before its start
-    state = findings.last_commit_marker(steps.state, recs.where(F.col("t") < _t(SPLIT_S)))
+    state = sref.last_commit_marker(steps.state, recs.where(F.col("t") < _t(SPLIT_S)))
     enriched = enrich_series(steps.series, state).localCheckpoint()
     return enriched, recs.where(F.col("t") >= _t(SPLIT_S - 60.0)).localCheckpoint()
 

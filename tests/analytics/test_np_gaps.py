@@ -1,5 +1,5 @@
 """The numpy commit gaps, gap baselines and commit_gap anomalies (lagscope.analytics.np_gaps)
-against their Spark references (findings.commit_gaps, gap_baselines, transform_gap_anomalies) on
+against their Spark references (sref.commit_gaps, gap_baselines, transform_gap_anomalies) on
 the same input: Spark's enriched series of a random second step (seeded by the first step's
 state rows), random commit records and random carried samples; and on small hand-written edges."""
 
@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+import spark_reference as sref
 from analytics_builders import T0, offsets_rows
 from enriched_arrays import random_cases, series_arrays, two_steps
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
-from lagscope.analytics import findings
 from lagscope.analytics.kseries import Commits, Found, Series
 from lagscope.analytics.np_gaps import Baselines, Gaps, commit_gaps, gap_anomalies, gap_baselines
 from lagscope.analytics.series import KEY
@@ -142,10 +142,10 @@ def _compare(enriched: DataFrame, s: Series, num: Numbering, commits: tuple[Data
              samples: tuple[DataFrame, Gaps] | None, keep: int) -> tuple[int, int]:
     """Gaps, baselines and anomalies (each of _PARAMS) of both implementations; returns (gaps,
     anomalies) counts."""
-    sp_gaps = findings.commit_gaps(enriched, None if commits is None else commits[0]).localCheckpoint()
+    sp_gaps = sref.commit_gaps(enriched, None if commits is None else commits[0]).localCheckpoint()
     gaps = commit_gaps(s, None if commits is None else commits[1])
     _same_rows(_gap_rows(gaps, num), _spark_gap_rows(sp_gaps), "gaps")
-    sp_base = findings.gap_baselines(sp_gaps, None if samples is None else samples[0], keep=keep).localCheckpoint()
+    sp_base = sref.gap_baselines(sp_gaps, None if samples is None else samples[0], keep=keep).localCheckpoint()
     base = gap_baselines(gaps, None if samples is None else samples[1], len(num.keys), keep)
     _same_rows(_base_rows(base, num), _spark_base_rows(sp_base), "baselines")
     # the next state's samples come sorted by key, t, gap_s
@@ -155,7 +155,7 @@ def _compare(enriched: DataFrame, s: Series, num: Numbering, commits: tuple[Data
     for k, floor, min_gap, min_n, max_gap in _PARAMS:
         kw = {"k": k, "mad_floor_s": floor, "min_gap_s": min_gap, "min_samples": min_n, "max_gap_s": max_gap}
         found = gap_anomalies(gaps, base, **kw)
-        _same_rows(_found_rows(found, num), _spark_found_rows(findings.transform_gap_anomalies(sp_gaps, sp_base, **kw)),
+        _same_rows(_found_rows(found, num), _spark_found_rows(sref.transform_gap_anomalies(sp_gaps, sp_base, **kw)),
                    f"anomalies {kw}")
         n_anom += found.n
     return gaps.n, n_anom
@@ -297,14 +297,14 @@ def test_baseline_and_anomaly_edges(spark: SparkSession) -> None:
     kw = {"k": 2.0, "mad_floor_s": 1.0, "min_gap_s": 5.0, "min_samples": 3, "max_gap_s": 50.0}
     # baselines without F's gaps: its gap has no baseline
     learn = gaps.key != num.number[k["F"]]
-    sp_base = findings.gap_baselines(sp_gaps.where(F.col("partition") != 5), sp_samples, keep=2)
+    sp_base = sref.gap_baselines(sp_gaps.where(F.col("partition") != 5), sp_samples, keep=2)
     base = gap_baselines(Gaps(gaps.key[learn], gaps.t[learn], gaps.gap_s[learn]), np_samples, len(num.keys), 2)
     _same_rows(_base_rows(base, num), _spark_base_rows(sp_base), "baselines")
     e = num.number[k["E"]]
     assert list(zip(base.samples.t[base.samples.key == e], base.samples.gap_s[base.samples.key == e],
                     strict=True)) == [(5.0, 3.0), (10.0, 30.0)]
     found = gap_anomalies(gaps, base, **kw)
-    want = _spark_found_rows(findings.transform_gap_anomalies(sp_gaps, sp_base, **kw))
+    want = _spark_found_rows(sref.transform_gap_anomalies(sp_gaps, sp_base, **kw))
     _same_rows(_found_rows(found, num), want, "anomalies")
     details = sorted(str(d) for d in found.detail)
     assert "12.3 s between commits with lag pending; this partition's normal is 10.0 s (MAD 0.0 s)" in details

@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+import spark_reference as sref
 from analytics_builders import T0, at
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
-from lagscope.analytics import findings
 from lagscope.analytics.kseries import Found, java_fixed
 from lagscope.analytics.np_growth import NO_RUN, Minutes, lag_growth, lag_growth_state
 
@@ -176,11 +176,11 @@ def test_lag_growth_two_steps_match_spark(spark: SparkSession, seed: int) -> Non
     rows = random_rows(np.random.default_rng(seed))
     one, two = _split(rows)
     s1 = spark_minutes(spark, one)
-    st1 = findings.lag_growth_state(s1)
+    st1 = sref.lag_growth_state(s1)
     s2 = spark_minutes(spark, two).unionByName(st1, allowMissingColumns=True)
-    want_found = (spark_found(findings.transform_lag_growth(s1, min_minutes=min_minutes), 1)
-                  + spark_found(findings.transform_lag_growth(s2, min_minutes=min_minutes), 2))
-    want_state = spark_state(st1, 1) + spark_state(findings.lag_growth_state(s2), 2)
+    want_found = (spark_found(sref.transform_lag_growth(s1, min_minutes=min_minutes), 1)
+                  + spark_found(sref.transform_lag_growth(s2, min_minutes=min_minutes), 2))
+    want_state = spark_state(st1, 1) + spark_state(sref.lag_growth_state(s2), 2)
 
     f1, n1, f2, n2 = np_two_steps(rows, min_minutes)
     assert_rows_equal(np_state(n1, 1) + np_state(n2, 2), want_state)
@@ -256,8 +256,8 @@ _EDGE: list[Row] = [
 @pytest.mark.parametrize("min_minutes", [2, 3])
 def test_lag_growth_edge_cases_match_spark(spark: SparkSession, min_minutes: int) -> None:
     df = spark_minutes(spark, _EDGE)
-    want_found = spark_found(findings.transform_lag_growth(df, min_minutes=min_minutes), 1)
-    want_state = spark_state(findings.lag_growth_state(df), 1)
+    want_found = spark_found(sref.transform_lag_growth(df, min_minutes=min_minutes), 1)
+    want_state = spark_state(sref.lag_growth_state(df), 1)
     m = np_minutes(_EDGE)
     got = lag_growth(m, min_minutes=min_minutes)
     assert_rows_equal(np_found(got, 1), want_found)

@@ -1,5 +1,5 @@
 """The numpy rewind / skip point events (lagscope.analytics.np_points.point_events) against
-Spark's findings.transform_point_events on the same enriched series (two incremental steps, the
+Spark's sref.transform_point_events on the same enriched series (two incremental steps, the
 second seeded by the first's state rows), with and without a random commit stream, and on small
 hand-written edge cases."""
 
@@ -9,12 +9,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+import spark_reference as sref
 from analytics_builders import T0, offsets_rows
 from enriched_arrays import random_cases, series_arrays, two_steps
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 
-from lagscope.analytics import findings
 from lagscope.analytics.kseries import Commits, Found, Series
 from lagscope.analytics.np_points import point_events
 from lagscope.analytics.series import KEY
@@ -148,7 +148,7 @@ def test_point_events_match_spark(spark: SparkSession, seed: int, n_keys: int) -
     counts: dict[str, int] = {}
     for params in PARAMS:
         for with_commits in (False, True):
-            want = _spark_rows(findings.transform_point_events(
+            want = _spark_rows(sref.transform_point_events(
                 enriched, commits=cdf if with_commits else None, **params), keys)
             got = _np_rows(point_events(s, c if with_commits else None, **params))
             _assert_same(got, want)
@@ -160,7 +160,7 @@ def test_point_events_match_spark(spark: SparkSession, seed: int, n_keys: int) -
     assert counts.get("s:skip:interval", 0) > 0, counts
     assert counts.get("c:skip:exact", 0) > 0, counts
     # commits going back that the end drop explains (rebased) occur
-    cj = findings._commit_jumps(cdf, enriched)
+    cj = sref._commit_jumps(cdf, enriched)
     assert cj.where(F.col("rebased") & (F.col("offset") < F.col("prev_offset"))).count() > 0
 
 
@@ -177,7 +177,7 @@ def _case(spark: SparkSession, sweeps: list[Row], commits: list[tuple[float, int
     rows = [("c", "g", "t", 0, _T0 + t, o, n) for n, (t, o) in enumerate(commits)]
     c = _commits_arrays(rows, keys)
     p = {**P, **params}
-    want = _spark_rows(findings.transform_point_events(steps.enriched, commits=_commits_df(spark, rows), **p), keys)
+    want = _spark_rows(sref.transform_point_events(steps.enriched, commits=_commits_df(spark, rows), **p), keys)
     return _np_rows(point_events(s, c, **p)), want, s, keys
 
 

@@ -1,4 +1,4 @@
-"""The numpy partition status (lagscope.analytics.np_status) against Spark's status.burrow_entries,
+"""The numpy partition status (lagscope.analytics.np_status) against Spark's sref.burrow_entries,
 entries_state and partition_status: random two-step series (carried series state, and carried
 entries from the first step, random ones, or ones written before ``rebased`` existed), and small
 hand-written edge cases. The numpy input is Spark's own enriched series (series_arrays), the minute
@@ -14,12 +14,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+import spark_reference as sref
 from analytics_builders import at, cases_df, offsets_rows
 from enriched_arrays import random_cases, series_arrays, two_steps
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
+from spark_reference import minutes_last
 
-from lagscope.analytics import status
 from lagscope.analytics.io import spark_schema
 from lagscope.analytics.kseries import Series, java_fixed
 from lagscope.analytics.np_status import (
@@ -30,7 +31,7 @@ from lagscope.analytics.np_status import (
     minute_rows,
     partition_status,
 )
-from lagscope.analytics.series import KEY, enrich_series, minutes_last, prepare_series
+from lagscope.analytics.series import KEY, enrich_series, prepare_series
 from lagscope.analytics.trends import transform_lag_seconds
 
 pytestmark = pytest.mark.spark
@@ -136,13 +137,13 @@ def compare(p: Prepared, carried: DataFrame | None, th: Th, *, null_lag_s: bool 
     rows = with_lag_seconds(p.enriched.select(*_ROW_COLUMNS), p.lag_rows)
     if null_lag_s:
         rows = rows.withColumn("lag_s", F.lit(None).cast("double"))
-    entries = status.burrow_entries(p.enriched, carried)
-    out = status.partition_status(rows, entries, **th.kw())
+    entries = sref.burrow_entries(p.enriched, carried)
+    out = sref.partition_status(rows, entries, **th.kw())
     want = sorted((tuple(r) for r in out.select(
         *KEY, (F.unix_micros("eval_ts") / F.lit(1e6)).alias("t"), "burrow_status", "status", "reason", "lag",
         "lag_seconds").collect()), key=lambda r: r[:5])
     want_entries = _spark_entry_tuples(entries)
-    want_state = _spark_entry_tuples(status.entries_state(entries, th.n), with_state=False)
+    want_state = _spark_entry_tuples(sref.entries_state(entries, th.n), with_state=False)
 
     s, keys = p.s, list(p.keys)
     number = {k: i for i, k in enumerate(keys)}
@@ -237,7 +238,7 @@ def _random_run(spark: SparkSession, n: int) -> Outcome:
         prep, cases = _PREP["prep"], _PREP["cases"]
         df = spark.createDataFrame([r for r in cases if int(r["cluster"][1:]) % 2 == 0], spark_schema("offsets"))
         first = enrich_series(prepare_series(df.where(F.col("sweep_ts") < F.lit(at(_SPLIT_S)))))
-        carried = status.entries_state(status.burrow_entries(first), n)
+        carried = sref.entries_state(sref.burrow_entries(first), n)
         rng = np.random.default_rng(n)
         odd = sorted({(r["cluster"], r["group_id"], r["topic"], r["partition"]) for r in cases
                       if int(r["cluster"][1:]) % 2 == 1})

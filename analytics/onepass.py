@@ -1,0 +1,379 @@
+"""The one vectorised pass per chunk of keys: everything a step computes per partition, after one
+shuffle and one sort (the Spark side is :func:`lagscope.analytics.trends.transform_pass`).
+
+A step used to compute the per-partition rules as Spark window passes over the enriched series,
+each with its own sort, and to store that series for them: about a dozen jobs per step. Here
+the rows of a key arrive together and in order, and every rule is a handful of array operations
+over the chunk (:mod:`lagscope.analytics.kseries` enriches the series; one module per rule
+family: :mod:`~lagscope.analytics.np_status`, :mod:`~lagscope.analytics.np_episodes`,
+:mod:`~lagscope.analytics.np_points`, :mod:`~lagscope.analytics.np_gaps`,
+:mod:`~lagscope.analytics.np_growth`, :mod:`~lagscope.analytics.np_state`; each is tested
+against the Spark definitions it replaced).
+
+Input (:data:`PASS_IN`), sorted by ``(_h, _k, t)``: ``_h`` a 64-bit hash of the key, ``_k`` =
+``(h2 + 2^31)·8 + kind`` a second, independent 32-bit hash and the row's kind:
+
+- :data:`HISTORY`: a carried end-offset point (``t`` = tc, ``end`` = e, ``committed`` = ep,
+  ``rec_t`` = tp), as :mod:`lagscope.analytics.kernel` reads it;
+- :data:`STATE`: the key's carried last row, with its running markers (``m_…``);
+- :data:`SWEEP`: a fresh sweep row (``owner_h``: a hash of its owner, null without one);
+- :data:`ENTRY`: a carried Burrow entry (``t``, ``committed`` = its offset, ``lag``, ``rebased``);
+- :data:`COMMIT`: a commit record of the commit stream (``t``, ``committed`` = its offset, ``seq``);
+- :data:`GAP`: a carried commit-gap sample (``t``, ``gap_s``);
+- :data:`MINUTE`: the key's carried last partition minute (``t`` = its start, ``lag`` = its last
+  lag, ``produce_rate``, ``consume_rate``, the open lag-growth run ``m_g_start`` (epoch s),
+  ``m_g_lag0``, ``m_g_n``).
+
+Output (:data:`PASS_OUT`), one row kind per ``_o``:
+
+- :data:`OUT_MINUTE`: each key's minute rows (its last fresh sweep of each minute) with the
+  minute's totals, lag in seconds and the partition's status at that sweep;
+- :data:`OUT_ANOMALY`: the per-partition anomalies (stall, stop, retention_loss, rewind, skip,
+  commit_gap, lag_growth): ``kind``, ``start_t``, ``end_t``, ``severity``, ``magnitude``, ``unit``,
+  ``detail``;
+- the next step's state: :data:`OUT_SERIES` (each key's last row with its markers),
+  :data:`OUT_HISTORY` (end-offset points: ``end`` = e, ``t`` = tc, ``tp``, ``ep``),
+  :data:`OUT_ENTRY` (the last Burrow entries), :data:`OUT_GAP` (the learned gap samples),
+  :data:`OUT_MINUTE_STATE` (the last partition minute and its open growth run).
+
+Pure: pyarrow and numpy, no Spark.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from lagscope.analytics import kernel, np_episodes, np_gaps, np_growth, np_points, np_state, np_status
+from lagscope.analytics.kseries import Commits, Found, Series, enrich
+
+__all__ = ["COMMIT", "ENTRY", "GAP", "HISTORY", "KIND_BITS", "MINUTE", "OUT_ANOMALY", "OUT_ENTRY", "OUT_GAP",
+           "OUT_HISTORY", "OUT_MINUTE", "OUT_MINUTE_STATE", "OUT_SERIES", "PASS_IN", "PASS_OUT", "STATE", "SWEEP",
+           "PassParams", "pass_batches", "pass_table"]
+
+HISTORY, STATE, SWEEP, ENTRY, COMMIT, GAP, MINUTE = kernel.HISTORY, kernel.STATE, kernel.SWEEP, 3, 4, 5, 6
+#: bits of ``_k`` that hold the row's kind
+KIND_BITS = 3
+OUT_MINUTE, OUT_ENTRY, OUT_ANOMALY, OUT_SERIES, OUT_HISTORY, OUT_GAP, OUT_MINUTE_STATE = range(7)
+
+_MARKERS_F = ["m_change_t", "m_pending_t", "m_max_rate", "m_rate", "m_ret_t", "m_end_t", "m_commit_t", "m_alive_t",
+              "m_drop_t"]
+_US = pa.timestamp("us", tz="UTC")
+
+PASS_IN = pa.schema([
+    *kernel.LAG_SECONDS_IN,
+    ("lso", pa.int64()), ("owner_h", pa.int64()),
+    *((m, pa.float64()) for m in _MARKERS_F), ("m_max_committed", pa.int64()),
+    ("lag", pa.int64()), ("rebased", pa.bool_()), ("seq", pa.int64()), ("gap_s", pa.float64()),
+    ("produce_rate", pa.float64()), ("consume_rate", pa.float64()), ("m_g_start", pa.float64()),
+    ("m_g_lag0", pa.int64()), ("m_g_n", pa.int64()),
+])
+
+PASS_OUT = pa.schema([
+    ("_o", pa.int8()), *kernel.LAG_SECONDS_OUT,
+    ("burrow_status", pa.string()), ("status", pa.string()), ("reason", pa.string()), ("rebased", pa.bool_()),
+    ("owner_h", pa.int64()), ("rec_ts", _US), ("lso", pa.int64()),
+    *((m, pa.float64()) for m in _MARKERS_F), ("m_max_committed", pa.int64()),
+    ("tp", pa.float64()), ("ep", pa.int64()),
+    ("kind", pa.string()), ("start_t", pa.float64()), ("end_t", pa.float64()), ("severity", pa.string()),
+    ("magnitude", pa.float64()), ("unit", pa.string()), ("detail", pa.string()),
+    ("gap_s", pa.float64()), ("produce_rate", pa.float64()), ("consume_rate", pa.float64()),
+    ("m_g_start", pa.float64()), ("m_g_lag0", pa.int64()), ("m_g_n", pa.int32()),
+])
+
+
+@dataclass(frozen=True)
+class PassParams:
+    """What the pass's rules take (the thresholds of
+    :class:`lagscope.analytics.findings.RuleParams`; ``commit_stream``: the step reads the commit
+    stream, so the rules use its exact commits, a key without any included)."""
+
+    burrow_window: int = 10
+    stall_after_s: float = 60.0
+    stop_after_s: float = 60.0
+    warn_lag_s: float = 30.0
+    skip_factor: float = 5.0
+    skip_min_messages: int = 100
+    gap_k: float = 6.0
+    gap_mad_floor_s: float = 1.0
+    gap_min_s: float = 10.0
+    gap_min_samples: int = 5
+    growth_min_minutes: int = 5
+    history_recent_s: float = 600.0
+    commit_stream: bool = False
+
+
+_F = npt.NDArray[np.float64]
+_I = npt.NDArray[np.int64]
+_B = npt.NDArray[np.bool_]
+
+
+class _Chunk:
+    """The columns of one chunk's rows of one kind, as numpy arrays (nulls: NaN / validity)."""
+
+    def __init__(self, tbl: pa.Table, mask: _B, key: _I) -> None:
+        self.tbl = tbl.filter(pa.array(mask)) if not bool(mask.all()) else tbl
+        self.key = key[mask]
+
+    def __len__(self) -> int:
+        return len(self.key)
+
+    def long(self, name: str) -> tuple[_I, _B]:
+        col = self.tbl.column(name).combine_chunks()
+        if col.null_count == 0:
+            return np.asarray(col, dtype=np.int64), np.ones(len(col), bool)
+        return np.asarray(col.fill_null(0), dtype=np.int64), np.asarray(col.is_valid(), dtype=bool)
+
+    def double(self, name: str) -> _F:
+        col = self.tbl.column(name).combine_chunks()
+        return np.asarray(col.fill_null(np.nan) if col.null_count else col, dtype=np.float64)
+
+    def flag(self, name: str) -> _B:
+        return np.asarray(self.tbl.column(name).combine_chunks().fill_null(False), dtype=bool)
+
+
+def _series(rows: _Chunk, is_state: _B) -> Series:
+    """The chunk's series rows (state and fresh, in key and time order) enriched."""
+    cols: dict[str, object] = {"key": rows.key, "is_state": is_state}
+    for name in ("committed", "end", "log_start", "lso", "m_max_committed"):
+        cols[name], cols[f"{name}_ok"] = rows.long(name)
+    cols["owner"], cols["owned"] = rows.long("owner_h")
+    cols["t"] = rows.double("t")
+    cols["rec_t"] = rows.double("rec_t")
+    for m in _MARKERS_F:
+        cols[m] = rows.double(m)
+    return enrich(**cols)  # type: ignore[arg-type]
+
+
+def _growth_minutes(minutes: pa.Table, mkey: _I, carried: _Chunk) -> np_growth.Minutes:
+    """The partition minutes of the chunk (from the minute rows: lag, produce and consume rates
+    over the minute's intervals, as ``lag_trends`` has them) and the carried last minutes, each
+    key's carried one first."""
+    m_dt = np.asarray(minutes.column("m_dt").combine_chunks().fill_null(np.nan), dtype=np.float64)
+
+    def rate(col: str) -> _F:
+        d = np.asarray(minutes.column(col).combine_chunks().fill_null(0), dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(m_dt > 0, d / m_dt, np.nan)
+
+    lag = minutes.column("lag").combine_chunks()
+    window_us = np.asarray(minutes.column("window_start").combine_chunks().cast(pa.int64()), dtype=np.int64)
+    n = minutes.num_rows
+    fresh = np_growth.Minutes(
+        key=mkey, minute=window_us // 60_000_000, lag_last=np.asarray(lag.fill_null(0), dtype=np.int64),
+        lag_last_ok=np.asarray(lag.is_valid(), dtype=bool), produce_rate=rate("m_de"), consume_rate=rate("m_dc"),
+        is_state=np.zeros(n, bool), g_start=np.full(n, np_growth.NO_RUN, np.int64), g_lag0=np.zeros(n, np.int64),
+        g_lag0_ok=np.zeros(n, bool), g_n=np.zeros(n, np.int64))
+    if not len(carried):
+        return fresh
+    lag_c, lag_c_ok = carried.long("lag")
+    g_start = carried.double("m_g_start")
+    g_lag0, g_lag0_ok = carried.long("m_g_lag0")
+    g_n, _ = carried.long("m_g_n")
+    state = np_growth.Minutes(
+        key=carried.key, minute=np.floor(carried.double("t") / 60.0).astype(np.int64), lag_last=lag_c,
+        lag_last_ok=lag_c_ok, produce_rate=carried.double("produce_rate"), consume_rate=carried.double("consume_rate"),
+        is_state=np.ones(len(carried), bool),
+        g_start=np.where(np.isnan(g_start), np_growth.NO_RUN, np.floor(np.nan_to_num(g_start) / 60.0)).astype(
+            np.int64), g_lag0=g_lag0, g_lag0_ok=g_lag0_ok, g_n=g_n)
+    both = np_growth.Minutes(*(np.concatenate([getattr(state, f), getattr(fresh, f)])
+                               for f in np_growth.Minutes.__dataclass_fields__))
+    return both.take(np.lexsort((~both.is_state, both.minute, both.key)))
+
+
+class _Out:
+    """Collects the output rows of a chunk (each part a dict of its columns)."""
+
+    def __init__(self, key_h: _I, key_h2: _I) -> None:
+        self.key_h, self.key_h2 = key_h, key_h2
+        self.parts: list[pa.Table] = []
+
+    def add(self, o: int, key: _I, cols: dict[str, pa.Array]) -> None:
+        n = len(key)
+        if n == 0:
+            return
+        full = {name: cols.get(name) for name in PASS_OUT.names}
+        full["_o"] = pa.array(np.full(n, o, np.int8))
+        full["_h"] = pa.array(self.key_h[key], pa.int64())
+        full["_h2"] = pa.array(self.key_h2[key] - 2**31, pa.int32())
+        arrays = [a if a is not None else pa.nulls(n, typ) for a, typ in zip(full.values(), PASS_OUT.types,
+                                                                             strict=True)]
+        self.parts.append(pa.Table.from_arrays([a.cast(typ) for a, typ in zip(arrays, PASS_OUT.types, strict=True)],
+                                               schema=PASS_OUT))
+
+    def table(self) -> pa.Table:
+        return pa.concat_tables(self.parts) if self.parts else PASS_OUT.empty_table()
+
+
+def _nullable(values: npt.NDArray, ok: _B | None, typ: pa.DataType) -> pa.Array:  # type: ignore[type-arg]
+    return pa.array(values, typ) if ok is None or bool(ok.all()) else pa.array(values, typ, mask=~ok)
+
+
+def _nan_null(values: _F) -> pa.Array:
+    return pa.array(values, pa.float64(), mask=np.isnan(values))
+
+
+def _micros(t: _F) -> pa.Array:
+    """Epoch seconds (``µs / 1e6``, exact) back to the timestamp; NaN: null."""
+    ok = ~np.isnan(t)
+    us = np.rint(np.nan_to_num(t) * 1e6).astype(np.int64)
+    return pa.array(us, pa.int64(), mask=~ok).cast(_US)
+
+
+def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
+    """One chunk of whole keys (:data:`PASS_IN`, in key order) → its output rows (:data:`PASS_OUT`)."""
+    if tbl.num_rows == 0:
+        return PASS_OUT.empty_table()
+    h = np.asarray(tbl.column("_h").combine_chunks(), dtype=np.int64)
+    k = np.asarray(tbl.column("_k").combine_chunks(), dtype=np.int64)
+    kind = k & ((1 << KIND_BITS) - 1)
+    h2 = k >> KIND_BITS
+    first = np.ones(len(h), bool)
+    first[1:] = (h[1:] != h[:-1]) | (h2[1:] != h2[:-1])
+    keyno = np.cumsum(first) - 1
+    n_keys = int(keyno[-1]) + 1
+    out = _Out(h[first], h2[first])
+
+    ser_mask = (kind == STATE) | (kind == SWEEP)
+    has_series = np.zeros(n_keys, bool)
+    has_series[keyno[ser_mask]] = True
+    entries_in = _Chunk(tbl, kind == ENTRY, keyno)
+    carried_entries = None
+    if len(entries_in):
+        c, _ = entries_in.long("committed")
+        lag, lag_ok = entries_in.long("lag")
+        carried_entries = np_status.Entries(key=entries_in.key, t=entries_in.double("t"), c=c, lag=lag,
+                                            lag_ok=lag_ok, rebased=entries_in.flag("rebased"),
+                                            is_state=np.ones(len(entries_in), bool))
+    gaps_in = _Chunk(tbl, kind == GAP, keyno)
+    carried_gaps = np_gaps.Gaps(key=gaps_in.key, t=gaps_in.double("t"), gap_s=gaps_in.double("gap_s")) if len(
+        gaps_in) else None
+    minutes_in = _Chunk(tbl, kind == MINUTE, keyno)
+
+    if not bool(ser_mask.any()):  # keys without series rows keep their carried entries, gap samples, minutes
+        if carried_entries is not None:
+            _add_entries(out, carried_entries)
+        if carried_gaps is not None:
+            base = np_gaps.gap_baselines(np_gaps.Gaps.empty(), carried_gaps, n_keys)
+            _add_gaps(out, base.samples)
+        if len(minutes_in):
+            empty = pa.table({"m_dt": pa.array([], pa.float64()), "m_de": pa.array([], pa.int64()),
+                              "m_dc": pa.array([], pa.int64()), "lag": pa.array([], pa.int64()),
+                              "window_start": pa.array([], _US)})
+            _add_minute_state(out, np_growth.lag_growth_state(_growth_minutes(empty, np.array([], np.int64),
+                                                                              minutes_in)))
+        return out.table()
+
+    # lag in seconds and the minute totals: the lag-seconds pass over the history and series rows
+    lsm = kind <= SWEEP
+    sub = tbl.filter(pa.array(lsm)).select(kernel.LAG_SECONDS_IN.names)
+    sub = sub.set_column(1, "_k", pa.array((h2[lsm] << 2) | kind[lsm], pa.int64()))
+    minutes = kernel.lag_seconds_table(sub)
+
+    series_rows = _Chunk(tbl, ser_mask, keyno)
+    s = _series(series_rows, kind[ser_mask] == STATE)
+    commits: Commits | None = None
+    if params.commit_stream:
+        cm = (kind == COMMIT) & has_series[keyno]  # a key's commits matter with its sweeps only
+        ci = _Chunk(tbl, cm, keyno)
+        offset, _ = ci.long("committed")
+        seq, _ = ci.long("seq")
+        ct = ci.double("t")
+        order = np.lexsort((seq, ct, ci.key))
+        commits = Commits(key=ci.key[order], t=ct[order], offset=offset[order], seq=seq[order])
+
+    # status at each minute row
+    entries = np_status.burrow_entries(s, carried_entries)
+    rows = np_status.minute_rows(s)
+    if len(rows) != minutes.num_rows:  # both are each key's last fresh sweep of each minute
+        raise AssertionError(f"minute rows disagree: {len(rows)} status rows, {minutes.num_rows} lag rows")
+    lag_s = np.asarray(minutes.column("lag_s").combine_chunks().fill_null(np.nan), dtype=np.float64)
+    st = np_status.partition_status(s, rows, lag_s, entries, n=params.burrow_window,
+                                    stall_after_s=params.stall_after_s, stop_after_s=params.stop_after_s,
+                                    warn_lag_s=params.warn_lag_s)
+    mkey = s.key[rows]
+    mcols = {name: minutes.column(name) for name in minutes.column_names if name not in ("_h", "_h2")}
+    mcols.update(burrow_status=pa.array(st.burrow_status, pa.string()), status=pa.array(st.status, pa.string()),
+                 reason=pa.array(st.reason, pa.string()))
+    out.add(OUT_MINUTE, mkey, mcols)
+
+    # anomalies
+    p = params
+    found = [
+        np_episodes.episodes(s, commits, stall_after_s=p.stall_after_s, stop_after_s=p.stop_after_s),
+        np_points.point_events(s, commits, skip_factor=p.skip_factor, skip_min_messages=p.skip_min_messages),
+    ]
+    gaps = np_gaps.commit_gaps(s, commits)
+    base = np_gaps.gap_baselines(gaps, carried_gaps, n_keys)
+    found.append(np_gaps.gap_anomalies(gaps, base, k=p.gap_k, mad_floor_s=p.gap_mad_floor_s, min_gap_s=p.gap_min_s,
+                                       min_samples=p.gap_min_samples,
+                                       max_gap_s=min(p.stall_after_s, p.stop_after_s)))
+    growth_in = _growth_minutes(minutes, mkey, minutes_in)
+    found.append(np_growth.lag_growth(growth_in, min_minutes=p.growth_min_minutes))
+    a = Found.concat(found)
+    out.add(OUT_ANOMALY, a.key, {
+        "kind": pa.array(a.kind, pa.string()), "start_t": pa.array(a.start_t, pa.float64()),
+        "end_t": _nan_null(a.end_t), "severity": pa.array(a.severity, pa.string()),
+        "magnitude": _nan_null(a.magnitude), "unit": pa.array(a.unit, pa.string()),
+        "detail": pa.array(a.detail, pa.string())})
+
+    # the next step's state
+    last = np_state.state_rows(s)
+    marker = np_episodes.commit_marker(s, commits)
+    out.add(OUT_SERIES, last.key, {
+        "ts": _micros(last.t), "t": pa.array(last.t), "committed": _nullable(last.committed, last.committed_ok,
+                                                                            pa.int64()),
+        "end": _nullable(last.end, last.end_ok, pa.int64()),
+        "log_start": _nullable(last.log_start, last.log_start_ok, pa.int64()),
+        "lag": _nullable(last.lag, last.lag_ok, pa.int64()), "owner_h": _nullable(last.owner, last.owned, pa.int64()),
+        "rec_ts": _micros(last.rec_t), "lso": _nullable(last.lso, last.lso_ok, pa.int64()),
+        **{m: _nan_null(getattr(last, m)) for m in _MARKERS_F if m != "m_commit_t"},
+        "m_commit_t": _nan_null(marker[last.key]),
+        "m_max_committed": _nullable(last.m_max_committed, last.m_max_committed_ok, pa.int64())})
+    hist_in = _Chunk(tbl, (kind == HISTORY) & has_series[keyno], keyno)
+    fresh_points = np_state.history_points(s)
+    if len(hist_in):
+        he, _ = hist_in.long("end")
+        hep, _ = hist_in.long("committed")
+        carried_points = np_state.Points(key=hist_in.key, e=he, tc=hist_in.double("t"), tp=hist_in.double("rec_t"),
+                                         ep=hep, epoch=np.zeros(len(hist_in), np.int64))
+        fresh_points = np_state.Points(*(np.concatenate([getattr(fresh_points, f), getattr(carried_points, f)])
+                                         for f in np_state.Points.__dataclass_fields__))
+    hist = np_state.compact_history(fresh_points, s, recent_s=p.history_recent_s)
+    out.add(OUT_HISTORY, hist.key, {"end": pa.array(hist.e, pa.int64()), "t": pa.array(hist.tc),
+                                    "tp": pa.array(hist.tp), "ep": pa.array(hist.ep, pa.int64())})
+    _add_entries(out, np_status.entries_state(entries, p.burrow_window))
+    _add_gaps(out, base.samples)
+    _add_minute_state(out, np_growth.lag_growth_state(growth_in))
+    return out.table()
+
+
+def _add_entries(out: _Out, e: np_status.Entries) -> None:
+    out.add(OUT_ENTRY, e.key, {"t": pa.array(e.t), "committed": pa.array(e.c, pa.int64()),
+                               "lag": _nullable(e.lag, e.lag_ok, pa.int64()), "rebased": pa.array(e.rebased)})
+
+
+def _add_gaps(out: _Out, g: np_gaps.Gaps) -> None:
+    out.add(OUT_GAP, g.key, {"t": pa.array(g.t), "gap_s": pa.array(g.gap_s)})
+
+
+def _add_minute_state(out: _Out, m: np_growth.Minutes) -> None:
+    run = m.g_start != np_growth.NO_RUN
+    out.add(OUT_MINUTE_STATE, m.key, {
+        "window_start": pa.array(m.minute * 60_000_000, pa.int64()).cast(_US),
+        "lag": _nullable(m.lag_last, m.lag_last_ok, pa.int64()), "produce_rate": _nan_null(m.produce_rate),
+        "consume_rate": _nan_null(m.consume_rate),
+        "m_g_start": pa.array((m.g_start * 60).astype(np.float64), pa.float64(), mask=~run),
+        "m_g_lag0": _nullable(m.g_lag0, m.g_lag0_ok, pa.int64()),
+        "m_g_n": pa.array(m.g_n, pa.int32(), mask=~run)})
+
+
+def pass_batches(batches: Iterable[pa.RecordBatch], *, params: PassParams) -> Iterator[pa.RecordBatch]:
+    """:func:`pass_table` over a task's key-sorted batches (``mapInArrow``), a chunk of whole keys
+    at a time."""
+    for chunk in kernel.key_chunks(batches, kind_bits=KIND_BITS):
+        yield from pass_table(chunk, params).to_batches()
