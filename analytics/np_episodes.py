@@ -152,17 +152,18 @@ def last_commit_t(s: Series, commits: Commits | None) -> tuple[F64, B]:
 
 def commit_marker(s: Series, commits: Commits | None) -> F64:
     """Per key number (length ``s.n_keys``): the ``m_commit_t`` the next step's state row of the
-    key carries (Spark's ``last_commit_marker`` over ``state_rows``): the greater of the key's
-    last row's own ``m_commit_t`` (set only when that row is the carried state row, i.e. the key
-    had no sweep in the step) and the time of the key's last commit record of the step at or
-    before that row (NaN if neither). The next step reads commits only from shortly before its
-    start, so a group silent for longer is still known to have committed then. Without the
-    commit stream: the last row's own ``m_commit_t``. A key number without rows: NaN."""
+    key carries: the greater of the key's carried ``m_commit_t`` (its state row's) and the time of
+    the key's last commit record of the step at or before its last row (NaN if neither). The next
+    step reads commits only from shortly before its start, so a group silent for longer is still
+    known to have committed then, however many steps it stays silent (a stop stays a stop).
+    A key number without rows: NaN."""
     out = np.full(s.n_keys, _NAN)
+    own = np.full(s.n_keys, _NAN)
+    np.fmax.at(own, s.key, s.m_commit_t)  # only a state row has one
     _, last = key_bounds(s.key)
-    lk, lt, own = s.key[last], s.t[last], s.m_commit_t[last]
+    lk, lt = s.key[last], s.t[last]
     latest = _asof(commits.key, commits.t, lk, lt) if commits is not None else np.full(len(lk), _NAN)
-    out[lk] = np.fmax(own, latest)
+    out[lk] = np.fmax(own[lk], latest)
     return out
 
 

@@ -560,7 +560,10 @@ def state_rows(enriched: DataFrame) -> DataFrame:
     """The last row per key with its markers: the series part of the next step's state (the
     row without a next sweep: no sort of its own). A key without a sweep in the step keeps its
     state row, whose maxima are its own markers (no row precedes it)."""
-    last = enriched.where(F.col("next_t").isNull())
+    # the key's carried m_commit_t (its state row's: a fresh last row has none), kept however
+    # long the group stays silent
+    last = enriched.withColumn("m_commit_t", F.max("m_commit_t").over(Window.partitionBy(*KEY))).where(
+        F.col("next_t").isNull())
     return last.select(
         *SERIES_COLUMNS,
         F.col("change_t").alias("m_change_t"),
@@ -571,7 +574,7 @@ def state_rows(enriched: DataFrame) -> DataFrame:
         F.col("end_change_t").alias("m_end_t"),
         F.greatest(F.col("max_committed_before"), F.col("committed"), F.col("m_max_committed"))
         .alias("m_max_committed"),
-        F.col("m_commit_t"),  # a carried state row's (set from the commit stream by the job)
+        F.col("m_commit_t"),  # the key's carried one (last_commit_marker adds the step's commits)
         F.col("alive_t").alias("m_alive_t"),
         F.col("end_drop_t").alias("m_drop_t"),
         F.lit(True).alias("is_state"),
