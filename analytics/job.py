@@ -11,7 +11,7 @@ the length of the history):
   owner);
 - ``history``: the end-offset points still above the group's committed offset (for lag in
   seconds), older ones merged per minute;
-- ``gaps``: the last 64 commit gaps per partition (its learned normal), one array per partition;
+- ``gaps``: the last 64 commit gaps per partition (its learned normal), one row each;
 - ``entries``: the last N Burrow entries per partition;
 - ``minutes``: the last minute row per partition with its open lag-growth run;
 - ``msweeps``: each group's member sweeps since its last settled sweep (open rebalances);
@@ -22,6 +22,7 @@ the length of the history):
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import threading
 import uuid
@@ -104,6 +105,39 @@ def _pass_params(settings: Settings, commit_stream: bool) -> onepass.PassParams:
         commit_stream=commit_stream)
 
 
+def _group_lag(series: DataFrame) -> DataFrame:
+    """``cluster, group_id, t, group_lag``: Σ lag per sweep, each partition once (a sweep written
+    twice is in the lake twice)."""
+    return (series.select(*KEY, "t", "lag").dropDuplicates([*KEY, "t"])
+            .groupBy("cluster", "group_id", "t").agg(F.sum("lag").alias("group_lag")))
+
+
+def _progress_inputs(series: DataFrame, st: dict[str, DataFrame],
+                     groups: DataFrame) -> tuple[DataFrame, DataFrame, DataFrame]:
+    """The rebalance windows' per-sweep inputs (:data:`lagscope.analytics.rebalances.ProgressInputs`)
+    for ``groups``: the series and its carried state rows of those groups only, enriched."""
+    g = ["cluster", "group_id"]
+    ser = series.join(groups, g, "left_semi")
+    carried = st["series"].join(groups, g, "left_semi") if st.get("series") is not None else None
+    fresh = enrich_series(ser, carried).where(~F.col("is_state"))
+    alive = fresh.where(F.col("owner").isNotNull() & (F.col("changed") | (F.coalesce(F.col("lag"), F.lit(0)) == 0)))
+    alive = alive.select("cluster", "group_id", "owner", F.col("t").alias("alive_t"))
+    changes = fresh.where(F.col("changed")).select(*KEY, "t")
+    if carried is not None:
+        # the owners' last progress before the step (a state written before m_alive_t: the last change)
+        before = F.coalesce(F.col("m_alive_t"), F.col("m_change_t"))
+        alive = alive.unionByName(carried.where(F.col("owner").isNotNull() & before.isNotNull())
+                                  .select("cluster", "group_id", "owner", before.alias("alive_t")))
+        changes = changes.unionByName(carried.where(F.col("m_change_t").isNotNull()).select(
+            *KEY, F.col("m_change_t").alias("t")))
+    alive = alive.groupBy("cluster", "group_id", "owner").agg(F.max("alive_t").alias("alive_t"))
+    group_lag = _group_lag(ser)
+    if st.get("msweeps") is not None:
+        group_lag = group_lag.unionByName(st["msweeps"].where(F.col("group_lag").isNotNull()).join(
+            groups, g, "left_semi").select("cluster", "group_id", "t", "group_lag"))
+    return alive, group_lag, changes
+
+
 def _materialise(df: DataFrame, held: list[DataFrame]) -> DataFrame:
     """Compute ``df`` now and keep it (on the executors' local disks) for the several consumers
     of the step. A local checkpoint, not ``persist``: the frames built on it start from the
@@ -138,37 +172,17 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
     lag_rows = perkey.minute_rows(passed)
     lag_trends = trends.transform_lag_trends(lag_rows)
 
-    # rebalances: their per-sweep inputs matter only for groups with a window (few); they are
-    # filtered to those before anything is computed (transform_rebalances' semi join)
-    enriched = enrich_series(series, st.get("series"))
+    # rebalances
     msweeps = rebalances.member_sweeps(members).withColumn("is_state", F.lit(False))
     if st.get("msweeps") is not None:
         msweeps = msweeps.unionByName(st["msweeps"].drop("group_lag"), allowMissingColumns=True)
-    fresh = enriched.where(~F.col("is_state"))
-    alive = fresh.where(F.col("owner").isNotNull() & (F.col("changed") | (F.coalesce(F.col("lag"), F.lit(0)) == 0)))
-    alive = alive.select("cluster", "group_id", "owner", F.col("t").alias("alive_t"))
-    if st.get("series") is not None:
-        # the owners' last progress before the step (a state written before m_alive_t: the last change)
-        carried = F.coalesce(F.col("m_alive_t"), F.col("m_change_t"))
-        alive = alive.unionByName(st["series"].where(F.col("owner").isNotNull() & carried.isNotNull())
-                                  .select("cluster", "group_id", "owner", carried.alias("alive_t")))
-    alive = alive.groupBy("cluster", "group_id", "owner").agg(F.max("alive_t").alias("alive_t"))
-    # each partition once per sweep (a sweep written twice is in the lake twice)
-    group_lag = (series.select(*KEY, "t", "lag").dropDuplicates([*KEY, "t"])
-                 .groupBy("cluster", "group_id", "t").agg(F.sum("lag").alias("group_lag")))
-    if st.get("msweeps") is not None:
-        group_lag = group_lag.unionByName(st["msweeps"].where(F.col("group_lag").isNotNull()).select(
-            "cluster", "group_id", "t", "group_lag"))
-    changes = fresh.where(F.col("changed")).select(*KEY, "t")
-    if st.get("series") is not None:
-        changes = changes.unionByName(st["series"].where(F.col("m_change_t").isNotNull()).select(
-            *KEY, F.col("m_change_t").alias("t")))
     commit_times = None
     if commits is not None:
         commit_times = commits.where(F.col("committed_offset").isNotNull()).select(
             *KEY, _secs(F.coalesce(F.col("commit_ts"), F.col("record_ts"))).alias("t"))
     rb = rebalances.transform_rebalances(
-        msweeps, alive, group_lag, changes, generations=_timeouts(group_events), commits=commit_times,
+        msweeps, functools.partial(_progress_inputs, series, st), generations=_timeouts(group_events),
+        commits=commit_times,
         session_timeout_s=settings.session_timeout_s, heartbeat_s=settings.heartbeat_s,
         network_s=settings.network_s, rebalance_timeout_s=settings.rebalance_timeout_s)
     rb = _materialise(rb, held)
@@ -200,7 +214,13 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
     settled_w = Window.partitionBy("cluster", "group_id")
     ms = msweeps.withColumn("_last_settled", F.max(F.when(F.col("settled"), F.col("t"))).over(settled_w))
     ms = ms.where(F.col("_last_settled").isNull() | (F.col("t") >= F.col("_last_settled"))).drop("_last_settled")
-    ms = ms.withColumn("is_state", F.lit(True)).join(group_lag, ["cluster", "group_id", "t"], "left")
+    # the group lag at the sweeps carried (a window's A may be one of them)
+    ms_at = ms.select("cluster", "group_id", "t")
+    lag_at = _group_lag(series.join(F.broadcast(ms_at), ["cluster", "group_id", "t"], "left_semi"))
+    if st.get("msweeps") is not None:
+        lag_at = lag_at.unionByName(st["msweeps"].where(F.col("group_lag").isNotNull()).select(
+            "cluster", "group_id", "t", "group_lag"))
+    ms = ms.withColumn("is_state", F.lit(True)).join(lag_at, ["cluster", "group_id", "t"], "left")
     recent = findings.storm_state(recent_in, count=p.storm_count, window_s=p.storm_window_s)
     new_state = {
         "series": perkey.series_state(passed, owners),

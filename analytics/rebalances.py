@@ -48,10 +48,12 @@ record; their ``messages_accumulated`` is null (no sweep at either end). ``sourc
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F  # noqa: N812
 
-__all__ = ["REBALANCE_COLUMNS", "generation_records", "member_sweeps", "transform_rebalances"]
+__all__ = ["REBALANCE_COLUMNS", "ProgressInputs", "generation_records", "member_sweeps", "transform_rebalances"]
 
 REBALANCE_COLUMNS = ["cluster", "group_id", "start_ts", "end_ts", "duration_s", "cause", "source",
                      "generation_before", "generation_after", "members_before", "members_after",
@@ -193,11 +195,14 @@ def _missed_generations(win: DataFrame, gens: DataFrame, msweeps: DataFrame) -> 
                     F.col("gen_t").alias("_b_gen_t"), F.col("generation").alias("_b_gen"))
 
 
+#: builds a step's per-sweep rebalance inputs (``alive``, ``group_lag``, ``changes``: see
+#: :func:`transform_rebalances`) for the groups of a ``cluster, group_id`` frame
+ProgressInputs = Callable[[DataFrame], tuple[DataFrame, DataFrame, DataFrame]]
+
+
 def transform_rebalances(
     msweeps: DataFrame,
-    alive: DataFrame,
-    group_lag: DataFrame,
-    changes: DataFrame,
+    inputs: ProgressInputs,
     *,
     generations: DataFrame | None = None,
     commits: DataFrame | None = None,
@@ -210,11 +215,13 @@ def transform_rebalances(
     """Rebalance windows.
 
     - ``msweeps``: :func:`member_sweeps` rows (state rows of the previous step included);
-    - ``alive``: ``cluster, group_id, owner, alive_t``: times at which a member showed progress
-      (its partition's committed offset moved, or it was caught up);
-    - ``group_lag``: ``cluster, group_id, t, group_lag`` (Σ lag per sweep);
-    - ``changes``: ``cluster, group_id, topic, partition, t``: times the committed offset
-      changed (from sweeps, or exact commit times);
+    - ``inputs``: called with the groups that have a window (few: built for those only, since
+      Spark does not push a filter on the groups below the window functions and aggregations
+      they come from), returns
+      ``alive`` (``cluster, group_id, owner, alive_t``: times at which a member showed progress,
+      its partition's committed offset moved or it was caught up), ``group_lag``
+      (``cluster, group_id, t, group_lag``: Σ lag per sweep) and ``changes``
+      (``cluster, group_id, topic, partition, t``: times the committed offset changed);
     - ``generations``: :func:`generation_records` of the ``group_events`` (optional);
       ``commits``: ``cluster, group_id, topic, partition, t`` exact commit times (optional).
     """
@@ -239,10 +246,9 @@ def transform_rebalances(
     else:
         win = (win.withColumn("_b_gen_t", F.lit(None).cast("double"))
                .withColumn("_b_gen", F.lit(None).cast("int")))
-    # the per-sweep inputs matter only for groups with a window (few): filtered before they
-    # are aggregated (the semi join is pushed below the callers' aggregations)
+    # the per-sweep inputs matter only for groups with a window (few): built for those only
     with_window = F.broadcast(win.select(*_G).distinct())
-    alive, group_lag, changes = (df.join(with_window, list(_G), "left_semi") for df in (alive, group_lag, changes))
+    alive, group_lag, changes = inputs(with_window)
     if commits is not None:
         commits = commits.join(with_window, list(_G), "left_semi")
     # static members that came back with a new member id; members gone for good; newcomers
