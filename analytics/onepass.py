@@ -11,18 +11,25 @@ family: :mod:`~lagscope.analytics.np_status`, :mod:`~lagscope.analytics.np_episo
 against the Spark definitions it replaced).
 
 Input (:data:`PASS_IN`), sorted by ``(_h, _k, t)``: ``_h`` a 64-bit hash of the key, ``_k`` =
-``(h2 + 2^31)·8 + kind`` a second, independent 32-bit hash and the row's kind:
+``(h2 + 2^31)·8 + kind`` a second, independent 32-bit hash and the row's kind, and the key's own
+columns (``cluster, group_id, topic, partition``: the outputs carry them, so nothing is joined
+back). The numeric columns are those of a sweep; the other kinds put their values in them, and
+what does not fit in the struct ``x`` (null on sweeps, which are nearly all the rows: every column
+costs a shuffle field and a conversion per row):
 
+- :data:`SWEEP`: a fresh sweep row: ``t``, ``committed``, ``end``, ``log_start``, ``rec_t``, ``lso``,
+  ``owner_h`` (a hash of its owner, null without one);
+- :data:`STATE`: the key's carried last row, as a sweep, and ``x`` = its running markers
+  (:data:`STATE_X`, null: NaN);
 - :data:`HISTORY`: a carried end-offset point (``t`` = tc, ``end`` = e, ``committed`` = ep,
   ``rec_t`` = tp), as :mod:`lagscope.analytics.kernel` reads it;
-- :data:`STATE`: the key's carried last row, with its running markers (``m_…``);
-- :data:`SWEEP`: a fresh sweep row (``owner_h``: a hash of its owner, null without one);
-- :data:`ENTRY`: a carried Burrow entry (``t``, ``committed`` = its offset, ``lag``, ``rebased``);
-- :data:`COMMIT`: a commit record of the commit stream (``t``, ``committed`` = its offset, ``seq``);
-- :data:`GAP`: a carried commit-gap sample (``t``, ``gap_s``);
-- :data:`MINUTE`: the key's carried last partition minute (``t`` = its start, ``lag`` = its last
-  lag, ``produce_rate``, ``consume_rate``, the open lag-growth run ``m_g_start`` (epoch s),
-  ``m_g_lag0``, ``m_g_n``).
+- :data:`ENTRY`: a carried Burrow entry (``t``, ``committed`` = its offset, ``end`` = its lag,
+  ``log_start`` = 1 when ``rebased``);
+- :data:`COMMIT`: a commit record of the commit stream (``t``, ``committed`` = its offset,
+  ``end`` = its position in ``__consumer_offsets``);
+- :data:`GAP`: a carried commit-gap sample (``t``, ``rec_t`` = its length in s);
+- :data:`MINUTE`: the key's carried last partition minute (``t`` = its start, ``end`` = its last
+  lag, ``x`` = :data:`MINUTE_X`).
 
 Output (:data:`PASS_OUT`), one row kind per ``_o``:
 
@@ -47,6 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lagscope.analytics import kernel, np_episodes, np_gaps, np_growth, np_points, np_state, np_status
 from lagscope.analytics.kseries import Commits, Found, Series, enrich
@@ -64,17 +72,26 @@ _MARKERS_F = ["m_change_t", "m_pending_t", "m_max_rate", "m_rate", "m_ret_t", "m
               "m_drop_t"]
 _US = pa.timestamp("us", tz="UTC")
 
+#: a carried state row's ``x``
+STATE_X = (*_MARKERS_F, "m_max_committed")
+#: a carried minute's ``x`` (``m_g_start`` in epoch seconds)
+MINUTE_X = ("produce_rate", "consume_rate", "m_g_start", "m_g_lag0", "m_g_n")
+
+#: ``x``: up to :data:`X_WIDTH` values of a state row or carried minute (a struct, not a list: a
+#: null list on every sweep row made Spark's conversion to Arrow five times slower; a null
+#: struct costs about what no column does)
+X_WIDTH = 10
+X_TYPE = pa.struct([(f"x{i}", pa.float64()) for i in range(X_WIDTH)])
+
+_KEY_FIELDS = [("cluster", pa.string()), ("group_id", pa.string()), ("topic", pa.string()), ("partition", pa.int32())]
+
 PASS_IN = pa.schema([
-    *kernel.LAG_SECONDS_IN,
-    ("lso", pa.int64()), ("owner_h", pa.int64()),
-    *((m, pa.float64()) for m in _MARKERS_F), ("m_max_committed", pa.int64()),
-    ("lag", pa.int64()), ("rebased", pa.bool_()), ("seq", pa.int64()), ("gap_s", pa.float64()),
-    ("produce_rate", pa.float64()), ("consume_rate", pa.float64()), ("m_g_start", pa.float64()),
-    ("m_g_lag0", pa.int64()), ("m_g_n", pa.int64()),
+    *kernel.LAG_SECONDS_IN, ("lso", pa.int64()), ("owner_h", pa.int64()), ("x", X_TYPE),
+    *_KEY_FIELDS,
 ])
 
 PASS_OUT = pa.schema([
-    ("_o", pa.int8()), *kernel.LAG_SECONDS_OUT,
+    ("_o", pa.int8()), *_KEY_FIELDS, *kernel.LAG_SECONDS_OUT,
     ("burrow_status", pa.string()), ("status", pa.string()), ("reason", pa.string()), ("rebased", pa.bool_()),
     ("owner_h", pa.int64()), ("rec_ts", _US), ("lso", pa.int64()),
     *((m, pa.float64()) for m in _MARKERS_F), ("m_max_committed", pa.int64()),
@@ -132,20 +149,38 @@ class _Chunk:
         col = self.tbl.column(name).combine_chunks()
         return np.asarray(col.fill_null(np.nan) if col.null_count else col, dtype=np.float64)
 
-    def flag(self, name: str) -> _B:
-        return np.asarray(self.tbl.column(name).combine_chunks().fill_null(False), dtype=bool)
+    def xs(self, width: int) -> _F:
+        """The first ``width`` fields of ``x`` as a (rows × ``width``) array (null: NaN)."""
+        col = self.tbl.column("x").combine_chunks()
+        out = np.full((len(self), width), np.nan)
+        for i in range(width):
+            f = pc.struct_field(col, [i])
+            out[:, i] = np.asarray(f.fill_null(np.nan) if f.null_count else f, dtype=np.float64)
+        return out
+
+
+def _ok_long(v: _F) -> tuple[_I, _B]:
+    """A long carried in ``x`` (NaN: null) as values and validity."""
+    ok = ~np.isnan(v)
+    return np.where(ok, v, 0).astype(np.int64), ok
 
 
 def _series(rows: _Chunk, is_state: _B) -> Series:
     """The chunk's series rows (state and fresh, in key and time order) enriched."""
     cols: dict[str, object] = {"key": rows.key, "is_state": is_state}
-    for name in ("committed", "end", "log_start", "lso", "m_max_committed"):
+    for name in ("committed", "end", "log_start", "lso"):
         cols[name], cols[f"{name}_ok"] = rows.long(name)
     cols["owner"], cols["owned"] = rows.long("owner_h")
     cols["t"] = rows.double("t")
     cols["rec_t"] = rows.double("rec_t")
-    for m in _MARKERS_F:
-        cols[m] = rows.double(m)
+    # the markers of the state rows (the fresh rows' are null)
+    marks = np.full((len(rows), len(STATE_X)), np.nan)
+    si = np.flatnonzero(is_state)
+    if len(si):
+        marks[si] = _Chunk(rows.tbl, is_state, rows.key).xs(len(STATE_X))
+    for j, m in enumerate(_MARKERS_F):
+        cols[m] = marks[:, j]
+    cols["m_max_committed"], cols["m_max_committed_ok"] = _ok_long(marks[:, len(_MARKERS_F)])
     return enrich(**cols)  # type: ignore[arg-type]
 
 
@@ -170,13 +205,14 @@ def _growth_minutes(minutes: pa.Table, mkey: _I, carried: _Chunk) -> np_growth.M
         g_lag0_ok=np.zeros(n, bool), g_n=np.zeros(n, np.int64))
     if not len(carried):
         return fresh
-    lag_c, lag_c_ok = carried.long("lag")
-    g_start = carried.double("m_g_start")
-    g_lag0, g_lag0_ok = carried.long("m_g_lag0")
-    g_n, _ = carried.long("m_g_n")
+    lag_c, lag_c_ok = carried.long("end")
+    x = carried.xs(len(MINUTE_X))
+    g_start = x[:, 2]
+    g_lag0, g_lag0_ok = _ok_long(x[:, 3])
+    g_n, _ = _ok_long(x[:, 4])
     state = np_growth.Minutes(
         key=carried.key, minute=np.floor(carried.double("t") / 60.0).astype(np.int64), lag_last=lag_c,
-        lag_last_ok=lag_c_ok, produce_rate=carried.double("produce_rate"), consume_rate=carried.double("consume_rate"),
+        lag_last_ok=lag_c_ok, produce_rate=x[:, 0], consume_rate=x[:, 1],
         is_state=np.ones(len(carried), bool),
         g_start=np.where(np.isnan(g_start), np_growth.NO_RUN, np.floor(np.nan_to_num(g_start) / 60.0)).astype(
             np.int64), g_lag0=g_lag0, g_lag0_ok=g_lag0_ok, g_n=g_n)
@@ -188,8 +224,8 @@ def _growth_minutes(minutes: pa.Table, mkey: _I, carried: _Chunk) -> np_growth.M
 class _Out:
     """Collects the output rows of a chunk (each part a dict of its columns)."""
 
-    def __init__(self, key_h: _I, key_h2: _I) -> None:
-        self.key_h, self.key_h2 = key_h, key_h2
+    def __init__(self, key_h: _I, key_h2: _I, keys: pa.Table) -> None:
+        self.key_h, self.key_h2, self.keys = key_h, key_h2, keys
         self.parts: list[pa.Table] = []
 
     def add(self, o: int, key: _I, cols: dict[str, pa.Array]) -> None:
@@ -200,6 +236,9 @@ class _Out:
         full["_o"] = pa.array(np.full(n, o, np.int8))
         full["_h"] = pa.array(self.key_h[key], pa.int64())
         full["_h2"] = pa.array(self.key_h2[key] - 2**31, pa.int32())
+        at = pa.array(key, pa.int64())
+        for name, _ in _KEY_FIELDS:
+            full[name] = self.keys.column(name).take(at)
         arrays = [a if a is not None else pa.nulls(n, typ) for a, typ in zip(full.values(), PASS_OUT.types,
                                                                              strict=True)]
         self.parts.append(pa.Table.from_arrays([a.cast(typ) for a, typ in zip(arrays, PASS_OUT.types, strict=True)],
@@ -236,7 +275,7 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
     first[1:] = (h[1:] != h[:-1]) | (h2[1:] != h2[:-1])
     keyno = np.cumsum(first) - 1
     n_keys = int(keyno[-1]) + 1
-    out = _Out(h[first], h2[first])
+    out = _Out(h[first], h2[first], tbl.select([f for f, _ in _KEY_FIELDS]).take(pa.array(np.flatnonzero(first))))
 
     ser_mask = (kind == STATE) | (kind == SWEEP)
     has_series = np.zeros(n_keys, bool)
@@ -245,12 +284,13 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
     carried_entries = None
     if len(entries_in):
         c, _ = entries_in.long("committed")
-        lag, lag_ok = entries_in.long("lag")
+        lag, lag_ok = entries_in.long("end")
+        reb, reb_ok = entries_in.long("log_start")
         carried_entries = np_status.Entries(key=entries_in.key, t=entries_in.double("t"), c=c, lag=lag,
-                                            lag_ok=lag_ok, rebased=entries_in.flag("rebased"),
+                                            lag_ok=lag_ok, rebased=reb_ok & (reb == 1),
                                             is_state=np.ones(len(entries_in), bool))
     gaps_in = _Chunk(tbl, kind == GAP, keyno)
-    carried_gaps = np_gaps.Gaps(key=gaps_in.key, t=gaps_in.double("t"), gap_s=gaps_in.double("gap_s")) if len(
+    carried_gaps = np_gaps.Gaps(key=gaps_in.key, t=gaps_in.double("t"), gap_s=gaps_in.double("rec_t")) if len(
         gaps_in) else None
     minutes_in = _Chunk(tbl, kind == MINUTE, keyno)
 
@@ -281,7 +321,7 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
         cm = (kind == COMMIT) & has_series[keyno]  # a key's commits matter with its sweeps only
         ci = _Chunk(tbl, cm, keyno)
         offset, _ = ci.long("committed")
-        seq, _ = ci.long("seq")
+        seq, _ = ci.long("end")
         ct = ci.double("t")
         order = np.lexsort((seq, ct, ci.key))
         commits = Commits(key=ci.key[order], t=ct[order], offset=offset[order], seq=seq[order])

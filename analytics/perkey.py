@@ -3,8 +3,10 @@ per partition (its fresh sweeps, carried state row, end-offset points, Burrow en
 samples and last minute, and its commits) in one frame, one shuffle by a hash of the key, one
 sort, one vectorised pass per chunk of keys; then one selector per output.
 
-Only numbers cross to Python (each column costs a conversion per row): the key's strings are
-joined back by its two hashes, an owner's member id by its hash.
+Each column crosses to Python and back with a conversion per row, so the input is narrow: the
+key's own columns (cheaper through the pass than a second scan of the lake to join them back)
+and a sweep's numbers; the other row kinds put their values in those (see
+:mod:`lagscope.analytics.onepass`); an owner's member id is found by its hash.
 """
 
 from __future__ import annotations
@@ -18,14 +20,20 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from lagscope.analytics import onepass
 from lagscope.analytics.findings import ANOMALY_COLUMNS, finish
 from lagscope.analytics.series import KEY, SERIES_COLUMNS, STATE_MARKERS
-from lagscope.analytics.trends import history_rows, kernel_rows, keyed, method_name
+from lagscope.analytics.trends import history_rows, kernel_rows, keyed, method_name, x_struct
 
-__all__ = ["anomaly_rows", "entries_state", "gaps_state", "history_state", "minute_rows", "minutes_state",
-           "series_state", "status_rows", "transform_pass"]
-
-#: what the pass reads of a row besides the lag-seconds columns
-_EXTRA = onepass.PASS_IN.names[7:]
-
+__all__ = [
+    "anomaly_rows",
+    "entries_state",
+    "gaps_state",
+    "history_state",
+    "minute_rows",
+    "minutes_state",
+    "pass_input",
+    "series_state",
+    "status_rows",
+    "transform_pass",
+]
 
 def _secs(c: Column) -> Column:
     return F.unix_micros(c).cast("double") / F.lit(1e6)
@@ -35,48 +43,55 @@ def _ts(seconds: Column) -> Column:
     return F.timestamp_micros((seconds * F.lit(1e6)).cast("long"))
 
 
-def transform_pass(series: DataFrame, state: dict[str, DataFrame], *, params: onepass.PassParams,
-                   commits: DataFrame | None = None) -> DataFrame:
-    """The pass over a prepared series (:func:`lagscope.analytics.series.prepare_series`), the
-    carried ``state`` parts (``series``, ``history``, ``entries``, ``gaps``, ``minutes``: whichever
-    exist) and the commit records (:func:`lagscope.analytics.findings.commit_records`, with
-    ``params.commit_stream``). Returns ``_o``, ``KEY`` and the output columns
-    (:data:`lagscope.analytics.onepass.PASS_OUT`, ``lag_s_method`` by name); store it once, then
-    select each part with this module's selectors."""
-    rows = kernel_rows(series, onepass.SWEEP, _EXTRA)
+def pass_input(series: DataFrame, state: dict[str, DataFrame], *, commits: DataFrame | None = None) -> DataFrame:
+    """The pass's input (:data:`lagscope.analytics.onepass.PASS_IN`, shuffled by key and sorted;
+    see :func:`transform_pass`): each row kind's values in the sweep's columns, as
+    :mod:`lagscope.analytics.onepass` lays them out."""
+    rows = kernel_rows(series, onepass.SWEEP, pass_columns=True)
     if state.get("series") is not None:
-        rows = rows.unionByName(kernel_rows(state["series"], onepass.STATE, _EXTRA))
+        rows = rows.unionByName(kernel_rows(state["series"], onepass.STATE, pass_columns=True))
     parts: list[DataFrame] = []
     if state.get("history") is not None:
         parts.append(history_rows(state["history"], onepass.HISTORY))
     if state.get("entries") is not None:
         e = state["entries"]
         rebased = F.col("rebased") if "rebased" in e.columns else F.lit(False)  # a state from before it
-        parts.append(e.select(*KEY, F.lit(onepass.ENTRY).alias("_kind"), "t", F.col("c").alias("committed"), "lag",
-                              rebased.alias("rebased")))
+        parts.append(e.select(*KEY, F.lit(onepass.ENTRY).alias("_kind"), "t", F.col("c").alias("committed"),
+                              F.col("lag").alias("end"), rebased.cast("long").alias("log_start")))
     if commits is not None:
         parts.append(commits.select(*KEY, F.lit(onepass.COMMIT).alias("_kind"), "t",
-                                    F.col("offset").alias("committed"), "seq"))
+                                    F.col("offset").alias("committed"), F.col("seq").alias("end")))
     if state.get("gaps") is not None:
         g = state["gaps"]
-        if "gap_s" in g.columns:  # a state written before samples were kept as one array per key
-            parts.append(g.select(*KEY, F.lit(onepass.GAP).alias("_kind"), "t", "gap_s"))
-        else:
+        if "gap_s" in g.columns:  # one row per sample
+            parts.append(g.select(*KEY, F.lit(onepass.GAP).alias("_kind"), "t", F.col("gap_s").alias("rec_t")))
+        else:  # a state written while the samples were one array per key
             parts.append(g.select(*KEY, F.explode("samples").alias("_x")).select(
-                *KEY, F.lit(onepass.GAP).alias("_kind"), F.col("_x.t").alias("t"), F.col("_x.gap_s").alias("gap_s")))
+                *KEY, F.lit(onepass.GAP).alias("_kind"), F.col("_x.t").alias("t"), F.col("_x.gap_s").alias("rec_t")))
     if state.get("minutes") is not None:
         m = state["minutes"]
+        x = {"produce_rate": F.col("produce_rate"), "consume_rate": F.col("consume_rate"),
+             "m_g_start": _secs(F.col("m_g_start")), "m_g_lag0": F.col("m_g_lag0"), "m_g_n": F.col("m_g_n")}
         parts.append(m.select(*KEY, F.lit(onepass.MINUTE).alias("_kind"), _secs(F.col("window_start")).alias("t"),
-                              F.col("lag_last").alias("lag"), "produce_rate", "consume_rate",
-                              _secs(F.col("m_g_start")).alias("m_g_start"), "m_g_lag0",
-                              F.col("m_g_n").cast("long").alias("m_g_n")))
+                              F.col("lag_last").alias("end"), x_struct([x[c] for c in onepass.MINUTE_X])))
     for part in parts:
         rows = rows.unionByName(part, allowMissingColumns=True)
-    inp, keys = keyed(rows, onepass.PASS_IN.names[2:], onepass.KIND_BITS)
-    out = inp.mapInArrow(functools.partial(onepass.pass_batches, params=params), from_arrow_schema(onepass.PASS_OUT))
-    return out.join(keys, ["_h", "_h2"]).select(
-        "_o", *KEY, *(c for c in onepass.PASS_OUT.names if c not in ("_o", "_h", "_h2", "lag_s_code")),
-        method_name().alias("lag_s_method"))
+    return keyed(rows, onepass.PASS_IN.names[2:], onepass.KIND_BITS)
+
+
+def transform_pass(series: DataFrame, state: dict[str, DataFrame], *, params: onepass.PassParams,
+                   commits: DataFrame | None = None) -> DataFrame:
+    """The pass over a prepared series (:func:`lagscope.analytics.series.prepare_series`), the
+    carried ``state`` parts (``series``, ``history``, ``entries``, ``gaps``, ``minutes``: whichever
+    exist) and the commit records (:func:`lagscope.analytics.findings.commit_records`, with
+    ``params.commit_stream``): one shuffle by a hash of the key, one sort, one vectorised pass
+    per chunk of whole keys. Returns ``_o``, ``KEY`` and the output columns
+    (:data:`lagscope.analytics.onepass.PASS_OUT`, ``lag_s_method`` by name); store it once, then
+    select each part with this module's selectors."""
+    out = pass_input(series, state, commits=commits).mapInArrow(
+        functools.partial(onepass.pass_batches, params=params), from_arrow_schema(onepass.PASS_OUT))
+    return out.select("_o", *KEY, *(c for c in onepass.PASS_OUT.names if c not in (
+        "_o", *KEY, "_h", "_h2", "lag_s_code")), method_name().alias("lag_s_method"))
 
 
 def _part(passed: DataFrame, o: int) -> DataFrame:
@@ -130,9 +145,8 @@ def entries_state(passed: DataFrame) -> DataFrame:
 
 
 def gaps_state(passed: DataFrame) -> DataFrame:
-    """Each key's learned commit-gap samples (``KEY, samples``: ``array<struct<t, gap_s>>`` by time)."""
-    return _part(passed, onepass.OUT_GAP).groupBy(*KEY).agg(
-        F.array_sort(F.collect_list(F.struct("t", "gap_s"))).alias("samples"))
+    """Each key's learned commit-gap samples, one row each (``KEY, t, gap_s``)."""
+    return _part(passed, onepass.OUT_GAP).select(*KEY, "t", "gap_s")
 
 
 def minutes_state(passed: DataFrame) -> DataFrame:

@@ -33,46 +33,53 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from lagscope.analytics import kernel
+from lagscope.analytics import kernel, onepass
 from lagscope.analytics.series import KEY
 
-__all__ = ["kernel_rows", "keyed", "method_name", "transform_lag_seconds", "transform_lag_trends"]
+__all__ = ["kernel_rows", "key_hashes", "keyed", "method_name", "transform_lag_seconds", "transform_lag_trends",
+           "x_struct"]
 
 
-def kernel_rows(series: DataFrame, kind: int, extra: Sequence[str] = ()) -> DataFrame:
-    """Series rows (fresh or state) as pass rows: the lag-seconds columns, and ``extra`` of
-    the per-key pass's input (:data:`lagscope.analytics.onepass.PASS_IN`; a marker a frame lacks,
-    and the columns of the other row kinds, null)."""
+def kernel_rows(series: DataFrame, kind: int, pass_columns: bool = False) -> DataFrame:
+    """Series rows (fresh or state) as the rows of a vectorised pass: the key, the kind, the
+    lag-seconds columns and, with ``pass_columns``, the per-key pass's (``lso``, ``owner_h``, and
+    ``x``: a state row's markers, :data:`lagscope.analytics.onepass.STATE_X`)."""
     cols: list[Column | str] = [*KEY, F.lit(kind).alias("_kind"), "t", "committed", "end", "log_start",
-            (F.unix_micros("rec_ts").cast("double") / F.lit(1e6)).alias("rec_t")]
-    for c in extra:
-        if c == "owner_h":  # xxhash64 of a null is its seed, not null
-            cols.append(F.when(F.col("owner").isNotNull(), F.xxhash64("owner")).alias("owner_h"))
-        elif c in series.columns and c in _SERIES_EXTRA:
-            cols.append(F.col(c))
+                                (F.unix_micros("rec_ts").cast("double") / F.lit(1e6)).alias("rec_t")]
+    if pass_columns:
+        # (xxhash64 of a null is its seed, not null)
+        cols += ["lso", F.when(F.col("owner").isNotNull(), F.xxhash64("owner")).alias("owner_h")]
+        if "m_change_t" in series.columns:
+            cols.append(x_struct([F.col(m) if m in series.columns else F.lit(None) for m in onepass.STATE_X]))
         else:
-            cols.append(F.lit(None).cast(_PASS_TYPES.get(c, "double")).alias(c))
+            cols.append(x_struct([]))
     return series.select(*cols)
 
 
-#: the pass's input columns a series row fills (the others belong to other row kinds)
-_SERIES_EXTRA = {"lso", "m_change_t", "m_pending_t", "m_max_rate", "m_rate", "m_ret_t", "m_end_t", "m_commit_t",
-                 "m_alive_t", "m_drop_t", "m_max_committed"}
+def x_struct(values: Sequence[Column]) -> Column:
+    """The per-key pass's ``x`` (:data:`lagscope.analytics.onepass.X_TYPE`) of ``values`` (the
+    rest null); null without values."""
+    if not values:
+        return F.lit(None).cast(_X_SPARK).alias("x")
+    padded = [*values, *(F.lit(None) for _ in range(onepass.X_WIDTH - len(values)))]
+    return F.struct(*(v.cast("double").alias(f"x{i}") for i, v in enumerate(padded))).alias("x")
 
-#: Spark types of the pass's non-double input columns (for the nulls of rows without them)
-_PASS_TYPES = {"lso": "long", "m_max_committed": "long", "lag": "long", "rebased": "boolean", "seq": "long",
-               "m_g_lag0": "long", "m_g_n": "long"}
+
+_X_SPARK = "struct<" + ",".join(f"x{i}:double" for i in range(onepass.X_WIDTH)) + ">"
 
 
-def keyed(rows: DataFrame, names: Sequence[str], kind_bits: int) -> tuple[DataFrame, DataFrame]:
-    """``rows`` (``KEY, _kind, …``) hashed, shuffled by the key's hash and sorted by key and time
-    (the input of a vectorised pass), and the distinct keys with their two hashes (to join the
-    key's strings back: only numbers cross to Python)."""
+def keyed(rows: DataFrame, names: Sequence[str], kind_bits: int) -> DataFrame:
+    """``rows`` (``KEY, _kind, …``) hashed, shuffled by the key's hash and sorted by key, kind and
+    time: the input of a vectorised pass (``_h``, ``_k``, then ``names``)."""
     h, h2 = F.xxhash64(*KEY), F.hash(*KEY)
-    inp = (rows.select(h.alias("_h"), ((h2.cast("long") + F.lit(2**31)) * (1 << kind_bits) + F.col("_kind")).alias(
+    return (rows.select(h.alias("_h"), ((h2.cast("long") + F.lit(2**31)) * (1 << kind_bits) + F.col("_kind")).alias(
         "_k"), *names).repartition("_h").sortWithinPartitions("_h", "_k", "t"))
-    keys = rows.select(*KEY).distinct().select(*KEY, h.alias("_h"), h2.alias("_h2"))
-    return inp, keys
+
+
+def key_hashes(rows: DataFrame) -> DataFrame:
+    """The distinct keys of ``rows`` with their two hashes (``_h``, ``_h2``: to join the key's
+    strings back to a pass's output when only numbers crossed to Python)."""
+    return rows.select(*KEY).distinct().select(*KEY, F.xxhash64(*KEY).alias("_h"), F.hash(*KEY).alias("_h2"))
 
 
 def history_rows(history: DataFrame, kind: int) -> DataFrame:
@@ -100,8 +107,8 @@ def transform_lag_seconds(series: DataFrame, state: DataFrame | None = None, his
     reaches back to the previous minute's last sweep, or to ``state``'s row); the lag seconds.
 
     ``state`` holds the previous step's last row per key (its differences seed the first fresh
-    row), ``history`` the points of earlier steps (``KEY, e, tc, tp, ep``: :func:`lagscope.analytics.np_state.compact_history`,
-    all of the epoch the step starts in).
+    row), ``history`` the points of earlier steps (``KEY, e, tc, tp, ep``, all of the epoch the
+    step starts in: :func:`lagscope.analytics.np_state.compact_history`).
 
     One shuffle by a hash of the key, a sort by key and time, then one vectorised pass per
     chunk of keys (:func:`lagscope.analytics.kernel.lag_seconds_table`, which states the
@@ -113,7 +120,7 @@ def transform_lag_seconds(series: DataFrame, state: DataFrame | None = None, his
         rows = rows.unionByName(kernel_rows(state, kernel.STATE))
     if history is not None:
         rows = rows.unionByName(history_rows(history, kernel.HISTORY))
-    inp, keys = keyed(rows, kernel.LAG_SECONDS_IN.names[2:], 2)
+    inp, keys = keyed(rows, kernel.LAG_SECONDS_IN.names[2:], 2), key_hashes(rows)
     out = inp.mapInArrow(functools.partial(kernel.lag_seconds_batches, every_sweep=every_sweep),
                          from_arrow_schema(kernel.LAG_SECONDS_OUT))
     return out.join(keys, ["_h", "_h2"]).select(

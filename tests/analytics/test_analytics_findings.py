@@ -262,12 +262,13 @@ def test_gap_baselines_are_median_and_mad_of_the_learned_and_new_gaps() -> None:
 
 
 def test_gap_samples_of_an_older_state_are_read(spark: SparkSession) -> None:
-    # a state written before the samples were one array per key held one row per gap
-    # (KEY, t, gap_s): a step reads it, learns from it and hands the samples on as arrays
-    old = spark.createDataFrame([("c", "g", "t", 0, float(t), 10.0) for t in range(5)],
-                                "cluster string, group_id string, topic string, partition int, t double, gap_s double")
+    # a state written while the samples were one array per key (KEY, samples) is read, learned
+    # from and handed on as one row per sample (KEY, t, gap_s)
+    old = spark.createDataFrame([("c", "g", "t", 0, [(float(t), 10.0) for t in range(5)])],
+                                "cluster string, group_id string, topic string, partition int, "
+                                "samples array<struct<t:double,gap_s:double>>")
     nxt = step(cases_df(spark, [offsets_rows([(200, 10, 20, 0)])]), P, state={"gaps": old}).state["gaps"]
-    assert [(s["t"], s["gap_s"]) for s in nxt.collect()[0]["samples"]] == [(float(t), 10.0) for t in range(5)]
+    assert sorted((r["t"], r["gap_s"]) for r in nxt.collect()) == [(float(t), 10.0) for t in range(5)]
 
 
 def _growth_minutes(lags: list[tuple[int, int]]) -> np_growth.Minutes:
@@ -356,27 +357,31 @@ def test_stop_with_owner_keeps_its_kind_after_the_commits_leave_the_lookback(spa
 
     from lagscope.analytics.job import Settings, run_step
 
-    rows = [(t, min(t, 30), t, 0, "m1") for t in [0, 10, 20, 30, *range(60, 991, 30), 1000, 1010, 1020]]
+    rows = [(t, min(t, 30), t, 0, "m1") for t in [0, 10, 20, 30, *range(60, 991, 30), 1000, 1010, 1020,
+                                                   1030, 1040, 1050]]
     commits = _commits_df(spark, [("g", [(0, 0), (10, 10), (20, 20), (30, 30)])])
     settings = Settings(rules=P)
 
     def step(part: list[tuple[Any, ...]], cs: DataFrame, state: dict[str, DataFrame] | None = None) -> Any:
         members = members_df(spark, [members_rows([(r[0], "Stable", 1, [("m1", None, [0])]) for r in part])])
         return run_step(offsets_df(spark, part), members, settings=settings, state=state, commits=cs,
-                        as_of=at(1080))
+                        as_of=at(1110))
 
     def stops(s: Any) -> list[tuple[Any, ...]]:
         got = s.tables["anomalies"].where(F.col("kind").isin("stall", "stop"))
         return sorted((r["kind"], r["end_ts"], r["magnitude"], r["key"]) for r in got.collect())
 
-    first = step(rows[:-3], commits)
-    second = step(rows[-3:], commits.where(F.lit(False)), first.state)
+    first = step(rows[:-6], commits)
+    second = step(rows[-6:-3], commits.where(F.lit(False)), first.state)
+    # a third silent step: the last commit is still known (it was carried, not only read)
+    third = step(rows[-3:], commits.where(F.lit(False)), second.state)
     try:
         key = f"stop|c|g|t|0|{int(at(60).timestamp() * 1000)}"  # the key holds the start
         assert stops(first) == [("stop", None, 930.0, key)]
         assert stops(second) == [("stop", None, 960.0, key)]
+        assert stops(third) == [("stop", None, 990.0, key)]
     finally:
-        for s in (first, second):
+        for s in (first, second, third):
             s.release()
 
 
