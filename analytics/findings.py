@@ -62,37 +62,16 @@ and a slow consumer alternating between its partitions a stall.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F  # noqa: N812
+
+from lagscope.analytics.params import RuleParams
 
 __all__ = ["ANOMALY_COLUMNS", "RuleParams", "commit_records", "drop_rebalance_outages", "finish", "storm_state",
            "transform_storms"]
 
 ANOMALY_COLUMNS = ["cluster", "group_id", "topic", "partition", "kind", "start_ts", "end_ts",
                    "severity", "magnitude", "unit", "detail", "key"]
-
-
-@dataclass(frozen=True)
-class RuleParams:
-    """Thresholds of the anomaly and status rules (seconds unless named otherwise)."""
-
-    stall_after_s: float = 60.0
-    stop_after_s: float = 60.0
-    skip_factor: float = 5.0
-    skip_min_messages: int = 100
-    gap_k: float = 6.0
-    gap_mad_floor_s: float = 1.0
-    gap_min_s: float = 10.0
-    gap_min_samples: int = 5
-    growth_min_minutes: int = 5
-    storm_count: int = 3
-    storm_window_s: float = 600.0
-    warn_lag_s: float = 30.0
-    burrow_window: int = 10
-
-
 
 
 def _key(kind: Column, start: Column) -> Column:

@@ -36,7 +36,6 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812
 
 from lagscope.analytics import findings, onepass, perkey, rebalances, status, trends
-from lagscope.analytics.findings import RuleParams
 from lagscope.analytics.io import (
     Checkpoint,
     commit_results,
@@ -46,6 +45,7 @@ from lagscope.analytics.io import (
     write_checkpoint,
     write_state,
 )
+from lagscope.analytics.params import RuleParams
 from lagscope.analytics.series import KEY, enrich_series, prepare_series
 from lagscope.errors import ConfigError
 
@@ -93,16 +93,6 @@ def _secs(c: Column) -> Column:
 def _timeouts(group_events: DataFrame | None) -> DataFrame | None:
     """The group-metadata records the rebalance windows use (timeouts, generations)."""
     return None if group_events is None else rebalances.generation_records(group_events)
-
-
-def _pass_params(settings: Settings, commit_stream: bool) -> onepass.PassParams:
-    p = settings.rules
-    return onepass.PassParams(
-        burrow_window=p.burrow_window, stall_after_s=p.stall_after_s, stop_after_s=p.stop_after_s,
-        warn_lag_s=p.warn_lag_s, skip_factor=p.skip_factor, skip_min_messages=p.skip_min_messages, gap_k=p.gap_k,
-        gap_mad_floor_s=p.gap_mad_floor_s, gap_min_s=p.gap_min_s, gap_min_samples=p.gap_min_samples,
-        growth_min_minutes=p.growth_min_minutes, history_recent_s=settings.history_recent_s,
-        commit_stream=commit_stream)
 
 
 def _group_lag(series: DataFrame) -> DataFrame:
@@ -168,7 +158,8 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings,
     # minute rows (one per key and minute, its last sweep) with lag seconds and the partition's
     # status, the per-partition anomalies, and the per-partition parts of the next state
     passed = _materialise(perkey.transform_pass(series, st, commits=commit_recs,
-                                                params=_pass_params(settings, commit_recs is not None)), held)
+                                                params=onepass.PassParams(
+        rules=p, history_recent_s=settings.history_recent_s, commit_stream=commit_recs is not None)), held)
     lag_rows = perkey.minute_rows(passed)
     lag_trends = trends.transform_lag_trends(lag_rows)
 

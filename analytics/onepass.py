@@ -49,7 +49,7 @@ Pure: pyarrow and numpy, no Spark.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -58,6 +58,7 @@ import pyarrow.compute as pc
 
 from lagscope.analytics import kernel, np_episodes, np_gaps, np_growth, np_points, np_state, np_status
 from lagscope.analytics.kseries import Commits, Found, Series, enrich
+from lagscope.analytics.params import RuleParams
 
 __all__ = ["COMMIT", "ENTRY", "GAP", "HISTORY", "KIND_BITS", "MINUTE", "OUT_ANOMALY", "OUT_ENTRY", "OUT_GAP",
            "OUT_HISTORY", "OUT_MINUTE", "OUT_MINUTE_STATE", "OUT_SERIES", "PASS_IN", "PASS_OUT", "STATE", "SWEEP",
@@ -105,21 +106,11 @@ PASS_OUT = pa.schema([
 
 @dataclass(frozen=True)
 class PassParams:
-    """What the pass's rules take (the thresholds of
-    :class:`lagscope.analytics.findings.RuleParams`; ``commit_stream``: the step reads the commit
-    stream, so the rules use its exact commits, a key without any included)."""
+    """What the pass's rules take: their thresholds, how long the end-offset history is kept whole
+    (:func:`lagscope.analytics.np_state.compact_history`), and whether the step reads the commit
+    stream (then the rules use its exact commits, a key without any included)."""
 
-    burrow_window: int = 10
-    stall_after_s: float = 60.0
-    stop_after_s: float = 60.0
-    warn_lag_s: float = 30.0
-    skip_factor: float = 5.0
-    skip_min_messages: int = 100
-    gap_k: float = 6.0
-    gap_mad_floor_s: float = 1.0
-    gap_min_s: float = 10.0
-    gap_min_samples: int = 5
-    growth_min_minutes: int = 5
+    rules: RuleParams = field(default_factory=RuleParams)
     history_recent_s: float = 600.0
     commit_stream: bool = False
 
@@ -332,9 +323,9 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
     if len(rows) != minutes.num_rows:  # both are each key's last fresh sweep of each minute
         raise AssertionError(f"minute rows disagree: {len(rows)} status rows, {minutes.num_rows} lag rows")
     lag_s = np.asarray(minutes.column("lag_s").combine_chunks().fill_null(np.nan), dtype=np.float64)
-    st = np_status.partition_status(s, rows, lag_s, entries, n=params.burrow_window,
-                                    stall_after_s=params.stall_after_s, stop_after_s=params.stop_after_s,
-                                    warn_lag_s=params.warn_lag_s)
+    p = params.rules
+    st = np_status.partition_status(s, rows, lag_s, entries, n=p.burrow_window, stall_after_s=p.stall_after_s,
+                                    stop_after_s=p.stop_after_s, warn_lag_s=p.warn_lag_s)
     mkey = s.key[rows]
     mcols = {name: minutes.column(name) for name in minutes.column_names if name not in ("_h", "_h2")}
     mcols.update(burrow_status=pa.array(st.burrow_status, pa.string()), status=pa.array(st.status, pa.string()),
@@ -342,7 +333,6 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
     out.add(OUT_MINUTE, mkey, mcols)
 
     # anomalies
-    p = params
     found = [
         np_episodes.episodes(s, commits, stall_after_s=p.stall_after_s, stop_after_s=p.stop_after_s),
         np_points.point_events(s, commits, skip_factor=p.skip_factor, skip_min_messages=p.skip_min_messages),
@@ -383,7 +373,7 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
                                          ep=hep, epoch=np.zeros(len(hist_in), np.int64))
         fresh_points = np_state.Points(*(np.concatenate([getattr(fresh_points, f), getattr(carried_points, f)])
                                          for f in np_state.Points.__dataclass_fields__))
-    hist = np_state.compact_history(fresh_points, s, recent_s=p.history_recent_s)
+    hist = np_state.compact_history(fresh_points, s, recent_s=params.history_recent_s)
     out.add(OUT_HISTORY, hist.key, {"end": pa.array(hist.e, pa.int64()), "t": pa.array(hist.tc),
                                     "tp": pa.array(hist.tp), "ep": pa.array(hist.ep, pa.int64())})
     _add_entries(out, np_status.entries_state(entries, p.burrow_window))

@@ -20,6 +20,7 @@ from enriched_arrays import random_cases, series_arrays, two_steps
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from spark_reference import minutes_last
+from status_cases import CASES
 
 from lagscope.analytics.io import spark_schema
 from lagscope.analytics.kseries import Series, java_fixed
@@ -308,20 +309,7 @@ def test_every_status_occurs(spark: SparkSession) -> None:
 T = range(0, 51, 10)
 
 # the status rule table of test_analytics_status (one step, no state), with the statuses it states
-_TABLE: list[tuple[str, list[tuple[Any, ...]], tuple[str, str]]] = [
-    ("caught-up", [(t, 10 * t, 10 * t, 0, "m1") for t in T], ("OK", "OK")),
-    ("rewind", [(t, c, 1000, 0, "m1") for t, c in zip(T, (100, 200, 300, 250, 350, 450), strict=True)],
-     ("REWIND", "REWIND")),
-    ("stopped", [(t, min(t, 20), 1000, 0, "m1" if t <= 20 else None) for t in T], ("STOP", "STOP")),
-    ("stalled", [(t, 100, 1000, 0, "m1") for t in T], ("STALL", "STALL")),
-    ("falling-behind", [(t, 100 + 5 * t, 1000 + 20 * t, 0, "m1") for t in T], ("WARN", "WARN")),
-    ("steady-small-lag", [(t, 10 * t + 97, 10 * t + 100, 0, "m1") for t in T], ("WARN", "OK")),
-    ("idle", [(t, 500, 500, 0, None) for t in T], ("OK", "IDLE")),
-    ("retention", [(t, 100, 1000, 200, "m1") for t in T], ("STALL", "ERR")),
-    ("open-transaction", [(t, 500, 1000, 0, "m1", 500) for t in T], ("STALL", "OK")),
-    ("topic-recreated", [(0, 900, 1000, 0, "m1"), (10, 1000, 1100, 0, "m1"), *[
-        (t, t + 10, t + 30, 0, "m1") for t in (20, 30, 40, 50)]], ("REWIND", "OK")),
-]
+_TABLE = CASES
 
 # edge cases over several minutes (sweeps every 10 s unless stated)
 _EDGES: list[tuple[str, list[tuple[Any, ...]]]] = [
