@@ -14,8 +14,10 @@ Input (:data:`PASS_IN`), sorted by ``(_h, _k, t)``: ``_h`` a 64-bit hash of the 
 ``(h2 + 2^31)·8 + kind`` a second, independent 32-bit hash and the row's kind, and the key's own
 columns (``cluster, group_id, topic, partition``: the outputs carry them, so nothing is joined
 back). The numeric columns are those of a sweep; the other kinds put their values in them, and
-what does not fit in the struct ``x`` (null on sweeps, which are nearly all the rows: every column
-costs a shuffle field and a conversion per row):
+what does not fit in the struct ``x`` or, for the per-key lists the state carries, the binary
+``b`` (both null on sweeps, which are nearly all the rows: every column costs a shuffle field and
+a conversion per row, and a list as one row per element would make the state's rows, not the
+sweep's, the step's cost):
 
 - :data:`SWEEP`: a fresh sweep row: ``t``, ``committed``, ``end``, ``log_start``, ``rec_t``, ``lso``,
   ``owner_h`` (a hash of its owner, null without one);
@@ -23,11 +25,14 @@ costs a shuffle field and a conversion per row):
   (:data:`STATE_X`, null: NaN);
 - :data:`HISTORY`: a carried end-offset point (``t`` = tc, ``end`` = e, ``committed`` = ep,
   ``rec_t`` = tp), as :mod:`lagscope.analytics.kernel` reads it;
-- :data:`ENTRY`: a carried Burrow entry (``t``, ``committed`` = its offset, ``end`` = its lag,
-  ``log_start`` = 1 when ``rebased``);
+- :data:`ENTRIES`: a key's carried Burrow entries, packed in ``b`` (:data:`ENTRY_B`, one value per
+  key: up to ``burrow_window`` entries); :data:`ENTRY`: one carried entry of a state written
+  before they were packed (``t``, ``committed`` = its offset, ``end`` = its lag, ``log_start`` = 1
+  when ``rebased``);
 - :data:`COMMIT`: a commit record of the commit stream (``t``, ``committed`` = its offset,
   ``end`` = its position in ``__consumer_offsets``);
-- :data:`GAP`: a carried commit-gap sample (``t``, ``rec_t`` = its length in s);
+- :data:`GAPS`: a key's carried commit-gap samples, packed in ``b`` (:data:`GAP_B`: up to 64 per
+  key); :data:`GAP`: one sample of an older state (``t``, ``rec_t`` = its length in s);
 - :data:`MINUTE`: the key's carried last partition minute (``t`` = its start, ``end`` = its last
   lag, ``x`` = :data:`MINUTE_X`).
 
@@ -57,16 +62,17 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lagscope.analytics import kernel, np_episodes, np_gaps, np_growth, np_points, np_state, np_status
-from lagscope.analytics.kseries import Commits, Found, Series, enrich
+from lagscope.analytics.kseries import Commits, Found, Series, enrich, key_bounds
 from lagscope.analytics.params import RuleParams
 
-__all__ = ["COMMIT", "ENTRY", "GAP", "HISTORY", "KIND_BITS", "MINUTE", "OUT_ANOMALY", "OUT_ENTRY", "OUT_GAP",
-           "OUT_HISTORY", "OUT_MINUTE", "OUT_MINUTE_STATE", "OUT_SERIES", "PASS_IN", "PASS_OUT", "STATE", "SWEEP",
-           "PassParams", "pass_batches", "pass_table"]
+__all__ = ["COMMIT", "ENTRIES", "ENTRY", "ENTRY_B", "GAP", "GAPS", "GAP_B", "HISTORY", "KIND_BITS", "MINUTE",
+           "OUT_ANOMALY", "OUT_ENTRY", "OUT_GAP", "OUT_HISTORY", "OUT_MINUTE", "OUT_MINUTE_STATE", "OUT_SERIES",
+           "PASS_IN", "PASS_OUT", "STATE", "SWEEP", "PassParams", "pass_batches", "pass_table"]
 
-HISTORY, STATE, SWEEP, ENTRY, COMMIT, GAP, MINUTE = kernel.HISTORY, kernel.STATE, kernel.SWEEP, 3, 4, 5, 6
+HISTORY, STATE, SWEEP = kernel.HISTORY, kernel.STATE, kernel.SWEEP
+ENTRY, COMMIT, GAP, MINUTE, ENTRIES, GAPS = 3, 4, 5, 6, 7, 8
 #: bits of ``_k`` that hold the row's kind
-KIND_BITS = 3
+KIND_BITS = 4
 OUT_MINUTE, OUT_ENTRY, OUT_ANOMALY, OUT_SERIES, OUT_HISTORY, OUT_GAP, OUT_MINUTE_STATE = range(7)
 
 _MARKERS_F = ["m_change_t", "m_pending_t", "m_max_rate", "m_rate", "m_ret_t", "m_end_t", "m_commit_t", "m_alive_t",
@@ -84,22 +90,26 @@ MINUTE_X = ("produce_rate", "consume_rate", "m_g_start", "m_g_lag0", "m_g_n")
 X_WIDTH = 10
 X_TYPE = pa.struct([(f"x{i}", pa.float64()) for i in range(X_WIDTH)])
 
+#: the packed values of ``b`` (little-endian float64, row after row): a Burrow entry, a gap sample
+ENTRY_B = ("t", "c", "lag", "rebased")
+GAP_B = ("t", "gap_s")
+
 _KEY_FIELDS = [("cluster", pa.string()), ("group_id", pa.string()), ("topic", pa.string()), ("partition", pa.int32())]
 
 PASS_IN = pa.schema([
-    *kernel.LAG_SECONDS_IN, ("lso", pa.int64()), ("owner_h", pa.int64()), ("x", X_TYPE),
+    *kernel.LAG_SECONDS_IN, ("lso", pa.int64()), ("owner_h", pa.int64()), ("x", X_TYPE), ("b", pa.binary()),
     *_KEY_FIELDS,
 ])
 
 PASS_OUT = pa.schema([
     ("_o", pa.int8()), *_KEY_FIELDS, *kernel.LAG_SECONDS_OUT,
-    ("burrow_status", pa.string()), ("status", pa.string()), ("reason", pa.string()), ("rebased", pa.bool_()),
+    ("burrow_status", pa.string()), ("status", pa.string()), ("reason", pa.string()),
     ("owner_h", pa.int64()), ("rec_ts", _US), ("lso", pa.int64()),
     *((m, pa.float64()) for m in _MARKERS_F), ("m_max_committed", pa.int64()),
     ("tp", pa.float64()), ("ep", pa.int64()),
     ("kind", pa.string()), ("start_t", pa.float64()), ("end_t", pa.float64()), ("severity", pa.string()),
     ("magnitude", pa.float64()), ("unit", pa.string()), ("detail", pa.string()),
-    ("gap_s", pa.float64()), ("produce_rate", pa.float64()), ("consume_rate", pa.float64()),
+    ("b", pa.binary()), ("gap_s", pa.float64()), ("produce_rate", pa.float64()), ("consume_rate", pa.float64()),
     ("m_g_start", pa.float64()), ("m_g_lag0", pa.int64()), ("m_g_n", pa.int32()),
 ])
 
@@ -148,6 +158,32 @@ class _Chunk:
             f = pc.struct_field(col, [i])
             out[:, i] = np.asarray(f.fill_null(np.nan) if f.null_count else f, dtype=np.float64)
         return out
+
+
+def _unpack(rows: _Chunk, width: int) -> tuple[_I, _F]:
+    """The values packed in ``b`` (:data:`ENTRY_B`, :data:`GAP_B`): each element's key and a
+    (elements × ``width``) array."""
+    col = rows.tbl.column("b").combine_chunks()
+    if len(col) == 0:
+        return np.zeros(0, np.int64), np.zeros((0, width))
+    _, off_buf, data_buf = col.buffers()
+    offsets = np.frombuffer(off_buf, dtype=np.int32)[col.offset:col.offset + len(col) + 1].astype(np.int64)
+    data = np.frombuffer(data_buf, dtype=np.uint8)[offsets[0]:offsets[-1]].copy().view("<f8")
+    counts = np.diff(offsets) // (8 * width)
+    return np.repeat(rows.key, counts), data.reshape(-1, width).astype(np.float64)
+
+
+def _pack(key: _I, cols: list[_F]) -> tuple[_I, pa.Array]:
+    """Rows grouped by ``key`` → per key one binary value: its rows' ``cols`` as little-endian
+    float64, row after row (the inverse of :func:`_unpack`)."""
+    first, _ = key_bounds(key)
+    starts = np.flatnonzero(first)
+    counts = np.diff(np.append(starts, len(key)))
+    data = np.column_stack(cols).astype("<f8").tobytes() if len(key) else b""
+    offsets = np.concatenate([[0], np.cumsum(counts * 8 * len(cols))]).astype(np.int32)
+    arr = pa.Array.from_buffers(pa.binary(), len(starts), [None, pa.py_buffer(offsets.tobytes()),
+                                                           pa.py_buffer(data)])
+    return key[starts], arr
 
 
 def _ok_long(v: _F) -> tuple[_I, _B]:
@@ -271,18 +307,8 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
     ser_mask = (kind == STATE) | (kind == SWEEP)
     has_series = np.zeros(n_keys, bool)
     has_series[keyno[ser_mask]] = True
-    entries_in = _Chunk(tbl, kind == ENTRY, keyno)
-    carried_entries = None
-    if len(entries_in):
-        c, _ = entries_in.long("committed")
-        lag, lag_ok = entries_in.long("end")
-        reb, reb_ok = entries_in.long("log_start")
-        carried_entries = np_status.Entries(key=entries_in.key, t=entries_in.double("t"), c=c, lag=lag,
-                                            lag_ok=lag_ok, rebased=reb_ok & (reb == 1),
-                                            is_state=np.ones(len(entries_in), bool))
-    gaps_in = _Chunk(tbl, kind == GAP, keyno)
-    carried_gaps = np_gaps.Gaps(key=gaps_in.key, t=gaps_in.double("t"), gap_s=gaps_in.double("rec_t")) if len(
-        gaps_in) else None
+    carried_entries = _carried_entries(tbl, kind, keyno)
+    carried_gaps = _carried_gaps(tbl, kind, keyno)
     minutes_in = _Chunk(tbl, kind == MINUTE, keyno)
 
     if not bool(ser_mask.any()):  # keys without series rows keep their carried entries, gap samples, minutes
@@ -382,13 +408,51 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
     return out.table()
 
 
+def _carried_entries(tbl: pa.Table, kind: _I, keyno: _I) -> np_status.Entries | None:
+    """The carried Burrow entries: packed (:data:`ENTRIES`) and one per row (:data:`ENTRY`)."""
+    parts = []
+    packed = _Chunk(tbl, kind == ENTRIES, keyno)
+    if len(packed):
+        k, v = _unpack(packed, len(ENTRY_B))
+        lag, lag_ok = _ok_long(v[:, 2])
+        parts.append(np_status.Entries(key=k, t=v[:, 0], c=v[:, 1].astype(np.int64), lag=lag, lag_ok=lag_ok,
+                                       rebased=v[:, 3] == 1, is_state=np.ones(len(k), bool)))
+    single = _Chunk(tbl, kind == ENTRY, keyno)
+    if len(single):
+        c, _ = single.long("committed")
+        lag, lag_ok = single.long("end")
+        reb, reb_ok = single.long("log_start")
+        parts.append(np_status.Entries(key=single.key, t=single.double("t"), c=c, lag=lag, lag_ok=lag_ok,
+                                       rebased=reb_ok & (reb == 1), is_state=np.ones(len(single), bool)))
+    return np_status.Entries.concat(parts) if parts else None
+
+
+def _carried_gaps(tbl: pa.Table, kind: _I, keyno: _I) -> np_gaps.Gaps | None:
+    """The carried commit-gap samples: packed (:data:`GAPS`) and one per row (:data:`GAP`)."""
+    parts = []
+    packed = _Chunk(tbl, kind == GAPS, keyno)
+    if len(packed):
+        k, v = _unpack(packed, len(GAP_B))
+        parts.append(np_gaps.Gaps(key=k, t=v[:, 0], gap_s=v[:, 1]))
+    single = _Chunk(tbl, kind == GAP, keyno)
+    if len(single):
+        parts.append(np_gaps.Gaps(key=single.key, t=single.double("t"), gap_s=single.double("rec_t")))
+    if not parts:
+        return None
+    return np_gaps.Gaps(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("key", "t", "gap_s")))
+
+
 def _add_entries(out: _Out, e: np_status.Entries) -> None:
-    out.add(OUT_ENTRY, e.key, {"t": pa.array(e.t), "committed": pa.array(e.c, pa.int64()),
-                               "lag": _nullable(e.lag, e.lag_ok, pa.int64()), "rebased": pa.array(e.rebased)})
+    e = e.take(np.lexsort((e.t, e.key)))
+    keys, packed = _pack(e.key, [e.t, e.c.astype(np.float64), np.where(e.lag_ok, e.lag, np.nan).astype(np.float64),
+                                 e.rebased.astype(np.float64)])
+    out.add(OUT_ENTRY, keys, {"b": packed})
 
 
 def _add_gaps(out: _Out, g: np_gaps.Gaps) -> None:
-    out.add(OUT_GAP, g.key, {"t": pa.array(g.t), "gap_s": pa.array(g.gap_s)})
+    order = np.lexsort((g.t, g.key))
+    keys, packed = _pack(g.key[order], [g.t[order], g.gap_s[order]])
+    out.add(OUT_GAP, keys, {"b": packed})
 
 
 def _add_minute_state(out: _Out, m: np_growth.Minutes) -> None:

@@ -55,15 +55,20 @@ def pass_input(series: DataFrame, state: dict[str, DataFrame], *, commits: DataF
         parts.append(history_rows(state["history"], onepass.HISTORY))
     if state.get("entries") is not None:
         e = state["entries"]
-        rebased = F.col("rebased") if "rebased" in e.columns else F.lit(False)  # a state from before it
-        parts.append(e.select(*KEY, F.lit(onepass.ENTRY).alias("_kind"), "t", F.col("c").alias("committed"),
-                              F.col("lag").alias("end"), rebased.cast("long").alias("log_start")))
+        if "b" in e.columns:  # packed, one row per key
+            parts.append(e.select(*KEY, F.lit(onepass.ENTRIES).alias("_kind"), F.lit(0.0).alias("t"), "b"))
+        else:  # a state written before: one row per entry (before ``rebased``: none rebased)
+            rebased = F.col("rebased") if "rebased" in e.columns else F.lit(False)
+            parts.append(e.select(*KEY, F.lit(onepass.ENTRY).alias("_kind"), "t", F.col("c").alias("committed"),
+                                  F.col("lag").alias("end"), rebased.cast("long").alias("log_start")))
     if commits is not None:
         parts.append(commits.select(*KEY, F.lit(onepass.COMMIT).alias("_kind"), "t",
                                     F.col("offset").alias("committed"), F.col("seq").alias("end")))
     if state.get("gaps") is not None:
         g = state["gaps"]
-        if "gap_s" in g.columns:  # one row per sample
+        if "b" in g.columns:  # packed, one row per key
+            parts.append(g.select(*KEY, F.lit(onepass.GAPS).alias("_kind"), F.lit(0.0).alias("t"), "b"))
+        elif "gap_s" in g.columns:  # a state written with one row per sample
             parts.append(g.select(*KEY, F.lit(onepass.GAP).alias("_kind"), "t", F.col("gap_s").alias("rec_t")))
         else:  # a state written while the samples were one array per key
             parts.append(g.select(*KEY, F.explode("samples").alias("_x")).select(
@@ -140,13 +145,15 @@ def history_state(passed: DataFrame) -> DataFrame:
 
 
 def entries_state(passed: DataFrame) -> DataFrame:
-    """The Burrow entries the next step carries (``KEY, t, c, lag, rebased``)."""
-    return _part(passed, onepass.OUT_ENTRY).select(*KEY, "t", F.col("committed").alias("c"), "lag", "rebased")
+    """The Burrow entries the next step carries: per key one row, its entries packed in ``b``
+    (:data:`lagscope.analytics.onepass.ENTRY_B`)."""
+    return _part(passed, onepass.OUT_ENTRY).select(*KEY, "b")
 
 
 def gaps_state(passed: DataFrame) -> DataFrame:
-    """Each key's learned commit-gap samples, one row each (``KEY, t, gap_s``)."""
-    return _part(passed, onepass.OUT_GAP).select(*KEY, "t", "gap_s")
+    """Each key's learned commit-gap samples: per key one row, packed in ``b``
+    (:data:`lagscope.analytics.onepass.GAP_B`)."""
+    return _part(passed, onepass.OUT_GAP).select(*KEY, "b")
 
 
 def minutes_state(passed: DataFrame) -> DataFrame:

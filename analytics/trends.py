@@ -43,7 +43,7 @@ __all__ = ["kernel_rows", "key_hashes", "keyed", "method_name", "transform_lag_s
 def kernel_rows(series: DataFrame, kind: int, pass_columns: bool = False) -> DataFrame:
     """Series rows (fresh or state) as the rows of a vectorised pass: the key, the kind, the
     lag-seconds columns and, with ``pass_columns``, the per-key pass's (``lso``, ``owner_h``, and
-    ``x``: a state row's markers, :data:`lagscope.analytics.onepass.STATE_X`)."""
+    ``x``: a state row's markers, :data:`lagscope.analytics.onepass.STATE_X`; ``b``: null)."""
     cols: list[Column | str] = [*KEY, F.lit(kind).alias("_kind"), "t", "committed", "end", "log_start",
                                 (F.unix_micros("rec_ts").cast("double") / F.lit(1e6)).alias("rec_t")]
     if pass_columns:
@@ -53,6 +53,7 @@ def kernel_rows(series: DataFrame, kind: int, pass_columns: bool = False) -> Dat
             cols.append(x_struct([F.col(m) if m in series.columns else F.lit(None) for m in onepass.STATE_X]))
         else:
             cols.append(x_struct([]))
+        cols.append(F.lit(None).cast("binary").alias("b"))
     return series.select(*cols)
 
 

@@ -261,14 +261,22 @@ def test_gap_baselines_are_median_and_mad_of_the_learned_and_new_gaps() -> None:
         assert carried.gap_median_s[p] == pytest.approx(statistics.median(kept))
 
 
-def test_gap_samples_of_an_older_state_are_read(spark: SparkSession) -> None:
-    # a state written while the samples were one array per key (KEY, samples) is read, learned
-    # from and handed on as one row per sample (KEY, t, gap_s)
-    old = spark.createDataFrame([("c", "g", "t", 0, [(float(t), 10.0) for t in range(5)])],
-                                "cluster string, group_id string, topic string, partition int, "
-                                "samples array<struct<t:double,gap_s:double>>")
+@pytest.mark.parametrize("form", ["array", "rows"])
+def test_gap_samples_of_an_older_state_are_read(spark: SparkSession, form: str) -> None:
+    # states written before the samples were packed per key (``b``) held one array per key
+    # (KEY, samples) or, earlier, one row per sample (KEY, t, gap_s): a step reads either, learns
+    # from it and hands the samples on packed
+    if form == "array":
+        old = spark.createDataFrame([("c", "g", "t", 0, [(float(t), 10.0) for t in range(5)])],
+                                    "cluster string, group_id string, topic string, partition int, "
+                                    "samples array<struct<t:double,gap_s:double>>")
+    else:
+        old = spark.createDataFrame([("c", "g", "t", 0, float(t), 10.0) for t in range(5)],
+                                    "cluster string, group_id string, topic string, partition int, t double, "
+                                    "gap_s double")
     nxt = step(cases_df(spark, [offsets_rows([(200, 10, 20, 0)])]), P, state={"gaps": old}).state["gaps"]
-    assert sorted((r["t"], r["gap_s"]) for r in nxt.collect()) == [(float(t), 10.0) for t in range(5)]
+    (row,) = nxt.collect()
+    assert np.frombuffer(row["b"], "<f8").reshape(-1, 2).tolist() == [[float(t), 10.0] for t in range(5)]
 
 
 def _growth_minutes(lags: list[tuple[int, int]]) -> np_growth.Minutes:
