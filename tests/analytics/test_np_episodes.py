@@ -152,8 +152,6 @@ def _same_rows(got: list[tuple[Any, ...]], want: list[tuple[Any, ...]]) -> None:
 # random two-step series
 # --------------------------------------------------------------------------------------------
 
-#: kinds of reference rows seen by the random cases (checked by the last test)
-SEEN: Counter[str] = Counter()
 SEEDS = [1, 2, 3, 4, 5, 6]
 THRESHOLDS = [(30.0, 40.0), (60.0, 60.0), (50.0, 20.0), (40.0, 90.0), (25.0, 25.0), (60.0, 30.0)]
 
@@ -177,24 +175,24 @@ def _random_steps(spark: SparkSession, seed: int, with_commits: bool) -> tuple[D
     return enriched, recs.where(F.col("t") >= _t(SPLIT_S - 60.0)).localCheckpoint()
 
 
+#: the checked reference rows of each random case, (seed, with_commits) → rows: each case is
+#: computed once, by its comparison test or by the coverage test, whichever runs first
+_CASES: dict[tuple[int, bool], list[Any]] = {}
+
+
+def _case(spark: SparkSession, seed: int, with_commits: bool) -> list[Any]:
+    """The random case's reference rows, after checking the numpy episodes against them."""
+    if (seed, with_commits) not in _CASES:
+        stall, stop = THRESHOLDS[seed % len(THRESHOLDS)]
+        enriched, recs = _random_steps(spark, seed, with_commits)
+        _CASES[(seed, with_commits)] = _check(spark, enriched, recs, stall=stall, stop=stop)
+    return _CASES[(seed, with_commits)]
+
+
 @pytest.mark.parametrize("with_commits", [True, False])
 @pytest.mark.parametrize("seed", SEEDS)
 def test_episodes_match_spark(spark: SparkSession, seed: int, with_commits: bool) -> None:
-    stall, stop = THRESHOLDS[seed % len(THRESHOLDS)]
-    enriched, recs = _random_steps(spark, seed, with_commits)
-    want = _check(spark, enriched, recs, stall=stall, stop=stop)
-    split_us = _micros(_t(SPLIT_S) or 0.0) or 0
-    for r in want:
-        kind, start, end, severity, detail = r[4], r[5], r[6], r[7], r[10]
-        SEEN[kind] += 1
-        SEEN[f"{kind} open" if end is None else f"{kind} closed"] += 1
-        SEEN[f"{kind} {severity}"] += 1
-        if start is not None and start < split_us:
-            SEEN[f"{kind} from the state"] += 1
-        for why in ("no owner", "owner assigned, no commits", "owner still assigned"):
-            if kind != "retention_loss" and detail.endswith(f"({why})"):
-                SEEN[f"{kind} {why}"] += 1
-    SEEN["runs"] += 1
+    _case(spark, seed, with_commits)
 
 
 # --------------------------------------------------------------------------------------------
@@ -330,12 +328,24 @@ def test_java_fixed_is_sparks_format(spark: SparkSession) -> None:
     assert got == want
 
 
-def test_every_kind_was_produced() -> None:
-    # the random cases above exercised every kind of episode (run after them, in file order)
-    if SEEN["runs"] < 2 * len(SEEDS):
-        pytest.skip("needs every random case of this module")
+def test_every_kind_was_produced(spark: SparkSession) -> None:
+    # the random cases exercise every kind of episode: open, closed, carried from the state,
+    # critical, and each reason
+    seen: Counter[str] = Counter()
+    split_us = _micros(_t(SPLIT_S) or 0.0) or 0
+    for seed in SEEDS:
+        for with_commits in (True, False):
+            for r in _case(spark, seed, with_commits):
+                kind, start, end, severity, detail = r[4], r[5], r[6], r[7], r[10]
+                seen[f"{kind} open" if end is None else f"{kind} closed"] += 1
+                seen[f"{kind} {severity}"] += 1
+                if start is not None and start < split_us:
+                    seen[f"{kind} from the state"] += 1
+                for why in ("no owner", "owner assigned, no commits", "owner still assigned"):
+                    if kind != "retention_loss" and detail.endswith(f"({why})"):
+                        seen[f"{kind} {why}"] += 1
     for kind in ("stall", "stop", "retention_loss"):
         for what in ("open", "closed", "from the state", "critical"):
-            assert SEEN[f"{kind} {what}"] > 0, (kind, what, SEEN)
+            assert seen[f"{kind} {what}"] > 0, (kind, what, seen)
     for label in ("stall warning", "stall owner still assigned", "stop no owner", "stop owner assigned, no commits"):
-        assert SEEN[label] > 0, (label, SEEN)
+        assert seen[label] > 0, (label, seen)
