@@ -27,8 +27,18 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-__all__ = ["HISTORY", "LAG_SECONDS_IN", "LAG_SECONDS_OUT", "METHODS", "STATE", "SWEEP", "key_chunks",
-           "lag_seconds_batches", "lag_seconds_table"]
+__all__ = [
+    "HISTORY",
+    "LAG_SECONDS_IN",
+    "LAG_SECONDS_OUT",
+    "METHODS",
+    "STATE",
+    "SWEEP",
+    "key_chunks",
+    "lag_seconds_batches",
+    "lag_seconds_table",
+    "nullable",
+]
 
 #: ``_kind`` of an input row: a carried end-offset point, the carried last row, a fresh sweep
 HISTORY, STATE, SWEEP = 0, 1, 2
@@ -70,7 +80,8 @@ def _col(tbl: pa.Table, name: str, dtype: type, fill: object) -> tuple[npt.NDArr
     return np.asarray(col.fill_null(fill), dtype=dtype), np.asarray(col.is_valid(), dtype=bool)
 
 
-def _arr(values: npt.NDArray, valid: _B | None, typ: pa.DataType) -> pa.Array:  # type: ignore[type-arg]
+def nullable(values: npt.NDArray, valid: _B | None, typ: pa.DataType) -> pa.Array:  # type: ignore[type-arg]
+    """``values`` as an Arrow array of ``typ``, null where ``valid`` is false."""
     if valid is None or bool(valid.all()):
         return pa.array(values, typ)
     return pa.array(values, typ, mask=~valid)
@@ -278,15 +289,16 @@ def lag_seconds_table(tbl: pa.Table, *, every_sweep: bool = False) -> pa.Table:
         # t = µs / 1e6 exactly: µs · 1e6 is within an ulp of the integer (for |µs| < 2^52)
         "ts": pa.array(np.rint(tq * 1e6).astype(np.int64), pa.int64()).cast(_US), "t": pa.array(tq, pa.float64()),
         "window_start": pa.array(window_us, pa.int64()).cast(_US),
-        "committed": _arr(qc, qcv, pa.int64()), "end": _arr(e[qi], ev[qi], pa.int64()),
-        "log_start": _arr(ls[qi], lsv[qi], pa.int64()), "lag": _arr(qlag, qlagv, pa.int64()),
-        "lag_max": _arr(lag_max[q_min], lag_maxv[q_min], pa.int64()),
-        "m_de": _arr(m_de[q_min], m_dev[q_min], pa.int64()), "m_dc": _arr(m_dc[q_min], m_dcv[q_min], pa.int64()),
-        "m_dls": _arr(m_dls[q_min], m_dlsv[q_min], pa.int64()),
-        "m_dt": _arr(m_dt[q_min], m_dtv[q_min], pa.float64()),
-        "lag_s": _arr(lag_s, known, pa.float64()),
-        "lag_s_lower": _arr((code == 2) & ~inside, known, pa.bool_()),
-        "lag_s_code": _arr(code, known, pa.int32()),
+        "committed": nullable(qc, qcv, pa.int64()), "end": nullable(e[qi], ev[qi], pa.int64()),
+        "log_start": nullable(ls[qi], lsv[qi], pa.int64()), "lag": nullable(qlag, qlagv, pa.int64()),
+        "lag_max": nullable(lag_max[q_min], lag_maxv[q_min], pa.int64()),
+        "m_de": nullable(m_de[q_min], m_dev[q_min], pa.int64()),
+        "m_dc": nullable(m_dc[q_min], m_dcv[q_min], pa.int64()),
+        "m_dls": nullable(m_dls[q_min], m_dlsv[q_min], pa.int64()),
+        "m_dt": nullable(m_dt[q_min], m_dtv[q_min], pa.float64()),
+        "lag_s": nullable(lag_s, known, pa.float64()),
+        "lag_s_lower": nullable((code == 2) & ~inside, known, pa.bool_()),
+        "lag_s_code": nullable(code, known, pa.int32()),
     }, schema=LAG_SECONDS_OUT)
 
 

@@ -27,12 +27,14 @@ __all__ = [
     "Commits",
     "Found",
     "Series",
+    "asof",
     "enrich",
     "ffill_last",
     "java_fixed",
     "key_bounds",
     "segmented_cummax",
     "segmented_cumsum",
+    "shift",
 ]
 
 F64 = npt.NDArray[np.float64]
@@ -217,7 +219,7 @@ def segmented_cummax(values: npt.NDArray, key: I64) -> npt.NDArray:  # type: ign
     return out
 
 
-def _shift(v: npt.NDArray, first: B, fill: object) -> npt.NDArray:  # type: ignore[type-arg]
+def shift(v: npt.NDArray, first: B, fill: object) -> npt.NDArray:  # type: ignore[type-arg]
     """The previous row's value within the key (``fill`` at a key's first row)."""
     out = np.empty_like(v)
     if len(v):
@@ -247,19 +249,19 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     # as prepare_series: greatest(0, end − committed) skips a null end (0); null without a commit
     lag_ok = committed_ok.copy()
     lag = np.where(committed_ok & end_ok, np.maximum(end - committed, 0), 0)
-    prev_t = np.where(has_prev, _shift(t, first, 0.0), _NAN)
+    prev_t = np.where(has_prev, shift(t, first, 0.0), _NAN)
     next_t = np.where(~last, _next(t, last, 0.0), _NAN)
-    prev_committed, prev_committed_ok = _shift(committed, first, 0), _shift(committed_ok, first, False)
-    prev_end, prev_end_ok = _shift(end, first, 0), _shift(end_ok, first, False)
-    prev_lag, prev_lag_ok = _shift(lag, first, 0), _shift(lag_ok, first, False)
-    prev_ls, prev_ls_ok = _shift(log_start, first, 0), _shift(log_start_ok, first, False)
+    prev_committed, prev_committed_ok = shift(committed, first, 0), shift(committed_ok, first, False)
+    prev_end, prev_end_ok = shift(end, first, 0), shift(end_ok, first, False)
+    prev_lag, prev_lag_ok = shift(lag, first, 0), shift(lag_ok, first, False)
+    prev_ls, prev_ls_ok = shift(log_start, first, 0), shift(log_start_ok, first, False)
     dt = t - prev_t  # NaN at a key's first row
     dc_ok = committed_ok & prev_committed_ok
     dc = np.where(dc_ok, committed - prev_committed, 0)
     de_ok = end_ok & prev_end_ok
     de = np.where(de_ok, end - prev_end, 0)
     lost = committed_ok & log_start_ok & (committed < log_start)
-    prev_lost = _shift(lost, first, False)
+    prev_lost = shift(lost, first, False)
     changed = committed_ok & ~is_state & (~prev_committed_ok | (dc != 0))
     lag0 = ~lag_ok | (lag == 0)  # coalesce(lag, 0) == 0
     starts_pending = lag_ok & (lag > 0) & (~prev_lag_ok | (prev_lag == 0))
@@ -296,14 +298,14 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     end_drop_t = ffill_last(drop_mark, key)
     # the largest rate before the row (a state row's own seed is m_max_rate)
     rate_seed = np.where(is_state, nan_to(m_max_rate, -np.inf), rate)
-    rate_max = _shift(segmented_cummax(rate_seed, key), first, -np.inf)
+    rate_max = shift(segmented_cummax(rate_seed, key), first, -np.inf)
     max_rate_before = np.where(np.isfinite(rate_max), rate_max, 0.0)
-    prev_rate = np.where(has_prev, _shift(rate, first, 0.0), _NAN)
+    prev_rate = np.where(has_prev, shift(rate, first, 0.0), _NAN)
     committed_seed = np.where(committed_ok, committed, _LMIN)
     if bool(is_state.any()):
         carried = np.where(m_max_committed_ok, m_max_committed, _LMIN)
         committed_seed = np.where(is_state, np.maximum(carried, committed_seed), committed_seed)
-    cmax = _shift(segmented_cummax(committed_seed, key), first, _LMIN)
+    cmax = shift(segmented_cummax(committed_seed, key), first, _LMIN)
     max_committed_before_ok = cmax != _LMIN
     drops = (de_ok & (de < 0)).astype(np.int64)
     end_epoch = segmented_cumsum(drops, key)
@@ -328,6 +330,25 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
         max_rate_before=max_rate_before, prev_rate=prev_rate, max_committed_before=np.where(
             max_committed_before_ok, cmax, 0), max_committed_before_ok=max_committed_before_ok, ret_t=ret_t,
         end_change_t=end_change_t, alive_t=alive_t, end_epoch=end_epoch, end_drop_t=end_drop_t, rebased=rebased)
+
+
+def asof(mark_key: I64, mark_t: F64, key: I64, t: F64) -> I64:
+    """For each ``(key, t)``, the index in the marks of the latest mark of its key at or before
+    ``t`` (−1: none): a mark at the same time counts, and among marks of equal time the later in
+    input order wins; a NaN mark time is never taken (Spark's running ``last(…, ignorenulls)``
+    over the union of marks and rows ordered by ``(key, t, marks first)``)."""
+    nm = len(mark_key)
+    if len(key) == 0:
+        return np.zeros(0, np.int64)
+    allk = np.concatenate([mark_key, key])
+    order = np.lexsort((np.concatenate([np.zeros(nm, np.int8), np.ones(len(key), np.int8)]),
+                        np.concatenate([mark_t, t]), allk))
+    marks = np.concatenate([np.arange(nm, dtype=np.float64), np.full(len(key), np.nan)])[order]
+    found = ffill_last(marks, allk[order])
+    pos = np.empty(len(order), np.int64)
+    pos[order] = np.arange(len(order))
+    at = found[pos[nm:]]
+    return np.where(np.isnan(at), -1, np.nan_to_num(at, nan=-1.0)).astype(np.int64)
 
 
 def segmented_cumsum(values: I64, key: I64) -> I64:

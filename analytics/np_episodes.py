@@ -47,7 +47,7 @@ from decimal import ROUND_HALF_UP, Context, Decimal
 
 import numpy as np
 
-from lagscope.analytics.kseries import F64, I64, B, Commits, Found, Series, java_fixed, key_bounds
+from lagscope.analytics.kseries import F64, I64, B, Commits, Found, Series, asof, java_fixed, key_bounds
 
 __all__ = ["commit_marker", "episodes", "last_commit_t", "spark_round"]
 
@@ -103,27 +103,10 @@ def spark_round(x: F64, digits: int) -> F64:
 # --------------------------------------------------------------------------------------------
 
 def _asof(mark_key: I64, mark_t: F64, row_key: I64, row_t: F64) -> F64:
-    """Per row, the largest ``mark_t`` of its key at or before ``row_t`` (NaN: none; NaN marks
-    are no marks): the running ``last(mark, ignorenulls)`` over the union of marks and rows
-    ordered by ``(key, t, marks first)``, as Spark's window ``orderBy("t", "_src")``."""
-    n_m, n_r = len(mark_t), len(row_t)
-    if n_r == 0:
-        return np.array([], np.float64)
-    keys = np.concatenate([mark_key, row_key])
-    ts = np.concatenate([mark_t, row_t])
-    src = np.concatenate([np.zeros(n_m, np.int8), np.ones(n_r, np.int8)])
-    order = np.lexsort((src, ts, keys))
-    sk, sv = keys[order], np.where(src == 0, ts, _NAN)[order]
-    # a running maximum of the marks' times per key: rows are ordered by t, NaN marks sort last
-    idx = np.where(~np.isnan(sv), np.arange(n_m + n_r), -1)
-    acc = np.maximum.accumulate(idx)
-    first, _ = key_bounds(sk)
-    start = np.maximum.accumulate(np.where(first, np.arange(n_m + n_r), 0))
-    got = np.where(acc >= start, sv[np.maximum(acc, 0)], _NAN)
-    out = np.empty(n_r, np.float64)
-    is_row = order >= n_m
-    out[order[is_row] - n_m] = got[is_row]
-    return out
+    """Per row, the time of its key's latest mark at or before ``row_t`` (NaN: none; NaN marks
+    are no marks; :func:`lagscope.analytics.kseries.asof`)."""
+    i = asof(mark_key, mark_t, row_key, row_t)
+    return np.where(i >= 0, mark_t[np.maximum(i, 0)] if len(mark_t) else _NAN, _NAN)
 
 
 def _state_marks(s: Series) -> tuple[I64, F64]:

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lagscope.analytics.kseries import F64, I64, B, Found, java_fixed, key_bounds, segmented_cumsum
+from lagscope.analytics.kseries import F64, I64, B, Found, java_fixed, key_bounds, segmented_cumsum, shift
 
 __all__ = ["NO_RUN", "Minutes", "lag_growth", "lag_growth_state"]
 
@@ -109,22 +109,13 @@ class _Pass:
     run_c0: I64
 
 
-def _shift(v: I64 | B, first: B, fill: int | bool) -> I64 | B:
-    """The previous row's value within the key (``fill`` at a key's first row)."""
-    out = np.empty_like(v)
-    if len(v):
-        out[1:] = v[:-1]
-        out[first] = fill
-    return out
-
-
 def _growth_pass(m: Minutes) -> _Pass:
     """The per-row values of Spark's ``_growth_pass`` (see the module doc for the rule)."""
     n = m.n
     first, last = key_bounds(m.key)
-    prev_minute = _shift(m.minute, first, 0)
-    prev_lag = _shift(m.lag_last, first, 0)
-    prev_lag_ok = _shift(m.lag_last_ok, first, False)
+    prev_minute = shift(m.minute, first, 0)
+    prev_lag = shift(m.lag_last, first, 0)
+    prev_lag_ok = shift(m.lag_last_ok, first, False)
     adjacent = ~first & (prev_minute == m.minute - 1)
     produce = np.where(np.isnan(m.produce_rate), 0.0, m.produce_rate)
     consume = np.where(np.isnan(m.consume_rate), 0.0, m.consume_rate)
@@ -134,7 +125,7 @@ def _growth_pass(m: Minutes) -> _Pass:
     grows = fresh_grows | (m.is_state & (m.g_start != NO_RUN))
     own = np.where(m.is_state, m.g_n, grows.astype(np.int64))
     cnt = segmented_cumsum(own, m.key)
-    prev_grows = _shift(grows, first, False)
+    prev_grows = shift(grows, first, False)
     # start marks: every state row (even without a run: a non-null struct of nulls), and a
     # growing fresh row after a non-growing one; a row's run is the last mark up to it
     marked = m.is_state | (grows & ~prev_grows)
@@ -166,7 +157,7 @@ def lag_growth(m: Minutes, *, min_minutes: int) -> Found:
     nxt = np.zeros(m.n, bool)
     nxt[:-1] = g[1:]
     nxt &= ~p.last
-    prev = _shift(g, p.first, False)
+    prev = shift(g, p.first, False)
     starts = np.flatnonzero(g & ~prev)
     ends = np.flatnonzero(g & ~nxt)  # the run's last row (same count and order as starts)
     csum = np.concatenate(([0], np.cumsum(p.own)))

@@ -55,7 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from lagscope.analytics.kseries import F64, I64, B, Series, ffill_last, java_fixed, key_bounds
+from lagscope.analytics.kseries import F64, I64, B, Series, asof, java_fixed, key_bounds
 
 __all__ = ["Entries", "StatusRows", "burrow_entries", "entries_state", "minute_rows", "partition_status"]
 
@@ -207,22 +207,6 @@ def _window_stats(e: Entries, n: int) -> _Windows:
     )
 
 
-def _asof(win_key: I64, win_t: F64, key: I64, t: F64) -> I64:
-    """For each ``(key, t)``, the index of the latest window of its key with ``last_t ≤ t``
-    (−1: none); at equal times the window sorts first, among windows the later one wins."""
-    nw = len(win_key)
-    allk = np.concatenate([win_key, key])
-    allt = np.concatenate([win_t, t])
-    kind = np.concatenate([np.zeros(nw, np.int8), np.ones(len(key), np.int8)])
-    order = np.lexsort((kind, allt, allk))
-    marks = np.concatenate([np.arange(nw, dtype=np.float64), np.full(len(key), _NAN)])[order]
-    found = ffill_last(marks, allk[order])
-    pos = np.empty(len(order), np.int64)
-    pos[order] = np.arange(len(order))
-    at = found[pos[nw:]]
-    return np.where(np.isnan(at), -1, np.nan_to_num(at, nan=-1.0)).astype(np.int64)
-
-
 def _longs(v: I64) -> Strs:
     """``%d`` of longs."""
     out: Strs = v.astype(str).astype(object)
@@ -267,7 +251,7 @@ def partition_status(s: Series, rows: I64, lag_s: F64, entries: Entries, *, n: i
     ``n`` entries; the rules are the module doc's. Returns rows aligned with ``rows``."""
     win = _window_stats(entries, n)
     key, t = s.key[rows], s.t[rows]
-    wi = _asof(win.key, win.last_t, key, t)
+    wi = asof(win.key, win.last_t, key, t)
     has_w = wi >= 0
     j = np.maximum(wi, 0)
     if not len(win.key):  # no window at all: every lookup is void (has_w is all false)

@@ -275,10 +275,6 @@ class _Out:
         return pa.concat_tables(self.parts) if self.parts else PASS_OUT.empty_table()
 
 
-def _nullable(values: npt.NDArray, ok: _B | None, typ: pa.DataType) -> pa.Array:  # type: ignore[type-arg]
-    return pa.array(values, typ) if ok is None or bool(ok.all()) else pa.array(values, typ, mask=~ok)
-
-
 def _nan_null(values: _F) -> pa.Array:
     return pa.array(values, pa.float64(), mask=np.isnan(values))
 
@@ -381,15 +377,16 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
     last = np_state.state_rows(s)
     marker = np_episodes.commit_marker(s, commits)
     out.add(OUT_SERIES, last.key, {
-        "ts": _micros(last.t), "t": pa.array(last.t), "committed": _nullable(last.committed, last.committed_ok,
+        "ts": _micros(last.t), "t": pa.array(last.t), "committed": kernel.nullable(last.committed, last.committed_ok,
                                                                             pa.int64()),
-        "end": _nullable(last.end, last.end_ok, pa.int64()),
-        "log_start": _nullable(last.log_start, last.log_start_ok, pa.int64()),
-        "lag": _nullable(last.lag, last.lag_ok, pa.int64()), "owner_h": _nullable(last.owner, last.owned, pa.int64()),
-        "rec_ts": _micros(last.rec_t), "lso": _nullable(last.lso, last.lso_ok, pa.int64()),
+        "end": kernel.nullable(last.end, last.end_ok, pa.int64()),
+        "log_start": kernel.nullable(last.log_start, last.log_start_ok, pa.int64()),
+        "lag": kernel.nullable(last.lag, last.lag_ok, pa.int64()),
+        "owner_h": kernel.nullable(last.owner, last.owned, pa.int64()),
+        "rec_ts": _micros(last.rec_t), "lso": kernel.nullable(last.lso, last.lso_ok, pa.int64()),
         **{m: _nan_null(getattr(last, m)) for m in _MARKERS_F if m != "m_commit_t"},
         "m_commit_t": _nan_null(marker[last.key]),
-        "m_max_committed": _nullable(last.m_max_committed, last.m_max_committed_ok, pa.int64())})
+        "m_max_committed": kernel.nullable(last.m_max_committed, last.m_max_committed_ok, pa.int64())})
     hist_in = _Chunk(tbl, (kind == HISTORY) & has_series[keyno], keyno)
     fresh_points = np_state.history_points(s)
     if len(hist_in):
@@ -459,10 +456,10 @@ def _add_minute_state(out: _Out, m: np_growth.Minutes) -> None:
     run = m.g_start != np_growth.NO_RUN
     out.add(OUT_MINUTE_STATE, m.key, {
         "window_start": pa.array(m.minute * 60_000_000, pa.int64()).cast(_US),
-        "lag": _nullable(m.lag_last, m.lag_last_ok, pa.int64()), "produce_rate": _nan_null(m.produce_rate),
+        "lag": kernel.nullable(m.lag_last, m.lag_last_ok, pa.int64()), "produce_rate": _nan_null(m.produce_rate),
         "consume_rate": _nan_null(m.consume_rate),
         "m_g_start": pa.array((m.g_start * 60).astype(np.float64), pa.float64(), mask=~run),
-        "m_g_lag0": _nullable(m.g_lag0, m.g_lag0_ok, pa.int64()),
+        "m_g_lag0": kernel.nullable(m.g_lag0, m.g_lag0_ok, pa.int64()),
         "m_g_n": pa.array(m.g_n, pa.int32(), mask=~run)})
 
 
