@@ -70,6 +70,10 @@ def analyze(
         help="Stall/stop after this long without progress. "
              "(config: analytics.rules.stall_after_s, stop_after_s)")] = None,
     progress: Annotated[bool, typer.Option(help="Log Spark progress while writing.")] = True,
+    engine: Annotated[str, typer.Option(
+        help="Incremental steps: 'auto' runs a step in this process when it can (no rebalance window to "
+             "report, a state in the current layout) and starts Spark only for the others; 'spark' runs "
+             "every step on Spark.")] = "auto",
 ) -> None:
     """Analyse the lake: lag trends, lag in seconds, rebalance windows, anomalies, status."""
     from lagscope.analytics.job import run_batch, run_incremental
@@ -108,19 +112,27 @@ def analyze(
         last = _parse_time(until, "--until").date() if until else dt.datetime.now(dt.UTC).date()
     from pyspark.sql import SparkSession
 
-    # inside a program that already has a session (a notebook, the tests), use it and leave it running
+    # inside a program that already has a session (a notebook, the tests), use it and leave it
+    # running; an incremental step starts one only when it needs Spark
     owned = SparkSession.getActiveSession() is None
-    spark = build_session(master, shuffle_partitions=shuffle_partitions, driver_memory=driver_memory)
+    started: list[SparkSession] = []
+
+    def session() -> SparkSession:
+        started.append(build_session(master, shuffle_partitions=shuffle_partitions, driver_memory=driver_memory))
+        return started[-1]
+
     try:
         if incremental:
-            written = run_incremental(spark, lake, results, settings=settings, until=end, since=start,
-                                      clusters=cluster, progress=progress)
+            written = run_incremental(SparkSession.getActiveSession(), lake, results, settings=settings, until=end,
+                                      since=start, clusters=cluster, progress=progress, engine=engine,
+                                      spark_factory=session)
         else:
-            written = run_batch(spark, lake, results, since=first, until=last, settings=settings,
+            written = run_batch(session(), lake, results, since=first, until=last, settings=settings,
                                 clusters=cluster, progress=progress)
     finally:
         if owned:
-            spark.stop()
+            for spark in started:
+                spark.stop()
     if not written:
         typer.echo("nothing new to analyse")
     for table, files in written.items():

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T  # noqa: N812
@@ -33,14 +34,25 @@ from lagscope.schema import TABLES, Table
 
 __all__ = [
     "Checkpoint",
+    "commit_arrow",
     "commit_results",
+    "partition_files",
     "read_checkpoint",
     "read_lake",
     "read_state",
+    "spark_arrow_schema",
     "spark_schema",
+    "state_root",
     "write_checkpoint",
     "write_state",
 ]
+
+
+def spark_arrow_schema(table: str) -> pa.Schema:
+    """The Arrow schema a reader gets for a lake or result table: its columns (all nullable, as
+    Spark reads them) plus the ``cluster`` and ``date`` partition strings."""
+    return pa.schema([pa.field(f.name, f.type) for f in TABLES[table].schema]
+                     + [pa.field("cluster", pa.string()), pa.field("date", pa.string())])
 
 
 def spark_schema(table: str, *, with_partitions: bool = True) -> T.StructType:
@@ -56,7 +68,7 @@ def _dates(since: dt.date, until: dt.date) -> list[str]:
     return [(since + dt.timedelta(days=i)).isoformat() for i in range(days + 1)]
 
 
-def _partition_files(root: Path, table: str, clusters: Iterable[str] | None, since: dt.date,
+def partition_files(root: Path, table: str, clusters: Iterable[str] | None, since: dt.date,
                      until: dt.date) -> list[str]:
     """The files to read: each wanted partition folder's :func:`live_files` (sources already
     merged into a compacted file are left out: a compaction interrupted between publishing its
@@ -85,7 +97,7 @@ def read_lake(spark: SparkSession, root: Path | str, table: str, *, since: dt.da
     reads as empty."""
     root = Path(root)
     schema = spark_schema(table)
-    paths = _partition_files(root, table, clusters, since, until)
+    paths = partition_files(root, table, clusters, since, until)
     if not paths:
         return spark.createDataFrame([], schema)
     try:
@@ -127,25 +139,60 @@ def commit_results(results: Path | str, table: str, df: DataFrame, *, mode: str,
     extra = [c for c in df.columns if c not in columns]
     try:
         df.select(*columns, *extra).write.mode("overwrite").partitionBy("cluster", "date").parquet(str(staging))
-        written = 0
-        for cdir in sorted(staging.glob("cluster=*")):
-            for ddir in sorted(cdir.glob("date=*")):
-                final = root / table / cdir.name / ddir.name
-                final.mkdir(parents=True, exist_ok=True)
-                prefix = f"{tag}-"
-                new: list[Path] = []
-                for i, f in enumerate(sorted(ddir.glob("*.parquet"))):
-                    target = final / f"{prefix}{i:05d}.parquet"
-                    os.replace(_stamp(f, TABLES[table]), target)
-                    new.append(target)
-                    written += 1
-                keep = {p.name for p in new}
-                for old in final.glob("*.parquet"):
-                    if old.name in keep:
-                        continue
-                    if mode == "batch" or old.name.startswith(prefix):
-                        old.unlink(missing_ok=True)
-        return written
+        return _publish(staging, root, TABLES[table], mode=mode, tag=tag, stamp=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _publish(staging: Path, root: Path, table: Table, *, mode: str, tag: str, stamp: bool) -> int:
+    """Move the files of ``staging/cluster=…/date=…`` into the result table's partitions
+    (``stamp``: with lagscope's footer metadata added first) and delete the files they replace
+    (``mode``, ``tag``: see :func:`commit_results`). Returns the files moved."""
+    written = 0
+    for cdir in sorted(staging.glob("cluster=*")):
+        for ddir in sorted(cdir.glob("date=*")):
+            final = root / table.name / cdir.name / ddir.name
+            final.mkdir(parents=True, exist_ok=True)
+            prefix = f"{tag}-"
+            new: list[Path] = []
+            for i, f in enumerate(sorted(ddir.glob("*.parquet"))):
+                target = final / f"{prefix}{i:05d}.parquet"
+                os.replace(_stamp(f, table) if stamp else f, target)
+                new.append(target)
+                written += 1
+            keep = {p.name for p in new}
+            for old in final.glob("*.parquet"):
+                if old.name in keep:
+                    continue
+                if mode == "batch" or old.name.startswith(prefix):
+                    old.unlink(missing_ok=True)
+    return written
+
+
+def commit_arrow(results: Path | str, table: str, data: pa.Table, *, mode: str, tag: str) -> int:
+    """:func:`commit_results` of a pyarrow table (``cluster`` and ``date`` columns give the
+    partitions; the other columns cast to the table's types): one file per partition, written
+    in the staging folder (fsynced), then moved into place the same way."""
+    if mode not in ("batch", "incremental"):
+        raise ValueError(f"unknown write mode {mode!r}")
+    root = Path(results)
+    spec = TABLES[table]
+    schema = pa.schema([pa.field(f.name, f.type) for f in spec.schema]).with_metadata(file_metadata(spec))
+    staging = root / ".staging" / f"{table}-{uuid.uuid4().hex[:12]}"
+    try:
+        if data.num_rows:
+            parts = data.group_by(["cluster", "date"]).aggregate([]).to_pylist()
+            for part in parts:
+                rows = data.filter(pc.and_(pc.equal(data.column("cluster"), part["cluster"]),
+                                           pc.equal(data.column("date"), part["date"])))
+                folder = staging / f"cluster={part['cluster']}" / f"date={part['date']}"
+                folder.mkdir(parents=True, exist_ok=True)
+                out = pa.table([rows.column(f.name).cast(f.type) for f in schema], schema=schema)
+                with (folder / "part-00000.parquet").open("wb") as fh:
+                    pq.write_table(out, fh, compression="zstd")
+                    fh.flush()
+                    os.fsync(fh.fileno())
+        return _publish(staging, root, spec, mode=mode, tag=tag, stamp=False)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -158,12 +205,12 @@ class Checkpoint(dict[str, Any]):
     """``{"watermark": ISO time, "version": str, "clusters": [...]}`` of the incremental mode."""
 
 
-def _state_root(results: Path | str) -> Path:
+def state_root(results: Path | str) -> Path:
     return Path(results) / "_state"
 
 
 def read_checkpoint(results: Path | str) -> Checkpoint | None:
-    path = _state_root(results) / "checkpoint.json"
+    path = state_root(results) / "checkpoint.json"
     if not path.exists():
         return None
     try:
@@ -174,7 +221,7 @@ def read_checkpoint(results: Path | str) -> Checkpoint | None:
 
 def write_checkpoint(results: Path | str, cp: Checkpoint) -> None:
     """Atomically replace the checkpoint, then drop state versions it no longer points to."""
-    root = _state_root(results)
+    root = state_root(results)
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".checkpoint-{uuid.uuid4().hex[:8]}.json"
     tmp.write_text(json.dumps(cp, indent=1, sort_keys=True))
@@ -185,13 +232,13 @@ def write_checkpoint(results: Path | str, cp: Checkpoint) -> None:
 
 
 def write_state(results: Path | str, version: str, parts: dict[str, DataFrame]) -> None:
-    base = _state_root(results) / version
+    base = state_root(results) / version
     for name, df in parts.items():
         df.write.mode("overwrite").parquet(str(base / name))
 
 
 def read_state(spark: SparkSession, results: Path | str, version: str, name: str) -> DataFrame | None:
-    path = _state_root(results) / version / name
+    path = state_root(results) / version / name
     if not path.exists():
         return None
     return spark.read.parquet(str(path))

@@ -26,22 +26,28 @@ import functools
 import logging
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812
 
-from lagscope.analytics import findings, onepass, perkey, rebalances, status, trends
+from lagscope.analytics import findings, local, onepass, perkey, rebalances, status, trends
 from lagscope.analytics.io import (
     Checkpoint,
+    commit_arrow,
     commit_results,
+    partition_files,
     read_checkpoint,
     read_lake,
     read_state,
+    spark_arrow_schema,
+    state_root,
     write_checkpoint,
     write_state,
 )
@@ -311,12 +317,55 @@ def run_batch(spark: SparkSession, lake: Path | str, results: Path | str, *, sin
             step.release()
 
 
-def run_incremental(spark: SparkSession, lake: Path | str, results: Path | str, *, settings: Settings,
+def _local_inputs(lake: Path, results: Path, cp: Checkpoint | None, start: dt.datetime, until: dt.datetime,
+                  clusters: Sequence[str] | None) -> local.LocalInputs:
+    """The step's lake rows and carried state as pyarrow tables (the in-process engine's input;
+    the same rows :func:`_read_inputs` and the filters of :func:`run_incremental` give Spark)."""
+    got: dict[str, pa.Table | None] = {}
+    for name in ("offsets", "members", "commits", "group_events"):
+        first = (start - _COMMIT_LOOKBACK).date() if name == "commits" else start.date()
+        paths = partition_files(lake, name, clusters, first, until.date())
+        if name in ("commits", "group_events") and not (lake / name).exists():
+            got[name] = None
+            continue
+        tbl = local.read_files(paths, spark_arrow_schema(name), lake / name)
+        col, lo = ("record_ts", start - _COMMIT_LOOKBACK) if name == "commits" else ("sweep_ts", start)
+        if name != "group_events":
+            ts = tbl.column(col)
+            tbl = tbl.filter(pc.and_(pc.greater_equal(ts, pa.scalar(lo, ts.type)),
+                                     pc.less(ts, pa.scalar(until, ts.type))))
+        got[name] = tbl
+    state: dict[str, pa.Table] = {}
+    if cp is not None:
+        for name in ("series", "history", "gaps", "entries", "minutes", "msweeps", "recent_rebalances"):
+            part = local.read_state_part(state_root(results) / cp["version"] / name)
+            if part is not None:
+                state[name] = part
+    offsets, members = got["offsets"], got["members"]
+    if offsets is None or members is None:  # read above whatever exists; keeps mypy exact
+        raise ConfigError("the lake has no offsets/members tables")
+    return local.LocalInputs(offsets=offsets, members=members, commits=got["commits"],
+                             group_events=got["group_events"], state=state)
+
+
+#: the engines of an incremental step: ``auto`` runs it in this process
+#: (:mod:`lagscope.analytics.local`) unless it is one for Spark; ``spark`` always on Spark
+ENGINES = ("auto", "spark")
+
+
+def run_incremental(spark: SparkSession | None, lake: Path | str, results: Path | str, *, settings: Settings,
                     until: dt.datetime, since: dt.datetime | None = None,
-                    clusters: Sequence[str] | None = None, progress: bool = False) -> dict[str, int]:
+                    clusters: Sequence[str] | None = None, progress: bool = False,
+                    engine: str = "auto", spark_factory: Callable[[], SparkSession] | None = None) -> dict[str, int]:
     """Analyse the sweeps in ``[checkpoint, until)`` (``until`` rounded down to the minute),
     carrying the state; append the results and move the checkpoint. Returns files written
-    (empty when there was nothing new)."""
+    (empty when there was nothing new).
+
+    ``engine="auto"``: in this process when it can (:mod:`lagscope.analytics.local`), else on
+    Spark: ``spark``, or the session ``spark_factory`` makes (so a step that needs no Spark does
+    not start it)."""
+    if engine not in ENGINES:
+        raise ConfigError(f"unknown analytics engine {engine!r} (one of: {', '.join(ENGINES)})")
     lake, results = Path(lake), Path(results)
     until = until.astimezone(dt.UTC).replace(second=0, microsecond=0)
     cp = read_checkpoint(results)
@@ -328,6 +377,25 @@ def run_incremental(spark: SparkSession, lake: Path | str, results: Path | str, 
         raise ConfigError("no checkpoint yet: give --since for the first incremental run")
     if until <= start:
         return {}
+    tag = f"inc-{int(start.timestamp() * 1000)}-{int(until.timestamp() * 1000)}"
+    version = f"v-{int(until.timestamp())}-{uuid.uuid4().hex[:6]}"
+    if engine == "auto":
+        done = local.run_local_step(_local_inputs(lake, results, cp, start, until, clusters), settings=settings,
+                                    as_of=until)
+        if done is not None:
+            written = {name: commit_arrow(results, name, tbl, mode="incremental", tag=tag)
+                       for name, tbl in done.tables.items()}
+            written.setdefault("rebalances", 0)
+            for name, part in done.state.items():
+                local.write_state_part(state_root(results) / version / name, part)
+            write_checkpoint(results, Checkpoint(watermark=until.isoformat(), version=version))
+            return written
+        log.info("incremental step %s … %s on Spark (a rebalance window, an older state, or many rows)",
+                 start.isoformat(), until.isoformat())
+    if spark is None:
+        if spark_factory is None:
+            raise ConfigError("this incremental step needs Spark and no session was given")
+        spark = spark_factory()
     inp = _read_inputs(spark, lake, start.date(), until.date(), clusters,
                        commits_since=(start - _COMMIT_LOOKBACK).date())
     in_range = (F.col("sweep_ts") >= F.lit(start)) & (F.col("sweep_ts") < F.lit(until))
@@ -344,13 +412,11 @@ def run_incremental(spark: SparkSession, lake: Path | str, results: Path | str, 
             df = read_state(spark, results, cp["version"], name)
             if df is not None:
                 state[name] = df
-    tag = f"inc-{int(start.timestamp() * 1000)}-{int(until.timestamp() * 1000)}"
     with _progress(spark, progress):
         step = run_step(offsets, members, settings=settings, state=state, commits=commits, group_events=events,
                         as_of=until)
         try:
             written = _write_all(results, step.tables, mode="incremental", tag=tag)
-            version = f"v-{int(until.timestamp())}-{uuid.uuid4().hex[:6]}"
             write_state(results, version, step.state)
         finally:
             step.release()

@@ -14,7 +14,8 @@
 4. one incremental step over one new sweep of ``--incremental-rows`` rows, with 1 day and with
    7 days of history in the lake, timed alternately from the same primed state
    (``--incremental-runs`` each; the ratio of the medians shows whether the cost follows the new
-   data), and the floor of such a step (read the sweep and the carried series, one shuffle and
+   data), by both engines (``auto``: in this process, ``spark``: on Spark), and the Spark floor
+   of such a step (read the sweep and the carried series, one shuffle and
    sort by key, one window, write one table and one state part).
 
 Prints a Markdown report (redirect it to benchmarks/results/analytics_speed.md).
@@ -280,26 +281,35 @@ def main() -> None:
             lines.append(f"| floor of an incremental step: read the new sweep and the carried series, one "
                          f"shuffle and sort by key, one window, write one table and one state part, second "
                          f"of two runs (Spark local[2]) | {keys:,} | {floors[1]:.2f} | {keys / floors[1]:,.0f} |")
-            inc_times: dict[int, list[float]] = {1: [], 7: []}
+            # each engine from the same primed state: ``auto`` (the step in this process, what a
+            # step without a rebalance window runs on) and ``spark`` (the Spark step, what a
+            # step with one runs on), alternating
+            engines = ("auto", "spark")
+            inc_times: dict[tuple[str, int], list[float]] = {(e, d): [] for e in engines for d in primed}
             for _ in range(args.incremental_runs):
-                for days, (root, step_t) in primed.items():
-                    shutil.rmtree(root / "results", ignore_errors=True)
-                    shutil.copytree(root / "primed", root / "results")
-                    t = time.perf_counter()
-                    run_incremental(spark, root, root / "results", settings=Settings(),
-                                    until=step_t + dt.timedelta(minutes=1))
-                    inc_times[days].append(time.perf_counter() - t)
-            med = {days: statistics.median(ts) for days, ts in inc_times.items()}
-            for days, ts in inc_times.items():
+                for engine in engines:
+                    for days, (root, step_t) in primed.items():
+                        shutil.rmtree(root / "results", ignore_errors=True)
+                        shutil.copytree(root / "primed", root / "results")
+                        t = time.perf_counter()
+                        run_incremental(spark, root, root / "results", settings=Settings(),
+                                        until=step_t + dt.timedelta(minutes=1), engine=engine)
+                        inc_times[(engine, days)].append(time.perf_counter() - t)
+            med = {k: statistics.median(ts) for k, ts in inc_times.items()}
+            label = {"auto": "in this process (--engine auto)",
+                     "spark": f"on Spark (--engine spark, --shuffle-partitions {args.incremental_shuffle_partitions})"}
+            for (engine, days), ts in inc_times.items():
                 runs = ", ".join(f"{x:.2f}" for x in ts)
-                lines.append(f"| incremental step, 1 new sweep, {days} day(s) of history "
-                             f"(--shuffle-partitions {args.incremental_shuffle_partitions}), median of "
-                             f"{len(ts)} runs ({runs} s) | {keys:,} | {med[days]:.2f} | {keys / med[days]:,.0f} |")
+                lines.append(f"| incremental step {label[engine]}, 1 new sweep, {days} day(s) of history, median "
+                             f"of {len(ts)} runs ({runs} s) | {keys:,} | {med[(engine, days)]:.2f} | "
+                             f"{keys / med[(engine, days)]:,.0f} |")
             for root, _ in primed.values():
                 shutil.rmtree(root, ignore_errors=True)
-            lines += ["", f"Incremental step at 7 days / 1 day of history: **{med[7] / med[1]:.2f}** (medians; "
-                      "target ≤ 1.2; the step reads only the new sweep's date partition and the carried state).",
-                      ""]
+            lines += [""]
+            for engine in engines:
+                lines.append(f"Incremental step {label[engine]} at 7 days / 1 day of history: "
+                             f"**{med[(engine, 7)] / med[(engine, 1)]:.2f}** (medians; target ≤ 1.2).")
+            lines += ["", "The step reads only the new sweep's date partition and the carried state.", ""]
     finally:
         spark.stop()
         if args.workdir is None:

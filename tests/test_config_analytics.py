@@ -152,6 +152,8 @@ class Recorder:
 
     def incremental(self, spark: Any, lake: Path, results: Path, **kw: Any) -> dict[str, int]:
         self.calls.append(("incremental", {"lake": lake, "results": results, **kw}))
+        if spark is None:  # a step that needs Spark starts the session analyze would build
+            kw["spark_factory"]()
         return {}
 
     def get(self, name: str) -> dict[str, Any]:
@@ -209,6 +211,7 @@ def test_analyze_options_override_the_file(tmp_path: Path, recorder: Recorder) -
     assert (s.rules.stall_after_s, s.rules.stop_after_s, s.rules.gap_k) == (15.0, 15.0, 4.0)
     assert (s.heartbeat_s, s.session_timeout_s) == (1.0, 12.0)
     assert s.read_committed_groups == ("ledger",)
+    assert inc["engine"] == "auto"
 
 
 def test_analyze_without_a_config_keeps_the_old_defaults(tmp_path: Path, recorder: Recorder) -> None:

@@ -1,0 +1,716 @@
+"""An incremental step in this process, without Spark: the same per-partition pass
+(:func:`lagscope.analytics.onepass.pass_table`) and the same tables and state as
+:func:`lagscope.analytics.job.run_step`, over pyarrow tables.
+
+Why: a step of a running deployment is one new sweep or a few (100,000 partitions is 100,000
+rows), and Spark's fixed costs, not the rows, made its time: a dozen jobs, each scheduled,
+shuffled and committed, and seconds of plan analysis, 13 s for a step whose numbers take about
+one. Here the pass runs on the same numpy code over the step's rows, and the group-level work
+(rollups, group status, member sweeps) is a few array operations.
+
+What stays on Spark: a step that has a rebalance window to report (a settled sweep whose
+generation or members differ from the group's last settled one, or a generation record of the
+commit stream inside the settled span: :func:`rebalance_possible`), a step whose state was
+written in one of the older layouts the Spark side still reads, a step over more than
+``max_rows`` new rows, and every batch run. Rebalances are rare and their windows are worked
+out in Spark (:mod:`lagscope.analytics.rebalances`): one implementation of them, not two. The
+caller (:func:`lagscope.analytics.job.run_incremental`) falls back when :func:`run_local_step`
+returns ``None``; both engines read and write the same state, so a run may alternate.
+
+Without a rebalance window the group-level parts are simple: the ``rebalances`` table and the
+storms are empty, no anomaly lies in an outage, and the carried recent rebalances pass through
+unchanged (:func:`lagscope.analytics.findings.storm_state` of its own output is that output:
+cutting rebalances older than a window before the open storm changes no count inside it).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from lagscope.analytics import kernel, onepass
+
+if TYPE_CHECKING:
+    from lagscope.analytics.job import Settings
+
+__all__ = ["LocalInputs", "LocalStep", "member_sweeps", "rebalance_possible", "run_local_step"]
+
+_F = npt.NDArray[np.float64]
+_I = npt.NDArray[np.int64]
+_B = npt.NDArray[np.bool_]
+
+_US = pa.timestamp("us", tz="UTC")
+_MS = pa.timestamp("ms", tz="UTC")
+KEY = ["cluster", "group_id", "topic", "partition"]
+
+#: the state parts in the layout this engine reads (packed entries and gap samples)
+_STATE_PARTS = ("series", "history", "gaps", "entries", "minutes", "msweeps", "recent_rebalances")
+
+
+@dataclass
+class LocalInputs:
+    """A step's lake rows (already limited to its range) and the carried state, as pyarrow tables."""
+
+    offsets: pa.Table
+    members: pa.Table
+    commits: pa.Table | None
+    group_events: pa.Table | None
+    state: dict[str, pa.Table]
+
+
+@dataclass
+class LocalStep:
+    """The four result tables (with ``cluster`` and ``date``) and the next state's parts."""
+
+    tables: dict[str, pa.Table]
+    state: dict[str, pa.Table]
+
+
+# --------------------------------------------------------------------------------------------
+# reading
+# --------------------------------------------------------------------------------------------
+
+def read_files(paths: Sequence[str], schema: pa.Schema, base: Path) -> pa.Table:
+    """The rows of lake files ``paths`` (Hive partitions under ``base`` give ``cluster`` and
+    ``date``) in ``schema`` (columns an older file lacks read as null)."""
+    if not paths:
+        return schema.empty_table()
+    part = ds.partitioning(pa.schema([("cluster", pa.string()), ("date", pa.string())]), flavor="hive")
+    return ds.dataset(list(paths), schema=schema, format="parquet", partitioning=part,
+                      partition_base_dir=str(base)).to_table()
+
+
+def read_state_part(path: Path) -> pa.Table | None:
+    """A state part written by either engine (a folder of Parquet files), or ``None``."""
+    if not path.exists():
+        return None
+    return ds.dataset(str(path), format="parquet").to_table()
+
+
+def state_is_current(state: dict[str, pa.Table]) -> bool:
+    """Whether the carried state is in the layout this engine reads (older ones, one row per
+    Burrow entry or gap sample, are read by the Spark step, which rewrites them packed)."""
+    for name in ("entries", "gaps"):
+        t = state.get(name)
+        if t is not None and "b" not in t.column_names:
+            return False
+    return True
+
+
+# --------------------------------------------------------------------------------------------
+# small array helpers
+# --------------------------------------------------------------------------------------------
+
+def _secs(ts: pa.ChunkedArray | pa.Array) -> _F:
+    """Timestamps → epoch seconds (µs / 1e6, as Spark's ``unix_micros / 1e6``); null → NaN."""
+    us = pc.cast(ts, _US).cast(pa.int64())
+    return np.asarray(us.fill_null(0), dtype=np.int64) / 1e6 + np.where(
+        np.asarray(us.is_valid(), dtype=bool), 0.0, np.nan)
+
+
+def _long(col: pa.ChunkedArray | pa.Array) -> tuple[_I, _B]:
+    c = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    return np.asarray(c.fill_null(0), dtype=np.int64), np.asarray(c.is_valid(), dtype=bool)
+
+
+def _dbl(col: pa.ChunkedArray | pa.Array) -> _F:
+    c = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    return np.asarray(c.cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
+
+
+def _nn(values: _F) -> pa.Array:
+    """Doubles, NaN as null."""
+    return pa.array(values, pa.float64(), mask=np.isnan(values))
+
+
+def _codes(*cols: pa.ChunkedArray | pa.Array) -> tuple[_I, pa.Array]:
+    """Dense codes of the rows' combined values and the distinct combined strings."""
+    parts = [pc.cast(c, pa.string()).fill_null("\x00null") for c in cols]
+    joined = pc.binary_join_element_wise(*parts, "\x1f") if len(parts) > 1 else parts[0]
+    enc = pc.dictionary_encode(joined)
+    enc = enc.combine_chunks() if isinstance(enc, pa.ChunkedArray) else enc
+    return np.asarray(enc.indices, dtype=np.int64), enc.dictionary
+
+
+def _ts_col(secs: _F, unit: pa.DataType = _MS) -> pa.Array:
+    """Epoch seconds → timestamps, as Spark's ``timestamp_micros((s · 1e6).cast(long))``."""
+    ok = ~np.isnan(secs)
+    us = np.trunc(np.nan_to_num(secs) * 1e6).astype(np.int64)
+    return pa.array(us, pa.int64(), mask=~ok).cast(_US).cast(unit, safe=False)
+
+
+def _date(ts: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return pc.strftime(ts, format="%Y-%m-%d")
+
+
+def _groups(code: _I) -> tuple[_I, _I, _I]:
+    """Rows grouped by ``code``: (order, starts of the groups in that order, group of each
+    ordered row)."""
+    order = np.argsort(code, kind="stable")
+    sc = code[order]
+    first = np.ones(len(sc), bool)
+    first[1:] = sc[1:] != sc[:-1]
+    return order, np.flatnonzero(first), np.cumsum(first) - 1
+
+
+def _gsum(values: _F, starts: _I) -> _F:
+    """Per group: Σ of the non-NaN values, NaN when there is none (Spark's ``sum``)."""
+    ok = ~np.isnan(values)
+    s = np.add.reduceat(np.where(ok, values, 0.0), starts) if len(values) else np.zeros(0)
+    n = np.add.reduceat(ok.astype(np.int64), starts) if len(values) else np.zeros(0, np.int64)
+    return np.where(n > 0, s, np.nan)
+
+
+def _gmax(values: _F, starts: _I) -> _F:
+    ok = ~np.isnan(values)
+    m = np.maximum.reduceat(np.where(ok, values, -np.inf), starts) if len(values) else np.zeros(0)
+    return np.where(np.isneginf(m) & (np.add.reduceat(ok.astype(np.int64), starts) == 0), np.nan, m) if len(
+        values) else m
+
+
+def _gmin(values: _F, starts: _I) -> _F:
+    return -_gmax(-values, starts)
+
+
+def _gargmax(by: _F, gid: _I, n_groups: int) -> _I:
+    """Per group, the (ordered) row with the largest non-NaN ``by`` (-1 when all are NaN); ties:
+    the first."""
+    n = len(by)
+    ok = ~np.isnan(by)
+    order = np.lexsort((-np.arange(n), np.where(ok, by, -np.inf), ok, gid))  # last of a group: its max
+    last = np.ones(n, bool)
+    if n:
+        last[:-1] = gid[order][1:] != gid[order][:-1]
+    pick = np.full(n_groups, -1, np.int64)
+    rows = order[last]
+    pick[gid[rows]] = np.where(ok[rows], rows, -1)
+    return pick
+
+
+# --------------------------------------------------------------------------------------------
+# series and the pass's input
+# --------------------------------------------------------------------------------------------
+
+def prepare(offsets: pa.Table, read_committed_groups: Sequence[str]) -> pa.Table:
+    """Lake ``offsets`` rows → the pass's sweep values (as
+    :func:`lagscope.analytics.series.prepare_series`): ``KEY, t, committed, end, log_start, lag,
+    rec_t, lso, owner``."""
+    c, c_ok = _long(offsets.column("committed_offset"))
+    hw, hw_ok = _long(offsets.column("log_end_offset"))
+    lso, lso_ok = _long(offsets.column("last_stable_offset"))
+    cl, cl_ok = _long(offsets.column("lag"))
+    by_lag = (lso_ok & hw_ok & (lso < hw) & c_ok & cl_ok & (cl == np.maximum(0, lso - c))
+              & (cl != np.maximum(0, hw - c)))
+    if read_committed_groups:
+        pattern = "^(?:" + "|".join(f"(?:{p})" for p in read_committed_groups) + ")$"
+        re.compile(pattern)
+        listed = np.asarray(pc.match_substring_regex(offsets.column("group_id"), pattern).fill_null(False),
+                            dtype=bool)
+    else:
+        listed = np.zeros(offsets.num_rows, bool)
+    use_lso = (listed | by_lag)
+    end = np.where(use_lso & lso_ok, lso, hw)
+    end_ok = np.where(use_lso & lso_ok, True, hw_ok)
+    lag_ok = c_ok & end_ok
+    lag = np.where(lag_ok, np.maximum(0, end - c), 0)
+    return pa.table({
+        "cluster": offsets.column("cluster"), "group_id": offsets.column("group_id"),
+        "topic": offsets.column("topic"), "partition": offsets.column("partition").cast(pa.int32()),
+        "t": _secs(offsets.column("sweep_ts")),
+        "committed": kernel.nullable(c, c_ok, pa.int64()), "end": kernel.nullable(end, end_ok, pa.int64()),
+        "log_start": offsets.column("log_start_offset"), "lag": kernel.nullable(lag, lag_ok, pa.int64()),
+        "rec_t": _nn(_secs(offsets.column("committed_record_ts"))), "lso": offsets.column("last_stable_offset"),
+        "owner": offsets.column("member_id"),
+    })
+
+
+def _x(n: int, values: Sequence[_F] | None) -> pa.Array:
+    """The pass's ``x`` struct of ``values`` (the rest null); all null without values."""
+    fields = [f"x{i}" for i in range(onepass.X_WIDTH)]
+    if values is None:
+        return pa.nulls(n, onepass.X_TYPE)
+    arrays = [_nn(v) for v in values] + [pa.nulls(n, pa.float64()) for _ in range(onepass.X_WIDTH - len(values))]
+    return pa.StructArray.from_arrays(arrays, names=fields)
+
+
+def _rows(keys: pa.Table, kind: int, cols: dict[str, Any]) -> pa.Table:
+    """Pass input rows of one kind (missing columns null; ``_h`` and ``_k`` added later)."""
+    n = keys.num_rows
+    out: dict[str, Any] = {}
+    for f in onepass.PASS_IN:
+        if f.name in ("_h", "_k"):
+            continue
+        if f.name in KEY:
+            out[f.name] = keys.column(f.name).cast(f.type)
+        elif f.name in cols and cols[f.name] is not None:
+            v = cols[f.name]
+            out[f.name] = (v if isinstance(v, pa.Array | pa.ChunkedArray) else pa.array(v)).cast(f.type)
+        else:
+            out[f.name] = pa.nulls(n, f.type)
+    out["_kind"] = pa.array(np.full(n, kind, np.int64))
+    return pa.table(out)
+
+
+def pass_input(series: pa.Table, owner_codes: _I, state: dict[str, pa.Table], commits: pa.Table | None,
+               state_owner_codes: _I | None) -> pa.Table:
+    """The pass's input (:data:`lagscope.analytics.onepass.PASS_IN`) in key, kind and time order:
+    ``_h`` a dense code of the key, ``_k`` = code · 16 + kind (the pass needs whole keys
+    together, not a particular hash)."""
+    parts = [_rows(series, onepass.SWEEP, {
+        "t": series.column("t"), "committed": series.column("committed"), "end": series.column("end"),
+        "log_start": series.column("log_start"), "rec_t": series.column("rec_t"), "lso": series.column("lso"),
+        "owner_h": kernel.nullable(owner_codes, owner_codes >= 0, pa.int64())})]
+    st = state.get("series")
+    if st is not None and st.num_rows:
+        assert state_owner_codes is not None
+        marks = [_dbl(st.column(m)) if m in st.column_names else np.full(st.num_rows, np.nan)
+                 for m in onepass.STATE_X]
+        parts.append(_rows(st, onepass.STATE, {
+            "t": st.column("t"), "committed": st.column("committed"), "end": st.column("end"),
+            "log_start": st.column("log_start"), "rec_t": _nn(_secs(st.column("rec_ts"))), "lso": st.column("lso"),
+            "owner_h": kernel.nullable(state_owner_codes, state_owner_codes >= 0, pa.int64()),
+            "x": _x(st.num_rows, marks)}))
+    h = state.get("history")
+    if h is not None and h.num_rows:
+        parts.append(_rows(h, onepass.HISTORY, {"t": h.column("tc"), "committed": h.column("ep"),
+                                                "end": h.column("e"), "rec_t": h.column("tp")}))
+    for name, packed in (("entries", onepass.ENTRIES), ("gaps", onepass.GAPS)):
+        p = state.get(name)
+        if p is not None and p.num_rows:
+            parts.append(_rows(p, packed, {"t": np.zeros(p.num_rows), "b": p.column("b")}))
+    if commits is not None and commits.num_rows:
+        parts.append(_rows(commits, onepass.COMMIT, {"t": commits.column("t"), "committed": commits.column("offset"),
+                                                     "end": commits.column("seq")}))
+    m = state.get("minutes")
+    if m is not None and m.num_rows:
+        x = {"produce_rate": _dbl(m.column("produce_rate")), "consume_rate": _dbl(m.column("consume_rate")),
+             "m_g_start": _secs(m.column("m_g_start")), "m_g_lag0": _dbl(m.column("m_g_lag0")),
+             "m_g_n": _dbl(m.column("m_g_n"))}
+        parts.append(_rows(m, onepass.MINUTE, {"t": _secs(m.column("window_start")), "end": m.column("lag_last"),
+                                               "x": _x(m.num_rows, [x[c] for c in onepass.MINUTE_X])}))
+    rows = pa.concat_tables(parts)
+    code, _ = _codes(*(rows.column(k) for k in KEY))
+    kind = np.asarray(rows.column("_kind"), dtype=np.int64)
+    k = (code << onepass.KIND_BITS) | kind
+    t = _dbl(rows.column("t"))
+    order = np.lexsort((t, k))
+    rows = rows.drop_columns(["_kind"]).append_column("_h", pa.array(code, pa.int64())).append_column(
+        "_k", pa.array(k, pa.int64()))
+    return rows.take(pa.array(order)).select(onepass.PASS_IN.names)
+
+
+def commit_records(commits: pa.Table) -> pa.Table:
+    """Lake ``commits`` rows → ``KEY, t, offset, seq`` (as
+    :func:`lagscope.analytics.findings.commit_records`)."""
+    c = commits.filter(pc.is_valid(commits.column("committed_offset")))
+    t = _secs(pc.coalesce(c.column("commit_ts"), c.column("record_ts")))
+    sp, _ = _long(c.column("source_partition"))
+    so, _ = _long(c.column("source_offset"))
+    return pa.table({"cluster": c.column("cluster"), "group_id": c.column("group_id"), "topic": c.column("topic"),
+                     "partition": c.column("partition").cast(pa.int32()), "t": pa.array(t),
+                     "offset": c.column("committed_offset"), "seq": pa.array(sp * (1 << 40) + so, pa.int64())})
+
+
+# --------------------------------------------------------------------------------------------
+# member sweeps (the rebalance windows' input) and when a step may have a window
+# --------------------------------------------------------------------------------------------
+
+def member_sweeps(members: pa.Table) -> list[dict[str, Any]]:
+    """``members`` lake rows → one row per (cluster, group, sweep), as
+    :func:`lagscope.analytics.rebalances.member_sweeps` (member ids sorted; instances and owners
+    sorted too: the Spark side keeps them in no particular order)."""
+    by: dict[tuple[str, str, Any], dict[str, Any]] = {}
+    cols = ["cluster", "group_id", "sweep_ts", "group_state", "generation", "member_id", "group_instance_id",
+            "assignment"]
+    for r in members.select(cols).to_pylist():
+        k = (r["cluster"], r["group_id"], r["sweep_ts"])
+        s = by.get(k)
+        if s is None:
+            s = by[k] = {"cluster": r["cluster"], "group_id": r["group_id"], "sweep_ts": r["sweep_ts"],
+                         "group_state": None, "generation": None, "member_ids": set(), "instances": set(),
+                         "owners": set()}
+        if s["group_state"] is None:
+            s["group_state"] = r["group_state"]
+        if r["generation"] is not None and (s["generation"] is None or r["generation"] > s["generation"]):
+            s["generation"] = r["generation"]
+        if r["member_id"] is not None:
+            s["member_ids"].add(r["member_id"])
+        if r["group_instance_id"] is not None:
+            s["instances"].add((r["group_instance_id"], r["member_id"]))
+        owner = r["group_instance_id"] if r["group_instance_id"] is not None else r["member_id"]
+        for a in r["assignment"] or []:
+            s["owners"].add((f"{a['topic']}/{a['partition']}", owner))
+    out = []
+    for s in by.values():
+        owners = sorted(s["owners"], key=lambda o: (o[0], o[1] or ""))
+        out.append({**s, "t": s["sweep_ts"].timestamp(), "member_ids": sorted(s["member_ids"]),
+                    "instances": [{"iid": i, "mid": m} for i, m in sorted(s["instances"], key=lambda x: (
+                        x[0], x[1] or ""))],
+                    "owners": [{"tp": tp, "owner": o} for tp, o in owners],
+                    "settled": s["group_state"] == "Stable" and len(owners) > 0})
+    return out
+
+
+def _state_msweeps(ms: pa.Table | None) -> list[dict[str, Any]]:
+    if ms is None or not ms.num_rows:
+        return []
+    rows: list[dict[str, Any]] = ms.to_pylist()
+    for r in rows:
+        r["t"] = float(r["t"])
+    return rows
+
+
+def rebalance_possible(msweeps: Sequence[dict[str, Any]], group_events: pa.Table | None) -> bool:
+    """Whether :func:`lagscope.analytics.rebalances.transform_rebalances` could report a window:
+    a settled sweep whose generation or member ids differ from the group's previous settled
+    sweep, or (with the commit stream) a generation record inside the group's span of settled
+    sweeps (a generation no sweep saw). Errs on the side of yes (then Spark decides)."""
+    by: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for s in msweeps:
+        by.setdefault((s["cluster"], s["group_id"]), []).append(s)
+    spans: dict[tuple[str, str], tuple[float, float]] = {}
+    for g, rows in by.items():
+        last: dict[str, Any] | None = None
+        settled_t = []
+        for s in sorted(rows, key=lambda r: r["t"]):
+            if not s["settled"]:
+                continue
+            settled_t.append(s["t"])
+            if last is not None and ((s["generation"] if s["generation"] is not None else -1) != (
+                    last["generation"] if last["generation"] is not None else -1)
+                    or list(s["member_ids"]) != list(last["member_ids"])):
+                return True
+            last = s
+        if settled_t:
+            spans[g] = (settled_t[0], settled_t[-1])
+    if group_events is None or not group_events.num_rows:
+        return False
+    ev = group_events.filter(pc.equal(group_events.column("record_type"), "group_metadata"))
+    if not ev.num_rows:
+        return False
+    sizes = np.asarray(pc.list_value_length(ev.column("members")).fill_null(0), dtype=np.int64)
+    ev = ev.filter(pa.array(sizes > 0))
+    for r in ev.select(["cluster", "group_id", "record_ts"]).to_pylist():
+        span = spans.get((r["cluster"], r["group_id"]))
+        if span is not None and span[0] < r["record_ts"].timestamp() <= span[1]:
+            return True
+    return False
+
+
+_MSWEEP_SCHEMA = pa.schema([
+    ("cluster", pa.string()), ("group_id", pa.string()), ("t", pa.float64()), ("sweep_ts", _MS),
+    ("group_state", pa.string()), ("generation", pa.int32()), ("member_ids", pa.list_(pa.string())),
+    ("instances", pa.list_(pa.struct([("iid", pa.string()), ("mid", pa.string())]))),
+    ("owners", pa.list_(pa.struct([("tp", pa.string()), ("owner", pa.string())]))),
+    ("settled", pa.bool_()), ("is_state", pa.bool_()), ("group_lag", pa.int64()),
+])
+
+
+def _msweeps_state(msweeps: list[dict[str, Any]], series: pa.Table) -> pa.Table:
+    """Each group's member sweeps since its last settled one, with the group lag at each (Σ lag
+    over the step's sweep rows, each partition once; a carried sweep keeps its own)."""
+    by: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for s in msweeps:
+        by.setdefault((s["cluster"], s["group_id"]), []).append(s)
+    keep: list[dict[str, Any]] = []
+    for rows in by.values():
+        settled = [s["t"] for s in rows if s["settled"]]
+        since = max(settled) if settled else None
+        keep += [s for s in rows if since is None or s["t"] >= since]
+    wanted = {(s["cluster"], s["group_id"], s["t"]) for s in keep if not s.get("is_state")}
+    sums: dict[tuple[str, str, float], int | None] = {}
+    if wanted and series.num_rows:
+        at = pa.Table.from_pylist([{"cluster": c, "group_id": g, "t": t} for c, g, t in wanted],
+                                  schema=pa.schema([("cluster", pa.string()), ("group_id", pa.string()),
+                                                    ("t", pa.float64())]))
+        rows = series.select([*KEY, "t", "lag"]).join(at, ["cluster", "group_id", "t"], join_type="inner")
+        # each partition once (a sweep written twice is in the lake twice), then Spark's sum: nulls
+        # skipped, null when all are
+        once = rows.group_by([*KEY, "t"]).aggregate([("lag", "max")])
+        per = once.group_by(["cluster", "group_id", "t"]).aggregate([("lag_max", "sum")])
+        for r in per.to_pylist():
+            sums[(r["cluster"], r["group_id"], r["t"])] = r["lag_max_sum"]
+    out = []
+    for s in keep:
+        lag = s.get("group_lag") if s.get("is_state") else sums.get((s["cluster"], s["group_id"], s["t"]))
+        out.append({**{f: s.get(f) for f in _MSWEEP_SCHEMA.names}, "is_state": True, "group_lag": lag})
+    return pa.Table.from_pylist(out, schema=_MSWEEP_SCHEMA)
+
+
+# --------------------------------------------------------------------------------------------
+# result tables from the pass's output
+# --------------------------------------------------------------------------------------------
+
+def _part(passed: pa.Table, o: int) -> pa.Table:
+    return passed.filter(pc.equal(passed.column("_o"), o))
+
+
+def _method(code: pa.ChunkedArray | pa.Array) -> pa.Array:
+    names = pa.array([None, *kernel.METHODS], pa.string())
+    c, ok = _long(code)
+    return names.take(pa.array(np.where(ok, c, 0)))
+
+
+_TREND_COLS = ["cluster", "window_start", "group_id", "topic", "partition", "lag_last", "lag_max", "produce_rate",
+               "consume_rate", "lag_seconds", "lag_seconds_is_lower_bound", "lag_seconds_method", "catchup_eta_s",
+               "retention_headroom_s"]
+
+
+def _eta(lag: _F, produce: _F, consume: _F) -> _F:
+    net = consume - produce
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(lag == 0, 0.0, np.where((lag > 0) & (net > 0), lag / net, np.nan))
+
+
+def lag_trends(minutes: pa.Table) -> pa.Table:
+    """The minute rows → ``lag_trends`` (as :func:`lagscope.analytics.trends.transform_lag_trends`:
+    the partition rows and their topic and group rollups)."""
+    n = minutes.num_rows
+    de, dc, dls, dtt = (_dbl(minutes.column(c)) for c in ("m_de", "m_dc", "m_dls", "m_dt"))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        produce = np.where(dtt > 0, de / dtt, np.nan)
+        consume = np.where(dtt > 0, dc / dtt, np.nan)
+        ls_rate = np.where(dtt > 0, dls / dtt, np.nan)
+    c, c_ok = _long(minutes.column("committed"))
+    ls, ls_ok = _long(minutes.column("log_start"))
+    ls_speed = np.maximum(np.nan_to_num(ls_rate), np.where(ls_ok & (ls > 0), np.nan_to_num(produce), 0.0))
+    closing = ls_speed - np.nan_to_num(consume)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        headroom = np.where(~(c_ok & ls_ok), np.nan, np.where(c < ls, 0.0, np.where(
+            closing > 0, (c - ls) / closing, np.nan)))
+    lag, lag_ok = _long(minutes.column("lag"))
+    lagf = np.where(lag_ok, lag, np.nan).astype(np.float64)
+    lmax, lmax_ok = _long(minutes.column("lag_max"))
+    lmaxf = np.where(lmax_ok, lmax, np.nan).astype(np.float64)
+    lag_s = _dbl(minutes.column("lag_s"))
+    lower = minutes.column("lag_s_lower").combine_chunks()
+    code, code_ok = _long(minutes.column("lag_s_code"))
+    codef = np.where(code_ok, code, np.nan).astype(np.float64)
+    win = minutes.column("window_start").combine_chunks().cast(pa.int64())
+    win_us = np.asarray(win, dtype=np.int64)
+
+    def table(keys: dict[str, pa.Array], lag_last: _F, lag_max: _F, pr: _F, cr: _F, ls_: _F, low: pa.Array,
+              meth: _F, eta: _F, head: _F, w_us: _I) -> pa.Table:
+        m_ok = ~np.isnan(meth)
+        return pa.table({
+            **keys, "window_start": pa.array(w_us, pa.int64()).cast(_US).cast(_MS),
+            "lag_last": pa.array(np.nan_to_num(lag_last).astype(np.int64), pa.int64(), mask=np.isnan(lag_last)),
+            "lag_max": pa.array(np.nan_to_num(lag_max).astype(np.int64), pa.int64(), mask=np.isnan(lag_max)),
+            "produce_rate": _nn(pr), "consume_rate": _nn(cr), "lag_seconds": _nn(ls_),
+            "lag_seconds_is_lower_bound": low,
+            "lag_seconds_method": _method(pa.array(np.nan_to_num(meth).astype(np.int64), pa.int64(), mask=~m_ok)),
+            "catchup_eta_s": _nn(eta), "retention_headroom_s": _nn(head)})
+
+    per = table({k: minutes.column(k).combine_chunks() for k in KEY}, lagf, lmaxf, produce, consume, lag_s, lower,
+                codef, _eta(lagf, produce, consume), headroom, win_us)
+    out = [per]
+    for level in (KEY[:3], KEY[:2]):
+        gcode, _ = _codes(*(minutes.column(k) for k in level), win)
+        order, starts, gid = _groups(gcode)
+        ng = len(starts)
+        o = order
+        sl, smax = _gsum(lagf[o], starts), _gsum(lmaxf[o], starts)
+        sp, sc = _gsum(produce[o], starts), _gsum(consume[o], starts)
+        best = _gargmax(lag_s[o], gid, ng)
+        pick = np.where(best >= 0, o[np.maximum(best, 0)], 0)
+        low = lower.take(pa.array(pick)).to_numpy(zero_copy_only=False)
+        low_arr = pa.array(low, pa.bool_(), mask=best < 0) if ng else pa.array([], pa.bool_())
+        meth = np.where(best >= 0, codef[pick], np.nan)
+        first = o[starts]
+        keys = {k: minutes.column(k).combine_chunks().take(pa.array(first)) for k in level}
+        for k in KEY[len(level):]:
+            keys[k] = pa.nulls(ng, pa.string() if k == "topic" else pa.int32())
+        out.append(table(keys, sl, smax, sp, sc, _gmax(lag_s[o], starts), low_arr, meth,
+                         _eta(sl, sp, sc), _gmin(headroom[o], starts), win_us[first]))
+    if n == 0:
+        out = [per]
+    allrows = pa.concat_tables([t.select(_TREND_COLS).cast(out[0].select(_TREND_COLS).schema) for t in out])
+    return allrows.append_column("date", _date(allrows.column("window_start")))
+
+
+#: Burrow's order and lagscope's own (:mod:`lagscope.analytics.status`)
+_RANK = {"OK": 1, "IDLE": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5, "REWIND": 6}
+_OWN_RANK = {"IDLE": 0, "OK": 1, "WARN": 2, "REWIND": 3, "STALL": 4, "STOP": 5, "ERR": 6}
+_STATUS_COLS = ["cluster", "eval_ts", "group_id", "topic", "partition", "burrow_status", "status", "reason", "lag",
+                "lag_seconds"]
+
+
+def _rank(col: pa.ChunkedArray, ranks: dict[str, int]) -> _I:
+    values = col.to_pylist()
+    return np.array([ranks.get(v, 0) if v is not None else 0 for v in values], dtype=np.int64)
+
+
+def status(minutes: pa.Table) -> pa.Table:
+    """The ``status`` table: each minute row's evaluation and the group rows (as
+    :func:`lagscope.analytics.status.with_group_rows`)."""
+    eval_ts = minutes.column("ts").combine_chunks()
+    parts = pa.table({
+        "cluster": minutes.column("cluster"), "eval_ts": eval_ts.cast(_MS, safe=False),
+        "group_id": minutes.column("group_id"), "topic": minutes.column("topic"),
+        "partition": minutes.column("partition"), "burrow_status": minutes.column("burrow_status"),
+        "status": minutes.column("status"), "reason": minutes.column("reason"), "lag": minutes.column("lag"),
+        "lag_seconds": minutes.column("lag_s")})
+    us = np.asarray(eval_ts.cast(pa.int64()), dtype=np.int64)
+    minute = us // 60_000_000
+    gcode, _ = _codes(minutes.column("cluster"), minutes.column("group_id"), pa.array(minute))
+    order, starts, gid = _groups(gcode)
+    ng = len(starts)
+    br = _rank(minutes.column("burrow_status"), _RANK)[order]
+    lr = _rank(minutes.column("status"), _OWN_RANK)[order]
+    lag, lag_ok = _long(minutes.column("lag"))
+    lag, lag_ok = lag[order], lag_ok[order]
+    reasons = minutes.column("reason").to_pylist()
+    distinct = sorted({r for r in reasons if r is not None})
+    rrank = {r: i + 1 for i, r in enumerate(distinct)}
+    rr = np.array([rrank[r] if r is not None else 0 for r in reasons], dtype=np.int64)[order]
+    # the worst: the largest (own rank, lag or -1, reason); ties: any (identical status and reason)
+    sel = np.lexsort((rr, np.where(lag_ok, lag, -1), lr, gid))
+    last = np.ones(len(sel), bool)
+    if len(sel):
+        last[:-1] = gid[sel][1:] != gid[sel][:-1]
+    worst = order[sel[last]]
+    bmax = np.maximum.reduceat(br, starts) if ng else np.zeros(0, np.int64)
+    burrow = np.where(bmax >= 3, "ERR", np.where(bmax == 2, "WARN", "OK"))
+    first = order[starts]
+    lag_f = np.where(lag_ok, lag, np.nan).astype(np.float64)
+    lsum = _gsum(lag_f, starts)
+    groups = pa.table({
+        "cluster": minutes.column("cluster").take(pa.array(first)),
+        "eval_ts": pa.array(np.maximum.reduceat(us[order], starts) if ng else np.zeros(0, np.int64),
+                            pa.int64()).cast(_US).cast(_MS, safe=False),
+        "group_id": minutes.column("group_id").take(pa.array(first)),
+        "topic": pa.nulls(ng, pa.string()), "partition": pa.nulls(ng, pa.int32()),
+        "burrow_status": pa.array(burrow.tolist() if ng else [], pa.string()),
+        "status": minutes.column("status").take(pa.array(worst)),
+        "reason": minutes.column("reason").take(pa.array(worst)),
+        "lag": pa.array(np.nan_to_num(lsum).astype(np.int64), pa.int64(), mask=np.isnan(lsum)),
+        "lag_seconds": _nn(_gmax(_dbl(minutes.column("lag_s"))[order], starts)),
+    })
+    both = pa.concat_tables([parts.cast(groups.schema), groups]) if ng else parts
+    return both.append_column("date", _date(both.column("eval_ts")))
+
+
+_ANOMALY_COLS = ["cluster", "group_id", "topic", "partition", "kind", "start_ts", "end_ts", "severity", "magnitude",
+                 "unit", "detail", "key"]
+
+
+def anomalies(rows: pa.Table, as_of: dt.datetime) -> pa.Table:
+    """The pass's anomaly rows → the ``anomalies`` table (as :func:`lagscope.analytics.perkey.anomaly_rows`
+    and :func:`lagscope.analytics.findings.finish`), with ``date`` and ``as_of_ts``."""
+    start = _ts_col(_dbl(rows.column("start_t")))
+    ms = np.asarray(start.cast(pa.int64()).fill_null(0), dtype=np.int64)
+    part = rows.column("partition").cast(pa.string()).fill_null("")
+    key = pc.binary_join_element_wise(rows.column("kind"), rows.column("cluster"), rows.column("group_id"),
+                                      rows.column("topic").fill_null(""), part, pa.array(ms.astype(str)), "|")
+    n = rows.num_rows
+    return pa.table({
+        "cluster": rows.column("cluster"), "group_id": rows.column("group_id"), "topic": rows.column("topic"),
+        "partition": rows.column("partition"), "kind": rows.column("kind"), "start_ts": start,
+        "end_ts": _ts_col(_dbl(rows.column("end_t"))), "severity": rows.column("severity"),
+        "magnitude": rows.column("magnitude"), "unit": rows.column("unit"), "detail": rows.column("detail"),
+        "key": key, "date": _date(start),
+        "as_of_ts": pa.array([as_of] * n, _US).cast(_MS) if n else pa.array([], _MS)})
+
+
+# --------------------------------------------------------------------------------------------
+# the step
+# --------------------------------------------------------------------------------------------
+
+def _owner_codes(series: pa.Table, state: pa.Table | None) -> tuple[_I, _I | None, pa.Array]:
+    """Dense codes of the owners (member ids) of the step's rows and the carried rows (-1: none)
+    and the distinct owners (the pass compares owners by these codes; the state keeps names)."""
+    cols = [series.column("owner")]
+    if state is not None and state.num_rows:
+        cols.append(state.column("owner"))
+    both = pa.chunked_array([c.cast(pa.string()) for chunk in cols for c in chunk.chunks], pa.string())
+    enc = pc.dictionary_encode(both).combine_chunks()
+    codes = np.asarray(enc.indices.fill_null(-1), dtype=np.int64)
+    n = series.num_rows
+    return codes[:n], (codes[n:] if len(cols) > 1 else None), enc.dictionary
+
+
+def run_local_step(inputs: LocalInputs, *, settings: Settings, as_of: dt.datetime,
+                   max_rows: int = 2_000_000) -> LocalStep | None:
+    """One incremental step in this process (see the module doc); ``None`` when the step is one
+    for Spark (a possible rebalance window, an older state layout, more than ``max_rows``)."""
+    st = inputs.state
+    if not state_is_current(st) or inputs.offsets.num_rows > max_rows:
+        return None
+    fresh_ms = member_sweeps(inputs.members)
+    carried_ms = _state_msweeps(st.get("msweeps"))
+    for s in fresh_ms:
+        s["is_state"] = False
+    msweeps = [*fresh_ms, *carried_ms]
+    if rebalance_possible(msweeps, inputs.group_events):
+        return None
+    p = settings.rules
+    series = prepare(inputs.offsets, settings.read_committed_groups)
+    commits = commit_records(inputs.commits) if inputs.commits is not None else None
+    owners, state_owners, owner_names = _owner_codes(series, st.get("series"))
+    inp = pass_input(series, owners, st, commits, state_owners)
+    params = onepass.PassParams(rules=p, history_recent_s=settings.history_recent_s,
+                                commit_stream=commits is not None)
+    outs = [b for b in onepass.pass_batches(inp.to_batches(max_chunksize=200_000), params=params)]
+    passed = pa.Table.from_batches(outs, schema=onepass.PASS_OUT) if outs else onepass.PASS_OUT.empty_table()
+
+    minutes = _part(passed, onepass.OUT_MINUTE)
+    anomaly_in = _part(passed, onepass.OUT_ANOMALY)
+    tables = {
+        "lag_trends": lag_trends(minutes),
+        "rebalances": None,  # no window: nothing to write
+        "anomalies": anomalies(anomaly_in, as_of),
+        "status": status(minutes),
+    }
+
+    # the next state (the columns the Spark step writes)
+    last = _part(passed, onepass.OUT_SERIES)
+    oc, oc_ok = _long(last.column("owner_h"))
+    owner = owner_names.take(pa.array(np.where(oc_ok, oc, 0))).cast(pa.string())
+    owner = pc.if_else(pa.array(oc_ok), owner, pa.nulls(len(owner), pa.string()))
+    markers = {m: last.column(m) for m in onepass.STATE_X}
+    series_state = pa.table({
+        **{k: last.column(k) for k in KEY}, "ts": last.column("ts").cast(_MS, safe=False), "t": last.column("t"),
+        "committed": last.column("committed"), "end": last.column("end"), "log_start": last.column("log_start"),
+        "lag": last.column("lag"), "owner": owner, "group_state": pa.nulls(last.num_rows, pa.string()),
+        "rec_ts": last.column("rec_ts").cast(_MS, safe=False), "lso": last.column("lso"),
+        **{m: markers[m] for m in ("m_change_t", "m_pending_t", "m_max_rate", "m_rate", "m_ret_t", "m_end_t",
+                                   "m_max_committed", "m_commit_t", "m_alive_t", "m_drop_t")},
+        "is_state": pa.array(np.ones(last.num_rows, bool))})
+    hist = _part(passed, onepass.OUT_HISTORY)
+    mins = _part(passed, onepass.OUT_MINUTE_STATE)
+    recent = st.get("recent_rebalances")
+    state = {
+        "series": series_state,
+        "history": pa.table({**{k: hist.column(k) for k in KEY}, "e": hist.column("end"), "tc": hist.column("t"),
+                             "tp": hist.column("tp"), "ep": hist.column("ep")}),
+        "gaps": _part(passed, onepass.OUT_GAP).select([*KEY, "b"]),
+        "entries": _part(passed, onepass.OUT_ENTRY).select([*KEY, "b"]),
+        "minutes": pa.table({
+            **{k: mins.column(k) for k in KEY}, "window_start": mins.column("window_start").cast(_MS, safe=False),
+            "lag_last": mins.column("lag"), "produce_rate": mins.column("produce_rate"),
+            "consume_rate": mins.column("consume_rate"), "m_g_start": _ts_col(_dbl(mins.column("m_g_start"))),
+            "m_g_lag0": mins.column("m_g_lag0"), "m_g_n": mins.column("m_g_n"),
+            "is_state": pa.array(np.ones(mins.num_rows, bool))}),
+        "msweeps": _msweeps_state(msweeps, series),
+        "recent_rebalances": (recent.select(["cluster", "group_id", "start_ts", "end_ts"]) if recent is not None
+                              else pa.schema([("cluster", pa.string()), ("group_id", pa.string()),
+                                              ("start_ts", _MS), ("end_ts", _MS)]).empty_table()),
+    }
+    return LocalStep(tables={k: v for k, v in tables.items() if v is not None}, state=state)
+
+
+def write_state_part(path: Path, table: pa.Table) -> None:
+    """A state part as one Parquet file in its folder (either engine reads it)."""
+    path.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path / "part-00000.parquet", compression="zstd")

@@ -1,0 +1,236 @@
+"""The in-process incremental step (:mod:`lagscope.analytics.local`) against the Spark step: the
+same lake stepped through by both engines gives the same result tables and the same state, row
+for row; a step with a rebalance window goes to Spark, and the engines alternate on one state."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+from analytics_builders import T0, at
+from pyspark.sql import SparkSession
+
+from lagscope.analytics import local
+from lagscope.analytics.findings import RuleParams
+from lagscope.analytics.job import Settings, run_incremental
+from lagscope.errors import ConfigError
+from lagscope.lake import write_rows
+from lagscope.schema import COMMITS, GROUP_EVENTS, MEMBERS, OFFSETS
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+SETTINGS = Settings(rules=RuleParams(stall_after_s=40, stop_after_s=40, gap_min_s=5),
+                    read_committed_groups=("txn-.*",))
+SWEEP_S = 10
+MINUTES = 8
+
+
+def _partition_path(rng: random.Random, kind: str, n: int) -> list[tuple[int, int | None, int, int, int | None]]:
+    """(t, committed, end, log_start, rec_ms) per sweep for one partition of behaviour ``kind``."""
+    out: list[tuple[int, int | None, int, int, int | None]] = []
+    end, committed, log_start = 1000, 990, 0
+    rate = rng.choice([0, 3, 20, 200])
+    for i in range(n):
+        t = i * SWEEP_S
+        end += rate * SWEEP_S + rng.randint(0, 5) * (rate > 0)
+        if kind == "steady":
+            committed = max(committed, end - rng.randint(0, 10))
+        elif kind == "stall" and 12 <= i <= 30:
+            pass  # committed offset stuck while the end moves
+        elif kind == "rewind" and i == 20:
+            committed -= 500
+        elif kind == "skip" and i == 25:
+            committed = end
+        elif kind == "retention" and i >= 15:
+            log_start = min(end, log_start + 400)
+            committed = min(committed + 5, end)
+        elif kind == "recreate" and i == 22:
+            end, committed, log_start = 50, 10, 0
+        elif kind == "idle":
+            end = 1000
+            committed = 1000
+        else:
+            committed = min(end, committed + rng.randint(0, 3 * max(rate, 1) * SWEEP_S))
+        rec = (T0.timestamp() + t - rng.uniform(0, 20)) * 1000 if kind == "steady" and committed < end else None
+        out.append((t, None if kind == "nocommit" else committed, end, log_start, int(rec) if rec else None))
+    return out
+
+
+def _lake(root: Path, *, seed: int, rebalance_at: int | None, commit_stream: bool) -> None:
+    """Six groups of several partitions (each partition a behaviour) over ``MINUTES`` minutes; group
+    ``g0`` keeps one member, ``g1`` has none (its partitions unowned), ``txn-g2`` reads committed
+    (lso below the high watermark); with ``rebalance_at``, ``g0`` changes members at that sweep."""
+    rng = random.Random(seed)
+    kinds = ["steady", "stall", "rewind", "skip", "retention", "recreate", "idle", "nocommit", "slow"]
+    n = MINUTES * 60 // SWEEP_S
+    offsets: list[dict[str, Any]] = []
+    members: list[dict[str, Any]] = []
+    commits: list[dict[str, Any]] = []
+    seq = 0
+    for gi, group in enumerate(["g0", "g1", "txn-g2", "g3", "g4", "g5"]):
+        parts = [(tp, p) for tp in ("a", "b") for p in range(3)]
+        for tp, p in parts:
+            path = _partition_path(rng, rng.choice(kinds), n)
+            prev_c: int | None = None
+            for i, (t, c, e, ls, rec) in enumerate(path):
+                owner = None if group == "g1" else ("m2" if rebalance_at is not None and group == "g0"
+                                                   and i >= rebalance_at else "m1")
+                lso = e - rng.randint(0, 30) if group.startswith("txn") else e
+                lag = None if c is None else max(0, (lso if group.startswith("txn") else e) - c)
+                offsets.append({"sweep_ts": at(t), "group_id": group, "topic": tp, "partition": p,
+                                "committed_offset": c, "log_start_offset": ls, "log_end_offset": e,
+                                "last_stable_offset": lso, "member_id": owner, "group_state": "Stable",
+                                "lag": lag, "committed_record_ts": dt.datetime.fromtimestamp(rec / 1000, dt.UTC)
+                                if rec else None})
+                if commit_stream and c is not None and (c != prev_c or rng.random() < 0.3):
+                    seq += 1
+                    ct = at(t - rng.uniform(0.1, SWEEP_S - 0.1))
+                    commits.append({"group_id": group, "topic": tp, "partition": p, "committed_offset": c,
+                                    "commit_ts": ct, "record_ts": ct, "source_partition": gi % 3,
+                                    "source_offset": seq})
+                prev_c = c
+        for i in range(n):
+            if group == "g1":
+                members.append({"sweep_ts": at(i * SWEEP_S), "group_id": group, "group_state": "Empty",
+                                "generation": 3, "member_id": None, "assignment": []})
+                continue
+            mid = "m2" if rebalance_at is not None and group == "g0" and i >= rebalance_at else "m1"
+            gen = 8 if mid == "m2" else 7
+            members.append({"sweep_ts": at(i * SWEEP_S), "group_id": group, "group_state": "Stable",
+                            "generation": gen, "member_id": mid, "group_instance_id": None,
+                            "assignment": [{"topic": tp, "partition": p} for tp, p in parts]})
+    write_rows(root, OFFSETS, "c", offsets)
+    write_rows(root, MEMBERS, "c", members)
+    if commit_stream:
+        write_rows(root, COMMITS, "c", commits)
+        write_rows(root, GROUP_EVENTS, "c", [{
+            "group_id": "g3", "record_type": "group_metadata", "generation": 7, "record_ts": at(0),
+            "source_partition": 0, "source_offset": 1, "value_version": 3,
+            "members": [{"member_id": "m1", "session_timeout_ms": 10_000, "rebalance_timeout_ms": 60_000,
+                         "assignment": []}]}])
+
+
+def _step_through(spark: SparkSession, lake: Path, results: Path, engine: str) -> list[dict[str, int]]:
+    """Steps of two minutes each (a step is several sweeps, some of them minutes whole). With
+    ``auto`` no session is passed: a step that needs Spark gets it from the factory."""
+    return [run_incremental(None if engine == "auto" else spark, lake, results, settings=SETTINGS, since=T0,
+                            until=at(60 * m), engine=engine, spark_factory=lambda: spark)
+            for m in range(2, MINUTES + 1, 2)]
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    t = ds.dataset(str(path), format="parquet", partitioning="hive").to_table()
+    t = t.select(sorted(t.column_names))
+    return sorted(t.to_pylist(), key=lambda r: [(type(v).__name__, str(v)) for v in r.values()])
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        # sums of rates in another order: the rollups' last bits, and an ETA that divides by
+        # their (small) difference
+        return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
+    if isinstance(a, list) and isinstance(b, list):  # collected sets: no order
+        return sorted(map(str, a)) == sorted(map(str, b))
+    return bool(a == b)
+
+
+def _assert_same_tables(spark_res: Path, local_res: Path) -> None:
+    for table in ("lag_trends", "status", "anomalies", "rebalances"):
+        a = [{k: v for k, v in r.items() if k != "as_of_ts"} for r in _rows(spark_res / table)]
+        b = [{k: v for k, v in r.items() if k != "as_of_ts"} for r in _rows(local_res / table)]
+        assert len(a) == len(b), table
+        for x, y in zip(a, b, strict=True):
+            assert x.keys() == y.keys(), table
+            assert all(_same(x[c], y[c]) for c in x), (table, x, y)
+    versions = [json.loads((r / "_state" / "checkpoint.json").read_text())["version"] for r in (spark_res, local_res)]
+    for part in ("series", "history", "gaps", "entries", "minutes", "msweeps", "recent_rebalances"):
+        a = _rows(spark_res / "_state" / versions[0] / part)
+        b = _rows(local_res / "_state" / versions[1] / part)
+        assert len(a) == len(b), part
+        for x, y in zip(a, b, strict=True):
+            assert all(_same(x[c], y.get(c)) for c in x), (part, x, y)
+
+
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("commit_stream", [False, True], ids=["sweeps", "commit-stream"])
+def test_local_steps_equal_spark_steps(spark: SparkSession, tmp_path: Path, commit_stream: bool) -> None:
+    lake = tmp_path / "lake"
+    _lake(lake, seed=7, rebalance_at=None, commit_stream=commit_stream)
+    _step_through(spark, lake, tmp_path / "spark", "spark")
+    calls = []
+    real = local.run_local_step
+
+    def counted(*a: Any, **kw: Any) -> local.LocalStep | None:
+        got = real(*a, **kw)
+        calls.append(got is not None)
+        return got
+
+    local.run_local_step = counted  # type: ignore[assignment]
+    try:
+        _step_through(spark, lake, tmp_path / "local", "auto")
+    finally:
+        local.run_local_step = real  # type: ignore[assignment]
+    assert calls == [True] * (MINUTES // 2)  # every step ran in this process
+    # something to compare: each kind of finding is there
+    kinds = {r["kind"] for r in _rows(tmp_path / "local" / "anomalies")}
+    assert {"stall", "rewind", "retention_loss"} <= kinds, kinds
+    methods = {r["lag_seconds_method"] for r in _rows(tmp_path / "local" / "lag_trends")}
+    assert {"zero", "interpolated", "exact"} <= methods, methods
+    _assert_same_tables(tmp_path / "spark", tmp_path / "local")
+
+
+@pytest.mark.timeout(1800)
+def test_a_step_with_a_rebalance_runs_on_spark_and_the_engines_alternate(spark: SparkSession, tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    _lake(lake, seed=11, rebalance_at=27, commit_stream=False)  # g0's members change at t = 270 s (step 3)
+    _step_through(spark, lake, tmp_path / "spark", "spark")
+    calls = []
+    real = local.run_local_step
+
+    def counted(*a: Any, **kw: Any) -> local.LocalStep | None:
+        got = real(*a, **kw)
+        calls.append(got is not None)
+        return got
+
+    local.run_local_step = counted  # type: ignore[assignment]
+    try:
+        _step_through(spark, lake, tmp_path / "local", "auto")
+    finally:
+        local.run_local_step = real  # type: ignore[assignment]
+    assert calls == [True, True, False, True]
+    rb = _rows(tmp_path / "local" / "rebalances")
+    assert [(r["group_id"], r["members_before"], r["members_after"]) for r in rb] == [("g0", ["m1"], ["m2"])]
+    _assert_same_tables(tmp_path / "spark", tmp_path / "local")
+
+
+def test_rebalance_possible() -> None:
+    def sweep(t: float, gen: int | None, ids: list[str], settled: bool = True) -> dict[str, Any]:
+        return {"cluster": "c", "group_id": "g", "t": t, "generation": gen, "member_ids": ids, "settled": settled}
+
+    assert not local.rebalance_possible([sweep(0, 1, ["a"]), sweep(10, 1, ["a"])], None)
+    assert local.rebalance_possible([sweep(0, 1, ["a"]), sweep(10, 2, ["a"])], None)  # new generation
+    assert local.rebalance_possible([sweep(0, 1, ["a"]), sweep(10, 1, ["a", "b"])], None)  # new member
+    # an unsettled sweep between two equal settled ones is no window
+    assert not local.rebalance_possible([sweep(0, 1, ["a"]), sweep(5, None, [], False), sweep(10, 1, ["a"])], None)
+    events = pa.Table.from_pylist([{"cluster": "c", "group_id": "g", "record_type": "group_metadata",
+                                    "record_ts": at(5), "members": [{"member_id": "a"}]}])
+    # a generation record between two settled sweeps: a generation no sweep saw
+    assert local.rebalance_possible([sweep(0 + T0.timestamp(), 1, ["a"]), sweep(10 + T0.timestamp(), 1, ["a"])],
+                                    events)
+    assert not local.rebalance_possible([sweep(10 + T0.timestamp(), 1, ["a"]), sweep(20 + T0.timestamp(), 1, ["a"])],
+                                        events)
+
+
+def test_unknown_engine_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown analytics engine"):
+        run_incremental(None, tmp_path / "lake", tmp_path / "res", settings=SETTINGS, since=T0, until=at(60),
+                        engine="duckdb")
