@@ -151,7 +151,13 @@ def _ts_col(secs: _F, unit: pa.DataType = _MS) -> pa.Array:
 
 
 def _date(ts: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return pc.strftime(ts, format="%Y-%m-%d")
+    """``YYYY-MM-DD`` (UTC) of timestamps: formatted once per distinct day."""
+    c = ts.combine_chunks() if isinstance(ts, pa.ChunkedArray) else ts
+    us = np.asarray(c.cast(_US).cast(pa.int64()).fill_null(0), dtype=np.int64)
+    days, inv = np.unique(us // 86_400_000_000, return_inverse=True)
+    names = pa.array([(dt.date(1970, 1, 1) + dt.timedelta(days=int(d))).isoformat() for d in days], pa.string())
+    out = names.take(pa.array(inv.reshape(-1).astype(np.int64)))
+    return out if c.null_count == 0 else pc.if_else(c.is_valid(), out, pa.nulls(len(c), pa.string()))
 
 
 def _groups(code: _I) -> tuple[_I, _I, _I]:
@@ -452,8 +458,17 @@ def _msweeps_state(msweeps: list[dict[str, Any]], series: pa.Table) -> pa.Table:
 # result tables from the pass's output
 # --------------------------------------------------------------------------------------------
 
-def _part(passed: pa.Table, o: int) -> pa.Table:
-    return passed.filter(pc.equal(passed.column("_o"), o))
+class _Parts:
+    """The pass's output by ``_o`` (each part taken with the columns it is read for: most of the
+    output's columns are null outside their part)."""
+
+    def __init__(self, passed: pa.Table) -> None:
+        self.passed = passed
+        self.o = np.asarray(passed.column("_o").combine_chunks(), dtype=np.int64) if passed.num_rows else np.zeros(
+            0, np.int64)
+
+    def get(self, o: int, columns: Sequence[str]) -> pa.Table:
+        return self.passed.select(list(columns)).take(pa.array(np.flatnonzero(self.o == o)))
 
 
 def _method(code: pa.ChunkedArray | pa.Array) -> pa.Array:
@@ -546,9 +561,16 @@ _STATUS_COLS = ["cluster", "eval_ts", "group_id", "topic", "partition", "burrow_
                 "lag_seconds"]
 
 
+def _dict_codes(col: pa.ChunkedArray) -> tuple[_I, list[Any]]:
+    """Each value's index in the distinct values (-1: null) and the distinct values."""
+    enc = pc.dictionary_encode(col.combine_chunks())
+    return np.asarray(enc.indices.fill_null(-1), dtype=np.int64), enc.dictionary.to_pylist()
+
+
 def _rank(col: pa.ChunkedArray, ranks: dict[str, int]) -> _I:
-    values = col.to_pylist()
-    return np.array([ranks.get(v, 0) if v is not None else 0 for v in values], dtype=np.int64)
+    idx, names = _dict_codes(col)
+    table = np.array([ranks.get(v, 0) for v in names] + [0], dtype=np.int64)  # [-1]: null → 0
+    return table[idx]
 
 
 def status(minutes: pa.Table) -> pa.Table:
@@ -570,10 +592,12 @@ def status(minutes: pa.Table) -> pa.Table:
     lr = _rank(minutes.column("status"), _OWN_RANK)[order]
     lag, lag_ok = _long(minutes.column("lag"))
     lag, lag_ok = lag[order], lag_ok[order]
-    reasons = minutes.column("reason").to_pylist()
-    distinct = sorted({r for r in reasons if r is not None})
-    rrank = {r: i + 1 for i, r in enumerate(distinct)}
-    rr = np.array([rrank[r] if r is not None else 0 for r in reasons], dtype=np.int64)[order]
+    idx, names = _dict_codes(minutes.column("reason"))
+    by_name = np.argsort(np.array(names, dtype=object)) if names else np.zeros(0, np.int64)
+    rank_of = np.empty(len(names) + 1, np.int64)
+    rank_of[by_name] = np.arange(1, len(names) + 1)
+    rank_of[-1] = 0  # null: lowest
+    rr = rank_of[idx][order]
     # the worst: the largest (own rank, lag or -1, reason); ties: any (identical status and reason)
     sel = np.lexsort((rr, np.where(lag_ok, lag, -1), lr, gid))
     last = np.ones(len(sel), bool)
@@ -664,8 +688,12 @@ def run_local_step(inputs: LocalInputs, *, settings: Settings, as_of: dt.datetim
     outs = [b for b in onepass.pass_batches(inp.to_batches(max_chunksize=200_000), params=params)]
     passed = pa.Table.from_batches(outs, schema=onepass.PASS_OUT) if outs else onepass.PASS_OUT.empty_table()
 
-    minutes = _part(passed, onepass.OUT_MINUTE)
-    anomaly_in = _part(passed, onepass.OUT_ANOMALY)
+    part = _Parts(passed)
+    minutes = part.get(onepass.OUT_MINUTE, [
+        *KEY, "ts", "window_start", "committed", "log_start", "lag", "lag_max", "m_de", "m_dc", "m_dls", "m_dt",
+        "lag_s", "lag_s_lower", "lag_s_code", "burrow_status", "status", "reason"])
+    anomaly_in = part.get(onepass.OUT_ANOMALY, [*KEY, "kind", "start_t", "end_t", "severity", "magnitude", "unit",
+                                                "detail"])
     tables = {
         "lag_trends": lag_trends(minutes),
         "rebalances": None,  # no window: nothing to write
@@ -674,7 +702,8 @@ def run_local_step(inputs: LocalInputs, *, settings: Settings, as_of: dt.datetim
     }
 
     # the next state (the columns the Spark step writes)
-    last = _part(passed, onepass.OUT_SERIES)
+    last = part.get(onepass.OUT_SERIES, [*KEY, "ts", "t", "committed", "end", "log_start", "lag", "owner_h", "rec_ts",
+                                         "lso", *onepass.STATE_X])
     oc, oc_ok = _long(last.column("owner_h"))
     owner = owner_names.take(pa.array(np.where(oc_ok, oc, 0))).cast(pa.string())
     owner = pc.if_else(pa.array(oc_ok), owner, pa.nulls(len(owner), pa.string()))
@@ -687,15 +716,16 @@ def run_local_step(inputs: LocalInputs, *, settings: Settings, as_of: dt.datetim
         **{m: markers[m] for m in ("m_change_t", "m_pending_t", "m_max_rate", "m_rate", "m_ret_t", "m_end_t",
                                    "m_max_committed", "m_commit_t", "m_alive_t", "m_drop_t")},
         "is_state": pa.array(np.ones(last.num_rows, bool))})
-    hist = _part(passed, onepass.OUT_HISTORY)
-    mins = _part(passed, onepass.OUT_MINUTE_STATE)
+    hist = part.get(onepass.OUT_HISTORY, [*KEY, "end", "t", "tp", "ep"])
+    mins = part.get(onepass.OUT_MINUTE_STATE, [*KEY, "window_start", "lag", "produce_rate", "consume_rate",
+                                               "m_g_start", "m_g_lag0", "m_g_n"])
     recent = st.get("recent_rebalances")
     state = {
         "series": series_state,
         "history": pa.table({**{k: hist.column(k) for k in KEY}, "e": hist.column("end"), "tc": hist.column("t"),
                              "tp": hist.column("tp"), "ep": hist.column("ep")}),
-        "gaps": _part(passed, onepass.OUT_GAP).select([*KEY, "b"]),
-        "entries": _part(passed, onepass.OUT_ENTRY).select([*KEY, "b"]),
+        "gaps": part.get(onepass.OUT_GAP, [*KEY, "b"]),
+        "entries": part.get(onepass.OUT_ENTRY, [*KEY, "b"]),
         "minutes": pa.table({
             **{k: mins.column(k) for k in KEY}, "window_start": mins.column("window_start").cast(_MS, safe=False),
             "lag_last": mins.column("lag"), "produce_rate": mins.column("produce_rate"),
@@ -711,6 +741,7 @@ def run_local_step(inputs: LocalInputs, *, settings: Settings, as_of: dt.datetim
 
 
 def write_state_part(path: Path, table: pa.Table) -> None:
-    """A state part as one Parquet file in its folder (either engine reads it)."""
+    """A state part as one Parquet file in its folder (either engine reads it; snappy, as Spark
+    writes it: the next step reads it back at once)."""
     path.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, path / "part-00000.parquet", compression="zstd")
+    pq.write_table(table, path / "part-00000.parquet", compression="snappy")
