@@ -53,7 +53,7 @@ from lagscope.analytics.io import (
 )
 from lagscope.analytics.params import RuleParams
 from lagscope.analytics.series import KEY, enrich_series, prepare_series
-from lagscope.errors import ConfigError
+from lagscope.errors import ConfigError, LakeError
 
 __all__ = ["Settings", "StepResult", "run_batch", "run_incremental", "run_step"]
 
@@ -328,13 +328,11 @@ def _local_inputs(lake: Path, results: Path, cp: Checkpoint | None, start: dt.da
         if name in ("commits", "group_events") and not (lake / name).exists():
             got[name] = None
             continue
-        tbl = local.read_files(paths, spark_arrow_schema(name), lake / name)
         col, lo = ("record_ts", start - _COMMIT_LOOKBACK) if name == "commits" else ("sweep_ts", start)
-        if name != "group_events":
-            ts = tbl.column(col)
-            tbl = tbl.filter(pc.and_(pc.greater_equal(ts, pa.scalar(lo, ts.type)),
-                                     pc.less(ts, pa.scalar(until, ts.type))))
-        got[name] = tbl
+        where = None if name == "group_events" else (pc.field(col) >= pa.scalar(lo, _US)) & (
+            pc.field(col) < pa.scalar(until, _US))
+        got[name] = local.read_files(paths, spark_arrow_schema(name), lake / name, where=where,
+                                     columns=local.READ_COLUMNS[name])
     state: dict[str, pa.Table] = {}
     if cp is not None:
         for name in ("series", "history", "gaps", "entries", "minutes", "msweeps", "recent_rebalances"):
@@ -347,6 +345,8 @@ def _local_inputs(lake: Path, results: Path, cp: Checkpoint | None, start: dt.da
     return local.LocalInputs(offsets=offsets, members=members, commits=got["commits"],
                              group_events=got["group_events"], state=state)
 
+
+_US = pa.timestamp("us", tz="UTC")
 
 #: the engines of an incremental step: ``auto`` runs it in this process
 #: (:mod:`lagscope.analytics.local`) unless it is one for Spark; ``spark`` always on Spark
@@ -380,8 +380,15 @@ def run_incremental(spark: SparkSession | None, lake: Path | str, results: Path 
     tag = f"inc-{int(start.timestamp() * 1000)}-{int(until.timestamp() * 1000)}"
     version = f"v-{int(until.timestamp())}-{uuid.uuid4().hex[:6]}"
     if engine == "auto":
-        done = local.run_local_step(_local_inputs(lake, results, cp, start, until, clusters), settings=settings,
-                                    as_of=until)
+        try:
+            done = local.run_local_step(_local_inputs(lake, results, cp, start, until, clusters), settings=settings,
+                                        as_of=until)
+        except (LakeError, ConfigError):
+            raise
+        except Exception:  # a defect of the in-process step must not stop the analytics: Spark does it
+            log.warning("the in-process step %s … %s failed; running it on Spark", start.isoformat(),
+                        until.isoformat(), exc_info=True)
+            done = None
         if done is not None:
             written = {name: commit_arrow(results, name, tbl, mode="incremental", tag=tag)
                        for name, tbl in done.tables.items()}

@@ -81,14 +81,30 @@ class LocalStep:
 # reading
 # --------------------------------------------------------------------------------------------
 
-def read_files(paths: Sequence[str], schema: pa.Schema, base: Path) -> pa.Table:
+def read_files(paths: Sequence[str], schema: pa.Schema, base: Path, *, where: ds.Expression | None = None,
+               columns: Sequence[str] | None = None) -> pa.Table:
     """The rows of lake files ``paths`` (Hive partitions under ``base`` give ``cluster`` and
-    ``date``) in ``schema`` (columns an older file lacks read as null)."""
+    ``date``) in ``schema`` (columns an older file lacks read as null): only ``columns`` when
+    given, only the rows ``where`` selects (files and row groups whose statistics rule them out
+    are not read: a one-minute step reads its minute of a day's partition, not the day)."""
     if not paths:
-        return schema.empty_table()
+        got = schema.empty_table()
+        return got.select(list(columns)) if columns is not None else got
     part = ds.partitioning(pa.schema([("cluster", pa.string()), ("date", pa.string())]), flavor="hive")
     return ds.dataset(list(paths), schema=schema, format="parquet", partitioning=part,
-                      partition_base_dir=str(base)).to_table()
+                      partition_base_dir=str(base)).to_table(filter=where, columns=columns)
+
+
+#: the lake columns an in-process step reads (the others are the collector's context)
+READ_COLUMNS = {
+    "offsets": ["cluster", "group_id", "topic", "partition", "sweep_ts", "committed_offset", "log_start_offset",
+                "log_end_offset", "last_stable_offset", "lag", "member_id", "committed_record_ts"],
+    "members": ["cluster", "group_id", "sweep_ts", "group_state", "generation", "member_id", "group_instance_id",
+                "assignment"],
+    "commits": ["cluster", "group_id", "topic", "partition", "committed_offset", "commit_ts", "record_ts",
+                "source_partition", "source_offset"],
+    "group_events": ["cluster", "group_id", "record_type", "members", "record_ts"],
+}
 
 
 def read_state_part(path: Path) -> pa.Table | None:

@@ -439,16 +439,31 @@ def _carried_gaps(tbl: pa.Table, kind: _I, keyno: _I) -> np_gaps.Gaps | None:
     return np_gaps.Gaps(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("key", "t", "gap_s")))
 
 
+def _key_time_order(key: _I, t: _F) -> _I | None:
+    """The order that sorts rows by (key, t), stably; ``None`` when they already are (the rules
+    return their state rows so: the sort of a large state was a tenth of a step)."""
+    if len(key) < 2:
+        return None
+    dk = np.diff(key)
+    if bool(((dk > 0) | ((dk == 0) & (np.diff(t) >= 0))).all()):
+        return None
+    return np.lexsort((t, key))
+
+
 def _add_entries(out: _Out, e: np_status.Entries) -> None:
-    e = e.take(np.lexsort((e.t, e.key)))
+    order = _key_time_order(e.key, e.t)
+    if order is not None:
+        e = e.take(order)
     keys, packed = _pack(e.key, [e.t, e.c.astype(np.float64), np.where(e.lag_ok, e.lag, np.nan).astype(np.float64),
                                  e.rebased.astype(np.float64)])
     out.add(OUT_ENTRY, keys, {"b": packed})
 
 
 def _add_gaps(out: _Out, g: np_gaps.Gaps) -> None:
-    order = np.lexsort((g.t, g.key))
-    keys, packed = _pack(g.key[order], [g.t[order], g.gap_s[order]])
+    order = _key_time_order(g.key, g.t)
+    if order is not None:
+        g = np_gaps.Gaps(g.key[order], g.t[order], g.gap_s[order])
+    keys, packed = _pack(g.key, [g.t, g.gap_s])
     out.add(OUT_GAP, keys, {"b": packed})
 
 

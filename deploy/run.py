@@ -180,10 +180,16 @@ class AnalyticsLoop(_Periodic):
         self.files_written = 0
 
     def setup(self) -> None:
+        """Nothing to start: a step runs in this process unless it needs Spark, which then starts
+        once (:meth:`_session`) and stays up for the later steps."""
+
+    def _session(self) -> Any:
         from lagscope.analytics.session import build_session
 
-        self.spark = build_session(self.master, shuffle_partitions=self.shuffle_partitions,
-                                   driver_memory=self.driver_memory)
+        if self.spark is None:
+            self.spark = build_session(self.master, shuffle_partitions=self.shuffle_partitions,
+                                       driver_memory=self.driver_memory)
+        return self.spark
 
     def step(self) -> None:
         from lagscope.analytics.job import Settings as AnalyticsSettings
@@ -195,7 +201,8 @@ class AnalyticsLoop(_Periodic):
         now = self.clock()
         # `since` matters only for the very first run (no checkpoint yet): how far back to start
         written = run_incremental(self.spark, self.lake, self.results, settings=self.settings or AnalyticsSettings(),
-                                  until=now, since=now - dt.timedelta(seconds=self.backfill_s))
+                                  until=now, since=now - dt.timedelta(seconds=self.backfill_s),
+                                  spark_factory=self._session)
         self.files_written += sum(written.values())
         if written:
             log.info("analytics: %s", ", ".join(f"{t} {n} file(s)" for t, n in sorted(written.items())))

@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 SETTINGS = Settings(rules=RuleParams(stall_after_s=40, stop_after_s=40, gap_min_s=5),
                     read_committed_groups=("txn-.*",))
 SWEEP_S = 10
-MINUTES = 8
+MINUTES = 6
 
 
 def _partition_path(rng: random.Random, kind: str, n: int) -> list[tuple[int, int | None, int, int, int | None]]:
@@ -130,7 +130,12 @@ def _rows(path: Path) -> list[dict[str, Any]]:
         return []
     t = ds.dataset(str(path), format="parquet", partitioning="hive").to_table()
     t = t.select(sorted(t.column_names))
-    return sorted(t.to_pylist(), key=lambda r: [(type(v).__name__, str(v)) for v in r.values()])
+    # ordered by everything but the doubles (whose last bits may differ: the rows would pair up
+    # differently), then by the doubles rounded
+    return sorted(t.to_pylist(), key=lambda r: ([(type(v).__name__, str(v)) for v in r.values()
+                                                 if not isinstance(v, float)],
+                                                [round(v, 3) for v in r.values() if isinstance(v, float)
+                                                 and not math.isnan(v)]))
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -191,7 +196,7 @@ def test_local_steps_equal_spark_steps(spark: SparkSession, tmp_path: Path, comm
 @pytest.mark.timeout(1800)
 def test_a_step_with_a_rebalance_runs_on_spark_and_the_engines_alternate(spark: SparkSession, tmp_path: Path) -> None:
     lake = tmp_path / "lake"
-    _lake(lake, seed=11, rebalance_at=27, commit_stream=False)  # g0's members change at t = 270 s (step 3)
+    _lake(lake, seed=11, rebalance_at=15, commit_stream=False)  # g0's members change at t = 150 s (step 2)
     _step_through(spark, lake, tmp_path / "spark", "spark")
     calls = []
     real = local.run_local_step
@@ -206,7 +211,7 @@ def test_a_step_with_a_rebalance_runs_on_spark_and_the_engines_alternate(spark: 
         _step_through(spark, lake, tmp_path / "local", "auto")
     finally:
         local.run_local_step = real  # type: ignore[assignment]
-    assert calls == [True, True, False, True]
+    assert calls == [True, False, True]
     rb = _rows(tmp_path / "local" / "rebalances")
     assert [(r["group_id"], r["members_before"], r["members_after"]) for r in rb] == [("g0", ["m1"], ["m2"])]
     _assert_same_tables(tmp_path / "spark", tmp_path / "local")
@@ -234,3 +239,25 @@ def test_unknown_engine_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="unknown analytics engine"):
         run_incremental(None, tmp_path / "lake", tmp_path / "res", settings=SETTINGS, since=T0, until=at(60),
                         engine="duckdb")
+
+
+@pytest.mark.timeout(600)
+def test_a_defect_of_the_in_process_step_falls_back_to_spark(spark: SparkSession, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    lake = tmp_path / "lake"
+    _lake(lake, seed=3, rebalance_at=None, commit_stream=False)
+
+    def broken(*a: Any, **kw: Any) -> local.LocalStep | None:
+        raise RuntimeError("a defect")
+
+    monkeypatch.setattr(local, "run_local_step", broken)
+    written = run_incremental(None, lake, tmp_path / "res", settings=SETTINGS, since=T0, until=at(120),
+                              spark_factory=lambda: spark)
+    assert written["lag_trends"] > 0
+    assert written["status"] > 0
+    assert "failed; running it on Spark" in caplog.text
+    assert "a defect" in caplog.text
+    # the checkpoint moved: the next step starts where Spark's ended
+    assert json.loads((tmp_path / "res" / "_state" / "checkpoint.json").read_text())["watermark"].startswith(
+        at(120).isoformat()[:16])
