@@ -24,9 +24,11 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
+import os
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -390,11 +392,18 @@ def run_incremental(spark: SparkSession | None, lake: Path | str, results: Path 
                         until.isoformat(), exc_info=True)
             done = None
         if done is not None:
-            written = {name: commit_arrow(results, name, tbl, mode="incremental", tag=tag)
-                       for name, tbl in done.tables.items()}
+            # the tables and the state parts are independent files: written side by side (pyarrow
+            # releases the GIL while it encodes), all before the checkpoint moves
+            with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1),
+                                    thread_name_prefix="lagscope-write") as pool:
+                files = {name: pool.submit(commit_arrow, results, name, tbl, mode="incremental", tag=tag)
+                         for name, tbl in done.tables.items()}
+                parts = [pool.submit(local.write_state_part, state_root(results) / version / name, part)
+                         for name, part in done.state.items()]
+                written = {name: f.result() for name, f in files.items()}
+                for f in parts:
+                    f.result()
             written.setdefault("rebalances", 0)
-            for name, part in done.state.items():
-                local.write_state_part(state_root(results) / version / name, part)
             write_checkpoint(results, Checkpoint(watermark=until.isoformat(), version=version))
             return written
         log.info("incremental step %s … %s on Spark (a rebalance window, an older state, or many rows)",

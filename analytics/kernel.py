@@ -302,10 +302,12 @@ def lag_seconds_table(tbl: pa.Table, *, every_sweep: bool = False) -> pa.Table:
     }, schema=LAG_SECONDS_OUT)
 
 
-def key_chunks(batches: Iterable[pa.RecordBatch], *, kind_bits: int = 2) -> Iterator[pa.Table]:
+def key_chunks(batches: Iterable[pa.RecordBatch], *, kind_bits: int = 2,
+               chunk_rows: int | None = None) -> Iterator[pa.Table]:
     """A task's key-sorted batches (``mapInArrow``) as tables of whole keys: rows are gathered
-    into chunks that end where a key ends, once they hold at least :data:`_CHUNK_ROWS` rows
-    (``_k >> kind_bits`` is the key's second hash)."""
+    into chunks that end where a key ends, once they hold at least ``chunk_rows`` rows
+    (default :data:`_CHUNK_ROWS`; ``_k >> kind_bits`` is the key's second hash)."""
+    least = chunk_rows if chunk_rows is not None else _CHUNK_ROWS
     pending: list[pa.RecordBatch] = []
     held = 0
     for b in batches:
@@ -313,7 +315,7 @@ def key_chunks(batches: Iterable[pa.RecordBatch], *, kind_bits: int = 2) -> Iter
             continue
         pending.append(b)
         held += b.num_rows
-        if held < _CHUNK_ROWS:
+        if held < least:
             continue
         h = np.asarray(b.column("_h"))
         k = np.asarray(b.column("_k")) >> kind_bits

@@ -26,8 +26,10 @@ cutting rebalances older than a window before the open storm changes no count in
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -484,7 +486,15 @@ class _Parts:
             0, np.int64)
 
     def get(self, o: int, columns: Sequence[str]) -> pa.Table:
-        return self.passed.select(list(columns)).take(pa.array(np.flatnonzero(self.o == o)))
+        """Part ``o``: the pass writes each chunk's output part after part, so a part is a few
+        runs of rows, sliced (no copy; a take copied the state's packed values twice a step)."""
+        tbl = self.passed.select(list(columns))
+        idx = np.flatnonzero(self.o == o)
+        if not len(idx):
+            return tbl.slice(0, 0)
+        cut = np.flatnonzero(np.diff(idx) != 1) + 1
+        starts, ends = idx[np.concatenate([[0], cut])], idx[np.concatenate([cut - 1, [len(idx) - 1]])] + 1
+        return pa.concat_tables([tbl.slice(int(a), int(b - a)) for a, b in zip(starts, ends, strict=True)])
 
 
 def _method(code: pa.ChunkedArray | pa.Array) -> pa.Array:
@@ -680,11 +690,33 @@ def _owner_codes(series: pa.Table, state: pa.Table | None) -> tuple[_I, _I | Non
     return codes[:n], (codes[n:] if len(cols) > 1 else None), enc.dictionary
 
 
+def _run_pass(inp: pa.Table, params: onepass.PassParams, workers: int) -> pa.Table:
+    """The pass over chunks of whole keys, ``workers`` chunks at a time in threads (numpy and
+    pyarrow release the GIL in their loops): about as many chunks as workers, of at most
+    :data:`_CHUNK_ROWS` rows."""
+    if not inp.num_rows:
+        return onepass.PASS_OUT.empty_table()
+    size = min(_CHUNK_ROWS, -(-inp.num_rows // max(1, workers)))
+    chunks = list(kernel.key_chunks(inp.to_batches(max_chunksize=size), kind_bits=onepass.KIND_BITS,
+                                    chunk_rows=size))
+    if workers <= 1 or len(chunks) == 1:
+        outs = [onepass.pass_table(c, params) for c in chunks]
+    else:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lagscope-pass") as pool:
+            outs = list(pool.map(lambda c: onepass.pass_table(c, params), chunks))
+    return pa.concat_tables(outs)
+
+
+#: the largest chunk of the in-process pass (rows)
+_CHUNK_ROWS = 500_000
+
+
 def run_local_step(inputs: LocalInputs, *, settings: Settings, as_of: dt.datetime,
-                   max_rows: int = 2_000_000) -> LocalStep | None:
+                   max_rows: int = 2_000_000, workers: int | None = None) -> LocalStep | None:
     """One incremental step in this process (see the module doc); ``None`` when the step is one
     for Spark (a possible rebalance window, an older state layout, more than ``max_rows``)."""
     st = inputs.state
+    workers = workers if workers is not None else max(1, os.cpu_count() or 1)
     if not state_is_current(st) or inputs.offsets.num_rows > max_rows:
         return None
     fresh_ms = member_sweeps(inputs.members)
@@ -701,8 +733,7 @@ def run_local_step(inputs: LocalInputs, *, settings: Settings, as_of: dt.datetim
     inp = pass_input(series, owners, st, commits, state_owners)
     params = onepass.PassParams(rules=p, history_recent_s=settings.history_recent_s,
                                 commit_stream=commits is not None)
-    outs = [b for b in onepass.pass_batches(inp.to_batches(max_chunksize=200_000), params=params)]
-    passed = pa.Table.from_batches(outs, schema=onepass.PASS_OUT) if outs else onepass.PASS_OUT.empty_table()
+    passed = _run_pass(inp, params, workers)
 
     part = _Parts(passed)
     minutes = part.get(onepass.OUT_MINUTE, [

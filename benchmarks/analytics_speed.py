@@ -291,6 +291,10 @@ def main() -> None:
                     for days, (root, step_t) in primed.items():
                         shutil.rmtree(root / "results", ignore_errors=True)
                         shutil.copytree(root / "primed", root / "results")
+                        # each step starts on a quiet machine: the previous Spark step's cleanup
+                        # (its stored rows freed, its shuffle files deleted, the JVM's collector)
+                        # runs in the background for a while after it returned
+                        time.sleep(3)
                         t = time.perf_counter()
                         run_incremental(spark, root, root / "results", settings=Settings(),
                                         until=step_t + dt.timedelta(minutes=1), engine=engine)
