@@ -189,6 +189,9 @@ def main() -> None:
                          "beside Spark's driver at 50 M rows")
     ap.add_argument("--incremental-shuffle-partitions", type=int, default=2,
                     help="lagscope analyze --shuffle-partitions for the incremental steps (small data)")
+    ap.add_argument("--state-sweeps", type=int, default=70,
+                    help="also time the in-process step after this many history sweeps (one day), enough for every "
+                         "partition's carried state to reach its caps (64 gap samples, the Burrow window); 0: skip")
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="lagscope-bench-"))
     lines = _Echo([f"# analytics speed ({dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC)", "",
@@ -314,10 +317,47 @@ def main() -> None:
                 lines.append(f"Incremental step {label[engine]} at 7 days / 1 day of history: "
                              f"**{med[(engine, 7)] / med[(engine, 1)]:.2f}** (medians; target ≤ 1.2).")
             lines += ["", "The step reads only the new sweep's date partition and the carried state.", ""]
+            if args.state_sweeps:
+                lines += _full_state_step(spark, work, keys, args.groups, args.state_sweeps, args.incremental_runs)
     finally:
         spark.stop()
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _full_state_step(spark: SparkSession, work: Path, keys: int, groups: int, sweeps: int, runs: int) -> list[str]:
+    """The in-process step over one new sweep after ``sweeps`` history sweeps in one day (primed
+    by in-process steps of at most 2 M rows): every partition's carried state at its caps, the
+    most a step carries. Returns report lines."""
+    root = work / "inc-full-state"
+    t_hist = T0 + dt.timedelta(days=10)
+    every = dt.timedelta(days=1) / sweeps
+    for d in range(sweeps):
+        write_table(root, OFFSETS, "bench", offsets_batch(keys, groups, t_hist + every * d, 1, 3600, seed=d))
+    step_t = t_hist + dt.timedelta(days=1)
+    write_table(root, OFFSETS, "bench", offsets_batch(keys, groups, step_t, 1, 60, seed=999))
+    per = max(1, 2_000_000 // keys)
+    edges = [t_hist + every * i for i in range(per, sweeps, per)] + [step_t]
+    run_incremental(spark, root, root / "primed", settings=Settings(), since=t_hist, until=edges[0])
+    for edge in edges[1:]:
+        run_incremental(spark, root, root / "primed", settings=Settings(), until=edge)
+    times = []
+    for _ in range(runs):
+        shutil.rmtree(root / "results", ignore_errors=True)
+        shutil.copytree(root / "primed", root / "results")
+        time.sleep(3)
+        t = time.perf_counter()
+        run_incremental(spark, root, root / "results", settings=Settings(), until=step_t + dt.timedelta(minutes=1))
+        times.append(time.perf_counter() - t)
+    cp = read_checkpoint(root / "results")
+    assert cp is not None
+    state_mb = sum(f.stat().st_size for f in (root / "results" / "_state" / cp["version"]).rglob("*.parquet")) / 1e6
+    shutil.rmtree(root, ignore_errors=True)
+    med = statistics.median(times)
+    return ["| incremental | rows | seconds | rows/s |", "|---|---:|---:|---:|",
+            f"| incremental step in this process (--engine auto), 1 new sweep after {sweeps} sweeps of history "
+            f"(every partition's state at its caps; state {state_mb:.0f} MB), median of {runs} runs "
+            f"({', '.join(f'{x:.2f}' for x in times)} s) | {keys:,} | {med:.2f} | {keys / med:,.0f} |", ""]
 
 
 def _incremental_floor(spark: SparkSession, root: Path, step_t: dt.datetime) -> float:
