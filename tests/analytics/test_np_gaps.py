@@ -315,3 +315,37 @@ def test_baseline_and_anomaly_edges(spark: SparkSession) -> None:
     assert empty.key.size == 0
     assert empty.samples.n == 0
     assert gap_anomalies(Gaps.empty(), empty, **kw).n == 0
+
+
+@pytest.mark.parametrize("skewed", [False, True], ids=["padded-rows", "one-long-key"])
+def test_gap_baselines_equal_a_plain_median_per_key(skewed: bool) -> None:
+    """Both ways :func:`gap_baselines` sorts (a padded matrix of short rows; one sort by key and
+    value when one key has far more values than the rest) against ``statistics.median`` per key,
+    with ties and carried samples that interleave the new gaps in time."""
+    import statistics
+
+    rng = np.random.default_rng(5)
+    n_keys = 300
+    counts = rng.integers(0, 40, n_keys)
+    if skewed:
+        counts[7] = 5000
+    sk = np.repeat(np.arange(n_keys), counts)
+    st = np.concatenate([np.sort(rng.integers(0, 100, c)).astype(float) for c in counts])
+    sg = rng.choice([1.0, 2.0, 2.5, 7.0], len(sk)) * rng.integers(1, 3, len(sk))
+    gk = np.sort(rng.integers(0, n_keys, 400))
+    gt = rng.integers(50, 150, len(gk)).astype(float)
+    order = np.lexsort((gt, gk))
+    gk, gt = gk[order], gt[order]
+    gg = np.round(rng.random(len(gk)) * 8, 1)
+    got = gap_baselines(Gaps(gk, gt, gg), Gaps(sk, st, sg), n_keys, keep=64)
+    for i, k in enumerate(got.key):
+        values = [*sg[sk == k], *gg[gk == k]]
+        med = statistics.median(values)
+        assert got.gap_median_s[i] == med
+        assert got.gap_mad_s[i] == statistics.median([abs(v - med) for v in values])
+        assert got.gap_n[i] == len(values)
+        # the latest 64 by (t, gap): in key, time, gap order
+        both = sorted(zip([*st[sk == k], *gt[gk == k]], values, strict=True))[-64:]
+        kept = got.samples.key == k
+        assert list(zip(got.samples.t[kept], got.samples.gap_s[kept], strict=True)) == both
+    assert set(got.key) == set(sk) | set(gk)
