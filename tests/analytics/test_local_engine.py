@@ -165,11 +165,9 @@ def _assert_same_tables(spark_res: Path, local_res: Path) -> None:
             assert all(_same(x[c], y.get(c)) for c in x), (part, x, y)
 
 
-@pytest.mark.timeout(1800)
-@pytest.mark.parametrize("commit_stream", [False, True], ids=["sweeps", "commit-stream"])
-def test_local_steps_equal_spark_steps(spark: SparkSession, tmp_path: Path, commit_stream: bool) -> None:
-    lake = tmp_path / "lake"
-    _lake(lake, seed=7, rebalance_at=None, commit_stream=commit_stream)
+def _both_engines(spark: SparkSession, lake: Path, tmp_path: Path) -> list[bool]:
+    """Step through ``lake`` on Spark (``tmp_path/spark``) and with ``auto`` (``tmp_path/local``);
+    returns, per ``auto`` step, whether it ran in this process."""
     _step_through(spark, lake, tmp_path / "spark", "spark")
     calls = []
     real = local.run_local_step
@@ -184,6 +182,15 @@ def test_local_steps_equal_spark_steps(spark: SparkSession, tmp_path: Path, comm
         _step_through(spark, lake, tmp_path / "local", "auto")
     finally:
         local.run_local_step = real  # type: ignore[assignment]
+    return calls
+
+
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize("commit_stream", [False, True], ids=["sweeps", "commit-stream"])
+def test_local_steps_equal_spark_steps(spark: SparkSession, tmp_path: Path, commit_stream: bool) -> None:
+    lake = tmp_path / "lake"
+    _lake(lake, seed=7, rebalance_at=None, commit_stream=commit_stream)
+    calls = _both_engines(spark, lake, tmp_path)
     assert calls == [True] * (MINUTES // 2)  # every step ran in this process
     # something to compare: each kind of finding is there
     kinds = {r["kind"] for r in _rows(tmp_path / "local" / "anomalies")}
@@ -197,20 +204,7 @@ def test_local_steps_equal_spark_steps(spark: SparkSession, tmp_path: Path, comm
 def test_a_step_with_a_rebalance_runs_on_spark_and_the_engines_alternate(spark: SparkSession, tmp_path: Path) -> None:
     lake = tmp_path / "lake"
     _lake(lake, seed=11, rebalance_at=15, commit_stream=False)  # g0's members change at t = 150 s (step 2)
-    _step_through(spark, lake, tmp_path / "spark", "spark")
-    calls = []
-    real = local.run_local_step
-
-    def counted(*a: Any, **kw: Any) -> local.LocalStep | None:
-        got = real(*a, **kw)
-        calls.append(got is not None)
-        return got
-
-    local.run_local_step = counted  # type: ignore[assignment]
-    try:
-        _step_through(spark, lake, tmp_path / "local", "auto")
-    finally:
-        local.run_local_step = real  # type: ignore[assignment]
+    calls = _both_engines(spark, lake, tmp_path)
     assert calls == [True, False, True]
     rb = _rows(tmp_path / "local" / "rebalances")
     assert [(r["group_id"], r["members_before"], r["members_after"]) for r in rb] == [("g0", ["m1"], ["m2"])]
