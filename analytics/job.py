@@ -325,11 +325,11 @@ def _local_inputs(lake: Path, results: Path, cp: Checkpoint | None, start: dt.da
     the same rows :func:`_read_inputs` and the filters of :func:`run_incremental` give Spark)."""
     got: dict[str, pa.Table | None] = {}
     for name in ("offsets", "members", "commits", "group_events"):
-        first = (start - _COMMIT_LOOKBACK).date() if name == "commits" else start.date()
-        paths = partition_files(lake, name, clusters, first, until.date())
         if name in ("commits", "group_events") and not (lake / name).exists():
             got[name] = None
             continue
+        first = (start - _COMMIT_LOOKBACK).date() if name == "commits" else start.date()
+        paths = partition_files(lake, name, clusters, first, until.date())
         col, lo = ("record_ts", start - _COMMIT_LOOKBACK) if name == "commits" else ("sweep_ts", start)
         where = None if name == "group_events" else (pc.field(col) >= pa.scalar(lo, _US)) & (
             pc.field(col) < pa.scalar(until, _US))
@@ -337,7 +337,7 @@ def _local_inputs(lake: Path, results: Path, cp: Checkpoint | None, start: dt.da
                                      columns=local.READ_COLUMNS[name])
     state: dict[str, pa.Table] = {}
     if cp is not None:
-        for name in ("series", "history", "gaps", "entries", "minutes", "msweeps", "recent_rebalances"):
+        for name in _STATE_PARTS:
             part = local.read_state_part(state_root(results) / cp["version"] / name)
             if part is not None:
                 state[name] = part
@@ -349,6 +349,9 @@ def _local_inputs(lake: Path, results: Path, cp: Checkpoint | None, start: dt.da
 
 
 _US = pa.timestamp("us", tz="UTC")
+
+#: the parts of a step's carried state (see the module doc)
+_STATE_PARTS = ("series", "history", "gaps", "entries", "minutes", "msweeps", "recent_rebalances")
 
 #: the engines of an incremental step: ``auto`` runs it in this process
 #: (:mod:`lagscope.analytics.local`) unless it is one for Spark; ``spark`` always on Spark
@@ -424,7 +427,7 @@ def run_incremental(spark: SparkSession | None, lake: Path | str, results: Path 
     events = inp["group_events"]
     state: dict[str, DataFrame] = {}
     if cp is not None:
-        for name in ("series", "history", "gaps", "entries", "minutes", "msweeps", "recent_rebalances"):
+        for name in _STATE_PARTS:
             df = read_state(spark, results, cp["version"], name)
             if df is not None:
                 state[name] = df

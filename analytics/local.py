@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -42,6 +41,8 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from lagscope.analytics import kernel, onepass
+from lagscope.analytics.status import BURROW_RANK, OWN_RANK
+from lagscope.analytics.trends import TREND_COLUMNS
 
 if TYPE_CHECKING:
     from lagscope.analytics.job import Settings
@@ -56,8 +57,6 @@ _US = pa.timestamp("us", tz="UTC")
 _MS = pa.timestamp("ms", tz="UTC")
 KEY = ["cluster", "group_id", "topic", "partition"]
 
-#: the state parts in the layout this engine reads (packed entries and gap samples)
-_STATE_PARTS = ("series", "history", "gaps", "entries", "minutes", "msweeps", "recent_rebalances")
 
 
 @dataclass
@@ -238,7 +237,6 @@ def prepare(offsets: pa.Table, read_committed_groups: Sequence[str]) -> pa.Table
               & (cl != np.maximum(0, hw - c)))
     if read_committed_groups:
         pattern = "^(?:" + "|".join(f"(?:{p})" for p in read_committed_groups) + ")$"
-        re.compile(pattern)
         listed = np.asarray(pc.match_substring_regex(offsets.column("group_id"), pattern).fill_null(False),
                             dtype=bool)
     else:
@@ -503,11 +501,6 @@ def _method(code: pa.ChunkedArray | pa.Array) -> pa.Array:
     return names.take(pa.array(np.where(ok, c, 0)))
 
 
-_TREND_COLS = ["cluster", "window_start", "group_id", "topic", "partition", "lag_last", "lag_max", "produce_rate",
-               "consume_rate", "lag_seconds", "lag_seconds_is_lower_bound", "lag_seconds_method", "catchup_eta_s",
-               "retention_headroom_s"]
-
-
 def _eta(lag: _F, produce: _F, consume: _F) -> _F:
     net = consume - produce
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -576,15 +569,10 @@ def lag_trends(minutes: pa.Table) -> pa.Table:
                          _eta(sl, sp, sc), _gmin(headroom[o], starts), win_us[first]))
     if n == 0:
         out = [per]
-    allrows = pa.concat_tables([t.select(_TREND_COLS).cast(out[0].select(_TREND_COLS).schema) for t in out])
+    allrows = pa.concat_tables([t.select(TREND_COLUMNS).cast(out[0].select(TREND_COLUMNS).schema) for t in out])
     return allrows.append_column("date", _date(allrows.column("window_start")))
 
 
-#: Burrow's order and lagscope's own (:mod:`lagscope.analytics.status`)
-_RANK = {"OK": 1, "IDLE": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5, "REWIND": 6}
-_OWN_RANK = {"IDLE": 0, "OK": 1, "WARN": 2, "REWIND": 3, "STALL": 4, "STOP": 5, "ERR": 6}
-_STATUS_COLS = ["cluster", "eval_ts", "group_id", "topic", "partition", "burrow_status", "status", "reason", "lag",
-                "lag_seconds"]
 
 
 def _dict_codes(col: pa.ChunkedArray) -> tuple[_I, list[Any]]:
@@ -614,8 +602,8 @@ def status(minutes: pa.Table) -> pa.Table:
     gcode, _ = _codes(minutes.column("cluster"), minutes.column("group_id"), pa.array(minute))
     order, starts, gid = _groups(gcode)
     ng = len(starts)
-    br = _rank(minutes.column("burrow_status"), _RANK)[order]
-    lr = _rank(minutes.column("status"), _OWN_RANK)[order]
+    br = _rank(minutes.column("burrow_status"), BURROW_RANK)[order]
+    lr = _rank(minutes.column("status"), OWN_RANK)[order]
     lag, lag_ok = _long(minutes.column("lag"))
     lag, lag_ok = lag[order], lag_ok[order]
     idx, names = _dict_codes(minutes.column("reason"))
@@ -651,8 +639,6 @@ def status(minutes: pa.Table) -> pa.Table:
     return both.append_column("date", _date(both.column("eval_ts")))
 
 
-_ANOMALY_COLS = ["cluster", "group_id", "topic", "partition", "kind", "start_ts", "end_ts", "severity", "magnitude",
-                 "unit", "detail", "key"]
 
 
 def anomalies(rows: pa.Table, as_of: dt.datetime) -> pa.Table:

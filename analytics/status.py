@@ -33,16 +33,16 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F  # noqa: N812
 
-__all__ = ["STATUS_COLUMNS", "with_group_rows"]
+__all__ = ["BURROW_RANK", "OWN_RANK", "STATUS_COLUMNS", "with_group_rows"]
 
 STATUS_COLUMNS = ["cluster", "eval_ts", "group_id", "topic", "partition", "burrow_status", "status",
                   "reason", "lag", "lag_seconds"]
 
 #: Burrow's order (its StatusConstant values)
-_RANK = {"OK": 1, "IDLE": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5, "REWIND": 6}
+BURROW_RANK = {"OK": 1, "IDLE": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5, "REWIND": 6}
 #: lagscope's own order, worst last: the dashboards' (worst first ERR, STOP, STALL, REWIND,
 #: WARN, OK, IDLE), which is also the alerts' (ERR, STOP, STALL critical; REWIND, WARN warning)
-_OWN_RANK = {"IDLE": 0, "OK": 1, "WARN": 2, "REWIND": 3, "STALL": 4, "STOP": 5, "ERR": 6}
+OWN_RANK = {"IDLE": 0, "OK": 1, "WARN": 2, "REWIND": 3, "STALL": 4, "STOP": 5, "ERR": 6}
 
 
 def with_group_rows(parts: DataFrame) -> DataFrame:
@@ -64,7 +64,7 @@ def _group_rows(parts: DataFrame) -> DataFrame:
     every partition is IDLE; among partitions of that status, the reason of the one with the most
     lag)."""
     p = parts.withColumn("_m", F.date_trunc("minute", "eval_ts")).withColumn(
-        "_br", _rank("burrow_status", _RANK)).withColumn("_lr", _rank("status", _OWN_RANK))
+        "_br", _rank("burrow_status", BURROW_RANK)).withColumn("_lr", _rank("status", OWN_RANK))
     g = p.groupBy("cluster", "group_id", "_m").agg(
         F.max("eval_ts").alias("eval_ts"), F.max("_br").alias("_br"),
         # at equal status, the partition with the most lag (then the reason): a tie broken

@@ -36,8 +36,8 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from lagscope.analytics import kernel, onepass
 from lagscope.analytics.series import KEY
 
-__all__ = ["kernel_rows", "key_hashes", "keyed", "method_name", "transform_lag_seconds", "transform_lag_trends",
-           "x_struct"]
+__all__ = ["TREND_COLUMNS", "kernel_rows", "key_hashes", "keyed", "method_name", "transform_lag_seconds",
+           "transform_lag_trends", "x_struct"]
 
 
 def kernel_rows(series: DataFrame, kind: int, pass_columns: bool = False) -> DataFrame:
@@ -181,10 +181,10 @@ def transform_lag_trends(rows: DataFrame) -> DataFrame:
         F.max_by("_method", "lag_seconds").alias("_method"),
         F.min("retention_headroom_s").alias("retention_headroom_s"),
     ))
-    cols = [*(c for c in _TREND_COLS if c != "lag_seconds_method"), "_method"]
+    cols = [*(c for c in TREND_COLUMNS if c != "lag_seconds_method"), "_method"]
     allrows = per.select(*cols).unionByName(rolled.select(*cols))
     method = F.element_at(F.array(*(F.lit(m) for m in kernel.METHODS)), F.col("_method"))
-    return _date_cols(allrows.withColumn("lag_seconds_method", method).select(*_TREND_COLS), "window_start")
+    return _date_cols(allrows.withColumn("lag_seconds_method", method).select(*TREND_COLUMNS), "window_start")
 
 
 def _method_code() -> Column:
@@ -194,7 +194,7 @@ def _method_code() -> Column:
     with the largest lag seconds)."""
     return F.array_position(F.array(*(F.lit(m) for m in kernel.METHODS)), F.col("lag_s_method")).cast("int")
 
-_TREND_COLS = ["cluster", "window_start", "group_id", "topic", "partition", "lag_last", "lag_max",
+TREND_COLUMNS = ["cluster", "window_start", "group_id", "topic", "partition", "lag_last", "lag_max",
                "produce_rate", "consume_rate", "lag_seconds", "lag_seconds_is_lower_bound",
                "lag_seconds_method", "catchup_eta_s", "retention_headroom_s"]
 
