@@ -71,9 +71,9 @@ def analyze(
              "(config: analytics.rules.stall_after_s, stop_after_s)")] = None,
     progress: Annotated[bool, typer.Option(help="Log Spark progress while writing.")] = True,
     engine: Annotated[str, typer.Option(
-        help="Incremental steps: 'auto' runs a step in this process when it can (no rebalance window to "
-             "report, a state in the current layout) and starts Spark only for the others; 'spark' runs "
-             "every step on Spark.")] = "auto",
+        help="'auto' runs an incremental step, or a batch, in this process when it can (no rebalance window "
+             "to report, a state in the current layout, a batch of at most 100 M offset rows) and starts Spark "
+             "only for the others; 'spark' runs everything on Spark (--master).")] = "auto",
 ) -> None:
     """Analyse the lake: lag trends, lag in seconds, rebalance windows, anomalies, status."""
     from lagscope.analytics.job import run_batch, run_incremental
@@ -127,8 +127,9 @@ def analyze(
                                       since=start, clusters=cluster, progress=progress, engine=engine,
                                       spark_factory=session)
         else:
-            written = run_batch(session(), lake, results, since=first, until=last, settings=settings,
-                                clusters=cluster, progress=progress)
+            written = run_batch(SparkSession.getActiveSession(), lake, results, since=first, until=last,
+                                settings=settings, clusters=cluster, progress=progress, engine=engine,
+                                spark_factory=session)
     finally:
         if owned:
             for spark in started:

@@ -36,12 +36,15 @@ __all__ = [
     "Checkpoint",
     "commit_arrow",
     "commit_results",
+    "new_staging",
     "partition_files",
+    "publish_staged",
     "read_checkpoint",
     "read_lake",
     "read_state",
     "spark_arrow_schema",
     "spark_schema",
+    "stage_arrow",
     "state_root",
     "write_checkpoint",
     "write_state",
@@ -173,28 +176,46 @@ def commit_arrow(results: Path | str, table: str, data: pa.Table, *, mode: str, 
     """:func:`commit_results` of a pyarrow table (``cluster`` and ``date`` columns give the
     partitions; the other columns cast to the table's types): one file per partition, written
     in the staging folder (fsynced), then moved into place the same way."""
-    if mode not in ("batch", "incremental"):
-        raise ValueError(f"unknown write mode {mode!r}")
-    root = Path(results)
-    spec = TABLES[table]
-    schema = pa.schema([pa.field(f.name, f.type) for f in spec.schema]).with_metadata(file_metadata(spec))
-    staging = root / ".staging" / f"{table}-{uuid.uuid4().hex[:12]}"
+    staging = new_staging(results, table)
     try:
-        if data.num_rows:
-            parts = data.group_by(["cluster", "date"]).aggregate([]).to_pylist()
-            for part in parts:
-                rows = data.filter(pc.and_(pc.equal(data.column("cluster"), part["cluster"]),
-                                           pc.equal(data.column("date"), part["date"])))
-                folder = staging / f"cluster={part['cluster']}" / f"date={part['date']}"
-                folder.mkdir(parents=True, exist_ok=True)
-                out = pa.table([rows.column(f.name).cast(f.type) for f in schema], schema=schema)
-                with (folder / "part-00000.parquet").open("wb") as fh:
-                    pq.write_table(out, fh, compression="zstd")
-                    fh.flush()
-                    os.fsync(fh.fileno())
-        return _publish(staging, root, spec, mode=mode, tag=tag, stamp=False)
+        stage_arrow(staging, table, data)
+        return publish_staged(results, table, staging, mode=mode, tag=tag)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def new_staging(results: Path | str, table: str) -> Path:
+    """A fresh staging folder for ``table``'s files (under ``results/.staging``)."""
+    return Path(results) / ".staging" / f"{table}-{uuid.uuid4().hex[:12]}"
+
+
+def stage_arrow(staging: Path, table: str, data: pa.Table, *, part: str = "00000") -> None:
+    """Write ``data`` into ``staging`` as one file ``part-{part}.parquet`` per (cluster, date),
+    in the table's types, fsynced (several writers may stage one table, each its own ``part``)."""
+    spec = TABLES[table]
+    schema = pa.schema([pa.field(f.name, f.type) for f in spec.schema]).with_metadata(file_metadata(spec))
+    if not data.num_rows:
+        return
+    for key in data.group_by(["cluster", "date"]).aggregate([]).to_pylist():
+        rows = data.filter(pc.and_(pc.equal(data.column("cluster"), key["cluster"]),
+                                   pc.equal(data.column("date"), key["date"])))
+        folder = staging / f"cluster={key['cluster']}" / f"date={key['date']}"
+        folder.mkdir(parents=True, exist_ok=True)
+        out = pa.table([rows.column(f.name).cast(f.type) for f in schema], schema=schema)
+        with (folder / f"part-{part}.parquet").open("wb") as fh:
+            pq.write_table(out, fh, compression="zstd")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def publish_staged(results: Path | str, table: str, staging: Path, *, mode: str, tag: str) -> int:
+    """Move the files staged by :func:`stage_arrow` into ``table``'s partitions (``mode``,
+    ``tag``: as :func:`commit_results`). Returns the files moved."""
+    if mode not in ("batch", "incremental"):
+        raise ValueError(f"unknown write mode {mode!r}")
+    if not staging.exists():
+        return 0
+    return _publish(staging, Path(results), TABLES[table], mode=mode, tag=tag, stamp=False)
 
 
 # --------------------------------------------------------------------------------------------

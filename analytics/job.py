@@ -25,6 +25,7 @@ import datetime as dt
 import functools
 import logging
 import os
+import shutil
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -35,6 +36,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812
@@ -44,7 +46,9 @@ from lagscope.analytics.io import (
     Checkpoint,
     commit_arrow,
     commit_results,
+    new_staging,
     partition_files,
+    publish_staged,
     read_checkpoint,
     read_lake,
     read_state,
@@ -297,26 +301,97 @@ def _write_all(results: Path, tables: dict[str, DataFrame], *, mode: str, tag: s
     return written
 
 
-def run_batch(spark: SparkSession, lake: Path | str, results: Path | str, *, since: dt.date, until: dt.date,
-              settings: Settings, clusters: Sequence[str] | None = None, progress: bool = True) -> dict[str, int]:
-    """Analyse whole UTC days ``since … until`` and overwrite those days' result partitions."""
+def run_batch(spark: SparkSession | None, lake: Path | str, results: Path | str, *, since: dt.date, until: dt.date,
+              settings: Settings, clusters: Sequence[str] | None = None, progress: bool = True,
+              engine: str = "auto", spark_factory: Callable[[], SparkSession] | None = None,
+              local_max_rows: int = 100_000_000) -> dict[str, int]:
+    """Analyse whole UTC days ``since … until`` and overwrite those days' result partitions.
+
+    ``engine="auto"``: in this process and its forks when it can
+    (:func:`lagscope.analytics.local.run_local_batch`: no rebalance window in the range, at most
+    ``local_max_rows`` offset rows: they are held in memory), else on Spark (``spark``, or the
+    session ``spark_factory`` makes)."""
     if until < since:
         raise ConfigError(f"--until {until} is before --since {since}")
+    if engine not in ENGINES:
+        raise ConfigError(f"unknown analytics engine {engine!r} (one of: {', '.join(ENGINES)})")
     lake, results = Path(lake), Path(results)
+    days = [(since + dt.timedelta(days=i)).isoformat() for i in range((until - since).days + 1)]
+    as_of = dt.datetime.combine(until + dt.timedelta(days=1), dt.time(), dt.UTC)
+    tag = f"batch-{since}-{until}"
+    if engine == "auto":
+        try:
+            written = _local_batch(lake, results, since, until, clusters, settings=settings, days=days, as_of=as_of,
+                                   tag=tag, progress=progress, max_rows=local_max_rows)
+        except (LakeError, ConfigError):
+            raise
+        except Exception:  # a defect of the in-process batch must not stop the analytics: Spark does it
+            log.warning("the in-process batch %s … %s failed; running it on Spark", since, until, exc_info=True)
+            written = None
+        if written is not None:
+            return written
+        log.info("batch %s … %s on Spark (a rebalance window, more than %d offset rows, or a very large group)",
+                 since, until, local_max_rows)
+    if spark is None:
+        if spark_factory is None:
+            raise ConfigError("this batch needs Spark and no session was given")
+        spark = spark_factory()
     inp = _read_inputs(spark, lake, since, until, clusters)
     offsets, members = inp["offsets"], inp["members"]
     if offsets is None or members is None:  # read_lake always returns a frame; keeps mypy exact
         raise ConfigError("the lake has no offsets/members tables")
-    days = [(since + dt.timedelta(days=i)).isoformat() for i in range((until - since).days + 1)]
     with _progress(spark, progress):
         step = run_step(offsets, members, settings=settings, commits=inp["commits"],
-                        group_events=inp["group_events"],
-                        as_of=dt.datetime.combine(until + dt.timedelta(days=1), dt.time(), dt.UTC))
+                        group_events=inp["group_events"], as_of=as_of)
         try:
-            return _write_all(results, step.tables, mode="batch", tag=f"batch-{since}-{until}",
-                              keep=F.col("date").isin(days))
+            return _write_all(results, step.tables, mode="batch", tag=tag, keep=F.col("date").isin(days))
         finally:
             step.release()
+
+
+#: the string columns an in-process batch reads as dictionaries (the offsets' rows are most)
+_BATCH_DICTIONARIES = {"offsets": ("group_id", "topic", "member_id")}
+
+
+def _local_batch(lake: Path, results: Path, since: dt.date, until: dt.date, clusters: Sequence[str] | None, *,
+                 settings: Settings, days: Sequence[str], as_of: dt.datetime, tag: str,
+                 progress: bool, max_rows: int) -> dict[str, int] | None:
+    """:func:`run_batch` in this process (``None``: the batch is one for Spark)."""
+    paths = partition_files(lake, "offsets", clusters, since, until)
+    if paths and ds.dataset(paths, format="parquet").count_rows() > max_rows:  # from the files' footers
+        return None
+    got: dict[str, pa.Table | None] = {}
+    for name in ("offsets", "members", "commits", "group_events"):
+        if name in ("commits", "group_events") and not (lake / name).exists():
+            got[name] = None
+            continue
+        got[name] = local.read_files(partition_files(lake, name, clusters, since, until), spark_arrow_schema(name),
+                                     lake / name, columns=local.READ_COLUMNS[name],
+                                     dictionaries=_BATCH_DICTIONARIES.get(name, ()))
+    offsets, members = got["offsets"], got["members"]
+    if offsets is None or members is None:  # read above whatever exists; keeps mypy exact
+        raise ConfigError("the lake has no offsets/members tables")
+    inputs = local.LocalInputs(offsets=offsets, members=members, commits=got["commits"],
+                               group_events=got["group_events"], state={})
+    names = ("lag_trends", "anomalies", "status")
+    staging = {name: new_staging(results, name) for name in names}
+
+    def report(done: int, total: int, rows: int) -> None:
+        if progress:
+            log.info("progress: batch %d/%d buckets of groups, %d of %d offset rows", done, total, rows,
+                     offsets.num_rows)
+
+    try:
+        staged = local.run_local_batch(inputs, settings=settings, as_of=as_of, staging=staging, days=days,
+                                       progress=report)
+        if staged is None:
+            return None
+        written = {name: publish_staged(results, name, staging[name], mode="batch", tag=tag) for name in names}
+    finally:
+        for folder in staging.values():
+            shutil.rmtree(folder, ignore_errors=True)
+    written["rebalances"] = 0
+    return written
 
 
 def _local_inputs(lake: Path, results: Path, cp: Checkpoint | None, start: dt.datetime, until: dt.datetime,

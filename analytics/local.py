@@ -1,4 +1,4 @@
-"""An incremental step in this process, without Spark: the same per-partition pass
+"""An incremental step, or a batch, in this process, without Spark: the same per-partition pass
 (:func:`lagscope.analytics.onepass.pass_table`) and the same tables and state as
 :func:`lagscope.analytics.job.run_step`, over pyarrow tables.
 
@@ -12,10 +12,15 @@ What stays on Spark: a step that has a rebalance window to report (a settled swe
 generation or members differ from the group's last settled one, or a generation record of the
 commit stream inside the settled span: :func:`rebalance_possible`), a step whose state was
 written in one of the older layouts the Spark side still reads, a step over more than
-``max_rows`` new rows, and every batch run. Rebalances are rare and their windows are worked
-out in Spark (:mod:`lagscope.analytics.rebalances`): one implementation of them, not two. The
-caller (:func:`lagscope.analytics.job.run_incremental`) falls back when :func:`run_local_step`
-returns ``None``; both engines read and write the same state, so a run may alternate.
+``max_rows`` new rows. Rebalances are rare and their windows are worked out in Spark
+(:mod:`lagscope.analytics.rebalances`): one implementation of them, not two. The caller
+(:func:`lagscope.analytics.job.run_incremental`) falls back when :func:`run_local_step` returns
+``None``; both engines read and write the same state, so a run may alternate.
+
+A batch (:func:`run_local_batch`) is a first step over its whole range: the groups are shared
+out into buckets of about two million offset rows, and each bucket is such a step (no state
+carried or written) in a process forked from this one, as many at once as there are cores; a
+bucket with a possible rebalance window sends the whole batch to Spark.
 
 Without a rebalance window the group-level parts are simple: the ``rebalances`` table and the
 storms are empty, no anomaly lies in an outage, and the carried recent rebalances pass through
@@ -26,9 +31,10 @@ cutting rebalances older than a window before the open storm changes no count in
 from __future__ import annotations
 
 import datetime as dt
+import multiprocessing as mp
 import os
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,13 +47,15 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from lagscope.analytics import kernel, onepass
+from lagscope.analytics.io import stage_arrow
 from lagscope.analytics.status import BURROW_RANK, OWN_RANK
 from lagscope.analytics.trends import TREND_COLUMNS
 
 if TYPE_CHECKING:
     from lagscope.analytics.job import Settings
 
-__all__ = ["LocalInputs", "LocalStep", "member_sweeps", "rebalance_possible", "run_local_step"]
+__all__ = ["LocalInputs", "LocalStep", "group_buckets", "member_sweeps", "rebalance_possible", "run_local_batch",
+           "run_local_step", "sweep_table"]
 
 _F = npt.NDArray[np.float64]
 _I = npt.NDArray[np.int64]
@@ -83,17 +91,32 @@ class LocalStep:
 # --------------------------------------------------------------------------------------------
 
 def read_files(paths: Sequence[str], schema: pa.Schema, base: Path, *, where: ds.Expression | None = None,
-               columns: Sequence[str] | None = None) -> pa.Table:
+               columns: Sequence[str] | None = None, dictionaries: Sequence[str] = ()) -> pa.Table:
     """The rows of lake files ``paths`` (Hive partitions under ``base`` give ``cluster`` and
     ``date``) in ``schema`` (columns an older file lacks read as null): only ``columns`` when
     given, only the rows ``where`` selects (files and row groups whose statistics rule them out
-    are not read: a one-minute step reads its minute of a day's partition, not the day)."""
+    are not read: a one-minute step reads its minute of a day's partition, not the day).
+    ``dictionaries``: string columns read as dictionaries, one dictionary for the whole table (the
+    files' own dictionary pages, not a string per row: a batch reads tens of millions of rows)."""
+    if dictionaries:
+        schema = pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), f.type)) if f.name in dictionaries else f
+                            for f in schema])
     if not paths:
         got = schema.empty_table()
         return got.select(list(columns)) if columns is not None else got
     part = ds.partitioning(pa.schema([("cluster", pa.string()), ("date", pa.string())]), flavor="hive")
-    return ds.dataset(list(paths), schema=schema, format="parquet", partitioning=part,
-                      partition_base_dir=str(base)).to_table(filter=where, columns=columns)
+    fmt = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=list(dictionaries)))
+    got = ds.dataset(list(paths), schema=schema, format=fmt, partitioning=part,
+                     partition_base_dir=str(base)).to_table(filter=where, columns=columns)
+    return got.unify_dictionaries() if dictionaries else got
+
+
+def plain(tbl: pa.Table) -> pa.Table:
+    """``tbl`` with its dictionary columns as plain ones."""
+    for i, f in enumerate(tbl.schema):
+        if pa.types.is_dictionary(f.type):
+            tbl = tbl.set_column(i, f.name, tbl.column(i).cast(f.type.value_type))
+    return tbl
 
 
 #: the lake columns an in-process step reads (the others are the collector's context)
@@ -151,13 +174,37 @@ def _nn(values: _F) -> pa.Array:
     return pa.array(values, pa.float64(), mask=np.isnan(values))
 
 
-def _codes(*cols: pa.ChunkedArray | pa.Array) -> tuple[_I, pa.Array]:
-    """Dense codes of the rows' combined values and the distinct combined strings."""
-    parts = [pc.cast(c, pa.string()).fill_null("\x00null") for c in cols]
-    joined = pc.binary_join_element_wise(*parts, "\x1f") if len(parts) > 1 else parts[0]
-    enc = pc.dictionary_encode(joined)
-    enc = enc.combine_chunks() if isinstance(enc, pa.ChunkedArray) else enc
-    return np.asarray(enc.indices, dtype=np.int64), enc.dictionary
+def _key_code(*cols: pa.ChunkedArray | pa.Array) -> _I:
+    """A code per row, equal exactly where every column is (nulls equal to nulls), below 2³¹:
+    each column's own code (a dictionary's index, an integer's offset from the least) combined in
+    mixed radix, re-coded densely only when that would not fit (cheaper than coding the
+    columns' joined strings)."""
+    n = len(cols[0])
+    code = np.zeros(n, np.int64)
+    span = 1
+    for col in cols:
+        c = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        if pa.types.is_integer(c.type) or pa.types.is_timestamp(c.type):
+            v, ok = _long(c.cast(pa.int64()) if pa.types.is_timestamp(c.type) else c)
+            lo = int(v[ok].min()) if ok.any() else 0
+            vals = np.where(ok, v - lo + 1, 0)
+            card = int(vals.max()) + 1 if n else 1
+        else:
+            enc = c if pa.types.is_dictionary(c.type) else pc.dictionary_encode(c)
+            card = len(enc.dictionary) + 1
+            vals = np.asarray(enc.indices.fill_null(card - 1), dtype=np.int64)
+        if span * card >= 1 << 62:  # re-code what there is densely first
+            code, span = _dense(code)
+        code = code * card + vals
+        span *= card
+    if span >= 1 << 31:
+        code, span = _dense(code)
+    return code
+
+
+def _dense(code: _I) -> tuple[_I, int]:
+    _, inv = np.unique(code, return_inverse=True)
+    return inv.reshape(-1).astype(np.int64), int(inv.max()) + 1 if len(inv) else 1
 
 
 def _ts_col(secs: _F, unit: pa.DataType = _MS) -> pa.Array:
@@ -206,19 +253,17 @@ def _gmin(values: _F, starts: _I) -> _F:
     return -_gmax(-values, starts)
 
 
-def _gargmax(by: _F, gid: _I, n_groups: int) -> _I:
-    """Per group, the (ordered) row with the largest non-NaN ``by`` (-1 when all are NaN); ties:
-    the first."""
+def _gargmax(by: _F, starts: _I, gid: _I) -> _I:
+    """Per group of the grouped rows (:func:`_groups`: ``starts``, ``gid``), the row with the
+    largest non-NaN ``by`` (-1 when all are NaN); ties: the first."""
     n = len(by)
+    if not n:
+        return np.zeros(0, np.int64)
     ok = ~np.isnan(by)
-    order = np.lexsort((-np.arange(n), np.where(ok, by, -np.inf), ok, gid))  # last of a group: its max
-    last = np.ones(n, bool)
-    if n:
-        last[:-1] = gid[order][1:] != gid[order][:-1]
-    pick = np.full(n_groups, -1, np.int64)
-    rows = order[last]
-    pick[gid[rows]] = np.where(ok[rows], rows, -1)
-    return pick
+    v = np.where(ok, by, -np.inf)
+    top = np.maximum.reduceat(v, starts)
+    first = np.minimum.reduceat(np.where(ok & (v == top[gid]), np.arange(n), n), starts)
+    return np.where(first < n, first, -1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -287,7 +332,7 @@ def _rows(keys: pa.Table, kind: int, cols: dict[str, Any]) -> pa.Table:
 def pass_input(series: pa.Table, owner_codes: _I, state: dict[str, pa.Table], commits: pa.Table | None,
                state_owner_codes: _I | None) -> pa.Table:
     """The pass's input (:data:`lagscope.analytics.onepass.PASS_IN`) in key, kind and time order:
-    ``_h`` a dense code of the key, ``_k`` = code · 16 + kind (the pass needs whole keys
+    ``_h`` a code of the key (:func:`_key_code`), ``_k`` = code · 16 + kind (the pass needs whole keys
     together, not a particular hash)."""
     parts = [_rows(series, onepass.SWEEP, {
         "t": series.column("t"), "committed": series.column("committed"), "end": series.column("end"),
@@ -322,14 +367,21 @@ def pass_input(series: pa.Table, owner_codes: _I, state: dict[str, pa.Table], co
         parts.append(_rows(m, onepass.MINUTE, {"t": _secs(m.column("window_start")), "end": m.column("lag_last"),
                                                "x": _x(m.num_rows, [x[c] for c in onepass.MINUTE_X])}))
     rows = pa.concat_tables(parts)
-    code, _ = _codes(*(rows.column(k) for k in KEY))
+    # the key's strings as dictionaries: coded from their indices, and moved by the sort as
+    # indices (the pass turns them back into strings once per key)
+    for name in KEY[:3]:
+        rows = rows.set_column(rows.column_names.index(name), name,
+                               pc.dictionary_encode(rows.column(name).combine_chunks()))
+    code = _key_code(*(rows.column(k) for k in KEY))
     kind = np.asarray(rows.column("_kind"), dtype=np.int64)
     k = (code << onepass.KIND_BITS) | kind
     t = _dbl(rows.column("t"))
-    order = np.lexsort((t, k))
+    order = pa.array(np.lexsort((t, k)))
     rows = rows.drop_columns(["_kind"]).append_column("_h", pa.array(code, pa.int64())).append_column(
-        "_k", pa.array(k, pa.int64()))
-    return rows.take(pa.array(order)).select(onepass.PASS_IN.names)
+        "_k", pa.array(k, pa.int64())).select(onepass.PASS_IN.names)
+    # columns null in every row (a batch's packed state, markers) need no sorting
+    return pa.table({name: pa.nulls(rows.num_rows, col.type) if col.null_count == len(col) else col.take(order)
+                     for name, col in zip(rows.column_names, rows.columns, strict=True)})
 
 
 def commit_records(commits: pa.Table) -> pa.Table:
@@ -393,41 +445,79 @@ def _state_msweeps(ms: pa.Table | None) -> list[dict[str, Any]]:
     return rows
 
 
-def rebalance_possible(msweeps: Sequence[dict[str, Any]], group_events: pa.Table | None) -> bool:
-    """Whether :func:`lagscope.analytics.rebalances.transform_rebalances` could report a window:
-    a settled sweep whose generation or member ids differ from the group's previous settled
-    sweep, or (with the commit stream) a generation record inside the group's span of settled
-    sweeps (a generation no sweep saw). Errs on the side of yes (then Spark decides)."""
-    by: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for s in msweeps:
-        by.setdefault((s["cluster"], s["group_id"]), []).append(s)
-    spans: dict[tuple[str, str], tuple[float, float]] = {}
-    for g, rows in by.items():
-        last: dict[str, Any] | None = None
-        settled_t = []
-        for s in sorted(rows, key=lambda r: r["t"]):
-            if not s["settled"]:
-                continue
-            settled_t.append(s["t"])
-            if last is not None and ((s["generation"] if s["generation"] is not None else -1) != (
-                    last["generation"] if last["generation"] is not None else -1)
-                    or list(s["member_ids"]) != list(last["member_ids"])):
-                return True
-            last = s
-        if settled_t:
-            spans[g] = (settled_t[0], settled_t[-1])
+#: the columns :func:`rebalance_possible` reads of each member sweep
+SWEEP_CHECK = pa.schema([("cluster", pa.string()), ("group_id", pa.string()), ("t", pa.float64()),
+                         ("generation", pa.int64()), ("member_ids", pa.list_(pa.string())), ("settled", pa.bool_())])
+
+
+def sweep_table(members: pa.Table) -> pa.Table:
+    """``members`` lake rows → one row per (cluster, group, sweep) in :data:`SWEEP_CHECK`: the
+    largest generation, the distinct member ids sorted, settled (Stable with an assignment), as
+    :func:`member_sweeps` (array code: a batch has a million member sweeps)."""
+    key = ["cluster", "group_id", "sweep_ts"]
+    if not members.num_rows:
+        return SWEEP_CHECK.empty_table()
+    m = members.select([*key, "group_state", "generation", "member_id", "assignment"])
+    m = m.append_column("_na", pc.list_value_length(m.column("assignment")).fill_null(0))
+    per = m.group_by(key, use_threads=False).aggregate([("group_state", "first"), ("generation", "max"),
+                                                        ("_na", "sum")])
+    # each sweep's distinct member ids, sorted: runs of the sorted distinct (sweep, id) rows
+    ids = m.select([*key, "member_id"]).filter(pc.is_valid(m.column("member_id")))
+    ids = ids.group_by([*key, "member_id"]).aggregate([]).sort_by([(c, "ascending") for c in [*key, "member_id"]])
+    new = np.zeros(ids.num_rows, bool)
+    new[:1] = True
+    for c in key:
+        col = ids.column(c)
+        if ids.num_rows:
+            new[1:] |= np.asarray(pc.not_equal(col.slice(1), col.slice(0, ids.num_rows - 1)), dtype=bool)
+    starts = np.flatnonzero(new)
+    lists = pa.ListArray.from_arrays(pa.array(np.append(starts, ids.num_rows), pa.int32()),
+                                     ids.column("member_id").combine_chunks())
+    at = ids.take(pa.array(starts)).select(key).append_column("_l", pa.array(np.arange(len(starts)), pa.int64()))
+    per = per.join(at, key, join_type="left outer")
+    li, has = _long(per.column("_l"))
+    member_ids = pc.if_else(pa.array(has), lists.take(pa.array(np.where(has, li, 0))) if len(starts) else
+                            pa.nulls(per.num_rows, pa.list_(pa.string())),
+                            pa.array([[]] * per.num_rows, pa.list_(pa.string())))
+    settled = pc.and_(pc.equal(per.column("group_state_first"), "Stable").fill_null(False),
+                      pc.greater(per.column("_na_sum"), 0))
+    return pa.table({"cluster": per.column("cluster"), "group_id": per.column("group_id"),
+                     "t": pa.array(_secs(per.column("sweep_ts"))),
+                     "generation": per.column("generation_max").cast(pa.int64()),
+                     "member_ids": member_ids, "settled": settled},
+                    schema=SWEEP_CHECK)
+
+
+def rebalance_possible(sweeps: pa.Table, group_events: pa.Table | None) -> bool:
+    """Whether :func:`lagscope.analytics.rebalances.transform_rebalances` could report a window
+    over member sweeps ``sweeps`` (:data:`SWEEP_CHECK`): a settled sweep whose generation or
+    member ids differ from the group's previous settled sweep, or (with the commit stream) a
+    generation record inside the group's span of settled sweeps (a generation no sweep saw).
+    Errs on the side of yes (then Spark decides)."""
+    s = sweeps.filter(sweeps.column("settled").fill_null(False))
+    if not s.num_rows:
+        return False
+    s = s.sort_by([("cluster", "ascending"), ("group_id", "ascending"), ("t", "ascending")])
+    grp = _key_code(s.column("cluster"), s.column("group_id"))
+    gen, ok = _long(s.column("generation"))
+    gen = np.where(ok, gen, -1)
+    n = np.asarray(pc.list_value_length(s.column("member_ids")).fill_null(0), dtype=np.int64)
+    ids = pc.binary_join(s.column("member_ids"), "\x1f").fill_null("")
+    same_ids = np.asarray(pc.equal(ids.slice(1), ids.slice(0, len(ids) - 1)), dtype=bool)
+    same = grp[1:] == grp[:-1]
+    if bool((same & ((gen[1:] != gen[:-1]) | (n[1:] != n[:-1]) | ~same_ids)).any()):
+        return True
     if group_events is None or not group_events.num_rows:
         return False
-    ev = group_events.filter(pc.equal(group_events.column("record_type"), "group_metadata"))
+    ev = group_events.filter(pc.and_(pc.equal(group_events.column("record_type"), "group_metadata").fill_null(False),
+                                     pc.greater(pc.list_value_length(group_events.column("members")).fill_null(0), 0)))
     if not ev.num_rows:
         return False
-    sizes = np.asarray(pc.list_value_length(ev.column("members")).fill_null(0), dtype=np.int64)
-    ev = ev.filter(pa.array(sizes > 0))
-    for r in ev.select(["cluster", "group_id", "record_ts"]).to_pylist():
-        span = spans.get((r["cluster"], r["group_id"]))
-        if span is not None and span[0] < r["record_ts"].timestamp() <= span[1]:
-            return True
-    return False
+    spans = s.group_by(["cluster", "group_id"]).aggregate([("t", "min"), ("t", "max")])
+    hit = ev.select(["cluster", "group_id", "record_ts"]).join(spans, ["cluster", "group_id"], join_type="inner")
+    rt = _secs(hit.column("record_ts"))
+    return bool(((np.asarray(hit.column("t_min"), dtype=np.float64) < rt)
+                 & (rt <= np.asarray(hit.column("t_max"), dtype=np.float64))).any())
 
 
 _MSWEEP_SCHEMA = pa.schema([
@@ -550,13 +640,13 @@ def lag_trends(minutes: pa.Table) -> pa.Table:
                 codef, _eta(lagf, produce, consume), headroom, win_us)
     out = [per]
     for level in (KEY[:3], KEY[:2]):
-        gcode, _ = _codes(*(minutes.column(k) for k in level), win)
+        gcode = _key_code(*(minutes.column(k) for k in level), win)
         order, starts, gid = _groups(gcode)
         ng = len(starts)
         o = order
         sl, smax = _gsum(lagf[o], starts), _gsum(lmaxf[o], starts)
         sp, sc = _gsum(produce[o], starts), _gsum(consume[o], starts)
-        best = _gargmax(lag_s[o], gid, ng)
+        best = _gargmax(lag_s[o], starts, gid)
         pick = np.where(best >= 0, o[np.maximum(best, 0)], 0)
         low = lower.take(pa.array(pick)).to_numpy(zero_copy_only=False)
         low_arr = pa.array(low, pa.bool_(), mask=best < 0) if ng else pa.array([], pa.bool_())
@@ -599,7 +689,7 @@ def status(minutes: pa.Table) -> pa.Table:
         "lag_seconds": minutes.column("lag_s")})
     us = np.asarray(eval_ts.cast(pa.int64()), dtype=np.int64)
     minute = us // 60_000_000
-    gcode, _ = _codes(minutes.column("cluster"), minutes.column("group_id"), pa.array(minute))
+    gcode = _key_code(minutes.column("cluster"), minutes.column("group_id"), pa.array(minute))
     order, starts, gid = _groups(gcode)
     ng = len(starts)
     br = _rank(minutes.column("burrow_status"), BURROW_RANK)[order]
@@ -698,19 +788,19 @@ _CHUNK_ROWS = 500_000
 
 
 def run_local_step(inputs: LocalInputs, *, settings: Settings, as_of: dt.datetime,
-                   max_rows: int = 2_000_000, workers: int | None = None) -> LocalStep | None:
+                   max_rows: int = 2_000_000, workers: int | None = None, with_state: bool = True) -> LocalStep | None:
     """One incremental step in this process (see the module doc); ``None`` when the step is one
-    for Spark (a possible rebalance window, an older state layout, more than ``max_rows``)."""
+    for Spark (a possible rebalance window, an older state layout, more than ``max_rows``).
+    ``with_state=False``: the tables only (a batch carries no state)."""
     st = inputs.state
     workers = workers if workers is not None else max(1, os.cpu_count() or 1)
     if not state_is_current(st) or inputs.offsets.num_rows > max_rows:
         return None
-    fresh_ms = member_sweeps(inputs.members)
-    carried_ms = _state_msweeps(st.get("msweeps"))
-    for s in fresh_ms:
-        s["is_state"] = False
-    msweeps = [*fresh_ms, *carried_ms]
-    if rebalance_possible(msweeps, inputs.group_events):
+    carried = st.get("msweeps")
+    checked = sweep_table(inputs.members)
+    if carried is not None and carried.num_rows:
+        checked = pa.concat_tables([checked, carried.select(SWEEP_CHECK.names).cast(SWEEP_CHECK)])
+    if rebalance_possible(checked, inputs.group_events):
         return None
     p = settings.rules
     series = prepare(inputs.offsets, settings.read_committed_groups)
@@ -733,6 +823,8 @@ def run_local_step(inputs: LocalInputs, *, settings: Settings, as_of: dt.datetim
         "anomalies": anomalies(anomaly_in, as_of),
         "status": status(minutes),
     }
+    if not with_state:
+        return LocalStep(tables={k: v for k, v in tables.items() if v is not None}, state={})
 
     # the next state (the columns the Spark step writes)
     last = part.get(onepass.OUT_SERIES, [*KEY, "ts", "t", "committed", "end", "log_start", "lag", "owner_h", "rec_ts",
@@ -765,7 +857,8 @@ def run_local_step(inputs: LocalInputs, *, settings: Settings, as_of: dt.datetim
             "consume_rate": mins.column("consume_rate"), "m_g_start": _ts_col(_dbl(mins.column("m_g_start"))),
             "m_g_lag0": mins.column("m_g_lag0"), "m_g_n": mins.column("m_g_n"),
             "is_state": pa.array(np.ones(mins.num_rows, bool))}),
-        "msweeps": _msweeps_state(msweeps, series),
+        "msweeps": _msweeps_state([*[{**r, "is_state": False} for r in member_sweeps(inputs.members)],
+                                   *_state_msweeps(carried)], series),
         "recent_rebalances": (recent.select(["cluster", "group_id", "start_ts", "end_ts"]) if recent is not None
                               else pa.schema([("cluster", pa.string()), ("group_id", pa.string()),
                                               ("start_ts", _MS), ("end_ts", _MS)]).empty_table()),
@@ -778,3 +871,154 @@ def write_state_part(path: Path, table: pa.Table) -> None:
     writes it: the next step reads it back at once)."""
     path.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path / "part-00000.parquet", compression="snappy")
+
+
+# --------------------------------------------------------------------------------------------
+# a batch: the groups in buckets, each bucket a step with no state, on the machine's cores
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class _Batch:
+    """What the batch's worker processes inherit (fork): the inputs, each row's bucket, where to
+    write, the step's settings."""
+
+    inputs: LocalInputs
+    buckets: dict[str, npt.NDArray[np.int32]]
+    staging: dict[str, Path]
+    keep_dates: pa.Array
+    settings: Settings
+    as_of: dt.datetime
+
+
+_BATCH: _Batch | None = None
+
+
+def group_buckets(offsets: pa.Table, *, workers: int, bucket_rows: int) -> tuple[_I, _I, pa.Array, _I]:
+    """Each group id a bucket (all of a group's rows together, whatever its cluster), so that
+    buckets hold about ``bucket_rows`` offset rows and there are at least ``workers`` of them
+    (largest group first, to the emptiest bucket): (each row's group (-1: none), each group's
+    bucket, the group ids, each group's rows)."""
+    if not offsets.num_rows:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), pa.array([], pa.string()), np.zeros(0, np.int64)
+    gid = offsets.column("group_id")
+    if pa.types.is_dictionary(gid.type) and gid.num_chunks:  # one dictionary (read_files): its indices
+        names = gid.chunk(0).dictionary
+        code = np.concatenate([np.asarray(c.indices.fill_null(-1) if c.null_count else c.indices, dtype=np.int64)
+                               for c in gid.chunks])
+        sizes = np.bincount(code[code >= 0] if gid.null_count else code, minlength=len(names)).astype(np.int64)
+        if not sizes.all():  # a dictionary value no row has
+            names, sizes, remap = names.filter(pa.array(sizes > 0)), sizes[sizes > 0], np.cumsum(sizes > 0) - 1
+            code = np.where(code >= 0, remap[np.maximum(code, 0)], -1)
+    else:
+        sizes_t = offsets.group_by("group_id").aggregate([([], "count_all")])
+        names = sizes_t.column("group_id").combine_chunks()
+        sizes = np.asarray(sizes_t.column("count_all"), dtype=np.int64)
+        code = np.asarray(pc.index_in(gid, value_set=names).combine_chunks().fill_null(-1), dtype=np.int64)
+    n = max(workers, -(-int(sizes.sum()) // max(1, bucket_rows)), 1)
+    n = min(-(-n // workers) * workers, len(sizes))  # whole rounds of ``workers``: no core idles at the end
+    load = np.zeros(n, np.int64)
+    bucket = np.zeros(len(sizes), np.int64)
+    for g in np.argsort(-sizes, kind="stable"):
+        b = int(np.argmin(load))
+        bucket[g] = b
+        load[b] += sizes[g]
+    return code, bucket, names, sizes
+
+
+def _bucket_of(tbl: pa.Table | None, names: pa.Array, bucket: _I) -> npt.NDArray[np.int32] | None:
+    """Each row's bucket (-1: a group without offset rows, so without a result row)."""
+    if tbl is None:
+        return None
+    i, ok = _long(pc.index_in(tbl.column("group_id"), value_set=names))
+    return np.where(ok, bucket[np.where(ok, i, 0)], -1).astype(np.int32)
+
+
+def _run_bucket(b: int) -> tuple[int, dict[str, int] | None]:
+    """A worker: bucket ``b``'s groups as one step with no state, its tables staged as
+    ``part-{b}`` (only the batch's days). Returns (offset rows, rows staged per table) or
+    ``None`` when the bucket is one for Spark."""
+    job = _BATCH
+    assert job is not None, "the batch's inputs are set before its workers start"
+
+    def rows(name: str) -> pa.Table | None:
+        tbl = getattr(job.inputs, name)
+        mask = job.buckets.get(name)
+        return None if tbl is None or mask is None else plain(tbl.filter(pa.array(mask == b)))
+
+    offsets, members = rows("offsets"), rows("members")
+    assert offsets is not None
+    assert members is not None
+    done = run_local_step(LocalInputs(offsets=offsets, members=members, commits=rows("commits"),
+                                      group_events=rows("group_events"), state={}),
+                          settings=job.settings, as_of=job.as_of, max_rows=offsets.num_rows, workers=1,
+                          with_state=False)
+    if done is None:
+        return offsets.num_rows, None
+    staged = {}
+    for name, tbl in done.tables.items():
+        kept = tbl.filter(pc.is_in(tbl.column("date"), value_set=job.keep_dates))
+        stage_arrow(job.staging[name], name, kept, part=f"{b:05d}")
+        staged[name] = kept.num_rows
+    return offsets.num_rows, staged
+
+
+def run_local_batch(inputs: LocalInputs, *, settings: Settings, as_of: dt.datetime, staging: dict[str, Path],
+                    days: Sequence[str], workers: int | None = None, bucket_rows: int = 2_000_000,
+                    max_group_rows: int = 10_000_000,
+                    progress: Callable[[int, int, int], None] | None = None) -> dict[str, int] | None:
+    """A batch in this process and its forks: the groups in buckets (:func:`group_buckets`), each
+    bucket a step with no state (the same tables as one Spark batch step: a batch is a first step
+    over its whole range), the buckets run ``workers`` at a time, each in its own process (the
+    pass is numpy, but its glue is Python: threads would share one interpreter lock), each
+    writing its tables into ``staging[table]`` (the caller publishes them). Returns the rows
+    staged per table, or ``None`` (nothing staged to keep) when the batch is one for Spark: a
+    possible rebalance window, a group of more than ``max_group_rows`` offset rows.
+    ``progress(buckets done, buckets, offset rows done)`` after each bucket."""
+    global _BATCH  # the workers inherit it through fork
+    workers = workers if workers is not None else max(1, os.cpu_count() or 1)
+    code, bucket, names, sizes = group_buckets(inputs.offsets, workers=workers, bucket_rows=bucket_rows)
+    if len(sizes) and int(sizes.max()) > max_group_rows:
+        return None
+    n = int(bucket.max()) + 1 if len(bucket) else 0
+    of_group = np.append(bucket, -1).astype(np.int32)  # code -1 (no group id): the last, no bucket
+    buckets = {"offsets": of_group[code]}
+    for name in ("members", "commits", "group_events"):
+        of = _bucket_of(getattr(inputs, name), names, bucket)
+        if of is not None:
+            buckets[name] = of
+    _BATCH = _Batch(inputs=inputs, buckets=buckets, staging=staging, keep_dates=pa.array(list(days), pa.string()),
+                    settings=settings, as_of=as_of)
+    staged: dict[str, int] = {}
+    rows = 0
+    try:
+        # each bucket checks its own groups for a rebalance window first: the first that has one
+        # stops the batch (the buckets not started are cancelled; the caller drops what was staged)
+        if workers > 1 and n > 1 and "fork" in mp.get_all_start_methods():
+            with ProcessPoolExecutor(max_workers=min(workers, n), mp_context=mp.get_context("fork")) as pool:
+                pending = [pool.submit(_run_bucket, b) for b in range(n)]
+                for i, fut in enumerate(as_completed(pending), 1):
+                    done, got = fut.result()
+                    if got is None:
+                        pool.shutdown(wait=True, cancel_futures=True)
+                        return None
+                    rows += done
+                    _merge(staged, got)
+                    if progress is not None:
+                        progress(i, n, rows)
+        else:
+            for b in range(n):
+                done, got = _run_bucket(b)
+                if got is None:
+                    return None
+                rows += done
+                _merge(staged, got)
+                if progress is not None:
+                    progress(b + 1, n, rows)
+    finally:
+        _BATCH = None
+    return staged
+
+
+def _merge(into: dict[str, int], got: dict[str, int]) -> None:
+    for name, k in got.items():
+        into[name] = into.get(name, 0) + k

@@ -298,7 +298,8 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
     first[1:] = (h[1:] != h[:-1]) | (h2[1:] != h2[:-1])
     keyno = np.cumsum(first) - 1
     n_keys = int(keyno[-1]) + 1
-    out = _Out(h[first], h2[first], tbl.select([f for f, _ in _KEY_FIELDS]).take(pa.array(np.flatnonzero(first))))
+    keys = tbl.select([f for f, _ in _KEY_FIELDS]).take(pa.array(np.flatnonzero(first)))
+    out = _Out(h[first], h2[first], keys.cast(pa.schema(_KEY_FIELDS)))  # the input's may be dictionaries
 
     ser_mask = (kind == STATE) | (kind == SWEEP)
     has_series = np.zeros(n_keys, bool)
@@ -323,7 +324,7 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
 
     # lag in seconds and the minute totals: the lag-seconds pass over the history and series rows
     lsm = kind <= SWEEP
-    sub = tbl.filter(pa.array(lsm)).select(kernel.LAG_SECONDS_IN.names)
+    sub = (tbl if bool(lsm.all()) else tbl.filter(pa.array(lsm))).select(kernel.LAG_SECONDS_IN.names)
     sub = sub.set_column(1, "_k", pa.array((h2[lsm] << 2) | kind[lsm], pa.int64()))
     minutes = kernel.lag_seconds_table(sub)
 

@@ -148,6 +148,8 @@ class Recorder:
 
     def batch(self, spark: Any, lake: Path, results: Path, **kw: Any) -> dict[str, int]:
         self.calls.append(("batch", {"lake": lake, "results": results, **kw}))
+        if spark is None:  # a batch that needs Spark starts the session analyze would build
+            kw["spark_factory"]()
         return {"status": 1}
 
     def incremental(self, spark: Any, lake: Path, results: Path, **kw: Any) -> dict[str, int]:
@@ -190,6 +192,7 @@ def test_analyze_takes_lake_results_master_and_rules_from_the_file(tmp_path: Pat
     assert (batch["since"], batch["until"]) == (dt.date(2026, 11, 20), dt.date(2026, 11, 21))
     assert batch["settings"] == job_settings(load_config(path).analytics)
     assert batch["settings"].rules.stall_after_s == 33.0
+    assert batch["engine"] == "auto"
     assert ("stop", {}) in recorder.calls  # the session it built is stopped
 
 

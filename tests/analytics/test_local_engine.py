@@ -11,7 +11,9 @@ import random
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pytest
 from analytics_builders import T0, at
@@ -19,7 +21,7 @@ from pyspark.sql import SparkSession
 
 from lagscope.analytics import local
 from lagscope.analytics.findings import RuleParams
-from lagscope.analytics.job import Settings, run_incremental
+from lagscope.analytics.job import Settings, run_batch, run_incremental
 from lagscope.errors import ConfigError
 from lagscope.lake import write_rows
 from lagscope.schema import COMMITS, GROUP_EVENTS, MEMBERS, OFFSETS
@@ -148,7 +150,7 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _assert_same_tables(spark_res: Path, local_res: Path) -> None:
+def _assert_same_tables(spark_res: Path, local_res: Path, *, state: bool = True) -> None:
     for table in ("lag_trends", "status", "anomalies", "rebalances"):
         a = [{k: v for k, v in r.items() if k != "as_of_ts"} for r in _rows(spark_res / table)]
         b = [{k: v for k, v in r.items() if k != "as_of_ts"} for r in _rows(local_res / table)]
@@ -156,6 +158,8 @@ def _assert_same_tables(spark_res: Path, local_res: Path) -> None:
         for x, y in zip(a, b, strict=True):
             assert x.keys() == y.keys(), table
             assert all(_same(x[c], y[c]) for c in x), (table, x, y)
+    if not state:
+        return
     versions = [json.loads((r / "_state" / "checkpoint.json").read_text())["version"] for r in (spark_res, local_res)]
     for part in ("series", "history", "gaps", "entries", "minutes", "msweeps", "recent_rebalances"):
         a = _rows(spark_res / "_state" / versions[0] / part)
@@ -211,22 +215,143 @@ def test_a_step_with_a_rebalance_runs_on_spark_and_the_engines_alternate(spark: 
     _assert_same_tables(tmp_path / "spark", tmp_path / "local")
 
 
-def test_rebalance_possible() -> None:
-    def sweep(t: float, gen: int | None, ids: list[str], settled: bool = True) -> dict[str, Any]:
-        return {"cluster": "c", "group_id": "g", "t": t, "generation": gen, "member_ids": ids, "settled": settled}
+@pytest.mark.timeout(1800)
+@pytest.mark.parametrize(("commit_stream", "rebalance_at"), [(False, None), (True, None), (True, 15)],
+                         ids=["sweeps", "commit-stream", "rebalance"])
+def test_a_batch_in_this_process_equals_the_spark_batch(spark: SparkSession, tmp_path: Path, commit_stream: bool,
+                                                        rebalance_at: int | None) -> None:
+    lake = tmp_path / "lake"
+    _lake(lake, seed=5, rebalance_at=rebalance_at, commit_stream=commit_stream)
+    day = T0.date()
+    run_batch(spark, lake, tmp_path / "spark", since=day, until=day, settings=SETTINGS, engine="spark",
+              progress=False)
+    calls: list[bool] = []
+    real = local.run_local_batch
 
-    assert not local.rebalance_possible([sweep(0, 1, ["a"]), sweep(10, 1, ["a"])], None)
-    assert local.rebalance_possible([sweep(0, 1, ["a"]), sweep(10, 2, ["a"])], None)  # new generation
-    assert local.rebalance_possible([sweep(0, 1, ["a"]), sweep(10, 1, ["a", "b"])], None)  # new member
-    # an unsettled sweep between two equal settled ones is no window
-    assert not local.rebalance_possible([sweep(0, 1, ["a"]), sweep(5, None, [], False), sweep(10, 1, ["a"])], None)
+    def counted(*a: Any, **kw: Any) -> dict[str, int] | None:
+        got = real(*a, **kw)
+        calls.append(got is not None)
+        return got
+
+    local.run_local_batch = counted  # type: ignore[assignment]
+    try:
+        # the groups in two buckets, each in its own process (this machine's cores, at least two)
+        for _ in range(2):  # a second run over the same days replaces the first's files
+            run_batch(None, lake, tmp_path / "local", since=day, until=day, settings=SETTINGS, engine="auto",
+                      progress=False, spark_factory=lambda: spark)
+    finally:
+        local.run_local_batch = real  # type: ignore[assignment]
+    assert calls == [rebalance_at is None] * 2  # a rebalance window: the batch ran on Spark
+    if rebalance_at is None:
+        kinds = {r["kind"] for r in _rows(tmp_path / "local" / "anomalies")}
+        assert {"stall", "rewind", "retention_loss"} <= kinds, kinds
+        assert len(list((tmp_path / "local" / "lag_trends" / "cluster=c" / f"date={day}").glob("*.parquet"))) == 2
+    else:
+        assert [r["group_id"] for r in _rows(tmp_path / "local" / "rebalances")] == ["g0"]
+    _assert_same_tables(tmp_path / "spark", tmp_path / "local", state=False)
+
+
+def test_groups_share_out_into_buckets() -> None:
+    offsets = pa.table({"cluster": ["c"] * 10 + ["d"] * 2, "group_id": ["a"] * 6 + ["b"] * 3 + ["e"] + ["a"] * 2})
+    code, bucket, names, sizes = local.group_buckets(offsets, workers=2, bucket_rows=100)
+    assert sorted(names.to_pylist()) == ["a", "b", "e"]
+    assert names.take(pa.array(code)).to_pylist() == offsets.column("group_id").to_pylist()
+    assert dict(zip(names.to_pylist(), sizes.tolist(), strict=True)) == {"a": 8, "b": 3, "e": 1}
+    # the largest group (both clusters' "a": 8 rows) alone, the others beside it
+    assert np.bincount(bucket[code]).tolist() == [8, 4]
+    _, bucket, _, _ = local.group_buckets(offsets, workers=2, bucket_rows=4)
+    assert bucket.max() + 1 == 3  # 12 rows, about 4 to a bucket
+    # the same read as dictionaries (a batch reads the group ids so)
+    dicts = offsets.set_column(1, "group_id", pa.chunked_array([pc.dictionary_encode(offsets.column("group_id")
+                                                                                      .combine_chunks())]))
+    code_d, bucket_d, names_d, sizes_d = local.group_buckets(dicts, workers=2, bucket_rows=100)
+    assert names_d.take(pa.array(code_d)).to_pylist() == offsets.column("group_id").to_pylist()
+    assert dict(zip(names_d.to_pylist(), sizes_d.tolist(), strict=True)) == {"a": 8, "b": 3, "e": 1}
+    assert np.bincount(bucket_d[code_d]).tolist() == [8, 4]
+    _, bucket, _, _ = local.group_buckets(offsets.slice(0, 6), workers=2, bucket_rows=4)
+    assert bucket.tolist() == [0]  # one group: one bucket
+
+
+def test_group_argmax_is_the_first_largest_value() -> None:
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        n = int(rng.integers(1, 60))
+        by = rng.choice([np.nan, 1.0, 2.0, 3.0, 5.0], n)
+        order, starts, gid = local._groups(rng.integers(0, 6, n))
+        got = local._gargmax(by[order], starts, gid)
+        for g in range(len(starts)):
+            rows = np.flatnonzero(gid == g)
+            vals = by[order][rows]
+            assert got[g] == (-1 if np.isnan(vals).all() else rows[np.nanargmax(vals)])
+
+
+def test_key_code_is_equal_exactly_where_the_columns_are() -> None:
+    rng = np.random.default_rng(2)
+    n = 5000
+    cols = [pa.array(rng.choice(["a", "b", None], n)), pa.array(rng.choice(["x", "yy", "z"], n)).dictionary_encode(),
+            pa.array(rng.integers(-3, 3, n), pa.int32()), pa.array(rng.integers(0, 2**40, n) * 10**6, pa.int64())]
+    code = local._key_code(*cols)
+    assert code.max() < 2**31  # dense again: the last column alone spans 2⁴⁰ values
+    rows = list(zip(*(c.to_pylist() for c in cols), strict=True))
+    first: dict[tuple[Any, ...], int] = {}
+    for r, c in zip(rows, code.tolist(), strict=True):
+        assert first.setdefault(r, c) == c
+    assert len(set(first.values())) == len(first)
+
+
+def test_rebalance_possible() -> None:
+    def sweeps(*rows: tuple[float, int | None, list[str], bool]) -> pa.Table:
+        return pa.Table.from_pylist([{"cluster": "c", "group_id": "g", "t": t, "generation": gen, "member_ids": ids,
+                                      "settled": settled} for t, gen, ids, settled in rows], schema=local.SWEEP_CHECK)
+
+    assert not local.rebalance_possible(sweeps((0, 1, ["a"], True), (10, 1, ["a"], True)), None)
+    assert local.rebalance_possible(sweeps((0, 1, ["a"], True), (10, 2, ["a"], True)), None)  # new generation
+    assert local.rebalance_possible(sweeps((0, 1, ["a"], True), (10, 1, ["a", "b"], True)), None)  # new member
+    assert local.rebalance_possible(sweeps((0, 1, ["a", "b"], True), (10, 1, ["a"], True)), None)  # one left
+    assert local.rebalance_possible(sweeps((10, 1, ["b"], True), (0, 1, ["a"], True)), None)  # in time order
+    # an unsettled sweep between two equal settled ones is no window; nor are two groups' sweeps
+    assert not local.rebalance_possible(sweeps((0, 1, ["a"], True), (5, None, [], False), (10, 1, ["a"], True)),
+                                        None)
+    two = pa.concat_tables([sweeps((0, 1, ["a"], True)), sweeps((0, 2, ["b"], True)).set_column(
+        1, "group_id", pa.array(["h"]))])
+    assert not local.rebalance_possible(two, None)
     events = pa.Table.from_pylist([{"cluster": "c", "group_id": "g", "record_type": "group_metadata",
                                     "record_ts": at(5), "members": [{"member_id": "a"}]}])
     # a generation record between two settled sweeps: a generation no sweep saw
-    assert local.rebalance_possible([sweep(0 + T0.timestamp(), 1, ["a"]), sweep(10 + T0.timestamp(), 1, ["a"])],
-                                    events)
-    assert not local.rebalance_possible([sweep(10 + T0.timestamp(), 1, ["a"]), sweep(20 + T0.timestamp(), 1, ["a"])],
-                                        events)
+    t0 = T0.timestamp()
+    assert local.rebalance_possible(sweeps((t0, 1, ["a"], True), (t0 + 10, 1, ["a"], True)), events)
+    assert not local.rebalance_possible(sweeps((t0 + 10, 1, ["a"], True), (t0 + 20, 1, ["a"], True)), events)
+
+
+def test_sweep_table_is_member_sweeps_in_arrays() -> None:
+    def row(ts: int, gid: str, state: str | None, gen: int | None, mid: str | None,
+            assignment: list[dict[str, Any]] | None) -> dict[str, Any]:
+        return {"cluster": "c", "group_id": gid, "sweep_ts": at(ts), "group_state": state, "generation": gen,
+                "member_id": mid, "group_instance_id": None, "assignment": assignment}
+
+    tp = [{"topic": "t", "partition": 0}]
+    members = pa.Table.from_pylist([
+        row(0, "g", "Stable", 3, "b", tp), row(0, "g", "Stable", 4, "a", []), row(0, "g", "Stable", None, "a", None),
+        row(10, "g", "PreparingRebalance", 4, "a", tp),
+        row(20, "g", None, None, None, None), row(20, "g", "Stable", 5, "c", None),  # Stable, nothing assigned
+        row(0, "h", "Stable", 1, "x", tp)])
+    want = sorted((s["group_id"], s["t"], s["generation"], s["member_ids"], s["settled"])
+                  for s in local.member_sweeps(members))
+    got = sorted((r["group_id"], r["t"], r["generation"], r["member_ids"], r["settled"])
+                 for r in local.sweep_table(members).to_pylist())
+    assert got == want
+    assert [w[2:] for w in want if w[0] == "g"] == [(4, ["a", "b"], True), (4, ["a"], False), (5, ["c"], False)]
+
+    # many sweeps of several members, rows in no order (a group_by alone would not keep ids sorted)
+    rng = random.Random(3)
+    rows = [row(10 * i, g, rng.choice(["Stable", "Stable", None]), rng.choice([None, 1, 2]), m,
+                rng.choice([[], None, tp]))
+            for i in range(300) for g in ("g", "h") for m in rng.sample("abcdefghij", rng.randint(0, 5))]
+    rng.shuffle(rows)
+    members = pa.Table.from_pylist(rows)
+    assert (sorted((s["group_id"], s["t"], s["generation"], s["member_ids"]) for s in local.member_sweeps(members))
+            == sorted((r["group_id"], r["t"], r["generation"], r["member_ids"])
+                      for r in local.sweep_table(members).to_pylist()))
 
 
 def test_unknown_engine_is_a_clear_error(tmp_path: Path) -> None:
