@@ -282,8 +282,7 @@ def prepare(offsets: pa.Table, read_committed_groups: Sequence[str]) -> pa.Table
               & (cl != np.maximum(0, hw - c)))
     if read_committed_groups:
         pattern = "^(?:" + "|".join(f"(?:{p})" for p in read_committed_groups) + ")$"
-        listed = np.asarray(pc.match_substring_regex(offsets.column("group_id"), pattern).fill_null(False),
-                            dtype=bool)
+        listed = _matches(offsets.column("group_id"), pattern)
     else:
         listed = np.zeros(offsets.num_rows, bool)
     use_lso = (listed | by_lag)
@@ -300,6 +299,17 @@ def prepare(offsets: pa.Table, read_committed_groups: Sequence[str]) -> pa.Table
         "rec_t": _nn(_secs(offsets.column("committed_record_ts"))), "lso": offsets.column("last_stable_offset"),
         "owner": offsets.column("member_id"),
     })
+
+
+def _matches(col: pa.ChunkedArray, pattern: str) -> _B:
+    """Whether each row's string matches ``pattern`` (null: no); a dictionary column's values
+    are matched once each."""
+    c = col.combine_chunks()
+    if pa.types.is_dictionary(c.type):
+        hit = np.append(np.asarray(pc.match_substring_regex(c.dictionary, pattern).fill_null(False), dtype=bool),
+                        False)
+        return hit[np.asarray(c.indices.fill_null(len(c.dictionary)), dtype=np.int64)]
+    return np.asarray(pc.match_substring_regex(c, pattern).fill_null(False), dtype=bool)
 
 
 def _x(n: int, values: Sequence[_F] | None) -> pa.Array:
@@ -319,7 +329,8 @@ def _rows(keys: pa.Table, kind: int, cols: dict[str, Any]) -> pa.Table:
         if f.name in ("_h", "_k"):
             continue
         if f.name in KEY:
-            out[f.name] = keys.column(f.name).cast(f.type)
+            col = keys.column(f.name)
+            out[f.name] = col if pa.types.is_dictionary(col.type) else col.cast(f.type)
         elif f.name in cols and cols[f.name] is not None:
             v = cols[f.name]
             out[f.name] = (v if isinstance(v, pa.Array | pa.ChunkedArray) else pa.array(v)).cast(f.type)
@@ -366,12 +377,16 @@ def pass_input(series: pa.Table, owner_codes: _I, state: dict[str, pa.Table], co
              "m_g_n": _dbl(m.column("m_g_n"))}
         parts.append(_rows(m, onepass.MINUTE, {"t": _secs(m.column("window_start")), "end": m.column("lag_last"),
                                                "x": _x(m.num_rows, [x[c] for c in onepass.MINUTE_X])}))
+    if len({p.schema for p in parts}) > 1:  # sweeps read as dictionaries beside other rows' strings
+        plain_rows = pa.schema([*(f for f in onepass.PASS_IN if f.name not in ("_h", "_k")), ("_kind", pa.int64())])
+        parts = [p.cast(plain_rows) for p in parts]
     rows = pa.concat_tables(parts)
     # the key's strings as dictionaries: coded from their indices, and moved by the sort as
     # indices (the pass turns them back into strings once per key)
     for name in KEY[:3]:
+        col = rows.column(name).combine_chunks()
         rows = rows.set_column(rows.column_names.index(name), name,
-                               pc.dictionary_encode(rows.column(name).combine_chunks()))
+                               col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(col))
     code = _key_code(*(rows.column(k) for k in KEY))
     kind = np.asarray(rows.column("_kind"), dtype=np.int64)
     k = (code << onepass.KIND_BITS) | kind
@@ -759,6 +774,10 @@ def _owner_codes(series: pa.Table, state: pa.Table | None) -> tuple[_I, _I | Non
     cols = [series.column("owner")]
     if state is not None and state.num_rows:
         cols.append(state.column("owner"))
+    else:
+        own = cols[0].combine_chunks()
+        if pa.types.is_dictionary(own.type):  # read so (a batch): its indices are the codes
+            return np.asarray(own.indices.fill_null(-1), dtype=np.int64), None, own.dictionary.cast(pa.string())
     both = pa.chunked_array([c.cast(pa.string()) for chunk in cols for c in chunk.chunks], pa.string())
     enc = pc.dictionary_encode(both).combine_chunks()
     codes = np.asarray(enc.indices.fill_null(-1), dtype=np.int64)
@@ -943,7 +962,7 @@ def _run_bucket(b: int) -> tuple[int, dict[str, int] | None]:
     def rows(name: str) -> pa.Table | None:
         tbl = getattr(job.inputs, name)
         mask = job.buckets.get(name)
-        return None if tbl is None or mask is None else plain(tbl.filter(pa.array(mask == b)))
+        return None if tbl is None or mask is None else tbl.filter(pa.array(mask == b))
 
     offsets, members = rows("offsets"), rows("members")
     assert offsets is not None
