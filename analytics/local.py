@@ -111,14 +111,6 @@ def read_files(paths: Sequence[str], schema: pa.Schema, base: Path, *, where: ds
     return got.unify_dictionaries() if dictionaries else got
 
 
-def plain(tbl: pa.Table) -> pa.Table:
-    """``tbl`` with its dictionary columns as plain ones."""
-    for i, f in enumerate(tbl.schema):
-        if pa.types.is_dictionary(f.type):
-            tbl = tbl.set_column(i, f.name, tbl.column(i).cast(f.type.value_type))
-    return tbl
-
-
 #: the lake columns an in-process step reads (the others are the collector's context)
 READ_COLUMNS = {
     "offsets": ["cluster", "group_id", "topic", "partition", "sweep_ts", "committed_offset", "log_start_offset",
