@@ -49,7 +49,7 @@ import pyarrow.parquet as pq
 from lagscope.analytics import kernel, onepass
 from lagscope.analytics.io import stage_arrow
 from lagscope.analytics.status import BURROW_RANK, OWN_RANK
-from lagscope.analytics.trends import TREND_COLUMNS
+from lagscope.analytics.trends import ETA_NOISE, TREND_COLUMNS
 
 if TYPE_CHECKING:
     from lagscope.analytics.job import Settings
@@ -600,8 +600,9 @@ def _method(code: pa.ChunkedArray | pa.Array) -> pa.Array:
 
 def _eta(lag: _F, produce: _F, consume: _F) -> _F:
     net = consume - produce
+    scale = np.fmax(np.abs(consume), np.abs(produce))
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(lag == 0, 0.0, np.where((lag > 0) & (net > 0), lag / net, np.nan))
+        return np.where(lag == 0, 0.0, np.where((lag > 0) & (net > scale * ETA_NOISE), lag / net, np.nan))
 
 
 def lag_trends(minutes: pa.Table) -> pa.Table:

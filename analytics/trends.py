@@ -141,7 +141,7 @@ def transform_lag_trends(rows: DataFrame) -> DataFrame:
     Σ(Δ end)/Σ(Δt) and consume rate Σ(max(0, Δ committed))/Σ(Δt) over the intervals that end
     in the minute (the first interval reaches back to the previous minute's last sample, so
     minutes chain without gaps); lag seconds at the last sample; catch-up ETA
-    lag/(consume − produce) when positive (0 when caught up); retention headroom
+    lag/(consume − produce) when positive beyond :data:`ETA_NOISE` (0 when caught up); retention headroom
     (committed − log start)/(r − consume) where r, the speed of the log start, is the larger of
     the observed Δ log start/Δt and — once retention has deleted anything (log start > 0) —
     the produce rate, which is what time-based retention deletes at in steady state.
@@ -199,10 +199,17 @@ TREND_COLUMNS = ["cluster", "window_start", "group_id", "topic", "partition", "l
                "lag_seconds_method", "catchup_eta_s", "retention_headroom_s"]
 
 
+#: a net rate (consume − produce) within this fraction of the rates is no catch-up: equal rates
+#: summed over partitions in another order differ in their last bits, and a steady lag would get
+#: an ETA of 10¹⁵ s from that noise
+ETA_NOISE = 1e-9
+
+
 def _with_eta(df: DataFrame) -> DataFrame:
     net = F.col("consume_rate") - F.col("produce_rate")
+    scale = F.greatest(F.abs(F.col("consume_rate")), F.abs(F.col("produce_rate")))
     return df.withColumn(
         "catchup_eta_s",
         F.when(F.col("lag_last") == 0, F.lit(0.0))
-        .when((F.col("lag_last") > 0) & (net > 0), F.col("lag_last") / net),
+        .when((F.col("lag_last") > 0) & (net > scale * ETA_NOISE), F.col("lag_last") / net),
     )

@@ -169,7 +169,8 @@ WITH s AS (
   GROUP BY GROUPING SETS ((group_id, topic, "partition", window_start), (group_id, topic, window_start),
                           (group_id, window_start))
 )
-SELECT *, CASE WHEN lag_last = 0 THEN 0.0 WHEN lag_last > 0 AND consume_rate - produce_rate > 0
+SELECT *, CASE WHEN lag_last = 0 THEN 0.0
+               WHEN lag_last > 0 AND consume_rate - produce_rate > 1e-9 * greatest(abs(consume_rate), abs(produce_rate))
                THEN lag_last / (consume_rate - produce_rate) END AS catchup_eta_s
 FROM r
 """

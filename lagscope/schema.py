@@ -216,7 +216,8 @@ LAG_TRENDS = Table("lag_trends", pa.schema([
        "'at least' this much, never an extrapolation."),
     _f("lag_seconds_method", pa.string(), "'exact' (record timestamp), 'interpolated', 'zero' (caught up)."),
     _f("catchup_eta_s", pa.float64(),
-       "lag / (consume_rate - produce_rate) when positive; null when not catching up."),
+       "lag / (consume_rate - produce_rate) when positive (beyond 1e-9 of the rates: floating-point noise "
+       "is no catch-up); null when not catching up."),
     _f("retention_headroom_s", pa.float64(),
        "Seconds until the committed offset would fall below the log start at current rates; "
        "null when it never will."),

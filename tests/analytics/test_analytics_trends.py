@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 from analytics_builders import at, cases_df, members_df, members_rows, offsets_df, offsets_rows
 from pyspark.sql import DataFrame, SparkSession
@@ -185,3 +186,23 @@ def test_lag_seconds_after_the_end_went_down_across_steps(spark: SparkSession) -
     finally:
         for s in (batch, first, second):
             s.release()
+
+
+def test_catch_up_eta_needs_a_net_rate_beyond_the_noise_of_summed_rates(spark: SparkSession) -> None:
+    from lagscope.analytics import local
+    from lagscope.analytics.trends import _with_eta
+
+    # (lag, produce rate, consume rate) → ETA: equal rates summed in another order differ in
+    # their last bits (0.1 + 0.2 ≠ 0.3), which is no catch-up, not an ETA of 10¹⁵ s
+    rows = [(1000, 0.3, 0.1 + 0.2, None), (1000, 100.0, 100.0 + 2.5e-14, None),
+            (1000, 100.0, 102.0, 500.0), (0, 100.0, 100.0, 0.0), (500, 3.0, 1.0, None), (500, None, 1.0, None),
+            (1000, 0.0, 1e-6, 1e9)]
+    assert 0.1 + 0.2 > 0.3  # the noise is there
+    df = spark.createDataFrame([r[:3] for r in rows], "lag_last long, produce_rate double, consume_rate double")
+    assertDataFrameEqual(_with_eta(df).select("catchup_eta_s"),
+                         spark.createDataFrame([(r[3],) for r in rows], "catchup_eta_s double"), checkRowOrder=True)
+    nan = float("nan")
+    got = local._eta(np.array([r[0] for r in rows], float),
+                     np.array([nan if r[1] is None else r[1] for r in rows]), np.array([r[2] for r in rows]))
+    want = np.array([nan if r[3] is None else r[3] for r in rows])
+    np.testing.assert_allclose(got, want, rtol=1e-12)
