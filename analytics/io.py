@@ -192,10 +192,10 @@ def new_staging(results: Path | str, table: str) -> Path:
 def stage_arrow(staging: Path, table: str, data: pa.Table, *, part: str = "00000") -> None:
     """Write ``data`` into ``staging`` as one file ``part-{part}.parquet`` per (cluster, date),
     in the table's types, fsynced (several writers may stage one table, each its own ``part``)."""
-    spec = TABLES[table]
-    schema = pa.schema([pa.field(f.name, f.type) for f in spec.schema]).with_metadata(file_metadata(spec))
     if not data.num_rows:
         return
+    spec = TABLES[table]
+    schema = pa.schema([pa.field(f.name, f.type) for f in spec.schema]).with_metadata(file_metadata(spec))
     for key in data.group_by(["cluster", "date"]).aggregate([]).to_pylist():
         rows = data.filter(pc.and_(pc.equal(data.column("cluster"), key["cluster"]),
                                    pc.equal(data.column("date"), key["date"])))

@@ -357,35 +357,26 @@ def _local_batch(lake: Path, results: Path, since: dt.date, until: dt.date, clus
                  settings: Settings, days: Sequence[str], as_of: dt.datetime, tag: str,
                  progress: bool, max_rows: int) -> dict[str, int] | None:
     """:func:`run_batch` in this process (``None``: the batch is one for Spark)."""
-    paths = partition_files(lake, "offsets", clusters, since, until)
-    if paths and ds.dataset(paths, format="parquet").count_rows() > max_rows:  # from the files' footers
+    paths = {name: partition_files(lake, name, clusters, since, until) for name in _LAKE_TABLES}
+    if paths["offsets"] and ds.dataset(paths["offsets"], format="parquet").count_rows() > max_rows:  # footers
         return None
-    got: dict[str, pa.Table | None] = {}
-    for name in ("offsets", "members", "commits", "group_events"):
-        if name in ("commits", "group_events") and not (lake / name).exists():
-            got[name] = None
-            continue
-        got[name] = local.read_files(partition_files(lake, name, clusters, since, until), spark_arrow_schema(name),
-                                     lake / name, columns=local.READ_COLUMNS[name],
-                                     dictionaries=_BATCH_DICTIONARIES.get(name, ()))
-    offsets, members = got["offsets"], got["members"]
-    if offsets is None or members is None:  # read above whatever exists; keeps mypy exact
-        raise ConfigError("the lake has no offsets/members tables")
-    inputs = local.LocalInputs(offsets=offsets, members=members, commits=got["commits"],
-                               group_events=got["group_events"], state={})
+    inputs = _arrow_inputs({name: _read_arrow(lake, name, paths[name], dictionaries=_BATCH_DICTIONARIES.get(name, ()))
+                            for name in _LAKE_TABLES}, {})
     names = ("lag_trends", "anomalies", "status")
     staging = {name: new_staging(results, name) for name in names}
 
     def report(done: int, total: int, rows: int) -> None:
         if progress:
             log.info("progress: batch %d/%d buckets of groups, %d of %d offset rows", done, total, rows,
-                     offsets.num_rows)
+                     inputs.offsets.num_rows)
 
     try:
         staged = local.run_local_batch(inputs, settings=settings, as_of=as_of, staging=staging, days=days,
                                        progress=report)
         if staged is None:
             return None
+        log.info("batch %s … %s in this process: %d offset rows → %s", since, until, inputs.offsets.num_rows,
+                 ", ".join(f"{name} {k} rows" for name, k in sorted(staged.items())))
         written = {name: publish_staged(results, name, staging[name], mode="batch", tag=tag) for name in names}
     finally:
         for folder in staging.values():
@@ -399,25 +390,38 @@ def _local_inputs(lake: Path, results: Path, cp: Checkpoint | None, start: dt.da
     """The step's lake rows and carried state as pyarrow tables (the in-process engine's input;
     the same rows :func:`_read_inputs` and the filters of :func:`run_incremental` give Spark)."""
     got: dict[str, pa.Table | None] = {}
-    for name in ("offsets", "members", "commits", "group_events"):
-        if name in ("commits", "group_events") and not (lake / name).exists():
-            got[name] = None
-            continue
+    for name in _LAKE_TABLES:
         first = (start - _COMMIT_LOOKBACK).date() if name == "commits" else start.date()
-        paths = partition_files(lake, name, clusters, first, until.date())
         col, lo = ("record_ts", start - _COMMIT_LOOKBACK) if name == "commits" else ("sweep_ts", start)
         where = None if name == "group_events" else (pc.field(col) >= pa.scalar(lo, _US)) & (
             pc.field(col) < pa.scalar(until, _US))
-        got[name] = local.read_files(paths, spark_arrow_schema(name), lake / name, where=where,
-                                     columns=local.READ_COLUMNS[name])
+        got[name] = _read_arrow(lake, name, partition_files(lake, name, clusters, first, until.date()), where=where)
     state: dict[str, pa.Table] = {}
     if cp is not None:
         for name in _STATE_PARTS:
             part = local.read_state_part(state_root(results) / cp["version"] / name)
             if part is not None:
                 state[name] = part
+    return _arrow_inputs(got, state)
+
+
+#: the lake tables an analytics run reads; the last two are optional (the commit stream's)
+_LAKE_TABLES = ("offsets", "members", "commits", "group_events")
+
+
+def _read_arrow(lake: Path, name: str, paths: Sequence[str], *, where: ds.Expression | None = None,
+                dictionaries: Sequence[str] = ()) -> pa.Table | None:
+    """A lake table's rows in ``paths`` as pyarrow (:func:`lagscope.analytics.local.read_files`);
+    ``None`` for an optional table the lake does not have."""
+    if name in _LAKE_TABLES[2:] and not (lake / name).exists():
+        return None
+    return local.read_files(paths, spark_arrow_schema(name), lake / name, where=where,
+                            columns=local.READ_COLUMNS[name], dictionaries=dictionaries)
+
+
+def _arrow_inputs(got: dict[str, pa.Table | None], state: dict[str, pa.Table]) -> local.LocalInputs:
     offsets, members = got["offsets"], got["members"]
-    if offsets is None or members is None:  # read above whatever exists; keeps mypy exact
+    if offsets is None or members is None:  # both are always read; keeps mypy exact
         raise ConfigError("the lake has no offsets/members tables")
     return local.LocalInputs(offsets=offsets, members=members, commits=got["commits"],
                              group_events=got["group_events"], state=state)

@@ -33,8 +33,10 @@ from __future__ import annotations
 import datetime as dt
 import multiprocessing as mp
 import os
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -913,19 +915,15 @@ def group_buckets(offsets: pa.Table, *, workers: int, bucket_rows: int) -> tuple
     if not offsets.num_rows:
         return np.zeros(0, np.int64), np.zeros(0, np.int64), pa.array([], pa.string()), np.zeros(0, np.int64)
     gid = offsets.column("group_id")
-    if pa.types.is_dictionary(gid.type) and gid.num_chunks:  # one dictionary (read_files): its indices
-        names = gid.chunk(0).dictionary
-        code = np.concatenate([np.asarray(c.indices.fill_null(-1) if c.null_count else c.indices, dtype=np.int64)
-                               for c in gid.chunks])
-        sizes = np.bincount(code[code >= 0] if gid.null_count else code, minlength=len(names)).astype(np.int64)
-        if not sizes.all():  # a dictionary value no row has
-            names, sizes, remap = names.filter(pa.array(sizes > 0)), sizes[sizes > 0], np.cumsum(sizes > 0) - 1
-            code = np.where(code >= 0, remap[np.maximum(code, 0)], -1)
-    else:
-        sizes_t = offsets.group_by("group_id").aggregate([([], "count_all")])
-        names = sizes_t.column("group_id").combine_chunks()
-        sizes = np.asarray(sizes_t.column("count_all"), dtype=np.int64)
-        code = np.asarray(pc.index_in(gid, value_set=names).combine_chunks().fill_null(-1), dtype=np.int64)
+    if not pa.types.is_dictionary(gid.type):
+        gid = pc.dictionary_encode(gid)  # one dictionary for all chunks, as read_files gives it
+    names = gid.chunk(0).dictionary
+    code = np.concatenate([np.asarray(c.indices.fill_null(-1) if c.null_count else c.indices, dtype=np.int64)
+                           for c in gid.chunks])
+    sizes = np.bincount(code[code >= 0] if gid.null_count else code, minlength=len(names)).astype(np.int64)
+    if not sizes.all():  # a dictionary value no row has
+        names, sizes, remap = names.filter(pa.array(sizes > 0)), sizes[sizes > 0], np.cumsum(sizes > 0) - 1
+        code = np.where(code >= 0, remap[np.maximum(code, 0)], -1)
     n = max(workers, -(-int(sizes.sum()) // max(1, bucket_rows)), 1)
     n = min(-(-n // workers) * workers, len(sizes))  # whole rounds of ``workers``: no core idles at the end
     load = np.zeros(n, np.int64)
@@ -1000,37 +998,26 @@ def run_local_batch(inputs: LocalInputs, *, settings: Settings, as_of: dt.dateti
             buckets[name] = of
     _BATCH = _Batch(inputs=inputs, buckets=buckets, staging=staging, keep_dates=pa.array(list(days), pa.string()),
                     settings=settings, as_of=as_of)
-    staged: dict[str, int] = {}
+    staged: Counter[str] = Counter()
     rows = 0
     try:
-        # each bucket checks its own groups for a rebalance window first: the first that has one
-        # stops the batch (the buckets not started are cancelled; the caller drops what was staged)
-        if workers > 1 and n > 1 and "fork" in mp.get_all_start_methods():
-            with ProcessPoolExecutor(max_workers=min(workers, n), mp_context=mp.get_context("fork")) as pool:
-                pending = [pool.submit(_run_bucket, b) for b in range(n)]
-                for i, fut in enumerate(as_completed(pending), 1):
-                    done, got = fut.result()
-                    if got is None:
-                        pool.shutdown(wait=True, cancel_futures=True)
-                        return None
-                    rows += done
-                    _merge(staged, got)
-                    if progress is not None:
-                        progress(i, n, rows)
-        else:
-            for b in range(n):
-                done, got = _run_bucket(b)
+        with ExitStack() as stack:
+            # each bucket checks its own groups for a rebalance window first: the first that has
+            # one stops the batch (the buckets not started are cancelled; the caller drops what
+            # was staged)
+            outcomes: Iterable[tuple[int, dict[str, int] | None]] = map(_run_bucket, range(n))
+            if workers > 1 and n > 1 and "fork" in mp.get_all_start_methods():
+                pool = stack.enter_context(ProcessPoolExecutor(max_workers=min(workers, n),
+                                                               mp_context=mp.get_context("fork")))
+                stack.callback(pool.shutdown, wait=True, cancel_futures=True)
+                outcomes = (f.result() for f in as_completed([pool.submit(_run_bucket, b) for b in range(n)]))
+            for i, (done, got) in enumerate(outcomes, 1):
                 if got is None:
                     return None
                 rows += done
-                _merge(staged, got)
+                staged.update(got)
                 if progress is not None:
-                    progress(b + 1, n, rows)
+                    progress(i, n, rows)
     finally:
         _BATCH = None
-    return staged
-
-
-def _merge(into: dict[str, int], got: dict[str, int]) -> None:
-    for name, k in got.items():
-        into[name] = into.get(name, 0) + k
+    return dict(staged)

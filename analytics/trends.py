@@ -195,8 +195,8 @@ def _method_code() -> Column:
     return F.array_position(F.array(*(F.lit(m) for m in kernel.METHODS)), F.col("lag_s_method")).cast("int")
 
 TREND_COLUMNS = ["cluster", "window_start", "group_id", "topic", "partition", "lag_last", "lag_max",
-               "produce_rate", "consume_rate", "lag_seconds", "lag_seconds_is_lower_bound",
-               "lag_seconds_method", "catchup_eta_s", "retention_headroom_s"]
+                 "produce_rate", "consume_rate", "lag_seconds", "lag_seconds_is_lower_bound",
+                 "lag_seconds_method", "catchup_eta_s", "retention_headroom_s"]
 
 
 #: a net rate (consume − produce) within this fraction of the rates is no catch-up: equal rates
