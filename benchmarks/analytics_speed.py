@@ -4,7 +4,8 @@
 
 1. full batch (all four result tables) over a lake of ``--rows`` offset rows, in this process
    on the machine's cores (``--engine auto``, ``--batch-runs`` times) and on Spark local[2]
-   (``--engine spark``), with each result table's rows from both;
+   (``--engine spark``), and their result tables compared row for row
+   (``batch_engines_compare.py``);
 2. the lag-trend step (series → minute rows with lag in seconds, stored once as the job stores
    them → per-minute trends with their topic and group rollups, written to Parquet) in Spark
    beside the same computation in DuckDB (window LAG, ASOF join for the interpolation,
@@ -39,7 +40,6 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pyarrow as pa
-import pyarrow.dataset as ds
 from pyspark import StorageLevel
 from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F  # noqa: N812
@@ -348,15 +348,20 @@ def _batches(spark: SparkSession, lake: Path, work: Path, n: int, *, until: dt.d
               engine="spark")
     s = time.perf_counter() - t
     out.append(f"| full batch, 4 result tables (--engine spark, Spark local[2]) | {n:,} | {s:.1f} | {n / s:,.0f} |")
-    counts = []
-    for table in ("lag_trends", "status", "anomalies", "rebalances"):
-        got = [ds.dataset(str(root / table), format="parquet", partitioning="hive").count_rows()
-               if (root / table).exists() else 0 for root in (work / "results-auto", work / "results")]
-        counts.append(f"{table} {got[0]:,} / {got[1]:,}")
-        if got[0] != got[1]:
-            raise SystemExit(f"the engines' batches differ in {table}: {got[0]} rows here, {got[1]} on Spark")
-    out += ["", "Rows per table, in this process / on Spark: " + "; ".join(counts) + ".", "",
-            "| step | rows | seconds | rows/s |", "|---|---:|---:|---:|"]
+    # the two batches row for row (benchmarks/batch_engines_compare.py, this script's folder)
+    from batch_engines_compare import compare
+
+    con = duckdb.connect()
+    con.execute("SET threads = 2")
+    rows = [compare(work / "results-auto", work / "results", table, con)
+            for table in ("lag_trends", "status", "anomalies", "rebalances")]
+    out += ["", "The two batches' result tables (first: in this process, second: on Spark):", "",
+            "| table | rows (first) | rows (second) | rows on one side only (first / second) | "
+            "largest relative difference of the doubles | same |", "|---|---:|---:|---:|---|---|",
+            *(line for line, _ in rows), "", "| step | rows | seconds | rows/s |", "|---|---:|---:|---:|"]
+    if not all(same for _, same in rows):
+        print("\n".join(out))
+        raise SystemExit("the engines' batches differ (above)")
     return out
 
 

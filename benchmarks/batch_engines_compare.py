@@ -3,10 +3,10 @@
     .venv/bin/python benchmarks/batch_engines_compare.py WORKDIR/results-auto WORKDIR/results
 
 (``analytics_speed.py`` leaves its in-process batch in ``results-auto`` and its Spark batch in
-``results``.) Per table, in DuckDB: the rows of each side, the rows whose columns other than
-the doubles are on one side only (``EXCEPT ALL`` both ways), and, with the rows paired on those
-columns, the largest relative difference of each double (their last bits may differ: the order
-of a floating-point sum). Prints Markdown; exits 1 when the tables differ beyond 1e-9.
+``results``, and compares them so itself.) Per table, in DuckDB: the rows of each side, the
+rows whose columns other than the doubles are on one side only (``EXCEPT ALL`` both ways), and,
+with the rows paired on those columns, the largest relative difference of each double (their
+last bits may differ: the order of a floating-point sum). Prints Markdown; exits 1 when the tables differ beyond 1e-9.
 """
 
 from __future__ import annotations
