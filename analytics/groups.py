@@ -1,0 +1,1225 @@
+"""The per-group pass: rebalance windows, rebalance storms and the anomalies a rebalance explains,
+over one step's rows of a set of whole groups, in pyarrow and numpy (no Spark: Spark runs it per
+bucket of groups, like the per-partition pass).
+
+**Settled member sweep.** One *member sweep* is one sweep's ``members`` rows of one group
+(:func:`member_sweeps`: its state, largest generation, distinct member ids, (instance, member)
+pairs, the owner of each assigned partition). It is *settled* when the group is ``Stable`` with
+at least one partition assigned: the group is consuming with a complete assignment. (Null when the
+state is unknown and partitions are assigned, which counts as not settled, as in SQL.)
+
+**Window from sweeps** (:func:`sweep_windows`): B is a settled sweep and A the group's previous
+settled sweep (carried ones included), and their generation or member ids differ. The group
+stopped between A and the sweep after it (A⁺) and was settled again between the sweep before B
+(B⁻) and B: ``start = (A + A⁺)/2``, ``end = (B⁻ + B)/2`` (error ≤ half a sweep interval each).
+
+**Cause** (:func:`cause_of`), from the member sets of A and B:
+
+- a ``group_instance_id`` on both sides with a new member id → ``static_member_bounce``;
+- members gone (not bounced): *gap* = A⁺ − the earliest of their last progress (an owner's
+  partition's committed offset moved, or it was caught up) at or before A⁺ (A when unknown);
+  ``gap ≤ max(leave_gap_s, session/4)`` → ``leave``, or ``join`` when members also came (a
+  JoinGroup and a LeaveGroup in one rebalance: nothing says which came first, joins usually do);
+  otherwise the nearer (in ratio) of the session timeout → ``session_timeout`` and the rebalance
+  timeout → ``max_poll_interval``;
+- only new members → ``join``; neither → ``unknown``.
+
+**Bound** (:func:`bound_of`): ``session + heartbeat + network`` for session timeouts and static
+bounces, the rebalance timeout otherwise. Timeouts: the group's latest generation record at or
+before A (else its first after A) (:func:`generation_records`: classic, the generation members'
+largest session and rebalance timeouts; KIP-848, the member's rebalance timeout and no session
+timeout), else the settings' defaults. ``observed_over_bound`` = the outage (for a timed-out
+member: from its last progress, ``quiet_from``; else the window) over the bound.
+
+**Exact boundaries from the commit stream** (:func:`exact_bounds`, classic groups, eager
+rebalancing): ``end`` = the record of the generation B saw, i.e. the latest generation record
+after A with B's member ids, written before the sweep after B (:func:`generation_end`);
+``start`` = the earliest of the surviving members' last commits in ``[A, end]`` (their revocation
+commits), else the group's last commit in ``[A, end]``; a static bounce's window is the member's
+absence (its last commit → end); a timed-out member's last progress is its partitions' last
+commit before A⁺. Only commits in ``[A − session − rebalance timeout, end]`` count.
+``source`` = ``commit_stream`` when the end came from a record, else ``sweeps``.
+
+**Missed generations** (:func:`missed_generations`): a generation record whose member ids or
+generation differ from the group's previous record, strictly after the group's first settled
+sweep and at or before its last, that is not the end of a sweep window nor inside a sweep window
+without one: a window from the records alone (A = the previous record, B = this one).
+
+**Partitions moved**: B's partitions whose owner (instance id, else member id) is not A's.
+**Messages accumulated**: max(0, group lag at B − at A), the group lag Σ lag of the sweep's rows
+(each partition once); 0 when either is unknown (as SQL's ``greatest`` skips nulls).
+**Processing gap**: per partition, the first commit (commit stream, else committed-offset change)
+after the start − the last at or before it, within 900 s around the window; the largest.
+
+**Storms** (:func:`storms`): ``storm_count`` rebalances starting within ``storm_window_s``
+(inclusive) of one another; consecutive stormy rebalances are one storm, from the first start
+in its first rebalance's window to the last end. Carried rebalances are context only: a storm
+of carried rebalances alone was reported by the step that saw it. :func:`storm_state` carries the
+rebalances the next step needs: those within the window before the group's last one, and, when
+that one is stormy, the open storm's and the window before its first.
+
+**Outages** (:func:`drop_rebalance_outages`): a stall, stop or commit gap of a group that starts
+at or after a rebalance's ``quiet_from`` − 1 s and ends (an open one: start + magnitude s) by its
+end + 1 s is that rebalance: dropped (every row with its key).
+
+Times are epoch seconds (floats, µs resolution); a timestamp out is ``timestamp_micros(trunc(s ·
+1e6))`` cut to ms, as Spark writes it.
+"""
+
+from __future__ import annotations
+
+import decimal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lagscope.analytics.arrays import dates, key_code, longs, seconds, timestamps
+
+if TYPE_CHECKING:
+    from lagscope.analytics.job import Settings
+
+__all__ = ["COMMIT_COLUMNS", "GROUP_EVENT_COLUMNS", "MEMBER_COLUMNS", "MSWEEP_SCHEMA", "REBALANCE_COLUMNS",
+           "RECENT_SCHEMA", "GroupInputs", "GroupOutputs", "drop_rebalance_outages", "generation_records",
+           "group_pass", "member_sweeps", "storm_state", "storms", "sweep_windows"]
+
+_F = npt.NDArray[np.float64]
+_I = npt.NDArray[np.int64]
+_B = npt.NDArray[np.bool_]
+_MS = pa.timestamp("ms", tz="UTC")
+_US = pa.timestamp("us", tz="UTC")
+
+#: the columns read of each input
+MEMBER_COLUMNS = ("cluster", "group_id", "sweep_ts", "group_state", "generation", "member_id", "group_instance_id",
+                  "assignment")
+GROUP_EVENT_COLUMNS = ("cluster", "group_id", "record_type", "value_version", "generation", "members", "record_ts")
+COMMIT_COLUMNS = ("cluster", "group_id", "topic", "partition", "committed_offset", "commit_ts", "record_ts")
+SERIES_COLUMNS = ("cluster", "group_id", "topic", "partition", "t", "committed", "lag", "owner")
+CARRIED_SERIES_COLUMNS = ("cluster", "group_id", "topic", "partition", "committed", "owner", "m_change_t",
+                          "m_alive_t")
+
+#: a departed member gone within this of its last progress left (unless a quarter of the session
+#: timeout is longer)
+LEAVE_GAP_S = 2.0
+#: how far around a window the processing gaps look for commits (s)
+LOOKAROUND_S = 900.0
+
+_OWNER = pa.struct([("tp", pa.string()), ("owner", pa.string())])
+_INSTANCE = pa.struct([("iid", pa.string()), ("mid", pa.string())])
+
+#: one member sweep; the state part ``msweeps`` is these rows with ``is_state`` and ``group_lag``
+MSWEEP_SCHEMA = pa.schema([
+    ("cluster", pa.string()), ("group_id", pa.string()), ("t", pa.float64()), ("sweep_ts", _MS),
+    ("group_state", pa.string()), ("generation", pa.int32()), ("member_ids", pa.list_(pa.string())),
+    ("instances", pa.list_(_INSTANCE)), ("owners", pa.list_(_OWNER)),
+    ("settled", pa.bool_()), ("is_state", pa.bool_()), ("group_lag", pa.int64()),
+])
+
+#: the state part ``recent_rebalances``
+RECENT_SCHEMA = pa.schema([("cluster", pa.string()), ("group_id", pa.string()), ("start_ts", _MS),
+                           ("end_ts", _MS)])
+
+#: the ``rebalances`` rows out (``lagscope.schema.REBALANCES`` without ``as_of_ts``, plus ``cluster``, ``date``)
+REBALANCE_SCHEMA = pa.schema([
+    ("cluster", pa.string()), ("group_id", pa.string()), ("start_ts", _MS), ("end_ts", _MS),
+    ("duration_s", pa.float64()), ("cause", pa.string()), ("source", pa.string()),
+    ("generation_before", pa.int32()), ("generation_after", pa.int32()),
+    ("members_before", pa.list_(pa.string())), ("members_after", pa.list_(pa.string())),
+    ("partitions_moved", pa.int32()), ("bound_s", pa.float64()), ("observed_over_bound", pa.float64()),
+    ("messages_accumulated", pa.int64()), ("max_processing_gap_s", pa.float64()), ("date", pa.string()),
+])
+REBALANCE_COLUMNS = REBALANCE_SCHEMA.names
+
+_TIMED_OUT = ("session_timeout", "max_poll_interval")
+_OUTAGE_KINDS = ("stall", "stop", "commit_gap")
+
+
+@dataclass
+class GroupInputs:
+    """One step's rows of a set of whole groups (pyarrow). Columns read: :data:`MEMBER_COLUMNS`
+    of ``members``, :data:`SERIES_COLUMNS` of ``series`` (``step.prepare``),
+    :data:`CARRIED_SERIES_COLUMNS` of ``carried_series`` (``m_alive_t`` optional), every
+    :data:`MSWEEP_SCHEMA` column of ``carried_msweeps``, :data:`RECENT_SCHEMA` of
+    ``recent_rebalances``, :data:`GROUP_EVENT_COLUMNS` of ``group_events``,
+    :data:`COMMIT_COLUMNS` of ``commits`` (the step's and its look-back), and ``cluster, group_id,
+    kind, start_ts, end_ts, magnitude, key`` of ``anomalies`` (all of whose columns pass through)."""
+
+    members: pa.Table
+    series: pa.Table
+    carried_series: pa.Table | None
+    carried_msweeps: pa.Table | None
+    recent_rebalances: pa.Table | None
+    group_events: pa.Table | None
+    commits: pa.Table | None
+    anomalies: pa.Table
+
+
+@dataclass
+class GroupOutputs:
+    """The ``rebalances`` rows (:data:`REBALANCE_SCHEMA`), the anomalies (the input's columns:
+    those a rebalance explains dropped, storms added) and the next state parts ``msweeps``
+    (:data:`MSWEEP_SCHEMA`) and ``recent_rebalances`` (:data:`RECENT_SCHEMA`)."""
+
+    rebalances: pa.Table
+    anomalies: pa.Table
+    msweeps: pa.Table
+    recent_rebalances: pa.Table
+
+
+# --------------------------------------------------------------------------------------------
+# small helpers
+# --------------------------------------------------------------------------------------------
+
+def _plain(col: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """One chunk, dictionaries decoded."""
+    c = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    return c.dictionary_decode() if pa.types.is_dictionary(c.type) else c
+
+
+def _gkey(table: pa.Table) -> pa.Array:
+    """``cluster ␟ group_id`` per row: a group's identity as one string."""
+    return pc.binary_join_element_wise(_plain(table.column("cluster")).cast(pa.string()),
+                                       _plain(table.column("group_id")).cast(pa.string()), "\x1f")
+
+
+def _codes(keys: pa.Array, groups: pa.Array) -> tuple[_I, _B]:
+    """Each key's index in ``groups`` and whether it is there."""
+    idx, ok = longs(pc.index_in(keys, value_set=groups))
+    return idx, ok
+
+
+def _tp(topic: pa.Array, partition: pa.Array) -> pa.Array:
+    """``topic/partition`` (SQL's ``concat_ws``: a null part is left out)."""
+    return pc.binary_join_element_wise(_plain(topic).cast(pa.string()), _plain(partition).cast(pa.string()), "/",
+                                       null_handling="skip")
+
+
+def _lists(sid: _I, n: int, values: dict[str, pa.Array], *, distinct: bool = True, sort: bool = True) -> pa.Array:
+    """Per ``sid`` in ``0…n−1``: the list of its rows' ``values`` (a struct of them when several),
+    distinct and sorted (nulls last) unless told otherwise, in row order then."""
+    names = list(values)
+    t = pa.table({"_s": pa.array(sid, pa.int64()), **values})
+    if distinct:
+        t = t.group_by(["_s", *names], use_threads=False).aggregate([])
+    if sort:
+        t = t.sort_by([("_s", "ascending"), *[(c, "ascending") for c in names]])
+    elif distinct:
+        t = t.sort_by([("_s", "ascending")])
+    s = np.asarray(t.column("_s"), dtype=np.int64) if t.num_rows else np.zeros(0, np.int64)
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(s, minlength=n), out=offsets[1:])
+    if len(names) == 1:
+        items = t.column(names[0]).combine_chunks()
+    else:
+        items = pa.StructArray.from_arrays([t.column(c).combine_chunks() for c in names], names=names)
+    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), items)
+
+
+def _list_code(lists: pa.Array | pa.ChunkedArray) -> _I:
+    """A code per list of strings, equal exactly where the lists are (null as the empty list)."""
+    c = _plain(lists)
+    joined = pc.binary_join(c, "\x1f").fill_null("")
+    n = np.asarray(pc.list_value_length(c).fill_null(0), dtype=np.int64)
+    code = key_code(joined, pa.array(n))
+    return code
+
+
+def _flag(col: pa.ChunkedArray | pa.Array) -> _B:
+    return np.asarray(_plain(col).fill_null(False), dtype=bool)
+
+
+# --------------------------------------------------------------------------------------------
+# member sweeps and generation records
+# --------------------------------------------------------------------------------------------
+
+def member_sweeps(members: pa.Table) -> pa.Table:
+    """``members`` lake rows → one member sweep per (cluster, group, sweep) (:data:`MSWEEP_SCHEMA`,
+    ``is_state`` false, ``group_lag`` null): the first known state, the largest generation, the
+    distinct member ids sorted, the distinct (instance, member) pairs of static members and the
+    distinct (``topic/partition``, owner) pairs of the assignment (owner = instance id, else
+    member id), both sorted, and whether the sweep is *settled* (``Stable`` with a partition
+    assigned). A member row in the lake twice counts once.
+
+    >>> member_sweeps(members).select(["group_id", "t", "settled"])  # doctest: +SKIP
+    """
+    if not members.num_rows:
+        return MSWEEP_SCHEMA.empty_table()
+    cluster, group = _plain(members.column("cluster")), _plain(members.column("group_id"))
+    sweep_ts = _plain(members.column("sweep_ts"))
+    sid, n = _dense(key_code(cluster, group, sweep_ts))
+    _, first = np.unique(sid, return_index=True)
+    state = _plain(members.column("group_state"))
+    ok = np.flatnonzero(np.asarray(state.is_valid(), dtype=bool))
+    state_at = np.full(n, -1, np.int64)
+    us, where = np.unique(sid[ok], return_index=True)
+    state_at[us] = ok[where]
+    states = state.take(pa.array(np.where(state_at >= 0, state_at, 0)))
+    states = pc.if_else(pa.array(state_at >= 0), states, pa.nulls(n, pa.string()))
+    gen, gen_ok = longs(members.column("generation"))
+    gmax = np.full(n, np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(gmax, sid[gen_ok], gen[gen_ok])
+    has_gen = np.zeros(n, bool)
+    has_gen[sid[gen_ok]] = True
+    mid = _plain(members.column("member_id")).cast(pa.string())
+    iid = _plain(members.column("group_instance_id")).cast(pa.string())
+    mid_ok = np.asarray(mid.is_valid(), dtype=bool)
+    member_ids = _lists(sid[mid_ok], n, {"m": mid.filter(pa.array(mid_ok))})
+    iid_ok = np.asarray(iid.is_valid(), dtype=bool)
+    instances = _lists(sid[iid_ok], n, {"iid": iid.filter(pa.array(iid_ok)), "mid": mid.filter(pa.array(iid_ok))})
+    assignment = _plain(members.column("assignment"))
+    parent = np.asarray(pc.list_parent_indices(assignment), dtype=np.int64)
+    flat = pc.list_flatten(assignment)
+    owner = pc.coalesce(iid, mid).take(pa.array(parent))
+    owners = _lists(sid[parent], n, {"tp": _tp(flat.field("topic"), flat.field("partition")), "owner": owner})
+    settled = pc.and_kleene(pc.equal(states, "Stable"), pc.greater(pc.list_value_length(owners), 0))
+    ts = sweep_ts.take(pa.array(first))
+    return pa.table({
+        "cluster": cluster.take(pa.array(first)).cast(pa.string()),
+        "group_id": group.take(pa.array(first)).cast(pa.string()),
+        "t": pa.array(seconds(ts)), "sweep_ts": ts.cast(_MS), "group_state": states,
+        "generation": pa.array(gmax, pa.int64(), mask=~has_gen).cast(pa.int32()),
+        "member_ids": member_ids, "instances": instances, "owners": owners, "settled": settled,
+        "is_state": pa.array(np.zeros(n, bool)), "group_lag": pa.nulls(n, pa.int64())}, schema=MSWEEP_SCHEMA)
+
+
+def _dense(code: _I) -> tuple[_I, int]:
+    _, inv = np.unique(code, return_inverse=True)
+    return inv.reshape(-1).astype(np.int64), int(inv.max()) + 1 if len(inv) else 0
+
+
+GENERATION_SCHEMA = pa.schema([
+    ("cluster", pa.string()), ("group_id", pa.string()), ("gen_t", pa.float64()), ("generation", pa.int32()),
+    ("session_timeout_s", pa.float64()), ("rebalance_timeout_s", pa.float64()),
+    ("member_ids", pa.list_(pa.string())), ("instances", pa.list_(_INSTANCE)), ("owners", pa.list_(_OWNER)),
+])
+
+
+def generation_records(group_events: pa.Table) -> pa.Table:
+    """``group_events`` → the records the windows use (:data:`GENERATION_SCHEMA`), ``gen_t`` the
+    record time (s):
+
+    - classic ``group_metadata`` with members: a generation: ``generation``, its members'
+      largest session and rebalance timeouts, ``member_ids`` (sorted, as recorded), ``instances``
+      and ``owners`` (in the record's order);
+    - KIP-848 ``consumer_group_member`` (not a tombstone): the member's rebalance timeout only
+      (KIP-848 takes the session timeout from the broker's group.consumer.session.timeout.ms,
+      which no record carries); not a generation (the other columns null)."""
+    missing = [c for c in GROUP_EVENT_COLUMNS if c not in group_events.column_names]
+    if missing:
+        raise ValueError(f"group_events lacks {missing}: the per-group pass reads {list(GROUP_EVENT_COLUMNS)}")
+    rt = _plain(group_events.column("record_type")).cast(pa.string())
+    classic = pc.equal(rt, "group_metadata").fill_null(False)
+    kip = pc.and_(pc.equal(rt, "consumer_group_member").fill_null(False),
+                  pc.is_valid(group_events.column("value_version")))
+    members = _plain(group_events.column("members"))
+    has = pc.greater(pc.list_value_length(members).fill_null(0), 0)
+    ev = group_events.filter(pc.and_(pc.or_(classic, kip), has))
+    n = ev.num_rows
+    if not n:
+        return GENERATION_SCHEMA.empty_table()
+    is_classic = np.asarray(pc.equal(_plain(ev.column("record_type")).cast(pa.string()), "group_metadata"),
+                            dtype=bool)
+    ms = _plain(ev.column("members"))
+    parent = np.asarray(pc.list_parent_indices(ms), dtype=np.int64)
+    flat = pc.list_flatten(ms)
+
+    def largest(name: str) -> tuple[_F, _B]:
+        v, ok = longs(flat.field(name))
+        top = np.full(n, np.iinfo(np.int64).min, np.int64)
+        np.maximum.at(top, parent[ok], v[ok])
+        any_ = np.zeros(n, bool)
+        any_[parent[ok]] = True
+        return top / 1000.0, any_
+
+    sess, sess_ok = largest("session_timeout_ms")
+    reb, reb_ok = largest("rebalance_timeout_ms")
+    sess_ok &= is_classic
+    mid, iid = flat.field("member_id"), flat.field("group_instance_id")
+    cm = is_classic[parent]
+    member_ids = _lists(parent[cm], n, {"m": mid.filter(pa.array(cm))}, distinct=False)
+    ci = cm & np.asarray(iid.is_valid(), dtype=bool)
+    instances = _lists(parent[ci], n, {"iid": iid.filter(pa.array(ci)), "mid": mid.filter(pa.array(ci))},
+                       distinct=False, sort=False)
+    assign = flat.field("assignment")
+    aparent = np.asarray(pc.list_parent_indices(assign), dtype=np.int64)
+    aflat = pc.list_flatten(assign)
+    ca = cm[aparent]
+    owner = pc.coalesce(iid, mid).take(pa.array(aparent)).filter(pa.array(ca))
+    owners = _lists(parent[aparent][ca], n, {"tp": _tp(aflat.field("topic"), aflat.field("partition")).filter(
+        pa.array(ca)), "owner": owner}, distinct=False, sort=False)
+    none = pa.array(~is_classic)
+    gen, gen_ok = longs(ev.column("generation"))
+    return pa.table({
+        "cluster": _plain(ev.column("cluster")).cast(pa.string()),
+        "group_id": _plain(ev.column("group_id")).cast(pa.string()),
+        "gen_t": pa.array(seconds(ev.column("record_ts"))),
+        "generation": pa.array(gen, pa.int64(), mask=~(gen_ok & is_classic)).cast(pa.int32()),
+        "session_timeout_s": pa.array(sess, pa.float64(), mask=~sess_ok),
+        "rebalance_timeout_s": pa.array(reb, pa.float64(), mask=~reb_ok),
+        "member_ids": pc.if_else(none, pa.nulls(n, member_ids.type), member_ids),
+        "instances": pc.if_else(none, pa.nulls(n, instances.type), instances),
+        "owners": pc.if_else(none, pa.nulls(n, owners.type), owners)}, schema=GENERATION_SCHEMA)
+
+
+# --------------------------------------------------------------------------------------------
+# windows
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class _Snap:
+    """One side of a window: a settled member sweep, or a generation record."""
+
+    t: float
+    generation: int | None
+    member_ids: list[str]
+    instances: list[dict[str, Any]]
+    owners: pa.Array  # struct<tp, owner>
+
+
+@dataclass
+class _Window:
+    g: int  # the group's code
+    cluster: str
+    group_id: str
+    a: _Snap
+    b: _Snap
+    b_prev_t: float
+    b_next_t: float | None
+    a_next_t: float
+    b_gen_t: float | None = None
+    b_gen: int | None = None
+    # filled in by the rules
+    session: float = 0.0
+    rebal: float = 0.0
+    a_gen: int | None = None
+    bounced: list[str] = field(default_factory=list)
+    gone: list[str] = field(default_factory=list)
+    new: list[str] = field(default_factory=list)
+    last_alive: float | None = None
+    cause: str = "unknown"
+    start: float = 0.0
+    end: float = 0.0
+    quiet_from: float = 0.0
+    source: str = "sweeps"
+
+    @property
+    def hi(self) -> float:
+        """The latest a record of generation B can be written: the sweep after B (else one
+        interval after it)."""
+        return self.b_next_t if self.b_next_t is not None else self.b.t + (self.b.t - self.b_prev_t)
+
+
+def _owners_of(col: pa.ChunkedArray, i: int) -> pa.Array:
+    """Row ``i``'s owners (an empty array when null)."""
+    v = col[i].values
+    return v if v is not None else pa.array([], _OWNER)
+
+
+def _snap(ms: pa.Table, i: int) -> _Snap:
+    r = ms.slice(i, 1).select(["t", "generation", "member_ids", "instances"]).to_pylist()[0]
+    return _Snap(t=float(r["t"]), generation=r["generation"], member_ids=list(r["member_ids"] or []),
+                 instances=list(r["instances"] or []), owners=_owners_of(ms.column("owners"), i))
+
+
+@dataclass
+class _Sweeps:
+    """The step's member sweeps and the carried ones, by group then time."""
+
+    ms: pa.Table
+    g: _I          # group code (index into ``groups``)
+    groups: pa.Array
+    t: _F
+    settled: _B
+
+
+def _sorted_sweeps(fresh: pa.Table, carried: pa.Table | None) -> _Sweeps:
+    parts = [fresh]
+    if carried is not None and carried.num_rows:
+        parts.append(carried.select(MSWEEP_SCHEMA.names).cast(MSWEEP_SCHEMA))
+    ms = pa.concat_tables(parts)
+    keys = _gkey(ms)
+    groups = pc.unique(keys)
+    g, _ = _codes(keys, groups)
+    t = np.asarray(ms.column("t").combine_chunks().fill_null(np.nan), dtype=np.float64)
+    order = np.lexsort((t, g))
+    ms = ms.take(pa.array(order))
+    return _Sweeps(ms=ms, g=g[order], groups=groups, t=t[order], settled=_flag(ms.column("settled")))
+
+
+def sweep_windows(sw: _Sweeps) -> list[_Window]:
+    """Windows between settled sweeps (see the module doc): B settled, A the group's previous
+    settled sweep, their generation (null as −1) or member ids differ. Vectorised over the sweeps;
+    one :class:`_Window` per window found."""
+    n = len(sw.t)
+    if not n:
+        return []
+    idx = np.arange(n)
+    g = sw.g
+    gstart = np.zeros(n, np.int64)
+    new_group = np.ones(n, bool)
+    new_group[1:] = g[1:] != g[:-1]
+    gstart = np.maximum.accumulate(np.where(new_group, idx, 0))
+    last_settled = np.maximum.accumulate(np.where(sw.settled, idx, -1))
+    a = np.full(n, -1, np.int64)
+    a[1:] = last_settled[:-1]
+    a = np.where(a >= gstart, a, -1)
+    gen, gen_ok = longs(sw.ms.column("generation"))
+    gen = np.where(gen_ok, gen, -1)
+    ids = _list_code(sw.ms.column("member_ids"))
+    ai = np.where(a >= 0, a, 0)
+    changed = sw.settled & (a >= 0) & ((gen != gen[ai]) | (ids != ids[ai]))
+    out = []
+    cl, gr = sw.ms.column("cluster"), sw.ms.column("group_id")
+    for i in np.flatnonzero(changed).tolist():
+        k = int(a[i])
+        nxt = float(sw.t[i + 1]) if i + 1 < n and not new_group[i + 1] else None
+        out.append(_Window(g=int(g[i]), cluster=cl[i].as_py(), group_id=gr[i].as_py(), a=_snap(sw.ms, k),
+                           b=_snap(sw.ms, i), b_prev_t=float(sw.t[i - 1]), b_next_t=nxt,
+                           a_next_t=float(sw.t[k + 1])))
+    return out
+
+
+@dataclass
+class _Records:
+    """The generation records of the groups that matter, by group code, in time order."""
+
+    by_group: dict[int, list[dict[str, Any]]]
+
+
+def _records(gens: pa.Table, groups: pa.Array, wanted: set[int]) -> _Records:
+    g, ok = _codes(_gkey(gens), groups)
+    keep = ok & np.isin(g, np.fromiter(wanted, np.int64, len(wanted)))
+    sub = gens.filter(pa.array(keep))
+    gs = g[keep]
+    order = np.lexsort((np.asarray(sub.column("gen_t"), dtype=np.float64), gs))
+    sub, gs = sub.take(pa.array(order)), gs[order]
+    by: dict[int, list[dict[str, Any]]] = {}
+    rows = sub.drop_columns(["owners", "instances"]).to_pylist()
+    for gg, r in zip(gs.tolist(), rows, strict=True):
+        by.setdefault(gg, []).append(r)
+    return _Records(by_group=by)
+
+
+def generation_end(w: _Window, recs: list[dict[str, Any]]) -> None:
+    """The record of the generation B saw: the latest generation record after A, at or before
+    :attr:`_Window.hi`, whose member ids are B's (DescribeGroups reports no generation; a sweep
+    sees a generation only once its record is written)."""
+    best = None
+    for r in recs:
+        if r["member_ids"] is not None and w.a.t < r["gen_t"] <= w.hi and r["member_ids"] == w.b.member_ids:
+            if best is None or r["gen_t"] >= best["gen_t"]:
+                best = r
+    if best is not None:
+        w.b_gen_t, w.b_gen = float(best["gen_t"]), best["generation"]
+
+
+def missed_generations(sw: _Sweeps, gens: pa.Table, windows: list[_Window]) -> list[_Window]:
+    """Windows of the generations no sweep saw (see the module doc). Vectorised up to the
+    candidates (records whose members or generation differ from the group's previous record,
+    inside its span of settled sweeps), which are few."""
+    c = gens.filter(pc.greater(pc.list_value_length(gens.column("member_ids")).fill_null(0), 0))
+    if not c.num_rows:
+        return []
+    g, ok = _codes(_gkey(c), sw.groups)
+    gt = np.asarray(c.column("gen_t"), dtype=np.float64)
+    order = np.lexsort((gt, np.where(ok, g, -1)))
+    c, g, ok, gt = c.take(pa.array(order)), g[order], ok[order], gt[order]
+    ids = _list_code(c.column("member_ids"))
+    gen, gen_ok = longs(c.column("generation"))
+    same = np.zeros(len(g), bool)
+    same[1:] = ok[1:] & ok[:-1] & (g[1:] == g[:-1])
+    differs = np.zeros(len(g), bool)
+    differs[1:] = (ids[1:] != ids[:-1]) | (gen_ok[1:] & gen_ok[:-1] & (gen[1:] != gen[:-1]))
+    ng = len(sw.groups)
+    first, last = np.full(ng, np.inf), np.full(ng, -np.inf)
+    s = sw.settled
+    np.minimum.at(first, sw.g[s], sw.t[s])
+    np.maximum.at(last, sw.g[s], sw.t[s])
+    gi = np.where(ok, g, 0)
+    cand = same & differs & ok & (gt > first[gi]) & (gt <= last[gi])
+    ends = {(w.g, w.b_gen_t) for w in windows if w.b_gen_t is not None}
+    open_ = [(w.g, w.a.t, w.hi) for w in windows if w.b_gen_t is None]
+    out = []
+    for i in np.flatnonzero(cand).tolist():
+        gg, t = int(g[i]), float(gt[i])
+        if (gg, t) in ends or any(og == gg and lo < t <= hi for og, lo, hi in open_):
+            continue
+        a, b = _rec_snap(c, i - 1), _rec_snap(c, i)
+        out.append(_Window(g=gg, cluster=c.column("cluster")[i].as_py(), group_id=c.column("group_id")[i].as_py(),
+                           a=a, b=b, b_prev_t=t, b_next_t=t, a_next_t=t, b_gen_t=t, b_gen=b.generation))
+    return out
+
+
+def _rec_snap(c: pa.Table, i: int) -> _Snap:
+    r = c.slice(i, 1).select(["gen_t", "generation", "member_ids", "instances"]).to_pylist()[0]
+    return _Snap(t=float(r["gen_t"]), generation=r["generation"], member_ids=list(r["member_ids"] or []),
+                 instances=list(r["instances"] or []), owners=_owners_of(c.column("owners"), i))
+
+
+def record_timeouts(w: _Window, recs: list[dict[str, Any]], default_session: float, default_rebal: float) -> None:
+    """The timeouts in force at A: the group's latest record with a timeout at or before A (else
+    its first after A); each missing one from the defaults. ``a_gen``: the generation of that
+    record at or before A (A's generation when the sweeps have none)."""
+    before = after = None
+    for r in recs:
+        if r["session_timeout_s"] is None and r["rebalance_timeout_s"] is None:
+            continue
+        if r["gen_t"] <= w.a.t:
+            if before is None or r["gen_t"] >= before["gen_t"]:
+                before = r
+        elif after is None or r["gen_t"] < after["gen_t"]:
+            after = r
+    rec = before if before is not None else after
+    sess = rec["session_timeout_s"] if rec is not None else None
+    reb = rec["rebalance_timeout_s"] if rec is not None else None
+    w.session = float(sess) if sess is not None else default_session
+    w.rebal = float(reb) if reb is not None else default_rebal
+    w.a_gen = before["generation"] if before is not None else None
+
+
+def membership_change(w: _Window) -> None:
+    """``bounced``: instance ids on both sides with another member id; ``gone``: A's member ids
+    not in B (bounced ones excepted); ``new``: B's not in A (bounced ones excepted)."""
+    a_by = {x["iid"]: x["mid"] for x in w.a.instances}
+    b_by = {x["iid"]: x["mid"] for x in w.b.instances}
+    seen: list[str] = []
+    for x in w.a.instances:
+        i = x["iid"]
+        if i in b_by and i not in seen:
+            seen.append(i)
+    w.bounced = [i for i in seen if a_by[i] != b_by[i]]
+    a_b, b_b = {a_by[i] for i in w.bounced}, {b_by[i] for i in w.bounced}
+    b_set, a_set = set(w.b.member_ids), set(w.a.member_ids)
+    w.gone = _distinct([m for m in w.a.member_ids if m not in b_set and m not in a_b])
+    w.new = _distinct([m for m in w.b.member_ids if m not in a_set and m not in b_b])
+
+
+def _distinct(xs: list[str]) -> list[str]:
+    return list(dict.fromkeys(xs))
+
+
+def cause_of(w: _Window, leave_gap_s: float) -> str:
+    """The cause (module doc): a static bounce first, then departures judged by the gap between
+    the departed members' earliest last progress and A⁺, then joins."""
+    if w.bounced:
+        return "static_member_bounce"
+    if w.gone:
+        gap = w.a_next_t - (w.last_alive if w.last_alive is not None else w.a.t)
+        if gap <= max(leave_gap_s, w.session / 4):
+            return "join" if w.new else "leave"
+        return "session_timeout" if _nearer_session(gap, w.session, w.rebal) else "max_poll_interval"
+    return "join" if w.new else "unknown"
+
+
+def _nearer_session(gap: float, session: float, rebal: float) -> bool:
+    """|log(gap/session)| ≤ |log(gap/rebal)| (an undefined logarithm: no)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ls = np.log(np.float64(gap) / np.float64(session))
+        lr = np.log(np.float64(gap) / np.float64(rebal))
+    if np.isnan(ls) or np.isnan(lr):
+        return False
+    return bool(abs(ls) <= abs(lr))
+
+
+def bound_of(cause: str, session: float, rebal: float, heartbeat_s: float, network_s: float) -> float:
+    """What the settings bound: a crash (and a static member's absence) by session + heartbeat +
+    network, anything else by the rebalance timeout."""
+    if cause in ("session_timeout", "static_member_bounce"):
+        return session + (heartbeat_s + network_s)
+    return rebal
+
+
+@dataclass
+class _Times:
+    """Per-partition times of a set of groups (commit times, or committed-offset changes), sorted
+    by group, partition, time; ``tp`` the ``topic/partition`` string of each."""
+
+    g: _I
+    p: _I
+    t: _F
+    tp: pa.Array
+    starts: dict[int, tuple[int, int]]
+
+    @staticmethod
+    def of(g: _I, topic: pa.Array, partition: pa.Array, t: _F) -> _Times:
+        p = key_code(topic, partition) if len(g) else np.zeros(0, np.int64)
+        order = np.lexsort((t, p, g))
+        g, p, t = g[order], p[order], t[order]
+        tp = _tp(topic, partition).take(pa.array(order))
+        starts: dict[int, tuple[int, int]] = {}
+        if len(g):
+            cut = np.flatnonzero(np.diff(g)) + 1
+            lo = np.concatenate([[0], cut])
+            hi = np.concatenate([cut, [len(g)]])
+            starts = {int(g[a]): (int(a), int(b)) for a, b in zip(lo, hi, strict=True)}
+        return _Times(g=g, p=p, t=t, tp=tp, starts=starts)
+
+    def of_group(self, g: int) -> tuple[_I, _F, pa.Array]:
+        a, b = self.starts.get(g, (0, 0))
+        return self.p[a:b], self.t[a:b], self.tp.slice(a, b - a)
+
+
+def exact_bounds(w: _Window, commits: _Times) -> None:
+    """Commit-stream boundaries (module doc): end = the record of generation B; start = the
+    surviving members' earliest revocation commit, else the group's last commit, in [A, end] (a
+    static bounce: the bounced member's last commit); a timed-out member's last progress = its
+    partitions' last commit before A⁺."""
+    has_end = w.b_gen_t is not None
+    if w.b_gen_t is not None:
+        w.end = w.b_gen_t
+    static = w.cause == "static_member_bounce"
+    timed_out = w.cause in _TIMED_OUT
+    gone_last = bounce_last = surv_start = group_last = None
+    own = w.a.owners
+    if len(own):
+        _, ct, ctp = commits.of_group(w.g)
+        lo = w.a.t - w.session - w.rebal
+        in_range = (ct <= w.end) & (ct >= lo)
+        ct, ctp = ct[in_range], ctp.filter(pa.array(in_range))
+        if len(ct):
+            mid_iid = {x["mid"]: x["iid"] for x in w.a.instances}
+            gone_owners = [mid_iid[m] if mid_iid.get(m) is not None else m for m in w.gone]
+            b_owners = pc.unique(w.b.owners.field("owner")) if len(w.b.owners) else pa.array([], pa.string())
+            a_tp, a_owner = own.field("tp"), own.field("owner")
+            is_gone = _flag(pc.is_in(a_owner, value_set=pa.array(gone_owners, pa.string())))
+            is_surv = _flag(pc.is_in(a_owner, value_set=b_owners))
+            is_bounced = _flag(pc.is_in(a_owner, value_set=pa.array(w.bounced, pa.string())))
+            # each commit with every A entry (tp, owner) of its partition
+            entry = np.asarray(pc.index_in(ctp, value_set=a_tp).fill_null(-1), dtype=np.int64)
+            pairs_c, pairs_e = _pairs(ctp, a_tp, entry)
+            t = ct[pairs_c]
+            recent = t >= w.a.t
+            gone_m = is_gone[pairs_e] & (t <= w.a_next_t)
+            bounce_m = is_bounced[pairs_e]
+            if gone_m.any():
+                gone_last = float(t[gone_m].max())
+            if bounce_m.any():
+                bounce_last = float(t[bounce_m].max())
+            if recent.any():
+                group_last = float(t[recent].max())
+            surv = is_surv[pairs_e] & recent
+            if surv.any():
+                oc, _ = _dense(key_code(a_owner.take(pa.array(pairs_e[surv]))))
+                top = np.full(int(oc.max()) + 1, -np.inf)
+                np.maximum.at(top, oc, t[surv])
+                surv_start = float(top.min())
+    if static:
+        start = bounce_last if bounce_last is not None else w.start
+    else:
+        start = surv_start if surv_start is not None else group_last if group_last is not None else w.start
+    w.start = start
+    if timed_out and gone_last is not None:
+        w.quiet_from = gone_last
+    elif static:
+        w.quiet_from = w.start
+    if has_end:
+        w.source = "commit_stream"
+
+
+def _pairs(ctp: pa.Array, a_tp: pa.Array, first: _I) -> tuple[_I, _I]:
+    """(commit, A entry) index pairs of equal ``topic/partition`` (several A entries of one
+    partition are rare: then a join)."""
+    if len(pc.unique(a_tp)) == len(a_tp):
+        ok = first >= 0
+        return np.flatnonzero(ok), first[ok]
+    j = pa.table({"tp": ctp, "_c": pa.array(np.arange(len(ctp)))}).join(
+        pa.table({"tp": a_tp, "_e": pa.array(np.arange(len(a_tp)))}), "tp", join_type="inner")
+    return np.asarray(j.column("_c"), dtype=np.int64), np.asarray(j.column("_e"), dtype=np.int64)
+
+
+def partitions_moved(w: _Window) -> int:
+    """B's partitions whose owner is not A's (or that A did not assign)."""
+    b = w.b.owners
+    if not len(b):
+        return 0
+    a = w.a.owners
+    at = pc.index_in(b.field("tp"), value_set=a.field("tp")) if len(a) else pa.nulls(len(b), pa.int32())
+    before = a.field("owner").take(at) if len(a) else pa.nulls(len(b), pa.string())
+    return int(np.asarray(pc.not_equal(before, b.field("owner")).fill_null(True), dtype=bool).sum())
+
+
+def processing_gap(w: _Window, times: _Times, lookaround_s: float = LOOKAROUND_S) -> float | None:
+    """The largest per-partition gap between the last commit at or before the start and the first
+    after it, among the commits within ``lookaround_s`` of the window."""
+    p, t, _ = times.of_group(w.g)
+    m = (t >= w.start - lookaround_s) & (t <= w.end + lookaround_s)
+    p, t = p[m], t[m]
+    if not len(t):
+        return None
+    pc_, n = _dense(p)
+    lb = np.full(n, -np.inf)
+    fa = np.full(n, np.inf)
+    le = t <= w.start
+    np.maximum.at(lb, pc_[le], t[le])
+    np.minimum.at(fa, pc_[~le], t[~le])
+    both = np.isfinite(lb) & np.isfinite(fa)
+    return float((fa - lb)[both].max()) if both.any() else None
+
+
+# --------------------------------------------------------------------------------------------
+# the per-sweep inputs of groups with a window
+# --------------------------------------------------------------------------------------------
+
+def _progress(series: pa.Table, carried: pa.Table | None, groups: pa.Array,
+              wanted: _I) -> tuple[dict[tuple[int, str], float], _Times]:
+    """For the groups ``wanted``: each owner's last progress (a sweep at which its partition's
+    committed offset changed, or it had no lag; a carried row's ``m_alive_t``, else its last
+    change) and every committed-offset change (a carried row's last one included)."""
+    g, ok = _codes(_gkey(series), groups)
+    keep = ok & np.isin(g, wanted)
+    s = series.filter(pa.array(keep))
+    fresh_g = g[keep]
+    parts_g = [fresh_g]
+    topic = [_plain(s.column("topic")).cast(pa.string())]
+    part = [_plain(s.column("partition")).cast(pa.int32())]
+    t = [np.asarray(_plain(s.column("t")).fill_null(np.nan), dtype=np.float64)]
+    committed, c_ok = longs(s.column("committed"))
+    comm, comm_ok = [committed], [c_ok]
+    owner = [_plain(s.column("owner")).cast(pa.string())]
+    lag, lag_ok = longs(s.column("lag"))
+    zero_lag = [~lag_ok | (lag == 0)]
+    state = [np.zeros(s.num_rows, bool)]
+    alive_seed = [np.full(s.num_rows, np.nan)]
+    change_seed = [np.full(s.num_rows, np.nan)]
+    if carried is not None and carried.num_rows:
+        cg, cok = _codes(_gkey(carried), groups)
+        ckeep = cok & np.isin(cg, wanted)
+        c = carried.filter(pa.array(ckeep))
+        parts_g.append(cg[ckeep])
+        topic.append(_plain(c.column("topic")).cast(pa.string()))
+        part.append(_plain(c.column("partition")).cast(pa.int32()))
+        t.append(np.full(c.num_rows, -np.inf))  # before every fresh row of its key
+        cc, cc_ok = longs(c.column("committed"))
+        comm.append(cc)
+        comm_ok.append(cc_ok)
+        owner.append(_plain(c.column("owner")).cast(pa.string()))
+        zero_lag.append(np.zeros(c.num_rows, bool))
+        state.append(np.ones(c.num_rows, bool))
+        change = np.asarray(_plain(c.column("m_change_t")).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
+        alive = (np.asarray(_plain(c.column("m_alive_t")).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
+                 if "m_alive_t" in c.column_names else np.full(c.num_rows, np.nan))
+        alive_seed.append(np.where(np.isnan(alive), change, alive))
+        change_seed.append(change)
+    G = np.concatenate(parts_g)
+    tp_topic = pa.concat_arrays(topic)
+    tp_part = pa.concat_arrays(part)
+    T = np.concatenate(t)
+    C, C_ok = np.concatenate(comm), np.concatenate(comm_ok)
+    own = pa.concat_arrays(owner)
+    Z, S = np.concatenate(zero_lag), np.concatenate(state)
+    A0, C0 = np.concatenate(alive_seed), np.concatenate(change_seed)
+    n = len(G)
+    key = key_code(pa.array(G), tp_topic, tp_part) if n else np.zeros(0, np.int64)
+    order = np.lexsort((~S, T, key))  # a key's carried row first
+    key_o, C_o, Cok_o = key[order], C[order], C_ok[order]
+    has_prev = np.zeros(n, bool)
+    has_prev[1:] = key_o[1:] == key_o[:-1]
+    prev_ok = np.zeros(n, bool)
+    prev_ok[1:] = Cok_o[:-1]
+    prev = np.zeros(n, np.int64)
+    prev[1:] = C_o[:-1]
+    changed_o = Cok_o & ~S[order] & (~has_prev | ~prev_ok | (C_o != prev))
+    changed = np.zeros(n, bool)
+    changed[order] = changed_o
+    own_ok = np.asarray(own.is_valid(), dtype=bool)
+    alive_t = np.where(S, A0, np.where(own_ok & (changed | Z), T, np.nan))
+    a_ok = own_ok & ~np.isnan(alive_t)
+    alive: dict[tuple[int, str], float] = {}
+    if a_ok.any():
+        at = pa.table({"g": pa.array(G[a_ok]), "owner": own.filter(pa.array(a_ok)),
+                       "t": pa.array(alive_t[a_ok])}).group_by(["g", "owner"]).aggregate([("t", "max")])
+        for gg, o, tt in zip(at.column("g").to_pylist(), at.column("owner").to_pylist(),
+                             at.column("t_max").to_pylist(), strict=True):
+            alive[(gg, o)] = tt
+    ch_t = np.where(S, C0, np.where(changed, T, np.nan))
+    ch = ~np.isnan(ch_t)
+    m = pa.array(ch)
+    return alive, _Times.of(G[ch], tp_topic.filter(m), tp_part.filter(m), ch_t[ch])
+
+
+def _commit_times(commits: pa.Table, groups: pa.Array, wanted: _I) -> _Times:
+    """The exact time of each commit of an offset (tombstones dropped): the coordinator's commit
+    timestamp, else the record's."""
+    missing = [c for c in COMMIT_COLUMNS if c not in commits.column_names]
+    if missing:
+        raise ValueError(f"commits lacks {missing}: the per-group pass reads {list(COMMIT_COLUMNS)}")
+    c = commits.filter(pc.is_valid(commits.column("committed_offset")))
+    g, ok = _codes(_gkey(c), groups)
+    keep = ok & np.isin(g, wanted)
+    c = c.filter(pa.array(keep))
+    t = seconds(pc.coalesce(_plain(c.column("commit_ts")).cast(_US), _plain(c.column("record_ts")).cast(_US)))
+    return _Times.of(g[keep], _plain(c.column("topic")).cast(pa.string()),
+                     _plain(c.column("partition")).cast(pa.int32()), t)
+
+
+def _group_lags(series: pa.Table, at: pa.Table) -> pa.Table:
+    """``cluster, group_id, _tu`` (sweep time, µs) → the group lag there (Σ lag over the sweep's
+    rows, each partition once; null when none is known) as ``group_lag``."""
+    s = pa.table({"cluster": _plain(series.column("cluster")).cast(pa.string()),
+                  "group_id": _plain(series.column("group_id")).cast(pa.string()),
+                  "topic": _plain(series.column("topic")).cast(pa.string()),
+                  "partition": _plain(series.column("partition")).cast(pa.int32()),
+                  "_tu": pa.array(_tu(np.asarray(_plain(series.column("t")).fill_null(np.nan), dtype=np.float64))),
+                  "lag": _plain(series.column("lag")).cast(pa.int64())})
+    j = s.join(at.select(["cluster", "group_id", "_tu"]).group_by(["cluster", "group_id", "_tu"]).aggregate([]),
+               ["cluster", "group_id", "_tu"], join_type="inner")
+    once = j.group_by(["cluster", "group_id", "topic", "partition", "_tu"], use_threads=False).aggregate(
+        [("lag", "first")])
+    return once.group_by(["cluster", "group_id", "_tu"]).aggregate([("lag_first", "sum")]).rename_columns(
+        ["cluster", "group_id", "_tu", "group_lag"])
+
+
+def _tu(t: _F) -> _I:
+    return np.rint(np.nan_to_num(t, nan=0.0) * 1e6).astype(np.int64)
+
+
+# --------------------------------------------------------------------------------------------
+# storms and outages
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class _StormPass:
+    """Rebalances by group then start (ms): ``n`` (how many started within the window before
+    each, itself and ties included), ``first`` (the earliest of them, µs), ``stormy``, ``sid``."""
+
+    g: _I
+    t: _I
+    start_us: _I
+    end_us: _I
+    end_ok: _B
+    is_state: _B
+    n: _I
+    first: _I
+    stormy: _B
+    sid: _I
+    order: _I
+
+
+def _storm_pass(rb: pa.Table, is_state: _B, *, count: int, window_s: float) -> _StormPass:
+    start_us, _ = longs(_plain(rb.column("start_ts")).cast(_US).cast(pa.int64()))
+    end_us, end_ok = longs(_plain(rb.column("end_ts")).cast(_US).cast(pa.int64()))
+    g, _ = _dense(key_code(_gkey(rb))) if rb.num_rows else (np.zeros(0, np.int64), 0)
+    order = np.lexsort((start_us, g))
+    g, start_us, end_us, end_ok, is_state = g[order], start_us[order], end_us[order], end_ok[order], is_state[order]
+    t = np.floor_divide(start_us, 1000)  # SQL's unix_millis
+    w = int(window_s * 1000)
+    n = len(t)
+    base = int(t.min()) if n else 0
+    span = int(t.max() - base + w + 2) if n else 1
+    comp = g * span + (t - base)
+    lo = np.searchsorted(comp, g * span + (t - base - w), side="left")
+    hi = np.searchsorted(comp, comp, side="right")
+    cnt = (hi - lo).astype(np.int64)
+    first = start_us[lo] if n else np.zeros(0, np.int64)  # the earliest start of the range
+    stormy = cnt >= count
+    same = np.zeros(n, bool)
+    same[1:] = g[1:] == g[:-1]
+    prev_stormy = np.zeros(n, bool)
+    prev_stormy[1:] = stormy[:-1] & same[1:]
+    new = stormy & ~prev_stormy
+    gstart = np.maximum.accumulate(np.where(~same, np.arange(n), 0)) if n else np.zeros(0, np.int64)
+    cs = np.cumsum(new)
+    sid = cs - np.where(gstart > 0, cs[np.maximum(gstart - 1, 0)], 0)
+    return _StormPass(g=g, t=t, start_us=start_us, end_us=end_us, end_ok=end_ok, is_state=is_state, n=cnt,
+                      first=first, stormy=stormy, sid=sid, order=order)
+
+
+def _java_f0(x: float) -> str:
+    """``%.0f`` as Java formats it (half up)."""
+    return str(decimal.Decimal(repr(x)).quantize(decimal.Decimal(1), rounding=decimal.ROUND_HALF_UP))
+
+
+def storms(recent: pa.Table, is_state: _B, *, count: int, window_s: float, schema: pa.Schema) -> pa.Table:
+    """``rebalance_storm`` anomalies (module doc) over rebalances ``recent`` (``cluster, group_id,
+    start_ts, end_ts``; ``is_state``: carried, context only), in ``schema`` (the columns it lacks
+    null): start = the earliest start within the window of its first rebalance, end = the last
+    end, magnitude = the most rebalances within one window."""
+    sp = _storm_pass(recent, is_state, count=count, window_s=window_s)
+    idx = np.flatnonzero(sp.stormy)
+    if not len(idx):
+        return schema.empty_table()
+    sk = sp.g[idx] * (int(sp.sid.max()) + 1) + sp.sid[idx]
+    _, inv = np.unique(sk, return_inverse=True)
+    k = int(inv.max()) + 1
+    start = np.full(k, np.iinfo(np.int64).max)
+    np.minimum.at(start, inv, sp.first[idx])
+    end = np.full(k, np.iinfo(np.int64).min)
+    ev = sp.end_ok[idx]
+    np.maximum.at(end, inv[ev], sp.end_us[idx][ev])
+    end_ok = np.zeros(k, bool)
+    end_ok[inv[ev]] = True
+    nmax = np.zeros(k, np.int64)
+    np.maximum.at(nmax, inv, sp.n[idx])
+    fresh = np.zeros(k, bool)
+    fresh[inv[~sp.is_state[idx]]] = True
+    one = np.zeros(k, np.int64)
+    one[inv] = sp.order[idx]
+    keep = np.flatnonzero(fresh)
+    if not len(keep):
+        return schema.empty_table()
+    rows = recent.take(pa.array(one[keep]))
+    start_ts = pa.array(start[keep], pa.int64()).cast(_US).cast(_MS, safe=False)
+    cl, gr = _plain(rows.column("cluster")).cast(pa.string()), _plain(rows.column("group_id")).cast(pa.string())
+    ms = (start[keep] // 1000).astype(str)
+    m = len(keep)
+    cols: dict[str, pa.Array] = {
+        "cluster": cl, "group_id": gr, "topic": pa.nulls(m, pa.string()), "partition": pa.nulls(m, pa.int32()),
+        "kind": pa.array(["rebalance_storm"] * m, pa.string()), "start_ts": start_ts,
+        "end_ts": pa.array(end[keep], pa.int64(), mask=~end_ok[keep]).cast(_US).cast(_MS, safe=False),
+        "severity": pa.array(["warning"] * m), "magnitude": pa.array(nmax[keep].astype(np.float64)),
+        "unit": pa.array(["rebalances"] * m),
+        "detail": pa.array([f"{int(x)} rebalances within {_java_f0(window_s)} s" for x in nmax[keep]]),
+        "key": pc.binary_join_element_wise(pa.array(["rebalance_storm"] * m, pa.string()), cl, gr,
+                                           pa.array([""] * m, pa.string()), pa.array([""] * m, pa.string()),
+                                           pa.array(ms, pa.string()), "|"),
+        "date": dates(start_ts)}
+    return pa.table({f.name: cols[f.name].cast(f.type) if f.name in cols else pa.nulls(m, f.type) for f in schema},
+                    schema=schema)
+
+
+def storm_state(recent: pa.Table, is_state: _B, *, count: int, window_s: float) -> pa.Table:
+    """The rebalances the next step's storms need (:data:`RECENT_SCHEMA`): of each group, those
+    starting within the window before its last one, or, when that one is stormy, within the window
+    before the first of its storm."""
+    if not recent.num_rows:
+        return RECENT_SCHEMA.empty_table()
+    sp = _storm_pass(recent, is_state, count=count, window_s=window_s)
+    n = len(sp.g)
+    last = np.ones(n, bool)
+    last[:-1] = sp.g[1:] != sp.g[:-1]
+    # the group's last rebalance (the latest start; the last of equal ones)
+    li = np.flatnonzero(last)
+    ng = int(sp.g.max()) + 1
+    open_sid = np.full(ng, -1, np.int64)
+    top_t = np.full(ng, np.iinfo(np.int64).min)
+    top_t[sp.g[li]] = sp.t[li]
+    at_top = sp.t == top_t[sp.g]
+    # rows at the top time share one stormy value and sid
+    ti = np.flatnonzero(at_top & sp.stormy)
+    open_sid[sp.g[ti]] = sp.sid[ti]
+    since = top_t.copy()
+    inside = sp.stormy & (sp.sid == open_sid[sp.g]) & (open_sid[sp.g] >= 0)
+    first_in = np.full(ng, np.iinfo(np.int64).max)
+    np.minimum.at(first_in, sp.g[inside], sp.t[inside])
+    since = np.where(first_in < np.iinfo(np.int64).max, first_in, since)
+    keep = sp.t >= since[sp.g] - int(window_s * 1000)
+    rows = recent.take(pa.array(sp.order[keep]))
+    return pa.table({"cluster": _plain(rows.column("cluster")).cast(pa.string()),
+                     "group_id": _plain(rows.column("group_id")).cast(pa.string()),
+                     "start_ts": _plain(rows.column("start_ts")).cast(_MS, safe=False),
+                     "end_ts": _plain(rows.column("end_ts")).cast(_MS, safe=False)}, schema=RECENT_SCHEMA)
+
+
+def drop_rebalance_outages(anomalies: pa.Table, outages: pa.Table) -> pa.Table:
+    """``anomalies`` without the stalls, stops and commit gaps inside one of their group's
+    rebalance outages (``outages``: ``cluster, group_id, q0_us`` (the outage's start, µs),
+    ``q1_us`` (the window's end, else start)): starting at or after q0 − 1 s and ending (an open
+    one: start + magnitude in s) by q1 + 1 s. Every row with a dropped row's key goes."""
+    if not outages.num_rows or not anomalies.num_rows:
+        return anomalies
+    groups = pc.unique(_gkey(outages))
+    g, ok = _codes(_gkey(anomalies), groups)
+    kind = _plain(anomalies.column("kind")).cast(pa.string())
+    cand = ok & _flag(pc.is_in(kind, value_set=pa.array(_OUTAGE_KINDS)))
+    if not cand.any():
+        return anomalies
+    idx = np.flatnonzero(cand)
+    sub = anomalies.take(pa.array(idx))
+    s_us, _ = longs(_plain(sub.column("start_ts")).cast(_US).cast(pa.int64()))
+    e_us, e_ok = longs(_plain(sub.column("end_ts")).cast(_US).cast(pa.int64()))
+    mag = np.asarray(_plain(sub.column("magnitude")).cast(pa.float64()).fill_null(0.0), dtype=np.float64)
+    seen_to = np.where(e_ok, e_us, s_us + np.trunc(mag * 1e6).astype(np.int64))
+    sg = g[idx]
+    og, _ = _codes(_gkey(outages), groups)
+    q0, _ = longs(outages.column("q0_us"))
+    q1, _ = longs(outages.column("q1_us"))
+    inside = np.zeros(len(idx), bool)
+    for k in range(outages.num_rows):
+        inside |= (sg == og[k]) & (s_us >= q0[k] - 1_000_000) & (seen_to <= q1[k] + 1_000_000)
+    if not inside.any():
+        return anomalies
+    keys = pc.unique(sub.column("key").filter(pa.array(inside)))
+    return anomalies.filter(pc.invert(pc.is_in(anomalies.column("key"), value_set=keys)))
+
+
+# --------------------------------------------------------------------------------------------
+# the pass
+# --------------------------------------------------------------------------------------------
+
+def _us(s: float) -> int:
+    return int(np.trunc(np.float64(s) * 1e6))
+
+
+def group_pass(inp: GroupInputs, settings: Settings) -> GroupOutputs:
+    """The per-group pass over one step's rows of whole groups (module doc).
+
+    >>> out = group_pass(GroupInputs(members=m, series=s, carried_series=None, carried_msweeps=None,
+    ...                              recent_rebalances=None, group_events=None, commits=None,
+    ...                              anomalies=a), settings)  # doctest: +SKIP
+    >>> out.rebalances.column("cause")  # doctest: +SKIP
+    """
+    p = settings.rules
+    fresh = member_sweeps(inp.members.select(list(MEMBER_COLUMNS)))
+    sw = _sorted_sweeps(fresh, inp.carried_msweeps)
+    gens = generation_records(inp.group_events) if inp.group_events is not None else None
+    windows = sweep_windows(sw)
+    wanted = {w.g for w in windows}
+    recs = _records(gens, sw.groups, wanted) if gens is not None and wanted else _Records({})
+    if gens is not None:
+        for w in windows:
+            generation_end(w, recs.by_group.get(w.g, []))
+        missed = missed_generations(sw, gens, windows)
+        windows += missed
+        if missed:
+            recs = _records(gens, sw.groups, {w.g for w in windows})
+    wanted_g = np.fromiter({w.g for w in windows}, np.int64)
+    alive: dict[tuple[int, str], float] = {}
+    changes = commits = None
+    if windows:
+        alive, changes = _progress(inp.series, inp.carried_series, sw.groups, wanted_g)
+        if inp.commits is not None:
+            commits = _commit_times(inp.commits, sw.groups, wanted_g)
+
+    # group lags: at the windows' ends and at the sweeps the state carries
+    keep_state = _carried_sweeps(sw)
+    at_rows: dict[str, list[Any]] = {"cluster": [], "group_id": [], "_tu": []}
+    for w in windows:
+        for t in (w.a.t, w.b.t):
+            at_rows["cluster"].append(w.cluster)
+            at_rows["group_id"].append(w.group_id)
+            at_rows["_tu"].append(int(_tu(np.array([t]))[0]))
+    kept = sw.ms.filter(pa.array(keep_state))
+    need = pa.concat_tables([
+        pa.table({"cluster": pa.array(at_rows["cluster"], pa.string()),
+                  "group_id": pa.array(at_rows["group_id"], pa.string()),
+                  "_tu": pa.array(at_rows["_tu"], pa.int64())}),
+        pa.table({"cluster": kept.column("cluster"), "group_id": kept.column("group_id"),
+                  "_tu": pa.array(_tu(np.asarray(kept.column("t"), dtype=np.float64)), pa.int64())})])
+    lags = _group_lags(inp.series, need)
+    carried_lag = sw.ms.filter(pc.and_(_bool(sw.ms.column("is_state")), pc.is_valid(_plain(sw.ms.column("group_lag")))))
+    carried_lag = pa.table({"cluster": carried_lag.column("cluster"), "group_id": carried_lag.column("group_id"),
+                            "_tu": pa.array(_tu(np.asarray(carried_lag.column("t"), dtype=np.float64)), pa.int64()),
+                            "group_lag": carried_lag.column("group_lag")})
+    lag_at: dict[tuple[str, str, int], int | None] = {}
+    if windows:
+        for r in carried_lag.to_pylist() + lags.to_pylist():
+            lag_at[(r["cluster"], r["group_id"], r["_tu"])] = r["group_lag"]
+
+    rows: list[dict[str, Any]] = []
+    outages: list[tuple[str, str, int, int]] = []
+    for w in windows:
+        _details(w, settings, recs.by_group.get(w.g, []) if gens is not None else None, alive, commits)
+        bound = bound_of(w.cause, w.session, w.rebal, settings.heartbeat_s, settings.network_s)
+        duration = max(0.0, w.end - w.start)
+        observed = max(0.0, w.end - min(w.quiet_from, w.start))
+        la = lag_at.get((w.cluster, w.group_id, int(_tu(np.array([w.a.t]))[0])))
+        lb = lag_at.get((w.cluster, w.group_id, int(_tu(np.array([w.b.t]))[0])))
+        acc = max(0, lb - la) if la is not None and lb is not None else 0
+        gaps_from = commits if commits is not None else changes
+        assert gaps_from is not None
+        rows.append({
+            "cluster": w.cluster, "group_id": w.group_id, "_start": w.start, "_end": w.end, "duration_s": duration,
+            "cause": w.cause, "source": w.source,
+            "generation_before": w.a.generation if w.a.generation is not None else w.a_gen,
+            "generation_after": w.b.generation if w.b.generation is not None else w.b_gen,
+            "members_before": w.a.member_ids, "members_after": w.b.member_ids,
+            "partitions_moved": partitions_moved(w), "bound_s": bound,
+            "observed_over_bound": observed / bound if bound != 0 else None, "messages_accumulated": acc,
+            "max_processing_gap_s": processing_gap(w, gaps_from)})
+        outages.append((w.cluster, w.group_id, _us(w.quiet_from), _us(w.end)))
+    rebalances = _rebalance_table(rows)
+
+    # storms over this step's windows and the carried ones
+    parts = [rebalances.select(["cluster", "group_id", "start_ts", "end_ts"])]
+    flags = [np.zeros(rebalances.num_rows, bool)]
+    if inp.recent_rebalances is not None and inp.recent_rebalances.num_rows:
+        r = inp.recent_rebalances
+        parts.append(pa.table({"cluster": _plain(r.column("cluster")).cast(pa.string()),
+                               "group_id": _plain(r.column("group_id")).cast(pa.string()),
+                               "start_ts": _plain(r.column("start_ts")).cast(_MS, safe=False),
+                               "end_ts": _plain(r.column("end_ts")).cast(_MS, safe=False)}))
+        flags.append(np.ones(r.num_rows, bool))
+    recent_in = pa.concat_tables(parts)
+    is_state = np.concatenate(flags)
+    storm_rows = storms(recent_in, is_state, count=p.storm_count, window_s=p.storm_window_s,
+                        schema=inp.anomalies.schema)
+    out_q = pa.table({"cluster": pa.array([o[0] for o in outages], pa.string()),
+                      "group_id": pa.array([o[1] for o in outages], pa.string()),
+                      "q0_us": pa.array([o[2] for o in outages], pa.int64()),
+                      "q1_us": pa.array([o[3] for o in outages], pa.int64())})
+    quiet = drop_rebalance_outages(inp.anomalies, out_q)
+    anomalies = pa.concat_tables([quiet, storm_rows.cast(quiet.schema)]) if storm_rows.num_rows else quiet
+
+    return GroupOutputs(rebalances=rebalances, anomalies=anomalies, msweeps=_msweeps_state(kept, lags, carried_lag),
+                        recent_rebalances=storm_state(recent_in, is_state, count=p.storm_count,
+                                                      window_s=p.storm_window_s))
+
+
+def _bool(col: pa.ChunkedArray) -> pa.Array:
+    return _plain(col).fill_null(False)
+
+
+def _details(w: _Window, settings: Settings, recs: list[dict[str, Any]] | None,
+             alive: dict[tuple[int, str], float], commits: _Times | None) -> None:
+    """Every rule of one window, in order: timeouts, membership change, the departed members'
+    last progress, cause, sweep boundaries, exact boundaries."""
+    if recs is not None:
+        record_timeouts(w, recs, settings.session_timeout_s, settings.rebalance_timeout_s)
+    else:
+        w.session, w.rebal = settings.session_timeout_s, settings.rebalance_timeout_s
+    membership_change(w)
+    # the departed members' last progress at or before A⁺: the earliest of them (an owner whose
+    # latest progress is after A⁺ does not count)
+    last = [alive.get((w.g, m)) for m in w.gone]
+    known = [x for x in last if x is not None and x <= w.a_next_t]
+    w.last_alive = min(known) if known else None
+    w.cause = cause_of(w, LEAVE_GAP_S)
+    w.start = (w.a.t + w.a_next_t) / 2
+    w.end = (w.b_prev_t + w.b.t) / 2
+    w.quiet_from = w.last_alive if w.cause in _TIMED_OUT and w.last_alive is not None else w.start
+    if commits is not None:
+        exact_bounds(w, commits)
+
+
+def _rebalance_table(rows: list[dict[str, Any]]) -> pa.Table:
+    if not rows:
+        return REBALANCE_SCHEMA.empty_table()
+    rows.sort(key=lambda r: (r["cluster"], r["group_id"], r["_start"], r["_end"]))
+    start = timestamps(np.array([r["_start"] for r in rows], np.float64))
+    end = timestamps(np.array([r["_end"] for r in rows], np.float64))
+    cols: dict[str, Any] = {c: [r.get(c) for r in rows] for c in REBALANCE_COLUMNS if c not in (
+        "start_ts", "end_ts", "date")}
+    return pa.table({**{c: pa.array(v, REBALANCE_SCHEMA.field(c).type) for c, v in cols.items()},
+                     "start_ts": start, "end_ts": end, "date": dates(start)}).select(
+        REBALANCE_COLUMNS).cast(REBALANCE_SCHEMA)
+
+
+def _carried_sweeps(sw: _Sweeps) -> _B:
+    """The sweeps the state carries: each group's since its last settled one (all when none is)."""
+    n = len(sw.t)
+    if not n:
+        return np.zeros(0, bool)
+    ng = int(sw.g.max()) + 1
+    last = np.full(ng, -np.inf)
+    np.maximum.at(last, sw.g[sw.settled], sw.t[sw.settled])
+    lg = last[sw.g]
+    return np.isneginf(lg) | (sw.t >= lg)
+
+
+def _msweeps_state(kept: pa.Table, lags: pa.Table, carried_lag: pa.Table) -> pa.Table:
+    """The state part ``msweeps``: the carried sweeps with the group lag at each (its own when
+    carried with one, else the step's at that sweep)."""
+    k = kept.append_column("_i", pa.array(np.arange(kept.num_rows), pa.int64())).append_column(
+        "_tu", pa.array(_tu(np.asarray(kept.column("t"), dtype=np.float64)), pa.int64()))
+    j = k.select(["_i", "cluster", "group_id", "_tu"]).join(lags, ["cluster", "group_id", "_tu"], join_type="left outer")
+    j = j.join(carried_lag.rename_columns(["cluster", "group_id", "_tu", "_cl"]), ["cluster", "group_id", "_tu"],
+               join_type="left outer").sort_by("_i")
+    own = _plain(kept.column("group_lag"))
+    fresh = pc.coalesce(j.column("group_lag"), j.column("_cl"))
+    lag = pc.if_else(_bool(kept.column("is_state")), pc.coalesce(own, fresh), fresh)
+    out = kept.set_column(kept.schema.get_field_index("group_lag"), "group_lag", lag.cast(pa.int64()))
+    out = out.set_column(out.schema.get_field_index("is_state"), "is_state", pa.array(np.ones(out.num_rows, bool)))
+    return out.select(MSWEEP_SCHEMA.names).cast(MSWEEP_SCHEMA)

@@ -1,0 +1,635 @@
+"""The per-group pass (:mod:`lagscope.analytics.groups`): the hand-computed rebalance windows,
+storms and outages (table-driven), and row-for-row equality with the Spark SQL statement it
+replaced (``spark_reference_groups.py``) on the hand-built scenarios and on random groups (joins,
+leaves, crashes, static bounces, generations no sweep saw; with and without the commit stream
+and the group-metadata records; carried state over two steps).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import rebalance_cases as rc
+from analytics_builders import at, members_rows, offsets_rows
+from pyspark.sql import SparkSession
+from spark_reference_groups import ANOMALY_COLUMNS, reference_group_pass
+
+from lagscope.analytics import groups
+from lagscope.analytics.arrays import timestamps
+from lagscope.analytics.params import RuleParams
+from lagscope.analytics.step import prepare
+from lagscope.schema import TABLES
+
+_MS = pa.timestamp("ms", tz="UTC")
+_US = pa.timestamp("us", tz="UTC")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The settings the pass reads (``lagscope.analytics.job.Settings`` has these fields)."""
+
+    rules: RuleParams = field(default_factory=RuleParams)
+    session_timeout_s: float = 45.0
+    heartbeat_s: float = 3.0
+    network_s: float = 1.0
+    rebalance_timeout_s: float = 300.0
+
+
+S = Settings(session_timeout_s=10, heartbeat_s=1, network_s=1, rebalance_timeout_s=30)
+
+
+# --------------------------------------------------------------------------------------------
+# inputs
+# --------------------------------------------------------------------------------------------
+
+def lake(name: str, rows: list[dict[str, Any]]) -> pa.Table:
+    """Lake rows of table ``name`` (its schema plus ``cluster`` and ``date``)."""
+    schema = pa.schema([*TABLES[name].schema, pa.field("cluster", pa.string()), pa.field("date", pa.string())])
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+ANOMALY_SCHEMA = pa.schema([*[f for f in TABLES["anomalies"].schema if f.name != "as_of_ts"],
+                            pa.field("cluster", pa.string()), pa.field("date", pa.string())])
+
+
+def anomaly(group: str, kind: str, start: float, end: float | None, magnitude: float, partition: int = 1,
+            cluster: str = "c") -> dict[str, Any]:
+    ts = at(start).replace(microsecond=at(start).microsecond // 1000 * 1000)
+    return {"cluster": cluster, "group_id": group, "topic": "t", "partition": partition, "kind": kind,
+            "start_ts": ts, "end_ts": None if end is None else at(end), "severity": "warning",
+            "magnitude": magnitude, "unit": "s", "detail": "x",
+            "key": f"{kind}|{cluster}|{group}|t|{partition}|{int(ts.timestamp() * 1000)}",
+            "date": ts.date().isoformat()}
+
+
+@dataclass
+class Step:
+    members: list[dict[str, Any]]
+    offsets: list[dict[str, Any]]
+    events: list[dict[str, Any]] | None = None
+    commits: list[dict[str, Any]] | None = None
+    anomalies: list[dict[str, Any]] = field(default_factory=list)
+    carried_series: pa.Table | None = None
+
+
+def inputs(step: Step, carried_msweeps: pa.Table | None = None,
+           recent: pa.Table | None = None) -> groups.GroupInputs:
+    off = lake("offsets", step.offsets)
+    return groups.GroupInputs(
+        members=lake("members", step.members), series=prepare(off, ()), carried_series=step.carried_series,
+        carried_msweeps=carried_msweeps, recent_rebalances=recent,
+        group_events=None if step.events is None else lake("group_events", step.events),
+        commits=None if step.commits is None else lake("commits", step.commits),
+        anomalies=pa.Table.from_pylist(step.anomalies, schema=ANOMALY_SCHEMA))
+
+
+def reference(spark: SparkSession, inp: groups.GroupInputs, settings: Settings) -> dict[str, pa.Table]:
+    series = inp.series.append_column("ts", timestamps(np.asarray(inp.series.column("t")), _US)).select(
+        ["cluster", "group_id", "topic", "partition", "ts", "t", "committed", "lag", "owner"])
+    carried = None
+    if inp.carried_series is not None:
+        carried = inp.carried_series.select(["cluster", "group_id", "topic", "partition", "ts", "t", "committed",
+                                             "lag", "owner", "m_change_t", "m_alive_t"])
+    return reference_group_pass(
+        spark, members=inp.members, series=series, carried_series=carried, carried_msweeps=inp.carried_msweeps,
+        recent_rebalances=inp.recent_rebalances, group_events=inp.group_events, commits=inp.commits,
+        anomalies=inp.anomalies, settings=settings)
+
+
+# --------------------------------------------------------------------------------------------
+# comparison
+# --------------------------------------------------------------------------------------------
+
+def _ms(table: pa.Table) -> pa.Table:
+    """Timestamps as ms (Spark keeps µs; the tables are written in ms)."""
+    cols = [c.cast(_MS, safe=False) if pa.types.is_timestamp(c.type) else c for c in table.columns]
+    return pa.table(dict(zip(table.column_names, cols, strict=True)))
+
+
+def _norm(v: Any) -> Any:
+    if isinstance(v, list):
+        items = [_norm(x) for x in v]
+        return sorted(items, key=repr) if items and isinstance(items[0], dict) else items
+    if isinstance(v, dict):
+        return {k: _norm(x) for k, x in v.items()}
+    return v
+
+
+def rows(table: pa.Table, columns: list[str], order: list[str]) -> list[dict[str, Any]]:
+    got = [{c: _norm(r[c]) for c in columns} for r in _ms(table).select(columns).to_pylist()]
+    return sorted(got, key=lambda r: tuple(repr(r[c]) for c in order))
+
+
+def same(got: list[dict[str, Any]], want: list[dict[str, Any]], what: str) -> None:
+    assert len(got) == len(want), f"{what}: {len(got)} rows, the reference {len(want)}\n{got}\n{want}"
+    for g, w in zip(got, want, strict=True):
+        for k in w:
+            a, b = g[k], w[k]
+            if isinstance(a, float) and isinstance(b, float):
+                assert math.isclose(a, b, rel_tol=0, abs_tol=1e-9), f"{what}.{k}: {a} != {b}\n{g}\n{w}"
+            else:
+                assert a == b, f"{what}.{k}: {a!r} != {b!r}\n{g}\n{w}"
+
+
+MSWEEP_COLUMNS = groups.MSWEEP_SCHEMA.names
+
+
+def compare(out: groups.GroupOutputs, ref: dict[str, pa.Table]) -> None:
+    same(rows(out.rebalances, groups.REBALANCE_COLUMNS, ["cluster", "group_id", "start_ts", "end_ts"]),
+         rows(ref["rebalances"], groups.REBALANCE_COLUMNS, ["cluster", "group_id", "start_ts", "end_ts"]),
+         "rebalances")
+    cols = [*ANOMALY_COLUMNS, "date"]
+    same(rows(out.anomalies, cols, ["key"]), rows(ref["anomalies"], cols, ["key"]), "anomalies")
+    same(rows(out.msweeps, MSWEEP_COLUMNS, ["cluster", "group_id", "t"]),
+         rows(ref["msweeps"], MSWEEP_COLUMNS, ["cluster", "group_id", "t"]), "msweeps")
+    rcols = ["cluster", "group_id", "start_ts", "end_ts"]
+    same(rows(out.recent_rebalances, rcols, rcols), rows(ref["recent_rebalances"], rcols, rcols), "recent")
+
+
+# --------------------------------------------------------------------------------------------
+# hand-computed expectations (the cases of test_analytics_rebalances.py)
+# --------------------------------------------------------------------------------------------
+
+def _hand_step() -> Step:
+    return Step(members=[r for name, m, _, _ in rc.CASES for r in members_rows(m, group=name)],
+                offsets=[r for _, _, o, _ in rc.CASES for r in o])
+
+
+def _by_group(table: pa.Table) -> dict[str, dict[str, Any]]:
+    return {r["group_id"]: r for r in table.to_pylist()}
+
+
+def test_windows_from_sweeps() -> None:
+    got = _by_group(groups.group_pass(inputs(_hand_step()), S).rebalances)
+    assert set(got) == {name for name, *_ in rc.CASES}
+    for name, _, _, (cause, s, e, d, before, after, moved, bound) in rc.CASES:
+        r = got[name]
+        assert (r["cause"], r["start_ts"], r["end_ts"], round(r["duration_s"], 3), r["members_before"],
+                r["members_after"], r["partitions_moved"], r["bound_s"], r["source"]) == (
+            cause, at(s), at(e), d, before, after, moved, bound, "sweeps"), name
+        assert r["date"] == "2026-01-01"
+
+
+def test_lag_and_processing_gap() -> None:
+    # "session": partition 1 frozen at 20 from t=4 (lag 50 at A = 14, 70 at B = 18: 20
+    # accumulated); its last commit change at 4, the new owner's first at 20: a 16 s gap; m2's
+    # outage 4 → 17 = 13 s against the 12 s bound
+    r = _by_group(groups.group_pass(inputs(_hand_step()), S).rebalances)["session"]
+    assert (r["messages_accumulated"], r["max_processing_gap_s"], round(r["observed_over_bound"], 4)) == (
+        20, 16.0, round(13 / 12, 4))
+
+
+def test_rebalance_columns_have_the_table_types() -> None:
+    got = groups.group_pass(inputs(_hand_step()), S).rebalances
+    lake_types = {f.name: f.type for f in TABLES["rebalances"].schema}
+    for f in got.schema:
+        if f.name in lake_types:
+            assert f.type == lake_types[f.name], f.name
+    assert [c for c in got.column_names if c not in lake_types] == ["cluster", "date"]
+
+
+def test_commit_stream_gives_exact_bounds() -> None:
+    # "session" with generation 2 written at 17.3; the group's last commit after A (14) at 16.0:
+    # 16.0 … 17.3; m2's partition last committed at 3.6: outage 13.7 s against 8 + 1 + 1
+    members = [rc.member("m1"), rc.member("m2")]
+    step = _hand_step()
+    step.events = [rc.record("session", 0.5, 1, members), rc.record("session", 17.3, 2, members[:1])]
+    step.commits = rc.commits("session", [(1, 2.0), (1, 3.6), (0, 3.9), (0, 16.0), (1, 19.0)])
+    r = _by_group(groups.group_pass(inputs(step), S).rebalances)["session"]
+    assert (r["cause"], r["source"], r["start_ts"], r["end_ts"], round(r["duration_s"], 3), r["bound_s"],
+            round(r["observed_over_bound"], 3)) == (
+        "session_timeout", "commit_stream", at(16.0), at(17.3), 1.3, 10.0, 1.37)
+
+
+def _stream_step() -> Step:
+    return Step(members=[r for c in rc.STREAM_CASES for r in members_rows(c[1], group=c[0])],
+                offsets=[r for c in rc.STREAM_CASES for r in c[2]],
+                events=[r for c in rc.STREAM_CASES for r in c[3]], commits=[r for c in rc.STREAM_CASES for r in c[4]])
+
+
+def test_commit_stream_on_classic_lake() -> None:
+    got = _by_group(groups.group_pass(inputs(_stream_step()), S).rebalances)
+    assert set(got) == {c[0] for c in rc.STREAM_CASES}
+    for name, _, _, _, _, (cause, s, e, d, bound, gb, ga) in rc.STREAM_CASES:
+        r = got[name]
+        assert (r["cause"], r["source"], r["start_ts"], r["end_ts"], round(r["duration_s"], 3), r["bound_s"],
+                r["generation_before"], r["generation_after"]) == (
+            cause, "commit_stream", at(s), at(e), d, bound, gb, ga), name
+
+
+def _bound_step() -> Step:
+    return Step(members=[r for c in rc.BOUND_CASES for r in members_rows(c[1], group=c[0])],
+                offsets=[r for c in rc.BOUND_CASES for r in c[2]], events=[r for c in rc.BOUND_CASES for r in c[3]])
+
+
+def test_bound_uses_record_timeouts() -> None:
+    got = _by_group(groups.group_pass(inputs(_bound_step()), S).rebalances)
+    assert {n: (r["cause"], r["bound_s"]) for n, r in got.items()} == {
+        name: expected for name, _, _, _, expected in rc.BOUND_CASES}
+
+
+def _missed_step() -> Step:
+    g = "missed"
+    sweeps = rc.stable(range(0, 17, 2), None, rc.BOTH)  # type: ignore[arg-type]
+    events = [rc.record(g, 0.5, 1, [rc.member("m1", parts=(0, 1))]),
+              rc.record(g, 11.0, 2, [rc.member("m1", parts=(0,)), rc.member("m2", parts=(1,))]),
+              rc.record(g, 11.5, 3, [rc.member("m1", parts=(0, 1))])]
+    commits = rc.commits(g, [*rc.regular((0, 1), 10), (0, 10.6), (1, 10.6), (0, 11.3),
+                             *rc.regular((0, 1), 16)[12:]])
+    return Step(members=members_rows(sweeps, group=g), offsets=rc.offsets(g, 16, {0: [(0, "m1")], 1: [(0, "m1")]}),
+                events=events, commits=commits)
+
+
+def test_generations_no_sweep_saw() -> None:
+    # sweeps see {m1} throughout; between 10 and 12 m2 joined (generation 2 at 11.0, m1 revoked
+    # at 10.6) and left (generation 3 at 11.5, m1 revoked p0 at 11.3): two windows from the
+    # records alone; the accumulated messages are 0 (no sweep at either end: SQL's greatest
+    # skips the unknown lag)
+    got = groups.group_pass(inputs(_missed_step()), S).rebalances.to_pylist()
+    assert [(r["cause"], r["source"], r["start_ts"], r["end_ts"], round(r["duration_s"], 3), r["bound_s"],
+             r["generation_before"], r["generation_after"], r["members_before"], r["members_after"],
+             r["partitions_moved"], r["messages_accumulated"]) for r in got] == [
+        ("join", "commit_stream", at(10.6), at(11.0), 0.4, 20.0, 1, 2, ["m1"], ["m1", "m2"], 1, 0),
+        ("leave", "commit_stream", at(11.3), at(11.5), 0.2, 20.0, 2, 3, ["m1", "m2"], ["m1"], 1, 0)]
+
+
+def _idle() -> tuple[list[tuple[Any, ...]], list[dict[str, Any]]]:
+    sweeps = [*rc.stable(range(0, 11, 2), 1, rc.SPLIT), (12, "PreparingRebalance", 1, [("m1", None, [0])]),
+              *rc.stable(range(14, 17, 2), 2, rc.BOTH)]
+    owner1 = {t: "m2" if t <= 10 else None if t == 12 else "m1" for t in range(0, 17, 2)}
+    offsets = [*offsets_rows([(t, 100, 100, 0, "m1") for t in range(0, 17, 2)], partition=0),
+               *offsets_rows([(t, 100, 100, 0, owner1[t]) for t in range(0, 17, 2)], partition=1)]
+    return sweeps, offsets
+
+
+def _carried_series(offsets: list[dict[str, Any]], upto: float, change: dict[int, float | None],
+                    alive: dict[int, float | None]) -> pa.Table:
+    """The state part ``series`` after a step ending at ``upto``: each partition's last row with its
+    last commit change and last progress."""
+    last: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for r in offsets:
+        if r["sweep_ts"] <= at(upto):
+            last[(r["cluster"], r["group_id"], r["partition"])] = r
+    out = []
+    for (c, g, p), r in sorted(last.items()):
+        out.append({"cluster": c, "group_id": g, "topic": r["topic"], "partition": p, "ts": r["sweep_ts"],
+                    "t": r["sweep_ts"].timestamp(), "committed": r["committed_offset"], "lag": r["lag"],
+                    "owner": r["member_id"], "m_change_t": change.get(p), "m_alive_t": alive.get(p)})
+    return pa.Table.from_pylist(out, schema=pa.schema([
+        ("cluster", pa.string()), ("group_id", pa.string()), ("topic", pa.string()), ("partition", pa.int32()),
+        ("ts", _MS), ("t", pa.float64()), ("committed", pa.int64()), ("lag", pa.int64()), ("owner", pa.string()),
+        ("m_change_t", pa.float64()), ("m_alive_t", pa.float64())]))
+
+
+def _idle_steps() -> tuple[Step, Step, Step]:
+    sweeps, offsets = _idle()
+
+    def part(lo: int, hi: int) -> Step:
+        return Step(members=members_rows([s for s in sweeps if lo <= s[0] <= hi]),
+                    offsets=[r for r in offsets if at(lo) <= r["sweep_ts"] <= at(hi)])
+
+    second = part(12, 16)
+    # m2 was last caught up at 10; its partition's committed offset last changed at 0
+    second.carried_series = _carried_series(offsets, 10, {0: at(0).timestamp(), 1: at(0).timestamp()},
+                                            {0: at(10).timestamp(), 1: at(10).timestamp()})
+    return part(0, 16), part(0, 10), second
+
+
+def test_prompt_leave_on_an_idle_topic_across_a_step_boundary() -> None:
+    # an idle topic, both partitions caught up: m2 last showed progress (caught up) at 10, gone at
+    # 12, gen 2 settled at 14: a leave (2 s ≤ 2.5 s), 11 … 13, in one step and across two (the
+    # state carries m2's last progress, 10, not its partition's last commit change, 0)
+    batch, first, second = _idle_steps()
+    assert [(r["cause"], r["duration_s"]) for r in groups.group_pass(inputs(batch), S).rebalances.to_pylist()] == [
+        ("leave", 2.0)]
+    one = groups.group_pass(inputs(first), S)
+    assert not one.rebalances.num_rows
+    two = groups.group_pass(inputs(second, one.msweeps, one.recent_rebalances), S)
+    assert [(r["cause"], r["duration_s"]) for r in two.rebalances.to_pylist()] == [("leave", 2.0)]
+
+
+def test_a_sweep_written_twice_gives_the_same_windows() -> None:
+    # "session" with the sweeps at 14 (A) and 18 (B) in the lake twice: the same window, moves and
+    # accumulated messages (the group lag at A and B counted once each: 50 → 70)
+    name, sweeps, offsets, _ = rc.CASES[2]
+    members = members_rows(sweeps, group=name)
+    twice = [r for r in members if r["sweep_ts"] in (at(14), at(18))]
+    otwice = [r for r in offsets if r["sweep_ts"] in (at(14), at(18))]
+    got = groups.group_pass(inputs(Step(members=members + twice, offsets=offsets + otwice)), S).rebalances
+    assert [(r["cause"], r["start_ts"], r["end_ts"], r["partitions_moved"], r["messages_accumulated"])
+            for r in got.to_pylist()] == [("session_timeout", at(15), at(17), 1, 20)]
+
+
+# (case, anomaly, kept?) against the "session" window: outage = m2's last progress (4) → 17
+OUTAGE_CASES = [
+    # a stall from 6 to 16: inside the outage (the rebalance itself): dropped
+    ("stall inside", anomaly("session", "stall", 6, 16, 10), False),
+    # starting 1 s before the outage's start still counts (the boundaries' tolerance)
+    ("stop at the tolerance", anomaly("session", "stop", 3, 17.5, 14.5), False),
+    # open, seen for 34 s from 6 (to 40): outlasts the rebalance: kept
+    ("open stall outlasting", anomaly("session", "stall", 6, None, 34), True),
+    # open, seen for 8 s: inside: dropped
+    ("open stall inside", anomaly("session", "stall", 6, None, 8), False),
+    # a rewind is no outage, whatever its time
+    ("rewind", anomaly("session", "rewind", 6, 6, 5), True),
+    # another group's stall at the same time
+    ("other group", anomaly("join", "stall", 6, 16, 10), True),
+]
+
+
+@pytest.mark.parametrize(("case", "row", "kept"), OUTAGE_CASES, ids=[c[0] for c in OUTAGE_CASES])
+def test_anomalies_inside_a_rebalance_outage_are_dropped(case: str, row: dict[str, Any], kept: bool) -> None:
+    step = _hand_step()
+    step.anomalies = [row]
+    got = groups.group_pass(inputs(step), S).anomalies
+    assert [r["key"] for r in got.filter(pa.compute.not_equal(got.column("kind"), "rebalance_storm")).to_pylist()] == (
+        [row["key"]] if kept else []), case
+
+
+def test_storms_and_their_state() -> None:
+    # three windows of one group within 600 s: one storm (3 rebalances) from the first start to the
+    # last end; the state keeps the three (an open storm keeps its rebalances)
+    t = [(100.0, 102.0), (200.0, 203.5), (300.25, 301.0)]
+    recent = pa.Table.from_pylist([{"cluster": "c", "group_id": "g", "start_ts": at(a), "end_ts": at(b)}
+                                   for a, b in t], schema=groups.RECENT_SCHEMA)
+    flags = np.array([True, True, False])
+    got = groups.storms(recent, flags, count=3, window_s=600.0, schema=ANOMALY_SCHEMA).to_pylist()
+    assert [(r["kind"], r["start_ts"], r["end_ts"], r["magnitude"], r["detail"], r["key"]) for r in got] == [
+        ("rebalance_storm", at(100), at(301), 3.0, "3 rebalances within 600 s",
+         f"rebalance_storm|c|g|||{int(at(100).timestamp() * 1000)}")]
+    # carried rebalances alone: reported by the step that saw them
+    assert not groups.storms(recent, np.ones(3, bool), count=3, window_s=600.0, schema=ANOMALY_SCHEMA).num_rows
+    assert groups.storm_state(recent, flags, count=3, window_s=600.0).num_rows == 3
+    # no storm: only those within the window before the last one
+    assert groups.storm_state(recent, flags, count=4, window_s=150.0).to_pylist() == [
+        {"cluster": "c", "group_id": "g", "start_ts": at(200), "end_ts": at(203.5)},
+        {"cluster": "c", "group_id": "g", "start_ts": at(300.25), "end_ts": at(301)}]
+
+
+def test_member_sweeps_marks_settled() -> None:
+    # Stable with partitions assigned is settled; Stable with nothing assigned or rebalancing is not
+    got = groups.member_sweeps(lake("members", members_rows([(0, "Stable", 1, rc.BOTH),
+                                                             (2, "Stable", 1, [("m1", None, [])]),
+                                                             (4, "CompletingRebalance", 2, rc.BOTH)])))
+    assert sorted((r["t"] - at(0).timestamp(), r["settled"]) for r in got.to_pylist()) == [
+        (0.0, True), (2.0, False), (4.0, False)]
+
+
+def test_group_events_need_their_columns() -> None:
+    step = _bound_step()
+    inp = inputs(step)
+    inp.group_events = inp.group_events.select(["cluster", "group_id", "record_type", "members",  # type: ignore[union-attr]
+                                                "record_ts"])
+    with pytest.raises(ValueError, match="value_version"):
+        groups.group_pass(inp, S)
+
+
+# --------------------------------------------------------------------------------------------
+# equality with the Spark SQL statement
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.spark
+def test_hand_built_scenarios_equal_the_spark_statement(spark: SparkSession) -> None:
+    anomalies = [row for _, row, _ in OUTAGE_CASES]
+    settings = Settings(rules=RuleParams(storm_count=2, storm_window_s=60.0), session_timeout_s=10,
+                        heartbeat_s=1, network_s=1, rebalance_timeout_s=30)
+    steps = [Step(members=_hand_step().members, offsets=_hand_step().offsets, anomalies=anomalies),
+             _stream_step(), _bound_step(), _missed_step()]
+    with_stream = _hand_step()
+    with_stream.events = [rc.record("session", 0.5, 1, [rc.member("m1"), rc.member("m2")]),
+                          rc.record("session", 17.3, 2, [rc.member("m1")])]
+    with_stream.commits = rc.commits("session", [(1, 2.0), (1, 3.6), (0, 3.9), (0, 16.0), (1, 19.0)])
+    steps.append(with_stream)
+    for step in steps:
+        inp = inputs(step)
+        compare(groups.group_pass(inp, settings), reference(spark, inp, settings))
+    _, first, second = _idle_steps()
+    one_in = inputs(first)
+    one, ref_one = groups.group_pass(one_in, settings), reference(spark, one_in, settings)
+    compare(one, ref_one)
+    two_in = inputs(second, one.msweeps, one.recent_rebalances)
+    compare(groups.group_pass(two_in, settings), reference(spark, two_in, settings))
+
+
+# ---- random groups
+
+@dataclass
+class _Member:
+    mid: str
+    iid: str | None
+    crashed_at: float | None = None
+
+
+def _assign(members: list[_Member], parts: int) -> dict[int, _Member]:
+    live = sorted(members, key=lambda m: m.mid)
+    return {p: live[p % len(live)] for p in range(parts)} if live else {}
+
+
+def random_lake(rng: random.Random, group: str, *, t_end: int, generations: bool, events: bool, commits: bool,
+                cluster: str = "c") -> dict[str, list[dict[str, Any]]]:
+    """A group's lake rows: sweeps every 2 s over [0, t_end], 3 partitions, members that join,
+    leave, crash (stop committing, removed 2–6 sweeps later), bounce (static: same instance, new
+    member id), and generations no sweep sees (a member joining and leaving between two sweeps)."""
+    parts = 3
+    n = 0
+
+    def new(static: bool) -> _Member:
+        nonlocal n
+        n += 1
+        return _Member(f"{group}-m{n}", f"{group}-i{n}" if static else None)
+
+    members = [new(rng.random() < 0.4) for _ in range(rng.randint(1, 3))]
+    gen = 1
+    out: dict[str, list[dict[str, Any]]] = {"members": [], "offsets": [], "group_events": [], "commits": []}
+    so = [0]
+
+    def record(ts: float, gen_: int, ms: list[_Member], kind: str = "group_metadata") -> None:
+        amap = _assign(ms, parts)
+        so[0] += 1
+        out["group_events"].append({
+            "cluster": cluster, "date": "2026-01-01", "group_id": group, "record_type": kind, "generation": gen_,
+            "record_ts": at(round(ts, 3)), "source_partition": 0, "source_offset": so[0], "value_version": 0,
+            "members": [{"member_id": m.mid, "group_instance_id": m.iid, "client_id": "c", "host": "h",
+                         "session_timeout_ms": rng.choice([8000, 10000, None]) if kind == "group_metadata" else None,
+                         "rebalance_timeout_ms": rng.choice([20000, 30000]),
+                         "assignment": [{"topic": "t", "partition": p} for p, o in amap.items() if o is m]}
+                        for m in ms]})
+
+    def commit(p: int, ts: float, offset: int) -> None:
+        so[0] += 1
+        out["commits"].append({"cluster": cluster, "date": "2026-01-01", "group_id": group, "topic": "t",
+                               "partition": p, "committed_offset": offset, "commit_ts": at(round(ts, 3)),
+                               "record_ts": at(round(ts, 3)), "source_partition": 0, "source_offset": so[0]})
+
+    if rng.random() < 0.5:
+        record(0.5, gen, members)
+    else:  # KIP-848 member records
+        for m in members:
+            so[0] += 1
+            out["group_events"].append({
+                "cluster": cluster, "date": "2026-01-01", "group_id": group, "record_type": "consumer_group_member",
+                "generation": None, "record_ts": at(0.5), "source_partition": 0, "source_offset": so[0],
+                "value_version": 0, "member_id": m.mid,
+                "members": [{"member_id": m.mid, "group_instance_id": m.iid, "client_id": "c", "host": "h",
+                             "session_timeout_ms": None, "rebalance_timeout_ms": 20000, "assignment": []}]})
+    committed = dict.fromkeys(range(parts), 0)
+    pending: tuple[str, list[_Member], int] | None = None  # a rebalance under way: (kind, next members, sweeps)
+    for t in range(0, t_end + 1, 2):
+        state = "Stable"
+        if pending is not None:
+            kind, nxt, left = pending
+            if left > 0:
+                state = "PreparingRebalance"
+                pending = (kind, nxt, left - 1)
+            else:
+                members, pending = nxt, None
+                gen += 1
+                if rng.random() < 0.8:
+                    rec_t = t - 2 + rng.uniform(0.2, 1.9) if rng.random() < 0.7 else t + rng.uniform(0.1, 1.9)
+                    for m in members:  # revocation commits of the survivors
+                        for p, o in _assign(members, parts).items():
+                            if o is m and rng.random() < 0.7:
+                                commit(p, rec_t - rng.uniform(0.05, 1.5), committed[p])
+                    record(rec_t, gen, members)
+        elif t > 0 and t < t_end - 4 and rng.random() < 0.25:
+            kind = rng.choice(["join", "leave", "crash", "bounce", "missed", "generation"])
+            alive = [m for m in members if m.crashed_at is None]
+            if kind == "join" or (kind in ("leave", "crash") and len(alive) < 2):
+                pending = ("join", [*members, new(rng.random() < 0.4)], rng.choice([0, 1, 1, 2]))
+            elif kind == "leave":
+                gone = rng.choice(alive)
+                pending = ("leave", [m for m in members if m is not gone], rng.choice([0, 1, 1]))
+            elif kind == "crash":
+                victim = rng.choice(alive)
+                victim.crashed_at = t
+                pending = ("crash", [m for m in members if m is not victim], rng.randint(3, 7))
+            elif kind == "bounce" and any(m.iid for m in members):
+                old = rng.choice([m for m in members if m.iid])
+                n += 1
+                back = _Member(f"{group}-m{n}", old.iid)
+                members = [back if m is old else m for m in members]
+                if rng.random() < 0.7:
+                    record(t - rng.uniform(0.2, 1.8), gen, members)
+            elif kind == "missed":
+                extra = new(False)
+                record(t - 1.5, gen + 1, [*members, extra])
+                record(t - 0.8, gen + 2, members)
+                gen += 2
+            else:
+                gen += 1
+        shown = members
+        if pending is not None and pending[0] == "crash" and pending[2] > 1:
+            state = "Stable"  # the crashed member is still in the group until its session expires
+        amap = _assign(shown, parts)
+        mem_rows: list[tuple[str, str | None, list[int]]] = [
+            (m.mid, m.iid, [p for p, o in amap.items() if o is m] if state == "Stable" else []) for m in shown]
+        out["members"] += members_rows([(t, state, gen if generations else None, mem_rows)], group=group)
+        for r in out["members"][-len(mem_rows) or -1:]:
+            r["cluster"] = cluster
+        for p in range(parts):
+            owner = amap.get(p)
+            end = 5 * t + p
+            frozen = owner is not None and owner.crashed_at is not None
+            if not frozen and rng.random() < 0.8:
+                committed[p] = max(committed[p], end - rng.randint(0, 3))
+                if commits:
+                    commit(p, t + rng.uniform(-1.9, 0), committed[p])
+            own = None if state != "Stable" and rng.random() < 0.5 else owner.mid if owner else None
+            out["offsets"] += offsets_rows([(t, committed[p], end, 0, own)], group=group, partition=p)
+            out["offsets"][-1]["cluster"] = cluster
+    if not events:
+        out["group_events"] = []
+    if not commits:
+        out["commits"] = []
+    return out
+
+
+def _random_anomalies(rng: random.Random, group: str, t_end: int) -> list[dict[str, Any]]:
+    out = []
+    for _ in range(rng.randint(0, 4)):
+        start = round(rng.uniform(0, t_end), 3)
+        end = None if rng.random() < 0.4 else round(start + rng.uniform(0, 15), 3)
+        out.append(anomaly(group, rng.choice(["stall", "stop", "commit_gap", "rewind"]), start, end,
+                           (end - start) if end is not None else round(rng.uniform(0, 20), 3),
+                           partition=rng.randint(0, 2)))
+    return list({a["key"]: a for a in out}.values())
+
+
+def _carried_random(offsets: list[dict[str, Any]], upto: float, rng: random.Random) -> pa.Table:
+    change: dict[tuple[str, int], float | None] = {}
+    alive: dict[tuple[str, int], float | None] = {}
+    prev: dict[tuple[str, int], Any] = {}
+    for r in sorted(offsets, key=lambda r: r["sweep_ts"]):
+        if r["sweep_ts"] > at(upto):
+            continue
+        k = (r["group_id"], r["partition"])
+        t = r["sweep_ts"].timestamp()
+        if prev.get(k) != r["committed_offset"]:
+            change[k] = t
+        if r["member_id"] is not None and (prev.get(k) != r["committed_offset"] or r["lag"] == 0):
+            alive[k] = t
+        prev[k] = r["committed_offset"]
+    tables = []
+    for g in sorted({k[0] for k in change}):
+        rows = [r for r in offsets if r["group_id"] == g]
+        tables.append(_carried_series(rows, upto, {p: change.get((g, p)) for p in range(3)},
+                                      {p: alive.get((g, p)) if rng.random() < 0.8 else None for p in range(3)}))
+    return pa.concat_tables(tables)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("seed", range(6))
+def test_random_groups_equal_the_spark_statement(spark: SparkSession, seed: int) -> None:
+    rng = random.Random(seed)
+    t_end, cut = 60, 30
+    with_events, with_commits = seed % 3 != 2, seed % 2 == 0
+    lakes = {f"g{i}": random_lake(rng, f"g{i}", t_end=t_end, generations=rng.random() < 0.5, events=with_events,
+                                  commits=with_commits, cluster=rng.choice(["c", "d"])) for i in range(5)}
+    settings = Settings(rules=RuleParams(storm_count=2, storm_window_s=rng.choice([10.0, 20.5, 30.0])),
+                        session_timeout_s=10, heartbeat_s=1, network_s=1, rebalance_timeout_s=30)
+
+    def rows_of(table: str, lo: float, hi: float, col: str) -> list[dict[str, Any]]:
+        return [r for lk in lakes.values() for r in lk[table] if at(lo) <= r[col] <= at(hi)]
+
+    def step(lo: float, hi: float, ev_lo: float) -> Step:
+        return Step(members=rows_of("members", lo, hi, "sweep_ts"), offsets=rows_of("offsets", lo, hi, "sweep_ts"),
+                    events=rows_of("group_events", ev_lo, hi + 1.99, "record_ts") if with_events else None,
+                    commits=rows_of("commits", max(0.0, lo - 900), hi + 1.99, "commit_ts") if with_commits else None,
+                    anomalies=[a for g in lakes for a in _random_anomalies(rng, g, t_end)])
+
+    # one step over everything, then the same as two steps with the carried state
+    whole = inputs(step(0, t_end, 0))
+    compare(groups.group_pass(whole, settings), reference(spark, whole, settings))
+    first_in = inputs(step(0, cut, 0))
+    one, ref_one = groups.group_pass(first_in, settings), reference(spark, first_in, settings)
+    compare(one, ref_one)
+    second = step(cut + 2, t_end, 0)
+    second.carried_series = _carried_random(rows_of("offsets", 0, cut, "sweep_ts"), cut, rng)
+    mine_in = inputs(second, one.msweeps, one.recent_rebalances)
+    ref_in = inputs(second, ref_one["msweeps"].select(groups.MSWEEP_SCHEMA.names).cast(groups.MSWEEP_SCHEMA),
+                    _ms(ref_one["recent_rebalances"]))
+    compare(groups.group_pass(mine_in, settings), reference(spark, ref_in, settings))
+
+
+def test_member_sweeps_of_many_groups_are_array_code() -> None:
+    # 200,000 member rows (20,000 sweeps) in well under a few seconds: no per-row Python
+    rows = 200_000
+    idx = np.arange(rows)
+    members = pa.table({
+        "cluster": pa.array(["c"] * rows), "group_id": pa.array((idx // 10 % 2000).astype(str)),
+        "sweep_ts": pa.array((idx // 20_000 * 1_000).astype(np.int64), pa.int64()).cast(_MS),
+        "group_state": pa.array(["Stable"] * rows), "generation": pa.array(np.ones(rows, np.int32)),
+        "member_id": pa.array((idx % 10).astype(str)), "group_instance_id": pa.nulls(rows, pa.string()),
+        "assignment": pa.array([[{"topic": "t", "partition": 0}]] * rows, TABLES["members"].schema.field(
+            "assignment").type)})
+    start = dt.datetime.now()
+    got = groups.member_sweeps(members)
+    assert got.num_rows == 20_000
+    assert (dt.datetime.now() - start).total_seconds() < 10
