@@ -77,7 +77,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lagscope.analytics.arrays import dates, key_code, longs, seconds, timestamps
+from lagscope.analytics import arrays
+from lagscope.analytics.arrays import dates, timestamps
 
 if TYPE_CHECKING:
     from lagscope.analytics.job import Settings
@@ -173,6 +174,22 @@ class GroupOutputs:
 # small helpers
 # --------------------------------------------------------------------------------------------
 
+def longs(col: pa.ChunkedArray | pa.Array) -> tuple[_I, _B]:
+    """Values (null as 0) and where they are valid."""
+    v, ok = arrays.longs(col)
+    return np.asarray(v, np.int64), np.asarray(ok, bool)
+
+
+def key_code(*cols: pa.ChunkedArray | pa.Array) -> _I:
+    """:func:`lagscope.analytics.arrays.key_code`: a code per row, equal where every column is."""
+    return np.asarray(arrays.key_code(*cols), np.int64)
+
+
+def seconds(ts: pa.ChunkedArray | pa.Array) -> _F:
+    """Timestamps → epoch seconds, as Spark's ``unix_micros / 1e6``; null → NaN."""
+    return np.asarray(arrays.seconds(ts), np.float64)
+
+
 def _plain(col: pa.ChunkedArray | pa.Array) -> pa.Array:
     """One chunk, dictionaries decoded."""
     c = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
@@ -223,8 +240,7 @@ def _list_code(lists: pa.Array | pa.ChunkedArray) -> _I:
     c = _plain(lists)
     joined = pc.binary_join(c, "\x1f").fill_null("")
     n = np.asarray(pc.list_value_length(c).fill_null(0), dtype=np.int64)
-    code = key_code(joined, pa.array(n))
-    return code
+    return key_code(joined, pa.array(n))
 
 
 def _flag(col: pa.ChunkedArray | pa.Array) -> _B:
@@ -509,9 +525,9 @@ def generation_end(w: _Window, recs: list[dict[str, Any]]) -> None:
     sees a generation only once its record is written)."""
     best = None
     for r in recs:
-        if r["member_ids"] is not None and w.a.t < r["gen_t"] <= w.hi and r["member_ids"] == w.b.member_ids:
-            if best is None or r["gen_t"] >= best["gen_t"]:
-                best = r
+        if (r["member_ids"] is not None and w.a.t < r["gen_t"] <= w.hi and r["member_ids"] == w.b.member_ids
+                and (best is None or r["gen_t"] >= best["gen_t"])):
+            best = r
     if best is not None:
         w.b_gen_t, w.b_gen = float(best["gen_t"]), best["generation"]
 
@@ -777,7 +793,8 @@ def _progress(series: pa.Table, carried: pa.Table | None, groups: pa.Array,
     part = [_plain(s.column("partition")).cast(pa.int32())]
     t = [np.asarray(_plain(s.column("t")).fill_null(np.nan), dtype=np.float64)]
     committed, c_ok = longs(s.column("committed"))
-    comm, comm_ok = [committed], [c_ok]
+    comm: list[_I] = [committed]
+    comm_ok: list[_B] = [c_ok]
     owner = [_plain(s.column("owner")).cast(pa.string())]
     lag, lag_ok = longs(s.column("lag"))
     zero_lag = [~lag_ok | (lag == 0)]
@@ -799,45 +816,45 @@ def _progress(series: pa.Table, carried: pa.Table | None, groups: pa.Array,
         zero_lag.append(np.zeros(c.num_rows, bool))
         state.append(np.ones(c.num_rows, bool))
         change = np.asarray(_plain(c.column("m_change_t")).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
-        alive = (np.asarray(_plain(c.column("m_alive_t")).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
-                 if "m_alive_t" in c.column_names else np.full(c.num_rows, np.nan))
-        alive_seed.append(np.where(np.isnan(alive), change, alive))
+        seen = (np.asarray(_plain(c.column("m_alive_t")).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
+                if "m_alive_t" in c.column_names else np.full(c.num_rows, np.nan))
+        alive_seed.append(np.where(np.isnan(seen), change, seen))
         change_seed.append(change)
-    G = np.concatenate(parts_g)
+    gg = np.concatenate(parts_g)
     tp_topic = pa.concat_arrays(topic)
     tp_part = pa.concat_arrays(part)
-    T = np.concatenate(t)
-    C, C_ok = np.concatenate(comm), np.concatenate(comm_ok)
+    tt = np.concatenate(t)
+    cv, cv_ok = np.concatenate(comm), np.concatenate(comm_ok)
     own = pa.concat_arrays(owner)
-    Z, S = np.concatenate(zero_lag), np.concatenate(state)
-    A0, C0 = np.concatenate(alive_seed), np.concatenate(change_seed)
-    n = len(G)
-    key = key_code(pa.array(G), tp_topic, tp_part) if n else np.zeros(0, np.int64)
-    order = np.lexsort((~S, T, key))  # a key's carried row first
-    key_o, C_o, Cok_o = key[order], C[order], C_ok[order]
+    zero, st = np.concatenate(zero_lag), np.concatenate(state)
+    alive0, change0 = np.concatenate(alive_seed), np.concatenate(change_seed)
+    n = len(gg)
+    key = key_code(pa.array(gg), tp_topic, tp_part) if n else np.zeros(0, np.int64)
+    order = np.lexsort((~st, tt, key))  # a key's carried row first
+    key_o, cv_o, cvok_o = key[order], cv[order], cv_ok[order]
     has_prev = np.zeros(n, bool)
     has_prev[1:] = key_o[1:] == key_o[:-1]
     prev_ok = np.zeros(n, bool)
-    prev_ok[1:] = Cok_o[:-1]
+    prev_ok[1:] = cvok_o[:-1]
     prev = np.zeros(n, np.int64)
-    prev[1:] = C_o[:-1]
-    changed_o = Cok_o & ~S[order] & (~has_prev | ~prev_ok | (C_o != prev))
+    prev[1:] = cv_o[:-1]
+    changed_o = cvok_o & ~st[order] & (~has_prev | ~prev_ok | (cv_o != prev))
     changed = np.zeros(n, bool)
     changed[order] = changed_o
     own_ok = np.asarray(own.is_valid(), dtype=bool)
-    alive_t = np.where(S, A0, np.where(own_ok & (changed | Z), T, np.nan))
+    alive_t = np.where(st, alive0, np.where(own_ok & (changed | zero), tt, np.nan))
     a_ok = own_ok & ~np.isnan(alive_t)
     alive: dict[tuple[int, str], float] = {}
     if a_ok.any():
-        at = pa.table({"g": pa.array(G[a_ok]), "owner": own.filter(pa.array(a_ok)),
+        at = pa.table({"g": pa.array(gg[a_ok]), "owner": own.filter(pa.array(a_ok)),
                        "t": pa.array(alive_t[a_ok])}).group_by(["g", "owner"]).aggregate([("t", "max")])
-        for gg, o, tt in zip(at.column("g").to_pylist(), at.column("owner").to_pylist(),
-                             at.column("t_max").to_pylist(), strict=True):
-            alive[(gg, o)] = tt
-    ch_t = np.where(S, C0, np.where(changed, T, np.nan))
+        for code, o, last in zip(at.column("g").to_pylist(), at.column("owner").to_pylist(),
+                                 at.column("t_max").to_pylist(), strict=True):
+            alive[(code, o)] = last
+    ch_t = np.where(st, change0, np.where(changed, tt, np.nan))
     ch = ~np.isnan(ch_t)
     m = pa.array(ch)
-    return alive, _Times.of(G[ch], tp_topic.filter(m), tp_part.filter(m), ch_t[ch])
+    return alive, _Times.of(gg[ch], tp_topic.filter(m), tp_part.filter(m), ch_t[ch])
 
 
 def _commit_times(commits: pa.Table, groups: pa.Array, wanted: _I) -> _Times:
@@ -1214,7 +1231,8 @@ def _msweeps_state(kept: pa.Table, lags: pa.Table, carried_lag: pa.Table) -> pa.
     carried with one, else the step's at that sweep)."""
     k = kept.append_column("_i", pa.array(np.arange(kept.num_rows), pa.int64())).append_column(
         "_tu", pa.array(_tu(np.asarray(kept.column("t"), dtype=np.float64)), pa.int64()))
-    j = k.select(["_i", "cluster", "group_id", "_tu"]).join(lags, ["cluster", "group_id", "_tu"], join_type="left outer")
+    j = k.select(["_i", "cluster", "group_id", "_tu"]).join(lags, ["cluster", "group_id", "_tu"],
+                                                            join_type="left outer")
     j = j.join(carried_lag.rename_columns(["cluster", "group_id", "_tu", "_cl"]), ["cluster", "group_id", "_tu"],
                join_type="left outer").sort_by("_i")
     own = _plain(kept.column("group_lag"))

@@ -498,7 +498,7 @@ def random_lake(rng: random.Random, group: str, *, t_end: int, generations: bool
                             if o is m and rng.random() < 0.7:
                                 commit(p, rec_t - rng.uniform(0.05, 1.5), committed[p])
                     record(rec_t, gen, members)
-        elif t > 0 and t < t_end - 4 and rng.random() < 0.25:
+        elif 0 < t < t_end - 4 and rng.random() < 0.25:
             kind = rng.choice(["join", "leave", "crash", "bounce", "missed", "generation"])
             alive = [m for m in members if m.crashed_at is None]
             if kind == "join" or (kind in ("leave", "crash") and len(alive) < 2):
@@ -509,7 +509,7 @@ def random_lake(rng: random.Random, group: str, *, t_end: int, generations: bool
             elif kind == "crash":
                 victim = rng.choice(alive)
                 victim.crashed_at = t
-                pending = ("crash", [m for m in members if m is not victim], rng.randint(3, 7))
+                pending = ("crash", [m for m in members if m is not victim], rng.choice([3, 4, 6, 7, 15, 16]))
             elif kind == "bounce" and any(m.iid for m in members):
                 old = rng.choice([m for m in members if m.iid])
                 n += 1
