@@ -16,6 +16,24 @@ run's groups) while the scenario runs; then one analytics step runs over the lak
 - anomalies against the injected faults (precision/recall per kind);
 - alarms (anomalies, non-OK/IDLE status rows) counted for the quiet scenarios.
 
+The step is the engine's own (:func:`lagscope.analytics.step.run_step`, what each Spark task of a
+step runs over its bucket of groups), over every scenario's groups at once, in this process: the
+lakes are read with pyarrow as a Spark step reads them (``rebalance_accuracy.read_lakes``), each
+cut at its scenario's end, and no Spark session is started. Until the one-engine change (issue
+20) this harness ran the Spark-SQL step on DataFrames; what changed besides:
+
+- lag in seconds *per sweep row* came from ``trends.transform_lag_seconds(prepare_series(offsets),
+  every_sweep=True)``, Spark around the lag-seconds pass. The engine reports lag in seconds per
+  minute row only (the ``lag_trends`` and ``status`` tables: each key's last sweep of a minute), so
+  the per-sweep figures here run that same pass directly: :func:`sweep_lag_seconds` feeds
+  :func:`lagscope.analytics.kernel.lag_seconds_table` (which the per-partition pass,
+  ``onepass.pass_table``, calls for the minute rows) the rows of ``step.prepare`` with
+  ``every_sweep=True``. Same definitions, same rows: the figures compare with the earlier
+  reports. As a check that they are the engine's, the lag seconds at each key's last sweep of a
+  minute are compared with the step's ``status`` rows (a note when any differs);
+- a group's first settled sweep (for the rebalance and storm scoring) comes from
+  :func:`lagscope.analytics.groups.member_sweeps` instead of Spark's ``rebalances.member_sweeps``.
+
 Prints a Markdown report (redirect it to benchmarks/results/analytics_accuracy.md).
 """
 
@@ -33,19 +51,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import SparkSession
-from pyspark.sql import functions as F  # noqa: N812
+import numpy as np
+import pyarrow as pa
 
-# the same collection as the rebalance harness beside this script (simulator run + collector into <dir>/lake)
-from rebalance_accuracy import collect
+# the same collection and the same step as the rebalance harness beside this script (simulator
+# run + collector into <dir>/lake; the lakes read with pyarrow, the engine's step in this process)
+from rebalance_accuracy import collect, first_settled, read_lakes, run_step
 
-from lagscope.analytics.findings import RuleParams
-from lagscope.analytics.io import read_lake
-from lagscope.analytics.job import Settings, run_step
-from lagscope.analytics.rebalances import member_sweeps
-from lagscope.analytics.series import prepare_series
-from lagscope.analytics.session import build_session
-from lagscope.analytics.trends import transform_lag_seconds
+from lagscope.analytics import kernel
+from lagscope.analytics import step as steps
+from lagscope.analytics.arrays import key_code
+from lagscope.analytics.job import Settings
+from lagscope.analytics.params import RuleParams
 
 CAUSES = {"crash": "session_timeout", "leave": "leave", "join": "join", "bounce": "static_member_bounce",
           "stop_polling": "max_poll_interval"}
@@ -181,43 +198,78 @@ def scenario_window(name: str, truth_path: Path) -> tuple[float, float]:
     return t0, t0 + load_scenario(name).duration
 
 
-def analyse(spark: SparkSession, lakes: dict[str, tuple[Path, float]], rules: RuleParams,
-            timeouts: dict[str, float]) -> dict[str, Any]:
+def sweep_lag_seconds(offsets: pa.Table, read_committed_groups: tuple[str, ...] = ()) -> pa.Table:
+    """Lag in seconds at every sweep row of ``offsets`` (lake rows): ``group_id, topic, partition, t,
+    committed, end, lag_s, lag_s_lower``. The engine's lag-seconds pass
+    (:func:`lagscope.analytics.kernel.lag_seconds_table`, as ``onepass.pass_table`` runs it for the
+    minute rows) over the series rows of ``step.prepare``, each key's rows in time order, with
+    ``every_sweep``: every sweep reported, not only each minute's last."""
+    series = steps.prepare(offsets, read_committed_groups)
+    if not series.num_rows:
+        return pa.table({c: [] for c in ("group_id", "topic", "partition", "t", "committed", "end", "lag_s",
+                                          "lag_s_lower")})
+    code = key_code(*(series.column(k) for k in steps.KEY))
+    t = np.asarray(series.column("t"), dtype=np.float64)
+    order = pa.array(np.lexsort((t, code)))
+    rows = pa.table({
+        "_h": pa.array(code, pa.int64()), "_k": pa.array((code << 2) | kernel.SWEEP, pa.int64()),
+        "t": series.column("t"), "committed": series.column("committed"), "end": series.column("end"),
+        "log_start": series.column("log_start"), "rec_t": series.column("rec_t"),
+    }, schema=kernel.LAG_SECONDS_IN).take(order)
+    got = kernel.lag_seconds_table(rows, every_sweep=True)
+    # the key's strings back by its code (one row of the series per code)
+    codes, first = np.unique(code, return_index=True)
+    at = np.searchsorted(codes, np.asarray(got.column("_h"), dtype=np.int64))
+    keys = series.select(["group_id", "topic", "partition"]).take(pa.array(first[at]))
+    return pa.table({"group_id": keys.column("group_id").cast(pa.string()),
+                     "topic": keys.column("topic").cast(pa.string()), "partition": keys.column("partition"),
+                     **{c: got.column(c) for c in ("t", "committed", "end", "lag_s", "lag_s_lower")}})
+
+
+def analyse(lakes: dict[str, tuple[Path, float]], rules: RuleParams, timeouts: dict[str, float]) -> dict[str, Any]:
     """One analytics step over every scenario's lake at once (their groups are distinct), each
     cut at its scenario's end (``lakes``: name → (lake, end epoch s))."""
-    day = dt.datetime.now(dt.UTC).date()
-    since, until = day - dt.timedelta(days=1), day + dt.timedelta(days=1)
-    ts_col = {"offsets": "sweep_ts", "members": "sweep_ts", "commits": "record_ts", "group_events": "record_ts"}
-    parts: dict[str, list[Any]] = {n: [] for n in ts_col}
-    for lake, end in lakes.values():
-        cut = F.lit(dt.datetime.fromtimestamp(end, dt.UTC))
-        for n, col in ts_col.items():
-            if n in ("offsets", "members") or (lake / n).exists():
-                parts[n].append(read_lake(spark, lake, n, since=since, until=until).where(F.col(col) <= cut))
-    tables: dict[str, Any] = {}
-    for n, dfs in parts.items():
-        tables[n] = None
-        for df in dfs:
-            tables[n] = df if tables[n] is None else tables[n].unionByName(df, allowMissingColumns=True)
-    # the inputs are small: materialise them, so that the plans of the step do not repeat 17
-    # lake reads and unions in every branch (the driver ran out of heap planning them)
-    tables = {n: (df.localCheckpoint() if df is not None else None) for n, df in tables.items()}
+    tables = read_lakes(list(lakes.values()))
     has_tail = tables["commits"] is not None and tables["group_events"] is not None
     settings = Settings(rules=rules, **timeouts)
-    step = run_step(tables["offsets"], tables["members"], settings=settings,
-                    commits=tables["commits"] if has_tail else None,
-                    group_events=tables["group_events"] if has_tail else None)
-    rows = transform_lag_seconds(prepare_series(tables["offsets"]), every_sweep=True)
-    lag_rows = rows.select("group_id", "topic", "partition", "t", "committed", "end", "lag_s", "lag_s_lower").toArrow()
-    settled = member_sweeps(tables["members"]).where("settled").groupBy("group_id").agg(F.min("t").alias("t"))
+    step = run_step(tables, commit_stream=has_tail, settings=settings)
+    offsets, members = tables["offsets"], tables["members"]
+    assert offsets is not None
+    assert members is not None
+    lag_rows = sweep_lag_seconds(offsets).to_pylist()
+    status = step.tables["status"]
+    status_rows = status.filter(status.column("partition").is_valid()).to_pylist()
     return {
-        "first_settled": {r["group_id"]: r["t"] for r in settled.collect()},
-        "lag": lag_rows.to_pylist(),
-        "rebalances": step.tables["rebalances"].toArrow().to_pylist(),
-        "anomalies": step.tables["anomalies"].toArrow().to_pylist(),
-        "status": step.tables["status"].where(F.col("partition").isNotNull()).toArrow().to_pylist(),
+        "first_settled": first_settled(members),
+        "lag": lag_rows,
+        "rebalances": step.tables["rebalances"].to_pylist(),
+        "anomalies": step.tables["anomalies"].to_pylist(),
+        "status": status_rows,
         "has_tail": has_tail,
+        "minute_check": minute_check(lag_rows, status_rows),
     }
+
+
+def minute_check(lag_rows: list[dict[str, Any]], status_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The per-sweep lag seconds at each key's last sweep of a minute that differ from the step's
+    ``status`` row of that sweep, as notes (``group_id``, ``note``; none: the figures are the
+    engine's)."""
+    last: dict[tuple[str, str, int, int], dict[str, Any]] = {}
+    for r in lag_rows:
+        k = (r["group_id"], r["topic"], r["partition"], int(r["t"] // 60))
+        if k not in last or r["t"] >= last[k]["t"]:
+            last[k] = r
+    by_sweep = {(r["group_id"], r["topic"], r["partition"], round(r["t"], 3)): r for r in last.values()}
+    notes = []
+    for s in status_rows:
+        r = by_sweep.get((s["group_id"], s["topic"], s["partition"], round(s["eval_ts"].timestamp(), 3)))
+        if r is None:
+            continue
+        a, b = r["lag_s"], s.get("lag_seconds")
+        if (a is None) != (b is None) or (a is not None and b is not None and abs(a - b) > 1e-6):
+            notes.append({"group_id": s["group_id"], "note": f"lag seconds {a} per sweep but {b} in the step's "
+                          f"status, {s['topic']}:{s['partition']} at {s['eval_ts'].isoformat()}"})
+    return notes
 
 
 def of_scenario(got: dict[str, Any], name: str) -> dict[str, Any]:
@@ -313,6 +365,7 @@ def score(name: str, truth_path: Path, got: dict[str, Any], interval_s: float, r
             rep.notes.append(f"alarm: status {st['status']} {st['topic']}:{st['partition']} "
                              f"at +{st['eval_ts'].timestamp() - run_t0:.1f} s ({st['reason']})")
     rep.sweeps = len({r["t"] for r in got["lag"]})
+    rep.notes += [n["note"] for n in got["minute_check"]]
     return rep
 
 
@@ -333,29 +386,26 @@ def main() -> None:
     rules = RuleParams(stall_after_s=5.0, stop_after_s=5.0, gap_min_s=1.0, gap_mad_floor_s=0.2, gap_k=4,
                        growth_min_minutes=5, warn_lag_s=5.0)
     timeouts = {"session_timeout_s": 3.0, "heartbeat_s": 0.5, "network_s": 0.5, "rebalance_timeout_s": 3.0}
-    spark = build_session("local[2]", shuffle_partitions=2, driver_memory="3g")
     reports = []
-    try:
-        with tempfile.TemporaryDirectory(prefix="lagscope-acc-") as tmp:
-            base = args.reuse or args.keep or Path(tmp)
-            names = args.scenarios.split(",")
-            truths: dict[str, Path] = {}
-            for name in names:
-                truths[name] = base / name / "out" / "truth.jsonl"
-                if not args.reuse:
-                    truths[name] = collect(name, args.bootstrap, base / name, args.interval_s).truth_path
-                    print(f"{name}: collected", file=sys.stderr, flush=True)
-                elif not truths[name].exists():
-                    sys.exit(f"--reuse {args.reuse}: no kept run of {name} ({truths[name]} missing)")
-            windows = {name: scenario_window(name, truths[name]) for name in names}
-            got = analyse(spark, {n: (base / n / "lake", windows[n][1]) for n in names}, rules, timeouts)
-            for name in names:
-                reports.append(score(name, truths[name], of_scenario(got, name), args.interval_s, rules))
-                print(f"{name}: {reports[-1]}", file=sys.stderr, flush=True)
-    finally:
-        spark.stop()
+    with tempfile.TemporaryDirectory(prefix="lagscope-acc-") as tmp:
+        base = args.reuse or args.keep or Path(tmp)
+        names = args.scenarios.split(",")
+        truths: dict[str, Path] = {}
+        for name in names:
+            truths[name] = base / name / "out" / "truth.jsonl"
+            if not args.reuse:
+                truths[name] = collect(name, args.bootstrap, base / name, args.interval_s).truth_path
+                print(f"{name}: collected", file=sys.stderr, flush=True)
+            elif not truths[name].exists():
+                sys.exit(f"--reuse {args.reuse}: no kept run of {name} ({truths[name]} missing)")
+        windows = {name: scenario_window(name, truths[name]) for name in names}
+        got = analyse({n: (base / n / "lake", windows[n][1]) for n in names}, rules, timeouts)
+        for name in names:
+            reports.append(score(name, truths[name], of_scenario(got, name), args.interval_s, rules))
+            print(f"{name}: {reports[-1]}", file=sys.stderr, flush=True)
     lines = [f"# analytics accuracy, end to end ({dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC)", "",
-             f"Command: `{' '.join(['.venv/bin/python', *sys.argv])}` (broker: the shared local Kafka 4.4.0)", "",
+             f"Command: `{' '.join(['.venv/bin/python', *sys.argv])}`"
+             + ("" if args.reuse else " (broker: the shared local Kafka 4.4.0)"), "",
              f"Machine: {platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
              f"sweeps every {args.interval_s:g} s, __consumer_offsets tail on.", "",
              "| scenario | sweeps | lag rows | lag s MedAE | lag s p99 | KLE MedAE | KLE p99 | lower bounds | "

@@ -1,59 +1,79 @@
-"""Speed of the analytics on a synthetic lake, side by side in one run.
+"""Speed of the analytics (Spark, the one engine) on synthetic lakes, beside DuckDB, in one run.
 
-    .venv/bin/python benchmarks/analytics_speed.py --rows 5000000 --incremental-rows 100000
+    .venv/bin/python benchmarks/analytics_speed.py --rows 50000000 --incremental-rows 100000 \\
+        --incremental-runs 5 --workdir /tmp/lagscope-speed --duckdb-memory 12GB
 
-1. full batch (all four result tables) over a lake of ``--rows`` offset rows, in this process
-   on the machine's cores (``--engine auto``, ``--batch-runs`` times) and on Spark local[2]
-   (``--engine spark``), and their result tables compared row for row
-   (``batch_engines_compare.py``);
-2. the lag-trend step (series → minute rows with lag in seconds, stored once as the job stores
-   them → per-minute trends with their topic and group rollups, written to Parquet) in Spark
-   beside the same computation in DuckDB (window LAG, ASOF join for the interpolation,
-   per-minute aggregation, grouping sets), alternately, twice each (the first run pays the
-   engine's warm-up; the ratio is taken on the second); the two outputs are joined on their
-   key and compared, so the reference computes what Spark computes;
-3. Spark's floor on the same lake: read, one shuffle by key, one sort, one window column, no
-   output (what any per-partition series job costs at least on this machine);
-4. one incremental step over one new sweep of ``--incremental-rows`` rows, with 1 day and with
-   7 days of history in the lake, timed alternately from the same primed state
-   (``--incremental-runs`` each; the ratio of the medians shows whether the cost follows the new
-   data), by both engines (``auto``: in this process, ``spark``: on Spark), and the Spark floor
-   of such a step (read the sweep and the carried series, one shuffle and
-   sort by key, one window, write one table and one state part).
+Sections (each can be skipped: ``--skip-demo``, ``--skip-batch``, ``--skip-incremental``):
 
-Prints a Markdown report (redirect it to benchmarks/results/analytics_speed.md).
+1. **the demo's step** (:func:`demo_lake`: the ``demo`` scenario's 12 partitions in four groups,
+   one minute of 1-s sweeps, a crash in ``shipping`` whose rebalance comes after the member's
+   session timeout, a stall, a rewind, and the commit stream on: ``commits`` and
+   ``group_events``), in a fresh subprocess with the demo's Spark settings (``local[2]``, 2
+   shuffle partitions, the demo's rules and timeouts): the Spark session's start plus the first
+   step (target ≤ 20 s), then the same step again on the warm session from an empty results
+   folder, ``--demo-runs`` times (target ≤ 2 s each). It runs first, before this process starts
+   its own Spark session, so that only one JVM runs at a time;
+2. **the batch** (``run_batch``) over a lake of ``--rows`` offset rows on Spark ``local[2]``
+   (target ≥ 1 M rows/s) and the lag-trend step over the same lake in DuckDB (window ``LAG``,
+   ``ASOF`` join for the interpolation, per-minute aggregation, grouping sets: the reference),
+   alternately, ``--batch-runs`` times each (the first run pays each engine's warm-up; the
+   ratio is taken on the last: target Spark's whole batch ≤ 1.5× DuckDB's lag-trend step); the
+   batch's ``lag_trends`` and DuckDB's are joined on their key and compared, so the reference
+   computes what Spark computes;
+3. **the incremental step** (``run_incremental``) over one new sweep of ``--incremental-rows``
+   partitions, warm session, each timed ``--incremental-runs`` times from the same primed state
+   (the primed results folder copied before each run), alternating: with 1 day and with 7 days
+   of history in the lake (one sweep every 6 hours; the ratio of the medians shows whether the
+   cost follows the new data: target ≤ 1.2), and with 1 day and a rebalance window in the step
+   (in the new sweep ``--rebalanced-groups`` groups have a new generation and member set, so
+   their settled sweep differs from the carried one; the count of ``rebalances`` rows the step
+   wrote is reported). Target ≤ 3 s each.
+
+For every measurement the peak heap of the Spark driver's JVM (in ``local`` mode also the
+executor's) is recorded: the sum over the heap memory pools of their peak usage
+(``MemoryPoolMXBean.getPeakUsage``), reset (``resetPeakUsage``) just before the measurement.
+
+Prints a Markdown report with the command line, the machine and the load average at start and
+end (the lead records the real runs under benchmarks/results/; do it on a quiet machine).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import platform
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
 import pyarrow as pa
-from pyspark import StorageLevel
-from pyspark.sql import SparkSession, Window
-from pyspark.sql import functions as F  # noqa: N812
+import pyarrow.dataset as ds
+from pyspark.sql import SparkSession
 
-from lagscope.analytics.io import read_checkpoint, read_lake
 from lagscope.analytics.job import Settings, run_batch, run_incremental
-from lagscope.analytics.series import KEY, prepare_series
+from lagscope.analytics.params import DEFAULT_DRIVER_MEMORY
 from lagscope.analytics.session import build_session
-from lagscope.analytics.trends import transform_lag_seconds, transform_lag_trends
 from lagscope.lake import write_table
-from lagscope.schema import MEMBERS, OFFSETS
+from lagscope.schema import COMMITS, GROUP_EVENTS, MEMBERS, OFFSETS
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+#: the cluster name of every synthetic lake
+CLUSTER = "bench"
 
+
+# --------------------------------------------------------------------------------------------
+# synthetic lakes
+# --------------------------------------------------------------------------------------------
 
 def offsets_batch(keys: int, groups: int, t0: dt.datetime, sweeps: int, interval_s: float, seed: int) -> pa.Table:
     """``sweeps`` sweeps of ``keys`` (group, partition) rows from ``t0``: each partition's end
@@ -71,9 +91,10 @@ def offsets_batch(keys: int, groups: int, t0: dt.datetime, sweeps: int, interval
     ends = np.floor(rate * (elapsed + 60 * np.sin(2 * np.pi * elapsed / 3600 + phase))).astype(np.int64) + 10_000
     lag = rng.integers(0, 20, (sweeps, keys))
     committed = np.maximum(0, ends - lag)
-    ts = np.array([t0 + dt.timedelta(seconds=i * interval_s) for i in range(sweeps)], dtype="datetime64[ms]")
+    ts = (np.datetime64(round(t0.timestamp() * 1000), "ms")
+          + np.round(np.arange(sweeps) * interval_s * 1000).astype("timedelta64[ms]"))
     n = sweeps * keys
-    return _complete(n, pa.table({
+    return _complete(OFFSETS.schema, n, pa.table({
         "sweep_ts": pa.array(np.repeat(ts, keys), pa.timestamp("ms", tz="UTC")),
         "group_id": pa.array(np.tile(group, sweeps)),
         "topic": pa.array(np.full(n, "events")),
@@ -88,34 +109,195 @@ def offsets_batch(keys: int, groups: int, t0: dt.datetime, sweeps: int, interval
     }))
 
 
-def _complete(n: int, table: pa.Table) -> pa.Table:
+def _complete(schema: pa.Schema, n: int, table: pa.Table) -> pa.Table:
     """Add the schema's other columns as nulls."""
-    for f in OFFSETS.schema:
+    for f in schema:
         if f.name not in table.column_names:
             table = table.append_column(f.name, pa.nulls(n, f.type))
     return table
 
 
-def members_batch(groups: int, t0: dt.datetime, sweeps: int, interval_s: float) -> pa.Table:
-    ts = [t0 + dt.timedelta(seconds=i * interval_s) for i in range(sweeps)]
-    rows = [{"sweep_ts": t, "group_id": f"g{g}", "group_state": "Stable", "generation": 1, "member_id": f"m-g{g}",
-             "assignment": [{"topic": "events", "partition": 0}]} for t in ts for g in range(groups)]
+def members_batch(groups: int, t0: dt.datetime, sweeps: int, interval_s: float,
+                  rebalanced: Iterable[int] = ()) -> pa.Table:
+    """One member per group (``m-g<i>``, generation 1, partition 0 assigned), Stable, per sweep;
+    the ``rebalanced`` groups are at generation 2 with a second member (``m-g<i>-b``, partition 1)."""
+    moved = set(rebalanced)
+    rows = []
+    for i in range(sweeps):
+        t = t0 + dt.timedelta(seconds=i * interval_s)
+        for g in range(groups):
+            gen = 2 if g in moved else 1
+            rows.append({"sweep_ts": t, "group_id": f"g{g}", "group_state": "Stable", "generation": gen,
+                         "member_id": f"m-g{g}", "assignment": [{"topic": "events", "partition": 0}]})
+            if g in moved:
+                rows.append({"sweep_ts": t, "group_id": f"g{g}", "group_state": "Stable", "generation": gen,
+                             "member_id": f"m-g{g}-b", "assignment": [{"topic": "events", "partition": 1}]})
     return pa.Table.from_pylist(rows, schema=MEMBERS.schema)
 
 
 def write_lake(root: Path, *, keys: int, groups: int, sweeps: int, interval_s: float, t0: dt.datetime,
                chunk_sweeps: int) -> int:
+    """The batch's lake: ``sweeps`` sweeps of ``keys`` partitions, in files of ``chunk_sweeps``
+    sweeps. Returns the offset rows written."""
     total = 0
     for start in range(0, sweeps, chunk_sweeps):
         n = min(chunk_sweeps, sweeps - start)
         t = t0 + dt.timedelta(seconds=start * interval_s)
-        write_table(root, OFFSETS, "bench", offsets_batch(keys, groups, t, n, interval_s, seed=start))
-        write_table(root, MEMBERS, "bench", members_batch(groups, t, n, interval_s))
+        write_table(root, OFFSETS, CLUSTER, offsets_batch(keys, groups, t, n, interval_s, seed=start))
+        write_table(root, MEMBERS, CLUSTER, members_batch(groups, t, n, interval_s))
         total += n * keys
     return total
 
 
-#: the lag-trend table in DuckDB, column for column what ``transform_lag_trends`` computes:
+def incremental_lake(root: Path, *, keys: int, groups: int, days: int, t_hist: dt.datetime,
+                     rebalanced: int) -> dt.datetime:
+    """``days`` of history (one sweep of ``keys`` partitions every 6 hours from ``t_hist``, with
+    its member sweep) and then the step's sweep, at which ``rebalanced`` groups have a new
+    generation and member set. Returns the step's sweep time (a minute boundary)."""
+    for d in range(days * 4):
+        ts = t_hist + dt.timedelta(hours=6 * d)
+        write_table(root, OFFSETS, CLUSTER, offsets_batch(keys, groups, ts, 1, 3600, seed=d))
+        write_table(root, MEMBERS, CLUSTER, members_batch(groups, ts, 1, 3600))
+    step_t = t_hist + dt.timedelta(hours=6 * days * 4)
+    write_table(root, OFFSETS, CLUSTER, offsets_batch(keys, groups, step_t, 1, 60, seed=999))
+    write_table(root, MEMBERS, CLUSTER, members_batch(groups, step_t, 1, 60, rebalanced=range(rebalanced)))
+    return step_t
+
+
+#: the demo scenario's groups (lagscope/sim/scenarios/demo.yaml): name → (topic, partitions,
+#: members); 12 partitions in all
+DEMO_GROUPS = {"shipping": ("orders", 4, ["ship-1", "ship-2"]), "analytics": ("orders", 4, ["slow-1"]),
+               "ledger": ("payments", 2, ["ledger-1"]), "audit": ("payments", 2, ["audit-1"])}
+#: when ship-2 crashes, when the coordinator notices (its 6 s session timeout) and when the
+#: group is Stable again (seconds into the minute)
+DEMO_CRASH_S, DEMO_PREPARING_S, DEMO_STABLE_S = 20.0, 26.0, 27.0
+
+
+def demo_lake(root: Path, m0: dt.datetime) -> dict[str, int]:
+    """One minute (from ``m0``, a minute boundary) of the demo scenario as the collector would
+    write it with the commit stream on: 1-s sweeps of the 12 partitions (``offsets``) and the
+    groups' members (``members``), every commit (one per partition and second, ``commits``) and
+    the generations (``group_events``). shipping: ship-2 (orders 2, 3) crashes at 20 s, its
+    partitions stand still, the group rebalances at 26 s and is Stable at 27 s (generation 2,
+    ship-1 owning all four); analytics: a slow consumer, lag growing; ledger: stalls at 25 s;
+    audit: its committed offset rewinds 200 messages at 30 s for 2 s. Returns rows per table."""
+    sweeps = 60
+    off_rows: list[dict[str, Any]] = []
+    mem_rows: list[dict[str, Any]] = []
+    com_rows: list[dict[str, Any]] = []
+    seq = 0
+
+    def committed_at(group: str, topic: str, p: int, s: float) -> int:
+        end = int(10_000 + 10 * s)
+        if group == "shipping" and p >= 2 and s >= DEMO_CRASH_S:
+            frozen = int(10_000 + 10 * DEMO_CRASH_S) - 3
+            return frozen if s < DEMO_STABLE_S + 1 else end - 3  # ship-1 takes over and catches up
+        if group == "analytics":
+            return int(10_000 + 6 * s)  # 6 of 10 messages a second: lag grows
+        if group == "ledger" and s >= 25:
+            return 10_000 + 10 * 25 - 2
+        if group == "audit" and 30 <= s < 32:
+            return end - 200
+        return end - 3
+
+    for i in range(sweeps):
+        s = float(i)
+        ts = m0 + dt.timedelta(seconds=s)
+        for group, (topic, parts, members) in DEMO_GROUPS.items():
+            crashed = group == "shipping" and s >= DEMO_PREPARING_S
+            preparing = crashed and s < DEMO_STABLE_S
+            state = "PreparingRebalance" if preparing else "Stable"
+            gen = 2 if group == "shipping" and s >= DEMO_STABLE_S else 1
+            alive = ["ship-1"] if crashed else members
+            owner = {p: alive[p * len(alive) // parts] for p in range(parts)}
+            for p in range(parts):
+                end = int(10_000 + 10 * s)
+                c = committed_at(group, topic, p, s)
+                off_rows.append({"sweep_ts": ts, "group_id": group, "topic": topic, "partition": p,
+                                 "committed_offset": c, "log_start_offset": 0, "log_end_offset": end,
+                                 "last_stable_offset": end, "member_id": None if preparing else owner[p],
+                                 "group_state": state, "lag": max(0, end - c)})
+            for m in alive:
+                mine = [{"topic": topic, "partition": p} for p in range(parts) if owner[p] == m]
+                mem_rows.append({"sweep_ts": ts, "group_id": group, "group_state": state, "generation": gen,
+                                 "protocol_type": "consumer", "group_protocol": "classic", "member_id": m,
+                                 "assignment": [] if preparing else mine})
+        # the commits of the second before this sweep (ship-2's stop at its crash; ship-1's
+        # revocation commit at the rebalance, then it commits all four)
+        for group, (topic, parts, _) in DEMO_GROUPS.items():
+            for p in range(parts):
+                t_c = s + 0.5
+                if group == "shipping" and p >= 2 and DEMO_CRASH_S <= t_c < DEMO_STABLE_S + 0.5:
+                    continue
+                if group == "ledger" and t_c >= 25:
+                    continue
+                seq += 1
+                com_rows.append({"group_id": group, "topic": topic, "partition": p,
+                                 "committed_offset": committed_at(group, topic, p, t_c),
+                                 "commit_ts": m0 + dt.timedelta(seconds=t_c),
+                                 "record_ts": m0 + dt.timedelta(seconds=t_c),
+                                 "source_partition": 7, "source_offset": seq, "value_version": 1})
+
+    def generation(group: str, gen: int, at: dt.datetime, members: list[str]) -> dict[str, Any]:
+        topic, parts, _ = DEMO_GROUPS[group]
+        return {"group_id": group, "record_type": "group_metadata", "generation": gen, "protocol_type": "consumer",
+                "protocol": "range", "leader": members[0], "state_ts": at, "record_ts": at, "source_partition": 7,
+                "source_offset": 0, "value_version": 3,
+                "members": [{"member_id": m, "client_id": m, "host": "/127.0.0.1", "session_timeout_ms": 6000,
+                             "rebalance_timeout_ms": 300_000,
+                             "assignment": [{"topic": topic, "partition": p} for p in range(parts)
+                                            if members[p * len(members) // parts] == m]} for m in members]}
+
+    before = m0 - dt.timedelta(seconds=30)
+    events = [generation(g, 1, before, members) for g, (_, _, members) in DEMO_GROUPS.items()]
+    events.append(generation("shipping", 2, m0 + dt.timedelta(seconds=DEMO_STABLE_S - 0.2), ["ship-1"]))
+    tables = {OFFSETS: off_rows, MEMBERS: mem_rows, COMMITS: com_rows, GROUP_EVENTS: events}
+    out = {}
+    for spec, rows in tables.items():
+        write_table(root, spec, CLUSTER, pa.Table.from_pylist(rows, schema=spec.schema), date=m0.date())
+        out[spec.name] = len(rows)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the JVM's heap
+# --------------------------------------------------------------------------------------------
+
+class JvmHeap:
+    """The Spark driver JVM's heap pools (``java.lang.management``): :meth:`reset` their peaks
+    before a measurement, :meth:`peak_mb` after it (the sum of the pools' peaks: an upper bound of
+    the heap in use at any one moment)."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        jvm = spark._jvm  # type: ignore[attr-defined]
+        self._pools = [p for p in jvm.java.lang.management.ManagementFactory.getMemoryPoolMXBeans()
+                       if p.getType().name() == "HEAP"]
+        self.max_mb = jvm.java.lang.Runtime.getRuntime().maxMemory() / 2**20
+
+    def reset(self) -> None:
+        for p in self._pools:
+            p.resetPeakUsage()
+
+    def peak_mb(self) -> float:
+        return sum(p.getPeakUsage().getUsed() for p in self._pools) / 2**20
+
+
+def timed(heap: JvmHeap, fn: Callable[[], object], pause_s: float = 0.0) -> tuple[float, float]:
+    """``fn()``'s wall time (s) and the JVM's peak heap during it (MB), after ``pause_s`` of quiet
+    (the previous step's cleanup, shuffle files and garbage, runs on for a moment after it returns)."""
+    if pause_s:
+        time.sleep(pause_s)
+    heap.reset()
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t, heap.peak_mb()
+
+
+# --------------------------------------------------------------------------------------------
+# the DuckDB reference
+# --------------------------------------------------------------------------------------------
+
+#: the lag-trend table in DuckDB, column for column what the batch writes to ``lag_trends``:
 #: per-minute partition rows (last and max lag, produce/consume/log-start rates over the
 #: intervals ending in the minute, interpolated lag seconds with the lower-bound flag and the
 #: method, retention headroom) and their topic and group rollups, with the catch-up ETA
@@ -176,259 +358,8 @@ FROM r
 """
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", type=int, default=5_000_000)
-    ap.add_argument("--keys", type=int, default=5000)
-    ap.add_argument("--groups", type=int, default=100)
-    ap.add_argument("--interval-s", type=float, default=10.0)
-    ap.add_argument("--incremental-rows", type=int, default=100_000)
-    ap.add_argument("--workdir", type=Path, default=None)
-    ap.add_argument("--skip-batch", action="store_true")
-    ap.add_argument("--skip-incremental", action="store_true")
-    ap.add_argument("--batch-runs", type=int, default=2,
-                    help="timed in-process batches (--engine auto; the Spark batch runs once, after them)")
-    ap.add_argument("--incremental-runs", type=int, default=3,
-                    help="timed incremental steps per history length, alternating (the median is reported)")
-    ap.add_argument("--duckdb-memory", default=None,
-                    help="DuckDB's memory_limit (e.g. 12GB); its default, 80 %% of the machine, leaves too little "
-                         "beside Spark's driver at 50 M rows")
-    ap.add_argument("--incremental-shuffle-partitions", type=int, default=2,
-                    help="lagscope analyze --shuffle-partitions for the incremental steps (small data)")
-    ap.add_argument("--state-sweeps", type=int, default=70,
-                    help="also time the in-process step after this many history sweeps (one day), enough for every "
-                         "partition's carried state to reach its caps (64 gap samples, the Burrow window); 0: skip")
-    args = ap.parse_args()
-    work = args.workdir or Path(tempfile.mkdtemp(prefix="lagscope-bench-"))
-    lines = _Echo([f"# analytics speed ({dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC)", "",
-             f"Command: `{' '.join(['.venv/bin/python', *sys.argv])}`", "",
-             f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-             f"load average at start {os.getloadavg()[0]:.1f} (shared machine)", ""])
-    spark = build_session("local[2]", shuffle_partitions=8, driver_memory="4g")
-    try:
-        lake = work / "lake"
-        sweeps = max(1, args.rows // args.keys)
-        t = time.perf_counter()
-        n = write_lake(lake, keys=args.keys, groups=args.groups, sweeps=sweeps, interval_s=args.interval_s, t0=T0,
-                       chunk_sweeps=max(1, 2_000_000 // args.keys))
-        gen_s = time.perf_counter() - t
-        lines += [f"Synthetic lake: {n:,} offset rows ({args.keys:,} partitions × {sweeps:,} sweeps every "
-                  f"{args.interval_s:g} s, {args.groups} groups), generated in {gen_s:.1f} s.", ""]
-        lines += ["| step | rows | seconds | rows/s |", "|---|---:|---:|---:|"]
-        if not args.skip_batch:
-            lines += _batches(spark, lake, work, n, until=(T0 + dt.timedelta(seconds=sweeps * args.interval_s)).date(),
-                              runs=args.batch_runs)
-        # lag-trend step, Spark vs DuckDB (both read the lake and write Parquet), each run twice:
-        # the first run pays each engine's warm-up (Spark's code generation, DuckDB's first
-        # read), the second is the steady state a recurring job sees; the ratio is taken on it
-        off = read_lake(spark, lake, "offsets", since=T0.date(), until=T0.date() + dt.timedelta(days=30))
-        con = duckdb.connect()
-        con.execute("SET threads TO 2")
-        con.execute("SET enable_progress_bar = false")
-        if args.duckdb_memory:
-            con.execute(f"SET memory_limit = '{args.duckdb_memory}'")
-        limit = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]  # type: ignore[index]
-        lines += ["", f"DuckDB: 2 threads, memory_limit {limit}; Spark: local[2], 4 GB driver.", ""]
-        spark_runs, duck_runs = [], []
-        for _ in range(2):
-            t = time.perf_counter()
-            # as the job does: the minute rows are stored once (they feed the partition rows and
-            # the rollups; the job's status reads them too), then the table is written
-            rows = transform_lag_seconds(prepare_series(off)).localCheckpoint(
-                eager=True, storageLevel=StorageLevel.DISK_ONLY)
-            transform_lag_trends(rows).write.mode("overwrite").parquet(str(work / "spark-trends"))
-            rows._jdf.logicalPlan().rdd().unpersist(False)
-            spark_runs.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            con.execute(f"COPY ({DUCKDB_TRENDS.format(lake=lake)}) TO '{work / 'duck-trends.parquet'}' "
-                        "(FORMAT parquet)")
-            duck_runs.append(time.perf_counter() - t)
-        for i, label in enumerate(("first run", "second run")):
-            lines.append(f"| lag-trend step, {label} (Spark local[2]) | {n:,} | {spark_runs[i]:.1f} | "
-                         f"{n / spark_runs[i]:,.0f} |")
-            lines.append(f"| lag-trend step, {label} (DuckDB, 2 threads) | {n:,} | {duck_runs[i]:.1f} | "
-                         f"{n / duck_runs[i]:,.0f} |")
-        spark_s, duck_s = spark_runs[1], duck_runs[1]
-        # Spark's floor here: the least any per-partition series job does (read the lake, one
-        # shuffle by key, one sort, one window column; nothing written)
-        key_w = Window.partitionBy("cluster", "group_id", "topic", "partition").orderBy("sweep_ts")
-        t = time.perf_counter()
-        off.select(F.lag("committed_offset").over(key_w)).write.format("noop").mode("overwrite").save()
-        floor_s = time.perf_counter() - t
-        lines.append(f"| floor: read, shuffle by key, sort, one window column, no output (Spark local[2]) | {n:,} | "
-                     f"{floor_s:.1f} | {n / floor_s:,.0f} |")
-        lines += ["", f"Spark / DuckDB on the lag-trend step: **{spark_s / duck_s:.2f}×** on the second runs "
-                  f"(target ≤ 1.5×); {spark_runs[0] / duck_runs[0]:.2f}× on the first.", "",
-                  _compare_trends(con, work / "spark-trends", work / "duck-trends.parquet"), ""]
-        spark.conf.set("spark.sql.shuffle.partitions", str(args.incremental_shuffle_partitions))
-
-        # incremental step with 1 and 7 days of history: both lakes primed first, then the step
-        # timed alternately (1 d, 7 d, 1 d, 7 d, …) from the same primed state, so a change in
-        # the machine's load hits both histories alike; the ratio is of the medians
-        if not args.skip_incremental:
-            keys = args.incremental_rows
-            t_hist = T0 + dt.timedelta(days=10)
-            primed: dict[int, tuple[Path, dt.datetime]] = {}
-            for days in (1, 7):
-                root = work / f"inc-{days}d"
-                # one sweep every 6 hours of history, then the step's sweep
-                hist_sweeps = days * 4
-                for d in range(hist_sweeps):
-                    ts = t_hist + dt.timedelta(hours=6 * d)
-                    write_table(root, OFFSETS, "bench", offsets_batch(keys, args.groups, ts, 1, 3600, seed=d))
-                step_t = t_hist + dt.timedelta(hours=6 * hist_sweeps)
-                write_table(root, OFFSETS, "bench", offsets_batch(keys, args.groups, step_t, 1, 60, seed=999))
-                run_incremental(spark, root, root / "primed", settings=Settings(), since=t_hist, until=step_t)
-                primed[days] = (root, step_t)
-            root, step_t = primed[1]
-            shutil.copytree(root / "primed", root / "results")
-            floors = [_incremental_floor(spark, root, step_t) for _ in range(2)]
-            lines += ["| incremental | rows | seconds | rows/s |", "|---|---:|---:|---:|"]
-            lines.append(f"| floor of an incremental step: read the new sweep and the carried series, one "
-                         f"shuffle and sort by key, one window, write one table and one state part, second "
-                         f"of two runs (Spark local[2]) | {keys:,} | {floors[1]:.2f} | {keys / floors[1]:,.0f} |")
-            # each engine from the same primed state: ``auto`` (the step in this process, what a
-            # step without a rebalance window runs on) and ``spark`` (the Spark step, what a
-            # step with one runs on), alternating
-            engines = ("auto", "spark")
-            inc_times: dict[tuple[str, int], list[float]] = {(e, d): [] for e in engines for d in primed}
-            for _ in range(args.incremental_runs):
-                for engine in engines:
-                    for days, (root, step_t) in primed.items():
-                        shutil.rmtree(root / "results", ignore_errors=True)
-                        shutil.copytree(root / "primed", root / "results")
-                        # each step starts on a quiet machine: the previous Spark step's cleanup
-                        # (its stored rows freed, its shuffle files deleted, the JVM's collector)
-                        # runs in the background for a while after it returned
-                        time.sleep(3)
-                        t = time.perf_counter()
-                        run_incremental(spark, root, root / "results", settings=Settings(),
-                                        until=step_t + dt.timedelta(minutes=1), engine=engine)
-                        inc_times[(engine, days)].append(time.perf_counter() - t)
-            med = {k: statistics.median(ts) for k, ts in inc_times.items()}
-            label = {"auto": "in this process (--engine auto)",
-                     "spark": f"on Spark (--engine spark, --shuffle-partitions {args.incremental_shuffle_partitions})"}
-            for (engine, days), ts in inc_times.items():
-                runs = ", ".join(f"{x:.2f}" for x in ts)
-                lines.append(f"| incremental step {label[engine]}, 1 new sweep, {days} day(s) of history, median "
-                             f"of {len(ts)} runs ({runs} s) | {keys:,} | {med[(engine, days)]:.2f} | "
-                             f"{keys / med[(engine, days)]:,.0f} |")
-            for root, _ in primed.values():
-                shutil.rmtree(root, ignore_errors=True)
-            lines += [""]
-            for engine in engines:
-                lines.append(f"Incremental step {label[engine]} at 7 days / 1 day of history: "
-                             f"**{med[(engine, 7)] / med[(engine, 1)]:.2f}** (medians; target ≤ 1.2).")
-            lines += ["", "The step reads only the new sweep's date partition and the carried state.", ""]
-            if args.state_sweeps:
-                lines += _full_state_step(spark, work, keys, args.groups, args.state_sweeps, args.incremental_runs)
-    finally:
-        spark.stop()
-        if args.workdir is None:
-            shutil.rmtree(work, ignore_errors=True)
-
-
-def _batches(spark: SparkSession, lake: Path, work: Path, n: int, *, until: dt.date, runs: int) -> list[str]:
-    """The full batch by both engines: in this process and its forks on the machine's cores
-    (``--engine auto``, ``runs`` times, each after a quiet pause), then on Spark local[2]; the
-    rows of each result table from both."""
-    out = []
-    for i in range(runs):
-        shutil.rmtree(work / "results-auto", ignore_errors=True)
-        time.sleep(3)
-        t = time.perf_counter()
-        run_batch(None, lake, work / "results-auto", since=T0.date(), until=until, settings=Settings(),
-                  progress=False, engine="auto")
-        s = time.perf_counter() - t
-        out.append(f"| full batch, 4 result tables, in this process on {os.cpu_count()} cores (--engine auto), "
-                   f"run {i + 1} | {n:,} | {s:.1f} | {n / s:,.0f} |")
-    time.sleep(3)
-    t = time.perf_counter()
-    run_batch(spark, lake, work / "results", since=T0.date(), until=until, settings=Settings(), progress=False,
-              engine="spark")
-    s = time.perf_counter() - t
-    out.append(f"| full batch, 4 result tables (--engine spark, Spark local[2]) | {n:,} | {s:.1f} | {n / s:,.0f} |")
-    # the two batches row for row (benchmarks/batch_engines_compare.py, this script's folder)
-    from batch_engines_compare import compare
-
-    con = duckdb.connect()
-    con.execute("SET threads = 2")
-    rows = [compare(work / "results-auto", work / "results", table, con)
-            for table in ("lag_trends", "status", "anomalies", "rebalances")]
-    out += ["", "The two batches' result tables (first: in this process, second: on Spark):", "",
-            "| table | rows (first) | rows (second) | rows on one side only (first / second) | "
-            "largest relative difference of the doubles | same |", "|---|---:|---:|---:|---|---|",
-            *(line for line, _ in rows), "", "| step | rows | seconds | rows/s |", "|---|---:|---:|---:|"]
-    if not all(same for _, same in rows):
-        print("\n".join(out))
-        raise SystemExit("the engines' batches differ (above)")
-    return out
-
-
-def _full_state_step(spark: SparkSession, work: Path, keys: int, groups: int, sweeps: int, runs: int) -> list[str]:
-    """The in-process step over one new sweep after ``sweeps`` history sweeps in one day (primed
-    by in-process steps of at most 2 M rows): every partition's carried state at its caps, the
-    most a step carries. Returns report lines."""
-    root = work / "inc-full-state"
-    t_hist = T0 + dt.timedelta(days=10)
-    every = dt.timedelta(days=1) / sweeps
-    for d in range(sweeps):
-        write_table(root, OFFSETS, "bench", offsets_batch(keys, groups, t_hist + every * d, 1, 3600, seed=d))
-    step_t = t_hist + dt.timedelta(days=1)
-    write_table(root, OFFSETS, "bench", offsets_batch(keys, groups, step_t, 1, 60, seed=999))
-    per = max(1, 2_000_000 // keys)
-    edges = [t_hist + every * i for i in range(per, sweeps, per)] + [step_t]
-    run_incremental(spark, root, root / "primed", settings=Settings(), since=t_hist, until=edges[0])
-    for edge in edges[1:]:
-        run_incremental(spark, root, root / "primed", settings=Settings(), until=edge)
-    times = []
-    for _ in range(runs):
-        shutil.rmtree(root / "results", ignore_errors=True)
-        shutil.copytree(root / "primed", root / "results")
-        time.sleep(3)
-        t = time.perf_counter()
-        run_incremental(spark, root, root / "results", settings=Settings(), until=step_t + dt.timedelta(minutes=1))
-        times.append(time.perf_counter() - t)
-    cp = read_checkpoint(root / "results")
-    assert cp is not None
-    state_mb = sum(f.stat().st_size for f in (root / "results" / "_state" / cp["version"]).rglob("*.parquet")) / 1e6
-    shutil.rmtree(root, ignore_errors=True)
-    med = statistics.median(times)
-    return ["| incremental | rows | seconds | rows/s |", "|---|---:|---:|---:|",
-            f"| incremental step in this process (--engine auto), 1 new sweep after {sweeps} sweeps of history "
-            f"(every partition's state at its caps; state {state_mb:.0f} MB), median of {runs} runs "
-            f"({', '.join(f'{x:.2f}' for x in times)} s) | {keys:,} | {med:.2f} | {keys / med:,.0f} |", ""]
-
-
-def _incremental_floor(spark: SparkSession, root: Path, step_t: dt.datetime) -> float:
-    """The least an incremental step with a carried state does on this machine: read the new
-    sweep and the carried per-key series rows, one shuffle and sort by key, one window (previous
-    and next row), write one result table and the next state part. Returns seconds."""
-    cp = read_checkpoint(root / "results")
-    assert cp is not None
-    out = root / "floor-out"
-    shutil.rmtree(out, ignore_errors=True)
-    t = time.perf_counter()
-    off = read_lake(spark, root, "offsets", since=step_t.date(), until=step_t.date())
-    until = step_t + dt.timedelta(minutes=1)
-    off = off.where((F.col("sweep_ts") >= F.lit(step_t)) & (F.col("sweep_ts") < F.lit(until)))
-    fresh = prepare_series(off).withColumn("is_state", F.lit(False))
-    carried = spark.read.parquet(str(root / "results" / "_state" / cp["version"] / "series")).select(*fresh.columns)
-    w = Window.partitionBy(*KEY).orderBy("t")
-    both = fresh.unionByName(carried).withColumns({"prev_committed": F.lag("committed").over(w),
-                                                   "next_t": F.lead("t").over(w)})
-    both = both.localCheckpoint(eager=True)
-    (both.where(~F.col("is_state")).withColumn("date", F.date_format("ts", "yyyy-MM-dd"))
-     .write.mode("overwrite").partitionBy("cluster", "date").parquet(str(out / "table")))
-    both.where(F.col("next_t").isNull()).write.mode("overwrite").parquet(str(out / "state"))
-    s = time.perf_counter() - t
-    both._jdf.logicalPlan().rdd().unpersist(False)  # free the stored rows, as a step does
-    shutil.rmtree(out, ignore_errors=True)
-    return s
-
-
 def _compare_trends(con: duckdb.DuckDBPyConnection, spark_out: Path, duck_out: Path) -> str:
-    """Both engines computed the same table: rows matched on their key, largest differences."""
+    """The batch's ``lag_trends`` against DuckDB's: rows matched on their key, largest differences."""
     key = ["group_id", "topic", "partition", "window_start"]
     on = " AND ".join(f'a."{k}" IS NOT DISTINCT FROM b."{k}"' for k in key)
     cols = ["lag_last", "lag_max", "produce_rate", "consume_rate", "lag_seconds", "retention_headroom_s",
@@ -439,12 +370,276 @@ def _compare_trends(con: duckdb.DuckDBPyConnection, spark_out: Path, duck_out: P
     q = (f"SELECT count(*), count(a.group_id), count(b.group_id), {diffs}, "
          "sum(CASE WHEN a.lag_seconds_is_lower_bound IS DISTINCT FROM b.lag_seconds_is_lower_bound "
          "THEN 1 ELSE 0 END) "
-         f"FROM read_parquet('{spark_out}/*.parquet') a FULL JOIN read_parquet('{duck_out}') b ON {on}")
+         f"FROM read_parquet('{spark_out}/**/*.parquet', hive_partitioning = true) a "
+         f"FULL JOIN read_parquet('{duck_out}') b ON {on}")
     (row,) = con.sql(q).fetchall()
     total, in_spark, in_duck, *d, flags = row
     worst = ", ".join(f"{c} {v if v is not None else 0:.3g}" for c, v in zip(cols, d, strict=True))
-    return (f"Same computation: {total:,} rows after a full join on the key ({in_spark:,} from Spark, "
-            f"{in_duck:,} from DuckDB); largest relative differences: {worst}; lower-bound flags differing: {flags}.")
+    same = total == in_spark == in_duck
+    return (f"Same computation: {total:,} rows after a full join on the key ({in_spark:,} from the Spark batch, "
+            f"{in_duck:,} from DuckDB{'' if same else ': **rows on one side only**'}); largest relative differences: "
+            f"{worst}; lower-bound flags differing: {flags}.")
+
+
+def _rows(results: Path, table: str) -> int:
+    """Rows of a result table (0 when none was written)."""
+    folder = results / table
+    if not folder.is_dir():
+        return 0
+    return int(ds.dataset(str(folder), format="parquet", partitioning="hive").count_rows())
+
+
+# --------------------------------------------------------------------------------------------
+# the sections
+# --------------------------------------------------------------------------------------------
+
+ROW_HEADER = ["| measurement | rows | seconds | rows/s | peak driver heap MB |", "|---|---:|---:|---:|---:|"]
+
+
+def _row(label: str, rows: int, seconds: float, heap_mb: float) -> str:
+    return f"| {label} | {rows:,} | {seconds:.2f} | {rows / seconds:,.0f} | {heap_mb:,.0f} |"
+
+
+def batch_section(spark: SparkSession, heap: JvmHeap, args: argparse.Namespace, work: Path) -> list[str]:
+    """The batch on Spark beside DuckDB's lag-trend step over the same lake (module doc, 2)."""
+    lake = work / "lake"
+    sweeps = max(1, args.rows // args.keys)
+    t = time.perf_counter()
+    n = write_lake(lake, keys=args.keys, groups=args.groups, sweeps=sweeps, interval_s=args.interval_s, t0=T0,
+                   chunk_sweeps=max(1, 2_000_000 // args.keys))
+    gen_s = time.perf_counter() - t
+    until = (T0 + dt.timedelta(seconds=(sweeps - 1) * args.interval_s)).date()
+    con = duckdb.connect()
+    con.execute("SET threads TO 2")
+    con.execute("SET enable_progress_bar = false")
+    if args.duckdb_memory:
+        con.execute(f"SET memory_limit = '{args.duckdb_memory}'")
+    limit = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]  # type: ignore[index]
+    out = ["## The batch", "",
+           f"Synthetic lake: {n:,} offset rows ({args.keys:,} partitions × {sweeps:,} sweeps every "
+           f"{args.interval_s:g} s, {args.groups} groups, one member each), generated in {gen_s:.1f} s. "
+           f"Spark: `run_batch` on local[2], all four result tables; DuckDB: 2 threads, memory_limit {limit}, "
+           "the lag-trend table only; alternately, each run after a 3 s pause.", "", *ROW_HEADER]
+    spark_s, duck_s = [], []
+    for i in range(args.batch_runs):
+        shutil.rmtree(work / "results", ignore_errors=True)
+        s, mb = timed(heap, lambda: run_batch(spark, lake, work / "results", since=T0.date(), until=until,
+                                              settings=Settings(), progress=False), pause_s=3)
+        spark_s.append(s)
+        out.append(_row(f"batch, 4 result tables, Spark local[2], run {i + 1}", n, s, mb))
+        time.sleep(3)
+        t = time.perf_counter()
+        con.execute(f"COPY ({DUCKDB_TRENDS.format(lake=lake)}) TO '{work / 'duck-trends.parquet'}' (FORMAT parquet)")
+        duck_s.append(time.perf_counter() - t)
+        out.append(f"| lag-trend step, DuckDB 2 threads (reference), run {i + 1} | {n:,} | {duck_s[-1]:.2f} | "
+                   f"{n / duck_s[-1]:,.0f} | – |")
+    tables = {t: _rows(work / "results", t) for t in ("lag_trends", "status", "anomalies", "rebalances")}
+    out += ["", f"Batch: **{n / spark_s[-1]:,.0f} rows/s** on the last run (target ≥ 1,000,000); Spark's batch / "
+            f"DuckDB's lag-trend step: **{spark_s[-1] / duck_s[-1]:.2f}×** on the last runs (target ≤ 1.5×)"
+            + (f", {spark_s[0] / duck_s[0]:.2f}× on the first." if len(spark_s) > 1 else "."), "",
+            "Rows per result table of the batch: " + ", ".join(f"{k} {v:,}" for k, v in tables.items()) + ".", "",
+            _compare_trends(con, work / "results" / "lag_trends", work / "duck-trends.parquet"), ""]
+    if not args.workdir:
+        shutil.rmtree(lake, ignore_errors=True)
+    return out
+
+
+def incremental_section(spark: SparkSession, heap: JvmHeap, args: argparse.Namespace, work: Path) -> list[str]:
+    """One sweep's incremental step with 1 and 7 days of history, and with a rebalance window
+    (module doc, 3)."""
+    keys = args.incremental_rows
+    t_hist = T0 + dt.timedelta(days=10)
+    variants = {"1 day of history": (1, 0), "7 days of history": (7, 0),
+                f"1 day of history, {args.rebalanced_groups} groups rebalancing": (1, args.rebalanced_groups)}
+    primed: dict[str, tuple[Path, dt.datetime]] = {}
+    t = time.perf_counter()
+    for i, (label, (days, moved)) in enumerate(variants.items()):
+        root = work / f"inc-{i}"
+        step_t = incremental_lake(root, keys=keys, groups=args.groups, days=days, t_hist=t_hist, rebalanced=moved)
+        # the history in one step, then the step before the timed one ends at its sweep
+        run_incremental(spark, root, root / "primed", settings=Settings(), since=t_hist, until=step_t)
+        primed[label] = (root, step_t)
+    prime_s = time.perf_counter() - t
+    times: dict[str, list[tuple[float, float]]] = {label: [] for label in variants}
+    rebalances: dict[str, int] = {}
+    for _ in range(args.incremental_runs):
+        for label, (root, step_t) in primed.items():
+            shutil.rmtree(root / "results", ignore_errors=True)
+            shutil.copytree(root / "primed", root / "results")
+            times[label].append(timed(heap, lambda root=root, step_t=step_t: run_incremental(
+                spark, root, root / "results", settings=Settings(), until=step_t + dt.timedelta(minutes=1)),
+                pause_s=3))
+            rebalances[label] = _rows(root / "results", "rebalances") - _rows(root / "primed", "rebalances")
+    med = {label: statistics.median(s for s, _ in ts) for label, ts in times.items()}
+    out = ["## The incremental step", "",
+           f"One new sweep of {keys:,} partitions ({args.groups} groups) after a history of one sweep every 6 hours, "
+           f"primed by one step over the history (all three lakes primed in {prime_s:.1f} s); each timed step from a "
+           f"copy of the primed results folder, after a 3 s pause, the variants alternating; warm session "
+           f"(local[2], {args.shuffle_partitions} shuffle partitions).", "", *ROW_HEADER]
+    for label, ts in times.items():
+        runs = ", ".join(f"{s:.2f}" for s, _ in ts)
+        out.append(_row(f"incremental step, 1 new sweep, {label}: median of {len(ts)} ({runs} s); rebalances rows "
+                        f"written: {rebalances[label]}", keys, med[label], max(mb for _, mb in ts)))
+    labels = list(variants)
+    rb = labels[2]
+    out += ["", f"7 days / 1 day of history: **{med[labels[1]] / med[labels[0]]:.2f}** (medians; target ≤ 1.2). "
+            f"Slowest median {max(med.values()):.2f} s (target ≤ 3 s). The step with a rebalance window wrote "
+            f"**{rebalances[rb]}** rebalances rows"
+            + (" (0: is the per-group pass in analytics/groups.py in place?)" if not rebalances[rb] else "")
+            + f" for the {args.rebalanced_groups} groups given a new generation.", ""]
+    if not args.workdir:
+        for root, _ in primed.values():
+            shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
+def demo_section(args: argparse.Namespace, work: Path) -> list[str]:
+    """The demo's step in a fresh subprocess (:func:`demo_child`; module doc, 1)."""
+    m0 = (dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)).replace(second=0, microsecond=0)
+    lake = work / "demo-lake"
+    shutil.rmtree(lake, ignore_errors=True)
+    counts = demo_lake(lake, m0)
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--demo-child", str(lake), "--demo-minute", m0.isoformat(),
+           "--demo-runs", str(args.demo_runs), "--driver-memory", args.driver_memory, "--workdir", str(work)]
+    spawned = time.time()
+    proc = subprocess.run([*cmd, "--spawned", repr(spawned)], capture_output=True, text=True, check=False)
+    wall = time.time() - spawned
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr[-4000:])
+        raise SystemExit(f"the demo's subprocess failed ({proc.returncode}; its Spark log: {work / 'demo-spark.log'})")
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    rows = counts["offsets"]
+    warm = got["warm"]
+    med = statistics.median(s for s, _ in warm) if warm else float("nan")
+    out = ["## The demo's step", "",
+           "The `demo` scenario's minute as the collector writes it with the commit stream on: "
+           + ", ".join(f"{k} {v:,} rows" for k, v in counts.items())
+           + " (12 partitions, 60 sweeps at 1 s; shipping's ship-2 crashes at 20 s and the group is Stable "
+           "again at 27 s, generation 2; a stall, a rewind, a slow consumer). In a fresh subprocess with the "
+           f"demo's settings: local[2], 2 shuffle partitions, driver memory {args.driver_memory}, the demo's rules "
+           "and timeouts; each step a first step (no checkpoint) into an empty results folder.", "", *ROW_HEADER,
+           f"| Spark session start (`build_session`) | – | {got['session_s']:.2f} | – | "
+           f"{got['session_heap_mb']:,.0f} |",
+           _row("first step on the new session", rows, got["first_s"], got["first_heap_mb"]),
+           f"| **session start + first step** (target ≤ 20 s) | {rows:,} | **{got['session_s'] + got['first_s']:.2f}** "
+           f"| – | – |",
+           f"| from the subprocess's spawn to the end of its first step (interpreter, imports, JVM, step) | {rows:,} | "
+           f"{got['spawn_to_first_s']:.2f} | – | – |"]
+    for i, (s, mb) in enumerate(warm):
+        out.append(_row(f"warm step, run {i + 1}", rows, s, mb))
+    out += ["", f"Warm step: median **{med:.2f} s** of {len(warm)} (target ≤ 2 s). The subprocess took {wall:.1f} s "
+            f"in all. Each step wrote {got['rebalances']} rebalances rows"
+            + (" (0: is the per-group pass in place?)" if not got["rebalances"] else "")
+            + f" and {got['anomalies']} anomalies rows.", ""]
+    return out
+
+
+def demo_child(args: argparse.Namespace) -> None:
+    """The demo's subprocess: the session's start, the first step, the warm steps; one JSON line out."""
+    from lagscope.deploy.demo import demo_analytics_settings
+
+    lake, work = Path(args.demo_child), Path(args.workdir)
+    m0 = dt.datetime.fromisoformat(args.demo_minute)
+    settings = demo_analytics_settings()
+    t = time.perf_counter()
+    spark = build_session("local[2]", shuffle_partitions=2, driver_memory=args.driver_memory,
+                          log_file=work / "demo-spark.log")
+    session_s = time.perf_counter() - t
+    heap = JvmHeap(spark)
+    session_heap = heap.peak_mb()  # since the JVM started (nothing reset it)
+    try:
+        def step(i: int) -> Callable[[], object]:
+            results = work / f"demo-results-{i}"
+            shutil.rmtree(results, ignore_errors=True)
+            return lambda: run_incremental(spark, lake, results, settings=settings, since=m0,
+                                           until=m0 + dt.timedelta(minutes=1))
+
+        first = step(0)
+        heap.reset()
+        t = time.perf_counter()
+        first()
+        first_s = time.perf_counter() - t
+        first_heap = heap.peak_mb()
+        spawn_to_first = time.time() - args.spawned
+        warm = [timed(heap, step(i + 1), pause_s=1) for i in range(args.demo_runs)]
+        last = work / f"demo-results-{args.demo_runs}"
+        print(json.dumps({"session_s": session_s, "session_heap_mb": session_heap, "first_s": first_s,
+                          "first_heap_mb": first_heap, "spawn_to_first_s": spawn_to_first, "warm": warm,
+                          "rebalances": _rows(last, "rebalances"), "anomalies": _rows(last, "anomalies")}))
+    finally:
+        spark.stop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=5_000_000, help="offset rows of the batch's lake (target run: 50 M)")
+    ap.add_argument("--keys", type=int, default=5000, help="partitions of the batch's lake")
+    ap.add_argument("--groups", type=int, default=100, help="groups of the batch's and the incremental lakes")
+    ap.add_argument("--interval-s", type=float, default=10.0, help="sweep interval of the batch's lake")
+    ap.add_argument("--batch-runs", type=int, default=2,
+                    help="Spark batches and DuckDB lag-trend steps, alternating (the ratio is taken on the last)")
+    ap.add_argument("--duckdb-memory", default=None,
+                    help="DuckDB's memory_limit (e.g. 12GB); its default, 80 %% of the machine, leaves too little "
+                         "beside Spark at 50 M rows")
+    ap.add_argument("--incremental-rows", type=int, default=100_000,
+                    help="partitions (rows of the new sweep) of the incremental step (target run: 100,000)")
+    ap.add_argument("--incremental-runs", type=int, default=3,
+                    help="timed incremental steps per variant, alternating (the median is reported)")
+    ap.add_argument("--rebalanced-groups", type=int, default=5,
+                    help="groups with a new generation and member set in the incremental step's sweep")
+    ap.add_argument("--demo-runs", type=int, default=5, help="warm demo steps timed")
+    ap.add_argument("--shuffle-partitions", type=int, default=4,
+                    help="the session's shuffle partitions and default parallelism for the batch and the incremental "
+                         "steps (lagscope run's default; the demo's subprocess uses the demo's 2)")
+    ap.add_argument("--driver-memory", default=DEFAULT_DRIVER_MEMORY,
+                    help=f"spark.driver.memory (default: the engine's, {DEFAULT_DRIVER_MEMORY})")
+    ap.add_argument("--workdir", type=Path, default=None,
+                    help="keep the lakes and results here (default: a temporary folder, removed at the end)")
+    ap.add_argument("--skip-demo", action="store_true")
+    ap.add_argument("--skip-batch", action="store_true")
+    ap.add_argument("--skip-incremental", action="store_true")
+    # the demo's subprocess (demo_child)
+    ap.add_argument("--demo-child", help=argparse.SUPPRESS)
+    ap.add_argument("--demo-minute", help=argparse.SUPPRESS)
+    ap.add_argument("--spawned", type=float, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.demo_child:
+        demo_child(args)
+        return
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="lagscope-speed-"))
+    work.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
+    lines = _Echo([f"# analytics speed ({dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC)", "",
+                   f"Command: `{' '.join(['.venv/bin/python', *sys.argv])}`", "",
+                   f"Machine: {platform.machine()}, {os.cpu_count()} cores, {mem_gb:.1f} GB, Python "
+                   f"{platform.python_version()}; load average at start {_load()}; driver memory "
+                   f"{args.driver_memory}.", ""])
+    try:
+        if not args.skip_demo:
+            lines += demo_section(args, work)
+        if not (args.skip_batch and args.skip_incremental):
+            spark = build_session("local[2]", shuffle_partitions=args.shuffle_partitions,
+                                  driver_memory=args.driver_memory, log_file=work / "spark.log")
+            try:
+                heap = JvmHeap(spark)
+                lines += [f"Spark {spark.version}, Java {spark._jvm.java.lang.System.getProperty('java.version')}, "  # type: ignore[attr-defined]
+                          f"driver heap max {heap.max_mb:,.0f} MB; Spark's log: {work / 'spark.log'}.", ""]
+                if not args.skip_batch:
+                    lines += batch_section(spark, heap, args, work)
+                if not args.skip_incremental:
+                    lines += incremental_section(spark, heap, args, work)
+            finally:
+                spark.stop()
+        lines += [f"Load average at end {_load()}; {time.perf_counter() - started:.0f} s in all.", ""]
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _load() -> str:
+    return " / ".join(f"{x:.2f}" for x in os.getloadavg()) + " (1 / 5 / 15 min)"
 
 
 class _Echo(list[str]):

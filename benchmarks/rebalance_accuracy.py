@@ -16,6 +16,15 @@ then one analytics step runs over all the lakes twice: with the commit stream (`
   interval without), cause right (a truth rebalance without a membership fault accepts any
   cause), the windows' ``source``.
 
+The step is the engine's own (:func:`lagscope.analytics.step.run_step`, what each Spark task of a
+step runs over its bucket of groups), here over all the scenarios' groups at once, in this
+process: the lakes are read with pyarrow (:func:`read_lakes`, the columns and files a Spark step
+reads) and no Spark session is started. Until the one-engine change (issue 20) this harness
+called the Spark-SQL step (``job.run_step`` on DataFrames, ``rebalances.member_sweeps``); the
+windows come from the same rules (now :mod:`lagscope.analytics.groups`), so the figures of one
+collection (``--reuse``) compare with the earlier reports. A group's first settled sweep comes
+from :func:`lagscope.analytics.groups.member_sweeps`.
+
 Prints a Markdown report (benchmarks/results/rebalance_accuracy.md).
 """
 
@@ -34,12 +43,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F  # noqa: N812
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from lagscope.analytics.io import read_lake
-from lagscope.analytics.job import Settings, run_step
-from lagscope.analytics.rebalances import member_sweeps
+from lagscope.analytics import groups
+from lagscope.analytics import step as steps
+from lagscope.analytics.io import partition_files, spark_arrow_schema
+from lagscope.analytics.job import LAKE_TABLES, Settings
 
 #: injected fault kind → the cause the window must give
 CAUSES = {"crash": "session_timeout", "leave": "leave", "join": "join", "bounce": "static_member_bounce",
@@ -111,32 +121,70 @@ def reuse(name: str, root: Path) -> Scenario:
     return Scenario(name, root / "lake", truth, t0 + load_scenario(name).duration)
 
 
-def _union(dfs: list[DataFrame]) -> DataFrame | None:
-    out: DataFrame | None = None
-    for df in dfs:
-        out = df if out is None else out.unionByName(df, allowMissingColumns=True)
+#: each lake table's time column (a scenario's rows are cut at its end by it)
+TIME_COLUMN = {"offsets": "sweep_ts", "members": "sweep_ts", "commits": "record_ts", "group_events": "record_ts"}
+
+
+def _days(lake: Path) -> tuple[dt.date, dt.date] | None:
+    """The first and last date partition of ``lake``'s tables (a kept collection may be days old)."""
+    days = sorted({d.name.removeprefix("date=") for d in lake.glob("*/cluster=*/date=*")})
+    if not days:
+        return None
+    return dt.date.fromisoformat(days[0]), dt.date.fromisoformat(days[-1])
+
+
+def read_lakes(lakes: list[tuple[Path, float | None]]) -> dict[str, pa.Table | None]:
+    """Every lake table of ``lakes`` (their groups distinct) read with pyarrow as a Spark step
+    reads them (:func:`lagscope.analytics.step.read_files`: the live files, the step's columns),
+    each lake's rows cut at its end (epoch s; ``None``: all), put together; a commit-stream table
+    no lake has is ``None``."""
+    out: dict[str, pa.Table | None] = {}
+    for name in LAKE_TABLES:
+        parts = []
+        for lake, end in lakes:
+            days = _days(lake)
+            if days is None or not (name in ("offsets", "members") or (lake / name).is_dir()):
+                continue
+            cut = None
+            if end is not None:
+                cut = pc.field(TIME_COLUMN[name]) <= pa.scalar(dt.datetime.fromtimestamp(end, dt.UTC),
+                                                               pa.timestamp("us", tz="UTC"))
+            parts.append(steps.read_files(partition_files(lake, name, None, *days), spark_arrow_schema(name),
+                                          lake / name, where=cut, columns=steps.READ_COLUMNS[name]))
+        out[name] = pa.concat_tables(parts, promote_options="permissive") if parts else None
+    if out["offsets"] is None or out["members"] is None:
+        raise SystemExit("no lake to analyse")
     return out
 
 
-def windows(spark: SparkSession, lakes: list[Path], *, commit_stream: bool,
-            settings: Settings) -> tuple[list[dict[str, Any]], dict[str, float]]:
-    """One analytics step over ``lakes`` (distinct groups): the ``rebalances`` rows, and each
-    group's first settled sweep (epoch s)."""
-    day = dt.datetime.now(dt.UTC).date()
-    since, until = day - dt.timedelta(days=1), day + dt.timedelta(days=1)
-    tables: dict[str, DataFrame | None] = {}
-    for name in ("offsets", "members", "commits", "group_events"):
-        tables[name] = _union([read_lake(spark, lake, name, since=since, until=until) for lake in lakes
-                               if name in ("offsets", "members") or (lake / name).exists()])
+def first_settled(members: pa.Table) -> dict[str, float]:
+    """Each group's first settled member sweep (epoch s; settled as the rebalance rules define it)."""
+    ms = groups.member_sweeps(members)
+    ms = ms.filter(pc.fill_null(ms.column("settled"), False))
+    got = ms.group_by("group_id").aggregate([("t", "min")])
+    return dict(zip(got.column("group_id").to_pylist(), got.column("t_min").to_pylist(), strict=True))
+
+
+def run_step(tables: dict[str, pa.Table | None], *, commit_stream: bool, settings: Settings) -> steps.StepOutput:
+    """One analytics step (no carried state: a batch's) over ``tables`` (:func:`read_lakes`), with
+    or without the commit stream's tables."""
     offsets, members = tables["offsets"], tables["members"]
-    if offsets is None or members is None:
-        raise SystemExit("no lake to analyse")
-    step = run_step(offsets, members, settings=settings,
-                    commits=tables["commits"] if commit_stream else None,
-                    group_events=tables["group_events"] if commit_stream else None)
-    rows = step.tables["rebalances"].toArrow().to_pylist()
-    settled = member_sweeps(members).where("settled").groupBy("group_id").agg(F.min("t").alias("t"))
-    return rows, {r["group_id"]: r["t"] for r in settled.collect()}
+    assert offsets is not None
+    assert members is not None
+    inputs = steps.StepInputs(offsets=offsets, members=members,
+                              commits=tables["commits"] if commit_stream else None,
+                              group_events=tables["group_events"] if commit_stream else None, state={})
+    return steps.run_step(inputs, settings=settings, as_of=dt.datetime.now(dt.UTC), with_state=False)
+
+
+def windows(tables: dict[str, pa.Table | None], *, commit_stream: bool,
+            settings: Settings) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """One analytics step over ``tables`` (:func:`read_lakes`): the ``rebalances`` rows, and each
+    group's first settled sweep (epoch s)."""
+    step = run_step(tables, commit_stream=commit_stream, settings=settings)
+    members = tables["members"]
+    assert members is not None
+    return step.tables["rebalances"].to_pylist(), first_settled(members)
 
 
 def score(sc: Scenario, mode: str, rows: list[dict[str, Any]], first_settled: dict[str, float],
@@ -175,8 +223,6 @@ def score(sc: Scenario, mode: str, rows: list[dict[str, Any]], first_settled: di
 
 
 def main() -> None:
-    from lagscope.analytics.session import build_session
-
     ap = argparse.ArgumentParser()
     ap.add_argument("--scenarios", default="crash,join,graceful-leave,static-bounce,poll-timeout,rebalance-storm")
     ap.add_argument("--interval-s", type=float, default=0.5)
@@ -198,18 +244,15 @@ def main() -> None:
                 continue
             scenarios.append(collect(name, args.bootstrap, (args.keep or Path(tmp)) / name, args.interval_s))
             print(f"collected {name}", file=sys.stderr, flush=True)
-        spark = build_session("local[2]", shuffle_partitions=2, driver_memory="2g")
-        try:
-            for mode, stream in (("commit stream", True), ("sweeps only", False)):
-                rows, first = windows(spark, [s.lake for s in scenarios], commit_stream=stream, settings=settings)
-                for sc in scenarios:
-                    reports.append(score(sc, mode, rows, first, args.interval_s))
-                    print(f"{mode} {sc.name}: {reports[-1]}", file=sys.stderr, flush=True)
-        finally:
-            spark.stop()
+        tables = read_lakes([(s.lake, None) for s in scenarios])
+        for mode, stream in (("commit stream", True), ("sweeps only", False)):
+            rows, first = windows(tables, commit_stream=stream, settings=settings)
+            for sc in scenarios:
+                reports.append(score(sc, mode, rows, first, args.interval_s))
+                print(f"{mode} {sc.name}: {reports[-1]}", file=sys.stderr, flush=True)
     lines = [f"# rebalance windows, end to end ({dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC)", "",
-             f"Command: `LAGSCOPE_TEST_BOOTSTRAP=127.0.0.1:37779 .venv/bin/python {' '.join(sys.argv)}` "
-             "(broker: the shared local Kafka 4.4.0)", "",
+             f"Command: `{'' if args.reuse else 'LAGSCOPE_TEST_BOOTSTRAP=' + args.bootstrap + ' '}.venv/bin/python "
+             f"{' '.join(sys.argv)}`" + ("" if args.reuse else " (broker: the shared local Kafka 4.4.0)"), "",
              f"Machine: {platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
              f"sweeps every {args.interval_s:g} s; fallback timeouts {DEFAULTS}; "
              f"{time.time() - started:.0f} s in all.", "",
