@@ -19,6 +19,7 @@ from typing import Annotated
 import typer
 
 from lagscope.analytics.configured import job_settings
+from lagscope.analytics.params import DEFAULT_DRIVER_MEMORY
 from lagscope.config import load_config, resolve_results
 from lagscope.errors import ConfigError
 
@@ -56,7 +57,7 @@ def analyze(
     shuffle_partitions: Annotated[int | None, typer.Option(
         help="spark.sql.shuffle.partitions. (config: analytics.shuffle_partitions; default 8)")] = None,
     driver_memory: Annotated[str | None, typer.Option(
-        help="spark.driver.memory. (config: analytics.driver_memory; default 2g)")] = None,
+        help=f"spark.driver.memory. (config: analytics.driver_memory; default {DEFAULT_DRIVER_MEMORY})")] = None,
     read_committed: Annotated[list[str] | None, typer.Option(
         help="Regex (whole group id) of groups that read with isolation.level=read_committed (repeatable). "
              "(config: analytics.read_committed_groups)")] = None,
@@ -70,10 +71,6 @@ def analyze(
         help="Stall/stop after this long without progress. "
              "(config: analytics.rules.stall_after_s, stop_after_s)")] = None,
     progress: Annotated[bool, typer.Option(help="Log Spark progress while writing.")] = True,
-    engine: Annotated[str, typer.Option(
-        help="'auto' runs an incremental step, or a batch, in this process when it can (no rebalance window "
-             "to report, a state in the current layout, a batch of at most 100 M offset rows) and starts Spark "
-             "only for the others; 'spark' runs everything on Spark (--master).")] = "auto",
 ) -> None:
     """Analyse the lake: lag trends, lag in seconds, rebalance windows, anomalies, status."""
     from lagscope.analytics.job import run_batch, run_incremental
@@ -89,7 +86,7 @@ def analyze(
     results = resolve_results(results, lake, acfg)
     master = master if master is not None else acfg.master
     shuffle_partitions = shuffle_partitions if shuffle_partitions is not None else (acfg.shuffle_partitions or 8)
-    driver_memory = driver_memory if driver_memory is not None else (acfg.driver_memory or "2g")
+    driver_memory = driver_memory if driver_memory is not None else (acfg.driver_memory or DEFAULT_DRIVER_MEMORY)
     if not lake.is_dir():
         raise ConfigError(f"--lake {lake}: no such folder")
     if shuffle_partitions < 1:
@@ -112,28 +109,22 @@ def analyze(
         last = _parse_time(until, "--until").date() if until else dt.datetime.now(dt.UTC).date()
     from pyspark.sql import SparkSession
 
-    # inside a program that already has a session (a notebook, the tests), use it and leave it
-    # running; an incremental step starts one only when it needs Spark
-    owned = SparkSession.getActiveSession() is None
-    started: list[SparkSession] = []
-
-    def session() -> SparkSession:
-        started.append(build_session(master, shuffle_partitions=shuffle_partitions, driver_memory=driver_memory))
-        return started[-1]
-
+    # inside a program that already has a session (a notebook, the tests), use it and leave it running
+    spark = SparkSession.getActiveSession()
+    owned = spark is None
+    if spark is None:
+        spark = build_session(master, shuffle_partitions=shuffle_partitions, driver_memory=driver_memory,
+                              log_file=results / "_logs" / "spark.log")
     try:
         if incremental:
-            written = run_incremental(SparkSession.getActiveSession(), lake, results, settings=settings, until=end,
-                                      since=start, clusters=cluster, progress=progress, engine=engine,
-                                      spark_factory=session)
+            written = run_incremental(spark, lake, results, settings=settings, until=end, since=start,
+                                      clusters=cluster, progress=progress)
         else:
-            written = run_batch(SparkSession.getActiveSession(), lake, results, since=first, until=last,
-                                settings=settings, clusters=cluster, progress=progress, engine=engine,
-                                spark_factory=session)
+            written = run_batch(spark, lake, results, since=first, until=last, settings=settings,
+                                clusters=cluster, progress=progress)
     finally:
         if owned:
-            for spark in started:
-                spark.stop()
+            spark.stop()
     if not written:
         typer.echo("nothing new to analyse")
     for table, files in written.items():

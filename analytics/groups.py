@@ -47,7 +47,8 @@ without one: a window from the records alone (A = the previous record, B = this 
 
 **Partitions moved**: B's partitions whose owner (instance id, else member id) is not A's.
 **Messages accumulated**: max(0, group lag at B − at A), the group lag Σ lag of the sweep's rows
-(each partition once); 0 when either is unknown (as SQL's ``greatest`` skips nulls).
+(each partition once); null when either is unknown (a window from the records alone has no
+sweep at either end: nothing measured how much accumulated, which is not 0).
 **Processing gap**: per partition, the first commit (commit stream, else committed-offset change)
 after the start − the last at or before it, within 900 s around the window; the largest.
 
@@ -1134,7 +1135,7 @@ def group_pass(inp: GroupInputs, settings: Settings) -> GroupOutputs:
         observed = max(0.0, w.end - min(w.quiet_from, w.start))
         la = lag_at.get((w.cluster, w.group_id, int(_tu(np.array([w.a.t]))[0])))
         lb = lag_at.get((w.cluster, w.group_id, int(_tu(np.array([w.b.t]))[0])))
-        acc = max(0, lb - la) if la is not None and lb is not None else 0
+        acc = max(0, lb - la) if la is not None and lb is not None else None
         gaps_from = commits if commits is not None else changes
         assert gaps_from is not None
         rows.append({

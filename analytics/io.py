@@ -1,12 +1,12 @@
-"""I/O at the edges: read lake tables into Spark, write result tables, keep the checkpoint.
+"""I/O at the edges: the lake's files a step reads, the result tables it writes, the checkpoint.
 
-Results are written like the lake (``<results>/<table>/cluster=…/date=…/*.parquet``): Spark
-writes them into a hidden staging folder (``<results>/.staging/<run>``), then each file is
-renamed into its partition. A *batch* run then deletes the files its new ones replace (every
-other file of the partitions it wrote); an *incremental* step names its files after the range
-it covered (``inc-<from>-<to>-…``) and replaces only files of that same range, so re-running
-a step (after a crash between writing and checkpointing) replaces its output instead of
-adding to it.
+Results are written like the lake (``<results>/<table>/cluster=…/date=…/*.parquet``): each task
+of a step stages its files in a hidden folder (``<results>/.staging/<table>-…``), then the
+driver renames each into its partition. A *batch* run then deletes the files its new ones
+replace (every other file of the partitions it wrote); an *incremental* step names its files
+after the range it covered (``inc-<from>-<to>-…``) and replaces only files of that same range,
+so re-running a step (after a crash between writing and checkpointing) replaces its output
+instead of adding to it.
 """
 
 from __future__ import annotations
@@ -23,9 +23,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import types as T  # noqa: N812
-from pyspark.sql.pandas.types import from_arrow_schema
 
 from lagscope.collector.compaction import live_files
 from lagscope.errors import LakeError
@@ -35,19 +32,15 @@ from lagscope.schema import TABLES, Table
 __all__ = [
     "Checkpoint",
     "commit_arrow",
-    "commit_results",
     "new_staging",
     "partition_files",
     "publish_staged",
     "read_checkpoint",
-    "read_lake",
-    "read_state",
     "spark_arrow_schema",
     "spark_schema",
     "stage_arrow",
     "state_root",
     "write_checkpoint",
-    "write_state",
 ]
 
 
@@ -58,8 +51,11 @@ def spark_arrow_schema(table: str) -> pa.Schema:
                      + [pa.field("cluster", pa.string()), pa.field("date", pa.string())])
 
 
-def spark_schema(table: str, *, with_partitions: bool = True) -> T.StructType:
-    """The Spark schema of a lake or result table (plus ``cluster`` and ``date`` strings)."""
+def spark_schema(table: str, *, with_partitions: bool = True) -> Any:
+    """The Spark schema (``StructType``) of a lake or result table (plus ``cluster`` and ``date``
+    strings), for DataFrames of the lake's rows."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
     schema: pa.Schema = TABLES[table].schema
     if with_partitions:
         schema = schema.append(pa.field("cluster", pa.string())).append(pa.field("date", pa.string()))
@@ -92,65 +88,11 @@ def partition_files(root: Path, table: str, clusters: Iterable[str] | None, sinc
     return paths
 
 
-def read_lake(spark: SparkSession, root: Path | str, table: str, *, since: dt.date, until: dt.date,
-              clusters: Iterable[str] | None = None) -> DataFrame:
-    """The rows of ``table`` in the date partitions ``since … until`` (only those folders are
-    listed, so the cost follows the range, not the lake; each row once, also beside an
-    interrupted compaction). Columns missing from older files read as null; an absent table
-    reads as empty."""
-    root = Path(root)
-    schema = spark_schema(table)
-    paths = partition_files(root, table, clusters, since, until)
-    if not paths:
-        return spark.createDataFrame([], schema)
-    try:
-        return spark.read.schema(schema).option("basePath", str(root / table)).parquet(*paths)
-    except Exception as exc:  # Spark raises its own AnalysisException family
-        raise LakeError(f"cannot read lake table {table} under {root}: {exc}") from exc
-
-
-def _stamp(path: Path, table: Table) -> Path:
-    """A copy of the Spark-written ``path`` (beside it, in the staging folder) whose footer
-    carries lagscope's key-value metadata (:func:`lagscope.lake.file_metadata`: the schema
-    version, the table), as the lake's files do; Spark's own keys are kept. Spark cannot add
-    footer metadata itself, so the (small) result file is rewritten once, before it is renamed
-    into place."""
-    data = pq.ParquetFile(path).read()
-    data = data.replace_schema_metadata({**(data.schema.metadata or {}), **file_metadata(table)})
-    out = path.with_name(f".stamped-{path.name}")
-    with out.open("wb") as fh:
-        pq.write_table(data, fh, compression="zstd")
-        fh.flush()
-        os.fsync(fh.fileno())
-    return out
-
-
-def commit_results(results: Path | str, table: str, df: DataFrame, *, mode: str, tag: str) -> int:
-    """Write ``df`` (with ``cluster`` and ``date`` columns) as result ``table``.
-
-    Every file carries the schema version in its Parquet metadata (readers reject a newer
-    major version: :func:`lagscope.lake.check_schema_version`).
-
-    ``mode="batch"``: the partitions written are replaced whole. ``mode="incremental"``: files
-    tagged ``tag`` (the step's range) are replaced, others kept. Returns the files written.
-    """
-    if mode not in ("batch", "incremental"):
-        raise ValueError(f"unknown write mode {mode!r}")
-    root = Path(results)
-    staging = root / ".staging" / f"{table}-{uuid.uuid4().hex[:12]}"
-    columns = [f.name for f in TABLES[table].schema] + ["cluster", "date"]
-    extra = [c for c in df.columns if c not in columns]
-    try:
-        df.select(*columns, *extra).write.mode("overwrite").partitionBy("cluster", "date").parquet(str(staging))
-        return _publish(staging, root, TABLES[table], mode=mode, tag=tag, stamp=True)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def _publish(staging: Path, root: Path, table: Table, *, mode: str, tag: str, stamp: bool) -> int:
-    """Move the files of ``staging/cluster=…/date=…`` into the result table's partitions
-    (``stamp``: with lagscope's footer metadata added first) and delete the files they replace
-    (``mode``, ``tag``: see :func:`commit_results`). Returns the files moved."""
+def _publish(staging: Path, root: Path, table: Table, *, mode: str, tag: str) -> int:
+    """Move the files of ``staging/cluster=…/date=…`` into the result table's partitions and
+    delete the files they replace. ``mode="batch"``: the partitions written are replaced whole;
+    ``mode="incremental"``: files tagged ``tag`` (the step's range) are replaced, others kept.
+    Returns the files moved."""
     written = 0
     for cdir in sorted(staging.glob("cluster=*")):
         for ddir in sorted(cdir.glob("date=*")):
@@ -160,7 +102,7 @@ def _publish(staging: Path, root: Path, table: Table, *, mode: str, tag: str, st
             new: list[Path] = []
             for i, f in enumerate(sorted(ddir.glob("*.parquet"))):
                 target = final / f"{prefix}{i:05d}.parquet"
-                os.replace(_stamp(f, table) if stamp else f, target)
+                os.replace(f, target)
                 new.append(target)
                 written += 1
             keep = {p.name for p in new}
@@ -173,9 +115,9 @@ def _publish(staging: Path, root: Path, table: Table, *, mode: str, tag: str, st
 
 
 def commit_arrow(results: Path | str, table: str, data: pa.Table, *, mode: str, tag: str) -> int:
-    """:func:`commit_results` of a pyarrow table (``cluster`` and ``date`` columns give the
-    partitions; the other columns cast to the table's types): one file per partition, written
-    in the staging folder (fsynced), then moved into place the same way."""
+    """Write ``data`` (with ``cluster`` and ``date`` columns) as result ``table``: one file per
+    partition, in the table's types, written in a staging folder (fsynced), then moved into place
+    (:func:`publish_staged`)."""
     staging = new_staging(results, table)
     try:
         stage_arrow(staging, table, data)
@@ -210,12 +152,12 @@ def stage_arrow(staging: Path, table: str, data: pa.Table, *, part: str = "00000
 
 def publish_staged(results: Path | str, table: str, staging: Path, *, mode: str, tag: str) -> int:
     """Move the files staged by :func:`stage_arrow` into ``table``'s partitions (``mode``,
-    ``tag``: as :func:`commit_results`). Returns the files moved."""
+    ``tag``: see :func:`_publish`). Returns the files moved."""
     if mode not in ("batch", "incremental"):
         raise ValueError(f"unknown write mode {mode!r}")
     if not staging.exists():
         return 0
-    return _publish(staging, Path(results), TABLES[table], mode=mode, tag=tag, stamp=False)
+    return _publish(staging, Path(results), TABLES[table], mode=mode, tag=tag)
 
 
 # --------------------------------------------------------------------------------------------
@@ -250,16 +192,3 @@ def write_checkpoint(results: Path | str, cp: Checkpoint) -> None:
     for d in root.glob("v-*"):
         if d.name != cp["version"]:
             shutil.rmtree(d, ignore_errors=True)
-
-
-def write_state(results: Path | str, version: str, parts: dict[str, DataFrame]) -> None:
-    base = state_root(results) / version
-    for name, df in parts.items():
-        df.write.mode("overwrite").parquet(str(base / name))
-
-
-def read_state(spark: SparkSession, results: Path | str, version: str, name: str) -> DataFrame | None:
-    path = state_root(results) / version / name
-    if not path.exists():
-        return None
-    return spark.read.parquet(str(path))

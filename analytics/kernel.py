@@ -15,7 +15,7 @@ is held until the key's rows are complete. Only what the pass needs crosses to P
 column costs a conversion per row): the lag, the sweep's timestamp and the key's strings are
 derived or joined back on the Spark side.
 
-Pure: no Spark here (the Spark side is :func:`lagscope.analytics.trends.transform_lag_seconds`);
+Pure: no Spark here (its Spark SQL reference is ``tests/analytics/spark_trends.py``);
 tested on its own with hand-computed rows and against the definitions on random ones.
 """
 
@@ -147,7 +147,7 @@ def _bracket(p_seg: _I64, p_e: _I64, q_seg: _I64, q_c: _I64) -> _I64:
 def lag_seconds_table(tbl: pa.Table, *, every_sweep: bool = False) -> pa.Table:
     """One pass over complete keys (:data:`LAG_SECONDS_IN`, in key order) → their reported rows
     (:data:`LAG_SECONDS_OUT`). The definitions are those of
-    :func:`lagscope.analytics.trends.transform_lag_seconds`; per row of a key's series (its state
+    the Spark SQL reference (``tests/analytics/spark_trends.py``); per row of a key's series (its state
     row and fresh sweeps, in time order):
 
     - ``dt``, ``de``, ``dc``, ``dls``: the differences to the previous row (none at the key's

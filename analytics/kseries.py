@@ -1,5 +1,5 @@
 """The enriched per-partition series as numpy arrays: what every per-key rule of the one
-vectorised pass reads (the numpy counterpart of :func:`lagscope.analytics.series.enrich_series`,
+vectorised pass reads (equal to the Spark SQL reference ``enrich_series`` in ``tests/analytics/spark_series.py``,
 whose docstring defines each column).
 
 A :class:`Series` holds one chunk of *complete* keys: its rows grouped by key (``key``: the key's
@@ -129,7 +129,7 @@ class Series:
 
 @dataclass
 class Commits:
-    """The commit stream's records of a chunk's keys (:func:`lagscope.analytics.findings.commit_records`):
+    """The commit stream's records of a chunk's keys (:func:`lagscope.analytics.step.commit_records`):
     grouped by ``key`` (the same numbering as the chunk's :class:`Series`; a key may have commits
     and no series rows), within a key ordered by ``(t, seq)``."""
 
@@ -243,7 +243,7 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
            m_drop_t: F64) -> Series:
     """Prepared series rows (grouped by key, in time order, a key's state row first) → a
     :class:`Series` with every running value of
-    :func:`lagscope.analytics.series.enrich_series`, computed the same way."""
+    the Spark SQL reference ``enrich_series`` (``tests/analytics/spark_series.py``), computed the same way."""
     first, last = key_bounds(key)
     has_prev = ~first
     # as prepare_series: greatest(0, end − committed) skips a null end (0); null without a commit

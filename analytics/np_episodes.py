@@ -1,7 +1,7 @@
 """The stall, stop and retention_loss episodes of a chunk of whole keys in one vectorised numpy
 pass over the enriched series (:class:`lagscope.analytics.kseries.Series`): the same rows,
-values and strings as Spark's :func:`lagscope.analytics.findings.transform_episodes`, and the
-commit marker the next step's state rows carry (:func:`lagscope.analytics.findings.last_commit_marker`).
+values and strings as its Spark SQL reference (``transform_episodes``, tests/analytics), and the
+commit marker the next step's state rows carry (``last_commit_marker`` there).
 
 The rules (per key, over its rows in time order, the carried state row included, so an episode
 open at the end of the previous step keeps its start):

@@ -1,7 +1,7 @@
 """Commit gaps, their learned per-partition normal, and ``commit_gap`` anomalies over one chunk of
-whole keys, in numpy (the vectorised counterpart of :func:`lagscope.analytics.findings.commit_gaps`,
-:func:`~lagscope.analytics.findings.gap_baselines` and
-:func:`~lagscope.analytics.findings.transform_gap_anomalies`, which they reproduce exactly).
+whole keys, in numpy (equal to their Spark SQL reference in tests/analytics: ``commit_gaps``,
+``gap_baselines`` and
+``transform_gap_anomalies``, which they reproduce exactly).
 
 A **commit gap** is the time a partition's group went without committing while it had work
 pending. From the sweeps alone it is the time between two *changes* of the committed offset

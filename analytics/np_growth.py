@@ -1,6 +1,6 @@
 """The lag_growth rule and its carried state in numpy: the one-pass counterpart of
-:func:`lagscope.analytics.findings.transform_lag_growth` and
-:func:`lagscope.analytics.findings.lag_growth_state` (both over ``_growth_pass``), row for row.
+its Spark SQL reference in tests/analytics (``transform_lag_growth`` and
+``lag_growth_state``, both over ``_growth_pass``), row for row.
 
 **lag_growth**: a partition's lag rose, minute over minute, while its producers outpaced its
 consumer, for ``min_minutes`` or more consecutive minutes. A minute *grows* when

@@ -1,7 +1,7 @@
 """The rewind and skip point events of the ``anomalies`` table over one chunk of enriched series
 rows (:class:`lagscope.analytics.kseries.Series`) and, optionally, the commit stream's records
 of the same keys (:class:`lagscope.analytics.kseries.Commits`): the numpy counterpart of
-:func:`lagscope.analytics.findings.transform_point_events`, row for row.
+its Spark SQL reference ``transform_point_events`` (tests/analytics), row for row.
 
 The rules (one sweep interval, or one commit):
 
@@ -156,7 +156,7 @@ def _sorted_commits(c: Commits) -> Commits:
 def point_events(s: Series, commits: Commits | None, *, skip_factor: float, skip_min_messages: int,
                  margin_s: float = 1.0) -> Found:
     """rewind and skip events of the chunk's fresh rows (and, with ``commits``, of its commits):
-    exactly :func:`lagscope.analytics.findings.transform_point_events` (see the module doc for
+    exactly the Spark SQL reference ``transform_point_events`` (see the module doc for
     each rule, the step range, the margin and the tie rule)."""
     fresh = ~s.is_state & s.prev_committed_ok & s.committed_ok
     ls = np.where(s.log_start_ok, s.log_start, 0)

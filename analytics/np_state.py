@@ -1,7 +1,7 @@
 """The series part of the next step's state, in numpy over a :class:`~lagscope.analytics.kseries.Series`:
 each key's last row with its running markers, and the end-offset points lag in seconds still
-needs (the numpy counterparts of :func:`lagscope.analytics.series.state_rows` and
-:func:`lagscope.analytics.trends.compact_history`).
+needs (equal to the Spark SQL reference in tests/analytics: ``state_rows`` and
+``compact_history``).
 """
 
 from __future__ import annotations

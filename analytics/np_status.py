@@ -1,8 +1,8 @@
 """The partition ``status`` rows in numpy: the Burrow-compatible evaluation beside lagscope's own,
 per partition, once per minute (at the minute's last fresh sweep), over one chunk of whole keys
 (a :class:`lagscope.analytics.kseries.Series`). The numpy counterpart of
-:func:`lagscope.analytics.status.burrow_entries`, :func:`~lagscope.analytics.status.entries_state`
-and :func:`~lagscope.analytics.status.partition_status` (the group rows stay in Spark), with the
+its Spark SQL reference in tests/analytics (``burrow_entries``, ``entries_state``
+and ``partition_status``; the group rows are :func:`lagscope.analytics.status.status`), with the
 same rows, values and strings.
 
 **Entries.** Burrow stores one offset *entry* per commit; from sweeps, an entry is a fresh sweep

@@ -1,14 +1,12 @@
-"""The one vectorised pass per chunk of keys: everything a step computes per partition, after one
-shuffle and one sort (the Spark side is :func:`lagscope.analytics.trends.transform_pass`).
+"""The per-partition pass, per chunk of whole keys: everything a step computes per partition
+(:func:`lagscope.analytics.step.run_step` builds its input in key, kind and time order).
 
-A step used to compute the per-partition rules as Spark window passes over the enriched series,
-each with its own sort, and to store that series for them: about a dozen jobs per step. Here
-the rows of a key arrive together and in order, and every rule is a handful of array operations
+The rows of a key arrive together and in order, and every rule is a handful of array operations
 over the chunk (:mod:`lagscope.analytics.kseries` enriches the series; one module per rule
 family: :mod:`~lagscope.analytics.np_status`, :mod:`~lagscope.analytics.np_episodes`,
 :mod:`~lagscope.analytics.np_points`, :mod:`~lagscope.analytics.np_gaps`,
 :mod:`~lagscope.analytics.np_growth`, :mod:`~lagscope.analytics.np_state`; each is tested
-against the Spark definitions it replaced).
+against hand-computed cases and against a Spark SQL statement of the rule, tests/analytics).
 
 Input (:data:`PASS_IN`), sorted by ``(_h, _k, t)``: ``_h`` a 64-bit hash of the key, ``_k`` =
 ``(h2 + 2^31)·8 + kind`` a second, independent 32-bit hash and the row's kind, and the key's own

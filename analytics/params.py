@@ -24,3 +24,8 @@ class RuleParams:
     storm_window_s: float = 600.0
     warn_lag_s: float = 30.0
     burrow_window: int = 10
+
+
+#: spark.driver.memory when nothing sets it (``analytics.driver_memory``): the JVM moves a task's
+#: blobs, not the step's tables (benchmarks/results/analytics_speed.md: the peak driver heap)
+DEFAULT_DRIVER_MEMORY = "1g"

@@ -1,6 +1,9 @@
 """The ``status`` table: a Burrow-compatible evaluation beside lagscope's own, per partition and
-group, once per minute (at the minute's last sweep). The partition rows come from the step's
-vectorised pass (:mod:`lagscope.analytics.np_status`); this module makes the group rows.
+group, once per minute (at the minute's last sweep). The partition rows come from the
+per-partition pass (:mod:`lagscope.analytics.np_status`); this module makes the table and its
+group rows: per group and minute the worst partition (Burrow: anything worse than ERR counts as
+ERR; lagscope: the worst status in its own order, and among partitions of that status the
+reason of the one with the most lag), the lags summed, the largest lag in seconds.
 
 **Burrow** (``core/internal/evaluator/caching.go``), evaluated over the last ``N`` offset
 *entries* of a partition (Burrow stores one per commit; from sweeps, an entry is a sweep at
@@ -30,10 +33,27 @@ steady small lag (its lag seconds stay small), no alarm on an idle topic.
 
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F  # noqa: N812
+from typing import Any
 
-__all__ = ["BURROW_RANK", "OWN_RANK", "STATUS_COLUMNS", "with_group_rows"]
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lagscope.analytics.arrays import dates as _date
+from lagscope.analytics.arrays import doubles as _dbl
+from lagscope.analytics.arrays import gmax as _gmax
+from lagscope.analytics.arrays import groups as _groups
+from lagscope.analytics.arrays import gsum as _gsum
+from lagscope.analytics.arrays import key_code as _key_code
+from lagscope.analytics.arrays import longs as _long
+from lagscope.analytics.arrays import nullable_doubles as _nn
+
+__all__ = ["BURROW_RANK", "OWN_RANK", "STATUS_COLUMNS", "status"]
+
+_I = npt.NDArray[np.int64]
+_US = pa.timestamp("us", tz="UTC")
+_MS = pa.timestamp("ms", tz="UTC")
 
 STATUS_COLUMNS = ["cluster", "eval_ts", "group_id", "topic", "partition", "burrow_status", "status",
                   "reason", "lag", "lag_seconds"]
@@ -45,36 +65,64 @@ BURROW_RANK = {"OK": 1, "IDLE": 1, "WARN": 2, "ERR": 3, "STOP": 4, "STALL": 5, "
 OWN_RANK = {"IDLE": 0, "OK": 1, "WARN": 2, "REWIND": 3, "STALL": 4, "STOP": 5, "ERR": 6}
 
 
-def with_group_rows(parts: DataFrame) -> DataFrame:
-    """Partition status rows plus their group rows, with ``date`` (``parts`` is read twice:
-    pass stored rows, not a plan that would be computed twice)."""
-    return parts.unionByName(_group_rows(parts)).withColumn("date", F.date_format("eval_ts", "yyyy-MM-dd"))
+def _dict_codes(col: pa.ChunkedArray) -> tuple[_I, list[Any]]:
+    """Each value's index in the distinct values (-1: null) and the distinct values."""
+    enc = pc.dictionary_encode(col.combine_chunks())
+    return np.asarray(enc.indices.fill_null(-1), dtype=np.int64), enc.dictionary.to_pylist()
 
 
-def _rank(col: str, ranks: dict[str, int]) -> Column:
-    expr = F.lit(0)
-    for name, r in ranks.items():
-        expr = F.when(F.col(col) == name, F.lit(r)).otherwise(expr)
-    return expr
+def _rank(col: pa.ChunkedArray, ranks: dict[str, int]) -> _I:
+    idx, names = _dict_codes(col)
+    table = np.array([ranks.get(v, 0) for v in names] + [0], dtype=np.int64)  # [-1]: null → 0
+    return table[idx]
 
 
-def _group_rows(parts: DataFrame) -> DataFrame:
-    """Group rows per minute: the worst partition (Burrow: anything worse than ERR is ERR;
-    lagscope keeps the worst partition's status name in its own order, ERR worst, IDLE only when
-    every partition is IDLE; among partitions of that status, the reason of the one with the most
-    lag)."""
-    p = parts.withColumn("_m", F.date_trunc("minute", "eval_ts")).withColumn(
-        "_br", _rank("burrow_status", BURROW_RANK)).withColumn("_lr", _rank("status", OWN_RANK))
-    g = p.groupBy("cluster", "group_id", "_m").agg(
-        F.max("eval_ts").alias("eval_ts"), F.max("_br").alias("_br"),
-        # at equal status, the partition with the most lag (then the reason): a tie broken
-        # by row order differed between a batch and the incremental steps over the same rows
-        F.max_by(F.struct("status", "reason"), F.struct("_lr", F.coalesce(F.col("lag"), F.lit(-1)).alias("_l"),
-                                                        "reason")).alias("_worst"),
-        F.sum("lag").alias("lag"), F.max("lag_seconds").alias("lag_seconds"))
-    burrow = (F.when(F.col("_br") >= 3, F.lit("ERR")).when(F.col("_br") == 2, F.lit("WARN"))
-              .otherwise(F.lit("OK")))
-    return g.select(
-        "cluster", "eval_ts", "group_id", F.lit(None).cast("string").alias("topic"),
-        F.lit(None).cast("int").alias("partition"), burrow.alias("burrow_status"),
-        F.col("_worst.status").alias("status"), F.col("_worst.reason").alias("reason"), "lag", "lag_seconds")
+def status(minutes: pa.Table) -> pa.Table:
+    """The ``status`` table: each minute row's evaluation and the group rows."""
+    eval_ts = minutes.column("ts").combine_chunks()
+    parts = pa.table({
+        "cluster": minutes.column("cluster"), "eval_ts": eval_ts.cast(_MS, safe=False),
+        "group_id": minutes.column("group_id"), "topic": minutes.column("topic"),
+        "partition": minutes.column("partition"), "burrow_status": minutes.column("burrow_status"),
+        "status": minutes.column("status"), "reason": minutes.column("reason"), "lag": minutes.column("lag"),
+        "lag_seconds": minutes.column("lag_s")})
+    us = np.asarray(eval_ts.cast(pa.int64()), dtype=np.int64)
+    minute = us // 60_000_000
+    gcode = _key_code(minutes.column("cluster"), minutes.column("group_id"), pa.array(minute))
+    order, starts, gid = _groups(gcode)
+    ng = len(starts)
+    br = _rank(minutes.column("burrow_status"), BURROW_RANK)[order]
+    lr = _rank(minutes.column("status"), OWN_RANK)[order]
+    lag, lag_ok = _long(minutes.column("lag"))
+    lag, lag_ok = lag[order], lag_ok[order]
+    idx, names = _dict_codes(minutes.column("reason"))
+    by_name = np.argsort(np.array(names, dtype=object)) if names else np.zeros(0, np.int64)
+    rank_of = np.empty(len(names) + 1, np.int64)
+    rank_of[by_name] = np.arange(1, len(names) + 1)
+    rank_of[-1] = 0  # null: lowest
+    rr = rank_of[idx][order]
+    # the worst: the largest (own rank, lag or -1, reason); ties: any (identical status and reason)
+    sel = np.lexsort((rr, np.where(lag_ok, lag, -1), lr, gid))
+    last = np.ones(len(sel), bool)
+    if len(sel):
+        last[:-1] = gid[sel][1:] != gid[sel][:-1]
+    worst = order[sel[last]]
+    bmax = np.maximum.reduceat(br, starts) if ng else np.zeros(0, np.int64)
+    burrow = np.where(bmax >= 3, "ERR", np.where(bmax == 2, "WARN", "OK"))
+    first = order[starts]
+    lag_f = np.where(lag_ok, lag, np.nan).astype(np.float64)
+    lsum = _gsum(lag_f, starts)
+    groups = pa.table({
+        "cluster": minutes.column("cluster").take(pa.array(first)),
+        "eval_ts": pa.array(np.maximum.reduceat(us[order], starts) if ng else np.zeros(0, np.int64),
+                            pa.int64()).cast(_US).cast(_MS, safe=False),
+        "group_id": minutes.column("group_id").take(pa.array(first)),
+        "topic": pa.nulls(ng, pa.string()), "partition": pa.nulls(ng, pa.int32()),
+        "burrow_status": pa.array(burrow.tolist() if ng else [], pa.string()),
+        "status": minutes.column("status").take(pa.array(worst)),
+        "reason": minutes.column("reason").take(pa.array(worst)),
+        "lag": pa.array(np.nan_to_num(lsum).astype(np.int64), pa.int64(), mask=np.isnan(lsum)),
+        "lag_seconds": _nn(_gmax(_dbl(minutes.column("lag_s"))[order], starts)),
+    })
+    both = pa.concat_tables([parts.cast(groups.schema), groups]) if ng else parts
+    return both.append_column("date", _date(both.column("eval_ts")))

@@ -22,7 +22,7 @@ The guarantee — a reader that lists a folder with :func:`live_files` (or reads
 
 Engines that list folders themselves (Spark, DuckDB) would see both between steps 2 and 3
 (until the next run, after a crash there); give them ``live_files(...)`` as their file list, as
-the analytics (``read_lake``) and the app do.
+the analytics (``partition_files``) and the app do.
 
 Bucket = the hour of the write stamp in the source file's name (``part-YYYYmmddTHHMMSS…``,
 see :func:`lagscope.lake.write_table`). A bucket is closed ``grace_s`` after its hour ends;

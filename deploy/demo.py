@@ -260,6 +260,8 @@ def run_full_demo(opts: DemoOptions, stop: threading.Event | None = None) -> int
         analytics = DemoAnalytics(lake, results, interval_s=opts.analytics_interval_s, master=opts.master,
                                   settings=demo_analytics_settings(config=opts.analytics), backfill_s=600.0,
                                   shuffle_partitions=2,
+                                  driver_memory=demo_analytics_config(opts.analytics).driver_memory,
+                                  log_file=opts.workdir / "logs" / "spark.log",
                                   clock=lambda: dt.datetime.now(dt.UTC) - dt.timedelta(seconds=SETTLE_S))
         collector = CollectorComponent(settings, [ResultsCollector(results, refresh_s=2.0)])
         runner = Runner([analytics, collector])  # downstream first, as in `lagscope run`
@@ -304,6 +306,9 @@ def run_full_demo(opts: DemoOptions, stop: threading.Event | None = None) -> int
         end = min(end, dt.datetime.now(dt.UTC))
         if not stop.is_set() and code == 0:
             _wait_for_analytics(results, _minute_ceil(end), analytics, stop)
+        if analytics.fatal is not None:
+            say(f"the analytics could not run: {analytics.fatal}")
+            code = 1
         print_summary(results, prefix=names.prefix, start=dt.datetime.fromtimestamp(result.t0, dt.UTC),
                       end=end, truth=result.truth_path, t0=result.t0)
         if code == 0 and not stop.is_set():

@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -162,34 +163,75 @@ class CollectorComponent:
 
 
 class AnalyticsLoop(_Periodic):
-    """Incremental analytics every ``interval_s`` in one Spark session on ``master``."""
+    """Incremental analytics every ``interval_s`` in one Spark session on ``master``.
+
+    The engine dying (the JVM out of memory or crashed, the SparkContext stopped) is survivable:
+    the failed step's output was never published (the checkpoint did not move), so the loop
+    starts a new session and redoes the step. After ``max_failures`` failed steps in a row the
+    loop gives up: :attr:`fatal` holds one line naming the cause and the setting to change, and
+    :meth:`is_healthy` turns false (``lagscope run`` and ``lagscope demo`` then exit non-zero).
+    Spark's and the JVM's logs go to ``log_file``; the terminal gets one line per failure."""
 
     name = "analytics"
 
     def __init__(self, lake: Path, results: Path, *, interval_s: float, master: str,
                  settings: Any = None, backfill_s: float = 86400.0, shuffle_partitions: int = 4,
-                 driver_memory: str = "1g",
+                 driver_memory: str | None = None, max_failures: int = 3, log_file: Path | None = None,
                  clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)) -> None:
+        from lagscope.analytics.params import DEFAULT_DRIVER_MEMORY
+
         super().__init__(interval_s)
         self.lake, self.results, self.master = lake, results, master
         self.settings = settings
         self.backfill_s = backfill_s
-        self.shuffle_partitions, self.driver_memory = shuffle_partitions, driver_memory
+        self.shuffle_partitions = shuffle_partitions
+        self.driver_memory = driver_memory or DEFAULT_DRIVER_MEMORY
+        self.max_failures = max_failures
+        self.log_file = log_file if log_file is not None else results / "_logs" / "spark.log"
         self.clock = clock
         self.spark: Any = None
         self.files_written = 0
+        self.consecutive_failures = 0
+        #: why the loop gave up (one line), or None
+        self.fatal: str | None = None
 
     def setup(self) -> None:
-        """Nothing to start: a step runs in this process unless it needs Spark, which then starts
-        once (:meth:`_session`) and stays up for the later steps."""
+        """Start the Spark session now: every step runs on it."""
+        try:
+            self._session()
+        except Exception as exc:
+            self._failed(exc)
 
     def _session(self) -> Any:
         from lagscope.analytics.session import build_session
 
         if self.spark is None:
             self.spark = build_session(self.master, shuffle_partitions=self.shuffle_partitions,
-                                       driver_memory=self.driver_memory)
+                                       driver_memory=self.driver_memory, log_file=self.log_file)
         return self.spark
+
+    def _drop_session(self) -> None:
+        from lagscope.analytics.session import discard_session
+
+        spark, self.spark = self.spark, None
+        discard_session(spark)
+
+    def _failed(self, exc: BaseException) -> None:
+        """One line on the terminal, the whole trace in the log file, a new session next time."""
+        self.consecutive_failures += 1
+        self.failures += 1
+        cause = _one_line(exc)
+        trace.error("analytics step failed", exc_info=exc)
+        self._drop_session()
+        if self.consecutive_failures >= self.max_failures:
+            hint = _hint(cause, self.driver_memory)
+            self.fatal = (f"analytics failed {self.consecutive_failures} times in a row: {cause} — {hint} "
+                          f"(Spark's log: {self.log_file})")
+            log.error("%s", self.fatal)
+            self.stopping.set()
+        else:
+            log.error("analytics: the step failed (%s); retrying with a new Spark session (%d/%d; log: %s)",
+                      cause, self.consecutive_failures, self.max_failures, self.log_file)
 
     def step(self) -> None:
         from lagscope.analytics.job import Settings as AnalyticsSettings
@@ -199,18 +241,54 @@ class AnalyticsLoop(_Periodic):
             log.info("analytics: no lake at %s yet", self.lake)
             return
         now = self.clock()
-        # `since` matters only for the very first run (no checkpoint yet): how far back to start
-        written = run_incremental(self.spark, self.lake, self.results, settings=self.settings or AnalyticsSettings(),
-                                  until=now, since=now - dt.timedelta(seconds=self.backfill_s),
-                                  spark_factory=self._session)
+        try:
+            # `since` matters only for the very first run (no checkpoint yet): how far back to start
+            written = run_incremental(self._session(), self.lake, self.results,
+                                      settings=self.settings or AnalyticsSettings(),
+                                      until=now, since=now - dt.timedelta(seconds=self.backfill_s))
+        except Exception as exc:
+            if self.stopping.is_set():
+                raise
+            self._failed(exc)
+            return
+        self.consecutive_failures = 0
         self.files_written += sum(written.values())
         if written:
             log.info("analytics: %s", ", ".join(f"{t} {n} file(s)" for t, n in sorted(written.items())))
 
+    def is_healthy(self) -> bool:
+        return self.fatal is None and super().is_healthy()
+
     def teardown(self) -> None:
-        if self.spark is not None:
-            self.spark.stop()
-            self.spark = None
+        self._drop_session()
+
+
+#: the analytics' full failure traces (into Spark's log file, see :class:`AnalyticsLoop`)
+trace = logging.getLogger("lagscope.analytics.trace")
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception's cause in one line: the JVM's error class and message, without its stack."""
+    text = str(exc)
+    for marker in ("OutOfMemoryError", "SparkContext was shut down", "SparkContext has been shutdown",
+                   "Cannot call methods on a stopped SparkContext", "Python worker exited unexpectedly",
+                   "Answer from Java side is empty", "Connection refused"):
+        if marker in text:
+            line = next((ln.strip() for ln in text.splitlines() if marker in ln), marker)
+            return line[:300]
+    java = re.search(r"(?m)^[\s:]*((?:java|org|scala)\.[\w.$]+(?:Exception|Error)(?::[^\n]*)?)$", text)
+    if java:
+        return java.group(1).strip()[:300]
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
+    return f"{type(exc).__name__}: {first[:300]}"
+
+
+def _hint(cause: str, driver_memory: str) -> str:
+    if "OutOfMemoryError" in cause or "System memory" in cause or "heap" in cause:
+        return f"raise analytics.driver_memory (now {driver_memory})"
+    if "Python worker" in cause or "MemoryError" in cause:
+        return "give the machine's Python workers more memory or raise analytics.shuffle_partitions"
+    return "see the log; analytics.master and analytics.driver_memory set where and how Spark runs"
 
 
 class AlertsLoop(_Periodic):
@@ -359,7 +437,7 @@ def build_components(settings: Settings, parts: set[Part], *, results: Path, ale
             master=acfg.master if master is None else master,
             settings=job_settings(acfg, extra_read_committed=rc),
             backfill_s=acfg.backfill_s() if backfill_s is None else backfill_s,
-            shuffle_partitions=acfg.shuffle_partitions or 4, driver_memory=acfg.driver_memory or "1g"))
+            shuffle_partitions=acfg.shuffle_partitions or 4, driver_memory=acfg.driver_memory))
     if Part.collector in parts:
         out.append(CollectorComponent(settings, [on_collector] if on_collector is not None else None))
     return out

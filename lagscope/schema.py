@@ -241,7 +241,8 @@ REBALANCES = Table("rebalances", pa.schema([
        "Bound implied by the settings: session.timeout + heartbeat.interval + network for a "
        "crash; rebalance timeout (max.poll.interval) for a slow member (s)."),
     _f("observed_over_bound", pa.float64(), "duration_s / bound_s."),
-    _f("messages_accumulated", pa.int64(), "Growth of the group's lag during the window (messages)."),
+    _f("messages_accumulated", pa.int64(), "Growth of the group's lag during the window (messages); null when "
+       "no sweep measured either end (a window from the commit stream's records alone)."),
     _f("max_processing_gap_s", pa.float64(),
        "Largest per-partition gap: last commit by the old owner → first commit by the new (s)."),
     _f("as_of_ts", TS,

@@ -15,8 +15,8 @@ import yaml
 from typer.testing import CliRunner
 
 from lagscope.analytics.configured import job_settings, rule_params
-from lagscope.analytics.findings import RuleParams
 from lagscope.analytics.job import Settings as JobSettings
+from lagscope.analytics.params import DEFAULT_DRIVER_MEMORY, RuleParams
 from lagscope.cli import app
 from lagscope.config import AnalyticsConfig, AnalyticsRulesConfig, load_config
 from lagscope.errors import ConfigError
@@ -148,14 +148,12 @@ class Recorder:
 
     def batch(self, spark: Any, lake: Path, results: Path, **kw: Any) -> dict[str, int]:
         self.calls.append(("batch", {"lake": lake, "results": results, **kw}))
-        if spark is None:  # a batch that needs Spark starts the session analyze would build
-            kw["spark_factory"]()
+        assert spark is self  # every run is on the session analyze built
         return {"status": 1}
 
     def incremental(self, spark: Any, lake: Path, results: Path, **kw: Any) -> dict[str, int]:
         self.calls.append(("incremental", {"lake": lake, "results": results, **kw}))
-        if spark is None:  # a step that needs Spark starts the session analyze would build
-            kw["spark_factory"]()
+        assert spark is self
         return {}
 
     def get(self, name: str) -> dict[str, Any]:
@@ -186,13 +184,13 @@ def test_analyze_takes_lake_results_master_and_rules_from_the_file(tmp_path: Pat
                                       "--until", "2026-11-21"])
     assert result.exit_code == 0, result.output
     session, batch = recorder.get("session"), recorder.get("batch")
-    assert session == {"master": "local[3]", "shuffle_partitions": 3, "driver_memory": "768m"}
+    assert session == {"master": "local[3]", "shuffle_partitions": 3, "driver_memory": "768m",
+                       "log_file": tmp_path / "res" / "_logs" / "spark.log"}
     assert batch["lake"] == tmp_path / "lake"
     assert batch["results"] == tmp_path / "res"
     assert (batch["since"], batch["until"]) == (dt.date(2026, 11, 20), dt.date(2026, 11, 21))
     assert batch["settings"] == job_settings(load_config(path).analytics)
     assert batch["settings"].rules.stall_after_s == 33.0
-    assert batch["engine"] == "auto"
     assert ("stop", {}) in recorder.calls  # the session it built is stopped
 
 
@@ -214,7 +212,6 @@ def test_analyze_options_override_the_file(tmp_path: Path, recorder: Recorder) -
     assert (s.rules.stall_after_s, s.rules.stop_after_s, s.rules.gap_k) == (15.0, 15.0, 4.0)
     assert (s.heartbeat_s, s.session_timeout_s) == (1.0, 12.0)
     assert s.read_committed_groups == ("ledger",)
-    assert inc["engine"] == "auto"
 
 
 def test_analyze_without_a_config_keeps_the_old_defaults(tmp_path: Path, recorder: Recorder) -> None:
@@ -223,7 +220,9 @@ def test_analyze_without_a_config_keeps_the_old_defaults(tmp_path: Path, recorde
     result = CliRunner().invoke(app, ["analyze", "--lake", str(lake), "--results", str(tmp_path / "r"),
                                       "--since", "2026-11-20"])
     assert result.exit_code == 0, result.output
-    assert recorder.get("session") == {"master": "local[*]", "shuffle_partitions": 8, "driver_memory": "2g"}
+    assert recorder.get("session") == {"master": "local[*]", "shuffle_partitions": 8,
+                                       "driver_memory": DEFAULT_DRIVER_MEMORY,
+                                       "log_file": tmp_path / "r" / "_logs" / "spark.log"}
     assert recorder.get("batch")["settings"] == JobSettings()
 
 

@@ -14,10 +14,10 @@ from analytics_builders import T0, at
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from spark_reference import state_rows
+from spark_series import KEY, enrich_series, prepare_series
 
 from lagscope.analytics.io import spark_schema
 from lagscope.analytics.kseries import Series
-from lagscope.analytics.series import KEY, enrich_series, prepare_series
 
 _LONGS = ["committed", "end", "log_start", "lag", "lso", "m_max_committed", "prev_committed", "prev_end",
           "prev_lag", "prev_log_start", "dc", "de", "max_committed_before"]

@@ -288,7 +288,10 @@ def transform_rebalances(
                     "left").drop("_c", "_g", "_ta")
            .join(gb, (win["cluster"] == gb["_c2"]) & (win["group_id"] == gb["_g2"]) & (win["b.t"] == gb["_tb"]),
                  "left").drop("_c2", "_g2", "_tb"))
-    win = win.withColumn("messages_accumulated", F.greatest(F.lit(0), F.col("_lb") - F.col("_la")).cast("long"))
+    # null when either end's group lag is unknown (a window from the records alone): the
+    # production rule's fix of the earlier greatest(0, null) = 0
+    grew = F.col("_lb") - F.col("_la")
+    win = win.withColumn("messages_accumulated", F.when(grew.isNotNull(), F.greatest(F.lit(0), grew)).cast("long"))
     win = win.join(_processing_gaps(win, commits if commits is not None else changes), "_wid", "left")
     out = win.select(
         *_G, _ts(F.col("_start")).alias("start_ts"), _ts(F.col("_end")).alias("end_ts"), "duration_s", "cause",

@@ -12,6 +12,9 @@ from types import ModuleType
 import pytest
 from pyspark.sql import SparkSession
 
+from lagscope.analytics.job import run_batch
+from lagscope.lake import read_table
+
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
 
 
@@ -34,7 +37,14 @@ def test_crash_scenario_against_truth(spark: SparkSession, bootstrap: str, tmp_p
     acc = _harness()
     interval = 0.5
     sc = acc.collect("crash", bootstrap, tmp_path, interval)
-    rows, first = acc.windows(spark, [sc.lake], commit_stream=True, settings=acc.Settings(**acc.DEFAULTS))
+    # the production path: a batch on Spark over the collected lake, its rebalances table read back
+    days = acc._days(sc.lake)
+    assert days is not None
+    run_batch(spark, sc.lake, tmp_path / "results", since=days[0], until=days[1],
+              settings=acc.Settings(**acc.DEFAULTS), progress=False)
+    rows = read_table(tmp_path / "results", "rebalances").to_pylist()
+    members = acc.read_lakes([(sc.lake, None)])["members"]
+    first = acc.first_settled(members)
     rep = acc.score(sc, "commit stream", rows, first, interval)
     assert rep.truth == 1, rep
     assert rep.found == 1, rep

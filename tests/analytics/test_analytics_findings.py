@@ -1,12 +1,13 @@
 """Anomaly rules, table-driven with hand-computed expectations (one group per case, one Spark
 job for the whole table), run as the job runs them: through the per-key pass
-(lagscope.analytics.perkey)."""
+(lagscope.analytics.step, as each Spark task runs it)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from analytics_builders import at, cases_df, offsets_rows
 from passes import Step, step
@@ -14,9 +15,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.testing import assertDataFrameEqual
 
-from lagscope.analytics import findings, np_gaps, np_growth
-from lagscope.analytics.findings import RuleParams
+from lagscope.analytics import groups, np_gaps, np_growth
 from lagscope.analytics.io import spark_schema
+from lagscope.analytics.params import RuleParams
 
 pytestmark = pytest.mark.spark
 
@@ -180,7 +181,7 @@ COMMIT_CASES: list[tuple[str, list[tuple[Any, ...]], list[tuple[float, int]],
 
 def test_anomaly_rules_with_the_commit_stream(spark: SparkSession) -> None:
     df = cases_df(spark, [offsets_rows(rows, group=name) for name, rows, _, _ in COMMIT_CASES])
-    commits = findings.commit_records(_commits_df(spark, [(name, cs) for name, _, cs, _ in COMMIT_CASES]))
+    commits = _commits_df(spark, [(name, cs) for name, _, cs, _ in COMMIT_CASES])
     got = step(df, P, commits=commits).anomalies.select(
         "group_id", "kind", "start_ts", "end_ts", F.round("magnitude", 3).alias("magnitude"))
     expected = spark.createDataFrame(
@@ -197,7 +198,7 @@ def test_rewinds_from_commits_count_once_across_steps(spark: SparkSession) -> No
     name, rows, cs, _ = COMMIT_CASES[0]
     rows = [*rows[:3], (30, 800, 1100, 0), (40, 900, 1200, 0)]
     cs = [*cs[:5], (30, 800), (33, 700), (38, 900)]
-    commits = findings.commit_records(_commits_df(spark, [(name, cs)]))
+    commits = _commits_df(spark, [(name, cs)])
     one = step(cases_df(spark, [offsets_rows(rows[:3], group=name)]), P, commits=commits)
     two = step(cases_df(spark, [offsets_rows(rows[3:], group=name)]), P, state=one.state, commits=commits)
     got = [_points(x).select("kind", "start_ts", "magnitude") for x in (one, two)]
@@ -216,16 +217,18 @@ def test_anomaly_keys_are_stable_and_units_named(spark: SparkSession) -> None:
                                                     "key string, unit string, severity string"))
 
 
-def test_rebalance_storm(spark: SparkSession) -> None:
+def test_rebalance_storm() -> None:
     # three rebalances within 600 s (t=0, 100, 200) are one storm, from the first start to the
     # last end; a fourth, 1800 s later, is on its own
-    rb = spark.createDataFrame(
-        [("c", "g", at(s), at(s + 10)) for s in (0, 100, 200, 2000)],
-        "cluster string, group_id string, start_ts timestamp, end_ts timestamp")
-    got = findings.transform_storms(rb, count=3, window_s=600).select("kind", "start_ts", "end_ts", "magnitude")
-    assertDataFrameEqual(got, spark.createDataFrame(
-        [("rebalance_storm", at(0), at(210), 3.0)], "kind string, start_ts timestamp, end_ts timestamp, "
-                                                    "magnitude double"))
+    ms = pa.timestamp("ms", tz="UTC")
+    starts = (0, 100, 200, 2000)
+    rb = pa.table({"cluster": ["c"] * 4, "group_id": ["g"] * 4, "start_ts": pa.array([at(s) for s in starts], ms),
+                   "end_ts": pa.array([at(s + 10) for s in starts], ms)})
+    schema = pa.schema([("cluster", pa.string()), ("group_id", pa.string()), ("kind", pa.string()),
+                        ("start_ts", ms), ("end_ts", ms), ("magnitude", pa.float64())])
+    got = groups.storms(rb, np.zeros(4, bool), count=3, window_s=600, schema=schema)
+    assert got.select(["kind", "start_ts", "end_ts", "magnitude"]).to_pylist() == [
+        {"kind": "rebalance_storm", "start_ts": at(0), "end_ts": at(210), "magnitude": 3.0}]
 
 
 def test_gap_baselines_are_median_and_mad_of_the_learned_and_new_gaps() -> None:
@@ -259,24 +262,6 @@ def test_gap_baselines_are_median_and_mad_of_the_learned_and_new_gaps() -> None:
         # a carried state holds only the latest 4 old gaps: the baseline learns from those
         kept = [g for _, g in sorted(old[p])[-4:] + new[p]]
         assert carried.gap_median_s[p] == pytest.approx(statistics.median(kept))
-
-
-@pytest.mark.parametrize("form", ["array", "rows"])
-def test_gap_samples_of_an_older_state_are_read(spark: SparkSession, form: str) -> None:
-    # states written before the samples were packed per key (``b``) held one array per key
-    # (KEY, samples) or, earlier, one row per sample (KEY, t, gap_s): a step reads either, learns
-    # from it and hands the samples on packed
-    if form == "array":
-        old = spark.createDataFrame([("c", "g", "t", 0, [(float(t), 10.0) for t in range(5)])],
-                                    "cluster string, group_id string, topic string, partition int, "
-                                    "samples array<struct<t:double,gap_s:double>>")
-    else:
-        old = spark.createDataFrame([("c", "g", "t", 0, float(t), 10.0) for t in range(5)],
-                                    "cluster string, group_id string, topic string, partition int, t double, "
-                                    "gap_s double")
-    nxt = step(cases_df(spark, [offsets_rows([(200, 10, 20, 0)])]), P, state={"gaps": old}).state["gaps"]
-    (row,) = nxt.collect()
-    assert np.frombuffer(row["b"], "<f8").reshape(-1, 2).tolist() == [[float(t), 10.0] for t in range(5)]
 
 
 def _growth_minutes(lags: list[tuple[int, int]]) -> np_growth.Minutes:
@@ -362,8 +347,9 @@ def test_stop_with_owner_keeps_its_kind_after_the_commits_leave_the_lookback(spa
     # before its start, so none of this group's; it still knows the last commit (30, carried
     # in the state) and reports the same stop, 960 s long at t=1020, not a stall with a new key
     from analytics_builders import members_df, members_rows, offsets_df
+    from stepping import run_step
 
-    from lagscope.analytics.job import Settings, run_step
+    from lagscope.analytics.job import Settings
 
     rows = [(t, min(t, 30), t, 0, "m1") for t in [0, 10, 20, 30, *range(60, 991, 30), 1000, 1010, 1020,
                                                    1030, 1040, 1050]]
@@ -400,8 +386,9 @@ def test_a_long_storm_keeps_its_start_across_steps(spark: SparkSession) -> None:
     # 1500 (seeded by step 1's state): step 2 reports the same storm (same key), not a storm
     # "from 625" (the rebalances older than 600 s before step 1's last were not carried)
     from analytics_builders import members_df, members_rows, offsets_df
+    from stepping import run_step
 
-    from lagscope.analytics.job import Settings, run_step
+    from lagscope.analytics.job import Settings
 
     times = list(range(0, 1501, 250))
     settings = Settings(rules=P)
@@ -444,4 +431,5 @@ def test_a_step_without_sweeps_keeps_the_largest_rate(spark: SparkSession) -> No
     three = step(cases_df(spark, [offsets_rows(rows[3:])]), P, state=two.state)
     assert _points(batch).count() == 0
     assert _points(three).count() == 0
-    assert two.state["series"].select("m_max_rate", "m_max_committed").collect() == [(100.0, 1010)]
+    assert two.state["series"].select(["m_max_rate", "m_max_committed"]).to_pylist() == [
+        {"m_max_rate": 100.0, "m_max_committed": 1010}]

@@ -18,8 +18,8 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.testing import assertDataFrameEqual
 from typer.testing import CliRunner
 
-from lagscope.analytics.findings import RuleParams
 from lagscope.analytics.job import Settings, run_incremental
+from lagscope.analytics.params import RuleParams
 from lagscope.cli import app
 from lagscope.lake import write_rows
 from lagscope.schema import MEMBERS, OFFSETS
@@ -157,3 +157,26 @@ def test_incremental_step_after_midnight_reads_the_commit_lookback(spark: SparkS
     rewinds = (_current(_read(spark, inc, "anomalies")).where(F.col("kind") == "rewind").select("start_ts", "magnitude")
                if (inc / "anomalies").exists() else spark.createDataFrame([], schema))  # none written at all
     assertDataFrameEqual(rewinds, spark.createDataFrame([(at(m + 5), 150.0)], schema))
+
+
+def test_a_step_is_a_handful_of_spark_jobs_whatever_its_history(spark: SparkSession, tmp_path: Path) -> None:
+    # route → one shuffle → the passes, plus the placement lookup the first time a bucket count
+    # is seen: counted with Spark's status tracker, for a first step and for a
+    # later one with the state carried (the same job: no lineage grows with the history)
+    lake, inc = tmp_path / "lake", tmp_path / "inc"
+    _lake(lake)
+    tracker = spark.sparkContext.statusTracker()
+    counts = []
+    for i, (since, until) in enumerate([(T0, at(60)), (None, at(120)), (None, at(180))]):
+        group = f"lagscope-step-{i}-{tmp_path.name}"
+        spark.sparkContext.setJobGroup(group, "one incremental step")
+        try:
+            run_incremental(spark, lake, inc, settings=SETTINGS, since=since, until=until)
+        finally:
+            spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        jobs = tracker.getJobIdsForGroup(group)
+        stages = {s for j in jobs if (info := tracker.getJobInfo(j)) is not None for s in info.stageIds}
+        counts.append((len(jobs), len(stages)))
+    # a steady step: the route stage's shuffle map job and the passes' result job
+    assert counts[1] == counts[2] == (2, 3), counts  # a later step is the same job as the one before
+    assert counts[0][0] <= 4, counts  # the first also asks Spark where its buckets' keys hash to

@@ -15,11 +15,11 @@ from analytics_builders import at, cases_df, members_df, members_rows, offsets_r
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.testing import assertDataFrameEqual
+from stepping import run_step
 
-from lagscope.analytics.findings import RuleParams
 from lagscope.analytics.io import spark_schema
-from lagscope.analytics.job import Settings, run_step
-from lagscope.analytics.rebalances import member_sweeps
+from lagscope.analytics.job import Settings
+from lagscope.analytics.params import RuleParams
 
 pytestmark = pytest.mark.spark
 
@@ -156,15 +156,6 @@ def test_commit_stream_gives_exact_bounds(spark: SparkSession) -> None:
     assertDataFrameEqual(got, spark.createDataFrame(
         [("session_timeout", "commit_stream", at(16.0), at(17.3), 1.3, 10.0, 1.37)],
         "cause string, source string, start_ts timestamp, end_ts timestamp, d double, bound_s double, r double"))
-
-
-def test_member_sweeps_marks_settled(spark: SparkSession) -> None:
-    # Stable with partitions assigned is settled; Stable with nothing assigned or rebalancing is not
-    sweeps = members_df(spark, [members_rows([(0, "Stable", 1, BOTH), (2, "Stable", 1, [("m1", None, [])]),
-                                              (4, "CompletingRebalance", 2, BOTH)])])
-    got = member_sweeps(sweeps).select("t", "settled").withColumn("t", F.col("t") - at(0).timestamp())
-    assertDataFrameEqual(got, spark.createDataFrame([(0.0, True), (2.0, False), (4.0, False)],
-                                                    "t double, settled boolean"))
 
 
 # --------------------------------------------------------------------------------------------

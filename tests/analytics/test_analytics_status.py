@@ -2,7 +2,7 @@
 
 Burrow window in these tests: 5 entries. Sweeps every 10 s in minute 0, so each case is
 evaluated once, at its last sweep (t=50). The evaluations run as the job runs them: through
-the per-key pass (lagscope.analytics.perkey)."""
+the per-key pass (lagscope.analytics.step, as each Spark task runs it)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from pyspark.sql import functions as F  # noqa: N812
 from pyspark.testing import assertDataFrameEqual
 from status_cases import CASES
 
-from lagscope.analytics import np_status, status
-from lagscope.analytics.findings import RuleParams
+from lagscope.analytics import np_status
+from lagscope.analytics.params import RuleParams
 
 pytestmark = pytest.mark.spark
 
@@ -27,8 +27,7 @@ T = range(0, 51, 10)
 
 def _status(offsets: DataFrame) -> DataFrame:
     """The status table (partition and group rows) of one step over ``offsets``."""
-    return status.with_group_rows(step(offsets, RuleParams(burrow_window=5, stall_after_s=30, stop_after_s=30,
-                                                           warn_lag_s=30)).status)
+    return step(offsets, RuleParams(burrow_window=5, stall_after_s=30, stop_after_s=30, warn_lag_s=30)).status
 
 
 def test_status_rules(spark: SparkSession) -> None:

@@ -13,11 +13,12 @@ from analytics_builders import at, cases_df, members_df, members_rows, offsets_d
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.testing import assertDataFrameEqual
+from spark_series import prepare_series
+from spark_trends import transform_lag_seconds, transform_lag_trends
+from stepping import StepResult, run_step
 
-from lagscope.analytics.findings import RuleParams
-from lagscope.analytics.job import Settings, StepResult, run_step
-from lagscope.analytics.series import prepare_series
-from lagscope.analytics.trends import transform_lag_seconds, transform_lag_trends
+from lagscope.analytics.job import Settings
+from lagscope.analytics.params import RuleParams
 
 pytestmark = pytest.mark.spark
 
@@ -189,8 +190,7 @@ def test_lag_seconds_after_the_end_went_down_across_steps(spark: SparkSession) -
 
 
 def test_catch_up_eta_needs_a_net_rate_beyond_the_noise_of_summed_rates(spark: SparkSession) -> None:
-    from lagscope.analytics import local
-    from lagscope.analytics.trends import _with_eta
+    from lagscope.analytics import trends
 
     # (lag, produce rate, consume rate) → ETA: equal rates summed in another order differ in
     # their last bits (0.1 + 0.2 ≠ 0.3), which is no catch-up, not an ETA of 10¹⁵ s
@@ -198,11 +198,8 @@ def test_catch_up_eta_needs_a_net_rate_beyond_the_noise_of_summed_rates(spark: S
             (1000, 100.0, 102.0, 500.0), (0, 100.0, 100.0, 0.0), (500, 3.0, 1.0, None), (500, None, 1.0, None),
             (1000, 0.0, 1e-6, 1e9)]
     assert 0.1 + 0.2 > 0.3  # the noise is there
-    df = spark.createDataFrame([r[:3] for r in rows], "lag_last long, produce_rate double, consume_rate double")
-    assertDataFrameEqual(_with_eta(df).select("catchup_eta_s"),
-                         spark.createDataFrame([(r[3],) for r in rows], "catchup_eta_s double"), checkRowOrder=True)
     nan = float("nan")
-    got = local._eta(np.array([r[0] for r in rows], float),
+    got = trends._eta(np.array([r[0] for r in rows], float),
                      np.array([nan if r[1] is None else r[1] for r in rows]), np.array([r[2] for r in rows]))
     want = np.array([nan if r[3] is None else r[3] for r in rows])
     np.testing.assert_allclose(got, want, rtol=1e-12)

@@ -18,10 +18,10 @@ from enriched_arrays import random_cases, series_arrays, two_steps
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from spark_reference import state_rows
+from spark_series import KEY, enrich_series, prepare_series
 
 from lagscope.analytics.kseries import Commits, Found, Series, java_fixed
 from lagscope.analytics.np_episodes import commit_marker, episodes, last_commit_t, spark_round
-from lagscope.analytics.series import KEY, enrich_series, prepare_series
 
 pytestmark = pytest.mark.spark
 

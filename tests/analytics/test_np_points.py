@@ -14,10 +14,10 @@ from analytics_builders import T0, offsets_rows
 from enriched_arrays import random_cases, series_arrays, two_steps
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
+from spark_series import KEY
 
 from lagscope.analytics.kseries import Commits, Found, Series
 from lagscope.analytics.np_points import point_events
-from lagscope.analytics.series import KEY
 
 pytestmark = pytest.mark.spark
 

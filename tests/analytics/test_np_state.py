@@ -9,9 +9,9 @@ from enriched_arrays import owner_hash, random_cases, series_arrays, two_steps
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from spark_reference import compact_history, history_points, state_rows
+from spark_series import KEY, STATE_MARKERS
 
 from lagscope.analytics import np_state
-from lagscope.analytics.series import KEY, STATE_MARKERS
 
 pytestmark = pytest.mark.spark
 

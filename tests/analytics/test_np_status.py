@@ -20,6 +20,8 @@ from enriched_arrays import random_cases, series_arrays, two_steps
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from spark_reference import minutes_last
+from spark_series import KEY, enrich_series, prepare_series
+from spark_trends import transform_lag_seconds
 from status_cases import CASES
 
 from lagscope.analytics.io import spark_schema
@@ -32,8 +34,6 @@ from lagscope.analytics.np_status import (
     minute_rows,
     partition_status,
 )
-from lagscope.analytics.series import KEY, enrich_series, prepare_series
-from lagscope.analytics.trends import transform_lag_seconds
 
 pytestmark = pytest.mark.spark
 

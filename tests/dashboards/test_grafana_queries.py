@@ -37,9 +37,9 @@ from helpers.prometheus import PrometheusServer
 from kafka import KafkaAdminClient
 from pyspark.sql import SparkSession
 
-from lagscope.analytics.findings import RuleParams
 from lagscope.analytics.job import Settings as AnalyticsSettings
 from lagscope.analytics.job import run_batch
+from lagscope.analytics.params import RuleParams
 from lagscope.analytics.results_metrics import serve
 from lagscope.collector.loop import Collector
 from lagscope.config import Settings

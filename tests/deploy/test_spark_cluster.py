@@ -103,10 +103,10 @@ def test_check_job_runs_on_the_cluster_executors(spark_cluster: StandaloneCluste
     assert [a["name"] for a in apps if a["state"] == "FINISHED"].count("lagscope-check") == 1
 
 
-def _analyze(lake: Path, results: Path, master: str, env: dict[str, str], engine: str) -> None:
+def _analyze(lake: Path, results: Path, master: str, env: dict[str, str]) -> None:
     proc = subprocess.run([*LAGSCOPE, "analyze", "--lake", str(lake), "--results", str(results),
                            "--since", "2026-11-20", "--until", "2026-11-20", "--master", master,
-                           "--shuffle-partitions", "2", "--driver-memory", "1g", "--no-progress", "--engine", engine],
+                           "--shuffle-partitions", "2", "--driver-memory", "1g", "--no-progress"],
                           capture_output=True, text=True, env=env, timeout=900, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
 
@@ -121,10 +121,10 @@ def test_analyze_on_the_cluster_equals_local(spark_cluster: StandaloneCluster, t
     lake = tmp_path / "lake"
     make_history(lake, "prod", dt.datetime(2026, 11, 20, 10, 0, tzinfo=dt.UTC), minutes=5)
     env = spark_cluster.driver_env()
-    # on the cluster's executors (--engine spark), and as a batch runs by default here (in the
-    # analytics' process when it can, else local[2])
-    _analyze(lake, tmp_path / "results-cluster", spark_cluster.master_url, env, "spark")
-    _analyze(lake, tmp_path / "results-local", "local[2]", env, "auto")
+    # on the cluster's executors (its tasks read the lake and write the staged files: a shared
+    # folder here), and on local[2]
+    _analyze(lake, tmp_path / "results-cluster", spark_cluster.master_url, env)
+    _analyze(lake, tmp_path / "results-local", "local[2]", env)
     for table in RESULT_TABLES:
         on_cluster, on_local = _rows(tmp_path / "results-cluster", table), _rows(tmp_path / "results-local", table)
         assert len(on_cluster) == len(on_local), table

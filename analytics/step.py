@@ -1,0 +1,438 @@
+"""One analytics *step* over a set of whole consumer groups, in pyarrow and numpy: lake rows and
+the carried state in, the four result tables and the next state out. Spark runs it once per
+bucket of groups (:mod:`lagscope.analytics.job`); a test or a benchmark can call it directly.
+
+A step is two vectorised passes:
+
+- the **per-partition pass** (:func:`lagscope.analytics.onepass.pass_table`): every sweep row,
+  carried state row, end-offset point, Burrow entry, gap sample and commit record of a key in
+  one sorted frame; out come the minute rows (lag, lag in seconds, status), the per-partition
+  anomalies and the per-partition state parts;
+- the **per-group pass** (:func:`lagscope.analytics.groups.group_pass`): member sweeps,
+  generation records and the commit stream; out come the rebalance windows, the storms, the
+  anomalies a rebalance explains (dropped) and the group state parts.
+
+Then the tables: ``lag_trends`` (:func:`lag_trends`: partitions and their topic and group
+rollups), ``status`` (:func:`status`: partitions and their group rows), ``anomalies``
+(:func:`anomalies`), ``rebalances``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from lagscope.analytics import groups, kernel, onepass
+from lagscope.analytics.arrays import (
+    dates as _date,
+)
+from lagscope.analytics.arrays import (
+    doubles as _dbl,
+)
+from lagscope.analytics.arrays import (
+    key_code as _key_code,
+)
+from lagscope.analytics.arrays import (
+    longs as _long,
+)
+from lagscope.analytics.arrays import (
+    nullable_doubles as _nn,
+)
+from lagscope.analytics.arrays import (
+    seconds as _secs,
+)
+from lagscope.analytics.arrays import (
+    timestamps as _ts_col,
+)
+from lagscope.analytics.status import status
+from lagscope.analytics.trends import lag_trends
+
+if TYPE_CHECKING:
+    from lagscope.analytics.job import Settings
+
+__all__ = ["READ_COLUMNS", "StepInputs", "StepOutput", "read_files", "run_step"]
+
+_F = npt.NDArray[np.float64]
+_I = npt.NDArray[np.int64]
+_B = npt.NDArray[np.bool_]
+
+_US = pa.timestamp("us", tz="UTC")
+_MS = pa.timestamp("ms", tz="UTC")
+KEY = ["cluster", "group_id", "topic", "partition"]
+
+
+
+@dataclass
+class StepInputs:
+    """A step's lake rows (already limited to its range) and the carried state, as pyarrow tables."""
+
+    offsets: pa.Table
+    members: pa.Table
+    commits: pa.Table | None
+    group_events: pa.Table | None
+    state: dict[str, pa.Table]
+
+
+@dataclass
+class StepOutput:
+    """The four result tables (with ``cluster`` and ``date``) and the next state's parts."""
+
+    tables: dict[str, pa.Table]
+    state: dict[str, pa.Table]
+
+
+# --------------------------------------------------------------------------------------------
+# reading
+# --------------------------------------------------------------------------------------------
+
+def read_files(paths: Sequence[str], schema: pa.Schema, base: Path, *, where: ds.Expression | None = None,
+               columns: Sequence[str] | None = None, dictionaries: Sequence[str] = ()) -> pa.Table:
+    """The rows of lake files ``paths`` (Hive partitions under ``base`` give ``cluster`` and
+    ``date``) in ``schema`` (columns an older file lacks read as null): only ``columns`` when
+    given, only the rows ``where`` selects (files and row groups whose statistics rule them out
+    are not read: a one-minute step reads its minute of a day's partition, not the day).
+    ``dictionaries``: string columns read as dictionaries, one dictionary for the whole table (the
+    files' own dictionary pages, not a string per row: a batch reads tens of millions of rows)."""
+    if dictionaries:
+        schema = pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), f.type)) if f.name in dictionaries else f
+                            for f in schema])
+    if not paths:
+        got = schema.empty_table()
+        return got.select(list(columns)) if columns is not None else got
+    part = ds.partitioning(pa.schema([("cluster", pa.string()), ("date", pa.string())]), flavor="hive")
+    fmt = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=list(dictionaries)))
+    got = ds.dataset(list(paths), schema=schema, format=fmt, partitioning=part,
+                     partition_base_dir=str(base)).to_table(filter=where, columns=columns)
+    return got.unify_dictionaries() if dictionaries else got
+
+
+#: the lake columns an in-process step reads (the others are the collector's context)
+READ_COLUMNS = {
+    "offsets": ["cluster", "group_id", "topic", "partition", "sweep_ts", "committed_offset", "log_start_offset",
+                "log_end_offset", "last_stable_offset", "lag", "member_id", "committed_record_ts"],
+    "members": ["cluster", "group_id", "sweep_ts", "group_state", "generation", "member_id", "group_instance_id",
+                "assignment"],
+    "commits": ["cluster", "group_id", "topic", "partition", "committed_offset", "commit_ts", "record_ts",
+                "source_partition", "source_offset"],
+    "group_events": ["cluster", "group_id", "record_type", "value_version", "generation", "members", "record_ts"],
+}
+
+
+# --------------------------------------------------------------------------------------------
+# small array helpers
+# --------------------------------------------------------------------------------------------
+
+# series and the pass's input
+# --------------------------------------------------------------------------------------------
+
+def prepare(offsets: pa.Table, read_committed_groups: Sequence[str]) -> pa.Table:
+    """Lake ``offsets`` rows → the pass's sweep values (as
+    :func:`lagscope.analytics.series.prepare_series`): ``KEY, t, committed, end, log_start, lag,
+    rec_t, lso, owner``."""
+    c, c_ok = _long(offsets.column("committed_offset"))
+    hw, hw_ok = _long(offsets.column("log_end_offset"))
+    lso, lso_ok = _long(offsets.column("last_stable_offset"))
+    cl, cl_ok = _long(offsets.column("lag"))
+    by_lag = (lso_ok & hw_ok & (lso < hw) & c_ok & cl_ok & (cl == np.maximum(0, lso - c))
+              & (cl != np.maximum(0, hw - c)))
+    if read_committed_groups:
+        pattern = "^(?:" + "|".join(f"(?:{p})" for p in read_committed_groups) + ")$"
+        listed = _matches(offsets.column("group_id"), pattern)
+    else:
+        listed = np.zeros(offsets.num_rows, bool)
+    use_lso = (listed | by_lag)
+    end = np.where(use_lso & lso_ok, lso, hw)
+    end_ok = np.where(use_lso & lso_ok, True, hw_ok)
+    lag_ok = c_ok & end_ok
+    lag = np.where(lag_ok, np.maximum(0, end - c), 0)
+    return pa.table({
+        "cluster": offsets.column("cluster"), "group_id": offsets.column("group_id"),
+        "topic": offsets.column("topic"), "partition": offsets.column("partition").cast(pa.int32()),
+        "t": _secs(offsets.column("sweep_ts")),
+        "committed": kernel.nullable(c, c_ok, pa.int64()), "end": kernel.nullable(end, end_ok, pa.int64()),
+        "log_start": offsets.column("log_start_offset"), "lag": kernel.nullable(lag, lag_ok, pa.int64()),
+        "rec_t": _nn(_secs(offsets.column("committed_record_ts"))), "lso": offsets.column("last_stable_offset"),
+        "owner": offsets.column("member_id"),
+    })
+
+
+def _matches(col: pa.ChunkedArray, pattern: str) -> _B:
+    """Whether each row's string matches ``pattern`` (null: no); a dictionary column's values
+    are matched once each."""
+    c = col.combine_chunks()
+    if pa.types.is_dictionary(c.type):
+        hit = np.append(np.asarray(pc.match_substring_regex(c.dictionary, pattern).fill_null(False), dtype=bool),
+                        False)
+        return hit[np.asarray(c.indices.fill_null(len(c.dictionary)), dtype=np.int64)]
+    return np.asarray(pc.match_substring_regex(c, pattern).fill_null(False), dtype=bool)
+
+
+def _x(n: int, values: Sequence[_F] | None) -> pa.Array:
+    """The pass's ``x`` struct of ``values`` (the rest null); all null without values."""
+    fields = [f"x{i}" for i in range(onepass.X_WIDTH)]
+    if values is None:
+        return pa.nulls(n, onepass.X_TYPE)
+    arrays = [_nn(v) for v in values] + [pa.nulls(n, pa.float64()) for _ in range(onepass.X_WIDTH - len(values))]
+    return pa.StructArray.from_arrays(arrays, names=fields)
+
+
+def _rows(keys: pa.Table, kind: int, cols: dict[str, Any]) -> pa.Table:
+    """Pass input rows of one kind (missing columns null; ``_h`` and ``_k`` added later)."""
+    n = keys.num_rows
+    out: dict[str, Any] = {}
+    for f in onepass.PASS_IN:
+        if f.name in ("_h", "_k"):
+            continue
+        if f.name in KEY:
+            col = keys.column(f.name)
+            out[f.name] = col if pa.types.is_dictionary(col.type) else col.cast(f.type)
+        elif f.name in cols and cols[f.name] is not None:
+            v = cols[f.name]
+            out[f.name] = (v if isinstance(v, pa.Array | pa.ChunkedArray) else pa.array(v)).cast(f.type)
+        else:
+            out[f.name] = pa.nulls(n, f.type)
+    out["_kind"] = pa.array(np.full(n, kind, np.int64))
+    return pa.table(out)
+
+
+def pass_input(series: pa.Table, owner_codes: _I, state: dict[str, pa.Table], commits: pa.Table | None,
+               state_owner_codes: _I | None) -> pa.Table:
+    """The pass's input (:data:`lagscope.analytics.onepass.PASS_IN`) in key, kind and time order:
+    ``_h`` a code of the key (:func:`_key_code`), ``_k`` = code · 16 + kind (the pass needs whole keys
+    together, not a particular hash)."""
+    parts = [_rows(series, onepass.SWEEP, {
+        "t": series.column("t"), "committed": series.column("committed"), "end": series.column("end"),
+        "log_start": series.column("log_start"), "rec_t": series.column("rec_t"), "lso": series.column("lso"),
+        "owner_h": kernel.nullable(owner_codes, owner_codes >= 0, pa.int64())})]
+    st = state.get("series")
+    if st is not None and st.num_rows:
+        assert state_owner_codes is not None
+        marks = [_dbl(st.column(m)) if m in st.column_names else np.full(st.num_rows, np.nan)
+                 for m in onepass.STATE_X]
+        parts.append(_rows(st, onepass.STATE, {
+            "t": st.column("t"), "committed": st.column("committed"), "end": st.column("end"),
+            "log_start": st.column("log_start"), "rec_t": _nn(_secs(st.column("rec_ts"))), "lso": st.column("lso"),
+            "owner_h": kernel.nullable(state_owner_codes, state_owner_codes >= 0, pa.int64()),
+            "x": _x(st.num_rows, marks)}))
+    h = state.get("history")
+    if h is not None and h.num_rows:
+        parts.append(_rows(h, onepass.HISTORY, {"t": h.column("tc"), "committed": h.column("ep"),
+                                                "end": h.column("e"), "rec_t": h.column("tp")}))
+    for name, packed in (("entries", onepass.ENTRIES), ("gaps", onepass.GAPS)):
+        p = state.get(name)
+        if p is not None and p.num_rows:
+            parts.append(_rows(p, packed, {"t": np.zeros(p.num_rows), "b": p.column("b")}))
+    if commits is not None and commits.num_rows:
+        parts.append(_rows(commits, onepass.COMMIT, {"t": commits.column("t"), "committed": commits.column("offset"),
+                                                     "end": commits.column("seq")}))
+    m = state.get("minutes")
+    if m is not None and m.num_rows:
+        x = {"produce_rate": _dbl(m.column("produce_rate")), "consume_rate": _dbl(m.column("consume_rate")),
+             "m_g_start": _secs(m.column("m_g_start")), "m_g_lag0": _dbl(m.column("m_g_lag0")),
+             "m_g_n": _dbl(m.column("m_g_n"))}
+        parts.append(_rows(m, onepass.MINUTE, {"t": _secs(m.column("window_start")), "end": m.column("lag_last"),
+                                               "x": _x(m.num_rows, [x[c] for c in onepass.MINUTE_X])}))
+    if len({p.schema for p in parts}) > 1:  # sweeps read as dictionaries beside other rows' strings
+        plain_rows = pa.schema([*(f for f in onepass.PASS_IN if f.name not in ("_h", "_k")), ("_kind", pa.int64())])
+        parts = [p.cast(plain_rows) for p in parts]
+    rows = pa.concat_tables(parts)
+    # the key's strings as dictionaries: coded from their indices, and moved by the sort as
+    # indices (the pass turns them back into strings once per key)
+    for name in KEY[:3]:
+        col = rows.column(name).combine_chunks()
+        rows = rows.set_column(rows.column_names.index(name), name,
+                               col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(col))
+    code = _key_code(*(rows.column(k) for k in KEY))
+    kind = np.asarray(rows.column("_kind"), dtype=np.int64)
+    k = (code << onepass.KIND_BITS) | kind
+    t = _dbl(rows.column("t"))
+    order = pa.array(np.lexsort((t, k)))
+    rows = rows.drop_columns(["_kind"]).append_column("_h", pa.array(code, pa.int64())).append_column(
+        "_k", pa.array(k, pa.int64())).select(onepass.PASS_IN.names)
+    # columns null in every row (a batch's packed state, markers) need no sorting
+    return pa.table({name: pa.nulls(rows.num_rows, col.type) if col.null_count == len(col) else col.take(order)
+                     for name, col in zip(rows.column_names, rows.columns, strict=True)})
+
+
+def commit_records(commits: pa.Table) -> pa.Table:
+    """Lake ``commits`` rows → ``KEY, t, offset, seq`` (as
+    :func:`lagscope.analytics.findings.commit_records`)."""
+    c = commits.filter(pc.is_valid(commits.column("committed_offset")))
+    t = _secs(pc.coalesce(c.column("commit_ts"), c.column("record_ts")))
+    sp, _ = _long(c.column("source_partition"))
+    so, _ = _long(c.column("source_offset"))
+    return pa.table({"cluster": c.column("cluster"), "group_id": c.column("group_id"), "topic": c.column("topic"),
+                     "partition": c.column("partition").cast(pa.int32()), "t": pa.array(t),
+                     "offset": c.column("committed_offset"), "seq": pa.array(sp * (1 << 40) + so, pa.int64())})
+
+
+# --------------------------------------------------------------------------------------------
+# result tables from the pass's output
+# --------------------------------------------------------------------------------------------
+
+class _Parts:
+    """The pass's output by ``_o`` (each part taken with the columns it is read for: most of the
+    output's columns are null outside their part)."""
+
+    def __init__(self, passed: pa.Table) -> None:
+        self.passed = passed
+        self.o = np.asarray(passed.column("_o").combine_chunks(), dtype=np.int64) if passed.num_rows else np.zeros(
+            0, np.int64)
+
+    def get(self, o: int, columns: Sequence[str]) -> pa.Table:
+        """Part ``o``: the pass writes each chunk's output part after part, so a part is a few
+        runs of rows, sliced (no copy; a take copied the state's packed values twice a step)."""
+        tbl = self.passed.select(list(columns))
+        idx = np.flatnonzero(self.o == o)
+        if not len(idx):
+            return tbl.slice(0, 0)
+        cut = np.flatnonzero(np.diff(idx) != 1) + 1
+        starts, ends = idx[np.concatenate([[0], cut])], idx[np.concatenate([cut - 1, [len(idx) - 1]])] + 1
+        return pa.concat_tables([tbl.slice(int(a), int(b - a)) for a, b in zip(starts, ends, strict=True)])
+
+
+def _stamped(table: pa.Table, as_of: dt.datetime) -> pa.Table:
+    """``table`` with ``as_of_ts`` (the end of the analysed range) set on every row."""
+    if "as_of_ts" in table.column_names:
+        table = table.drop_columns(["as_of_ts"])
+    return table.append_column("as_of_ts", pa.array([as_of] * table.num_rows, _US).cast(_MS, safe=False))
+
+
+def anomalies(rows: pa.Table, as_of: dt.datetime) -> pa.Table:
+    """The per-partition pass's anomaly rows → ``anomalies`` rows, with their stable ``key``
+    (kind|cluster|group|topic|partition|start in ms), ``date`` and ``as_of_ts``."""
+    start = _ts_col(_dbl(rows.column("start_t")))
+    ms = np.asarray(start.cast(pa.int64()).fill_null(0), dtype=np.int64)
+    part = rows.column("partition").cast(pa.string()).fill_null("")
+    key = pc.binary_join_element_wise(rows.column("kind"), rows.column("cluster"), rows.column("group_id"),
+                                      rows.column("topic").fill_null(""), part, pa.array(ms.astype(str)), "|")
+    n = rows.num_rows
+    return pa.table({
+        "cluster": rows.column("cluster"), "group_id": rows.column("group_id"), "topic": rows.column("topic"),
+        "partition": rows.column("partition"), "kind": rows.column("kind"), "start_ts": start,
+        "end_ts": _ts_col(_dbl(rows.column("end_t"))), "severity": rows.column("severity"),
+        "magnitude": rows.column("magnitude"), "unit": rows.column("unit"), "detail": rows.column("detail"),
+        "key": key, "date": _date(start),
+        "as_of_ts": pa.array([as_of] * n, _US).cast(_MS, safe=False) if n else pa.array([], _MS)})
+
+
+# --------------------------------------------------------------------------------------------
+# the step
+# --------------------------------------------------------------------------------------------
+
+def _owner_codes(series: pa.Table, state: pa.Table | None) -> tuple[_I, _I | None, pa.Array]:
+    """Dense codes of the owners (member ids) of the step's rows and the carried rows (-1: none)
+    and the distinct owners (the pass compares owners by these codes; the state keeps names)."""
+    cols = [series.column("owner")]
+    if state is not None and state.num_rows:
+        cols.append(state.column("owner"))
+    else:
+        own = cols[0].combine_chunks()
+        if pa.types.is_dictionary(own.type):  # read so (a batch): its indices are the codes
+            return np.asarray(own.indices.fill_null(-1), dtype=np.int64), None, own.dictionary.cast(pa.string())
+    both = pa.chunked_array([c.cast(pa.string()) for chunk in cols for c in chunk.chunks], pa.string())
+    enc = pc.dictionary_encode(both).combine_chunks()
+    codes = np.asarray(enc.indices.fill_null(-1), dtype=np.int64)
+    n = series.num_rows
+    return codes[:n], (codes[n:] if len(cols) > 1 else None), enc.dictionary
+
+
+def _run_pass(inp: pa.Table, params: onepass.PassParams, workers: int) -> pa.Table:
+    """The pass over chunks of whole keys, ``workers`` chunks at a time in threads (numpy and
+    pyarrow release the GIL in their loops): about as many chunks as workers, of at most
+    :data:`_CHUNK_ROWS` rows."""
+    if not inp.num_rows:
+        return onepass.PASS_OUT.empty_table()
+    size = min(_CHUNK_ROWS, -(-inp.num_rows // max(1, workers)))
+    chunks = list(kernel.key_chunks(inp.to_batches(max_chunksize=size), kind_bits=onepass.KIND_BITS,
+                                    chunk_rows=size))
+    if workers <= 1 or len(chunks) == 1:
+        outs = [onepass.pass_table(c, params) for c in chunks]
+    else:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lagscope-pass") as pool:
+            outs = list(pool.map(lambda c: onepass.pass_table(c, params), chunks))
+    return pa.concat_tables(outs)
+
+
+#: the largest chunk of the in-process pass (rows)
+_CHUNK_ROWS = 500_000
+
+
+def run_step(inputs: StepInputs, *, settings: Settings, as_of: dt.datetime, workers: int = 1,
+             with_state: bool = True) -> StepOutput:
+    """One step over ``inputs`` (whole groups: every row of each of its groups, see the module
+    doc). ``workers``: threads for the per-partition pass's chunks. ``with_state=False``: the
+    tables only (a batch carries no state)."""
+    st = inputs.state
+    p = settings.rules
+    series = prepare(inputs.offsets, settings.read_committed_groups)
+    commits = commit_records(inputs.commits) if inputs.commits is not None else None
+    owners, state_owners, owner_names = _owner_codes(series, st.get("series"))
+    inp = pass_input(series, owners, st, commits, state_owners)
+    params = onepass.PassParams(rules=p, history_recent_s=settings.history_recent_s,
+                                commit_stream=commits is not None)
+    passed = _run_pass(inp, params, workers)
+
+    part = _Parts(passed)
+    minutes = part.get(onepass.OUT_MINUTE, [
+        *KEY, "ts", "window_start", "committed", "log_start", "lag", "lag_max", "m_de", "m_dc", "m_dls", "m_dt",
+        "lag_s", "lag_s_lower", "lag_s_code", "burrow_status", "status", "reason"])
+    anomaly_in = part.get(onepass.OUT_ANOMALY, [*KEY, "kind", "start_t", "end_t", "severity", "magnitude", "unit",
+                                                "detail"])
+    grouped = groups.group_pass(groups.GroupInputs(
+        members=inputs.members, series=series, carried_series=st.get("series"), carried_msweeps=st.get("msweeps"),
+        recent_rebalances=st.get("recent_rebalances"), group_events=inputs.group_events, commits=inputs.commits,
+        anomalies=anomalies(anomaly_in, as_of)), settings)
+    tables = {
+        "lag_trends": lag_trends(minutes),
+        "rebalances": _stamped(grouped.rebalances, as_of),
+        "anomalies": _stamped(grouped.anomalies, as_of),
+        "status": status(minutes),
+    }
+    if not with_state:
+        return StepOutput(tables=tables, state={})
+
+    # the next state (the columns the Spark step writes)
+    last = part.get(onepass.OUT_SERIES, [*KEY, "ts", "t", "committed", "end", "log_start", "lag", "owner_h", "rec_ts",
+                                         "lso", *onepass.STATE_X])
+    oc, oc_ok = _long(last.column("owner_h"))
+    owner = owner_names.take(pa.array(np.where(oc_ok, oc, 0))).cast(pa.string())
+    owner = pc.if_else(pa.array(oc_ok), owner, pa.nulls(len(owner), pa.string()))
+    markers = {m: last.column(m) for m in onepass.STATE_X}
+    series_state = pa.table({
+        **{k: last.column(k) for k in KEY}, "ts": last.column("ts").cast(_MS, safe=False), "t": last.column("t"),
+        "committed": last.column("committed"), "end": last.column("end"), "log_start": last.column("log_start"),
+        "lag": last.column("lag"), "owner": owner, "group_state": pa.nulls(last.num_rows, pa.string()),
+        "rec_ts": last.column("rec_ts").cast(_MS, safe=False), "lso": last.column("lso"),
+        **{m: markers[m] for m in ("m_change_t", "m_pending_t", "m_max_rate", "m_rate", "m_ret_t", "m_end_t",
+                                   "m_max_committed", "m_commit_t", "m_alive_t", "m_drop_t")},
+        "is_state": pa.array(np.ones(last.num_rows, bool))})
+    hist = part.get(onepass.OUT_HISTORY, [*KEY, "end", "t", "tp", "ep"])
+    mins = part.get(onepass.OUT_MINUTE_STATE, [*KEY, "window_start", "lag", "produce_rate", "consume_rate",
+                                               "m_g_start", "m_g_lag0", "m_g_n"])
+    state = {
+        "series": series_state,
+        "history": pa.table({**{k: hist.column(k) for k in KEY}, "e": hist.column("end"), "tc": hist.column("t"),
+                             "tp": hist.column("tp"), "ep": hist.column("ep")}),
+        "gaps": part.get(onepass.OUT_GAP, [*KEY, "b"]),
+        "entries": part.get(onepass.OUT_ENTRY, [*KEY, "b"]),
+        "minutes": pa.table({
+            **{k: mins.column(k) for k in KEY}, "window_start": mins.column("window_start").cast(_MS, safe=False),
+            "lag_last": mins.column("lag"), "produce_rate": mins.column("produce_rate"),
+            "consume_rate": mins.column("consume_rate"), "m_g_start": _ts_col(_dbl(mins.column("m_g_start"))),
+            "m_g_lag0": mins.column("m_g_lag0"), "m_g_n": mins.column("m_g_n"),
+            "is_state": pa.array(np.ones(mins.num_rows, bool))}),
+        "msweeps": grouped.msweeps,
+        "recent_rebalances": grouped.recent_rebalances,
+    }
+    return StepOutput(tables=tables, state=state)
