@@ -24,13 +24,11 @@ sweep's, the step's cost):
 - :data:`HISTORY`: a carried end-offset point (``t`` = tc, ``end`` = e, ``committed`` = ep,
   ``rec_t`` = tp), as :mod:`lagscope.analytics.kernel` reads it;
 - :data:`ENTRIES`: a key's carried Burrow entries, packed in ``b`` (:data:`ENTRY_B`, one value per
-  key: up to ``burrow_window`` entries); :data:`ENTRY`: one carried entry of a state written
-  before they were packed (``t``, ``committed`` = its offset, ``end`` = its lag, ``log_start`` = 1
-  when ``rebased``);
+  key: up to ``burrow_window`` entries);
 - :data:`COMMIT`: a commit record of the commit stream (``t``, ``committed`` = its offset,
   ``end`` = its position in ``__consumer_offsets``);
 - :data:`GAPS`: a key's carried commit-gap samples, packed in ``b`` (:data:`GAP_B`: up to 64 per
-  key); :data:`GAP`: one sample of an older state (``t``, ``rec_t`` = its length in s);
+  key);
 - :data:`MINUTE`: the key's carried last partition minute (``t`` = its start, ``end`` = its last
   lag, ``x`` = :data:`MINUTE_X`).
 
@@ -63,12 +61,12 @@ from lagscope.analytics import kernel, np_episodes, np_gaps, np_growth, np_point
 from lagscope.analytics.kseries import Commits, Found, Series, enrich, key_bounds
 from lagscope.analytics.params import RuleParams
 
-__all__ = ["COMMIT", "ENTRIES", "ENTRY", "ENTRY_B", "GAP", "GAPS", "GAP_B", "HISTORY", "KIND_BITS", "MINUTE",
+__all__ = ["COMMIT", "ENTRIES", "ENTRY_B", "GAPS", "GAP_B", "HISTORY", "KIND_BITS", "MINUTE",
            "OUT_ANOMALY", "OUT_ENTRY", "OUT_GAP", "OUT_HISTORY", "OUT_MINUTE", "OUT_MINUTE_STATE", "OUT_SERIES",
            "PASS_IN", "PASS_OUT", "STATE", "SWEEP", "PassParams", "pass_batches", "pass_table"]
 
 HISTORY, STATE, SWEEP = kernel.HISTORY, kernel.STATE, kernel.SWEEP
-ENTRY, COMMIT, GAP, MINUTE, ENTRIES, GAPS = 3, 4, 5, 6, 7, 8
+COMMIT, MINUTE, ENTRIES, GAPS = 4, 6, 7, 8
 #: bits of ``_k`` that hold the row's kind
 KIND_BITS = 4
 OUT_MINUTE, OUT_ENTRY, OUT_ANOMALY, OUT_SERIES, OUT_HISTORY, OUT_GAP, OUT_MINUTE_STATE = range(7)
@@ -405,7 +403,7 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
 
 
 def _carried_entries(tbl: pa.Table, kind: _I, keyno: _I) -> np_status.Entries | None:
-    """The carried Burrow entries: packed (:data:`ENTRIES`) and one per row (:data:`ENTRY`)."""
+    """The carried Burrow entries (:data:`ENTRIES`, packed per key)."""
     parts = []
     packed = _Chunk(tbl, kind == ENTRIES, keyno)
     if len(packed):
@@ -413,26 +411,16 @@ def _carried_entries(tbl: pa.Table, kind: _I, keyno: _I) -> np_status.Entries | 
         lag, lag_ok = _ok_long(v[:, 2])
         parts.append(np_status.Entries(key=k, t=v[:, 0], c=v[:, 1].astype(np.int64), lag=lag, lag_ok=lag_ok,
                                        rebased=v[:, 3] == 1, is_state=np.ones(len(k), bool)))
-    single = _Chunk(tbl, kind == ENTRY, keyno)
-    if len(single):
-        c, _ = single.long("committed")
-        lag, lag_ok = single.long("end")
-        reb, reb_ok = single.long("log_start")
-        parts.append(np_status.Entries(key=single.key, t=single.double("t"), c=c, lag=lag, lag_ok=lag_ok,
-                                       rebased=reb_ok & (reb == 1), is_state=np.ones(len(single), bool)))
     return np_status.Entries.concat(parts) if parts else None
 
 
 def _carried_gaps(tbl: pa.Table, kind: _I, keyno: _I) -> np_gaps.Gaps | None:
-    """The carried commit-gap samples: packed (:data:`GAPS`) and one per row (:data:`GAP`)."""
+    """The carried commit-gap samples (:data:`GAPS`, packed per key)."""
     parts = []
     packed = _Chunk(tbl, kind == GAPS, keyno)
     if len(packed):
         k, v = _unpack(packed, len(GAP_B))
         parts.append(np_gaps.Gaps(key=k, t=v[:, 0], gap_s=v[:, 1]))
-    single = _Chunk(tbl, kind == GAP, keyno)
-    if len(single):
-        parts.append(np_gaps.Gaps(key=single.key, t=single.double("t"), gap_s=single.double("rec_t")))
     if not parts:
         return None
     return np_gaps.Gaps(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("key", "t", "gap_s")))
