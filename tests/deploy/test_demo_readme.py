@@ -35,18 +35,24 @@ def test_the_readme_demo_as_written_finds_the_rebalance_the_stall_and_the_rewind
     assert "=== what lagscope found" in out, out[-3000:]
     summary = out[out.index("=== what lagscope found"):]
     found = summary[:summary.index("injected by the scenario")]
-    # the crash: a rebalance window after the member's session timeout, its duration against the
-    # bound its settings imply (6 s session + 1 s heartbeat + network)
-    window = re.search(r"^\s+shipping\s+cause session_timeout\s+at [\d:]+: took ([\d.]+)s \(bound ([\d.]+)s",
-                       found, re.M)
+    # the crash: a rebalance window after the member's session timeout, against the bound its
+    # settings imply (the record's 6 s session + the configured heartbeat, which no record carries,
+    # + network): the rebalance proper is short (the
+    # survivor rejoins at once), the crashed member's outage (its last progress → the group
+    # settled again) is about the bound
+    window = re.search(r"^\s+shipping\s+cause session_timeout\s+at [\d:]+: took ([\d.]+)s "
+                       r"\(bound ([\d.]+)s, ([\d.]+)x\)", found, re.M)
     assert window, found
-    assert 0 < float(window.group(1)) < 60
-    assert 6.0 < float(window.group(2)) < 10.0
+    took, bound, ratio = (float(window.group(i)) for i in (1, 2, 3))
+    assert 0 <= took < 10, found
+    assert 6.0 < bound <= 11.0, found
+    assert 0.5 < ratio < 2.0, found
     assert re.search(r"^\s+stall\s+ledger on payments/\d", found, re.M), found
     rewound = [int(n) for n in re.findall(r"^\s+rewind\s+audit on payments/\d: (\d+) messages reprocessed",
                                           found, re.M)]
+    # the scenario rewinds each of audit's partitions by 200 messages: each counted once
     assert rewound, found
-    assert 0 < sum(rewound) <= 220  # 200 messages rewound, counted once
+    assert all(0 < n <= 220 for n in rewound), rewound
     # the terminal gets no Java stack trace: Spark's logs went to the demo's log file
     assert "\tat org.apache" not in done.stderr + out
     assert (tmp_path / ".lagscope" / "demo" / "logs" / "spark.log").exists()
