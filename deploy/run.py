@@ -17,6 +17,8 @@ thread:
 - the analytics' findings as Prometheus metrics (:mod:`lagscope.analytics.results_metrics`):
   on the collector's ``/metrics`` when the collector runs here, else on their own endpoint
   at ``metrics.bind:port``.
+- ``burrow-api``: Burrow's HTTP API v3 from the lake and the results (:mod:`lagscope.burrow`)
+  on ``burrow_api.bind:port``; a default part when ``burrow_api.enabled``.
 
 Start order is downstream first (results metrics, alerts, analytics, then the collector), so
 nothing produces before its consumer is up; a start that fails stops what already started.
@@ -401,6 +403,7 @@ class Part(StrEnum):
     collector = "collector"
     analytics = "analytics"
     alerts = "alerts"
+    burrow_api = "burrow-api"
 
 
 def build_components(settings: Settings, parts: set[Part], *, results: Path, alerts: Path | None,
@@ -416,6 +419,10 @@ def build_components(settings: Settings, parts: set[Part], *, results: Path, ale
     if Part.alerts in parts and alerts is None:
         raise ConfigError("--component alerts needs --alerts FILE (the alert routes)")
     out: list[Any] = []
+    if Part.burrow_api in parts:  # a reader of the lake and the results: downstream of everything
+        from lagscope.burrow import build_api
+
+        out.append(build_api(settings, results=results))
     on_collector: Any = None
     if settings.metrics.enabled and results_metrics:
         if Part.collector in parts:
@@ -448,7 +455,7 @@ def run(
                                          dir_okay=False)],
     component: Annotated[list[Part] | None, typer.Option(
         "--component", help="Run only these parts (repeatable). Default: collector and analytics, "
-                            "plus alerts when --alerts is given.")] = None,
+                            "plus alerts when --alerts is given, plus burrow-api when burrow_api.enabled.")] = None,
     results: Annotated[Path | None, typer.Option(
         help="Result tables root. Default: analytics.results, else 'results' beside the lake folder.")] = None,
     alerts: Annotated[Path | None, typer.Option(
@@ -479,7 +486,8 @@ def run(
             backfill_s = parse_duration(analytics_backfill)
         except ValueError as exc:
             raise ConfigError(f"--analytics-backfill: {exc}") from None
-    parts = set(component) if component else {Part.collector, Part.analytics} | ({Part.alerts} if alerts else set())
+    parts = set(component) if component else {Part.collector, Part.analytics} | ({Part.alerts} if alerts else set()) \
+        | ({Part.burrow_api} if settings.burrow_api.enabled else set())
     results_root = resolve_results(results, settings.collector.lake_path, settings.analytics)
     outbox_file = outbox or results_root.parent / "alerts-outbox.sqlite"
     components = build_components(settings, parts, results=results_root, alerts=alerts, outbox=outbox_file,

@@ -38,6 +38,7 @@ _COMMAND_MODULES: list[str] = [
     "lagscope.analytics.cli",       # analyze
     "lagscope.dashboards.app.cli",  # ui
     "lagscope.dashboards.cli",      # dashboards, alerts, results-exporter
+    "lagscope.burrow.cli",          # burrow-api
     "lagscope.deploy.sink",         # webhook-sink
     "lagscope.deploy.cli",          # broker
     "lagscope.sim.cli",             # sim

@@ -40,6 +40,7 @@ __all__ = [
     "AlertsConfig",
     "AnalyticsConfig",
     "AnalyticsRulesConfig",
+    "BurrowApiConfig",
     "ClusterConfig",
     "CollectorConfig",
     "CompactionConfig",
@@ -420,6 +421,27 @@ class UiConfig(_Section):
         return v
 
 
+class BurrowApiConfig(_Section):
+    """Burrow's HTTP API v3 (read endpoints) served from the lake and the results (docs/burrow.md):
+    ``lagscope burrow-api``, and a part of ``lagscope run`` when enabled."""
+
+    enabled: bool = Field(False, description="lagscope run: serve the Burrow API too.")
+    bind: str = Field("127.0.0.1", description="Address to listen on.")
+    port: int = Field(8000, ge=0, lt=65536, description="TCP port (0 picks a free port); Burrow's default is 8000.")
+    refresh_s: float = Field(5.0, gt=0, description="Look for new sweeps and status rows this often (s).")
+    history: str = Field("1h", description="At start, read this much of the lake back for the offset entries.")
+    expire_group: str = Field("7d", description="Forget a group not swept for this long (Burrow's expire-group).")
+    status: Literal["burrow", "lagscope"] = Field(
+        "burrow", description="Which status to serve: the Burrow-compatible one (Burrow's rules), or lagscope's "
+                              "own in Burrow's words (IDLE is OK; no STOP at zero lag, no WARN on a steady lag).")
+
+    @field_validator("history", "expire_group")
+    @classmethod
+    def _duration(cls, v: str) -> str:
+        parse_duration(v)
+        return v
+
+
 class Settings(BaseSettings):
     """All of lagscope's settings (see :func:`load_config`)."""
 
@@ -432,6 +454,8 @@ class Settings(BaseSettings):
     analytics: AnalyticsConfig = Field(default_factory=AnalyticsConfig, description="Spark analytics.")  # type: ignore[arg-type]
     alerts: AlertsConfig = Field(default_factory=AlertsConfig, description="Alert webhooks.")
     ui: UiConfig = Field(default_factory=UiConfig, description="Streamlit app.")  # type: ignore[arg-type]
+    burrow_api: BurrowApiConfig = Field(
+        default_factory=BurrowApiConfig, description="Burrow's HTTP API.")  # type: ignore[arg-type]
 
     @classmethod
     def settings_customise_sources(

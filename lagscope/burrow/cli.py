@@ -1,0 +1,52 @@
+"""``lagscope burrow-api``: serve Burrow's HTTP API v3 from the lake and the results."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from lagscope.config import load_config
+from lagscope.errors import ConfigError
+from lagscope.signals import stop_on_signals
+
+__all__ = ["register"]
+
+
+def burrow_api_cmd(
+    config: Annotated[Path | None, typer.Option(
+        "--config", "-c", help="lagscope.yaml (docs/configuration.md): burrow_api, clusters, collector.lake.",
+        dir_okay=False)] = None,
+    results: Annotated[Path | None, typer.Option(
+        help="Result tables root. Default: analytics.results, else 'results' beside the lake folder.")] = None,
+    lake: Annotated[Path | None, typer.Option(help="The sample lake. Default: collector.lake.")] = None,
+    bind: Annotated[str | None, typer.Option(help="Address to listen on. (config: burrow_api.bind)")] = None,
+    port: Annotated[int | None, typer.Option(help="Port, 0 for any free one. (config: burrow_api.port)")] = None,
+) -> None:
+    """Serve Burrow's HTTP API v3 (read endpoints) until SIGTERM or Ctrl-C (docs/burrow.md)."""
+    from lagscope.burrow.setup import build_api
+
+    try:
+        settings = load_config(config)
+    except ConfigError as exc:
+        typer.echo(f"config error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    api = build_api(settings, results=results, lake=lake, bind=bind, port=port)
+    stop = threading.Event()
+    with stop_on_signals(stop, lambda name: None):
+        api.start()
+        typer.echo(f"Burrow API on {api.url} (lake {api.refresher.builder.lake}, results "
+                   f"{api.refresher.builder.results}); SIGTERM stops it", err=True)
+        try:
+            while not stop.wait(1.0):
+                if not api.is_healthy():
+                    typer.echo("burrow api: the server stopped unexpectedly", err=True)
+                    raise typer.Exit(1)
+        finally:
+            api.stop()
+
+
+def register(app: typer.Typer) -> None:
+    app.command("burrow-api")(burrow_api_cmd)

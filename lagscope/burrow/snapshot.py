@@ -1,0 +1,533 @@
+"""The in-memory index behind the Burrow API: one immutable :class:`Snapshot`, rebuilt in the
+background when the lake or the results change, replaced whole, read by every request.
+
+Where each value comes from:
+
+- **offsets, lags, owners, topics** (the lake's ``offsets`` table, read with
+  :func:`lagscope.collector.reader.read`): a group's partitions are those of its latest sweep
+  that have a committed offset (Burrow only knows partitions it saw a commit for);
+  ``current_lag`` is the sweep's lag (max(0, end − committed), the last stable offset for
+  read_committed groups); ``owner``/``client_id`` are the owner's host and client.id as the
+  group coordinator reports them. A topic's offsets are the log end offsets of its partitions at
+  the latest sweep that saw them.
+- **offset entries** (``start``/``end`` of a partition status, the ``offsets`` of the consumer
+  detail): Burrow keeps the last ``intervals`` commits of each partition. From sweeps, an entry
+  is a sweep at which the committed offset changed or an owner was assigned (the definition of
+  the analytics' Burrow-compatible status, :mod:`lagscope.analytics.np_status`), with the
+  sweep's time and lag; the last ``intervals`` of them are kept per partition.
+- **statuses** (the results' ``status`` table, read with :func:`lagscope.lake.read_table`): the
+  latest group row's and each partition's latest row's ``burrow_status`` (or, with
+  ``status_source="lagscope"``, lagscope's own ``status`` in Burrow's words: IDLE is OK, a group
+  is never worse than ERR). A group or partition the analytics have not evaluated yet is OK.
+
+Costs: a refresh reads only the sweeps newer than those it has (and the status rows from the
+latest evaluation on) and rebuilds only the groups they touch; memory is bounded by the
+partitions of the groups seen within ``expire_group_s`` (a group not swept for that long is
+dropped, as Burrow's ``expire-group``). At start the last ``history_s`` of the lake is read.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lagscope.errors import LakeError
+
+__all__ = [
+    "ClusterInfo",
+    "ClusterView",
+    "Entry",
+    "GroupView",
+    "PartitionView",
+    "Snapshot",
+    "SnapshotBuilder",
+    "SnapshotRefresher",
+    "burrow_group_status",
+    "is_entry",
+]
+
+log = logging.getLogger(__name__)
+
+StatusSource = Literal["burrow", "lagscope"]
+
+#: Burrow's group rule: a group is its worst partition, anything worse than ERR counted as ERR
+_WORSE_THAN_ERR = {"STOP", "STALL", "REWIND"}
+
+_OFFSET_COLUMNS = ["sweep_ts", "group_id", "topic", "partition", "committed_offset", "log_end_offset",
+                   "member_id", "client_id", "host", "lag", "cluster"]
+_STATUS_COLUMNS = ["eval_ts", "group_id", "topic", "partition", "burrow_status", "status", "cluster"]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One offset entry (Burrow's ``ConsumerOffset``): the committed offset, when it was seen
+    (epoch ms: the sweep's time), and the lag then (messages)."""
+
+    offset: int
+    timestamp: int
+    lag: int
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    """One partition of a group, as the API shows it."""
+
+    topic: str
+    partition: int
+    owner: str          # the owner's host ("" when unassigned), as the coordinator reports it
+    client_id: str      # the owner's client.id ("" when unassigned)
+    status: str         # Burrow's vocabulary: OK, WARN, STOP, STALL, REWIND (ERR with lagscope's own)
+    current_lag: int    # messages, at the latest sweep
+    committed: int      # the committed offset at the latest sweep
+    log_end: int | None  # the topic partition's end offset at that sweep (the topic detail's)
+    entries: tuple[Entry, ...]  # the last `intervals` entries, oldest first
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """One consumer group: its status and its partitions, sorted by (topic, partition)."""
+
+    cluster: str
+    group: str
+    status: str
+    partitions: tuple[PartitionView, ...]
+    intervals: int
+    sweep_ms: int       # the latest sweep's time (epoch ms)
+
+    @cached_property
+    def topics(self) -> tuple[str, ...]:
+        return tuple(sorted({p.topic for p in self.partitions}))
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """What the configuration says of a cluster (Burrow's cluster module detail); all optional."""
+
+    servers: tuple[str, ...] = ()
+    client_id: str = "lagscope"
+    tls: Mapping[str, Any] | None = None
+    sasl: Mapping[str, Any] | None = None
+    refresh_s: int = 0
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    name: str
+    groups: Mapping[str, GroupView]
+    #: per topic, the end offset of each partition (index = partition; 0 where never seen)
+    topics: Mapping[str, tuple[int, ...]]
+    #: per topic, the groups that consume it (sorted)
+    topic_groups: Mapping[str, tuple[str, ...]]
+    info: ClusterInfo = field(default_factory=ClusterInfo)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything a request needs, immutable; :class:`SnapshotRefresher` replaces it whole."""
+
+    clusters: Mapping[str, ClusterView] = field(default_factory=dict)
+    intervals: int = 10
+    #: when it was built (epoch s) and the newest sweep and evaluation in it (epoch ms; 0: none)
+    built_at: float = 0.0
+    newest_sweep_ms: int = 0
+    newest_eval_ms: int = 0
+
+
+def is_entry(prev_committed: int | None, committed: int | None, owned: bool) -> bool:
+    """Does this sweep add an offset entry to the partition? When it has a committed offset and
+    that offset changed since the previous sweep (or there was none), or an owner is assigned
+    (an assigned consumer commits periodically, and Burrow stores every commit). The
+    vectorised form is in :meth:`SnapshotBuilder._ingest_offsets`."""
+    return committed is not None and (prev_committed is None or committed != prev_committed or owned)
+
+
+def burrow_group_status(status: str | None) -> str:
+    """A group status in Burrow's vocabulary: IDLE (lagscope's) is OK, anything worse than ERR
+    is ERR, none yet is OK."""
+    if status is None or status == "IDLE":
+        return "OK"
+    return "ERR" if status in _WORSE_THAN_ERR else status
+
+
+def _partition_status(status: str | None) -> str:
+    return "OK" if status is None or status == "IDLE" else status
+
+
+@dataclass
+class _Part:
+    """Mutable per-partition state of the builder (never shared with a request)."""
+
+    ring: deque[Entry]
+    prev_committed: int | None = None
+    sweep_ms: int = 0
+    committed: int | None = None
+    lag: int = 0
+    log_end: int | None = None
+    owner: str = ""
+    client_id: str = ""
+
+
+def _ms(col: pa.ChunkedArray | pa.Array) -> np.ndarray[Any, np.dtype[np.int64]]:
+    return np.asarray(pc.cast(col, pa.timestamp("ms", tz="UTC")).cast(pa.int64()).fill_null(0), dtype=np.int64)
+
+
+class SnapshotBuilder:
+    """Builds :class:`Snapshot` values from a lake and a results folder, incrementally.
+
+    Not thread-safe: one thread calls :meth:`refresh` (the refresher's); requests only ever see
+    the snapshots it returns. ``clock`` (epoch seconds) is injectable for tests.
+    """
+
+    def __init__(self, lake: Path | str, results: Path | str, *, intervals: int = 10,
+                 history_s: float = 3600.0, expire_group_s: float = 7 * 86400.0,
+                 status_source: StatusSource = "burrow",
+                 clusters: Mapping[str, ClusterInfo] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        if intervals < 1:
+            raise ValueError(f"intervals must be at least 1, not {intervals}")
+        self.lake, self.results = Path(lake), Path(results)
+        self.intervals = intervals
+        self.history_s = history_s
+        self.expire_group_s = expire_group_s
+        self.status_source: StatusSource = status_source
+        self.infos = dict(clusters or {})
+        self.clock = clock
+        self._parts: dict[tuple[str, str, str, int], _Part] = {}
+        self._group_parts: dict[tuple[str, str], set[tuple[str, int]]] = {}
+        self._group_sweep: dict[tuple[str, str], int] = {}
+        self._group_status: dict[tuple[str, str], tuple[int, str | None]] = {}
+        self._part_status: dict[tuple[str, str, str, int], tuple[int, str | None]] = {}
+        self._cluster_sweep: dict[str, int] = {}
+        self._cluster_eval: dict[str, int] = {}
+        self._views: dict[tuple[str, str], GroupView] = {}
+        self._lake_stamp: tuple[Any, ...] | None = None
+        self._status_stamp: tuple[Any, ...] | None = None
+        self.snapshot = Snapshot(intervals=intervals)
+
+    # -- change detection -----------------------------------------------------------------------
+
+    def _stamp(self, root: Path, table: str, since: dt.date) -> tuple[Any, ...]:
+        """(path, mtime, size) of the table's files in date folders from ``since`` on: a refresh
+        reads only when this changed."""
+        out: list[tuple[str, int, int]] = []
+        for ddir in sorted((root / table).glob("cluster=*/date=*")):
+            try:
+                if dt.date.fromisoformat(ddir.name.removeprefix("date=")) < since:
+                    continue
+            except ValueError:
+                continue
+            for path in ddir.glob("*.parquet"):
+                if path.name.startswith((".", "_")):
+                    continue
+                try:
+                    st = path.stat()
+                except FileNotFoundError:
+                    continue
+                out.append((str(path), st.st_mtime_ns, st.st_size))
+        return tuple(sorted(out))
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    def _since_ms(self, newest: Mapping[str, int], now: float, slack_ms: int) -> int:
+        """Where a read starts: ``history_s`` back at first, then the least advanced cluster's
+        newest row less ``slack_ms`` (rows already seen are skipped)."""
+        start = int((now - self.history_s) * 1000)
+        if not newest:
+            return start
+        return max(start, min(newest.values()) - slack_ms)
+
+    def _read_offsets(self, since_ms: int) -> pa.Table:
+        from lagscope.collector.reader import read
+
+        start = dt.datetime.fromtimestamp(since_ms / 1000, dt.UTC)
+        return read(self.lake, "offsets", start=start, columns=_OFFSET_COLUMNS)
+
+    def _read_status(self, since_ms: int) -> pa.Table:
+        import pyarrow.dataset as ds
+
+        from lagscope.lake import read_table
+
+        start = dt.datetime.fromtimestamp(since_ms / 1000, dt.UTC)
+        where = (ds.field("date") >= start.date().isoformat()) & (
+            ds.field("eval_ts") >= pa.scalar(start, type=pa.timestamp("ms", tz="UTC")))
+        return read_table(self.results, "status", columns=_STATUS_COLUMNS, filter=where)
+
+    # -- ingesting ---------------------------------------------------------------------------------
+
+    def _ingest_offsets(self, rows: pa.Table, dirty: set[tuple[str, str]]) -> None:
+        if rows.num_rows == 0:
+            return
+        cluster = rows.column("cluster").to_pylist()
+        group = rows.column("group_id").to_pylist()
+        t = _ms(rows.column("sweep_ts"))
+        # skip the sweeps a group already had (the read starts a little before the newest)
+        seen = np.array([self._group_sweep.get((c, g), -1) for c, g in zip(cluster, group, strict=True)],
+                        dtype=np.int64)
+        keep = np.flatnonzero(t > seen)
+        if not len(keep):
+            return
+        rows = rows.take(pa.array(keep))
+        cluster = [cluster[i] for i in keep]
+        group = [group[i] for i in keep]
+        t = t[keep]
+        topic = rows.column("topic").to_pylist()
+        part = np.asarray(rows.column("partition").fill_null(-1), dtype=np.int64)
+        committed_ok = np.asarray(rows.column("committed_offset").is_valid())
+        committed = np.asarray(rows.column("committed_offset").fill_null(0), dtype=np.int64)
+        lag = np.asarray(rows.column("lag").fill_null(0), dtype=np.int64)
+        end_ok = np.asarray(rows.column("log_end_offset").is_valid())
+        end = np.asarray(rows.column("log_end_offset").fill_null(0), dtype=np.int64)
+        owned = np.asarray(rows.column("member_id").is_valid())
+        host = rows.column("host").to_pylist()
+        client = rows.column("client_id").to_pylist()
+        # one code per partition key, rows grouped by key in time order
+        index: dict[tuple[str, str, str, int], int] = {}
+        keys = np.array([index.setdefault((c, g, tp, int(p)), len(index))
+                         for c, g, tp, p in zip(cluster, group, topic, part, strict=True)], dtype=np.int64)
+        order = np.lexsort((t, keys))
+        k, ts = keys[order], t[order]
+        c_ok, c_val, own = committed_ok[order], committed[order], owned[order]
+        n = len(k)
+        first = np.ones(n, bool)
+        first[1:] = k[1:] != k[:-1]
+        last = np.ones(n, bool)
+        last[:-1] = k[1:] != k[:-1]
+        key_list = list(index)
+        # the previous committed offset: the row before in the key, or the state's for its first row
+        prev_ok = np.zeros(n, bool)
+        prev_val = np.zeros(n, np.int64)
+        prev_ok[1:], prev_val[1:] = c_ok[:-1], c_val[:-1]
+        for i in np.flatnonzero(first):
+            state = self._parts.get(key_list[k[i]])
+            prev = state.prev_committed if state is not None else None
+            prev_ok[i], prev_val[i] = prev is not None, prev if prev is not None else 0
+        # is_entry, vectorised
+        entry = c_ok & (~prev_ok | (c_val != prev_val) | own)
+        # only the last `intervals` entries of a key can stay in its ring
+        e_idx = np.flatnonzero(entry)
+        e_rank_from_end = np.zeros(len(e_idx), np.int64)
+        if len(e_idx):
+            ek = k[e_idx]
+            last_e = np.ones(len(e_idx), bool)
+            last_e[:-1] = ek[1:] != ek[:-1]
+            # position from the key's last entry: a reversed running count
+            pos = np.arange(len(e_idx))
+            end_pos = np.minimum.accumulate(np.where(last_e, pos, len(e_idx))[::-1])[::-1]
+            e_rank_from_end = end_pos - pos
+        e_keep = e_idx[e_rank_from_end < self.intervals]
+        lag_o = lag[order]
+        new_entries: dict[int, list[Entry]] = {}
+        for i in e_keep:
+            new_entries.setdefault(int(k[i]), []).append(Entry(int(c_val[i]), int(ts[i]), int(lag_o[i])))
+        # the latest row of every key
+        for i in np.flatnonzero(last):
+            key = key_list[k[i]]
+            state = self._parts.get(key)
+            if state is None:
+                state = self._parts[key] = _Part(ring=deque(maxlen=self.intervals))
+            state.ring.extend(new_entries.get(int(k[i]), ()))
+            j = int(order[i])
+            state.prev_committed = int(c_val[i]) if c_ok[i] else state.prev_committed
+            state.sweep_ms = int(ts[i])
+            state.committed = int(committed[j]) if committed_ok[j] else None
+            state.lag = int(lag[j])
+            state.log_end = int(end[j]) if end_ok[j] else None
+            state.owner = (host[j] or "") if owned[j] else ""
+            state.client_id = (client[j] or "") if owned[j] else ""
+            cg = (key[0], key[1])
+            self._group_parts.setdefault(cg, set()).add((key[2], key[3]))
+            if state.sweep_ms > self._group_sweep.get(cg, -1):
+                self._group_sweep[cg] = state.sweep_ms
+            if state.sweep_ms > self._cluster_sweep.get(key[0], -1):
+                self._cluster_sweep[key[0]] = state.sweep_ms
+            dirty.add(cg)
+
+    def _ingest_status(self, rows: pa.Table, dirty: set[tuple[str, str]]) -> None:
+        if rows.num_rows == 0:
+            return
+        column = "burrow_status" if self.status_source == "burrow" else "status"
+        t = _ms(rows.column("eval_ts"))
+        order = np.argsort(t, kind="stable")
+        cluster = rows.column("cluster").to_pylist()
+        group = rows.column("group_id").to_pylist()
+        topic = rows.column("topic").to_pylist()
+        part = rows.column("partition").to_pylist()
+        status = rows.column(column).to_pylist()
+        for i in order:
+            ts = int(t[i])
+            c, g = cluster[i], group[i]
+            if topic[i] is None or part[i] is None:
+                cur = self._group_status.get((c, g))
+                if cur is None or ts >= cur[0]:
+                    self._group_status[(c, g)] = (ts, status[i])
+                    dirty.add((c, g))
+            else:
+                key = (c, g, topic[i], int(part[i]))
+                cur_p = self._part_status.get(key)
+                if cur_p is None or ts >= cur_p[0]:
+                    self._part_status[key] = (ts, status[i])
+                    dirty.add((c, g))
+            if ts > self._cluster_eval.get(c, -1):
+                self._cluster_eval[c] = ts
+
+    # -- building ----------------------------------------------------------------------------------
+
+    def _group_view(self, cg: tuple[str, str]) -> GroupView | None:
+        sweep = self._group_sweep.get(cg)
+        if sweep is None:
+            return None
+        parts: list[PartitionView] = []
+        for topic, partition in sorted(self._group_parts.get(cg, ())):
+            key = (cg[0], cg[1], topic, partition)
+            state = self._parts[key]
+            if state.sweep_ms != sweep or state.committed is None:
+                continue  # not in the group's latest sweep, or never committed
+            st = self._part_status.get(key)
+            parts.append(PartitionView(
+                topic=topic, partition=partition, owner=state.owner, client_id=state.client_id,
+                status=_partition_status(st[1] if st else None), current_lag=state.lag,
+                committed=state.committed, log_end=state.log_end, entries=tuple(state.ring)))
+        gst = self._group_status.get(cg)
+        return GroupView(cluster=cg[0], group=cg[1], status=burrow_group_status(gst[1] if gst else None),
+                         partitions=tuple(parts), intervals=self.intervals, sweep_ms=sweep)
+
+    def _expire(self, now: float) -> None:
+        horizon = int((now - self.expire_group_s) * 1000)
+        for cg in [cg for cg, ms in self._group_sweep.items() if ms < horizon]:
+            del self._group_sweep[cg]
+            self._views.pop(cg, None)
+            self._group_status.pop(cg, None)
+            for topic, partition in self._group_parts.pop(cg, ()):
+                key = (cg[0], cg[1], topic, partition)
+                self._parts.pop(key, None)
+                self._part_status.pop(key, None)
+
+    def _cluster_view(self, name: str, groups: dict[str, GroupView]) -> ClusterView:
+        ends: dict[str, dict[int, tuple[int, int]]] = {}
+        consumers: dict[str, set[str]] = {}
+        for g in groups.values():
+            for p in g.partitions:
+                consumers.setdefault(p.topic, set()).add(g.group)
+                if p.log_end is None:
+                    continue
+                by_part = ends.setdefault(p.topic, {})
+                cur = by_part.get(p.partition)
+                if cur is None or g.sweep_ms > cur[0]:
+                    by_part[p.partition] = (g.sweep_ms, p.log_end)
+        topics: dict[str, tuple[int, ...]] = {}
+        for topic in sorted(consumers):
+            by_part = ends.get(topic, {})
+            size = max(by_part, default=-1) + 1
+            topics[topic] = tuple(by_part[i][1] if i in by_part else 0 for i in range(size))
+        return ClusterView(name=name, groups=dict(sorted(groups.items())), topics=topics,
+                           topic_groups={t: tuple(sorted(gs)) for t, gs in sorted(consumers.items())},
+                           info=self.infos.get(name, ClusterInfo()))
+
+    def refresh(self) -> Snapshot:
+        """Read what changed and return the new snapshot (the previous one when nothing did)."""
+        now = self.clock()
+        dirty: set[tuple[str, str]] = set()
+        since_sweep = self._since_ms(self._cluster_sweep, now, 60_000)
+        stamp = self._stamp(self.lake, "offsets", dt.datetime.fromtimestamp(since_sweep / 1000, dt.UTC).date())
+        if stamp != self._lake_stamp:
+            self._ingest_offsets(self._read_offsets(since_sweep), dirty)
+            self._lake_stamp = stamp
+        # status rows from the least advanced cluster's latest evaluation on
+        since_eval = self._since_ms(self._cluster_eval, now, 0)
+        stamp = self._stamp(self.results, "status", dt.datetime.fromtimestamp(since_eval / 1000, dt.UTC).date())
+        if stamp != self._status_stamp:
+            self._ingest_status(self._read_status(since_eval), dirty)
+            self._status_stamp = stamp
+        before = len(self._group_sweep)
+        self._expire(now)
+        if not dirty and len(self._group_sweep) == before and self.snapshot.built_at:
+            return self.snapshot
+        for cg in dirty:
+            view = self._group_view(cg)
+            if view is not None:
+                self._views[cg] = view
+        by_cluster: dict[str, dict[str, GroupView]] = {name: {} for name in self.infos}
+        for (c, g), view in self._views.items():
+            by_cluster.setdefault(c, {})[g] = view
+        clusters = {name: self._cluster_view(name, groups) for name, groups in sorted(by_cluster.items())}
+        self.snapshot = Snapshot(clusters=clusters, intervals=self.intervals, built_at=now,
+                                 newest_sweep_ms=max(self._cluster_sweep.values(), default=0),
+                                 newest_eval_ms=max(self._cluster_eval.values(), default=0))
+        return self.snapshot
+
+
+class SnapshotRefresher:
+    """Runs :meth:`SnapshotBuilder.refresh` every ``refresh_s`` seconds in a thread and holds
+    the current snapshot (replaced whole; reading it is one attribute load). A failing refresh
+    is logged and the previous snapshot kept: a request never sees a half-built one."""
+
+    def __init__(self, builder: SnapshotBuilder, refresh_s: float = 5.0) -> None:
+        if not refresh_s > 0 or math.isinf(refresh_s):
+            raise ValueError(f"refresh_s must be positive, not {refresh_s}")
+        self.builder = builder
+        self.refresh_s = refresh_s
+        self.snapshot = builder.snapshot
+        self.failures = 0
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def refresh_now(self) -> Snapshot:
+        try:
+            self.snapshot = self.builder.refresh()
+        except (LakeError, OSError, pa.ArrowException) as exc:
+            self.failures += 1
+            log.warning("burrow api: cannot refresh from %s and %s: %s (serving the previous snapshot)",
+                        self.builder.lake, self.builder.results, exc)
+        return self.snapshot
+
+    def _loop(self) -> None:
+        while not self._stopping.wait(self.refresh_s):
+            try:
+                self.refresh_now()
+            except Exception:  # a failing periodic job never kills the loop
+                self.failures += 1
+                log.exception("burrow api: refresh failed")
+
+    def start(self) -> None:
+        self.refresh_now()
+        self._thread = threading.Thread(target=self._loop, name="lagscope-burrow-refresh", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    def is_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+
+def cluster_infos(clusters: Iterable[Any], interval_s: float) -> dict[str, ClusterInfo]:
+    """:class:`ClusterInfo` of each configured cluster (:class:`lagscope.config.ClusterConfig`)."""
+    out: dict[str, ClusterInfo] = {}
+    for c in clusters:
+        sec = c.security
+        tls = None
+        if sec.protocol.endswith("SSL"):
+            tls = {"name": c.name, "noverify": not sec.check_hostname,
+                   "certfile": str(sec.cert_file or ""), "keyfile": str(sec.key_file or ""),
+                   "cafile": str(sec.ca_file or "")}
+        sasl = None
+        if sec.protocol.startswith("SASL_"):
+            sasl = {"name": c.name, "handshake-first": True, "username": sec.username or ""}
+        out[c.name] = ClusterInfo(servers=tuple(c.bootstrap_servers), tls=tls, sasl=sasl,
+                                  refresh_s=round(interval_s))
+    return out
