@@ -415,18 +415,12 @@ class SnapshotBuilder:
                 self._parts.pop(key, None)
                 self._part_status.pop(key, None)
 
-    def _cluster_view(self, name: str, groups: dict[str, GroupView]) -> ClusterView:
-        ends: dict[str, dict[int, tuple[int, int]]] = {}
-        consumers: dict[str, set[str]] = {}
+    def _cluster_view(self, name: str, groups: dict[str, GroupView],
+                      ends: Mapping[str, Mapping[int, tuple[int, int]]]) -> ClusterView:
+        consumers: dict[str, set[str]] = {topic: set() for topic in ends}
         for g in groups.values():
             for p in g.partitions:
                 consumers.setdefault(p.topic, set()).add(g.group)
-                if p.log_end is None:
-                    continue
-                by_part = ends.setdefault(p.topic, {})
-                cur = by_part.get(p.partition)
-                if cur is None or g.sweep_ms > cur[0]:
-                    by_part[p.partition] = (g.sweep_ms, p.log_end)
         topics: dict[str, tuple[int, ...]] = {}
         for topic in sorted(consumers):
             by_part = ends.get(topic, {})
@@ -435,6 +429,19 @@ class SnapshotBuilder:
         return ClusterView(name=name, groups=dict(sorted(groups.items())), topics=topics,
                            topic_groups={t: tuple(sorted(gs)) for t, gs in sorted(consumers.items())},
                            info=self.infos.get(name, ClusterInfo()))
+
+    def _topic_ends(self) -> dict[str, dict[str, dict[int, tuple[int, int]]]]:
+        """Per cluster, topic and partition: (sweep ms, end offset) of the latest sweep that saw it
+        (any group's, committed or not)."""
+        out: dict[str, dict[str, dict[int, tuple[int, int]]]] = {}
+        for (cluster, _group, topic, partition), state in self._parts.items():
+            if state.log_end is None:
+                continue
+            by_part = out.setdefault(cluster, {}).setdefault(topic, {})
+            cur = by_part.get(partition)
+            if cur is None or state.sweep_ms > cur[0]:
+                by_part[partition] = (state.sweep_ms, state.log_end)
+        return out
 
     def refresh(self) -> Snapshot:
         """Read what changed and return the new snapshot (the previous one when nothing did)."""
@@ -462,7 +469,9 @@ class SnapshotBuilder:
         by_cluster: dict[str, dict[str, GroupView]] = {name: {} for name in self.infos}
         for (c, g), view in self._views.items():
             by_cluster.setdefault(c, {})[g] = view
-        clusters = {name: self._cluster_view(name, groups) for name, groups in sorted(by_cluster.items())}
+        ends = self._topic_ends()
+        clusters = {name: self._cluster_view(name, groups, ends.get(name, {}))
+                    for name, groups in sorted(by_cluster.items())}
         self.snapshot = Snapshot(clusters=clusters, intervals=self.intervals, built_at=now,
                                  newest_sweep_ms=max(self._cluster_sweep.values(), default=0),
                                  newest_eval_ms=max(self._cluster_eval.values(), default=0))
