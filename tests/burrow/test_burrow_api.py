@@ -322,5 +322,5 @@ def test_cli_and_run_know_the_component(tmp_path: Path) -> None:
     settings = Settings(collector={"lake": str(tmp_path / "lake")}, burrow_api={"port": 0})
     comps = build_components(settings, {RunPart.burrow_api}, results=tmp_path / "results", alerts=None,
                              outbox=tmp_path / "o.sqlite")
-    assert [c.name for c in comps] == ["burrow-api"]
+    assert [c.name for c in comps] == ["burrow-api", "results-metrics"]  # downstream first
     assert isinstance(comps[0], BurrowApi)
