@@ -3,8 +3,10 @@
 #   - uv (from PyPI) and the locked Python environment in .venv
 #   - the Apache Kafka jars (Maven Central) into deploy/kafka/.cache
 #   - with --system: Debian's prometheus (and promtool) and chromium, for the integration tests,
-#     and, built from the Go module proxy into .tools/bin: Helm and deploy/k8s/crdcheck (the
-#     chart's render and validation tests)
+#     Debian's burrow (1.2.1) and zookeeper (Burrow needs one), to check lagscope's Burrow API
+#     against the real Burrow, and, built from the Go module proxy into .tools/bin: Helm and
+#     deploy/k8s/crdcheck (the chart's render and validation tests) and Telegraf with its burrow
+#     input only (a real Burrow API client, for tests/burrow)
 # Idempotent: each step is skipped when its result is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +33,8 @@ if [ "$system" = 1 ]; then
   command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
   command -v promtool >/dev/null 2>&1 || need+=(prometheus)
   command -v chromium >/dev/null 2>&1 || need+=(chromium chromium-driver)
+  command -v Burrow >/dev/null 2>&1 || need+=(burrow)
+  [ -f /usr/share/java/zookeeper.jar ] || need+=(zookeeper)
   if [ "${#need[@]}" -gt 0 ]; then
     sudo=""
     [ "$(id -u)" = 0 ] || sudo="sudo"
@@ -48,7 +52,7 @@ if [ "$system" = 1 ]; then
   tools="$PWD/.tools/bin"
   mkdir -p "$tools"
   if ! command -v go >/dev/null 2>&1; then
-    echo "setup: go is needed to build helm and crdcheck into .tools/bin" >&2
+    echo "setup: go is needed to build helm, crdcheck and telegraf into .tools/bin" >&2
     exit 1
   fi
   # (a `go install`ed helm reports only its minor version, so a marker records the exact one)
@@ -57,6 +61,16 @@ if [ "$system" = 1 ]; then
     GOBIN="$tools" GOFLAGS=-buildvcs=false go install "helm.sh/helm/v3/cmd/helm@$helm_version"
     rm -f "$tools"/.helm-*
     touch "$tools/.helm-$helm_version"
+  fi
+  # Telegraf (pinned) with only its Burrow input and the Prometheus output: a Burrow API client.
+  # (burrow_exporter, the other common one, is not served by the Go module proxy.)
+  telegraf_version=v1.37.2
+  if [ ! -x "$tools/telegraf" ] || [ ! -f "$tools/.telegraf-$telegraf_version" ]; then
+    echo "setup: go install github.com/influxdata/telegraf/cmd/telegraf@$telegraf_version (burrow input only)" >&2
+    GOBIN="$tools" GOFLAGS=-buildvcs=false go install -tags "custom,inputs.burrow,outputs.prometheus_client" \
+      "github.com/influxdata/telegraf/cmd/telegraf@$telegraf_version"
+    rm -f "$tools"/.telegraf-*
+    touch "$tools/.telegraf-$telegraf_version"
   fi
   if [ ! -x "$tools/crdcheck" ] || [ -n "$(find deploy/k8s/crdcheck -newer "$tools/crdcheck" -type f)" ]; then
     echo "setup: building deploy/k8s/crdcheck" >&2
