@@ -22,7 +22,11 @@ COPY lagscope/ lagscope/
 COPY collector/ collector/
 COPY analytics/ analytics/
 COPY dashboards/ dashboards/
+COPY app/ app/
+COPY alerts/ alerts/
+COPY burrow/ burrow/
 COPY deploy/ deploy/
+COPY devtools/ devtools/
 RUN uv sync --frozen --no-dev --no-editable
 
 FROM ${PYTHON_IMAGE}

@@ -5,7 +5,8 @@ Where things are:
 
 - Spark: :mod:`.job` (a step as one Spark job: route the files into buckets of groups, one
   shuffle, the passes per bucket, publish), :mod:`.session`, :mod:`.io`, :mod:`.cli`.
-- One step over a bucket of whole groups: :mod:`.step` (both passes, the four tables, the state).
+- One step over a bucket of whole groups: :mod:`.step` (both passes, the result tables, the state);
+  the advice: :mod:`.advice`.
 - The per-partition pass: :mod:`.onepass` over :mod:`.kseries` (running values) and
   :mod:`.kernel` (lag in seconds); its rules in :mod:`.np_status`, :mod:`.np_episodes` (stall,
   stop, retention loss), :mod:`.np_points` (rewind, skip), :mod:`.np_gaps` (commit gaps),

@@ -1,4 +1,5 @@
-"""``lagscope analyze``: run the analytics over the lake, as a batch or incrementally.
+"""``lagscope analyze``: run the analytics over the lake, as a batch or incrementally;
+``lagscope results-exporter``: serve their findings as Prometheus metrics.
 
     lagscope analyze --lake ./lake --results ./results --since 2026-01-01 --until 2026-01-07
     lagscope analyze --lake ./lake --results ./results --incremental            # from the checkpoint
@@ -13,13 +14,13 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from lagscope.analytics.configured import job_settings
-from lagscope.analytics.params import DEFAULT_DRIVER_MEMORY
+from lagscope.analytics.configured import with_overrides
 from lagscope.config import load_config, resolve_results
 from lagscope.errors import ConfigError
 
@@ -57,7 +58,7 @@ def analyze(
     shuffle_partitions: Annotated[int | None, typer.Option(
         help="spark.sql.shuffle.partitions. (config: analytics.shuffle_partitions; default 8)")] = None,
     driver_memory: Annotated[str | None, typer.Option(
-        help=f"spark.driver.memory. (config: analytics.driver_memory; default {DEFAULT_DRIVER_MEMORY})")] = None,
+        help="spark.driver.memory. (config: analytics.driver_memory)")] = None,
     read_committed: Annotated[list[str] | None, typer.Option(
         help="Regex (whole group id) of groups that read with isolation.level=read_committed (repeatable). "
              "(config: analytics.read_committed_groups)")] = None,
@@ -82,23 +83,25 @@ def analyze(
         typer.echo(f"config error: {exc}", err=True)
         raise typer.Exit(2) from None
     acfg = cfg.analytics
+    lake_option = "--lake" if lake is not None else "collector.lake"
     lake = lake if lake is not None else cfg.collector.lake_path
     results = resolve_results(results, lake, acfg)
     master = master if master is not None else acfg.master
     shuffle_partitions = shuffle_partitions if shuffle_partitions is not None else (acfg.shuffle_partitions or 8)
-    driver_memory = driver_memory if driver_memory is not None else (acfg.driver_memory or DEFAULT_DRIVER_MEMORY)
+    driver_memory = driver_memory if driver_memory is not None else acfg.driver_memory
     if not lake.is_dir():
-        raise ConfigError(f"--lake {lake}: no such folder")
+        raise ConfigError(f"{lake_option} {lake}: no such folder")
     if shuffle_partitions < 1:
         raise ConfigError("--shuffle-partitions must be at least 1")
     for name, value in (("--session-timeout-s", session_timeout_s), ("--heartbeat-s", heartbeat_s),
                         ("--rebalance-timeout-s", rebalance_timeout_s), ("--stall-after-s", stall_after_s)):
         if value is not None and value <= 0:
             raise ConfigError(f"{name} must be positive, not {value}")
-    settings = job_settings(
+    settings = with_overrides(
         acfg, rules={"stall_after_s": stall_after_s, "stop_after_s": stall_after_s},
         read_committed_groups=read_committed, session_timeout_s=session_timeout_s, heartbeat_s=heartbeat_s,
         rebalance_timeout_s=rebalance_timeout_s)
+    history_points = cfg.time_lag.history_points
     if incremental:
         end = _parse_time(until, "--until") if until else dt.datetime.now(dt.UTC)
         start = _parse_time(since, "--since") if since else None
@@ -117,11 +120,11 @@ def analyze(
                               log_file=results / "_logs" / "spark.log")
     try:
         if incremental:
-            written = run_incremental(spark, lake, results, settings=settings, until=end, since=start,
-                                      clusters=cluster, progress=progress)
+            written = run_incremental(spark, lake, results, settings=settings, history_points=history_points,
+                                      until=end, since=start, clusters=cluster, progress=progress)
         else:
             written = run_batch(spark, lake, results, since=first, until=last, settings=settings,
-                                clusters=cluster, progress=progress)
+                                history_points=history_points, clusters=cluster, progress=progress)
     finally:
         if owned:
             spark.stop()
@@ -129,7 +132,29 @@ def analyze(
         typer.echo("nothing new to analyse")
     for table, files in written.items():
         typer.echo(f"{table}: {files} file(s) written under {results / table}")
+    for q in written.quarantined:
+        typer.echo(f"analysed without {q.path} ({q.table}, unreadable: {q.reason}); "
+                   f"quarantined: {q.moved_to or 'could not be moved'}")
+
+
+def results_exporter_cmd(
+    results: Annotated[Path, typer.Option("--results", help="Root of the analytics' result tables.")],
+    bind: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port (0: any free port).")] = 9309,
+    refresh: Annotated[float, typer.Option(help="Re-read the result tables at most this often (s).")] = 15.0,
+) -> None:
+    """Serve the analytics' findings as Prometheus metrics until interrupted."""
+    from lagscope.analytics.results_metrics import serve
+
+    server, _ = serve(results, host=bind, port=port, refresh_s=refresh)
+    typer.echo(f"serving http://{bind}:{server.server_port}/metrics (Ctrl-C stops)")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.shutdown()
 
 
 def register(app: typer.Typer) -> None:
     app.command("analyze")(analyze)
+    app.command("results-exporter")(results_exporter_cmd)

@@ -1,6 +1,7 @@
-"""The per-group pass: rebalance windows, rebalance storms and the anomalies a rebalance explains,
-over one step's rows of a set of whole groups, in pyarrow and numpy (no Spark: Spark runs it per
-bucket of groups, like the per-partition pass).
+"""The per-group pass: rebalance windows, rebalance storms, the anomalies a rebalance explains and
+the skips (judged per group: :mod:`lagscope.analytics.skips`), over one step's rows of a set of
+whole groups, in pyarrow and numpy (no Spark: Spark runs it per bucket of groups, like the
+per-partition pass).
 
 **Settled member sweep.** One *member sweep* is one sweep's ``members`` rows of one group
 (:func:`member_sweeps`: its state, largest generation, distinct member ids, (instance, member)
@@ -38,12 +39,19 @@ after A with B's member ids, written before the sweep after B (:func:`generation
 commits), else the group's last commit in ``[A, end]``; a static bounce's window is the member's
 absence (its last commit → end); a timed-out member's last progress is its partitions' last
 commit before A⁺. Only commits in ``[A − session − rebalance timeout, end]`` count.
-``source`` = ``commit_stream`` when the end came from a record, else ``sweeps``.
+``source`` = ``commit_stream`` when the end came from a record (always for a window from the
+records alone), else ``sweeps``.
 
-**Missed generations** (:func:`missed_generations`): a generation record whose member ids or
-generation differ from the group's previous record, strictly after the group's first settled
-sweep and at or before its last, that is not the end of a sweep window nor inside a sweep window
-without one: a window from the records alone (A = the previous record, B = this one).
+**Missed generations** (:func:`missed_generations`): every generation change is a rebalance. A
+generation record whose member ids or generation differ from the group's previous record, at or
+before the group's last settled sweep (and after the settled sweep the state carried in, which the
+previous step judged up to), that is not the end of a sweep window nor inside a sweep window
+without one: a window from the records alone (A = the previous record, B = this one). That
+includes the generations before the group's first settled sweep (members joining one after
+another as the group starts): no sweep saw them, the records do. Such a window's start is the
+midpoint of the two records (with the commit stream: the surviving members' revocation commits),
+its end B's record, its cause from the member sets (new members: ``join``), and its
+``messages_accumulated`` null.
 
 **Partitions moved**: B's partitions whose owner (instance id, else member id) is not A's.
 **Messages accumulated**: max(0, group lag at B − at A), the group lag Σ lag of the sweep's rows
@@ -59,9 +67,36 @@ of carried rebalances alone was reported by the step that saw it. :func:`storm_s
 rebalances the next step needs: those within the window before the group's last one, and, when
 that one is stormy, the open storm's and the window before its first.
 
+**Starved** (:func:`judge_idle`): each stall and stop of the per-partition pass (which sees one
+partition) judged across its group, after the outages are dropped. Progress = a committed-offset
+change between two rows of a partition (the carried row's last change, ``m_change_t``, counts),
+and with the commit stream a commit whose offset is above the partition's previous commit record;
+each owned by the partition's owner at that time (the latest row at or before it). The episode's
+owner is the partition's owner at its last row inside the episode (before the sweep that ended
+it); its window is ``[start, end]``, an open one's ``[start, start + magnitude]``.
+
+- the owner made progress on another of its partitions in the window → ``starved``: the consumer
+  is alive and working, it schedules its partitions unevenly; ``info``, ``warning`` once it lasts
+  ``ESCALATE_AFTER × stall_after_s`` (the length at which a stall escalates);
+- otherwise it stays a stall or stop; when another partition of the group (another member) made
+  progress in the window it is a ``warning`` (the group is alive), else its severity stays the
+  per-partition pass's (a stop and a stall of ``5 × stall_after_s`` critical: nobody in the group
+  progresses).
+
+The key stays the per-partition pass's (``stall|…`` or ``stop|…`` with the start): the episode is
+the same one, and a later step that sees the owner's progress (a judgement only ever moves towards
+``starved`` and ``warning`` as the window grows) rewrites that row rather than leaving it open.
+The ``starved`` episodes go to the status table (:data:`STARVED_SCHEMA`).
+
 **Outages** (:func:`drop_rebalance_outages`): a stall, stop or commit gap of a group that starts
 at or after a rebalance's ``quiet_from`` − 1 s and ends (an open one: start + magnitude s) by its
-end + 1 s is that rebalance: dropped (every row with its key).
+end + 1 s is that rebalance: dropped (every row with its key); so is a commit gap that starts
+there by the window's end + 1 s, however long the new owner took to commit first (the window's
+``max_processing_gap_s`` keeps it).
+
+**Skips** (:mod:`lagscope.analytics.skips`): the per-partition pass's positive advances judged
+with the group's membership (member sweeps, ``group_metadata`` records) and per commit request;
+rewinds written while the group was empty get the cause ``admin_reset``.
 
 Times are epoch seconds (floats, µs resolution); a timestamp out is ``timestamp_micros(trunc(s ·
 1e6))`` cut to ms, as Spark writes it.
@@ -78,15 +113,17 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lagscope.analytics import arrays
+from lagscope.analytics import arrays, skips
 from lagscope.analytics.arrays import dates, timestamps
+from lagscope.analytics.kseries import asof, java_fixed
 
 if TYPE_CHECKING:
-    from lagscope.analytics.job import Settings
+    from lagscope.config import AnalyticsConfig
 
-__all__ = ["COMMIT_COLUMNS", "GROUP_EVENT_COLUMNS", "MEMBER_COLUMNS", "MSWEEP_SCHEMA", "REBALANCE_COLUMNS",
-           "RECENT_SCHEMA", "GroupInputs", "GroupOutputs", "drop_rebalance_outages", "generation_records",
-           "group_pass", "member_sweeps", "storm_state", "storms", "sweep_windows"]
+__all__ = ["COMMIT_COLUMNS", "ESCALATE_AFTER", "GROUP_EVENT_COLUMNS", "MEMBER_COLUMNS", "MSWEEP_SCHEMA",
+           "REBALANCE_COLUMNS", "RECENT_SCHEMA", "STARVED_SCHEMA", "GroupInputs", "GroupOutputs",
+           "drop_rebalance_outages", "generation_records", "group_pass", "judge_idle", "member_sweeps", "storm_state",
+           "storms", "sweep_windows"]
 
 _F = npt.NDArray[np.float64]
 _I = npt.NDArray[np.int64]
@@ -124,6 +161,15 @@ MSWEEP_SCHEMA = pa.schema([
 RECENT_SCHEMA = pa.schema([("cluster", pa.string()), ("group_id", pa.string()), ("start_ts", _MS),
                            ("end_ts", _MS)])
 
+#: a starved partition's anomaly is a warning once it lasts this many ``stall_after_s`` (the
+#: length at which a stall becomes critical when nobody in its group progresses)
+ESCALATE_AFTER = 5.0
+
+#: the ``starved`` episodes the status table needs (:func:`lagscope.analytics.status.status`)
+STARVED_SCHEMA = pa.schema([("cluster", pa.string()), ("group_id", pa.string()), ("topic", pa.string()),
+                            ("partition", pa.int32()), ("start_ts", _MS), ("end_ts", _MS), ("from_ts", _MS),
+                            ("warn_ts", _MS)])
+
 #: the ``rebalances`` rows out (``lagscope.schema.REBALANCES`` without ``as_of_ts``, plus ``cluster``, ``date``)
 REBALANCE_SCHEMA = pa.schema([
     ("cluster", pa.string()), ("group_id", pa.string()), ("start_ts", _MS), ("end_ts", _MS),
@@ -137,6 +183,7 @@ REBALANCE_COLUMNS = REBALANCE_SCHEMA.names
 
 _TIMED_OUT = ("session_timeout", "max_poll_interval")
 _OUTAGE_KINDS = ("stall", "stop", "commit_gap")
+_IDLE_KINDS = ("stall", "stop")
 
 
 @dataclass
@@ -146,8 +193,11 @@ class GroupInputs:
     :data:`CARRIED_SERIES_COLUMNS` of ``carried_series`` (``m_alive_t`` optional), every
     :data:`MSWEEP_SCHEMA` column of ``carried_msweeps``, :data:`RECENT_SCHEMA` of
     ``recent_rebalances``, :data:`GROUP_EVENT_COLUMNS` of ``group_events``,
-    :data:`COMMIT_COLUMNS` of ``commits`` (the step's and its look-back), and ``cluster, group_id,
-    kind, start_ts, end_ts, magnitude, key`` of ``anomalies`` (all of whose columns pass through)."""
+    :data:`COMMIT_COLUMNS` of ``commits`` (the step's and its look-back), ``cluster, group_id,
+    kind, start_ts, end_ts, magnitude, key`` (and ``cause``, when there) of ``anomalies`` (all of
+    whose columns pass through), :data:`lagscope.analytics.skips.ADVANCE_COLUMNS` of
+    ``advances`` and ``cluster, group_id, topic, partition, capacity`` of ``capacities`` (the
+    per-partition pass's, for the skip rules)."""
 
     members: pa.Table
     series: pa.Table
@@ -157,6 +207,8 @@ class GroupInputs:
     group_events: pa.Table | None
     commits: pa.Table | None
     anomalies: pa.Table
+    advances: pa.Table | None = None
+    capacities: pa.Table | None = None
 
 
 @dataclass
@@ -169,6 +221,7 @@ class GroupOutputs:
     anomalies: pa.Table
     msweeps: pa.Table
     recent_rebalances: pa.Table
+    starved: pa.Table = field(default_factory=lambda: STARVED_SCHEMA.empty_table())
 
 
 # --------------------------------------------------------------------------------------------
@@ -421,6 +474,7 @@ class _Window:
     end: float = 0.0
     quiet_from: float = 0.0
     source: str = "sweeps"
+    from_records: bool = False  # a generation no sweep saw: a window from the records alone
 
     @property
     def hi(self) -> float:
@@ -551,12 +605,15 @@ def missed_generations(sw: _Sweeps, gens: pa.Table, windows: list[_Window]) -> l
     differs = np.zeros(len(g), bool)
     differs[1:] = (ids[1:] != ids[:-1]) | (gen_ok[1:] & gen_ok[:-1] & (gen[1:] != gen[:-1]))
     ng = len(sw.groups)
-    first, last = np.full(ng, np.inf), np.full(ng, -np.inf)
+    # after the settled sweep the state carried in (an earlier step judged the records up to it),
+    # at or before the group's last settled sweep (a later step's sweeps may see the rest)
+    seen, last = np.full(ng, -np.inf), np.full(ng, -np.inf)
     s = sw.settled
-    np.minimum.at(first, sw.g[s], sw.t[s])
+    carried = s & _flag(sw.ms.column("is_state"))
+    np.maximum.at(seen, sw.g[carried], sw.t[carried])
     np.maximum.at(last, sw.g[s], sw.t[s])
     gi = np.where(ok, g, 0)
-    cand = same & differs & ok & (gt > first[gi]) & (gt <= last[gi])
+    cand = same & differs & ok & (gt > seen[gi]) & (gt <= last[gi])
     ends = {(w.g, w.b_gen_t) for w in windows if w.b_gen_t is not None}
     open_ = [(w.g, w.a.t, w.hi) for w in windows if w.b_gen_t is None]
     out = []
@@ -566,7 +623,8 @@ def missed_generations(sw: _Sweeps, gens: pa.Table, windows: list[_Window]) -> l
             continue
         a, b = _rec_snap(c, i - 1), _rec_snap(c, i)
         out.append(_Window(g=gg, cluster=c.column("cluster")[i].as_py(), group_id=c.column("group_id")[i].as_py(),
-                           a=a, b=b, b_prev_t=t, b_next_t=t, a_next_t=t, b_gen_t=t, b_gen=b.generation))
+                           a=a, b=b, b_prev_t=t, b_next_t=t, a_next_t=t, b_gen_t=t, b_gen=b.generation,
+                           from_records=True))
     return out
 
 
@@ -1031,11 +1089,239 @@ def storm_state(recent: pa.Table, is_state: _B, *, count: int, window_s: float) 
                      "end_ts": _plain(rows.column("end_ts")).cast(_MS, safe=False)}, schema=RECENT_SCHEMA)
 
 
+# --------------------------------------------------------------------------------------------
+# starved partitions: stalls and stops judged across the group
+# --------------------------------------------------------------------------------------------
+
+
+def _count_within(ev_code: _I, ev_t: _F, q_code: _I, lo: _F, hi: _F) -> _I:
+    """Per query, how many events of its code lie in ``[lo, hi]`` (times in s, compared in µs):
+    one sort of the events by (code, time) and two binary searches for all queries."""
+    out = np.zeros(len(q_code), np.int64)
+    if not len(ev_code) or not len(q_code):
+        return out
+    base, top = float(np.min(lo)), float(np.max(hi))
+    keep = (ev_t >= base) & (ev_t <= top)
+    if not keep.any():
+        return out
+    span = int(np.ceil((top - base) * 1e6)) + 2
+
+    def comp(c: _I, t: _F) -> _I:
+        return c * span + np.rint((t - base) * 1e6).astype(np.int64)
+
+    keys = np.sort(comp(ev_code[keep], ev_t[keep]))
+    return (np.searchsorted(keys, comp(q_code, hi), side="right")
+            - np.searchsorted(keys, comp(q_code, lo), side="left")).astype(np.int64)
+
+
+def _first_from(ev_code: _I, ev_t: _F, q_code: _I, lo: _F) -> _F:
+    """Per query, the time of the first event of its code at or after ``lo`` (NaN: none): one
+    sort of the events by (code, time) and one binary search for all queries (in µs)."""
+    out = np.full(len(q_code), np.nan)
+    if not len(ev_code) or not len(q_code):
+        return out
+    base = float(np.min(lo))
+    keep = ev_t >= base
+    if not keep.any():
+        return out
+    ec, et = ev_code[keep], ev_t[keep]
+    span = int(np.ceil((max(float(et.max()), float(np.max(lo))) - base) * 1e6)) + 2
+
+    def comp(c: _I, t: _F) -> _I:
+        return c * span + np.rint((t - base) * 1e6).astype(np.int64)
+
+    k = comp(ec, et)
+    order = np.argsort(k, kind="stable")
+    keys, cs, ts = k[order], ec[order], et[order]
+    i = np.searchsorted(keys, comp(q_code, lo), side="left")
+    j = np.minimum(i, len(keys) - 1)
+    ok = (i < len(keys)) & (cs[j] == q_code)
+    out[ok] = ts[j[ok]]
+    return out
+
+
+@dataclass
+class _Progress:
+    """Commit progress of the partitions of some groups: one event per committed-offset change
+    (a sweep's, a carried row's last one) and, with the commit stream, per commit that advanced
+    its partition's offset; ``g`` the group's index, ``p`` the partition's code, ``owner`` the
+    owner's code (−1: none), ``t`` when (s)."""
+
+    g: _I
+    p: _I
+    owner: _I
+    t: _F
+
+
+def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Table | None, groups: pa.Array,
+                     ep_topic: pa.Array, ep_partition: pa.Array, ep_q_g: _I, ep_q_t: _F,
+                     ep_start: _F) -> tuple[_Progress, _I, _I]:
+    """The progress events of the groups ``groups`` (see :class:`_Progress`), and per episode (its
+    group ``ep_q_g``, partition ``ep_topic``/``ep_partition``, from ``ep_start``) its partition's
+    code and its owner's code at ``ep_q_t``: the owner of the partition's latest row with an owner
+    at or before it, when that row is at or after ``ep_start`` (−1: none)."""
+    def rows_of(table: pa.Table | None) -> tuple[pa.Table, _I]:
+        if table is None or not table.num_rows:
+            return pa.table({"topic": pa.array([], pa.string()), "partition": pa.array([], pa.int32())}), np.zeros(
+                0, np.int64)
+        g, ok = _codes(_gkey(table), groups)
+        sub = table.filter(pa.array(ok))
+        return sub, g[ok]
+
+    s, sg = rows_of(series)
+    c, cg = rows_of(carried)
+    k, kg = rows_of(commits.filter(pc.is_valid(commits.column("committed_offset"))) if commits is not None
+                    else None)
+    ns, nc, nk = s.num_rows, c.num_rows, k.num_rows
+
+    def col(t: pa.Table, name: str, typ: pa.DataType) -> pa.Array:
+        return _plain(t.column(name)).cast(typ) if t.num_rows else pa.array([], typ)
+
+    topic = pa.concat_arrays([col(s, "topic", pa.string()), col(c, "topic", pa.string()),
+                              col(k, "topic", pa.string()), _plain(ep_topic).cast(pa.string())])
+    part = pa.concat_arrays([col(s, "partition", pa.int32()), col(c, "partition", pa.int32()),
+                             col(k, "partition", pa.int32()), _plain(ep_partition).cast(pa.int32())])
+    gg = np.concatenate([sg, cg, kg, ep_q_g])
+    pcode, _ = _dense(key_code(pa.array(gg), topic, part)) if len(gg) else (np.zeros(0, np.int64), 0)
+    ps, pcar, pk, pe = np.split(pcode, [ns, ns + nc, ns + nc + nk])
+    owners = pa.concat_arrays([col(s, "owner", pa.string()), col(c, "owner", pa.string())])
+    ocode = np.asarray(pc.dictionary_encode(owners).indices.fill_null(-1), dtype=np.int64) if len(owners) else (
+        np.zeros(0, np.int64))
+    os_, oc = ocode[:ns], ocode[ns:]
+
+    # the series rows, each key's carried row first (at −∞): a change from the row before
+    st = np.asarray(_plain(s.column("t")).fill_null(np.nan), dtype=np.float64) if ns else np.zeros(0)
+    sc, sc_ok = longs(s.column("committed")) if ns else (np.zeros(0, np.int64), np.zeros(0, bool))
+    cc, cc_ok = longs(c.column("committed")) if nc else (np.zeros(0, np.int64), np.zeros(0, bool))
+    rp = np.concatenate([ps, pcar])
+    rt = np.concatenate([st, np.full(nc, -np.inf)])
+    rv, rv_ok = np.concatenate([sc, cc]), np.concatenate([sc_ok, cc_ok])
+    ro = np.concatenate([os_, oc])
+    order = np.lexsort((rt, rp))
+    rp_o, rv_o, ok_o = rp[order], rv[order], rv_ok[order]
+    same = np.zeros(len(order), bool)
+    same[1:] = rp_o[1:] == rp_o[:-1]
+    moved = np.zeros(len(order), bool)
+    moved[1:] = same[1:] & ok_o[1:] & ok_o[:-1] & (rv_o[1:] != rv_o[:-1])
+    idx = order[moved]
+    ev_p, ev_t, ev_o = [rp[idx]], [rt[idx]], [ro[idx]]
+    # the carried rows' last change (before the step)
+    if nc and "m_change_t" in c.column_names:
+        ch = np.asarray(_plain(c.column("m_change_t")).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
+        has = ~np.isnan(ch)
+        ev_p.append(pcar[has])
+        ev_t.append(ch[has])
+        ev_o.append(oc[has])
+    # the rows' owners as of any time: the latest row of the partition at or before it
+    row_t = np.where(np.isneginf(rt), -1e300, rt)
+    if nk:
+        kt = seconds(pc.coalesce(_plain(k.column("commit_ts")).cast(_US), _plain(k.column("record_ts")).cast(_US)))
+        kv, _ = longs(k.column("committed_offset"))
+        korder = np.lexsort((kt, pk))
+        kp_o, kv_o = pk[korder], kv[korder]
+        ksame = np.zeros(nk, bool)
+        ksame[1:] = kp_o[1:] == kp_o[:-1]
+        adv = np.zeros(nk, bool)
+        adv[1:] = ksame[1:] & (kv_o[1:] > kv_o[:-1])
+        kidx = korder[adv]
+        at = asof(rp, row_t, pk[kidx], kt[kidx])
+        ev_p.append(pk[kidx])
+        ev_t.append(kt[kidx])
+        ev_o.append(np.where(at >= 0, ro[np.maximum(at, 0)] if len(ro) else -1, -1))
+    # the episode's owner: of the partition's latest row with an owner at or before ep_q_t, if that
+    # row lies inside the episode (a consumer that left at the end of its run leaves rows without
+    # an owner behind it: the member that held the partition through the episode is still its owner)
+    owned_rows = np.flatnonzero(ro >= 0)
+    ep_at = asof(rp[owned_rows], row_t[owned_rows], pe, ep_q_t)
+    ep_row = np.where(ep_at >= 0, owned_rows[np.maximum(ep_at, 0)] if len(owned_rows) else -1, -1)
+    inside = (ep_row >= 0) & (row_t[np.maximum(ep_row, 0)] >= ep_start if len(row_t) else False)
+    ep_owner = np.where(inside, ro[np.maximum(ep_row, 0)] if len(ro) else -1, -1)
+    p_all = np.concatenate(ev_p)
+    # the group of each event: the partition code's group
+    g_of_p = np.zeros(int(pcode.max()) + 1 if len(pcode) else 0, np.int64)
+    g_of_p[pcode] = gg
+    return _Progress(g=g_of_p[p_all], p=p_all, owner=np.concatenate(ev_o).astype(np.int64),
+                     t=np.concatenate(ev_t)), pe, ep_owner
+
+
+def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, commits: pa.Table | None, *,
+               stall_after_s: float) -> tuple[pa.Table, pa.Table]:
+    """``anomalies`` with each stall and stop judged across its group (module doc, **Starved**),
+    and the ``starved`` episodes (:data:`STARVED_SCHEMA`) for the status table. ``series``:
+    :data:`SERIES_COLUMNS` rows of the step; ``carried``: the carried series rows
+    (:data:`CARRIED_SERIES_COLUMNS`); ``commits``: :data:`COMMIT_COLUMNS` rows, or None."""
+    kind = _plain(anomalies.column("kind")).cast(pa.string())
+    cand = _flag(pc.is_in(kind, value_set=pa.array(_IDLE_KINDS)))
+    if not cand.any():
+        return anomalies, STARVED_SCHEMA.empty_table()
+    idx = np.flatnonzero(cand)
+    ep = anomalies.take(pa.array(idx))
+    groups = pc.unique(_gkey(ep))
+    eg, _ = _codes(_gkey(ep), groups)
+    start = seconds(_plain(ep.column("start_ts")))
+    end = seconds(_plain(ep.column("end_ts")))
+    mag = np.asarray(_plain(ep.column("magnitude")).cast(pa.float64()).fill_null(0.0), dtype=np.float64)
+    closed = ~np.isnan(end)
+    seen = np.where(closed, end, start + mag)
+    # the owner: of the partition's last row inside the episode (before the sweep that ended it)
+    q_t = np.where(closed, end - 1e-6, seen)
+    ev, ep_p, ep_owner = _progress_events(series, carried, commits, groups, ep.column("topic"),
+                                          ep.column("partition"), eg, q_t, start)
+    # events of the same owner (group, owner) and of the whole group, on other partitions
+    no = int(max(ev.owner.max(initial=-1), ep_owner.max(initial=-1))) + 2
+    np_ = int(max(ev.p.max(initial=-1), ep_p.max(initial=-1))) + 1
+    ev_go = ev.g * no + (ev.owner + 1)
+    ep_go = eg * no + (ep_owner + 1)
+    # progress strictly after the start: the change the episode starts at (other partitions of a
+    # member that stopped moved in the same sweep as this one) is no progress during it
+    after = start + 1e-6
+    by_owner = _count_within(ev_go, ev.t, ep_go, after, seen) - _count_within(
+        ev_go * np_ + ev.p, ev.t, ep_go * np_ + ep_p, after, seen)
+    by_group = _count_within(ev.g, ev.t, eg, after, seen) - _count_within(ev.p, ev.t, ep_p, after, seen)
+    starved = (ep_owner >= 0) & (by_owner > 0)
+    others = by_group > 0
+    # from when a status row may say so: the owner's first progress in the episode (a row before
+    # it could not know; a later step or a batch says the same for it)
+    first = _first_from(ev_go, ev.t, ep_go, after)
+
+    k_all = np.asarray(kind.to_pylist(), dtype=object)
+    sev_all = np.asarray(_plain(anomalies.column("severity")).cast(pa.string()).to_pylist(), dtype=object)
+    det_all = np.asarray(_plain(anomalies.column("detail")).cast(pa.string()).to_pylist(), dtype=object)
+    long_ = mag >= ESCALATE_AFTER * stall_after_s
+    sev = sev_all[idx]
+    k_all[idx] = np.where(starved, "starved", k_all[idx])
+    sev_all[idx] = np.where(starved, np.where(long_, "warning", "info"),
+                            np.where(others & (sev == "critical"), "warning", sev))
+    det = det_all[idx].copy()
+    for i in np.flatnonzero(starved):
+        det[i] = (f"no commit progress for {java_fixed(float(mag[i]), 1)} s with lag pending while its owner "
+                  "committed progress on its other partitions (starved)")
+    for i in np.flatnonzero(~starved & others):
+        det[i] = f"{det[i]}; other members of the group progressed"
+    det_all[idx] = det
+    out = anomalies
+    for name, values in (("kind", k_all), ("severity", sev_all), ("detail", det_all)):
+        i = out.schema.get_field_index(name)
+        out = out.set_column(i, out.schema.field(name), pa.array(values.tolist(), out.schema.field(name).type))
+    si = np.flatnonzero(starved)
+    sub = ep.take(pa.array(si))
+    return out, pa.table({
+        "cluster": _plain(sub.column("cluster")).cast(pa.string()),
+        "group_id": _plain(sub.column("group_id")).cast(pa.string()),
+        "topic": _plain(sub.column("topic")).cast(pa.string()),
+        "partition": _plain(sub.column("partition")).cast(pa.int32()),
+        "start_ts": _plain(sub.column("start_ts")).cast(_MS, safe=False),
+        "end_ts": _plain(sub.column("end_ts")).cast(_MS, safe=False),
+        "from_ts": timestamps(np.fmax(first[si], start[si])),
+        "warn_ts": timestamps(start[si] + ESCALATE_AFTER * stall_after_s)}, schema=STARVED_SCHEMA)
+
+
 def drop_rebalance_outages(anomalies: pa.Table, outages: pa.Table) -> pa.Table:
     """``anomalies`` without the stalls, stops and commit gaps inside one of their group's
     rebalance outages (``outages``: ``cluster, group_id, q0_us`` (the outage's start, µs),
     ``q1_us`` (the window's end, else start)): starting at or after q0 − 1 s and ending (an open
-    one: start + magnitude in s) by q1 + 1 s. Every row with a dropped row's key goes."""
+    one: start + magnitude in s) by q1 + 1 s; a commit gap starting by q1 + 1 s, however it ends
+    (the rebalance's processing gap). Every row with a dropped row's key goes."""
     if not outages.num_rows or not anomalies.num_rows:
         return anomalies
     groups = pc.unique(_gkey(outages))
@@ -1054,9 +1340,15 @@ def drop_rebalance_outages(anomalies: pa.Table, outages: pa.Table) -> pa.Table:
     og, _ = _codes(_gkey(outages), groups)
     q0, _ = longs(outages.column("q0_us"))
     q1, _ = longs(outages.column("q1_us"))
+    # a commit gap that began inside the outage is the rebalance's processing gap (its row keeps
+    # the largest), however long the new owner took to commit first; a stall or stop must also
+    # end by the window's end: lasting past it, it is a problem of its own
+    is_gap = np.asarray(pc.equal(_plain(sub.column("kind")).cast(pa.string()), "commit_gap").to_numpy(
+        zero_copy_only=False), dtype=bool)
     inside = np.zeros(len(idx), bool)
     for k in range(outages.num_rows):
-        inside |= (sg == og[k]) & (s_us >= q0[k] - 1_000_000) & (seen_to <= q1[k] + 1_000_000)
+        began = (sg == og[k]) & (s_us >= q0[k] - 1_000_000)
+        inside |= began & ((seen_to <= q1[k] + 1_000_000) | (is_gap & (s_us <= q1[k] + 1_000_000)))
     if not inside.any():
         return anomalies
     keys = pc.unique(sub.column("key").filter(pa.array(inside)))
@@ -1071,7 +1363,7 @@ def _us(s: float) -> int:
     return int(np.trunc(np.float64(s) * 1e6))
 
 
-def group_pass(inp: GroupInputs, settings: Settings) -> GroupOutputs:
+def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
     """The per-group pass over one step's rows of whole groups (module doc).
 
     >>> out = group_pass(GroupInputs(members=m, series=s, carried_series=None, carried_msweeps=None,
@@ -1169,18 +1461,28 @@ def group_pass(inp: GroupInputs, settings: Settings) -> GroupOutputs:
                       "q0_us": pa.array([o[2] for o in outages], pa.int64()),
                       "q1_us": pa.array([o[3] for o in outages], pa.int64())})
     quiet = drop_rebalance_outages(inp.anomalies, out_q)
-    anomalies = pa.concat_tables([quiet, storm_rows.cast(quiet.schema)]) if storm_rows.num_rows else quiet
+    judged, starved = judge_idle(quiet, inp.series, inp.carried_series, inp.commits, stall_after_s=p.stall_after_s)
+    anomalies = pa.concat_tables([judged, storm_rows.cast(judged.schema)]) if storm_rows.num_rows else judged
+    # skips (and the rewinds an empty group's reset wrote): judged with the group's membership
+    members = skips.membership(sw.ms, inp.group_events, skips.wanted_groups(anomalies, inp.advances))
+    anomalies = skips.rewind_causes(anomalies, members)
+    if inp.advances is not None and inp.advances.num_rows:
+        found = skips.skip_rows(inp.advances.select(list(skips.ADVANCE_COLUMNS)), members,
+                                inp.capacities, sw.ms, skip_factor=p.skip_factor,
+                                schema=anomalies.schema)
+        if found.num_rows:
+            anomalies = pa.concat_tables([anomalies, found])
 
     return GroupOutputs(rebalances=rebalances, anomalies=anomalies, msweeps=_msweeps_state(kept, lags, carried_lag),
                         recent_rebalances=storm_state(recent_in, is_state, count=p.storm_count,
-                                                      window_s=p.storm_window_s))
+                                                      window_s=p.storm_window_s), starved=starved)
 
 
 def _bool(col: pa.ChunkedArray) -> pa.Array:
     return _plain(col).fill_null(False)
 
 
-def _details(w: _Window, settings: Settings, recs: list[dict[str, Any]] | None,
+def _details(w: _Window, settings: AnalyticsConfig, recs: list[dict[str, Any]] | None,
              alive: dict[tuple[int, str], float], commits: _Times | None) -> None:
     """Every rule of one window, in order: timeouts, membership change, the departed members'
     last progress, cause, sweep boundaries, exact boundaries."""
@@ -1200,6 +1502,8 @@ def _details(w: _Window, settings: Settings, recs: list[dict[str, Any]] | None,
     w.quiet_from = w.last_alive if w.cause in _TIMED_OUT and w.last_alive is not None else w.start
     if commits is not None:
         exact_bounds(w, commits)
+    if w.from_records:  # its end is a record's time, with or without the commits
+        w.source = "commit_stream"
 
 
 def _rebalance_table(rows: list[dict[str, Any]]) -> pa.Table:

@@ -14,6 +14,13 @@ stages over Arrow, whatever the step holds.
    the new state version, then returns what it wrote (a few rows); the driver collects them,
    publishes the staged files into the result partitions and moves the checkpoint.
 
+A lake file that cannot be read never stops a step: the driver checks every listed file's
+footer before Spark sees it (:func:`lagscope.lake.check_files`), and a route task whose file
+fails past its footer (a corrupt page) sends the file's name on instead of its rows (a file is
+read whole before any of its rows leave the task, so none of them is used); the driver moves
+those files into quarantine (:func:`lagscope.lake.quarantine`) and publishes the step, which is
+then the step of the lake without them. :class:`StepFiles` says which.
+
 The JVM moves blobs, not rows: it never converts a lake row, and its heap holds a task's
 blobs, not the step's tables, so a small driver suffices (``analytics.driver_memory``). The
 plan is the same four operators every step: nothing is re-analysed as the history grows.
@@ -23,7 +30,8 @@ sweep row per partition with its running markers (``series``), the end-offset po
 needed for lag in seconds (``history``), the learned commit gaps and the Burrow entries
 (``gaps``, ``entries``, packed one value per partition), the last minute per partition
 (``minutes``), each group's member sweeps since its last settled one (``msweeps``), the
-rebalances of the storm window (``recent_rebalances``).
+rebalances of the storm window (``recent_rebalances``), the advice's evidence within the results'
+retention window and each group's settings as last seen (``advice_evidence``, ``advice_groups``).
 """
 
 from __future__ import annotations
@@ -38,7 +46,7 @@ import uuid
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -53,43 +61,35 @@ from lagscope.analytics import step as steps
 from lagscope.analytics.io import (
     Checkpoint,
     new_staging,
-    partition_files,
-    publish_staged,
+    publish_batch,
+    publish_incremental,
     read_checkpoint,
     spark_arrow_schema,
     stage_arrow,
-    state_root,
     write_checkpoint,
 )
-from lagscope.analytics.params import RuleParams
-from lagscope.errors import ConfigError
+from lagscope.config import AnalyticsConfig
+from lagscope.errors import ConfigError, DataExpired
+from lagscope.lag import HISTORY_POINTS
+from lagscope.lake import CheckedFile, Quarantined, check_files, is_missing_file, list_files, quarantine
+from lagscope.results import batch_tag, inc_tag, state_dir
+from lagscope.retention import expired_through
 
-__all__ = ["RESULT_TABLES", "STATE_PARTS", "Settings", "run_batch", "run_incremental"]
+__all__ = ["RESULT_TABLES", "STATE_PARTS", "StepFiles", "run_batch", "run_incremental"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Everything a run needs besides its input."""
-
-    rules: RuleParams = field(default_factory=RuleParams)
-    read_committed_groups: tuple[str, ...] = ()
-    session_timeout_s: float = 45.0
-    heartbeat_s: float = 3.0
-    network_s: float = 1.0
-    rebalance_timeout_s: float = 300.0
-    history_recent_s: float = 600.0
 
 
 #: the lake tables a step reads; the last two are the commit stream's (optional)
 LAKE_TABLES = ("offsets", "members", "commits", "group_events")
 #: the parts of a step's carried state (see the module doc)
-STATE_PARTS = ("series", "history", "gaps", "entries", "minutes", "msweeps", "recent_rebalances")
-RESULT_TABLES = ("lag_trends", "rebalances", "anomalies", "status")
+STATE_PARTS = ("series", "history", "gaps", "entries", "minutes", "msweeps", "recent_rebalances",
+               "advice_evidence", "advice_groups")
+RESULT_TABLES = ("lag_trends", "rebalances", "anomalies", "status", "advice")
 
 #: how far before an incremental step's start its commits reach (the commit before a step's
-#: first commit, revocation commits before a rebalance)
+#: first commit, revocation commits before a rebalance); less than the day before the watermark
+#: that lake retention keeps for the next step (:func:`lagscope.retention.analytics_keep_from`)
 COMMIT_LOOKBACK = dt.timedelta(minutes=15)
 
 #: a bucket's share of the step's rows: what one task holds in its Python worker while it runs
@@ -100,6 +100,17 @@ BUCKET_ROWS = 1_000_000
 BLOB_ROWS = 262_144
 
 _US = pa.timestamp("us", tz="UTC")
+#: the ``tbl`` of a route row that names an unreadable lake file instead of carrying rows
+_UNREADABLE = "!unreadable"
+
+
+class StepFiles(dict[str, int]):
+    """What a step returns: the files written per result table; :attr:`quarantined`: the lake
+    files it moved into quarantine and analysed without (unreadable)."""
+
+    def __init__(self, written: dict[str, int] | None = None, quarantined: Sequence[Quarantined] = ()) -> None:
+        super().__init__(written or {})
+        self.quarantined: tuple[Quarantined, ...] = tuple(quarantined)
 
 
 @dataclass(frozen=True)
@@ -107,7 +118,9 @@ class _Plan:
     """What every task of a step needs (sent to the executors with the functions)."""
 
     lake: str
-    settings: Settings
+    settings: AnalyticsConfig
+    #: lag in seconds: the newest end-offset points used per partition (``time_lag.history_points``)
+    history_points: int
     as_of: dt.datetime
     buckets: int
     places: tuple[int, ...]
@@ -160,7 +173,7 @@ def _read(plan: _Plan, table: str, path: str) -> pa.Table:
 
 #: the string columns read as dictionaries (the offsets' rows are most of a step: their keys
 #: and owners travel and sort as indices, and the passes code them from those)
-_DICTIONARIES = {"offsets": ("group_id", "topic", "member_id")}
+_DICTIONARIES = {"offsets": ("group_id", "topic", "member_id", "lag_basis")}
 
 
 #: blobs are LZ4-compressed Arrow IPC: a third of the bytes for the shuffle to write and read
@@ -179,7 +192,16 @@ def _route(plan: _Plan):  # type: ignore[no-untyped-def]
     def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for table, path in zip(batch.column("tbl").to_pylist(), batch.column("path").to_pylist(), strict=True):
-                rows = _read(plan, table, path)
+                try:
+                    rows = _read(plan, table, path)
+                except (OSError, pa.ArrowException) as exc:
+                    if table in STATE_PARTS or is_missing_file(exc):
+                        raise  # the step's own state, or a file gone: the step fails and is redone
+                    reason = "unreadable Parquet data: " + " ".join(str(exc).split())[:300]
+                    yield pa.RecordBatch.from_pydict({
+                        "place": pa.array([plan.places[0]], pa.int32()), "tbl": pa.array([_UNREADABLE]),
+                        "blob": pa.array([f"{path}\n{reason}".encode()], pa.binary())})
+                    continue
                 for chunk in rows.to_batches(max_chunksize=BLOB_ROWS):
                     if not chunk.num_rows:
                         continue
@@ -204,23 +226,32 @@ def _route(plan: _Plan):  # type: ignore[no-untyped-def]
 # stage 2: the passes, one bucket per task
 # --------------------------------------------------------------------------------------------
 
-def _tables(batches: Iterator[pa.RecordBatch]) -> dict[str, pa.Table]:
-    """The bucket's blobs, decoded and put together per table."""
+def _tables(batches: Iterator[pa.RecordBatch]) -> tuple[dict[str, pa.Table], list[str]]:
+    """The bucket's blobs, decoded and put together per table; the unreadable files the route
+    stage named (``path\nreason``)."""
     parts: dict[str, list[pa.Table]] = {}
+    unreadable: list[str] = []
     for batch in batches:
         for table, blob in zip(batch.column("tbl").to_pylist(), batch.column("blob").to_pylist(), strict=True):
+            if table == _UNREADABLE:
+                unreadable.append(blob.decode())
+                continue
             parts.setdefault(table, []).append(pa.ipc.open_stream(blob).read_all())
     out = {}
     for name, got in parts.items():
         tbl = pa.concat_tables(got, promote_options="permissive")
         out[name] = tbl.unify_dictionaries() if name in _DICTIONARIES else tbl
-    return out
+    return out, unreadable
 
 
 def _run(plan: _Plan):  # type: ignore[no-untyped-def]
     """The pass stage's function (``mapInArrow``): a bucket's blobs in, what it wrote out."""
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        got = _tables(batches)
+        got, unreadable = _tables(batches)
+        if unreadable:
+            yield pa.RecordBatch.from_pydict({"tbl": pa.array([_UNREADABLE] * len(unreadable), pa.string()),
+                                              "rows": pa.array([0] * len(unreadable), pa.int64()),
+                                              "note": pa.array(unreadable, pa.string())})
         if not got:
             return
         offsets = got.get("offsets")
@@ -231,7 +262,8 @@ def _run(plan: _Plan):  # type: ignore[no-untyped-def]
             commits=got.get("commits", _empty("commits") if "commits" in plan.optional else None),
             group_events=got.get("group_events", _empty("group_events") if "group_events" in plan.optional else None),
             state={name: got[name] for name in STATE_PARTS if name in got})
-        done = steps.run_step(inputs, settings=plan.settings, as_of=plan.as_of, with_state=plan.state_out is not None)
+        done = steps.run_step(inputs, settings=plan.settings, history_points=plan.history_points, as_of=plan.as_of,
+                              with_state=plan.state_out is not None)
         part = uuid.uuid4().hex[:12]
         names, counts = [], []
         keep = pa.array(list(plan.days), pa.string()) if plan.days else None
@@ -246,7 +278,8 @@ def _run(plan: _Plan):  # type: ignore[no-untyped-def]
                 folder = Path(plan.state_out) / name
                 folder.mkdir(parents=True, exist_ok=True)
                 _write_atomic(tbl, folder / f"part-{part}.parquet")
-        yield pa.RecordBatch.from_pydict({"tbl": pa.array(names, pa.string()), "rows": pa.array(counts, pa.int64())})
+        yield pa.RecordBatch.from_pydict({"tbl": pa.array(names, pa.string()), "rows": pa.array(counts, pa.int64()),
+                                          "note": pa.nulls(len(names), pa.string())})
     return run
 
 
@@ -288,15 +321,16 @@ def _placements(spark: SparkSession, buckets: int) -> tuple[int, ...]:
     return got
 
 
-def _bucket_count(spark: SparkSession, files: dict[str, list[str]]) -> int:
+def _bucket_count(spark: SparkSession, lake_files: dict[str, list[CheckedFile]], state: dict[str, list[str]]) -> int:
     """As many buckets as the machine's task slots, more when the step is large (about
     :data:`BUCKET_ROWS` rows each, counted from the files' footers)."""
-    rows = sum(int(pq.read_metadata(p).num_rows) for paths in files.values() for p in paths)
+    rows = sum(c.rows for checked in lake_files.values() for c in checked)
+    rows += sum(int(pq.read_metadata(p).num_rows) for paths in state.values() for p in paths)
     return max(int(spark.sparkContext.defaultParallelism), -(-rows // BUCKET_ROWS), 1)
 
 
 def _state_files(results: Path, version: str) -> dict[str, list[str]]:
-    base = state_root(results) / version
+    base = state_dir(results) / version
     return {name: sorted(str(p) for p in (base / name).glob("*.parquet")) for name in STATE_PARTS}
 
 
@@ -331,21 +365,44 @@ def _progress(spark: SparkSession, enabled: bool, interval_s: float = 2.0) -> It
         th.join(timeout=interval_s * 2)
 
 
-def _execute(spark: SparkSession, files: dict[str, list[str]], plan: _Plan, progress: bool) -> dict[str, int]:
-    """Run the step's Spark job; returns the rows staged per table."""
+def _execute(spark: SparkSession, files: dict[str, list[str]], plan: _Plan,
+             progress: bool) -> tuple[dict[str, int], list[Quarantined]]:
+    """Run the step's Spark job; returns the rows staged per table and the lake files the tasks
+    could not read, moved into quarantine."""
     tasks = [(name, path) for name, paths in files.items() for path in paths]
     # the largest files first, so that no task starts a big file last
     tasks.sort(key=lambda t: -os.path.getsize(t[1]))
     rows: dict[str, int] = dict.fromkeys(RESULT_TABLES, 0)
+    moved: list[Quarantined] = []
     if not tasks:
-        return rows
+        return rows, moved
     listing = spark.createDataFrame(tasks, "tbl string, path string")
     routed = listing.mapInArrow(_route(plan), "place int, tbl string, blob binary")
-    passed = routed.repartition(plan.buckets, "place").mapInArrow(_run(plan), "tbl string, rows long")
+    passed = routed.repartition(plan.buckets, "place").mapInArrow(_run(plan), "tbl string, rows long, note string")
     with _progress(spark, progress):
         for r in passed.collect():
+            if r["tbl"] == _UNREADABLE:
+                path, reason = r["note"].split("\n", 1)
+                got = quarantine(path, reason)
+                if got is not None:
+                    moved.append(got)
+                continue
             rows[r["tbl"]] += int(r["rows"])
-    return rows
+    return rows, moved
+
+
+def _lake_files(lake: Path, table: str, clusters: Sequence[str] | None, since: dt.date,
+                until: dt.date, moved: list[Quarantined]) -> list[CheckedFile]:
+    """The live files of a lake table's wanted partitions (:func:`lagscope.lake.list_files`)
+    whose footers read (:func:`lagscope.lake.check_files`; the others go into quarantine and
+    onto ``moved``)."""
+    good, bad = check_files(list_files(lake, table, cluster=clusters or None, since=since, until=until))
+    moved.extend(bad)
+    return good
+
+
+def _paths(checked: dict[str, list[CheckedFile]]) -> dict[str, list[str]]:
+    return {name: [str(c.path) for c in files] for name, files in checked.items()}
 
 
 def _staging(results: Path) -> dict[str, Path]:
@@ -353,40 +410,56 @@ def _staging(results: Path) -> dict[str, Path]:
 
 
 def run_batch(spark: SparkSession, lake: Path | str, results: Path | str, *, since: dt.date, until: dt.date,
-              settings: Settings, clusters: Sequence[str] | None = None, progress: bool = True) -> dict[str, int]:
+              settings: AnalyticsConfig, history_points: int = HISTORY_POINTS,
+              clusters: Sequence[str] | None = None, progress: bool = True) -> StepFiles:
     """Analyse whole UTC days ``since … until`` and overwrite those days' result partitions (a
-    batch is a first step over its range: no state in, none out). Returns files written."""
+    batch is a first step over its range: no state in, none out). ``settings``: the ``analytics``
+    section; ``history_points``: ``time_lag.history_points`` (shared with the collector). Returns
+    files written.
+    Raises :class:`DataExpired` when retention removed the whole range (a part: a warning)."""
     if until < since:
         raise ConfigError(f"--until {until} is before --since {since}")
     lake, results = Path(lake), Path(results)
     days = tuple((since + dt.timedelta(days=i)).isoformat() for i in range((until - since).days + 1))
-    files = {name: partition_files(lake, name, clusters, since, until) for name in LAKE_TABLES}
+    moved: list[Quarantined] = []
+    checked = {name: _lake_files(lake, name, clusters, since, until, moved) for name in LAKE_TABLES}
+    files = _paths(checked)
+    gone = expired_through(lake, "offsets", clusters)
     if not files["offsets"] and not files["members"]:
+        if gone is not None and since <= gone:
+            raise DataExpired(f"the lake's sweeps of {since} … {until} have expired: retention removed its days up "
+                              f"to {gone} (collector.retention); analyse days after {gone}")
         raise ConfigError(f"the lake {lake} has no sweeps between {since} and {until}")
+    if gone is not None and since <= gone:
+        log.warning("the lake's sweeps of %s … %s have expired (retention removed its days up to %s, "
+                    "collector.retention): this batch analyses what is left", since, min(gone, until), gone)
     staging = _staging(results)
-    buckets = _bucket_count(spark, files)
-    plan = _Plan(lake=str(lake), settings=settings, buckets=buckets, places=_placements(spark, buckets),
+    buckets = _bucket_count(spark, checked, {})
+    plan = _Plan(lake=str(lake), settings=settings, history_points=history_points, buckets=buckets,
+                 places=_placements(spark, buckets),
                  as_of=dt.datetime.combine(until + dt.timedelta(days=1), dt.time(), dt.UTC),
                  staging={k: str(v) for k, v in staging.items()}, state_out=None, days=days,
                  optional=_optional(lake))
-    tag = f"batch-{since}-{until}"
     try:
-        rows = _execute(spark, files, plan, progress)
-        log.info("batch %s … %s: %d buckets → %s", since, until, buckets,
-                 ", ".join(f"{name} {n} rows" for name, n in sorted(rows.items())))
-        return {name: publish_staged(results, name, staging[name], mode="batch", tag=tag) for name in RESULT_TABLES}
+        rows, unreadable = _execute(spark, files, plan, progress)
+        moved.extend(unreadable)
+        log.info("batch %s … %s: %d buckets → %s%s", since, until, buckets,
+                 ", ".join(f"{name} {n} rows" for name, n in sorted(rows.items())), _without(moved))
+        return StepFiles(publish_batch(results, staging, tag=batch_tag(since, until)), moved)
     finally:
         for folder in staging.values():
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_incremental(spark: SparkSession, lake: Path | str, results: Path | str, *, settings: Settings,
-                    until: dt.datetime, since: dt.datetime | None = None,
-                    clusters: Sequence[str] | None = None, progress: bool = False) -> dict[str, int]:
+def run_incremental(spark: SparkSession, lake: Path | str, results: Path | str, *, settings: AnalyticsConfig,
+                    until: dt.datetime, since: dt.datetime | None = None, history_points: int = HISTORY_POINTS,
+                    clusters: Sequence[str] | None = None, progress: bool = False) -> StepFiles:
     """Analyse the sweeps in ``[checkpoint, until)`` (``until`` rounded down to the minute),
-    carrying the state; append the results and move the checkpoint. Returns files written
-    (empty when there was nothing new). Re-running a step that crashed before its checkpoint
-    moved replaces its files (they are named after its range) instead of adding to them."""
+    carrying the state; append the results and move the checkpoint (``settings`` and
+    ``history_points`` as for :func:`run_batch`). Returns files written
+    (empty when there was nothing new) and the lake files quarantined (:class:`StepFiles`).
+    Re-running a step that crashed before its checkpoint moved replaces its files (they are named
+    after its range) instead of adding to them."""
     lake, results = Path(lake), Path(results)
     until = until.astimezone(dt.UTC).replace(second=0, microsecond=0)
     cp = read_checkpoint(results)
@@ -397,26 +470,34 @@ def run_incremental(spark: SparkSession, lake: Path | str, results: Path | str, 
     else:
         raise ConfigError("no checkpoint yet: give --since for the first incremental run")
     if until <= start:
-        return {}
-    tag = f"inc-{int(start.timestamp() * 1000)}-{int(until.timestamp() * 1000)}"
+        return StepFiles()
+    gone = expired_through(lake, "offsets", clusters)
+    if gone is not None and start.date() <= gone:
+        log.warning("the lake's sweeps from %s to the end of %s have expired (retention removed them, "
+                    "collector.retention) before the analytics read them: this step analyses what is left",
+                    start.isoformat(), gone)
+    tag = inc_tag(start, until)
     version = f"v-{int(until.timestamp())}-{uuid.uuid4().hex[:6]}"
-    files: dict[str, list[str]] = {}
+    moved: list[Quarantined] = []
+    checked: dict[str, list[CheckedFile]] = {}
     for name in LAKE_TABLES:
         first = (start - COMMIT_LOOKBACK).date() if name == "commits" else start.date()
-        files[name] = partition_files(lake, name, clusters, first, until.date())
-    if cp is not None:
-        files.update(_state_files(results, cp["version"]))
+        checked[name] = _lake_files(lake, name, clusters, first, until.date(), moved)
+    files = _paths(checked)
+    state = _state_files(results, cp["version"]) if cp is not None else {}
+    files.update(state)
     staging = _staging(results)
-    state_out = state_root(results) / version
-    buckets = _bucket_count(spark, files)
-    plan = _Plan(lake=str(lake), settings=settings, buckets=buckets, places=_placements(spark, buckets), as_of=until,
+    state_out = state_dir(results) / version
+    buckets = _bucket_count(spark, checked, state)
+    plan = _Plan(lake=str(lake), settings=settings, history_points=history_points, buckets=buckets,
+                 places=_placements(spark, buckets), as_of=until,
                  staging={k: str(v) for k, v in staging.items()}, state_out=str(state_out), start=start, until=until,
                  optional=_optional(lake))
     try:
         state_out.mkdir(parents=True, exist_ok=True)
-        _execute(spark, files, plan, progress)
-        written = {name: publish_staged(results, name, staging[name], mode="incremental", tag=tag)
-                   for name in RESULT_TABLES}
+        _, unreadable = _execute(spark, files, plan, progress)
+        moved.extend(unreadable)
+        written = publish_incremental(results, staging, tag=tag, clusters=clusters)
     except BaseException:
         shutil.rmtree(state_out, ignore_errors=True)
         raise
@@ -424,7 +505,16 @@ def run_incremental(spark: SparkSession, lake: Path | str, results: Path | str, 
         for folder in staging.values():
             shutil.rmtree(folder, ignore_errors=True)
     write_checkpoint(results, Checkpoint(watermark=until.isoformat(), version=version))
-    return written
+    if moved:
+        log.info("step %s … %s: analysed%s", start.isoformat(), until.isoformat(), _without(moved))
+    return StepFiles(written, moved)
+
+
+def _without(moved: Sequence[Quarantined]) -> str:
+    """`` without N unreadable file(s) (quarantined: …)`` for a step's log line, or nothing."""
+    if not moved:
+        return ""
+    return f" without {len(moved)} unreadable file(s) (quarantined: {', '.join(str(q.path) for q in moved)})"
 
 
 def _optional(lake: Path) -> tuple[str, ...]:

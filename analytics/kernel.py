@@ -16,7 +16,9 @@ column costs a conversion per row): the lag, the sweep's timestamp and the key's
 derived or joined back on the Spark side.
 
 Pure: no Spark here (its Spark SQL reference is ``tests/analytics/spark_trends.py``);
-tested on its own with hand-computed rows and against the definitions on random ones.
+tested on its own with hand-computed rows and against the definitions on random ones. The
+definitions of offset lag and lag in seconds, and the bounds of the end-offset history, are
+:mod:`lagscope.lag`'s, which the collector's live metrics use too.
 """
 
 from __future__ import annotations
@@ -27,11 +29,12 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from lagscope.lag import HISTORY_POINTS, lag_seconds, offset_lag
+
 __all__ = [
     "HISTORY",
     "LAG_SECONDS_IN",
     "LAG_SECONDS_OUT",
-    "METHODS",
     "STATE",
     "SWEEP",
     "key_chunks",
@@ -42,9 +45,6 @@ __all__ = [
 
 #: ``_kind`` of an input row: a carried end-offset point, the carried last row, a fresh sweep
 HISTORY, STATE, SWEEP = 0, 1, 2
-
-#: ``lag_s_method`` as the kernel codes it (1-based; null: unknown)
-METHODS = ("zero", "interpolated", "exact")
 
 #: the input columns: a sweep row (state or fresh) carries its time ``t`` (epoch seconds, the
 #: microseconds / 1e6), its offsets and ``rec_t`` (the produce time of the record at the committed
@@ -61,8 +61,9 @@ _US = pa.timestamp("us", tz="UTC")
 LAG_SECONDS_OUT = pa.schema([
     ("_h", pa.int64()), ("_h2", pa.int32()), ("ts", _US), ("t", pa.float64()), ("window_start", _US),
     ("committed", pa.int64()), ("end", pa.int64()), ("log_start", pa.int64()), ("lag", pa.int64()),
-    ("lag_max", pa.int64()), ("m_de", pa.int64()), ("m_dc", pa.int64()), ("m_dls", pa.int64()),
-    ("m_dt", pa.float64()), ("lag_s", pa.float64()), ("lag_s_lower", pa.bool_()), ("lag_s_code", pa.int32()),
+    ("lag_max", pa.int64()), ("minute_end_rise", pa.int64()), ("minute_committed_rise", pa.int64()),
+    ("minute_log_start_rise", pa.int64()), ("minute_span_s", pa.float64()), ("lag_s", pa.float64()),
+    ("lag_s_lower", pa.bool_()), ("lag_s_code", pa.int32()),
 ])
 
 #: rows gathered before a pass (a pass's fixed cost is a few dozen array operations)
@@ -144,25 +145,24 @@ def _bracket(p_seg: _I64, p_e: _I64, q_seg: _I64, q_c: _I64) -> _I64:
     return out
 
 
-def lag_seconds_table(tbl: pa.Table, *, every_sweep: bool = False) -> pa.Table:
+def lag_seconds_table(tbl: pa.Table, *, every_sweep: bool = False, history_points: int = HISTORY_POINTS) -> pa.Table:
     """One pass over complete keys (:data:`LAG_SECONDS_IN`, in key order) → their reported rows
-    (:data:`LAG_SECONDS_OUT`). The definitions are those of
-    the Spark SQL reference (``tests/analytics/spark_trends.py``); per row of a key's series (its state
-    row and fresh sweeps, in time order):
+    (:data:`LAG_SECONDS_OUT`). Per row of a key's series (its state row and fresh sweeps, in time
+    order):
 
     - ``dt``, ``de``, ``dc``, ``dls``: the differences to the previous row (none at the key's
       first row); an interval is *counted* in its minute when ``dt > 0``;
-    - a fresh row is a *point* when its end is known and it is the key's first row or its end
-      changed: ``(e, tc, tp, ep)`` = ``(end, t, prev t, prev end)``, or ``(end, t, t, end)`` at the
-      first row and where the end went down (a new *epoch*: the end-offset history before it
-      says nothing about offsets after it);
-    - per key and minute of fresh rows: ``lag_max``, the rises ``m_de``, ``m_dc``, ``m_dls`` (each
-      ``max(0, Δ)``, 0 where a side is unknown) and ``m_dt`` over its counted intervals (null
-      without one);
-    - at the reported rows: ``lag_s`` and its method (:data:`METHODS`): 0 when caught up, the
-      record's age when the collector fetched its produce time, else interpolated inside the
-      point of the row's epoch with the smallest ``e > committed`` — "at least ``t − tp``"
-      (``lag_s_lower``) when the committed offset lies before that point's interval.
+    - the end-offset history of :mod:`lagscope.lag`: a fresh row with a known end is a *point*
+      when the previous row's end differs: ``(e, tc, tp, ep)`` = ``(end, t, prev t, prev end)``,
+      or ``(end, t, t, end)`` where a new *epoch* starts: at the key's first row, where the end
+      went down and after a row whose end is unknown (which starts one too);
+    - per key and minute of fresh rows: ``lag_max`` and the rises ``minute_end_rise``,
+      ``minute_committed_rise``, ``minute_log_start_rise`` (each ``max(0, Δ)``, 0 where a side is
+      unknown) and ``minute_span_s`` over its counted intervals (null without one);
+    - at the reported rows: the offset lag (:func:`lagscope.lag.offset_lag`) and
+      :func:`lagscope.lag.lag_seconds` with its method (``lag_s_code``, 1-based in
+      :data:`lagscope.lag.METHODS`), read from the point of the row's epoch with the smallest
+      ``e > committed`` among its newest ``history_points`` up to the row.
     """
     n = tbl.num_rows
     if n == 0:
@@ -177,9 +177,7 @@ def lag_seconds_table(tbl: pa.Table, *, every_sweep: bool = False) -> pa.Table:
     ls, lsv = _col(tbl, "log_start", np.int64, 0)
     rec, recv = _col(tbl, "rec_t", np.float64, 0.0)
     hist = kind == HISTORY
-    # as prepare_series: max(0, end − committed), null without a commit, 0 with an unknown end
-    lagv = cv & ~hist
-    lag = np.where(lagv & ev, np.maximum(e - c, 0), 0)
+    lag, lagv = offset_lag(c, cv & ~hist, e, ev)
 
     key_start = np.ones(n, bool)
     key_start[1:] = (h[1:] != h[:-1]) | (h2[1:] != h2[:-1])
@@ -203,16 +201,20 @@ def lag_seconds_table(tbl: pa.Table, *, every_sweep: bool = False) -> pa.Table:
     dc, dcv = _diff(sc, scv, has_prev)
     dls, dlsv = _diff(sls, slsv, has_prev)
     dropped = dev & (de < 0)
+    prev_sev = np.zeros(m, bool)
+    prev_sev[1:] = sev[:-1]
+    prev_sev &= has_prev
 
     # (key, epoch) segments over all rows in order: a key's first row (a carried point or its
-    # first series row) and every series row whose end went down start one
+    # first series row), every series row whose end went down or is unknown starts one
     seg_start = key_start.copy()
-    seg_start[ser_idx] |= dropped
+    seg_start[ser_idx] |= dropped | ~sev
     seg = np.cumsum(seg_start) - 1
 
-    # points: the carried ones, then each fresh row that is its key's first or whose end changed
-    p_new = s_fresh & sev & (s_first | (dev & (de != 0)))
-    p_first = s_first | dropped
+    # points: the carried ones, then each fresh row with a known end that differs from the
+    # previous row's (a first point of its epoch where that was unknown or higher)
+    p_first = ~prev_sev | dropped
+    p_new = s_fresh & sev & (p_first | (de != 0))
     prev_i = np.maximum(np.arange(m) - 1, 0)
     is_point = hist.copy()
     is_point[ser_idx[p_new]] = True
@@ -243,10 +245,10 @@ def lag_seconds_table(tbl: pa.Table, *, every_sweep: bool = False) -> pa.Table:
         # max(0, Δ), 0 where a side is unknown (Spark's greatest skips nulls)
         return _segment_sum(np.where(ok[f_pos], np.maximum(d[f_pos], 0), 0), counted, starts)
 
-    m_de, m_dev = rise(de, dev)
-    m_dc, m_dcv = rise(dc, dcv)
-    m_dls, m_dlsv = rise(dls, dlsv)
-    m_dt, m_dtv = _segment_sum(dt[f_pos], counted, starts)
+    end_rise, end_rise_ok = rise(de, dev)
+    committed_rise, committed_rise_ok = rise(dc, dcv)
+    log_start_rise, log_start_rise_ok = rise(dls, dlsv)
+    span_s, span_ok = _segment_sum(dt[f_pos], counted, starts)
     f_lag, f_lagv = lag[f_idx], lagv[f_idx]
     lag_max = np.maximum.reduceat(np.where(f_lagv, f_lag, np.iinfo(np.int64).min), starts)
     lag_maxv = np.add.reduceat(f_lagv.astype(np.int64), starts) > 0
@@ -258,47 +260,38 @@ def lag_seconds_table(tbl: pa.Table, *, every_sweep: bool = False) -> pa.Table:
         q = np.append(starts[1:] - 1, len(f_pos) - 1)  # each minute's last fresh row
         q_min = np.arange(len(starts))
     qi = f_idx[q]
-    qc, qcv, qlag, qlagv = c[qi], cv[qi], lag[qi], lagv[qi]
-    lagging = qcv & qlagv & (qlag > 0)
-    exact = lagging & recv[qi]
-    look = lagging & ~recv[qi]
+    qc, qlag, qlagv = c[qi], lag[qi], lagv[qi]
+    look = qlagv & (qlag > 0) & ~recv[qi]  # lagging, its record's produce time unknown
     j = np.full(len(q), -1, np.int64)
     li = np.flatnonzero(look)
     j[li] = _bracket(p_seg, p_e, seg[qi[li]], qc[li])
-    found = j >= 0
-    jj = np.maximum(j, 0)
+    # the history as of the row: its epoch's points up to it, the newest history_points of them
+    newest = np.searchsorted(p_rows, qi, side="right") - 1
+    found = (j >= 0) & (j <= newest)
+    oldest = np.maximum(np.searchsorted(p_seg, seg[qi], side="left"), newest - history_points + 1)
+    jj = np.where(found, np.maximum(j, oldest), 0)
     if len(p_rows) == 0:  # nothing to index (no query is then found either)
         p_e, p_tc, p_tp, p_ep = (np.zeros(1, np.int64), np.zeros(1), np.zeros(1), np.zeros(1, np.int64))
-    b_e, b_tc, b_tp, b_ep = p_e[jj], p_tc[jj], p_tp[jj], p_ep[jj]
     tq = t[qi]
-    inside = qc >= b_ep
-    with np.errstate(divide="ignore", invalid="ignore"):
-        est = b_tp + ((qc - b_ep).astype(np.float64) + 0.5) / (b_e - b_ep).astype(np.float64) * (b_tc - b_tp)
-        aged = tq - rec[qi]
-    code = np.zeros(len(q), np.int32)
-    code[qcv & ~lagging] = 1
-    code[look & found] = 2
-    code[exact] = 3
-    lag_s = np.select([code == 1, code == 3, code == 2],
-                      [np.zeros(len(q)), np.maximum(0.0, aged), np.maximum(0.0, np.where(inside, tq - est, tq - b_tp))],
-                      0.0)
-    known = code > 0
+    seconds, lower, method = lag_seconds(tq, qlag, qlagv, qc, np.where(recv[qi], rec[qi], np.nan), found,
+                                         p_e[jj], p_tc[jj], p_tp[jj], p_ep[jj])
+    known = method > 0
     window_us = minute[q] * 60_000_000
     return pa.table({
         "_h": pa.array(h[qi], pa.int64()), "_h2": pa.array(h2[qi] - 2**31, pa.int32()),
         # t = µs / 1e6 exactly: µs · 1e6 is within an ulp of the integer (for |µs| < 2^52)
         "ts": pa.array(np.rint(tq * 1e6).astype(np.int64), pa.int64()).cast(_US), "t": pa.array(tq, pa.float64()),
         "window_start": pa.array(window_us, pa.int64()).cast(_US),
-        "committed": nullable(qc, qcv, pa.int64()), "end": nullable(e[qi], ev[qi], pa.int64()),
+        "committed": nullable(qc, cv[qi], pa.int64()), "end": nullable(e[qi], ev[qi], pa.int64()),
         "log_start": nullable(ls[qi], lsv[qi], pa.int64()), "lag": nullable(qlag, qlagv, pa.int64()),
         "lag_max": nullable(lag_max[q_min], lag_maxv[q_min], pa.int64()),
-        "m_de": nullable(m_de[q_min], m_dev[q_min], pa.int64()),
-        "m_dc": nullable(m_dc[q_min], m_dcv[q_min], pa.int64()),
-        "m_dls": nullable(m_dls[q_min], m_dlsv[q_min], pa.int64()),
-        "m_dt": nullable(m_dt[q_min], m_dtv[q_min], pa.float64()),
-        "lag_s": nullable(lag_s, known, pa.float64()),
-        "lag_s_lower": nullable((code == 2) & ~inside, known, pa.bool_()),
-        "lag_s_code": nullable(code, known, pa.int32()),
+        "minute_end_rise": nullable(end_rise[q_min], end_rise_ok[q_min], pa.int64()),
+        "minute_committed_rise": nullable(committed_rise[q_min], committed_rise_ok[q_min], pa.int64()),
+        "minute_log_start_rise": nullable(log_start_rise[q_min], log_start_rise_ok[q_min], pa.int64()),
+        "minute_span_s": nullable(span_s[q_min], span_ok[q_min], pa.float64()),
+        "lag_s": nullable(seconds, known, pa.float64()),
+        "lag_s_lower": nullable(lower, known, pa.bool_()),
+        "lag_s_code": nullable(method, known, pa.int32()),
     }, schema=LAG_SECONDS_OUT)
 
 
@@ -331,8 +324,9 @@ def key_chunks(batches: Iterable[pa.RecordBatch], *, kind_bits: int = 2,
         yield pa.Table.from_batches(pending)
 
 
-def lag_seconds_batches(batches: Iterable[pa.RecordBatch], *, every_sweep: bool = False) -> Iterator[pa.RecordBatch]:
+def lag_seconds_batches(batches: Iterable[pa.RecordBatch], *, every_sweep: bool = False,
+                        history_points: int = HISTORY_POINTS) -> Iterator[pa.RecordBatch]:
     """:func:`lag_seconds_table` over a task's key-sorted batches (``mapInArrow``), a chunk of
     whole keys at a time (:func:`key_chunks`)."""
     for chunk in key_chunks(batches):
-        yield from lag_seconds_table(chunk, every_sweep=every_sweep).to_batches()
+        yield from lag_seconds_table(chunk, every_sweep=every_sweep, history_points=history_points).to_batches()

@@ -20,6 +20,8 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from lagscope.lag import offset_lag
+
 __all__ = [
     "F64",
     "I64",
@@ -103,7 +105,8 @@ class Series:
     pending_t: F64
     idle_pending_s: F64
     rate: F64
-    max_rate_before: F64
+    busy_rate: F64        # rate over an interval with a backlog at both ends (lag > 0 before and after), else 0
+    max_rate_before: F64  # the largest busy_rate of earlier rows (seeded by m_max_rate): demonstrated capacity
     prev_rate: F64
     max_committed_before: I64
     max_committed_before_ok: B
@@ -156,6 +159,13 @@ class Found:
     magnitude: F64        # NaN: null
     unit: npt.NDArray[np.object_]
     detail: npt.NDArray[np.object_]
+    #: why (lagscope.schema.ANOMALIES ``cause``): "rewind", "retention", …; None (the default) where a
+    #: kind has none
+    cause: npt.NDArray[np.object_] | None = None
+
+    def __post_init__(self) -> None:
+        if self.cause is None:
+            self.cause = np.full(len(self.start_t), None, dtype=object)
 
     @property
     def n(self) -> int:
@@ -246,9 +256,10 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     the Spark SQL reference ``enrich_series`` (``tests/analytics/spark_series.py``), computed the same way."""
     first, last = key_bounds(key)
     has_prev = ~first
-    # as prepare_series: greatest(0, end − committed) skips a null end (0); null without a commit
+    # the offset lag (lagscope.lag), which the rules read as 0 where the end is unknown (as
+    # prepare_series: Spark's greatest skips a null); null without a commit
+    lag, _ = offset_lag(committed, committed_ok, end, end_ok)
     lag_ok = committed_ok.copy()
-    lag = np.where(committed_ok & end_ok, np.maximum(end - committed, 0), 0)
     prev_t = np.where(has_prev, shift(t, first, 0.0), _NAN)
     next_t = np.where(~last, _next(t, last, 0.0), _NAN)
     prev_committed, prev_committed_ok = shift(committed, first, 0), shift(committed_ok, first, False)
@@ -268,6 +279,10 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     with np.errstate(divide="ignore", invalid="ignore"):
         fresh_rate = np.where((dt > 0) & dc_ok & (dc > 0), dc / dt, 0.0)
     rate = np.where(is_state, np.where(np.isnan(m_rate), 0.0, m_rate), fresh_rate)
+    # capacity is shown only by an interval busy from end to end: with a backlog before and after,
+    # the consumer never waited for messages, so its advance measures what it can do
+    busy = ~is_state & prev_lag_ok & (prev_lag > 0) & lag_ok & (lag > 0)
+    busy_rate = np.where(busy, fresh_rate, 0.0)
 
     def mark(*cases: tuple[B, F64 | float]) -> F64:
         """``when(c1, v1).when(c2, v2)…`` (null otherwise), as a NaN-null double."""
@@ -296,8 +311,8 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     end_change_t = ffill_last(end_mark, key)
     alive_t = ffill_last(alive_mark, key)
     end_drop_t = ffill_last(drop_mark, key)
-    # the largest rate before the row (a state row's own seed is m_max_rate)
-    rate_seed = np.where(is_state, nan_to(m_max_rate, -np.inf), rate)
+    # the largest busy rate before the row (a state row's own seed is m_max_rate)
+    rate_seed = np.where(is_state, nan_to(m_max_rate, -np.inf), busy_rate)
     rate_max = shift(segmented_cummax(rate_seed, key), first, -np.inf)
     max_rate_before = np.where(np.isfinite(rate_max), rate_max, 0.0)
     prev_rate = np.where(has_prev, shift(rate, first, 0.0), _NAN)
@@ -327,7 +342,7 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
         prev_end_ok=prev_end_ok, prev_lag=prev_lag, prev_lag_ok=prev_lag_ok, prev_log_start=prev_ls,
         prev_log_start_ok=prev_ls_ok, dt=dt, dc=dc, dc_ok=dc_ok, de=de, de_ok=de_ok, lost=lost, changed=changed,
         change_t=change_t, prev_change_t=prev_change_t, pending_t=pending_t, idle_pending_s=idle, rate=rate,
-        max_rate_before=max_rate_before, prev_rate=prev_rate, max_committed_before=np.where(
+        busy_rate=busy_rate, max_rate_before=max_rate_before, prev_rate=prev_rate, max_committed_before=np.where(
             max_committed_before_ok, cmax, 0), max_committed_before_ok=max_committed_before_ok, ret_t=ret_t,
         end_change_t=end_change_t, alive_t=alive_t, end_epoch=end_epoch, end_drop_t=end_drop_t, rebased=rebased)
 

@@ -38,6 +38,11 @@ never processed); detail ``"no commit progress for %.1f s with lag pending (<why
 ``no owner`` / ``owner assigned, no commits`` / ``owner still assigned``, of the first mark) or
 ``"committed offset fell %d messages below the log start: never processed"``.
 
+These are the judgements one partition's rows allow. The per-group pass judges each stall and
+stop again across its group (:func:`lagscope.analytics.groups.judge_idle`): one whose owner made
+progress on its other partitions is ``starved``, and one beside another member's progress a
+``warning``.
+
 Pure numpy: no Spark here.
 """
 
@@ -225,4 +230,5 @@ def episodes(s: Series, commits: Commits | None, *, stall_after_s: float, stop_a
          f"no commit progress for {'null' if d != d else java_fixed(float(d), 1)} s with lag pending ({w})")
         for k, n, ok, d, w in zip(ep_kind, lost, lost_ok, dur, _WHYS[ep_why], strict=True)], dtype=object)
     return Found(key=groups[:, 0].copy(), kind=_KINDS[ep_kind], start_t=ep_start, end_t=end_t,
-                 severity=severity, magnitude=magnitude, unit=unit, detail=detail)
+                 severity=severity, magnitude=magnitude, unit=unit, detail=detail,
+                 cause=np.array(["retention" if x else None for x in is_loss], dtype=object))

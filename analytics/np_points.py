@@ -1,7 +1,8 @@
-"""The rewind and skip point events of the ``anomalies`` table over one chunk of enriched series
-rows (:class:`lagscope.analytics.kseries.Series`) and, optionally, the commit stream's records
-of the same keys (:class:`lagscope.analytics.kseries.Commits`): the numpy counterpart of
-its Spark SQL reference ``transform_point_events`` (tests/analytics), row for row.
+"""The rewind point events of the ``anomalies`` table over one chunk of enriched series rows
+(:class:`lagscope.analytics.kseries.Series`) and, optionally, the commit stream's records of the
+same keys (:class:`lagscope.analytics.kseries.Commits`): the numpy counterpart of its Spark SQL
+reference ``transform_point_events`` (tests/analytics), row for row; and the positive advances
+a skip rule judges (:func:`advances`; the rules, per group: :mod:`lagscope.analytics.skips`).
 
 The rules (one sweep interval, or one commit):
 
@@ -12,16 +13,6 @@ The rules (one sweep interval, or one commit):
   down after the committed offset last changed (topic re-created, log truncated), so the lower
   offset lies in another log and nothing is re-read. Magnitude = ``rewound`` (messages processed
   twice), start = the previous sweep (``t − dt``), end = the sweep.
-- **skip** (sweeps): the committed offset jumped past everything committed before:
-  ``jump = committed − max(prev_committed, max_committed_before or prev_committed,
-  log_start or 0)`` (after a rewind the group re-consumes what it had processed already, fast:
-  only what lies past the highest offset ever committed counts), with ``jump > skip_min_messages``,
-  a known consume rate (``max_rate_before > 0``), the new offset at or past the previous sweep's
-  end (``committed ≥ prev_end``: everything pending was passed over; an unknown ``prev_end`` is
-  no skip) and ``jump > skip_factor · max_rate_before · dt`` (further than the group ever consumed
-  in such an interval). Magnitude = ``jump − min(jump, floor((prev_rate or 0) · dt))``: the jump
-  minus what the previous interval's rate could have processed, i.e. messages never processed.
-  A row is a rewind first, else a skip (the two exclude each other anyway).
 - With the commit stream every commit is compared with the key's commit before it (in
   ``(t, seq)`` order, ``__consumer_offsets`` order): a **commit rewind** is a commit within the
   step's range (``t > lo``, the key's state row time, no bound without one; ``t ≤ hi``, the key's
@@ -33,23 +24,22 @@ The rules (one sweep interval, or one commit):
   by the sweep after it; no such sweep, or no drop: not rebased). Start = end = the commit.
   A sweep rewind with a commit rewind of its key within ``[t0 − margin_s, t1 + margin_s]`` is
   that one and is dropped (counted once).
-- With the commit stream a **skip** (still found from the sweeps: its jump stays committed) is
-  timed by the commit of its key within ``[t0 − margin_s, t1 + margin_s]`` with the largest jump
-  past everything committed before it (``offset − max_before > 0``; any commit, in the step's
-  range or not): start = end = that commit; without such a commit it keeps the sweep interval.
-  Ties of the largest jump: Spark's ``max_by`` keeps whichever tied row its aggregation sees
-  last, an order a join leaves undefined; here the latest tied commit (in ``(t, seq)`` order)
-  wins.
+- **advances** (:func:`advances`): each positive advance past everything committed before, per
+  commit where the commit stream has the key, else per sweep interval, with the evidence the
+  skip rules weigh (the demonstrated capacity before it, whether it reached the end, whether
+  everything before it was lost to retention, whether the partition had an owner around it).
 
 Output (:class:`lagscope.analytics.kseries.Found`): ``start_t``/``end_t`` in epoch seconds (the
-table's timestamps truncate seconds·1e6 to a long), severity ``critical`` for a skip, ``warning``
-for a rewind, unit ``messages``, details as Spark's ``%.0f`` (:func:`java_fixed`). Rows are
-ordered by key and start time.
+table's timestamps truncate seconds·1e6 to a long), severity ``warning``, unit ``messages``,
+cause ``rewind`` (the per-group pass makes it ``admin_reset`` when the group had no members),
+details as Spark's ``%.0f`` (:func:`java_fixed`). Rows are ordered by key and start time.
 
 Pure numpy: no Spark here.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -65,10 +55,9 @@ from lagscope.analytics.kseries import (
     segmented_cummax,
 )
 
-__all__ = ["point_events"]
+__all__ = ["Advances", "advances", "capacity_through", "commit_jumps", "point_events"]
 
 _REWIND_DETAIL = "committed offset went back: {} messages will be processed again"
-_SKIP_DETAIL = "committed offset jumped past {} messages that were never processed"
 
 
 def _rank(data_key: I64, data_t: F64, q_key: I64, q_t: F64, *, inclusive: bool) -> I64:
@@ -153,36 +142,32 @@ def _sorted_commits(c: Commits) -> Commits:
     return Commits(key=c.key[order], t=c.t[order], offset=c.offset[order], seq=c.seq[order])
 
 
-def point_events(s: Series, commits: Commits | None, *, skip_factor: float, skip_min_messages: int,
-                 margin_s: float = 1.0) -> Found:
-    """rewind and skip events of the chunk's fresh rows (and, with ``commits``, of its commits):
-    exactly the Spark SQL reference ``transform_point_events`` (see the module doc for
-    each rule, the step range, the margin and the tie rule)."""
+def commit_jumps(s: Series, commits: Commits) -> tuple[Commits, dict[str, np.ndarray]]:  # type: ignore[type-arg]
+    """The commits in (key, t, seq) order and each one's context (previous commit, highest offset
+    before it, log start, rebased, in the step's range): what :func:`point_events` and
+    :func:`advances` read, computed once for both."""
+    c = _sorted_commits(commits)
+    return c, _commit_jumps(s, c, ~s.is_state)
+
+
+def point_events(s: Series, commits: Commits | None, *, margin_s: float = 1.0,
+                 jumps: tuple[Commits, dict[str, np.ndarray]] | None = None) -> Found:  # type: ignore[type-arg]
+    """rewind events of the chunk's fresh rows (and, with ``commits``, of its commits): exactly the
+    Spark SQL reference ``transform_point_events`` (see the module doc for the rule, the step
+    range and the margin). Skips are judged per group (:func:`advances`,
+    :mod:`lagscope.analytics.skips`)."""
     fresh = ~s.is_state & s.prev_committed_ok & s.committed_ok
     ls = np.where(s.log_start_ok, s.log_start, 0)
     rewound = s.prev_committed - np.maximum(s.committed, ls)
     is_rewind = fresh & s.dc_ok & (s.dc < 0) & (rewound > 0) & ~s.rebased
-    mcb = np.where(s.max_committed_before_ok, s.max_committed_before, s.prev_committed)
-    jump = s.committed - np.maximum(np.maximum(s.prev_committed, mcb), ls)
-    with np.errstate(invalid="ignore"):  # dt is NaN on a key's first row (never fresh)
-        too_far = jump.astype(np.float64) > float(skip_factor) * s.max_rate_before * s.dt
-    is_skip = (fresh & ~is_rewind & (jump > skip_min_messages) & (s.max_rate_before > 0)
-               & s.prev_end_ok & (s.committed >= s.prev_end) & too_far)
     rw = np.flatnonzero(is_rewind)
-    sk = np.flatnonzero(is_skip)
-    # processed = least(jump, floor(coalesce(prev_rate, 0) · dt) as a long)
-    prev_rate = np.where(np.isnan(s.prev_rate[sk]), 0.0, s.prev_rate[sk])
-    processed = np.minimum(jump[sk], np.floor(prev_rate * s.dt[sk]).astype(np.int64))
     rw_t0, rw_t1 = s.t[rw] - s.dt[rw], s.t[rw]
-    sk_t0, sk_t1 = s.t[sk] - s.dt[sk], s.t[sk]
     rw_key, rw_mag = s.key[rw], rewound[rw].astype(np.float64)
-    sk_key, sk_mag = s.key[sk], (jump[sk] - processed).astype(np.float64)
     c_key = np.array([], np.int64)
     c_t = np.array([], np.float64)
     c_mag = np.array([], np.float64)
     if commits is not None:
-        c = _sorted_commits(commits)
-        cj = _commit_jumps(s, c, ~s.is_state)
+        c, cj = jumps if jumps is not None else commit_jumps(s, commits)
         c_rewound = cj["prev_offset"] - np.maximum(c.offset, np.where(cj["ls_ok"], cj["ls"], 0))
         went_back = cj["prev_ok"] & (c.offset < cj["prev_offset"]) & (c_rewound > 0) & ~cj["rebased"]
         crw = np.flatnonzero(cj["in_step"] & went_back)
@@ -192,32 +177,108 @@ def point_events(s: Series, commits: Commits | None, *, skip_factor: float, skip
                   - _rank(c_key, c_t, rw_key, rw_t0 - margin_s, inclusive=False))
         keep = n_seen <= 0
         rw_key, rw_t0, rw_t1, rw_mag = rw_key[keep], rw_t0[keep], rw_t1[keep], rw_mag[keep]
-        # a skip's time: the commit (within the margin) with the largest jump past all before it
-        j = c.offset - cj["max_before"]
-        jx = np.flatnonzero(cj["prev_ok"] & (j > 0))  # in (key, t, seq) order
-        lo = _rank(c.key[jx], c.t[jx], sk_key, sk_t0 - margin_s, inclusive=False)
-        hi = _rank(c.key[jx], c.t[jx], sk_key, sk_t1 + margin_s, inclusive=True)
-        lens = np.maximum(hi - lo, 0)
-        ev = np.repeat(np.arange(len(sk)), lens)
-        cand = lo[ev] + (np.arange(len(ev)) - (np.cumsum(lens) - lens)[ev])  # positions in jx
-        by = np.lexsort((cand, j[jx[cand]], ev))  # per event by jump, the latest tied commit last
-        _, best = key_bounds(ev[by])
-        win = by[best]
-        timed = c.t[jx[cand[win]]]
-        sk_t0, sk_t1 = sk_t0.copy(), sk_t1.copy()
-        sk_t0[ev[win]] = timed
-        sk_t1[ev[win]] = timed
-    key = np.concatenate((rw_key, c_key, sk_key))
-    t0 = np.concatenate((rw_t0, c_t, sk_t0))
-    t1 = np.concatenate((rw_t1, c_t, sk_t1))
-    mag = np.concatenate((rw_mag, c_mag, sk_mag))
-    is_sk = np.concatenate((np.zeros(len(rw_key) + len(c_key), bool), np.ones(len(sk_key), bool)))
-    order = np.lexsort((is_sk, t1, t0, key))
-    key, t0, t1, mag, is_sk = key[order], t0[order], t1[order], mag[order], is_sk[order]
-    kind = np.where(is_sk, "skip", "rewind").astype(object)
-    severity = np.where(is_sk, "critical", "warning").astype(object)
-    unit = np.full(len(key), "messages", dtype=object)
-    detail = np.array([(_SKIP_DETAIL if k else _REWIND_DETAIL).format(java_fixed(float(m), 0))
-                       for k, m in zip(is_sk, mag, strict=True)], dtype=object)
-    return Found(key=key, kind=kind, start_t=t0, end_t=t1, severity=severity, magnitude=mag, unit=unit,
-                 detail=detail)
+    key = np.concatenate((rw_key, c_key))
+    t0 = np.concatenate((rw_t0, c_t))
+    t1 = np.concatenate((rw_t1, c_t))
+    mag = np.concatenate((rw_mag, c_mag))
+    order = np.lexsort((t1, t0, key))
+    key, t0, t1, mag = key[order], t0[order], t1[order], mag[order]
+    n = len(key)
+    detail = np.array([_REWIND_DETAIL.format(java_fixed(float(m), 0)) for m in mag], dtype=object)
+    return Found(key=key, kind=np.full(n, "rewind", dtype=object), start_t=t0, end_t=t1,
+                 severity=np.full(n, "warning", dtype=object), magnitude=mag,
+                 unit=np.full(n, "messages", dtype=object), detail=detail,
+                 cause=np.full(n, "rewind", dtype=object))
+
+
+@dataclass
+class Advances:
+    """The positive advances of the chunk's keys that a skip rule may judge (:func:`advances`):
+    one per commit of the commit stream (keys it has), else per sweep interval."""
+
+    key: I64
+    t0: F64           # the key's previous commit (commit stream; NaN when none), else the previous sweep
+    t1: F64           # the commit, else the sweep
+    exact: B          # from a commit of the commit stream
+    advance: I64      # new offset − max(everything committed before, log start) > 0
+    capacity: F64     # the demonstrated capacity before it (messages/s; 0: none shown)
+    at_end: B         # the new offset is at or past the end known before it
+    from_lost: B      # everything committed before lay below the log start (a retention overrun)
+    unowned: B        # the partition had no owner at the sweep before it or the one after
+
+    @property
+    def n(self) -> int:
+        return len(self.t1)
+
+
+def capacity_through(s: Series) -> F64:
+    """Each row's demonstrated capacity up to and including its own interval (a state row's is its
+    carried ``m_max_rate``)."""
+    carried = np.where(s.is_state & ~np.isnan(s.m_max_rate), s.m_max_rate, 0.0)
+    return np.fmax(np.fmax(s.max_rate_before, s.busy_rate), carried)
+
+
+def advances(s: Series, commits: Commits | None,
+             jumps: tuple[Commits, dict[str, np.ndarray]] | None = None) -> Advances:  # type: ignore[type-arg]
+    """The positive advances a skip may hide (the rules: :mod:`lagscope.analytics.skips`): per
+    commit in the step's range for keys the commit stream has, else per fresh sweep interval. Only
+    those that could be one are returned: ``advance > 0`` and either ``unowned`` (an empty group's
+    reset, judged against the group's membership) or a demonstrated capacity that could not have
+    processed it at face value (``advance > capacity · (t1 − t0)``) with the new offset at the end
+    or everything before it lost to retention.
+
+    - ``advance`` = new − max(everything committed before: the key's earlier commits, its sweeps'
+      committed offsets and the carried highest; the log start known before it);
+    - ``capacity``: the largest rate over sweep intervals busy at both ends (lag > 0 before and
+      after) before it (:attr:`Series.max_rate_before`; for a commit, through the last sweep
+      strictly before it);
+    - ``at_end``: new ≥ the end of the sweep before it (sweeps: the previous sweep's end)."""
+    has_c = np.zeros(s.n_keys, bool)
+    if commits is not None and commits.n:
+        known = commits.key[commits.key < s.n_keys]
+        has_c[known] = True
+    first, _ = key_bounds(s.key)
+    # per sweep interval: fresh rows of keys without commit records
+    fresh = ~s.is_state & s.prev_committed_ok & s.committed_ok & ~has_c[s.key]
+    before = np.where(s.max_committed_before_ok, np.maximum(s.max_committed_before, s.prev_committed),
+                      s.prev_committed)
+    ls = np.where(s.log_start_ok, s.log_start, 0)
+    adv = s.committed - np.maximum(before, ls)
+    at_end = s.prev_end_ok & (s.committed >= s.prev_end)
+    from_lost = s.log_start_ok & (before < s.log_start)
+    prev_owned = np.where(first, False, np.roll(s.owned, 1)) if s.n else s.owned
+    unowned = ~s.owned | ~prev_owned
+    sw = np.flatnonzero(fresh & (adv > 0))
+    parts = [Advances(key=s.key[sw], t0=s.t[sw] - s.dt[sw], t1=s.t[sw], exact=np.zeros(len(sw), bool),
+                      advance=adv[sw], capacity=s.max_rate_before[sw], at_end=at_end[sw], from_lost=from_lost[sw],
+                      unowned=unowned[sw])]
+    if commits is not None and commits.n:
+        c, cj = jumps if jumps is not None else commit_jumps(s, commits)
+        # the last sweep strictly before each commit, the first at or after it
+        j = _rank(s.key, s.t, c.key, c.t, inclusive=False) - 1
+        j_ok = (j >= 0) & (s.key[np.maximum(j, 0)] == c.key) if s.n else np.zeros(c.n, bool)
+        k = j + 1
+        k_ok = (k < s.n) & (s.key[np.minimum(k, s.n - 1)] == c.key) if s.n else np.zeros(c.n, bool)
+        jj, kk = np.maximum(j, 0), np.minimum(k, max(s.n - 1, 0))
+        lmin = np.iinfo(np.int64).min
+        sw_hi = np.maximum(np.where(s.committed_ok, s.committed, lmin),
+                           np.where(s.max_committed_before_ok, s.max_committed_before, lmin))
+        sw_hi = np.maximum(sw_hi, np.where(s.is_state & s.m_max_committed_ok, s.m_max_committed, lmin))
+        hi = np.where(j_ok, sw_hi[jj], lmin) if s.n else np.full(c.n, lmin)
+        hi = np.maximum(hi, np.where(cj["prev_ok"], cj["max_before"], lmin))
+        before_ok = hi != lmin
+        c_ls = np.where(cj["ls_ok"], cj["ls"], 0)
+        c_adv = c.offset - np.maximum(hi, c_ls)
+        cap = np.where(j_ok, capacity_through(s)[jj], 0.0) if s.n else np.zeros(c.n)
+        c_end = j_ok & s.end_ok[jj] & (c.offset >= s.end[jj]) if s.n else np.zeros(c.n, bool)
+        c_lost = cj["ls_ok"] & before_ok & (hi < cj["ls"])
+        c_unowned = (j_ok & ~s.owned[jj]) | (k_ok & ~s.owned[kk]) if s.n else np.zeros(c.n, bool)
+        ci = np.flatnonzero(cj["in_step"] & before_ok & (c_adv > 0))
+        parts.append(Advances(key=c.key[ci], t0=np.where(cj["prev_ok"][ci], cj["prev_t"][ci], np.nan), t1=c.t[ci],
+                              exact=np.ones(len(ci), bool), advance=c_adv[ci], capacity=cap[ci], at_end=c_end[ci],
+                              from_lost=c_lost[ci], unowned=c_unowned[ci]))
+    a = Advances(*(np.concatenate([getattr(p, f) for p in parts]) for f in Advances.__dataclass_fields__))
+    with np.errstate(invalid="ignore"):
+        unexplained = (a.capacity > 0) & (a.advance > np.floor(a.capacity * (a.t1 - a.t0)))
+    keep = np.flatnonzero(a.unowned | (unexplained & (a.at_end | a.from_lost)))
+    return Advances(*(getattr(a, f)[keep] for f in Advances.__dataclass_fields__))

@@ -10,9 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lagscope.analytics.kseries import F64, I64, Series, key_bounds
+from lagscope.analytics.kseries import F64, I64, Series, key_bounds, segmented_cumsum
+from lagscope.lag import HISTORY_POINTS
 
-__all__ = ["Points", "compact_history", "history_points", "state_rows"]
+__all__ = ["Points", "compact_history", "history_epochs", "history_points", "state_rows"]
 
 
 def _fmax(*vs: F64) -> F64:
@@ -26,7 +27,8 @@ def _fmax(*vs: F64) -> F64:
 def state_rows(s: Series) -> Series:
     """Each key's last row (a key without a fresh row keeps its state row), its markers the
     running values up to it: ``m_change_t`` = its last commit change, ``m_pending_t`` the start
-    of its pending work, ``m_max_rate`` the largest consume rate so far, ``m_rate`` its own rate,
+    of its pending work, ``m_max_rate`` the largest busy consume rate so far (the demonstrated
+    capacity), ``m_rate`` its own rate,
     ``m_ret_t`` the start of an open retention loss, ``m_end_t`` the last change of the end,
     ``m_max_committed`` the highest committed offset so far, ``m_alive_t`` the last progress of an
     owner, ``m_drop_t`` the last drop of the end; ``m_commit_t`` stays the row's own (the commit
@@ -36,7 +38,7 @@ def state_rows(s: Series) -> Series:
     r = s.take(last)
     r.m_change_t = r.change_t
     r.m_pending_t = r.pending_t
-    r.m_max_rate = _fmax(r.max_rate_before, r.rate, r.m_max_rate)
+    r.m_max_rate = _fmax(r.max_rate_before, r.busy_rate, r.m_max_rate)
     r.m_rate = r.rate
     r.m_ret_t = r.ret_t
     r.m_end_t = r.end_change_t
@@ -54,8 +56,8 @@ def state_rows(s: Series) -> Series:
 
 @dataclass
 class Points:
-    """End-offset points (see :mod:`lagscope.analytics.trends`): the end rose from ``ep`` (seen at
-    ``tp``) to ``e`` (first seen at ``tc``); ``epoch`` counts the drops of the end before it."""
+    """End-offset points (see :mod:`lagscope.lag`): the end rose from ``ep`` (seen at ``tp``) to
+    ``e`` (first seen at ``tc``); ``epoch`` counts the restarts of the key's history before it."""
 
     key: I64
     e: I64
@@ -65,26 +67,31 @@ class Points:
     epoch: I64
 
 
+def history_epochs(s: Series) -> I64:
+    """Each row's history epoch (as :func:`lagscope.analytics.kernel.lag_seconds_table` counts
+    them): the rows before it, in its key, whose end went down or is unknown."""
+    restarts = (s.de_ok & (s.de < 0)) | ~s.end_ok
+    return segmented_cumsum(restarts.astype(np.int64), s.key)
+
+
 def history_points(s: Series) -> Points:
-    """The points of the fresh rows: a fresh row with a known end that is its key's first row or
-    whose end changed; ``(end, t, t, end)`` at a key's first row and where the end went down (a
+    """The points of the fresh rows: a fresh row with a known end that differs from the previous
+    row's; ``(end, t, t, end)`` where the previous end is unknown (a key's first row) or higher (a
     new epoch), else ``(end, t, previous t, previous end)``."""
-    first_row = np.isnan(s.prev_t)
-    is_point = ~s.is_state & s.end_ok & (first_row | (s.de_ok & (s.de != 0)))
-    new_epoch = first_row | (s.de_ok & (s.de < 0))
+    first = ~s.prev_end_ok | (s.de_ok & (s.de < 0))
+    is_point = ~s.is_state & s.end_ok & (first | (s.de != 0))
     i = np.flatnonzero(is_point)
-    nf = new_epoch[i]
+    nf = first[i]
     return Points(key=s.key[i], e=s.end[i], tc=s.t[i], tp=np.where(nf, s.t[i], s.prev_t[i]),
-                  ep=np.where(nf, s.end[i], s.prev_end[i]), epoch=s.end_epoch[i])
+                  ep=np.where(nf, s.end[i], s.prev_end[i]), epoch=history_epochs(s)[i])
 
 
-def compact_history(points: Points, s: Series, *, recent_s: float = 600.0, bucket_s: float = 60.0) -> Points:
+def compact_history(points: Points, s: Series, *, history_points: int = HISTORY_POINTS) -> Points:
     """The points the next step still needs: those of keys with a series row, of the epoch of the
-    key's last row, above its last committed offset (an older point can never bracket a future
-    offset unless the group rewinds); the last ``recent_s`` seconds kept whole, older ones merged
-    per ``bucket_s`` (max e, max tc, min tp, min ep: a merged point spans its members' intervals,
-    so it still brackets correctly, only more coarsely). ``points`` may mix the carried ones
-    (epoch 0) and :func:`history_points`."""
+    key's last row, above its last committed offset (an older point can never bracket a later
+    offset unless the group rewinds), the newest ``history_points`` of them (the history's bound,
+    :mod:`lagscope.lag`). ``points`` may mix the carried ones (epoch 0) and
+    :func:`history_points`."""
     _, last = key_bounds(s.key)
     lk = s.key[last]
     n_keys = int(max(lk.max(initial=-1), points.key.max(initial=-1))) + 1
@@ -92,28 +99,15 @@ def compact_history(points: Points, s: Series, *, recent_s: float = 600.0, bucke
     has[lk] = True
     l_c = np.zeros(n_keys, np.int64)
     l_cok = np.zeros(n_keys, bool)
-    l_t = np.zeros(n_keys)
     l_ep = np.zeros(n_keys, np.int64)
-    l_c[lk], l_cok[lk], l_t[lk], l_ep[lk] = s.committed[last], s.committed_ok[last], s.t[last], s.end_epoch[last]
+    l_c[lk], l_cok[lk], l_ep[lk] = s.committed[last], s.committed_ok[last], history_epochs(s)[last]
     k = points.key
-    keep = has[k] & (points.epoch == l_ep[k]) & (~l_cok[k] | (points.e > l_c[k]))
-    recent = keep & (points.tc >= l_t[k] - recent_s)
-    old = keep & ~recent
-    out_recent = Points(key=k[recent], e=points.e[recent], tc=points.tc[recent], tp=points.tp[recent],
-                        ep=points.ep[recent], epoch=points.epoch[recent])
-    oi = np.flatnonzero(old)
-    if len(oi) == 0:
-        return out_recent
-    bucket = np.floor(points.tc[oi] / bucket_s).astype(np.int64)
-    order = np.lexsort((bucket, k[oi]))
-    oi, bucket = oi[order], bucket[order]
-    ok = k[oi]
-    start = np.ones(len(oi), bool)
-    start[1:] = (ok[1:] != ok[:-1]) | (bucket[1:] != bucket[:-1])
-    st = np.flatnonzero(start)
-    merged = Points(key=ok[st], e=np.maximum.reduceat(points.e[oi], st), tc=np.maximum.reduceat(points.tc[oi], st),
-                    tp=np.minimum.reduceat(points.tp[oi], st), ep=np.minimum.reduceat(points.ep[oi], st),
-                    epoch=points.epoch[oi][st])
-    return Points(*(np.concatenate([getattr(out_recent, f), getattr(merged, f)])
-                    for f in Points.__dataclass_fields__))
-
+    keep = np.flatnonzero(has[k] & (points.epoch == l_ep[k]) & (~l_cok[k] | (points.e > l_c[k])))
+    keep = keep[np.lexsort((points.tc[keep], k[keep]))]
+    kk = k[keep]
+    first, _ = key_bounds(kk)
+    start = np.maximum.accumulate(np.where(first, np.arange(len(kk)), 0))
+    count = np.bincount(kk, minlength=n_keys)[kk] if len(kk) else np.zeros(0, np.int64)
+    newest = keep[np.arange(len(kk)) - start >= count - history_points]
+    return Points(key=k[newest], e=points.e[newest], tc=points.tc[newest], tp=points.tp[newest],
+                  ep=points.ep[newest], epoch=points.epoch[newest])

@@ -31,18 +31,28 @@ entry at the row's own ``t`` counts), none when there is none. With ``lag`` the 
   the window rewound; ``STOP`` when ``t − last_t > last_t − first_t`` (the consumer stopped
   committing for longer than the window spans); ``STALL`` when the offset never changed in the
   window; ``WARN`` when the lag never decreased in it; else ``OK``.
-- lagscope (worst first): ``ERR`` when committed < log start (messages lost); at lag 0 ``IDLE``
-  when the end has not changed for ``stall_after_s`` (``t − end_change_t``, 0 without one) else
-  ``OK``; ``REWIND`` when the window rewound within one log (``rewound_own``); ``OK`` when held
+- lagscope (worst first): ``ERR`` when committed < log start (messages lost); ``REWIND`` when
+  the window rewound within one log (``rewound_own``), even if the lag touched 0 in the window or
+  is 0 now (messages were processed twice: a re-consumption that caught up fast is still one);
+  at lag 0 ``IDLE`` when the end has not changed for ``stall_after_s`` (``t − end_change_t``, 0
+  without one) else ``OK``; ``OK`` when held
   at an open transaction (committed = LSO < end: a read_committed group has nothing to read);
   ``STOP`` when nobody owns the partition and work has been pending without a commit for
   ``stop_after_s`` (``idle_pending_s``); ``STALL`` the same with an owner (``stall_after_s``);
   ``WARN`` when the lag in seconds (null → 0) is at least ``warn_lag_s`` and the window's lag
   never decreased and is above its first entry's; else ``OK``.
-- reason: the rule that decided, worded (``no committed offset`` before the lag-0 cases when
-  the row has no commit); numbers as Spark's ``format_string``: ``%d`` of longs, ``%.0f`` as
-  :func:`lagscope.analytics.kseries.java_fixed` (half up), a null double as an empty string
-  (Spark's ``format_string`` of a null).
+- reason: the rule that decided, worded (``no committed offset`` after the loss and the rewind
+  and before the lag-0 cases when the row has no commit); numbers as Spark's
+  ``format_string``: ``%d`` of longs, ``%.0f`` as :func:`lagscope.analytics.kseries.java_fixed`
+  (half up), a null double as an empty string (Spark's ``format_string`` of a null).
+
+**What a partition row can and cannot know.** It sees its own key's rows only: its committed
+offset, lag, owner and entries. It cannot see the owner's other partitions, so it cannot tell a
+starved partition (its owner alive and committing on its other partitions) from a stalled one:
+it says ``STALL`` (or ``STOP``) for both. The per-group pass, which sees all of a group's
+partitions, judges that (:func:`lagscope.analytics.groups.judge_idle`), and the status table
+(:func:`lagscope.analytics.status.status`) turns the rows inside a starved episode into ``OK``
+(``WARN`` once the episode is ``5 × stall_after_s`` long).
 
 Pure numpy: no Spark here.
 """
@@ -284,19 +294,19 @@ def partition_status(s: Series, rows: I64, lag_s: F64, entries: Entries, *, n: i
     held = s.lso_ok[rows] & committed_ok & s.end_ok[rows] & (committed == lso) & (lso < end)
     stop = ~owned & (pending >= stop_after_s)
     stall = owned & (pending >= stall_after_s)
-    own = np.select([lost, lag0 & idle, lag0, rewound_own, held, stop, stall, growing],
-                    ["ERR", "IDLE", "OK", "REWIND", "OK", "STOP", "STALL", "WARN"], "OK").astype(object)
+    own = np.select([lost, rewound_own, lag0 & idle, lag0, held, stop, stall, growing],
+                    ["ERR", "REWIND", "IDLE", "OK", "OK", "STOP", "STALL", "WARN"], "OK").astype(object)
 
     # the reason: the first case that holds (the last one: consuming); formatted per case, on
     # that case's rows only
     ls = s.log_start[rows]
-    cases = [lost, ~committed_ok, lag0 & idle, lag0, rewound_own, held, stop, stall, growing]
+    cases = [lost, rewound_own, ~committed_ok, lag0 & idle, lag0, held, stop, stall, growing]
     formats: list[Callable[[B], Strs] | str] = [
         lambda m: _cat("committed offset ", _longs(committed[m]), " is below the log start ", _longs(ls[m])),
+        "committed offset went backwards in the window",
         "no committed offset",
         "caught up; no new messages",
         "caught up",
-        "committed offset went backwards in the window",
         lambda m: _cat("at the last stable offset ", _longs(lso[m]), ": waiting for an open transaction"),
         lambda m: _cat("no owner and no commit for ", _fixed0(pending[m]), " s with lag ", _longs(lag[m])),
         lambda m: _cat("owner assigned but no commit for ", _fixed0(pending[m]), " s with lag ", _longs(lag[m])),

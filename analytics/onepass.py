@@ -36,9 +36,15 @@ Output (:data:`PASS_OUT`), one row kind per ``_o``:
 
 - :data:`OUT_MINUTE`: each key's minute rows (its last fresh sweep of each minute) with the
   minute's totals, lag in seconds and the partition's status at that sweep;
-- :data:`OUT_ANOMALY`: the per-partition anomalies (stall, stop, retention_loss, rewind, skip,
+- :data:`OUT_ANOMALY`: the per-partition anomalies (stall, stop, retention_loss, rewind,
   commit_gap, lag_growth): ``kind``, ``start_t``, ``end_t``, ``severity``, ``magnitude``, ``unit``,
-  ``detail``;
+  ``detail``, ``cause``;
+- :data:`OUT_ADVANCE`: the positive advances the per-group pass's skip rules judge
+  (:func:`lagscope.analytics.np_points.advances`): ``start_t`` (t0), ``end_t`` (t1), ``advance``,
+  ``capacity``, ``exact``, ``at_end``, ``from_lost``, ``unowned``;
+- :data:`OUT_CAPACITY`: each key's demonstrated capacity (``capacity``, messages/s, through its
+  last row; keys that showed none are left out): the group's summed capacity is what its
+  consumers could spend on any one partition;
 - the next step's state: :data:`OUT_SERIES` (each key's last row with its markers),
   :data:`OUT_HISTORY` (end-offset points: ``end`` = e, ``t`` = tc, ``tp``, ``ep``),
   :data:`OUT_ENTRY` (the last Burrow entries), :data:`OUT_GAP` (the learned gap samples),
@@ -50,7 +56,7 @@ Pure: pyarrow and numpy, no Spark.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -59,17 +65,18 @@ import pyarrow.compute as pc
 
 from lagscope.analytics import kernel, np_episodes, np_gaps, np_growth, np_points, np_state, np_status
 from lagscope.analytics.kseries import Commits, Found, Series, enrich, key_bounds
-from lagscope.analytics.params import RuleParams
+from lagscope.config import AnalyticsRulesConfig
 
-__all__ = ["COMMIT", "ENTRIES", "ENTRY_B", "GAPS", "GAP_B", "HISTORY", "KIND_BITS", "MINUTE",
-           "OUT_ANOMALY", "OUT_ENTRY", "OUT_GAP", "OUT_HISTORY", "OUT_MINUTE", "OUT_MINUTE_STATE", "OUT_SERIES",
-           "PASS_IN", "PASS_OUT", "STATE", "SWEEP", "PassParams", "pass_batches", "pass_table"]
+__all__ = ["COMMIT", "ENTRIES", "ENTRY_B", "GAPS", "GAP_B", "HISTORY", "KIND_BITS", "MINUTE", "OUT_ADVANCE",
+           "OUT_ANOMALY", "OUT_CAPACITY", "OUT_ENTRY", "OUT_GAP", "OUT_HISTORY", "OUT_MINUTE", "OUT_MINUTE_STATE",
+           "OUT_SERIES", "PASS_IN", "PASS_OUT", "STATE", "SWEEP", "PassParams", "pass_batches", "pass_table"]
 
 HISTORY, STATE, SWEEP = kernel.HISTORY, kernel.STATE, kernel.SWEEP
 COMMIT, MINUTE, ENTRIES, GAPS = 4, 6, 7, 8
 #: bits of ``_k`` that hold the row's kind
 KIND_BITS = 4
-OUT_MINUTE, OUT_ENTRY, OUT_ANOMALY, OUT_SERIES, OUT_HISTORY, OUT_GAP, OUT_MINUTE_STATE = range(7)
+(OUT_MINUTE, OUT_ENTRY, OUT_ANOMALY, OUT_SERIES, OUT_HISTORY, OUT_GAP, OUT_MINUTE_STATE, OUT_ADVANCE,
+ OUT_CAPACITY) = range(9)
 
 _MARKERS_F = ["m_change_t", "m_pending_t", "m_max_rate", "m_rate", "m_ret_t", "m_end_t", "m_commit_t", "m_alive_t",
               "m_drop_t"]
@@ -104,7 +111,9 @@ PASS_OUT = pa.schema([
     *((m, pa.float64()) for m in _MARKERS_F), ("m_max_committed", pa.int64()),
     ("tp", pa.float64()), ("ep", pa.int64()),
     ("kind", pa.string()), ("start_t", pa.float64()), ("end_t", pa.float64()), ("severity", pa.string()),
-    ("magnitude", pa.float64()), ("unit", pa.string()), ("detail", pa.string()),
+    ("magnitude", pa.float64()), ("unit", pa.string()), ("detail", pa.string()), ("cause", pa.string()),
+    ("advance", pa.int64()), ("capacity", pa.float64()), ("exact", pa.bool_()), ("at_end", pa.bool_()),
+    ("from_lost", pa.bool_()), ("unowned", pa.bool_()),
     ("b", pa.binary()), ("gap_s", pa.float64()), ("produce_rate", pa.float64()), ("consume_rate", pa.float64()),
     ("m_g_start", pa.float64()), ("m_g_lag0", pa.int64()), ("m_g_n", pa.int32()),
 ])
@@ -112,12 +121,12 @@ PASS_OUT = pa.schema([
 
 @dataclass(frozen=True)
 class PassParams:
-    """What the pass's rules take: their thresholds, how long the end-offset history is kept whole
-    (:func:`lagscope.analytics.np_state.compact_history`), and whether the step reads the commit
-    stream (then the rules use its exact commits, a key without any included)."""
+    """What the pass's rules take: their thresholds, the newest end-offset points lag in seconds
+    uses (:mod:`lagscope.lag`), and whether the step reads the commit stream (then the rules use
+    its exact commits, a key without any included)."""
 
-    rules: RuleParams = field(default_factory=RuleParams)
-    history_recent_s: float = 600.0
+    rules: AnalyticsRulesConfig
+    history_points: int
     commit_stream: bool = False
 
 
@@ -211,19 +220,20 @@ def _growth_minutes(minutes: pa.Table, mkey: _I, carried: _Chunk) -> np_growth.M
     """The partition minutes of the chunk (from the minute rows: lag, produce and consume rates
     over the minute's intervals, as ``lag_trends`` has them) and the carried last minutes, each
     key's carried one first."""
-    m_dt = np.asarray(minutes.column("m_dt").combine_chunks().fill_null(np.nan), dtype=np.float64)
+    span_s = np.asarray(minutes.column("minute_span_s").combine_chunks().fill_null(np.nan), dtype=np.float64)
 
     def rate(col: str) -> _F:
         d = np.asarray(minutes.column(col).combine_chunks().fill_null(0), dtype=np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(m_dt > 0, d / m_dt, np.nan)
+            return np.where(span_s > 0, d / span_s, np.nan)
 
     lag = minutes.column("lag").combine_chunks()
     window_us = np.asarray(minutes.column("window_start").combine_chunks().cast(pa.int64()), dtype=np.int64)
     n = minutes.num_rows
     fresh = np_growth.Minutes(
         key=mkey, minute=window_us // 60_000_000, lag_last=np.asarray(lag.fill_null(0), dtype=np.int64),
-        lag_last_ok=np.asarray(lag.is_valid(), dtype=bool), produce_rate=rate("m_de"), consume_rate=rate("m_dc"),
+        lag_last_ok=np.asarray(lag.is_valid(), dtype=bool), produce_rate=rate("minute_end_rise"),
+        consume_rate=rate("minute_committed_rise"),
         is_state=np.zeros(n, bool), g_start=np.full(n, np_growth.NO_RUN, np.int64), g_lag0=np.zeros(n, np.int64),
         g_lag0_ok=np.zeros(n, bool), g_n=np.zeros(n, np.int64))
     if not len(carried):
@@ -311,8 +321,9 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
             base = np_gaps.gap_baselines(np_gaps.Gaps.empty(), carried_gaps, n_keys)
             _add_gaps(out, base.samples)
         if len(minutes_in):
-            empty = pa.table({"m_dt": pa.array([], pa.float64()), "m_de": pa.array([], pa.int64()),
-                              "m_dc": pa.array([], pa.int64()), "lag": pa.array([], pa.int64()),
+            empty = pa.table({"minute_span_s": pa.array([], pa.float64()),
+                              "minute_end_rise": pa.array([], pa.int64()),
+                              "minute_committed_rise": pa.array([], pa.int64()), "lag": pa.array([], pa.int64()),
                               "window_start": pa.array([], _US)})
             _add_minute_state(out, np_growth.lag_growth_state(_growth_minutes(empty, np.array([], np.int64),
                                                                               minutes_in)))
@@ -322,7 +333,7 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
     lsm = kind <= SWEEP
     sub = (tbl if bool(lsm.all()) else tbl.filter(pa.array(lsm))).select(kernel.LAG_SECONDS_IN.names)
     sub = sub.set_column(1, "_k", pa.array((h2[lsm] << 2) | kind[lsm], pa.int64()))
-    minutes = kernel.lag_seconds_table(sub)
+    minutes = kernel.lag_seconds_table(sub, history_points=params.history_points)
 
     series_rows = _Chunk(tbl, ser_mask, keyno)
     s = _series(series_rows, kind[ser_mask] == STATE)
@@ -352,9 +363,10 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
     out.add(OUT_MINUTE, mkey, mcols)
 
     # anomalies
+    jumps = np_points.commit_jumps(s, commits) if commits is not None else None
     found = [
         np_episodes.episodes(s, commits, stall_after_s=p.stall_after_s, stop_after_s=p.stop_after_s),
-        np_points.point_events(s, commits, skip_factor=p.skip_factor, skip_min_messages=p.skip_min_messages),
+        np_points.point_events(s, commits, jumps=jumps),
     ]
     gaps = np_gaps.commit_gaps(s, commits)
     base = np_gaps.gap_baselines(gaps, carried_gaps, n_keys)
@@ -368,7 +380,17 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
         "kind": pa.array(a.kind, pa.string()), "start_t": pa.array(a.start_t, pa.float64()),
         "end_t": _nan_null(a.end_t), "severity": pa.array(a.severity, pa.string()),
         "magnitude": _nan_null(a.magnitude), "unit": pa.array(a.unit, pa.string()),
-        "detail": pa.array(a.detail, pa.string())})
+        "detail": pa.array(a.detail, pa.string()), "cause": pa.array(a.cause, pa.string())})
+    adv = np_points.advances(s, commits, jumps)
+    out.add(OUT_ADVANCE, adv.key, {
+        "start_t": _nan_null(adv.t0), "end_t": pa.array(adv.t1, pa.float64()),
+        "advance": pa.array(adv.advance, pa.int64()), "capacity": pa.array(adv.capacity, pa.float64()),
+        "exact": pa.array(adv.exact), "at_end": pa.array(adv.at_end), "from_lost": pa.array(adv.from_lost),
+        "unowned": pa.array(adv.unowned)})
+    cap = np_points.capacity_through(s)
+    _, last_row = key_bounds(s.key)
+    shown = np.flatnonzero(last_row & (cap > 0))
+    out.add(OUT_CAPACITY, s.key[shown], {"capacity": pa.array(cap[shown], pa.float64())})
 
     # the next step's state
     last = np_state.state_rows(s)
@@ -393,7 +415,7 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
                                          ep=hep, epoch=np.zeros(len(hist_in), np.int64))
         fresh_points = np_state.Points(*(np.concatenate([getattr(fresh_points, f), getattr(carried_points, f)])
                                          for f in np_state.Points.__dataclass_fields__))
-    hist = np_state.compact_history(fresh_points, s, recent_s=params.history_recent_s)
+    hist = np_state.compact_history(fresh_points, s, history_points=params.history_points)
     out.add(OUT_HISTORY, hist.key, {"end": pa.array(hist.e, pa.int64()), "t": pa.array(hist.tc),
                                     "tp": pa.array(hist.tp), "ep": pa.array(hist.ep, pa.int64())})
     _add_entries(out, np_status.entries_state(entries, p.burrow_window))

@@ -2,7 +2,7 @@
 
 The analytics write ``rebalances``, ``anomalies``, ``status`` and ``lag_trends`` under
 ``<results>/<table>/cluster=…/date=…`` (see :mod:`lagscope.schema`). :class:`ResultsCollector`
-reads the latest of them and exposes, per scrape:
+follows them through :mod:`lagscope.results` and exposes, per scrape:
 
 ===========================================================  =========  ==========================================
 metric                                                       type       labels
@@ -15,22 +15,37 @@ metric                                                       type       labels
 ``lagscope_rebalance_in_progress``                           gauge      cluster, group (1 while a window is open)
 ``lagscope_anomalies_open``                                  gauge      cluster, group, kind, severity
 ``lagscope_anomalies_total``                                 counter    cluster, group, kind, severity
+``lagscope_messages_lost_total``                             counter    cluster, group, topic, cause
+``lagscope_messages_reprocessed_total``                      counter    cluster, group, topic, cause
 ``lagscope_group_status``                                    gauge      cluster, group, status (1 = current)
 ``lagscope_group_burrow_status``                             gauge      cluster, group, status (1 = current)
 ``lagscope_retention_headroom_seconds``                      gauge      cluster, group, topic, partition
 ``lagscope_catchup_eta_seconds``                             gauge      cluster, group, topic, partition
+``lagscope_advice_info``                                     gauge      cluster, group, rule, setting, current,
+                                                                        suggested, confidence (1 per current advice)
 ``lagscope_results_last_update_timestamp_seconds``           gauge      table
 ``lagscope_results_read_errors_total``                       counter    (none)
 ``lagscope_results_files_read_total``                        counter    (none)
 ===========================================================  =========  ==========================================
 
-The tables are brought up to date at most every ``refresh_s`` seconds, reading only the files
-that are new or changed since the previous reading (:class:`TableFiles`: by path, modification
-time and size; an incremental analytics step adds files, so a refresh reads that step's files
-only); between refreshes every scrape serves the last complete reading (one immutable
-:class:`ResultsReading`, replaced whole). A table that cannot be read keeps its previous
-reading and counts a read error, so a scrape never fails and a transient error never turns
-into zeros.
+It holds what it exports, not the tables' rows, so its memory does not grow with the results'
+history: per partition its latest lag-trend values, per group its latest status, per cluster its
+current advice (the rows of the latest step that wrote any, :func:`lagscope.results.current_advice`:
+at most six per group, so the info series are bounded by the groups); the open
+rebalance windows and anomalies, and those closed within :data:`HOLD_CLOSED_S` of the newest
+step, as one small record each (an open one is written again by every step until it closes,
+a storm grows while rebalances keep coming); older ones folded into per-group totals plus an
+8-byte hash of their identity, so that one written again is noticed and its day read again
+instead of counted twice. The tables are brought up to date at most every ``refresh_s``
+seconds: a :class:`lagscope.results.TableTail` per table says which live files are new since
+the last refresh (an incremental step adds files: a refresh reads that step's files, only the
+columns it needs), and those are folded in. When files already read change (a batch replaced
+a day), that day (events) or the table (series) is read again; days gone at the oldest end
+(retention) are dropped, except what they added to the two delivery counters, which only go
+up while the process runs: the counts of a day removed by retention stay as totals, and a
+finding written again counts once, its largest count (:mod:`lagscope.delivery`). A refresh is
+all or nothing per table: a table that cannot be read keeps its previous state and counts a
+read error, so a scrape never fails and a transient error never turns into zeros.
 
     >>> from prometheus_client import CollectorRegistry
     >>> registry = CollectorRegistry()
@@ -39,38 +54,53 @@ into zeros.
 
 from __future__ import annotations
 
+import bisect
+import datetime as dt
 import logging
 import math
-import os
 import threading
 import time
+from array import array
 from collections import defaultdict
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from lagscope.errors import ConfigError, LakeError
-from lagscope.lake import check_schema_version
-from lagscope.schema import TABLES
+from lagscope.delivery import DELIVERY_KINDS, account_rows
+from lagscope.errors import ConfigError, FileQuarantined, LakeError
+from lagscope.lake import check_files, is_missing_file, quarantine_unreadable
+from lagscope.results import (
+    FolderChange,
+    TableChanges,
+    TableTail,
+    event_rank,
+    list_files,
+    newest_step_files,
+    read_publish_state,
+)
+from lagscope.schema import RESULT_TABLES
 
 __all__ = [
+    "ADVICE_LABELS",
+    "BURROW_STATUSES",
     "DURATION_BUCKETS",
     "GROUP_STATUSES",
     "ResultsCollector",
-    "ResultsReading",
-    "TableFiles",
-    "current_rows",
-    "read_results",
+    "ResultsSnapshot",
     "serve",
 ]
 
 log = logging.getLogger(__name__)
+
+#: how often one refresh reads a table again after quarantining one of its files
+_QUARANTINE_RETRIES = 8
 
 #: buckets of ``lagscope_rebalance_duration_seconds`` (s): from a cooperative blip to a
 #: max.poll.interval-bound rebalance (the default max.poll.interval.ms is 300 000)
@@ -81,174 +111,6 @@ GROUP_STATUSES: tuple[str, ...] = ("OK", "WARN", "ERR", "STOP", "STALL", "REWIND
 #: every value ``status.burrow_status`` can take
 BURROW_STATUSES: tuple[str, ...] = ("OK", "WARN", "ERR", "STOP", "STALL", "REWIND")
 
-_TABLES = ("rebalances", "anomalies", "status", "lag_trends")
-
-
-@dataclass(frozen=True)
-class ResultsReading:
-    """One complete reading of the result tables, as plain rows per table (column → value)."""
-
-    rows: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    #: per table: the newest modification time of its files (epoch s); absent when no file
-    updated: dict[str, float] = field(default_factory=dict)
-    #: per table: the files this reading had to read (new or changed since the previous one)
-    files_read: dict[str, list[Path]] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class _FileRows:
-    stamp: tuple[int, int]  # (mtime in ns, size): a file rewritten in place gets a new stamp
-    mtime: float
-    rows: tuple[dict[str, Any], ...]
-
-
-def _partition_value(folder: Path, key: str) -> str | None:
-    prefix = f"{key}="
-    return folder.name[len(prefix):] if folder.name.startswith(prefix) else None
-
-
-class TableFiles:
-    """The rows of one result table under ``root``, file by file, re-reading only what changed.
-
-    The analytics only ever add files (an incremental step), replace a file by its name (a
-    step re-run after a crash) or replace a day's files (a batch run): a refresh lists the
-    table's files and reads those whose (path, modification time, size) it has not read yet;
-    rows of files that are gone are dropped. ``refresh`` is all or nothing: on an error the
-    previous files stay.
-    """
-
-    def __init__(self, root: Path | str, table: str) -> None:
-        if table not in TABLES:
-            raise LakeError(f"unknown result table {table!r}")
-        self.root = Path(root)
-        self.table = table
-        self._files: dict[Path, _FileRows] = {}
-
-    def _listing(self) -> dict[Path, os.stat_result]:
-        folder = self.root / self.table
-        out: dict[Path, os.stat_result] = {}
-        if not folder.is_dir():
-            return out
-        for cdir in folder.glob("cluster=*"):
-            for ddir in cdir.glob("date=*"):
-                for path in ddir.glob("*.parquet"):
-                    if path.name.startswith((".", "_")):
-                        continue  # a file being written (lake.write_table, Spark's staging)
-                    try:
-                        out[path] = path.stat()
-                    except FileNotFoundError:
-                        continue  # replaced between the listing and the stat
-        return out
-
-    def _read(self, path: Path) -> tuple[dict[str, Any], ...]:
-        import pyarrow.dataset as ds
-
-        schema = TABLES[self.table].schema
-        dataset = ds.dataset(str(path), format="parquet", schema=schema)
-        for fragment in dataset.get_fragments():
-            check_schema_version(fragment.physical_schema.metadata, fragment.path)
-        try:
-            rows = dataset.to_table().to_pylist()
-        except pa.ArrowInvalid as exc:
-            raise LakeError(f"cannot read result file {path}: {exc}") from exc
-        cluster = _partition_value(path.parent.parent, "cluster")
-        date = _partition_value(path.parent, "date")
-        return tuple({**row, "cluster": cluster, "date": date} for row in rows)
-
-    def refresh(self) -> list[Path]:
-        """Bring the rows up to date with the files on disk; returns the files read."""
-        files: dict[Path, _FileRows] = {}
-        read: list[Path] = []
-        for path, st in sorted(self._listing().items()):
-            stamp = (st.st_mtime_ns, st.st_size)
-            cached = self._files.get(path)
-            if cached is not None and cached.stamp == stamp:
-                files[path] = cached
-                continue
-            try:
-                rows = self._read(path)
-            except FileNotFoundError:
-                continue  # deleted by a batch run since the listing: it is gone
-            except (pa.ArrowInvalid, OSError) as exc:
-                raise LakeError(f"cannot read result file {path}: {exc}") from exc
-            files[path] = _FileRows(stamp, st.st_mtime, rows)
-            read.append(path)
-        self._files = files
-        return read
-
-    def rows(self) -> list[dict[str, Any]]:
-        return [row for f in self._files.values() for row in f.rows]
-
-    def newest_mtime(self) -> float | None:
-        return max((f.mtime for f in self._files.values()), default=None)
-
-
-def _read_all(tables: Mapping[str, TableFiles], previous: ResultsReading | None) -> tuple[ResultsReading, int]:
-    rows: dict[str, list[dict[str, Any]]] = {}
-    updated: dict[str, float] = {}
-    files_read: dict[str, list[Path]] = {}
-    errors = 0
-    for name, files in tables.items():
-        try:
-            files_read[name] = files.refresh()
-            rows[name] = files.rows()
-            mtime = files.newest_mtime()
-            if mtime is not None:
-                updated[name] = mtime
-        except (LakeError, OSError) as exc:
-            errors += 1
-            log.warning("cannot read result table %s under %s: %s", name, files.root, exc)
-            if previous is not None:
-                rows[name] = previous.rows.get(name, [])
-                if name in previous.updated:
-                    updated[name] = previous.updated[name]
-    return ResultsReading(rows, updated, files_read), errors
-
-
-def read_results(root: Path | str, tables: Iterable[str] = _TABLES,
-                 *, previous: ResultsReading | None = None) -> tuple[ResultsReading, int]:
-    """Read the result tables under ``root`` whole; returns the reading and the number of read errors.
-
-    A table whose read fails keeps its rows from ``previous`` (if any). (:class:`ResultsCollector`
-    keeps a :class:`TableFiles` per table instead, so that a refresh reads only new files.)
-    """
-    return _read_all({t: TableFiles(root, t) for t in tables}, previous)
-
-
-def _latest_by(rows: Iterable[dict[str, Any]], key: Callable[[dict[str, Any]], tuple[Any, ...]],
-               ts: str) -> dict[tuple[Any, ...], dict[str, Any]]:
-    """The row with the greatest ``ts`` per ``key`` (ties: the later row wins)."""
-    latest: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for row in rows:
-        k = key(row)
-        cur = latest.get(k)
-        if row.get(ts) is not None and (cur is None or cur.get(ts) is None or row[ts] >= cur[ts]):
-            latest[k] = row
-    return latest
-
-
-def current_rows(rows: Iterable[Mapping[str, Any]],
-                 key: Callable[[Mapping[str, Any]], Hashable]) -> list[Mapping[str, Any]]:
-    """One row per identity, the current one.
-
-    The analytics write an open rebalance window or anomaly again at every incremental step
-    until it closes (schema: ``as_of_ts``): of the rows with one identity, the one with the
-    latest ``as_of_ts`` is current; on a tie (or without ``as_of_ts``) a closed row wins over
-    an open one, since a window or an anomaly never reopens.
-    """
-    best: dict[Hashable, Mapping[str, Any]] = {}
-    for row in rows:
-        k = key(row)
-        cur = best.get(k)
-        if cur is None or _rank(row) >= _rank(cur):
-            best[k] = row
-    return list(best.values())
-
-
-def _rank(row: Mapping[str, Any]) -> tuple[float, int]:
-    as_of = row.get("as_of_ts")
-    return (as_of.timestamp() if as_of is not None else -math.inf, 0 if row.get("end_ts") is None else 1)
-
 
 def _finite(value: Any) -> float | None:
     if value is None:
@@ -257,10 +119,473 @@ def _finite(value: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
+# --------------------------------------------------------------------------------------------
+# reading one result file: only the columns, and for the series tables only the latest rows
+# --------------------------------------------------------------------------------------------
+
+def _batches(path: Path, table: str, columns: list[str], where: Any) -> Iterator[pa.RecordBatch]:
+    """The file's rows in record batches (one batch in memory at a time), in the table's types.
+
+    A file that cannot be read (its footer, a newer major schema version, a page) is moved into
+    quarantine (:func:`lagscope.lake.quarantine`) and raises :class:`FileQuarantined`: the
+    table's reading is then taken again without it (batches of it may have been folded)."""
+    import pyarrow.dataset as ds
+
+    good, bad = check_files([path])
+    if bad:
+        raise FileQuarantined(f"{path}: quarantined")
+    if not good:
+        return  # unreadable and could not be moved: left out (it was said once)
+    dataset = ds.dataset(str(path), format="parquet", schema=RESULT_TABLES[table].schema)
+    try:
+        yield from dataset.to_batches(columns=columns, filter=where)
+    except (pa.ArrowInvalid, OSError) as exc:
+        if is_missing_file(exc) or not quarantine_unreadable([path], exc):
+            raise
+        raise FileQuarantined(f"{path}: quarantined") from exc
+
+
+def _epoch_s(column: pa.Array) -> list[float | None]:
+    """A timestamp column as Unix seconds."""
+    return [None if v is None else v / 1000.0 for v in column.cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64())
+            .to_pylist()]
+
+
+def _latest_per_key(path: Path, table: str, keys: list[str], ts: str, values: list[str],
+                    where: Any) -> Iterator[tuple[Any, ...]]:
+    """Per key, the file's row with the greatest ``ts`` (ties: the later row), as
+    ``(*key, ts in Unix s, *values)``: per batch, sorted by time (a stable sort) and the last row
+    of each key kept, so a step's file of a minute or a batch's file of a day costs one pass."""
+    last = pc.ScalarAggregateOptions(skip_nulls=False)
+    for batch in _batches(path, table, [*keys, ts, *values], where):
+        rows = pa.Table.from_batches([batch]).filter(pc.is_valid(batch.column(ts)))
+        if not rows.num_rows:
+            continue
+        rows = rows.take(pc.sort_indices(rows, [(ts, "ascending")]))
+        latest = rows.group_by(keys, use_threads=False).aggregate(
+            [(c, "last", last) for c in (ts, *values)])
+        times = _epoch_s(latest.column(f"{ts}_last"))
+        cols = [latest.column(k).to_pylist() for k in keys]
+        vals = [latest.column(f"{v}_last").to_pylist() for v in values]
+        for i, t in enumerate(times):
+            yield (*(c[i] for c in cols), t, *(v[i] for v in vals))
+
+
+# --------------------------------------------------------------------------------------------
+# what the exporter holds per table (immutable: a refresh builds the next one)
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class _Latest:
+    """A series' latest row: its time (Unix s), its date folder and the values exported."""
+
+    ts: float
+    date: str
+    values: tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Event:
+    """The current row of one rebalance window or anomaly: how current it is
+    (:func:`lagscope.results.event_rank`), whether it is open, and what is exported of it."""
+
+    rank: tuple[float, int]
+    group: str
+    is_open: bool
+    values: tuple[Any, ...]
+
+
+#: a closed window or anomaly stays a record for this long after the newest step seen (by
+#: ``as_of_ts``) before it is folded into its folder's totals: a rebalance storm is written
+#: again, closed, for as long as rebalances keep coming within its window (600 s by default).
+#: A folded one written again makes its folder be read again whole (exact, only slower).
+HOLD_CLOSED_S = 3600.0
+
+
+class _RebalanceTotals:
+    """Closed rebalance windows of one group, folded into what the metrics need."""
+
+    __slots__ = ("buckets", "causes", "duration_sum", "durations", "last")
+
+    def __init__(self) -> None:
+        self.causes: dict[str, int] = {}
+        self.buckets = [0] * len(DURATION_BUCKETS)
+        self.durations = 0
+        self.duration_sum = 0.0
+        #: the window with the latest end: (end, duration, observed / bound)
+        self.last: tuple[float, Any, Any] | None = None
+
+    def add(self, event: _Event) -> None:
+        cause, end_ts, duration, over_bound = event.values
+        self.count(cause)
+        if (d := _finite(duration)) is not None:
+            self.durations += 1
+            self.duration_sum += d
+            for i, bound in enumerate(DURATION_BUCKETS):
+                self.buckets[i] += d <= bound
+        if end_ts is not None and (self.last is None or end_ts >= self.last[0]):
+            self.last = (end_ts, duration, over_bound)
+
+    def count(self, cause: str | None) -> None:
+        key = cause or "unknown"
+        self.causes[key] = self.causes.get(key, 0) + 1
+
+    def merge(self, other: _RebalanceTotals) -> None:
+        for cause, n in other.causes.items():
+            self.causes[cause] = self.causes.get(cause, 0) + n
+        self.buckets = [a + b for a, b in zip(self.buckets, other.buckets, strict=True)]
+        self.durations += other.durations
+        self.duration_sum += other.duration_sum
+        if other.last is not None and (self.last is None or other.last[0] >= self.last[0]):
+            self.last = other.last
+
+
+def _fold_rebalance(totals: dict[Any, Any], event: _Event) -> None:
+    if event.group not in totals:
+        totals[event.group] = _RebalanceTotals()
+    totals[event.group].add(event)
+
+
+def _fold_anomaly(totals: dict[Any, Any], event: _Event) -> None:
+    """Per folder: ``("n", group, kind, severity)`` → anomalies, and the delivery counts
+    ``("lost" | "reprocessed", group, topic, cause)`` → messages."""
+    _, kind, severity, delivery = event.values
+    key = ("n", event.group, kind, severity)
+    totals[key] = totals.get(key, 0) + 1
+    if delivery is not None:
+        measure = _delivery_key(event.group, delivery)
+        totals[measure] = totals.get(measure, 0) + delivery[3]
+
+
+def _delivery_key(group: str, delivery: tuple[Any, ...]) -> tuple[str, str, str, str]:
+    topic, cause, measure, _ = delivery
+    return (measure, group, topic or "", cause)
+
+
+def _delivery_of(rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...] | None]:
+    """Anomaly rows' delivery accounting as the exporter holds it, ``(topic, cause, measure,
+    messages)`` with measure ``lost`` or ``reprocessed``; None for kinds that count no message
+    (:func:`lagscope.delivery.account_rows`, the one definition, once per batch)."""
+    out: list[tuple[Any, ...] | None] = []
+    for counted in account_rows(rows):
+        if counted is None:
+            out.append(None)
+        else:
+            measure = DELIVERY_KINDS[counted["kind"]]
+            out.append((counted["topic"], counted["cause"], measure, counted[measure]))
+    return out
+
+
+def _merge_anomaly(older: _Event, newer: _Event) -> _Event:
+    """Two rows of one anomaly: the newer one, with the larger of the two counts of messages (an
+    open loss only grows; a counter never goes down because a later row said less)."""
+    a, b = older.values[3], newer.values[3]
+    if a is None or b is None or a[3] <= b[3]:
+        return newer
+    return _Event(newer.rank, newer.group, newer.is_open, (*newer.values[:3], (*b[:3], a[3])))
+
+
+def _anomaly_row_columns() -> tuple[str, ...]:
+    """The anomaly columns the delivery accounting reads (``cause`` where the schema has it)."""
+    names = RESULT_TABLES["anomalies"].schema.names
+    return ("topic", "partition", "start_ts", "magnitude", *(("cause",) if "cause" in names else ()))
+
+
+def _copy_totals(totals: Mapping[Any, Any]) -> dict[Any, Any]:
+    out: dict[Any, Any] = {}
+    for k, v in totals.items():
+        if isinstance(v, _RebalanceTotals):
+            copied = _RebalanceTotals()
+            copied.merge(v)
+            out[k] = copied
+        else:
+            out[k] = v
+    return out
+
+
+@dataclass(frozen=True)
+class _EventFolder:
+    """One (cluster, date) folder of an event table: the open and recently closed events as
+    records by identity, the others folded into ``totals``, whose identities' hashes ``folded``
+    holds (sorted; 8 bytes each) so that one written again is noticed."""
+
+    held: Mapping[tuple[Any, ...], _Event] = field(default_factory=dict)
+    folded: array[int] = field(default_factory=lambda: array("q"))
+    totals: Mapping[Any, Any] = field(default_factory=dict)
+
+
+def _is_folded(folder: _EventFolder, ident: tuple[Any, ...]) -> bool:
+    h = hash(ident)
+    i = bisect.bisect_left(folder.folded, h)
+    return i < len(folder.folded) and folder.folded[i] == h
+
+
+@dataclass(frozen=True)
+class _TableSpec:
+    name: str
+    #: series tables: the key columns, the time column and the exported value columns
+    keys: tuple[str, ...] = ()
+    ts: str = ""
+    values: tuple[str, ...] = ()
+    where: Callable[[], Any] | None = None
+    #: event tables: the identity columns within a (cluster, date) folder, how a closed one folds
+    identity: tuple[str, ...] = ()
+    fold: Callable[[dict[Any, Any], _Event], None] | None = None
+    #: event tables: one more value derived from each row (given a batch's rows, one value per
+    #: row), the columns it reads, and how two rows of one identity combine (default: the more
+    #: current one wins)
+    derive: Callable[[Sequence[Mapping[str, Any]]], Sequence[Any]] | None = None
+    derive_columns: Callable[[], tuple[str, ...]] | None = None
+    merge: Callable[[_Event, _Event], _Event] | None = None
+
+    @property
+    def is_series(self) -> bool:
+        return bool(self.keys)
+
+
+def _partition_rows() -> Any:
+    import pyarrow.dataset as ds
+
+    return ds.field("topic").is_valid() & ds.field("partition").is_valid()
+
+
+def _group_rows() -> Any:
+    import pyarrow.dataset as ds
+
+    return ~ds.field("topic").is_valid() & ~ds.field("partition").is_valid()
+
+
+_SPECS = {
+    "rebalances": _TableSpec("rebalances", identity=("group_id", "start_ts"),
+                             values=("cause", "end_ts", "duration_s", "observed_over_bound"), fold=_fold_rebalance),
+    "anomalies": _TableSpec("anomalies", identity=("key",), values=("group_id", "kind", "severity"),
+                            fold=_fold_anomaly, derive=_delivery_of, derive_columns=_anomaly_row_columns,
+                            merge=_merge_anomaly),
+    "status": _TableSpec("status", keys=("group_id",), ts="eval_ts", values=("status", "burrow_status"),
+                         where=_group_rows),
+    "lag_trends": _TableSpec("lag_trends", keys=("group_id", "topic", "partition"), ts="window_start",
+                             values=("retention_headroom_s", "catchup_eta_s"), where=_partition_rows),
+}
+
+
+@dataclass(frozen=True)
+class _TableState:
+    """One table's folded rows: series tables by ``(cluster, *key)``, event tables by folder
+    ``(cluster, date)``. ``newest_as_of``: the latest step seen (Unix s); ``updated``: the newest
+    modification time of the table's files."""
+
+    series: Mapping[tuple[Any, ...], _Latest] = field(default_factory=dict)
+    events: Mapping[tuple[str, str], _EventFolder] = field(default_factory=dict)
+    newest_as_of: float = -math.inf
+    updated: float | None = None
+    #: anomalies: the delivery counts of folders gone (retention), ``(cluster, measure, group,
+    #: topic, cause)`` → messages, so that the counters never go down
+    retired: Mapping[tuple[str, ...], int] = field(default_factory=dict)
+
+
+def _folder_delivery(cluster: str, folder: _EventFolder) -> dict[tuple[str, ...], int]:
+    """One anomalies folder's delivery counts: ``(cluster, measure, group, topic, cause)`` → messages."""
+    out: dict[tuple[str, ...], int] = defaultdict(int)
+    for key, n in folder.totals.items():
+        if key[0] != "n":
+            out[(cluster, *key)] += n
+    for event in folder.held.values():
+        if (delivery := event.values[3]) is not None:
+            out[(cluster, *_delivery_key(event.group, delivery))] += delivery[3]
+    return out
+
+
+def _fold_series(spec: _TableSpec, series: dict[tuple[Any, ...], _Latest], change: FolderChange) -> None:
+    where = spec.where() if spec.where else None
+    for path in change.files:
+        for row in _latest_per_key(path, spec.name, list(spec.keys), spec.ts, list(spec.values), where):
+            key = (change.cluster, *row[:len(spec.keys)])
+            ts = row[len(spec.keys)]
+            cur = series.get(key)
+            if cur is None or ts >= cur.ts:
+                series[key] = _Latest(ts, change.date, tuple(row[len(spec.keys) + 1:]))
+
+
+def _unix(value: Any) -> Any:
+    """A timestamp as Unix seconds (a float holds less than a datetime); other values as they are."""
+    return value.timestamp() if isinstance(value, dt.datetime) else value
+
+
+def _event_rows(spec: _TableSpec, files: Iterable[Path]) -> Iterator[tuple[tuple[Any, ...], _Event]]:
+    extra = spec.derive_columns() if spec.derive_columns else ()
+    columns = list(dict.fromkeys([*spec.identity, "group_id", "as_of_ts", "end_ts", *spec.values, *extra]))
+    for path in files:
+        for batch in _batches(path, spec.name, columns, None):
+            rows = batch.to_pylist()
+            derived = spec.derive(rows) if spec.derive else None
+            for i, row in enumerate(rows):
+                values = tuple(_unix(row[c]) for c in spec.values)
+                yield (tuple(row[c] for c in spec.identity),
+                       _Event(event_rank(row), row["group_id"], row["end_ts"] is None,
+                              values if derived is None else (*values, derived[i])))
+
+
+def _fold_event_files(spec: _TableSpec, folder: _EventFolder, files: Iterable[Path]) -> _EventFolder | None:
+    """``folder`` with the rows of ``files`` in (the current row per identity); None when a row
+    is of an identity already folded into the totals (the folder must then be read again whole)."""
+    held = dict(folder.held)
+    for ident, event in _event_rows(spec, files):
+        cur = held.get(ident)
+        if cur is None and folder.folded and _is_folded(folder, ident):
+            return None
+        if cur is None:
+            held[ident] = event
+        elif event.rank >= cur.rank:
+            held[ident] = spec.merge(cur, event) if spec.merge else event
+        elif spec.merge:
+            held[ident] = spec.merge(event, cur)
+    return _EventFolder(held, folder.folded, folder.totals)
+
+
+def _fold_closed(spec: _TableSpec, folder: _EventFolder, before: float) -> _EventFolder:
+    """Fold the closed events last written before ``before`` (Unix s) into the totals."""
+    done = {k: e for k, e in folder.held.items() if not e.is_open and e.rank[0] < before}
+    if not done:
+        return folder
+    assert spec.fold is not None
+    totals = _copy_totals(folder.totals)
+    for event in done.values():
+        spec.fold(totals, event)
+    folded = array("q", sorted([*folder.folded, *(hash(k) for k in done)]))
+    return _EventFolder({k: e for k, e in folder.held.items() if k not in done}, folded, totals)
+
+
+def _apply(spec: _TableSpec, state: _TableState, changes: TableChanges,
+           folder_files: Callable[[str, str], list[Path]]) -> tuple[_TableState, list[Path]]:
+    """The next state, ``state`` with ``changes`` folded in (``state`` is not modified), and the
+    files read. ``folder_files(cluster, date)``: a folder's live files, to read one again whole."""
+    read = [f for c in changes.changed for f in c.files]
+    if spec.is_series:
+        series = dict(state.series)
+        if changes.gone:
+            gone_days = set(changes.gone)
+            series = {k: v for k, v in series.items() if (k[0], v.date) not in gone_days}
+        for change in changes.changed:
+            _fold_series(spec, series, change)
+        return _TableState(series=series, updated=changes.newest_mtime), read
+    gone = set(changes.gone)
+    events = {k: v for k, v in state.events.items() if k not in gone}
+    retired = dict(state.retired)
+    if spec.derive is not None:
+        for key in gone & set(state.events):
+            for counted, n in _folder_delivery(key[0], state.events[key]).items():
+                retired[counted] = retired.get(counted, 0) + n
+    for change in changes.changed:
+        key = (change.cluster, change.date)
+        folder = None if change.reset else _fold_event_files(spec, events.get(key, _EventFolder()), change.files)
+        if folder is None:  # replaced, or a folded event written again: read it again whole
+            files = change.files if change.reset else folder_files(*key)
+            read += [] if change.reset else files
+            folder = _fold_event_files(spec, _EventFolder(), files)
+            assert folder is not None  # nothing folded in an empty folder
+        events[key] = folder
+    newest = max([state.newest_as_of, *(e.rank[0] for f in events.values() for e in f.held.values())])
+    events = {k: _fold_closed(spec, f, newest - HOLD_CLOSED_S) for k, f in events.items() if f.held or f.totals}
+    return _TableState(events=events, newest_as_of=newest, updated=changes.newest_mtime, retired=retired), read
+
+
+def _needs_full_read(spec: _TableSpec, changes: TableChanges) -> bool:
+    """Whether a series table must be read again whole: files already read were replaced, or
+    days went that are not the oldest of their cluster (a series' latest row may then be in an
+    older day still there). Retention removes the oldest days: their series are just dropped."""
+    if not spec.is_series:
+        return False
+    if any(c.reset for c in changes.changed):
+        return True
+    remaining: dict[str, str] = {}
+    for cluster, date in changes.folders:
+        remaining[cluster] = min(date, remaining.get(cluster, date))
+    return any(cluster in remaining and date > remaining[cluster] for cluster, date in changes.gone)
+
+
+#: the advice labels, in order (``current`` is the setting's current value, ``""`` when unknown)
+ADVICE_LABELS = ("cluster", "group", "rule", "setting", "current", "suggested", "confidence")
+_ADVICE_COLUMNS = ["group_id", "rule", "setting", "current_value", "suggested", "confidence", "as_of_ts"]
+
+
+@dataclass(frozen=True)
+class _Advice:
+    """One cluster's current advice: the latest step's ``as_of_ts`` (Unix s), its date folder and
+    its rows as label values (without the cluster)."""
+
+    as_of: float
+    date: str
+    rows: tuple[tuple[str, ...], ...]
+
+
+def _apply_advice(held: Mapping[str, _Advice], changes: TableChanges,
+                  watermark_ms: int | None) -> tuple[dict[str, _Advice], int]:
+    """The advice held with ``changes`` in: of the new files' rows, per cluster those of the
+    latest ``as_of_ts`` replace the held ones when newer (a folder replaced whole: its files are
+    all read); a cluster whose folder went, or whose advice is older than the checkpoint's
+    watermark (a later step found none), holds none. Returns them and the files read."""
+    out = dict(held)
+    read = 0
+    gone = set(changes.gone)
+    for cluster, was in held.items():
+        if (cluster, was.date) in gone:
+            del out[cluster]
+    # per cluster only its newest date folder can hold its latest step, and of an incremental
+    # step's files (inc-<from>-<to>-…) only the newest step's: a start reads one step, not a day
+    newest: dict[str, FolderChange] = {}
+    for change in changes.changed:
+        if change.cluster not in newest or change.date > newest[change.cluster].date:
+            newest[change.cluster] = change
+    for change in newest.values():
+        held_now = out.get(change.cluster)
+        if held_now is not None and held_now.date > change.date:
+            continue
+        best: dict[float, list[tuple[str, ...]]] = {}
+        for path in newest_step_files(change.files):
+            read += 1
+            for batch in _batches(path, "advice", _ADVICE_COLUMNS, None):
+                for r in batch.to_pylist():
+                    best.setdefault(r["as_of_ts"].timestamp(), []).append(
+                        (r["group_id"], r["rule"], r["setting"], r["current_value"] or "", r["suggested"],
+                         r["confidence"]))
+        if not best:
+            continue
+        top = max(best)
+        cur = out.get(change.cluster)
+        if cur is None or top > cur.as_of or (top == cur.as_of and change.reset):
+            out[change.cluster] = _Advice(top, change.date, tuple(sorted(set(best[top]))))
+        elif top == cur.as_of:
+            out[change.cluster] = _Advice(top, cur.date, tuple(sorted(set(cur.rows) | set(best[top]))))
+    if watermark_ms is not None:
+        out = {c: a for c, a in out.items() if a.as_of * 1000 >= watermark_ms}
+    return out, read
+
+
+@dataclass(frozen=True)
+class ResultsSnapshot:
+    """One complete state of the exporter, replaced whole by a refresh."""
+
+    tables: Mapping[str, _TableState] = field(default_factory=dict)
+    #: per cluster, its current advice
+    advice: Mapping[str, _Advice] = field(default_factory=dict)
+    #: per table: the files the refresh that made this snapshot read
+    files_read: Mapping[str, list[Path]] = field(default_factory=dict)
+
+    def held(self) -> dict[str, int]:
+        """Per table, the records it holds: series (lag trends, status) or open and recently
+        closed events (rebalances, anomalies)."""
+        return {name: len(t.series) + sum(len(f.held) for f in t.events.values()) for name, t in self.tables.items()}
+
+    def folded(self) -> dict[str, int]:
+        """Per event table, the events folded into totals (8 bytes each)."""
+        return {name: sum(len(f.folded) for f in t.events.values()) for name, t in self.tables.items()
+                if _SPECS[name].fold is not None}
+
+
 class ResultsCollector(Collector):
     """A prometheus_client custom collector over the result tables under ``root``.
 
-    ``refresh_s``: the tables are re-read when the last reading is older than this.
+    ``refresh_s``: the tables are brought up to date when the last refresh is older than this.
     ``clock``: injectable monotonic clock (tests).
     """
 
@@ -270,74 +595,133 @@ class ResultsCollector(Collector):
         self.refresh_s = refresh_s
         self._clock = clock
         self._lock = threading.Lock()
-        self._tables = {t: TableFiles(self.root, t) for t in _TABLES}
-        self._reading: ResultsReading | None = None
+        self._tails = {name: TableTail(self.root, name) for name in _SPECS}
+        self._advice_tail = TableTail(self.root, "advice")
+        self._snapshot: ResultsSnapshot | None = None
         self._read_at = -math.inf
         self._read_errors = 0
         self._files_read = 0
 
-    def reading(self) -> ResultsReading:
-        """The current reading, brought up to date first (new or changed files only) when it is
-        older than ``refresh_s``."""
+    def reading(self) -> ResultsSnapshot:
+        """The current snapshot, brought up to date first (new files only) when it is older than
+        ``refresh_s``."""
         with self._lock:
             now = self._clock()
-            if self._reading is None or now - self._read_at >= self.refresh_s:
-                reading, errors = _read_all(self._tables, self._reading)
-                self._reading, self._read_at = reading, now
-                self._read_errors += errors
-                self._files_read += sum(len(v) for v in reading.files_read.values())
-            return self._reading
+            if self._snapshot is None or now - self._read_at >= self.refresh_s:
+                self._snapshot, self._read_at = self._refresh(self._snapshot or ResultsSnapshot()), now
+            return self._snapshot
+
+    def _refresh(self, previous: ResultsSnapshot) -> ResultsSnapshot:
+        tables: dict[str, _TableState] = {}
+        files_read: dict[str, list[Path]] = {}
+        for name, spec in _SPECS.items():
+            for _ in range(_QUARANTINE_RETRIES):
+                state = previous.tables.get(name, _TableState())
+                tail = self._tails[name]
+                try:
+                    changes = tail.poll()
+                    if _needs_full_read(spec, changes):
+                        tail, state = TableTail(self.root, name), _TableState()
+                        changes = tail.poll()
+                    state, read = _apply(spec, state, changes, self._folder_files(name))
+                    break
+                except FileQuarantined:
+                    continue  # the file is in quarantine (one warning said so): read the table again
+                except (LakeError, OSError, pa.ArrowInvalid) as exc:
+                    if isinstance(exc, OSError | pa.ArrowInvalid) and is_missing_file(exc):
+                        log.debug("result table %s changed while read; read again at the next refresh", name)
+                    else:
+                        self._read_errors += 1
+                        log.warning("cannot read result table %s under %s: %s", name, self.root, exc)
+                    tables[name] = previous.tables.get(name, _TableState())
+                    files_read[name] = []
+                    break
+            else:  # a file quarantined at every attempt: read again at the next refresh
+                tables[name] = previous.tables.get(name, _TableState())
+                files_read[name] = []
+            if name in tables:
+                continue
+            tail.commit(changes)
+            self._tails[name] = tail
+            tables[name] = state
+            files_read[name] = read
+            self._files_read += len(files_read[name])
+        advice = previous.advice
+        try:
+            advice_changes = self._advice_tail.poll()
+            advice, read_n = _apply_advice(previous.advice, advice_changes,
+                                           read_publish_state(self.root).watermark_ms)
+            self._advice_tail.commit(advice_changes)
+            self._files_read += read_n
+        except (LakeError, OSError, pa.ArrowInvalid) as exc:
+            if isinstance(exc, OSError | pa.ArrowInvalid) and is_missing_file(exc):
+                log.debug("result table advice changed while read; read again at the next refresh")
+            else:
+                self._read_errors += 1
+                log.warning("cannot read result table advice under %s: %s", self.root, exc)
+        return ResultsSnapshot(tables=tables, files_read=files_read, advice=advice)
+
+    def _folder_files(self, table: str) -> Callable[[str, str], list[Path]]:
+        def files(cluster: str, date: str) -> list[Path]:
+            day = dt.date.fromisoformat(date)
+            return list_files(self.root, table, cluster=cluster, since=day, until=day)
+        return files
 
     def collect(self) -> Iterator[Any]:
-        reading = self.reading()
-        yield from _rebalance_metrics(reading.rows.get("rebalances", []))
-        yield from _anomaly_metrics(reading.rows.get("anomalies", []))
-        yield from _status_metrics(reading.rows.get("status", []))
-        yield from _trend_metrics(reading.rows.get("lag_trends", []))
+        snapshot = self.reading()
+        tables = snapshot.tables
+        yield from _rebalance_metrics(tables["rebalances"].events)
+        yield from _anomaly_metrics(tables["anomalies"].events)
+        yield from _delivery_metrics(tables["anomalies"])
+        yield from _status_metrics(tables["status"].series)
+        yield from _trend_metrics(tables["lag_trends"].series)
+        yield from _advice_metrics(snapshot.advice)
         updated = GaugeMetricFamily(
             "lagscope_results_last_update_timestamp_seconds",
             "Newest modification time of a result table's files (Unix time, s).", labels=["table"])
-        for table, mtime in sorted(reading.updated.items()):
-            updated.add_metric([table], mtime)
+        for name, state in sorted(tables.items()):
+            if state.updated is not None:
+                updated.add_metric([name], state.updated)
         yield updated
         yield CounterMetricFamily("lagscope_results_read_errors",
                                   "Result-table reads that failed (the previous reading was kept).",
                                   value=self._read_errors)
         yield CounterMetricFamily("lagscope_results_files_read",
-                                  "Result files read (each new or changed file once).",
+                                  "Result files read (each new file once; a folder read again counts again).",
                                   value=self._files_read)
 
 
-def _rebalance_metrics(rows: list[dict[str, Any]]) -> Iterator[Any]:
-    rows = [dict(r) for r in current_rows(rows, lambda r: (r["cluster"], r["group_id"], r["start_ts"]))]
+def _rebalance_metrics(folders: Mapping[tuple[str, str], _EventFolder]) -> Iterator[Any]:
+    per_group: dict[tuple[str, str], _RebalanceTotals] = defaultdict(_RebalanceTotals)
+    in_progress: dict[tuple[str, str], int] = defaultdict(int)
+    for (cluster, _), folder in sorted(folders.items()):
+        for group, totals in folder.totals.items():
+            per_group[(cluster, group)].merge(totals)
+            in_progress[(cluster, group)] += 0
+        for event in folder.held.values():
+            cg = (cluster, event.group)
+            in_progress[cg] += event.is_open
+            if event.is_open:
+                per_group[cg].count(event.values[0])
+            else:
+                per_group[cg].add(event)
     total = CounterMetricFamily("lagscope_rebalances",
                                 "Rebalance windows found by the analytics, by cause.",
                                 labels=["cluster", "group", "cause"])
-    counts: dict[tuple[str, str, str], int] = defaultdict(int)
-    durations: dict[tuple[str, str], list[float]] = defaultdict(list)
-    in_progress: dict[tuple[str, str], int] = defaultdict(int)
-    for row in rows:
-        cg = (row["cluster"], row["group_id"])
-        counts[(*cg, row.get("cause") or "unknown")] += 1
-        in_progress[cg] += 0
-        if row.get("end_ts") is None:
-            in_progress[cg] += 1
-        elif (d := _finite(row.get("duration_s"))) is not None:
-            durations[cg].append(d)
-    for labels, n in sorted(counts.items()):
-        total.add_metric(list(labels), n)
+    for cg, totals in sorted(per_group.items()):
+        for cause, n in sorted(totals.causes.items()):
+            total.add_metric([*cg, cause], n)
     yield total
 
     hist = HistogramMetricFamily("lagscope_rebalance_duration_seconds",
                                  "Durations of closed rebalance windows (s).", labels=["cluster", "group"])
-    for cg, values in sorted(durations.items()):
-        buckets = [(_le(b), float(sum(1 for v in values if v <= b))) for b in DURATION_BUCKETS]
-        buckets.append(("+Inf", float(len(values))))
-        hist.add_metric(list(cg), buckets, sum_value=sum(values))
+    for cg, totals in sorted(per_group.items()):
+        if totals.durations:
+            buckets = [(_le(b), float(n)) for b, n in zip(DURATION_BUCKETS, totals.buckets, strict=True)]
+            buckets.append(("+Inf", float(totals.durations)))
+            hist.add_metric(list(cg), buckets, sum_value=totals.duration_sum)
     yield hist
 
-    closed = _latest_by((r for r in rows if r.get("end_ts") is not None),
-                        lambda r: (r["cluster"], r["group_id"]), "end_ts")
     last = GaugeMetricFamily("lagscope_rebalance_last_duration_seconds",
                              "Duration of the group's last closed rebalance window (s).",
                              labels=["cluster", "group"])
@@ -347,12 +731,15 @@ def _rebalance_metrics(rows: list[dict[str, Any]]) -> Iterator[Any]:
     ended = GaugeMetricFamily("lagscope_rebalance_last_end_timestamp_seconds",
                               "End of the group's last closed rebalance window (Unix time, s): how old "
                               "the window the two gauges above describe is.", labels=["cluster", "group"])
-    for cg, row in sorted(closed.items()):
-        if (d := _finite(row.get("duration_s"))) is not None:
+    for cg, totals in sorted(per_group.items()):
+        if totals.last is None:
+            continue
+        end_ts, duration, over_bound = totals.last
+        if (d := _finite(duration)) is not None:
             last.add_metric(list(cg), d)
-        if (r := _finite(row.get("observed_over_bound"))) is not None:
+        if (r := _finite(over_bound)) is not None:
             ratio.add_metric(list(cg), r)
-        ended.add_metric(list(cg), row["end_ts"].timestamp())
+        ended.add_metric(list(cg), end_ts)
     yield last
     yield ratio
     yield ended
@@ -369,8 +756,7 @@ def _le(bound: float) -> str:
     return repr(float(bound))
 
 
-def _anomaly_metrics(rows: list[dict[str, Any]]) -> Iterator[Any]:
-    rows = [dict(r) for r in current_rows(rows, lambda r: (r["cluster"], r["key"]))]
+def _anomaly_metrics(folders: Mapping[tuple[str, str], _EventFolder]) -> Iterator[Any]:
     labels = ["cluster", "group", "kind", "severity"]
     open_ = GaugeMetricFamily("lagscope_anomalies_open",
                               "Anomalies still open (no end yet); 0 once every one of the series ended.",
@@ -378,10 +764,15 @@ def _anomaly_metrics(rows: list[dict[str, Any]]) -> Iterator[Any]:
     total = CounterMetricFamily("lagscope_anomalies", "Anomalies found by the analytics.", labels=labels)
     n_open: dict[tuple[str, str, str, str], int] = defaultdict(int)
     n_all: dict[tuple[str, str, str, str], int] = defaultdict(int)
-    for row in rows:
-        key = (row["cluster"], row["group_id"], row["kind"], row["severity"])
-        n_all[key] += 1
-        n_open[key] += 1 if row.get("end_ts") is None else 0
+    for (cluster, _), folder in folders.items():
+        for (what, group, kind, severity), n in folder.totals.items():
+            if what == "n":
+                n_all[(cluster, group, kind, severity)] += n
+        for event in folder.held.values():
+            _, kind, severity, _ = event.values
+            key = (cluster, event.group, kind, severity)
+            n_all[key] += 1
+            n_open[key] += event.is_open
     for key in sorted(n_all):
         open_.add_metric(list(key), n_open[key])
         total.add_metric(list(key), n_all[key])
@@ -389,28 +780,46 @@ def _anomaly_metrics(rows: list[dict[str, Any]]) -> Iterator[Any]:
     yield total
 
 
-def _status_metrics(rows: list[dict[str, Any]]) -> Iterator[Any]:
-    group_rows = [r for r in rows if r.get("topic") is None and r.get("partition") is None]
-    latest = _latest_by(group_rows, lambda r: (r["cluster"], r["group_id"]), "eval_ts")
+def _delivery_metrics(state: _TableState) -> Iterator[Any]:
+    """``lagscope_messages_lost_total`` and ``lagscope_messages_reprocessed_total``: the delivery
+    accounting (:mod:`lagscope.delivery`) of every anomaly read, summed per group, topic and cause
+    (no partition label: a group's partitions can number thousands; the app and the accounting
+    itself have them per partition)."""
+    counts: dict[tuple[str, ...], int] = defaultdict(int, state.retired)
+    for (cluster, _), folder in state.events.items():
+        for counted, n in _folder_delivery(cluster, folder).items():
+            counts[counted] += n
+    labels = ["cluster", "group", "topic", "cause"]
+    lost = CounterMetricFamily("lagscope_messages_lost",
+                               "Messages never processed (skips, offset resets, retention loss), by cause: "
+                               "exact from the commit stream, else a bound (docs/metrics.md).", labels=labels)
+    again = CounterMetricFamily("lagscope_messages_reprocessed",
+                                "Messages processed twice (rewinds, offset resets back), by cause: exact from "
+                                "the commit stream, else at least this many (docs/metrics.md).", labels=labels)
+    for (cluster, measure, group, topic, cause), n in sorted(counts.items()):
+        (lost if measure == "lost" else again).add_metric([cluster, group, topic, cause], n)
+    yield lost
+    yield again
+
+
+def _status_metrics(series: Mapping[tuple[Any, ...], _Latest]) -> Iterator[Any]:
     own = GaugeMetricFamily("lagscope_group_status",
                             "lagscope's group status: 1 on the current status, 0 on the others.",
                             labels=["cluster", "group", "status"])
     burrow = GaugeMetricFamily("lagscope_group_burrow_status",
                                "Burrow-compatible group status: 1 on the current status, 0 on the others.",
                                labels=["cluster", "group", "status"])
-    for (cluster, group), row in sorted(latest.items()):
+    for (cluster, group), latest in sorted(series.items()):
+        current, burrow_current = latest.values
         for status in GROUP_STATUSES:
-            own.add_metric([cluster, group, status], 1.0 if row.get("status") == status else 0.0)
+            own.add_metric([cluster, group, status], 1.0 if current == status else 0.0)
         for status in BURROW_STATUSES:
-            burrow.add_metric([cluster, group, status], 1.0 if row.get("burrow_status") == status else 0.0)
+            burrow.add_metric([cluster, group, status], 1.0 if burrow_current == status else 0.0)
     yield own
     yield burrow
 
 
-def _trend_metrics(rows: list[dict[str, Any]]) -> Iterator[Any]:
-    part_rows = [r for r in rows if r.get("topic") is not None and r.get("partition") is not None]
-    latest = _latest_by(part_rows, lambda r: (r["cluster"], r["group_id"], r["topic"], r["partition"]),
-                        "window_start")
+def _trend_metrics(series: Mapping[tuple[Any, ...], _Latest]) -> Iterator[Any]:
     labels = ["cluster", "group", "topic", "partition"]
     headroom = GaugeMetricFamily("lagscope_retention_headroom_seconds",
                                  "Seconds until the committed offset would fall below the log start "
@@ -418,24 +827,44 @@ def _trend_metrics(rows: list[dict[str, Any]]) -> Iterator[Any]:
     eta = GaugeMetricFamily("lagscope_catchup_eta_seconds",
                             "Seconds until the partition catches up at current rates "
                             "(absent when it is not catching up).", labels=labels)
-    for (cluster, group, topic, partition), row in sorted(latest.items()):
+    for (cluster, group, topic, partition), latest in sorted(series.items()):
         lv = [cluster, group, topic, str(partition)]
-        if (h := _finite(row.get("retention_headroom_s"))) is not None:
+        retention_headroom, catchup_eta = latest.values
+        if (h := _finite(retention_headroom)) is not None:
             headroom.add_metric(lv, h)
-        if (e := _finite(row.get("catchup_eta_s"))) is not None:
+        if (e := _finite(catchup_eta)) is not None:
             eta.add_metric(lv, e)
     yield headroom
     yield eta
 
 
+def _advice_metrics(advice: Mapping[str, _Advice]) -> Iterator[Any]:
+    info = GaugeMetricFamily("lagscope_advice_info",
+                             "The analytics' current advice: 1 per group and rule (docs/analytics.md, Advice).",
+                             labels=list(ADVICE_LABELS))
+    for cluster, held in sorted(advice.items()):
+        for row in held.rows:
+            info.add_metric([cluster, *row], 1.0)
+    yield info
+
+
 def serve(root: Path | str, *, host: str = "127.0.0.1", port: int = 9309,
-          refresh_s: float = 15.0) -> tuple[Any, Any]:
-    """Serve the results metrics on ``http://host:port/metrics`` (a daemon thread).
+          refresh_s: float = 15.0, extra_collectors: Sequence[Any] = ()) -> tuple[Any, Any]:
+    """Serve the results metrics on ``http://host:port/metrics`` (a daemon thread), with
+    ``extra_collectors`` (e.g. the retention counters of ``lagscope run --component analytics``).
 
     Returns ``(server, thread)``; ``server.shutdown()`` stops it.
     """
+    from lagscope.lake import QUARANTINED  # this process's (tests replace it)
+
+    if not Path(root).is_dir():
+        log.warning("results metrics: the results folder %s does not exist (yet): no findings are exported "
+                    "until the analytics write it", root)
     registry = CollectorRegistry()
     registry.register(ResultsCollector(root, refresh_s=refresh_s))
+    registry.register(QUARANTINED)
+    for extra in extra_collectors:
+        registry.register(extra)
     try:
         server, thread = start_http_server(port, addr=host, registry=registry)
     except OSError as exc:

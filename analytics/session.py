@@ -13,9 +13,12 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from lagscope.analytics.params import DEFAULT_DRIVER_MEMORY
+from lagscope.config import AnalyticsConfig
 
 __all__ = ["build_session", "discard_session"]
+
+#: spark.driver.memory when the caller gives none: ``analytics.driver_memory``'s default
+_DRIVER_MEMORY: str = AnalyticsConfig.model_fields["driver_memory"].default
 
 
 
@@ -47,7 +50,7 @@ def _log_to(log_file: Path) -> str:
 
 
 def build_session(master: str = "local[*]", *, app_name: str = "lagscope-analytics",
-                  shuffle_partitions: int = 8, driver_memory: str = DEFAULT_DRIVER_MEMORY,
+                  shuffle_partitions: int = 8, driver_memory: str = _DRIVER_MEMORY,
                   log_file: Path | None = None) -> SparkSession:
     """A session configured for the lake: every timestamp is UTC, Parquet timestamps are written
     as int64 milliseconds (``timestamp[ms, tz=UTC]`` for pyarrow and DuckDB readers), result

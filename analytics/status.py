@@ -22,13 +22,26 @@ only commits when it consumes is STOP (rule 3) as soon as one message waits; a s
 a few messages that is never exactly 0 at the entries is WARN (rule 5); an idle topic whose
 consumer stopped committing is STOP.
 
+``burrow_status`` keeps Burrow's semantics, its false alarms included (a compatibility
+column, for dashboards and tools built on Burrow's answers); ``status`` is lagscope's own.
+
 **lagscope** (worst first): ``ERR`` when committed < log start (messages lost);
-``REWIND`` when the window rewound; ``STOP`` when work is pending, nobody owns the partition
+``REWIND`` when the window rewound (also when the lag touched 0 in the window: the messages
+were processed twice all the same); ``STOP`` when work is pending, nobody owns the partition
 and nothing was committed for ``stop_after_s``; ``STALL`` the same with an owner
 (``stall_after_s``); ``WARN`` when the lag in seconds is at least ``warn_lag_s`` *and* grew
 over the window without ever decreasing; ``IDLE`` when caught up on a topic that has not
 been written to for ``stall_after_s``; else ``OK``. So: no STOP at zero lag, no WARN on a
 steady small lag (its lag seconds stay small), no alarm on an idle topic.
+
+**Starved partitions.** A partition row sees its own partition only, so it says ``STALL`` (or
+``STOP``) for a partition whose owner is alive and committing on its other partitions. The
+per-group pass judges those (:func:`lagscope.analytics.groups.judge_idle`); here a ``STALL`` or
+``STOP`` row inside one of its partition's starved episodes (from the owner's first progress
+elsewhere in it on) becomes ``OK`` (``WARN`` from
+``5 × stall_after_s`` into the episode), its reason prefixed with :data:`STARVED_REASON`, and the
+group row is the worst of the rows so judged: a group whose members all progress is not
+STALL/STOP for a starved partition. Burrow's column is left as Burrow would say it.
 """
 
 from __future__ import annotations
@@ -48,10 +61,13 @@ from lagscope.analytics.arrays import gsum as _gsum
 from lagscope.analytics.arrays import key_code as _key_code
 from lagscope.analytics.arrays import longs as _long
 from lagscope.analytics.arrays import nullable_doubles as _nn
+from lagscope.analytics.arrays import seconds as _secs
+from lagscope.analytics.kseries import asof
 
-__all__ = ["BURROW_RANK", "OWN_RANK", "STATUS_COLUMNS", "status"]
+__all__ = ["BURROW_RANK", "OWN_RANK", "STARVED_REASON", "STATUS_COLUMNS", "starved_rows", "status"]
 
 _I = npt.NDArray[np.int64]
+_B = npt.NDArray[np.bool_]
 _US = pa.timestamp("us", tz="UTC")
 _MS = pa.timestamp("ms", tz="UTC")
 
@@ -77,8 +93,49 @@ def _rank(col: pa.ChunkedArray, ranks: dict[str, int]) -> _I:
     return table[idx]
 
 
-def status(minutes: pa.Table) -> pa.Table:
-    """The ``status`` table: each minute row's evaluation and the group rows."""
+#: the reason's prefix of a partition row inside a starved episode
+STARVED_REASON = "starved (its owner commits progress on its other partitions): "
+
+
+def starved_rows(minutes: pa.Table, starved: pa.Table) -> tuple[_B, _B]:
+    """Per minute row: whether it is a ``STALL`` or ``STOP`` row inside one of its partition's
+    ``starved`` episodes (:data:`lagscope.analytics.groups.STARVED_SCHEMA`: start ≤ eval ≤ end,
+    an open one without end) at or after its ``from_ts`` (the owner's first progress elsewhere in
+    it: a row before could not know), and whether it is at or past the episode's ``warn_ts``."""
+    n = minutes.num_rows
+    if not n or not starved.num_rows:
+        return np.zeros(n, bool), np.zeros(n, bool)
+    cols = ("cluster", "group_id", "topic", "partition")
+    code = _key_code(*[pa.concat_arrays([minutes.column(c).combine_chunks().cast(starved.schema.field(c).type),
+                                         starved.column(c).combine_chunks()]) for c in cols])
+    mk, sk = code[:n], code[n:]
+    t = _secs(minutes.column("ts"))
+    start, end, warn = _secs(starved.column("start_ts")), _secs(starved.column("end_ts")), _secs(
+        starved.column("warn_ts"))
+    since = _secs(starved.column("from_ts"))
+    i = asof(sk, start, mk, t)
+    j = np.maximum(i, 0)
+    bad = _dict_codes(minutes.column("status"))
+    name = np.array([*bad[1], None], dtype=object)[bad[0]]
+    inside = ((i >= 0) & ((np.isnan(end[j])) | (t <= end[j])) & (t >= since[j])
+              & np.isin(name, ["STALL", "STOP"]))
+    return inside, inside & (t >= warn[j])
+
+
+def status(minutes: pa.Table, starved: pa.Table | None = None) -> pa.Table:
+    """The ``status`` table: each minute row's evaluation and the group rows. ``starved``: the
+    per-group pass's starved episodes; a ``STALL``/``STOP`` row inside one is ``OK`` (``WARN``
+    from the episode's ``warn_ts`` on), its reason prefixed with :data:`STARVED_REASON`."""
+    if starved is not None and starved.num_rows:
+        inside, late = starved_rows(minutes, starved)
+        if inside.any():
+            st = minutes.column("status").combine_chunks().cast(pa.string())
+            rs = minutes.column("reason").combine_chunks().cast(pa.string())
+            new_st = pc.if_else(pa.array(inside), pa.array(np.where(late, "WARN", "OK")), st)
+            new_rs = pc.if_else(pa.array(inside), pc.binary_join_element_wise(
+                pa.array([STARVED_REASON] * minutes.num_rows, pa.string()), rs, ""), rs)
+            minutes = minutes.set_column(minutes.schema.get_field_index("status"), "status", new_st)
+            minutes = minutes.set_column(minutes.schema.get_field_index("reason"), "reason", new_rs)
     eval_ts = minutes.column("ts").combine_chunks()
     parts = pa.table({
         "cluster": minutes.column("cluster"), "eval_ts": eval_ts.cast(_MS, safe=False),

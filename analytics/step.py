@@ -1,5 +1,5 @@
 """One analytics *step* over a set of whole consumer groups, in pyarrow and numpy: lake rows and
-the carried state in, the four result tables and the next state out. Spark runs it once per
+the carried state in, the result tables and the next state out. Spark runs it once per
 bucket of groups (:mod:`lagscope.analytics.job`); a test or a benchmark can call it directly.
 
 A step is two vectorised passes:
@@ -14,7 +14,8 @@ A step is two vectorised passes:
 
 Then the tables: ``lag_trends`` (:func:`lag_trends`: partitions and their topic and group
 rollups), ``status`` (:func:`status`: partitions and their group rows), ``anomalies``
-(:func:`anomalies`), ``rebalances``.
+(:func:`anomalies`), ``rebalances``, and ``advice`` (:func:`lagscope.analytics.advice.advise`: from those
+tables, the member sweeps, the generation records and the evidence carried from earlier steps).
 """
 
 from __future__ import annotations
@@ -32,33 +33,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from lagscope.analytics import groups, kernel, onepass
-from lagscope.analytics.arrays import (
-    dates as _date,
-)
-from lagscope.analytics.arrays import (
-    doubles as _dbl,
-)
-from lagscope.analytics.arrays import (
-    key_code as _key_code,
-)
-from lagscope.analytics.arrays import (
-    longs as _long,
-)
-from lagscope.analytics.arrays import (
-    nullable_doubles as _nn,
-)
-from lagscope.analytics.arrays import (
-    seconds as _secs,
-)
-from lagscope.analytics.arrays import (
-    timestamps as _ts_col,
-)
+from lagscope.analytics import advice, findings, groups, kernel, onepass
+from lagscope.analytics.arrays import dates, doubles, key_code, longs, nullable_doubles, seconds, timestamps
 from lagscope.analytics.status import status
 from lagscope.analytics.trends import lag_trends
+from lagscope.config import matches_any
+from lagscope.lag import BASIS_LSO, HISTORY_POINTS, lag_end, offset_lag
 
 if TYPE_CHECKING:
-    from lagscope.analytics.job import Settings
+    from lagscope.config import AnalyticsConfig
 
 __all__ = ["READ_COLUMNS", "StepInputs", "StepOutput", "read_files", "run_step"]
 
@@ -85,7 +68,7 @@ class StepInputs:
 
 @dataclass
 class StepOutput:
-    """The four result tables (with ``cluster`` and ``date``) and the next state's parts."""
+    """The result tables (with ``cluster`` and ``date``) and the next state's parts."""
 
     tables: dict[str, pa.Table]
     state: dict[str, pa.Table]
@@ -119,9 +102,9 @@ def read_files(paths: Sequence[str], schema: pa.Schema, base: Path, *, where: ds
 #: the lake columns an in-process step reads (the others are the collector's context)
 READ_COLUMNS = {
     "offsets": ["cluster", "group_id", "topic", "partition", "sweep_ts", "committed_offset", "log_start_offset",
-                "log_end_offset", "last_stable_offset", "lag", "member_id", "committed_record_ts"],
+                "log_end_offset", "last_stable_offset", "lag_basis", "member_id", "committed_record_ts"],
     "members": ["cluster", "group_id", "sweep_ts", "group_state", "generation", "member_id", "group_instance_id",
-                "assignment"],
+                "assignment", "protocol", "group_protocol"],
     "commits": ["cluster", "group_id", "topic", "partition", "committed_offset", "commit_ts", "record_ts",
                 "source_partition", "source_offset"],
     "group_events": ["cluster", "group_id", "record_type", "value_version", "generation", "members", "record_ts"],
@@ -136,45 +119,50 @@ READ_COLUMNS = {
 # --------------------------------------------------------------------------------------------
 
 def prepare(offsets: pa.Table, read_committed_groups: Sequence[str]) -> pa.Table:
-    """Lake ``offsets`` rows → the pass's sweep values (as
-    :func:`lagscope.analytics.series.prepare_series`): ``KEY, t, committed, end, log_start, lag,
-    rec_t, lso, owner``."""
-    c, c_ok = _long(offsets.column("committed_offset"))
-    hw, hw_ok = _long(offsets.column("log_end_offset"))
-    lso, lso_ok = _long(offsets.column("last_stable_offset"))
-    cl, cl_ok = _long(offsets.column("lag"))
-    by_lag = (lso_ok & hw_ok & (lso < hw) & c_ok & cl_ok & (cl == np.maximum(0, lso - c))
-              & (cl != np.maximum(0, hw - c)))
+    """Lake ``offsets`` rows → the pass's sweep values: ``KEY, t, committed, end, log_start, lag,
+    rec_t, lso, owner``. ``end`` is the end the row's lag is measured against
+    (:func:`lagscope.lag.lag_end`): the last stable offset where the collector measured it so
+    (``lag_basis``) or the group matches ``read_committed_groups``, else the high watermark; a
+    row without ``lag_basis`` (a file written before the column) is measured against the high
+    watermark unless its group is listed."""
+    c, c_ok = longs(offsets.column("committed_offset"))
+    hw, hw_ok = longs(offsets.column("log_end_offset"))
+    lso, lso_ok = longs(offsets.column("last_stable_offset"))
+    on_lso = _equals(offsets.column("lag_basis"), BASIS_LSO)
     if read_committed_groups:
-        pattern = "^(?:" + "|".join(f"(?:{p})" for p in read_committed_groups) + ")$"
-        listed = _matches(offsets.column("group_id"), pattern)
-    else:
-        listed = np.zeros(offsets.num_rows, bool)
-    use_lso = (listed | by_lag)
-    end = np.where(use_lso & lso_ok, lso, hw)
-    end_ok = np.where(use_lso & lso_ok, True, hw_ok)
-    lag_ok = c_ok & end_ok
-    lag = np.where(lag_ok, np.maximum(0, end - c), 0)
+        on_lso |= _matches(offsets.column("group_id"), read_committed_groups)
+    end, end_ok, _ = lag_end(hw, hw_ok, lso, lso_ok, on_lso)
+    lag, lag_ok = offset_lag(c, c_ok, end, end_ok)
     return pa.table({
         "cluster": offsets.column("cluster"), "group_id": offsets.column("group_id"),
         "topic": offsets.column("topic"), "partition": offsets.column("partition").cast(pa.int32()),
-        "t": _secs(offsets.column("sweep_ts")),
+        "t": seconds(offsets.column("sweep_ts")),
         "committed": kernel.nullable(c, c_ok, pa.int64()), "end": kernel.nullable(end, end_ok, pa.int64()),
         "log_start": offsets.column("log_start_offset"), "lag": kernel.nullable(lag, lag_ok, pa.int64()),
-        "rec_t": _nn(_secs(offsets.column("committed_record_ts"))), "lso": offsets.column("last_stable_offset"),
-        "owner": offsets.column("member_id"),
+        "rec_t": nullable_doubles(seconds(offsets.column("committed_record_ts"))),
+        "lso": offsets.column("last_stable_offset"), "owner": offsets.column("member_id"),
     })
 
 
-def _matches(col: pa.ChunkedArray, pattern: str) -> _B:
-    """Whether each row's string matches ``pattern`` (null: no); a dictionary column's values
-    are matched once each."""
+def _equals(col: pa.ChunkedArray, value: str) -> _B:
+    """Whether each row's string is ``value`` (null: no); a dictionary column's values are
+    compared once each."""
     c = col.combine_chunks()
     if pa.types.is_dictionary(c.type):
-        hit = np.append(np.asarray(pc.match_substring_regex(c.dictionary, pattern).fill_null(False), dtype=bool),
-                        False)
+        hit = np.append(np.asarray(pc.equal(c.dictionary, value).fill_null(False), dtype=bool), False)
         return hit[np.asarray(c.indices.fill_null(len(c.dictionary)), dtype=np.int64)]
-    return np.asarray(pc.match_substring_regex(c, pattern).fill_null(False), dtype=bool)
+    return np.asarray(pc.equal(c, value).fill_null(False), dtype=bool)
+
+
+def _matches(col: pa.ChunkedArray, patterns: Sequence[str]) -> _B:
+    """Whether each row's group id matches one of ``patterns`` whole (null: no), as everywhere
+    else (:func:`lagscope.config.matches_any`, Python's regular expressions): each distinct
+    value is matched once."""
+    c = col.combine_chunks()
+    enc = c if pa.types.is_dictionary(c.type) else pc.dictionary_encode(c)
+    hit = np.array([v is not None and matches_any(patterns, v) for v in enc.dictionary.to_pylist()] + [False],
+                   dtype=bool)
+    return hit[np.asarray(enc.indices.fill_null(len(enc.dictionary)), dtype=np.int64)]
 
 
 def _x(n: int, values: Sequence[_F] | None) -> pa.Array:
@@ -182,7 +170,8 @@ def _x(n: int, values: Sequence[_F] | None) -> pa.Array:
     fields = [f"x{i}" for i in range(onepass.X_WIDTH)]
     if values is None:
         return pa.nulls(n, onepass.X_TYPE)
-    arrays = [_nn(v) for v in values] + [pa.nulls(n, pa.float64()) for _ in range(onepass.X_WIDTH - len(values))]
+    arrays = [nullable_doubles(v) for v in values] + [pa.nulls(n, pa.float64())
+                                                      for _ in range(onepass.X_WIDTH - len(values))]
     return pa.StructArray.from_arrays(arrays, names=fields)
 
 
@@ -217,11 +206,12 @@ def pass_input(series: pa.Table, owner_codes: _I, state: dict[str, pa.Table], co
     st = state.get("series")
     if st is not None and st.num_rows:
         assert state_owner_codes is not None
-        marks = [_dbl(st.column(m)) if m in st.column_names else np.full(st.num_rows, np.nan)
+        marks = [doubles(st.column(m)) if m in st.column_names else np.full(st.num_rows, np.nan)
                  for m in onepass.STATE_X]
         parts.append(_rows(st, onepass.STATE, {
             "t": st.column("t"), "committed": st.column("committed"), "end": st.column("end"),
-            "log_start": st.column("log_start"), "rec_t": _nn(_secs(st.column("rec_ts"))), "lso": st.column("lso"),
+            "log_start": st.column("log_start"), "rec_t": nullable_doubles(seconds(st.column("rec_ts"))),
+            "lso": st.column("lso"),
             "owner_h": kernel.nullable(state_owner_codes, state_owner_codes >= 0, pa.int64()),
             "x": _x(st.num_rows, marks)}))
     h = state.get("history")
@@ -237,10 +227,10 @@ def pass_input(series: pa.Table, owner_codes: _I, state: dict[str, pa.Table], co
                                                      "end": commits.column("seq")}))
     m = state.get("minutes")
     if m is not None and m.num_rows:
-        x = {"produce_rate": _dbl(m.column("produce_rate")), "consume_rate": _dbl(m.column("consume_rate")),
-             "m_g_start": _secs(m.column("m_g_start")), "m_g_lag0": _dbl(m.column("m_g_lag0")),
-             "m_g_n": _dbl(m.column("m_g_n"))}
-        parts.append(_rows(m, onepass.MINUTE, {"t": _secs(m.column("window_start")), "end": m.column("lag_last"),
+        x = {"produce_rate": doubles(m.column("produce_rate")), "consume_rate": doubles(m.column("consume_rate")),
+             "m_g_start": seconds(m.column("m_g_start")), "m_g_lag0": doubles(m.column("m_g_lag0")),
+             "m_g_n": doubles(m.column("m_g_n"))}
+        parts.append(_rows(m, onepass.MINUTE, {"t": seconds(m.column("window_start")), "end": m.column("lag_last"),
                                                "x": _x(m.num_rows, [x[c] for c in onepass.MINUTE_X])}))
     if len({p.schema for p in parts}) > 1:  # sweeps read as dictionaries beside other rows' strings
         plain_rows = pa.schema([*(f for f in onepass.PASS_IN if f.name not in ("_h", "_k")), ("_kind", pa.int64())])
@@ -252,10 +242,10 @@ def pass_input(series: pa.Table, owner_codes: _I, state: dict[str, pa.Table], co
         col = rows.column(name).combine_chunks()
         rows = rows.set_column(rows.column_names.index(name), name,
                                col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(col))
-    code = _key_code(*(rows.column(k) for k in KEY))
+    code = key_code(*(rows.column(k) for k in KEY))
     kind = np.asarray(rows.column("_kind"), dtype=np.int64)
     k = (code << onepass.KIND_BITS) | kind
-    t = _dbl(rows.column("t"))
+    t = doubles(rows.column("t"))
     order = pa.array(np.lexsort((t, k)))
     rows = rows.drop_columns(["_kind"]).append_column("_h", pa.array(code, pa.int64())).append_column(
         "_k", pa.array(k, pa.int64())).select(onepass.PASS_IN.names)
@@ -265,12 +255,12 @@ def pass_input(series: pa.Table, owner_codes: _I, state: dict[str, pa.Table], co
 
 
 def commit_records(commits: pa.Table) -> pa.Table:
-    """Lake ``commits`` rows → ``KEY, t, offset, seq`` (as
-    :func:`lagscope.analytics.findings.commit_records`)."""
+    """Lake ``commits`` rows → ``KEY, t, offset, seq`` (as ``commit_records`` of the Spark
+    reference, tests/analytics/spark_reference.py)."""
     c = commits.filter(pc.is_valid(commits.column("committed_offset")))
-    t = _secs(pc.coalesce(c.column("commit_ts"), c.column("record_ts")))
-    sp, _ = _long(c.column("source_partition"))
-    so, _ = _long(c.column("source_offset"))
+    t = seconds(pc.coalesce(c.column("commit_ts"), c.column("record_ts")))
+    sp, _ = longs(c.column("source_partition"))
+    so, _ = longs(c.column("source_offset"))
     return pa.table({"cluster": c.column("cluster"), "group_id": c.column("group_id"), "topic": c.column("topic"),
                      "partition": c.column("partition").cast(pa.int32()), "t": pa.array(t),
                      "offset": c.column("committed_offset"), "seq": pa.array(sp * (1 << 40) + so, pa.int64())})
@@ -311,19 +301,21 @@ def _stamped(table: pa.Table, as_of: dt.datetime) -> pa.Table:
 def anomalies(rows: pa.Table, as_of: dt.datetime) -> pa.Table:
     """The per-partition pass's anomaly rows → ``anomalies`` rows, with their stable ``key``
     (kind|cluster|group|topic|partition|start in ms), ``date`` and ``as_of_ts``."""
-    start = _ts_col(_dbl(rows.column("start_t")))
+    start = timestamps(doubles(rows.column("start_t")))
     ms = np.asarray(start.cast(pa.int64()).fill_null(0), dtype=np.int64)
     part = rows.column("partition").cast(pa.string()).fill_null("")
     key = pc.binary_join_element_wise(rows.column("kind"), rows.column("cluster"), rows.column("group_id"),
                                       rows.column("topic").fill_null(""), part, pa.array(ms.astype(str)), "|")
     n = rows.num_rows
-    return pa.table({
+    table = pa.table({
         "cluster": rows.column("cluster"), "group_id": rows.column("group_id"), "topic": rows.column("topic"),
         "partition": rows.column("partition"), "kind": rows.column("kind"), "start_ts": start,
-        "end_ts": _ts_col(_dbl(rows.column("end_t"))), "severity": rows.column("severity"),
+        "end_ts": timestamps(doubles(rows.column("end_t"))), "severity": rows.column("severity"),
         "magnitude": rows.column("magnitude"), "unit": rows.column("unit"), "detail": rows.column("detail"),
-        "key": key, "date": _date(start),
+        "cause": rows.column("cause"), "key": key, "date": dates(start),
         "as_of_ts": pa.array([as_of] * n, _US).cast(_MS, safe=False) if n else pa.array([], _MS)})
+    # the columns of the rules' statement (findings.py), then the table's partition and as_of_ts
+    return table.select([*findings.ANOMALY_COLUMNS, "date", "as_of_ts"])
 
 
 # --------------------------------------------------------------------------------------------
@@ -368,10 +360,11 @@ def _run_pass(inp: pa.Table, params: onepass.PassParams, workers: int) -> pa.Tab
 _CHUNK_ROWS = 500_000
 
 
-def run_step(inputs: StepInputs, *, settings: Settings, as_of: dt.datetime, workers: int = 1,
-             with_state: bool = True) -> StepOutput:
+def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetime,
+             history_points: int = HISTORY_POINTS, workers: int = 1, with_state: bool = True) -> StepOutput:
     """One step over ``inputs`` (whole groups: every row of each of its groups, see the module
-    doc). ``workers``: threads for the per-partition pass's chunks. ``with_state=False``: the
+    doc). ``settings``: the ``analytics`` section; ``history_points``: ``time_lag.history_points``.
+    ``workers``: threads for the per-partition pass's chunks. ``with_state=False``: the
     tables only (a batch carries no state)."""
     st = inputs.state
     p = settings.rules
@@ -379,34 +372,47 @@ def run_step(inputs: StepInputs, *, settings: Settings, as_of: dt.datetime, work
     commits = commit_records(inputs.commits) if inputs.commits is not None else None
     owners, state_owners, owner_names = _owner_codes(series, st.get("series"))
     inp = pass_input(series, owners, st, commits, state_owners)
-    params = onepass.PassParams(rules=p, history_recent_s=settings.history_recent_s,
+    params = onepass.PassParams(rules=p, history_points=history_points,
                                 commit_stream=commits is not None)
     passed = _run_pass(inp, params, workers)
 
     part = _Parts(passed)
     minutes = part.get(onepass.OUT_MINUTE, [
-        *KEY, "ts", "window_start", "committed", "log_start", "lag", "lag_max", "m_de", "m_dc", "m_dls", "m_dt",
+        *KEY, "ts", "window_start", "committed", "log_start", "lag", "lag_max", "minute_end_rise",
+        "minute_committed_rise", "minute_log_start_rise", "minute_span_s",
         "lag_s", "lag_s_lower", "lag_s_code", "burrow_status", "status", "reason"])
     anomaly_in = part.get(onepass.OUT_ANOMALY, [*KEY, "kind", "start_t", "end_t", "severity", "magnitude", "unit",
-                                                "detail"])
+                                                "detail", "cause"])
+    advances = part.get(onepass.OUT_ADVANCE, [*KEY, "start_t", "end_t", "advance", "capacity", "exact", "at_end",
+                                              "from_lost", "unowned"])
+    capacities = part.get(onepass.OUT_CAPACITY, [*KEY, "capacity"])
     grouped = groups.group_pass(groups.GroupInputs(
         members=inputs.members, series=series, carried_series=st.get("series"), carried_msweeps=st.get("msweeps"),
         recent_rebalances=st.get("recent_rebalances"), group_events=inputs.group_events, commits=inputs.commits,
-        anomalies=anomalies(anomaly_in, as_of)), settings)
+        anomalies=anomalies(anomaly_in, as_of), advances=advances, capacities=capacities), settings)
     tables = {
         "lag_trends": lag_trends(minutes),
         "rebalances": _stamped(grouped.rebalances, as_of),
         "anomalies": _stamped(grouped.anomalies, as_of),
-        "status": status(minutes),
+        "status": status(minutes, grouped.starved),
     }
+    # advice: from the tables above, the member sweeps, the generation records and the carried evidence
+    advised = advice.advise(advice.AdviceInputs(
+        rebalances=tables["rebalances"], anomalies=tables["anomalies"], lag_trends=tables["lag_trends"],
+        members=inputs.members,
+        generations=groups.generation_records(inputs.group_events) if inputs.group_events is not None else None,
+        carried_evidence=st.get("advice_evidence"), carried_groups=st.get("advice_groups")), settings, as_of)
+    tables["advice"] = advised.advice
     if not with_state:
         return StepOutput(tables=tables, state={})
 
     # the next state (the columns the Spark step writes)
     last = part.get(onepass.OUT_SERIES, [*KEY, "ts", "t", "committed", "end", "log_start", "lag", "owner_h", "rec_ts",
                                          "lso", *onepass.STATE_X])
-    oc, oc_ok = _long(last.column("owner_h"))
-    owner = owner_names.take(pa.array(np.where(oc_ok, oc, 0))).cast(pa.string())
+    oc, oc_ok = longs(last.column("owner_h"))
+    # the owners' names (none at all when no partition of the step had an owner)
+    owner = owner_names.take(pa.array(np.where(oc_ok, oc, 0))).cast(pa.string()) if len(owner_names) else pa.nulls(
+        len(oc), pa.string())
     owner = pc.if_else(pa.array(oc_ok), owner, pa.nulls(len(owner), pa.string()))
     markers = {m: last.column(m) for m in onepass.STATE_X}
     series_state = pa.table({
@@ -429,10 +435,12 @@ def run_step(inputs: StepInputs, *, settings: Settings, as_of: dt.datetime, work
         "minutes": pa.table({
             **{k: mins.column(k) for k in KEY}, "window_start": mins.column("window_start").cast(_MS, safe=False),
             "lag_last": mins.column("lag"), "produce_rate": mins.column("produce_rate"),
-            "consume_rate": mins.column("consume_rate"), "m_g_start": _ts_col(_dbl(mins.column("m_g_start"))),
+            "consume_rate": mins.column("consume_rate"), "m_g_start": timestamps(doubles(mins.column("m_g_start"))),
             "m_g_lag0": mins.column("m_g_lag0"), "m_g_n": mins.column("m_g_n"),
             "is_state": pa.array(np.ones(mins.num_rows, bool))}),
         "msweeps": grouped.msweeps,
         "recent_rebalances": grouped.recent_rebalances,
+        "advice_evidence": advised.evidence,
+        "advice_groups": advised.groups,
     }
     return StepOutput(tables=tables, state=state)

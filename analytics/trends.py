@@ -1,19 +1,8 @@
 """Lag in seconds and the per-minute ``lag_trends`` table.
 
-Lag in seconds of a row (sweep time ``t``, committed offset ``c``, end ``e``):
-
-- ``zero``: ``c >= e`` (caught up; an idle caught-up topic is 0 s, never a growing number);
-- ``exact``: the collector fetched the produce time of the record at ``c`` → ``t − rec_ts``;
-- ``interpolated``: over the (end offset, time) history. Each *point* records one rise of the
-  end between two sweeps: the end went from ``ep`` (seen at ``tp``) to ``e`` (first seen at
-  ``tc``), so the messages ``ep … e−1`` were written in ``(tp, tc]``. For ``c`` the point with
-  the smallest ``e > c`` brackets it; its produce time is interpolated linearly inside that
-  interval (``tp + (c − ep + ½)/(e − ep)·(tc − tp)``). Only the sweep interval in which the
-  message arrived is used, so a long idle period before a burst adds no jitter, and nothing
-  is ever extrapolated: when ``c`` lies before the known history (``c < ep`` of the earliest
-  point) the row says "at least ``t − tp``" (``lag_seconds_is_lower_bound``). An end that went
-  down (the topic was deleted and re-created, or the log truncated) starts a new history, as a
-  key's first row does: the points before it (``end_epoch``) never bracket an offset after it.
+Offset lag and lag in seconds (``zero``, ``exact`` or ``interpolated`` over the end-offset
+history, "at least" when the committed offset is older than the history) are defined once, in
+:mod:`lagscope.lag`, for the analytics and the collector's live metrics alike.
 
 Lag in seconds is reported per minute, at the minute's last sweep (the ``lag_trends`` row and
 the ``status`` evaluation of that minute), so it is computed for those rows only: the *minute
@@ -33,7 +22,6 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from lagscope.analytics import kernel
 from lagscope.analytics.arrays import dates as _date
 from lagscope.analytics.arrays import doubles as _dbl
 from lagscope.analytics.arrays import gargmax as _gargmax
@@ -44,6 +32,7 @@ from lagscope.analytics.arrays import gsum as _gsum
 from lagscope.analytics.arrays import key_code as _key_code
 from lagscope.analytics.arrays import longs as _long
 from lagscope.analytics.arrays import nullable_doubles as _nn
+from lagscope.lag import METHODS
 
 __all__ = ["ETA_NOISE", "TREND_COLUMNS", "lag_trends"]
 
@@ -64,7 +53,7 @@ ETA_NOISE = 1e-9
 
 
 def _method(code: pa.ChunkedArray | pa.Array) -> pa.Array:
-    names = pa.array([None, *kernel.METHODS], pa.string())
+    names = pa.array([None, *METHODS], pa.string())
     c, ok = _long(code)
     return names.take(pa.array(np.where(ok, c, 0)))
 
@@ -79,7 +68,8 @@ def _eta(lag: _F, produce: _F, consume: _F) -> _F:
 def lag_trends(minutes: pa.Table) -> pa.Table:
     """The minute rows → ``lag_trends``: the partition rows and their topic and group rollups."""
     n = minutes.num_rows
-    de, dc, dls, dtt = (_dbl(minutes.column(c)) for c in ("m_de", "m_dc", "m_dls", "m_dt"))
+    de, dc, dls, dtt = (_dbl(minutes.column(c)) for c in (
+        "minute_end_rise", "minute_committed_rise", "minute_log_start_rise", "minute_span_s"))
     with np.errstate(divide="ignore", invalid="ignore"):
         produce = np.where(dtt > 0, de / dtt, np.nan)
         consume = np.where(dtt > 0, dc / dtt, np.nan)

@@ -2,10 +2,12 @@
 compared with the simulator's ground truth, per scenario.
 
     LAGSCOPE_TEST_BOOTSTRAP=127.0.0.1:37779 .venv/bin/python benchmarks/analytics_accuracy.py \\
-        --scenarios steady,idle-topic,crash,join,stall,rewind --interval-s 0.5
+        [--scenarios steady,crash,...] [--seeds 3] --interval-s 0.5
 
-For each scenario: the collector sweeps every ``--interval-s`` into a fresh lake (only the
-run's groups) while the scenario runs; then one analytics step runs over the lake, and
+Every built-in scenario (default), old and new, is run with each of ``--seeds`` seeds (1, 2, …:
+the simulator draws its timings, rates and send jitter from the seed, recorded in the truth).
+For each run: the collector sweeps every ``--interval-s`` into a fresh lake (only the run's
+groups) while the scenario runs; then one analytics step per seed runs over that seed's lakes, and
 
 - lag in seconds per sweep row is compared with ``TruthIndex.time_lag_at`` (median and p99
   absolute error), beside kafka-lag-exporter's interpolation re-implemented here (a table of
@@ -13,8 +15,17 @@ run's groups) while the scenario runs; then one analytics step runs over the lak
   extrapolation from the first two points below the table, and its last point's time for an
   offset at the end);
 - rebalance windows against ``TruthIndex.rebalances`` (found, duration error, cause);
-- anomalies against the injected faults (precision/recall per kind);
-- alarms (anomalies, non-OK/IDLE status rows) counted for the quiet scenarios.
+- findings (anomalies and rebalance windows) against what the truth calls for, scored by
+  :mod:`lagscope.devtools.sim.score` (the demo's summary scores itself with the same module): per
+  kind precision, recall, false warnings and false criticals per hour of no-fault traffic (the
+  scenarios marked ``no_fault``), detection delay p50/p95, against the targets (0 false
+  criticals; precision and recall ≥ 0.95; delay ≤ 2 sweep intervals + the rule's threshold;
+  lag seconds median error ≤ 1 s and p99 ≤ 5 s in every scenario);
+- alarms (anomalies, non-OK/IDLE status rows) counted for the no-fault scenarios;
+- the ``advice`` table against each scenario's ``expect_advice`` (rule and setting per group; a
+  scenario listing none, every no-fault one, expects no advice), by
+  :func:`lagscope.devtools.sim.score.score_advice`: per run the advice expected, found, missing
+  and unexpected (false advice, by rule), and per rule over every run.
 
 The step is the engine's own (:func:`lagscope.analytics.step.run_step`, what each Spark task of a
 step runs over its bucket of groups), over every scenario's groups at once, in this process: the
@@ -61,83 +72,28 @@ from rebalance_accuracy import collect, first_settled, read_lakes, run_step
 from lagscope.analytics import kernel
 from lagscope.analytics import step as steps
 from lagscope.analytics.arrays import key_code
-from lagscope.analytics.job import Settings
-from lagscope.analytics.params import RuleParams
+from lagscope.config import AnalyticsConfig, AnalyticsRulesConfig
 
 CAUSES = {"crash": "session_timeout", "leave": "leave", "join": "join", "bounce": "static_member_bounce",
           "stop_polling": "max_poll_interval"}
-QUIET = {"steady", "idle-topic", "burst-catchup"}
-#: injected fault kind → anomaly kind (the other anomaly kinds are derived from the truth:
-#: retention_loss, rebalance_storm, lag_growth; see truth_episodes)
-ANOMALY_OF = {"stall": "stall", "stop": "stop", "rewind": "rewind", "skip": "skip", "commit_gap": "commit_gap"}
-
-
-@dataclass(frozen=True)
-class TruthEpisode:
-    """Something the analytics should report: ``kind`` (an anomaly kind), group, interval."""
-
-    kind: str
-    group: str
-    start: float
-    end: float
+#: the targets (issue 25): lag seconds error per scenario, precision and recall per kind
+TARGET_LAG_MEDIAN_S = 1.0
+TARGET_LAG_P99_S = 5.0
+TARGET_PRECISION = TARGET_RECALL = 0.95
 
 
 def ti_t0(ti: Any) -> float:
     """The run's first record time (for relative times in notes)."""
-    from lagscope.sim.truth import record_ts
+    from lagscope.devtools.sim.truth import record_ts
 
-    return min((record_ts(r) for r in ti.records), default=0.0)
-
-
-def truth_episodes(ti: Any, groups: set[str], first_settled: dict[str, float], rules: RuleParams) -> list[TruthEpisode]:
-    """Every anomaly the run's truth calls for.
-
-    - stall, stop, rewind, skip, commit_gap: the injected faults of those kinds;
-    - retention_loss: a group whose committed offset is below the log start at the end of
-      the run (messages deleted unread; the truth has no time for it: the whole run);
-    - rebalance_storm: ``storm_count`` or more rebalances (after the group first settled, as
-      for the rebalance scoring) starting within ``storm_window_s``, from the first to the last;
-    - lag_growth: ``growth_min_minutes`` or more consecutive whole minutes whose end lag
-      (``TruthIndex.lag_at``) is above the previous minute's.
-    """
-    out = [TruthEpisode(ANOMALY_OF[f.kind], f.group, f.start, f.end) for f in ti.faults() if f.kind in ANOMALY_OF]
-    t0 = ti_t0(ti)
-    es = ti.end_state
-    t_end = es.ts if es is not None else t0
-    if es is not None:
-        for g in sorted({c.group for c in es.committed}):
-            lost = [(tp, o) for tp, o in es.committed_of(g).items() if o < es.end_of(*tp).log_start]
-            if lost:
-                out.append(TruthEpisode("retention_loss", g, t0, t_end))
-    for g in sorted(groups):
-        rbs = [r for r in ti.rebalances(g) if r.start > first_settled.get(g, float("inf"))]
-        stormy = [r for i, r in enumerate(rbs)
-                  if sum(1 for q in rbs[: i + 1] if q.start >= r.start - rules.storm_window_s) >= rules.storm_count]
-        if stormy:
-            first = min(q.start for q in rbs if q.start >= stormy[0].start - rules.storm_window_s)
-            out.append(TruthEpisode("rebalance_storm", g, first, max(r.end for r in stormy)))
-    parts = {(c.group, c.topic, c.partition) for c in (es.committed if es is not None else ())}
-    for g, topic, p in sorted(parts):
-        run: list[float] = []
-        m = (int(t0) // 60 + 1) * 60
-        prev = ti.lag_at(g, topic, p, m)
-        while m + 60 <= t_end:
-            cur = ti.lag_at(g, topic, p, m + 60)
-            if prev is not None and cur is not None and cur > prev:
-                run.append(m)
-            else:
-                if len(run) >= rules.growth_min_minutes:
-                    out.append(TruthEpisode("lag_growth", g, run[0], run[-1] + 60))
-                run = []
-            prev, m = cur, m + 60
-        if len(run) >= rules.growth_min_minutes:
-            out.append(TruthEpisode("lag_growth", g, run[0], run[-1] + 60))
-    return out
+    return ti.run.ts if ti.run is not None else min((record_ts(r) for r in ti.records), default=0.0)
 
 
 @dataclass
 class ScenarioReport:
     name: str
+    seed: int = 0
+    no_fault: bool = False
     sweeps: int = 0
     lag_rows: int = 0
     lag_mae: float = float("nan")
@@ -150,11 +106,10 @@ class ScenarioReport:
     duration_err_max: float = float("nan")
     causes_right: int = 0
     source: str = ""
-    #: kind → (tp, fp, fn): anomalies that match an injected fault, anomalies that match none,
-    #: faults no anomaly matches
-    anomalies: dict[str, tuple[int, int, int]] = field(default_factory=dict)
-    #: kind → (faults found, faults injected)
-    faults: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: the findings scored against the truth (lagscope.devtools.sim.score)
+    scored: Any = None
+    #: the advice scored against the scenario's expect_advice (score.AdviceScore)
+    advice: Any = None
     alarms: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -190,8 +145,8 @@ def _pctl(xs: list[float], q: float) -> float:
 def scenario_window(name: str, truth_path: Path) -> tuple[float, float]:
     """The scenario's own time: from its first produced record (the producers start at the
     run's t0) to t0 + its duration, when the members start closing (teardown, not scenario)."""
-    from lagscope.sim.runner import load_scenario
-    from lagscope.sim.truth import Produce, load
+    from lagscope.devtools.sim.runner import load_scenario
+    from lagscope.devtools.sim.truth import Produce, load
 
     recs = load(truth_path)
     t0 = min((r.ts for r in recs if isinstance(r, Produce)), default=0.0)
@@ -226,12 +181,13 @@ def sweep_lag_seconds(offsets: pa.Table, read_committed_groups: tuple[str, ...] 
                      **{c: got.column(c) for c in ("t", "committed", "end", "lag_s", "lag_s_lower")}})
 
 
-def analyse(lakes: dict[str, tuple[Path, float]], rules: RuleParams, timeouts: dict[str, float]) -> dict[str, Any]:
+def analyse(lakes: dict[str, tuple[Path, float]], rules: AnalyticsRulesConfig,
+            timeouts: dict[str, float]) -> dict[str, Any]:
     """One analytics step over every scenario's lake at once (their groups are distinct), each
     cut at its scenario's end (``lakes``: name → (lake, end epoch s))."""
     tables = read_lakes(list(lakes.values()))
     has_tail = tables["commits"] is not None and tables["group_events"] is not None
-    settings = Settings(rules=rules, **timeouts)
+    settings = AnalyticsConfig(rules=rules, **timeouts)
     step = run_step(tables, commit_stream=has_tail, settings=settings)
     offsets, members = tables["offsets"], tables["members"]
     assert offsets is not None
@@ -244,6 +200,7 @@ def analyse(lakes: dict[str, tuple[Path, float]], rules: RuleParams, timeouts: d
         "lag": lag_rows,
         "rebalances": step.tables["rebalances"].to_pylist(),
         "anomalies": step.tables["anomalies"].to_pylist(),
+        "advice": step.tables["advice"].to_pylist(),
         "status": status_rows,
         "has_tail": has_tail,
         "minute_check": minute_check(lag_rows, status_rows),
@@ -280,8 +237,10 @@ def of_scenario(got: dict[str, Any], name: str) -> dict[str, Any]:
             for k, v in got.items()}
 
 
-def score(name: str, truth_path: Path, got: dict[str, Any], interval_s: float, rules: RuleParams) -> ScenarioReport:
-    from lagscope.sim.truth import TruthIndex, load
+def score(name: str, truth_path: Path, got: dict[str, Any], interval_s: float,
+          rules: AnalyticsRulesConfig) -> ScenarioReport:
+    from lagscope.devtools.sim.runner import load_scenario
+    from lagscope.devtools.sim.truth import TruthIndex, load
 
     ti = TruthIndex(load(truth_path))
     rep = ScenarioReport(name)
@@ -331,36 +290,36 @@ def score(name: str, truth_path: Path, got: dict[str, Any], interval_s: float, r
                 rep.notes.append(f"cause {best['cause']} for a {tr.cause.kind if tr.cause else 'no'} fault")
         rep.source = ",".join(sorted({r["source"] for r in ours})) or "-"
     rep.duration_err_max = max(derr) if derr else float("nan")
-    # anomalies: a truth episode matches an anomaly of its kind in the same group overlapping
-    # in time (± 2 sweep intervals + 1 s)
-    truths = truth_episodes(ti, groups, got["first_settled"], rules)
+    # findings (anomalies, rebalance windows) against what the truth calls for, by the scoring
+    # module: same kind and group, a partition the fault touched, overlapping in time within
+    # 2 sweep intervals + 1 s
+    from lagscope.devtools.sim import score as scoring
+
+    sc = load_scenario(name)
+    rep.seed = ti.run.seed if ti.run is not None else sc.seed
+    rep.no_fault = sc.no_fault
+    expected = scoring.expected_findings(ti, rules, first_settled=got["first_settled"])
+    findings = ([scoring.Finding.from_anomaly(a) for a in got["anomalies"]]
+                + [scoring.Finding.from_rebalance(r) for r in got["rebalances"]])
     run_t0 = ti_t0(ti)
-    slack = 2 * interval_s + 1
-    kinds = {t.kind for t in truths} | {a["kind"] for a in got["anomalies"]}
-    for kind in sorted(kinds):
-        fs = [t for t in truths if t.kind == kind]
-        an = [a for a in got["anomalies"] if a["kind"] == kind]
-
-        def hit(f: TruthEpisode, a: dict[str, Any], slack: float = slack) -> bool:
-            a0 = a["start_ts"].timestamp()
-            a1 = a["end_ts"].timestamp() if a["end_ts"] else float("inf")
-            return bool(a["group_id"] == f.group and a0 <= max(f.end, f.start) + slack and a1 >= f.start - slack)
-
-        tp = [a for a in an if any(hit(f, a) for f in fs)]
-        found = sum(1 for f in fs if any(hit(f, a) for a in an))
-        rep.anomalies[kind] = (len(tp), len(an) - len(tp), len(fs) - found)
-        rep.faults[kind] = (found, len(fs))
-        for a in an:
-            if not any(a is b for b in tp):
-                where = f"{a['topic']}:{a['partition']}" if a["partition"] is not None else "group"
-                rep.notes.append(f"false {kind} {where} at +{a['start_ts'].timestamp() - run_t0:.1f} s "
-                                 f"({a['detail']})")
-        for f in fs:
-            if not any(hit(f, a) for a in an):
-                rep.notes.append(f"missed {kind} at +{f.start - run_t0:.1f} s")
+    rep.scored = scoring.score_run(expected, findings, tolerance_s=2 * interval_s + 1, scenario=name,
+                                   seed=rep.seed, no_fault=sc.no_fault, duration_s=sc.duration)
+    prefix = f"sim-{name}-{ti.run.run_id}" if ti.run is not None else f"sim-{name}"
+    rep.advice = scoring.score_advice(sc.expect_advice, got["advice"], prefix=prefix, scenario=name, seed=rep.seed)
+    for a in got["advice"]:
+        key = (a["group_id"][len(prefix) + 1:], a["rule"], a["setting"])
+        if key in rep.advice.unexpected:
+            rep.notes.append(f"unexpected advice {a['rule']} ({a['setting']}) on {key[0]}: {a['suggested']}; "
+                             f"evidence: {a['evidence']}")
+    for f in rep.scored.unmatched:
+        rep.notes.append(f"false {f.kind} ({f.severity}) {f.where()} at +{f.start - run_t0:.1f} s ({f.detail})")
+    for m in rep.scored.matches:
+        if m.finding is None:
+            cause = f" ({m.expected.fault.kind})" if m.expected.fault is not None else ""
+            rep.notes.append(f"missed {m.expected.kind}{cause} at +{m.expected.start - run_t0:.1f} s")
     alarming = [s for s in got["status"] if s["status"] not in ("OK", "IDLE")]
     rep.alarms = len(got["anomalies"]) + len(alarming)
-    if name in QUIET:
+    if sc.no_fault:
         for st in alarming:
             rep.notes.append(f"alarm: status {st['status']} {st['topic']}:{st['partition']} "
                              f"at +{st['eval_ts'].timestamp() - run_t0:.1f} s ({st['reason']})")
@@ -369,75 +328,171 @@ def score(name: str, truth_path: Path, got: dict[str, Any], interval_s: float, r
     return rep
 
 
+def _f(x: float, fmt: str = ".2f") -> str:
+    return "–" if math.isnan(x) else format(x, fmt)
+
+
+def report_lines(reports: list[ScenarioReport], rules: AnalyticsRulesConfig, interval_s: float) -> list[str]:
+    """The Markdown report's tables (after its header): per run, per kind against the targets,
+    lag seconds per scenario against the targets, the no-fault scenarios' alarms, the notes."""
+    from lagscope.devtools.sim import score as scoring
+
+    lines = ["| scenario | seed | sweeps | lag rows | lag s MedAE | lag s p99 | KLE MedAE | KLE p99 | lower bounds | "
+             "rebalances found/truth | max duration err s | causes right | source | "
+             "findings (kind: true/false/missed) | alarms |", "|---|" + "---:|" * 14]
+    for r in reports:
+        per: dict[str, list[int]] = {}
+        if r.scored is not None:
+            for f in r.scored.matched:
+                per.setdefault(f.kind, [0, 0, 0])[0] += 1
+            for f in r.scored.unmatched:
+                per.setdefault(f.kind, [0, 0, 0])[1] += 1
+            for m in r.scored.matches:
+                if m.finding is None:
+                    per.setdefault(m.expected.kind, [0, 0, 0])[2] += 1
+        an = "; ".join(f"{k}: {t}/{fa}/{mi}" for k, (t, fa, mi) in sorted(per.items())) or "-"
+        lines.append(f"| {r.name} | {r.seed} | {r.sweeps} | {r.lag_rows} | {r.lag_mae:.2f} | {r.lag_p99:.2f} | "
+                     f"{r.kle_mae:.2f} | {r.kle_p99:.2f} | {r.lower_bounds} | "
+                     f"{r.rebalances_found}/{r.rebalances_truth} | "
+                     f"{'–' if math.isnan(r.duration_err_max) else f'{r.duration_err_max:.2f}'} | "
+                     f"{r.causes_right} | {r.source} | {an} | {r.alarms if r.no_fault else '-'} |")
+    seeds = sorted({r.seed for r in reports})
+    quiet_h = sum(r.scored.duration_s for r in reports if r.scored is not None and r.no_fault) / 3600
+    figs = scoring.figures([r.scored for r in reports if r.scored is not None],
+                           scoring.delay_budgets(rules, interval_s))
+    lines += ["", f"Per kind over every run ({len(reports)} runs: {len({r.name for r in reports})} scenarios × "
+              f"seeds {', '.join(map(str, seeds))}; {quiet_h * 60:.1f} min of no-fault traffic). Findings are "
+              "anomalies and rebalance windows; true: matching what the truth calls for (same kind and group, a "
+              "partition the fault touched, overlapping within 2 sweep intervals + 1 s), false: matching "
+              "nothing; delay: from the fault to the first matching finding's start. Targets: precision and "
+              "recall ≥ 0.95, 0 false criticals, delay p95 ≤ the budget (2 sweep intervals + the rule's "
+              "threshold).", "",
+              "| kind | expected | found | findings | true | precision | recall | false warnings/h (no-fault) | "
+              "false criticals/h (no-fault) | false criticals (all) | delay p50 s | delay p95 s | budget s | "
+              "targets |", "|---|" + "---:|" * 12 + "---|"]
+    missed_targets: list[str] = []
+    for k in figs:
+        bad = []
+        if not math.isnan(k.precision) and k.precision < TARGET_PRECISION:
+            bad.append("precision")
+        if not math.isnan(k.recall) and k.recall < TARGET_RECALL:
+            bad.append("recall")
+        if k.false_criticals:
+            bad.append("false criticals")
+        if not math.isnan(k.delay_p95) and not math.isnan(k.delay_budget) and k.delay_p95 > k.delay_budget:
+            bad.append("delay")
+        missed_targets += [f"{k.kind} {b}" for b in bad]
+        lines.append(f"| {k.kind} | {k.expected} | {k.found} | {k.findings} | {k.true_findings} | {_f(k.precision)} | "
+                     f"{_f(k.recall)} | {_f(k.false_warnings_per_h, '.1f')} | {_f(k.false_criticals_per_h, '.1f')} | "
+                     f"{k.false_criticals} | {_f(k.delay_p50, '.1f')} | {_f(k.delay_p95, '.1f')} | "
+                     f"{_f(k.delay_budget, '.1f')} | {'met' if not bad else 'missed: ' + ', '.join(bad)} |")
+    lines += ["", f"Lag in seconds per scenario, the worst seed (targets: median error ≤ {TARGET_LAG_MEDIAN_S:g} s, "
+              f"p99 ≤ {TARGET_LAG_P99_S:g} s):", "",
+              "| scenario | lag s MedAE | lag s p99 | targets |", "|---|---:|---:|---|"]
+    for name in dict.fromkeys(r.name for r in reports):
+        rs = [r for r in reports if r.name == name and r.lag_rows]
+        if not rs:
+            lines.append(f"| {name} | – | – | no rows |")
+            continue
+        med = max(r.lag_mae for r in rs)
+        p99 = max(r.lag_p99 for r in rs)
+        ok = med <= TARGET_LAG_MEDIAN_S and p99 <= TARGET_LAG_P99_S
+        if not ok:
+            missed_targets.append(f"lag seconds in {name}")
+        lines.append(f"| {name} | {med:.2f} | {p99:.2f} | {'met' if ok else 'missed'} |")
+    lines += advice_lines(reports)
+    missed_targets += [f"advice {f.rule}" for f in scoring.advice_figures(r.advice for r in reports
+                                                                         if r.advice is not None)
+                       if f.unexpected or f.found < f.expected]
+    quiet = [r for r in reports if r.no_fault]
+    lines += ["", "Alarms (anomalies + status rows other than OK/IDLE) in the no-fault scenarios: "
+              + (", ".join(f"{r.name}#{r.seed} {r.alarms}" for r in quiet) or "none run") + ".", "",
+              "Targets: " + ("all met." if not missed_targets else "missed: " + "; ".join(missed_targets) + "."), ""]
+    for r in reports:
+        for n in r.notes:
+            lines.append(f"- {r.name}#{r.seed}: {n}")
+    return lines
+
+
+def _advice_keys(keys: tuple[tuple[str, str, str], ...]) -> str:
+    return "; ".join(f"{g}: {rule} ({setting})" for g, rule, setting in keys) or "–"
+
+
+def advice_lines(reports: list[ScenarioReport]) -> list[str]:
+    """The advice table: per run the advice its scenario expects (``expect_advice``), found,
+    missing and unexpected; then per rule over every run (target: every expected advice found,
+    none unexpected)."""
+    from lagscope.devtools.sim import score as scoring
+
+    runs = [r for r in reports if r.advice is not None]
+    lines = ["", "Advice against each scenario's `expect_advice` (group: rule (setting); a scenario naming none, "
+             "every no-fault one, expects no advice). Found: a row of the group with that rule naming that "
+             "setting; unexpected: any other row of the run's groups (false advice).", "",
+             "| scenario | seed | expected | found | missing | unexpected |", "|---|---:|---|---|---|---|"]
+    for r in runs:
+        a = r.advice
+        lines.append(f"| {r.name} | {r.seed} | {_advice_keys(a.expected)} | {_advice_keys(a.found)} | "
+                     f"{_advice_keys(a.missing)} | {_advice_keys(a.unexpected)} |")
+    lines += ["", "| rule | expected | found | recall | unexpected | target |", "|---|---:|---:|---:|---:|---|"]
+    for f in scoring.advice_figures(r.advice for r in runs):
+        ok = not f.unexpected and f.found == f.expected
+        lines.append(f"| {f.rule} | {f.expected} | {f.found} | {_f(f.recall)} | {f.unexpected} | "
+                     f"{'met' if ok else 'missed'} |")
+    return lines
+
+
 def main() -> None:
+    from lagscope.devtools.sim.runner import builtin_scenarios
+
     ap = argparse.ArgumentParser()
-    ap.add_argument("--scenarios", default="steady,idle-topic,burst-catchup,crash,join,graceful-leave,stall,rewind")
+    ap.add_argument("--scenarios", default=",".join(builtin_scenarios()),
+                    help="comma-separated scenario names (default: every built-in one)")
+    ap.add_argument("--seeds", type=int, default=3, help="run each scenario with seeds 1 … N (default 3)")
     ap.add_argument("--interval-s", type=float, default=0.5)
     ap.add_argument("--bootstrap", default=os.environ.get("LAGSCOPE_TEST_BOOTSTRAP"))
-    ap.add_argument("--keep", type=Path, help="keep each scenario's lake and truth under this folder")
+    ap.add_argument("--keep", type=Path, help="keep each run's lake and truth under this folder")
     ap.add_argument("--reuse", type=Path, help="analyse the lakes and truth kept by an earlier --keep run "
                                                "instead of running the scenarios again")
     args = ap.parse_args()
     if not args.bootstrap and not args.reuse:
         sys.exit("give --bootstrap or LAGSCOPE_TEST_BOOTSTRAP (a running broker)")
+    if args.seeds < 1:
+        sys.exit("--seeds must be at least 1")
+    names = [n for n in args.scenarios.split(",") if n]
+    unknown = sorted(set(names) - set(builtin_scenarios()))
+    if unknown:
+        sys.exit(f"unknown scenario(s): {', '.join(unknown)}")
     # second-scale scenarios: second-scale thresholds. The scenarios' members commit every
     # 0.5 s; stall/stop after 10 commit intervals (5 s; the defaults, 60 s, are 12 intervals of
     # the Java client's 5 s auto-commit), commit gaps from 2 intervals (1 s; default 10 s).
-    rules = RuleParams(stall_after_s=5.0, stop_after_s=5.0, gap_min_s=1.0, gap_mad_floor_s=0.2, gap_k=4,
-                       growth_min_minutes=5, warn_lag_s=5.0)
+    rules = AnalyticsRulesConfig(stall_after_s=5.0, stop_after_s=5.0, gap_min_s=1.0, gap_mad_floor_s=0.2, gap_k=4,
+                                 growth_min_minutes=5, warn_lag_s=5.0)
     timeouts = {"session_timeout_s": 3.0, "heartbeat_s": 0.5, "network_s": 0.5, "rebalance_timeout_s": 3.0}
     reports = []
     with tempfile.TemporaryDirectory(prefix="lagscope-acc-") as tmp:
-        base = args.reuse or args.keep or Path(tmp)
-        names = args.scenarios.split(",")
-        truths: dict[str, Path] = {}
-        for name in names:
-            truths[name] = base / name / "out" / "truth.jsonl"
-            if not args.reuse:
-                truths[name] = collect(name, args.bootstrap, base / name, args.interval_s).truth_path
-                print(f"{name}: collected", file=sys.stderr, flush=True)
-            elif not truths[name].exists():
-                sys.exit(f"--reuse {args.reuse}: no kept run of {name} ({truths[name]} missing)")
-        windows = {name: scenario_window(name, truths[name]) for name in names}
-        got = analyse({n: (base / n / "lake", windows[n][1]) for n in names}, rules, timeouts)
-        for name in names:
-            reports.append(score(name, truths[name], of_scenario(got, name), args.interval_s, rules))
-            print(f"{name}: {reports[-1]}", file=sys.stderr, flush=True)
+        root = args.reuse or args.keep or Path(tmp)
+        for seed in range(1, args.seeds + 1):
+            base = root / f"seed-{seed}"
+            truths: dict[str, Path] = {}
+            for name in names:
+                truths[name] = base / name / "out" / "truth.jsonl"
+                if not args.reuse:
+                    truths[name] = collect(name, args.bootstrap, base / name, args.interval_s, seed).truth_path
+                    print(f"{name} seed {seed}: collected", file=sys.stderr, flush=True)
+                elif not truths[name].exists():
+                    sys.exit(f"--reuse {args.reuse}: no kept run of {name} seed {seed} ({truths[name]} missing)")
+            # one step per seed over that seed's lakes (a scenario's groups are found by its prefix)
+            windows = {name: scenario_window(name, truths[name]) for name in names}
+            got = analyse({n: (base / n / "lake", windows[n][1]) for n in names}, rules, timeouts)
+            for name in names:
+                reports.append(score(name, truths[name], of_scenario(got, name), args.interval_s, rules))
+                print(f"{name} seed {seed}: {len(reports[-1].notes)} notes", file=sys.stderr, flush=True)
     lines = [f"# analytics accuracy, end to end ({dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC)", "",
              f"Command: `{' '.join(['.venv/bin/python', *sys.argv])}`"
              + ("" if args.reuse else " (broker: the shared local Kafka 4.4.0)"), "",
              f"Machine: {platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}; "
-             f"sweeps every {args.interval_s:g} s, __consumer_offsets tail on.", "",
-             "| scenario | sweeps | lag rows | lag s MedAE | lag s p99 | KLE MedAE | KLE p99 | lower bounds | "
-             "rebalances found/truth | max duration err s | causes right | source | anomalies (kind: tp/fp/fn) | "
-             "alarms |", "|---|" + "---:|" * 13]
-    for r in reports:
-        an = "; ".join(f"{k}: {tp}/{fp}/{fn}" for k, (tp, fp, fn) in r.anomalies.items()) or "-"
-        lines.append(f"| {r.name} | {r.sweeps} | {r.lag_rows} | {r.lag_mae:.2f} | {r.lag_p99:.2f} | {r.kle_mae:.2f} | "
-                     f"{r.kle_p99:.2f} | {r.lower_bounds} | {r.rebalances_found}/{r.rebalances_truth} | "
-                     f"{'–' if math.isnan(r.duration_err_max) else f'{r.duration_err_max:.2f}'} | "
-                     f"{r.causes_right} | {r.source} | {an} | "
-                     f"{r.alarms if r.name in QUIET else '-'} |")
-    lines += ["", "Anomalies per kind over all scenarios (tp: anomalies matching an injected fault; fp: "
-              "anomalies matching none; recall: faults found / faults injected):", "",
-              "| kind | faults injected | faults found | anomalies | tp | fp | precision | recall |",
-              "|---|" + "---:|" * 7]
-    kinds = sorted({k for r in reports for k in r.anomalies})
-    for k in kinds:
-        tp = sum(r.anomalies[k][0] for r in reports if k in r.anomalies)
-        fp = sum(r.anomalies[k][1] for r in reports if k in r.anomalies)
-        found = sum(r.faults[k][0] for r in reports if k in r.faults)
-        total = sum(r.faults[k][1] for r in reports if k in r.faults)
-        prec = f"{tp / (tp + fp):.2f}" if tp + fp else "–"
-        rec = f"{found / total:.2f}" if total else "–"
-        lines.append(f"| {k} | {total} | {found} | {tp + fp} | {tp} | {fp} | {prec} | {rec} |")
-    quiet = [r for r in reports if r.name in QUIET]
-    lines += ["", "Alarms (anomalies + status rows other than OK/IDLE) in the quiet scenarios: "
-              + (", ".join(f"{r.name} {r.alarms}" for r in quiet) or "none run") + ".", ""]
-    for r in reports:
-        for n in r.notes:
-            lines.append(f"- {r.name}: {n}")
-    print("\n".join(lines))
+             f"sweeps every {args.interval_s:g} s, __consumer_offsets tail on.", ""]
+    print("\n".join(lines + report_lines(reports, rules, args.interval_s)))
 
 
 if __name__ == "__main__":

@@ -23,8 +23,11 @@ Sections (each can be skipped: ``--skip-demo``, ``--skip-batch``, ``--skip-incre
 3. **the incremental step** (``run_incremental``) over one new sweep of ``--incremental-rows``
    partitions, warm session, each timed ``--incremental-runs`` times from the same primed state
    (the primed results folder copied before each run), alternating: with 1 day and with 7 days
-   of history in the lake (one sweep every 6 hours; the ratio of the medians shows whether the
-   cost follows the new data: target ≤ 1.2), and with 1 day and a rebalance window in the step
+   of history in the lake (one sweep every ``--history-every-min`` minutes, 20 by default: enough
+   sweeps in one day for every part of the carried state to reach its cap — 10 Burrow entries,
+   64 commit-gap samples per partition — so that the ratio of the medians shows whether the cost
+   grows with the history once the state is at its bound, not the state's warm-up during a
+   deployment's first hours: target ≤ 1.2), and with 1 day and a rebalance window in the step
    (in the new sweep ``--rebalanced-groups`` groups have a new generation and member set, so
    their settled sweep differs from the carried one; the count of ``rebalances`` rows the step
    wrote is reported). Target ≤ 3 s each.
@@ -60,9 +63,9 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 from pyspark.sql import SparkSession
 
-from lagscope.analytics.job import Settings, run_batch, run_incremental
-from lagscope.analytics.params import DEFAULT_DRIVER_MEMORY
+from lagscope.analytics.job import run_batch, run_incremental
 from lagscope.analytics.session import build_session
+from lagscope.config import AnalyticsConfig
 from lagscope.lake import write_table
 from lagscope.schema import COMMITS, GROUP_EVENTS, MEMBERS, OFFSETS
 
@@ -106,6 +109,7 @@ def offsets_batch(keys: int, groups: int, t0: dt.datetime, sweeps: int, interval
         "member_id": pa.array(np.tile(np.char.add("m-", group), sweeps)),
         "group_state": pa.array(np.full(n, "Stable")),
         "lag": pa.array((ends - committed).ravel()),
+        "lag_basis": pa.array(np.full(n, "hw")),
     }))
 
 
@@ -150,21 +154,22 @@ def write_lake(root: Path, *, keys: int, groups: int, sweeps: int, interval_s: f
 
 
 def incremental_lake(root: Path, *, keys: int, groups: int, days: int, t_hist: dt.datetime,
-                     rebalanced: int) -> dt.datetime:
-    """``days`` of history (one sweep of ``keys`` partitions every 6 hours from ``t_hist``, with
-    its member sweep) and then the step's sweep, at which ``rebalanced`` groups have a new
-    generation and member set. Returns the step's sweep time (a minute boundary)."""
-    for d in range(days * 4):
-        ts = t_hist + dt.timedelta(hours=6 * d)
-        write_table(root, OFFSETS, CLUSTER, offsets_batch(keys, groups, ts, 1, 3600, seed=d))
-        write_table(root, MEMBERS, CLUSTER, members_batch(groups, ts, 1, 3600))
-    step_t = t_hist + dt.timedelta(hours=6 * days * 4)
+                     rebalanced: int, every_min: int) -> dt.datetime:
+    """``days`` of history (one sweep of ``keys`` partitions every ``every_min`` minutes from
+    ``t_hist``, with its member sweep) and then the step's sweep, at which ``rebalanced`` groups
+    have a new generation and member set. Returns the step's sweep time (a minute boundary)."""
+    sweeps = days * 24 * 60 // every_min
+    for d in range(sweeps):
+        ts = t_hist + dt.timedelta(minutes=every_min * d)
+        write_table(root, OFFSETS, CLUSTER, offsets_batch(keys, groups, ts, 1, 60 * every_min, seed=d))
+        write_table(root, MEMBERS, CLUSTER, members_batch(groups, ts, 1, 60 * every_min))
+    step_t = t_hist + dt.timedelta(minutes=every_min * sweeps)
     write_table(root, OFFSETS, CLUSTER, offsets_batch(keys, groups, step_t, 1, 60, seed=999))
     write_table(root, MEMBERS, CLUSTER, members_batch(groups, step_t, 1, 60, rebalanced=range(rebalanced)))
     return step_t
 
 
-#: the demo scenario's groups (lagscope/sim/scenarios/demo.yaml): name → (topic, partitions,
+#: the demo scenario's groups (devtools/sim/scenarios/demo.yaml): name → (topic, partitions,
 #: members); 12 partitions in all
 DEMO_GROUPS = {"shipping": ("orders", 4, ["ship-1", "ship-2"]), "analytics": ("orders", 4, ["slow-1"]),
                "ledger": ("payments", 2, ["ledger-1"]), "audit": ("payments", 2, ["audit-1"])}
@@ -216,7 +221,7 @@ def demo_lake(root: Path, m0: dt.datetime) -> dict[str, int]:
                 off_rows.append({"sweep_ts": ts, "group_id": group, "topic": topic, "partition": p,
                                  "committed_offset": c, "log_start_offset": 0, "log_end_offset": end,
                                  "last_stable_offset": end, "member_id": None if preparing else owner[p],
-                                 "group_state": state, "lag": max(0, end - c)})
+                                 "group_state": state, "lag": max(0, end - c), "lag_basis": "hw"})
             for m in alive:
                 mine = [{"topic": topic, "partition": p} for p in range(parts) if owner[p] == m]
                 mem_rows.append({"sweep_ts": ts, "group_id": group, "group_state": state, "generation": gen,
@@ -424,7 +429,7 @@ def batch_section(spark: SparkSession, heap: JvmHeap, args: argparse.Namespace, 
     for i in range(args.batch_runs):
         shutil.rmtree(work / "results", ignore_errors=True)
         s, mb = timed(heap, lambda: run_batch(spark, lake, work / "results", since=T0.date(), until=until,
-                                              settings=Settings(), progress=False), pause_s=3)
+                                              settings=AnalyticsConfig(), progress=False), pause_s=3)
         spark_s.append(s)
         out.append(_row(f"batch, 4 result tables, Spark local[2], run {i + 1}", n, s, mb))
         time.sleep(3)
@@ -455,9 +460,14 @@ def incremental_section(spark: SparkSession, heap: JvmHeap, args: argparse.Names
     t = time.perf_counter()
     for i, (label, (days, moved)) in enumerate(variants.items()):
         root = work / f"inc-{i}"
-        step_t = incremental_lake(root, keys=keys, groups=args.groups, days=days, t_hist=t_hist, rebalanced=moved)
-        # the history in one step, then the step before the timed one ends at its sweep
-        run_incremental(spark, root, root / "primed", settings=Settings(), since=t_hist, until=step_t)
+        step_t = incremental_lake(root, keys=keys, groups=args.groups, days=days, t_hist=t_hist, rebalanced=moved,
+                                  every_min=args.history_every_min)
+        # the history in one step, then one step over its last sweep alone (as `lagscope run` steps every
+        # minute: the carried state is then in a steady step's layout, not split in as many files as the
+        # history's step had buckets); the step before the timed one ends at the timed one's sweep
+        last_t = step_t - dt.timedelta(minutes=args.history_every_min)
+        run_incremental(spark, root, root / "primed", settings=AnalyticsConfig(), since=t_hist, until=last_t)
+        run_incremental(spark, root, root / "primed", settings=AnalyticsConfig(), until=step_t)
         primed[label] = (root, step_t)
     prime_s = time.perf_counter() - t
     times: dict[str, list[tuple[float, float]]] = {label: [] for label in variants}
@@ -467,14 +477,17 @@ def incremental_section(spark: SparkSession, heap: JvmHeap, args: argparse.Names
             shutil.rmtree(root / "results", ignore_errors=True)
             shutil.copytree(root / "primed", root / "results")
             times[label].append(timed(heap, lambda root=root, step_t=step_t: run_incremental(
-                spark, root, root / "results", settings=Settings(), until=step_t + dt.timedelta(minutes=1)),
+                spark, root, root / "results", settings=AnalyticsConfig(), until=step_t + dt.timedelta(minutes=1)),
                 pause_s=3))
             rebalances[label] = _rows(root / "results", "rebalances") - _rows(root / "primed", "rebalances")
     med = {label: statistics.median(s for s, _ in ts) for label, ts in times.items()}
     out = ["## The incremental step", "",
-           f"One new sweep of {keys:,} partitions ({args.groups} groups) after a history of one sweep every 6 hours, "
-           f"primed by one step over the history (all three lakes primed in {prime_s:.1f} s); each timed step from a "
-           f"copy of the primed results folder, after a 3 s pause, the variants alternating; warm session "
+           f"One new sweep of {keys:,} partitions ({args.groups} groups) after a history of one sweep every "
+           f"{args.history_every_min} minutes ({24 * 60 // args.history_every_min} sweeps a day: "
+           + ("every part of the carried state at its cap after one day" if 24 * 60 // args.history_every_min > 64
+              else "fewer than 65 a day: the 1-day state is still below its caps, the ratio includes its warm-up")
+           + f"), primed by one step over the history (all three lakes primed in {prime_s:.1f} s); each timed step "
+           f"from a copy of the primed results folder, after a 3 s pause, the variants alternating; warm session "
            f"(local[2], {args.shuffle_partitions} shuffle partitions).", "", *ROW_HEADER]
     for label, ts in times.items():
         runs = ", ".join(f"{s:.2f}" for s, _ in ts)
@@ -536,11 +549,11 @@ def demo_section(args: argparse.Namespace, work: Path) -> list[str]:
 
 def demo_child(args: argparse.Namespace) -> None:
     """The demo's subprocess: the session's start, the first step, the warm steps; one JSON line out."""
-    from lagscope.deploy.demo import demo_analytics_settings
+    from lagscope.devtools.demo import demo_analytics_config
 
     lake, work = Path(args.demo_child), Path(args.workdir)
     m0 = dt.datetime.fromisoformat(args.demo_minute)
-    settings = demo_analytics_settings()
+    settings = demo_analytics_config()
     t = time.perf_counter()
     spark = build_session("local[2]", shuffle_partitions=2, driver_memory=args.driver_memory,
                           log_file=work / "demo-spark.log")
@@ -586,14 +599,17 @@ def main() -> None:
                     help="partitions (rows of the new sweep) of the incremental step (target run: 100,000)")
     ap.add_argument("--incremental-runs", type=int, default=3,
                     help="timed incremental steps per variant, alternating (the median is reported)")
+    ap.add_argument("--history-every-min", type=int, default=20,
+                    help="the incremental lakes' history: one sweep every this many minutes (default 20: 72 a day, "
+                         "so that the carried state reaches its caps within the first day)")
     ap.add_argument("--rebalanced-groups", type=int, default=5,
                     help="groups with a new generation and member set in the incremental step's sweep")
     ap.add_argument("--demo-runs", type=int, default=5, help="warm demo steps timed")
     ap.add_argument("--shuffle-partitions", type=int, default=4,
                     help="the session's shuffle partitions and default parallelism for the batch and the incremental "
                          "steps (lagscope run's default; the demo's subprocess uses the demo's 2)")
-    ap.add_argument("--driver-memory", default=DEFAULT_DRIVER_MEMORY,
-                    help=f"spark.driver.memory (default: the engine's, {DEFAULT_DRIVER_MEMORY})")
+    ap.add_argument("--driver-memory", default=AnalyticsConfig().driver_memory,
+                    help=f"spark.driver.memory (default: analytics.driver_memory's, {AnalyticsConfig().driver_memory})")
     ap.add_argument("--workdir", type=Path, default=None,
                     help="keep the lakes and results here (default: a temporary folder, removed at the end)")
     ap.add_argument("--skip-demo", action="store_true")

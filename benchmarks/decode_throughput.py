@@ -37,7 +37,7 @@ from kafka.structs import OffsetAndMetadata
 
 from lagscope.collector.commitlog import CommitLogTailer
 from lagscope.collector.offsets_codec import decode_record
-from lagscope.deploy.broker import LocalBroker
+from lagscope.devtools.broker import LocalBroker
 
 OFFSETS = "__consumer_offsets"
 

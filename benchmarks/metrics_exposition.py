@@ -32,7 +32,8 @@ def snapshot(k: int, groups: int, partitions: int) -> Snapshot:
     offsets: list[dict[str, Any]] = [
         {"sweep_ts": ts, "group_id": f"group-{g}", "topic": f"topic-{g % 50}", "partition": p,
          "committed_offset": 1000 * k + p, "log_end_offset": 1000 * k + p + g, "log_start_offset": 0,
-         "last_stable_offset": 1000 * k + p + g, "lag": g, "member_id": f"member-{g}-{p % 5}",
+         "last_stable_offset": 1000 * k + p + g, "lag": g, "lag_basis": "hw",
+         "member_id": f"member-{g}-{p % 5}",
          "client_id": f"client-{g}", "host": "10.0.0.1", "group_state": "Stable"}
         for g in range(groups) for p in range(partitions)]
     members: list[dict[str, Any]] = [

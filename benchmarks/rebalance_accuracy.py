@@ -48,8 +48,11 @@ import pyarrow.compute as pc
 
 from lagscope.analytics import groups
 from lagscope.analytics import step as steps
-from lagscope.analytics.io import partition_files, spark_arrow_schema
-from lagscope.analytics.job import LAKE_TABLES, Settings
+from lagscope.analytics.io import spark_arrow_schema
+from lagscope.analytics.job import LAKE_TABLES
+from lagscope.config import AnalyticsConfig
+from lagscope.devtools.sim.model import Scenario as SimScenario
+from lagscope.lake import list_files
 
 #: injected fault kind → the cause the window must give
 CAUSES = {"crash": "session_timeout", "leave": "leave", "join": "join", "bounce": "static_member_bounce",
@@ -82,12 +85,16 @@ class Report:
         return max(self.duration_errors, default=float("nan"))
 
 
-def collect(name: str, bootstrap: str, root: Path, interval_s: float) -> Scenario:
-    """Run scenario ``name`` while a collector (tail on, from the latest offset) sweeps its groups
-    into ``root/lake``."""
+def collect(scenario: str | SimScenario, bootstrap: str, root: Path, interval_s: float,
+            seed: int | None = None) -> Scenario:
+    """Run ``scenario`` (a built-in one's name, or a scenario model: e.g. one with changed
+    settings; drawn with ``seed``, default: the scenario's own) while a collector (tail on, from
+    the latest offset) sweeps its groups into ``root/lake``."""
     from lagscope.collector.loop import Collector
     from lagscope.config import Settings as LagscopeSettings
-    from lagscope.sim.runner import start_scenario
+    from lagscope.devtools.sim.runner import start_scenario
+
+    name = scenario if isinstance(scenario, str) else scenario.name
 
     run_id = uuid.uuid4().hex[:6]
     lake = root / "lake"
@@ -103,7 +110,7 @@ def collect(name: str, bootstrap: str, root: Path, interval_s: float) -> Scenari
     th = threading.Thread(target=collector.run, args=(stop,), daemon=True)
     th.start()
     try:
-        result = start_scenario(name, bootstrap, root / "out", run_id=run_id).wait()
+        result = start_scenario(scenario, bootstrap, root / "out", run_id=run_id, seed=seed).wait()
         time.sleep(2 * interval_s)
     finally:
         stop.set()
@@ -113,8 +120,8 @@ def collect(name: str, bootstrap: str, root: Path, interval_s: float) -> Scenari
 
 def reuse(name: str, root: Path) -> Scenario:
     """A scenario collected before into ``root`` (``lake/``, ``out/truth.jsonl``)."""
-    from lagscope.sim.runner import load_scenario
-    from lagscope.sim.truth import Produce, load
+    from lagscope.devtools.sim.runner import load_scenario
+    from lagscope.devtools.sim.truth import Produce, load
 
     truth = root / "out" / "truth.jsonl"
     t0 = min((r.ts for r in load(truth) if isinstance(r, Produce)), default=0.0)
@@ -149,8 +156,9 @@ def read_lakes(lakes: list[tuple[Path, float | None]]) -> dict[str, pa.Table | N
             if end is not None:
                 cut = pc.field(TIME_COLUMN[name]) <= pa.scalar(dt.datetime.fromtimestamp(end, dt.UTC),
                                                                pa.timestamp("us", tz="UTC"))
-            parts.append(steps.read_files(partition_files(lake, name, None, *days), spark_arrow_schema(name),
-                                          lake / name, where=cut, columns=steps.READ_COLUMNS[name]))
+            files = [str(f) for f in list_files(lake, name, since=days[0], until=days[1])]
+            parts.append(steps.read_files(files, spark_arrow_schema(name), lake / name, where=cut,
+                                          columns=steps.READ_COLUMNS[name]))
         out[name] = pa.concat_tables(parts, promote_options="permissive") if parts else None
     if out["offsets"] is None or out["members"] is None:
         raise SystemExit("no lake to analyse")
@@ -165,7 +173,7 @@ def first_settled(members: pa.Table) -> dict[str, float]:
     return dict(zip(got.column("group_id").to_pylist(), got.column("t_min").to_pylist(), strict=True))
 
 
-def run_step(tables: dict[str, pa.Table | None], *, commit_stream: bool, settings: Settings) -> steps.StepOutput:
+def run_step(tables: dict[str, pa.Table | None], *, commit_stream: bool, settings: AnalyticsConfig) -> steps.StepOutput:
     """One analytics step (no carried state: a batch's) over ``tables`` (:func:`read_lakes`), with
     or without the commit stream's tables."""
     offsets, members = tables["offsets"], tables["members"]
@@ -178,7 +186,7 @@ def run_step(tables: dict[str, pa.Table | None], *, commit_stream: bool, setting
 
 
 def windows(tables: dict[str, pa.Table | None], *, commit_stream: bool,
-            settings: Settings) -> tuple[list[dict[str, Any]], dict[str, float]]:
+            settings: AnalyticsConfig) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """One analytics step over ``tables`` (:func:`read_lakes`): the ``rebalances`` rows, and each
     group's first settled sweep (epoch s)."""
     step = run_step(tables, commit_stream=commit_stream, settings=settings)
@@ -190,7 +198,7 @@ def windows(tables: dict[str, pa.Table | None], *, commit_stream: bool,
 def score(sc: Scenario, mode: str, rows: list[dict[str, Any]], first_settled: dict[str, float],
           interval_s: float) -> Report:
     """The scenario's truth rebalances against the windows (see the module docstring)."""
-    from lagscope.sim.truth import TruthIndex, load
+    from lagscope.devtools.sim.truth import TruthIndex, load
 
     ti = TruthIndex(load(sc.truth_path))
     rep = Report(sc.name, mode)
@@ -233,7 +241,7 @@ def main() -> None:
     args = ap.parse_args()
     if not args.bootstrap and not args.reuse:
         sys.exit("give --bootstrap or LAGSCOPE_TEST_BOOTSTRAP (a running broker)")
-    settings = Settings(**DEFAULTS)
+    settings = AnalyticsConfig(**DEFAULTS)
     reports: list[Report] = []
     started = time.time()
     with tempfile.TemporaryDirectory(prefix="lagscope-rb-") as tmp:

@@ -213,7 +213,7 @@ def _delete_groups(bootstrap: str, prefix: str, groups: int) -> None:
 
 
 def _reference(bootstrap: str) -> tuple[float, int, float]:
-    from lagscope.deploy.broker import run_tool
+    from lagscope.devtools.broker import run_tool
 
     t0 = time.perf_counter()
     proc = run_tool("org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
@@ -242,7 +242,7 @@ def main() -> None:
         _measure(args.measure[0], args.measure[1], args.repeat)
         return
 
-    from lagscope.deploy.broker import LocalBroker
+    from lagscope.devtools.broker import LocalBroker
 
     broker = None
     workdir = tempfile.mkdtemp(prefix="lagscope-bench-")

@@ -166,8 +166,8 @@ def main() -> None:
     import streamlit as st
     from streamlit.testing.v1 import AppTest
 
-    from lagscope.dashboards.app import MAIN_SCRIPT, data
-    from lagscope.dashboards.app.params import TimeRange, to_ms
+    from lagscope.app import MAIN_SCRIPT, data
+    from lagscope.app.params import TimeRange, to_ms
 
     lake = data.Lake(WORK, WORK)
     window = TimeRange(DAY, DAY + dt.timedelta(days=1))

@@ -1,8 +1,10 @@
-"""``lagscope collect`` (the collection loop) and ``lagscope lag`` (a one-shot lag table).
+"""``lagscope collect`` (the collection loop), ``lagscope lag`` (a one-shot lag table) and
+``lagscope lake prune`` (retention, once).
 
     lagscope collect --config lagscope.yaml            # until Ctrl-C / SIGTERM
     lagscope collect --config lagscope.yaml --once     # one sweep per cluster, then exit
     lagscope lag --bootstrap 127.0.0.1:9092 --group orders
+    lagscope lake prune --config lagscope.yaml --dry-run
 
 Invalid configuration prints one line ``config error: <field>: <problem>`` and exits with 2,
 before anything connects.
@@ -22,7 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from lagscope.config import ClusterConfig, Settings, format_validation_error, load_config
+from lagscope.config import ClusterConfig, Settings, format_validation_error, load_config, resolve_results
 from lagscope.errors import ConfigError, LagscopeError
 from lagscope.signals import stop_on_signals
 
@@ -149,6 +151,47 @@ def lag_table(offsets: Any, members: Any) -> Table:
     return table
 
 
+lake_app = typer.Typer(help="The sample lake and the result tables: retention.", no_args_is_help=True)
+
+
+@lake_app.command("prune")
+def prune_cmd(
+    config: ConfigOpt = None,
+    lake: Annotated[Path | None, typer.Option("--lake", help="The lake. Default: collector.lake.")] = None,
+    results: Annotated[Path | None, typer.Option(
+        "--results", help="The result tables. Default: analytics.results, else 'results' beside the lake.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be removed; remove nothing.")] = False,
+) -> None:
+    """Apply retention once: remove the lake's date partitions older than collector.retention days
+    (not those the analytics' checkpoint has yet to read) and the result tables' older than
+    analytics.retention days, as the collector and the analytics loop do hourly."""
+    from lagscope.retention import analytics_keep_from, prune
+    from lagscope.schema import RESULT_TABLES, SAMPLE_TABLES
+
+    settings = _load(config)
+    lake_root = lake if lake is not None else settings.collector.lake_path
+    results_root = resolve_results(results, lake_root, settings.analytics)
+    if not lake_root.is_dir():
+        raise ConfigError(f"--lake {lake_root}: no such folder")
+    targets = ((lake_root, SAMPLE_TABLES, settings.collector.retention, "lake", "collector.retention"),
+               (results_root, RESULT_TABLES, settings.analytics.retention, "results", "analytics.retention"))
+    for root, tables, days, label, setting in targets:
+        if not days:
+            typer.echo(f"{label} {root}: kept forever ({setting} is {days})")
+            continue
+        keep_from = analytics_keep_from(results_root) if label == "lake" else None
+        done = prune(root, tables, days=days, keep_from=keep_from, dry_run=dry_run, label=label)
+        for r in done.removed if dry_run else ():
+            typer.echo(f"would remove {label} {r.table} cluster={r.cluster} date={r.date}: {r.files} files, "
+                       f"{r.bytes} bytes")
+        verb = "would remove" if dry_run else "removed"
+        held = (f"; {done.kept_for_analytics} expired partition(s) kept until the analytics read them"
+                if done.kept_for_analytics else "")
+        typer.echo(f"{label} {root}: {verb} {len(done.removed)} partition(s) older than {days} days "
+                   f"(+1 day of margin), {done.bytes} bytes{held}")
+
+
 def register(app: typer.Typer) -> None:
     app.command("collect")(collect)
     app.command("lag")(lag)
+    app.add_typer(lake_app, name="lake")

@@ -737,21 +737,6 @@ class CommitLogTailer:
         self.stats.lag_records = lag
         return lag
 
-    def caught_up(self) -> bool:
-        """True when every partition has been read to its current end.
-
-        Compares the consumer's position, which also moves past the transaction markers that
-        end a partition (control records are never returned as records), with the end offsets.
-        """
-        if self._consumer is None:
-            return False
-        from kafka import TopicPartition
-
-        tps = [TopicPartition(OFFSETS_TOPIC, p) for p in self._positions]
-        ends = self._consumer.end_offsets(tps)
-        return all(max(self._positions[tp.partition], self._consumer.position(tp)) >= ends[tp]
-                   for tp in tps)
-
     # -- flushing -----------------------------------------------------------------------------
     def flush(self) -> None:
         """Write the buffered rows (one file per table and date), then save the positions.

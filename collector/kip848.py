@@ -140,10 +140,6 @@ class ConsumerGroupMember:
         """The current assignment as sorted ``(topic, partition)`` pairs."""
         return sorted((ta.topic, p) for ta in self.assignment for p in ta.partitions)
 
-    def target_partitions(self) -> list[tuple[str, int]]:
-        """The target assignment as sorted ``(topic, partition)`` pairs."""
-        return sorted((ta.topic, p) for ta in self.target_assignment for p in ta.partitions)
-
 
 @dataclass(frozen=True)
 class ConsumerGroupDescription:
@@ -167,10 +163,6 @@ class ConsumerGroupDescription:
     @property
     def ok(self) -> bool:
         return self.error_code == 0
-
-    def topic_ids(self) -> set[uuid.UUID]:
-        """Every topic id in the members' current and target assignments."""
-        return {ta.topic_id for m in self.members for ta in (*m.assignment, *m.target_assignment)}
 
 
 # -- pure encoding / decoding --------------------------------------------------------------

@@ -17,6 +17,11 @@ write that fails is counted per (cluster, table) (:meth:`Collector.lake_write_er
 ``lagscope_lake_write_errors_total``), since the sweep itself, and ``lagscope_up``, look fine,
 and the sweep is held in memory and written when the lake can be written again
 (:data:`MAX_HELD_ROWS`).
+
+Maintenance, in one background thread so that it never delays a sweep: compaction of closed
+hours every ``compaction.interval_s``, and retention (:mod:`lagscope.retention`) at the first
+iteration, then hourly: the lake's date partitions older than ``collector.retention`` days go,
+except those the analytics' checkpoint (under the results root) has not read yet.
 """
 
 from __future__ import annotations
@@ -36,10 +41,12 @@ from lagscope.collector.kafka_client import ClusterClient
 from lagscope.collector.model import Snapshot
 from lagscope.collector.rows import ColumnRows
 from lagscope.collector.sweep import collector_id, failed_snapshot, sweep
-from lagscope.config import ClusterConfig, Settings
-from lagscope.errors import LagscopeError, LakeError
+from lagscope.config import ClusterConfig, Settings, resolve_results
+from lagscope.errors import ConfigError, LagscopeError, LakeError
 from lagscope.lake import write_rows, write_table
-from lagscope.schema import MEMBERS, OFFSETS, SWEEPS
+from lagscope.retention import RUN_EVERY_S, Removals, analytics_keep_from, prune
+from lagscope.schema import MEMBERS, OFFSETS, SAMPLE_TABLES, SWEEPS
+from lagscope.storage import Store, open_root
 
 __all__ = ["MAX_HELD_ROWS", "RECONNECT_AFTER", "Collector", "LakeSink", "SnapshotReceiver"]
 
@@ -74,8 +81,9 @@ class LakeSink:
     :data:`MAX_HELD_ROWS`). No sweeps row is written for a sweep whose data is missing.
     """
 
-    def __init__(self, root: Path | str, *, max_held_rows: int = MAX_HELD_ROWS) -> None:
-        self.root = Path(root)
+    def __init__(self, root: Path | str | Store, *, max_held_rows: int = MAX_HELD_ROWS) -> None:
+        #: a local folder, or an object store (:mod:`lagscope.storage`: files committed by a marker)
+        self.root: Path | Store = root if isinstance(root, Store) else Path(root)
         self.max_held_rows = max_held_rows
         self._lock = threading.Lock()
         self._write_errors: Counter[tuple[str, str]] = Counter()
@@ -180,18 +188,28 @@ class Collector:
 
     Inject what depends on the environment: ``client_factory`` (Kafka), ``receivers``
     (defaults: the lake sink, plus the metrics server when enabled), ``clock``/``sleep``.
+    ``results``: the results root whose analytics checkpoint retention respects (default: as
+    ``lagscope analyze`` resolves it); ``removals``: the retention counters served on /metrics
+    (shared with the analytics loop in ``lagscope run``).
     """
 
     def __init__(self, settings: Settings, *,
                  client_factory: Callable[[ClusterConfig], ClusterClient] | None = None,
                  receivers: list[SnapshotReceiver] | None = None,
                  metrics: bool | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 results: Path | None = None,
+                 removals: Removals | None = None) -> None:
         self.settings = settings
         cfg = settings.collector
         self.instance = cfg.instance or collector_id()
         self._factory = client_factory or (lambda c: ClusterClient(c, request_timeout_ms=cfg.request_timeout_ms))
-        self.sink = LakeSink(cfg.lake_path)
+        #: the lake: a local folder or an object store (the settings' storage section)
+        self.lake_root = open_root(cfg.lake, settings.storage)
+        if isinstance(self.lake_root, Store) and any(c.consumer_offsets_tail.enabled for c in settings.clusters):
+            raise ConfigError(f"clusters[].consumer_offsets_tail needs a local collector.lake so far, not "
+                              f"{cfg.lake} (issue 24)")
+        self.sink = LakeSink(self.lake_root)
         self.receivers: list[SnapshotReceiver] = list(receivers) if receivers is not None else [self.sink]
         self._metrics_enabled = settings.metrics.enabled if metrics is None else metrics
         self.metrics_server: Any = None
@@ -200,19 +218,34 @@ class Collector:
         self._runs = [_ClusterRun(c, self._factory) for c in settings.clusters]
         self._clock = clock
         self._last_compaction = clock()
-        self._compactor: threading.Thread | None = None
+        self._last_prune: float | None = None  # None: prune at the first iteration
+        self._said_no_retention = False
+        #: the maintenance thread (compaction or retention), one at a time
+        self._maintenance: threading.Thread | None = None
+        #: the results, whose checkpoint retention honours (None: the lake is on an object store,
+        #: where the collector applies no retention yet)
+        self.results = (None if isinstance(self.lake_root, Store)
+                        else resolve_results(results, cfg.lake_path, settings.analytics))
+        self.removals = removals if removals is not None else Removals()
+        for c in settings.clusters:
+            self.removals.watch([c.name], ("offsets", "members", "sweeps")
+                                + (("commits", "group_events") if c.consumer_offsets_tail.enabled else ()))
         self.sweeps = 0
         self.latest: dict[str, Snapshot] = {}
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> Collector:
         if self._metrics_enabled and self.metrics_server is None:
-            from lagscope.collector.metrics import LakeWriteCollector, MetricsServer
+            from lagscope.collector.metrics import LakeWriteCollector, MetricsServer, RetentionCollector
+            from lagscope.lake import QUARANTINED
 
             m = self.settings.metrics
-            self.metrics_server = MetricsServer(m.bind, m.port, history_size=m.history_size,
+            self.metrics_server = MetricsServer(m.bind, m.port,
+                                                history_points=self.settings.time_lag.history_points,
                                                 compat=m.compat).start()
             self.metrics_server.registry.register(LakeWriteCollector(self.lake_write_errors))
+            self.metrics_server.registry.register(RetentionCollector(self.removals.snapshot))
+            self.metrics_server.registry.register(QUARANTINED)  # every reader's quarantined files
             self.receivers.append(self.metrics_server)
         if self.commitlog is None and any(c.consumer_offsets_tail.enabled for c in self.settings.clusters):
             from lagscope.collector.commitlog import CommitLogService
@@ -225,9 +258,9 @@ class Collector:
         return self
 
     def stop(self) -> None:
-        compactor, self._compactor = self._compactor, None
-        if compactor is not None:
-            compactor.join()  # a merge in progress finishes (its hidden temp file would remain otherwise)
+        maintenance, self._maintenance = self._maintenance, None
+        if maintenance is not None:
+            maintenance.join()  # a merge in progress finishes (its hidden temp file would remain otherwise)
         commitlog, self.commitlog = self.commitlog, None
         if commitlog is not None:
             commitlog.stop()
@@ -318,18 +351,50 @@ class Collector:
             return
         if not force and self._clock() - self._last_compaction < comp.interval_s:
             return
-        if self._compactor is not None and self._compactor.is_alive():
+        if self._in_background(self._compact, "lagscope-compaction", wait=wait):
+            self._last_compaction = self._clock()
+
+    def maybe_prune(self, *, force: bool = False, wait: bool = False) -> None:
+        """Apply ``collector.retention`` at the first call, then every ``RUN_EVERY_S`` (an hour), in
+        the maintenance thread (never beside a compaction: a busy thread means next iteration)."""
+        if not self.settings.collector.retention:
             return
-        self._last_compaction = self._clock()
-        self._compactor = threading.Thread(target=self._compact, name="lagscope-compaction", daemon=True)
-        self._compactor.start()
+        if not force and self._last_prune is not None and self._clock() - self._last_prune < RUN_EVERY_S:
+            return
+        if self._in_background(self._prune, "lagscope-retention", wait=wait):
+            self._last_prune = self._clock()
+
+    def _in_background(self, target: Callable[[], None], name: str, *, wait: bool) -> bool:
+        """Run ``target`` in the maintenance thread unless it is busy (False: try again later)."""
+        if self._maintenance is not None and self._maintenance.is_alive():
+            return False
+        self._maintenance = threading.Thread(target=target, name=name, daemon=True)
+        self._maintenance.start()
         if wait:
-            self._compactor.join()
+            self._maintenance.join()
+        return True
+
+    def _prune(self) -> None:
+        if self.results is None:
+            if not self._said_no_retention:
+                self._said_no_retention = True
+                log.warning("retention of the lake skipped: the collector removes no partition of a lake on an "
+                            "object store yet (%s); a bucket lifecycle rule can expire old objects",
+                            self.settings.collector.lake)
+            return
+        try:
+            keep_from = analytics_keep_from(self.results)
+            prune(self.settings.collector.lake_path, SAMPLE_TABLES, days=self.settings.collector.retention,
+                  keep_from=keep_from, removals=self.removals, label="lake")
+        except LagscopeError as exc:  # e.g. an unreadable checkpoint: nothing is removed until it is readable
+            log.error("retention of the lake skipped: %s; will retry in %.0fs", exc, RUN_EVERY_S)
+        except Exception:
+            log.exception("retention of the lake failed; will retry in %.0fs", RUN_EVERY_S)
 
     def _compact(self) -> None:
         comp = self.settings.collector.compaction
         try:
-            result = compact_lake(self.settings.collector.lake_path, grace_s=comp.grace_s, min_files=comp.min_files)
+            result = compact_lake(self.lake_root, grace_s=comp.grace_s, min_files=comp.min_files)
         except Exception:
             log.exception("compaction failed; will retry in %.0fs", comp.interval_s)
             return
@@ -347,6 +412,7 @@ class Collector:
                 try:
                     self.run_once()
                     self.maybe_compact()
+                    self.maybe_prune()
                 except LagscopeError as exc:
                     log.error("collection iteration failed: %s; next sweep in %.0fs", exc, interval)
                 except Exception:

@@ -39,14 +39,16 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import numpy as np
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from lagscope.collector.model import Snapshot
-from lagscope.collector.timelag import EndOffsetHistory
 from lagscope.errors import ConfigError
+from lagscope.lag import BASIS_LSO, HISTORY_POINTS, EndOffsetHistory, brackets, lag_seconds
+from lagscope.lake import QUARANTINE_HELP, QUARANTINE_METRIC
 
 __all__ = [
     "COMPAT_FAMILIES",
@@ -61,6 +63,7 @@ __all__ = [
     "LakeWriteCollector",
     "MetricSpec",
     "MetricsServer",
+    "RetentionCollector",
     "render",
 ]
 
@@ -87,7 +90,9 @@ class MetricSpec:
     help: str
     unit: str = ""
     origin: str = "lagscope"  # 'kafka_exporter' | 'kafka-lag-exporter' | 'lagscope'
-    source: str = "sweep"  # 'sweep' (LagCollector) | 'commitlog' (CommitLogCollector) | 'lake' (LakeWriteCollector)
+    # 'sweep' (LagCollector) | 'commitlog' (CommitLogCollector) | 'lake' (LakeWriteCollector)
+    # | 'retention' (RetentionCollector) | 'quarantine' (lagscope.lake.QUARANTINED)
+    source: str = "sweep"
 
 
 _KE = ("cluster", "consumergroup", "topic", "partition")  # kafka_exporter, per partition
@@ -143,9 +148,9 @@ METRICS: tuple[MetricSpec, ...] = (
                "Log start offset of the partition.", "offset", "kafka-lag-exporter"),
     # lagscope's own
     MetricSpec("lagscope_partition_lag_seconds", "gauge", _LS_P,
-               "Time lag at the latest sweep: sweep time - produce time of the record at the committed "
-               "offset when the sweep read it (exact), else when the end offset was the committed offset, "
-               "interpolated over the in-memory end-offset history; 0 when caught up.",
+               "Time lag at the latest sweep (lagscope.lag.lag_seconds): sweep time - produce time of the "
+               "record at the committed offset when the sweep read it (exact), else of the message at the "
+               "committed offset interpolated over the in-memory end-offset history; 0 when caught up.",
                "seconds"),
     MetricSpec("lagscope_partition_lag_seconds_is_lower_bound", "gauge", _LS_P,
                "1 when lagscope_partition_lag_seconds is only a lower bound (the committed offset is older "
@@ -211,6 +216,18 @@ METRICS: tuple[MetricSpec, ...] = (
                "(a sweep's rows, lost), commits, group_events (a tail flush, read again after a retry) and "
                "_state (the tail's saved positions); e.g. the lake path is a file, permission denied, "
                "disk full.", "writes", source="lake"),
+    # retention (lagscope.retention): the lake's partitions the collector removed, the results' the analytics
+    # loop removed when it runs in the same process
+    MetricSpec("lagscope_retention_removed_partitions_total", "counter", ("cluster", "table"),
+               "Date partitions (one table's day of one cluster) removed by retention since the process started: "
+               "lake tables (collector.retention) and result tables (analytics.retention).", "partitions",
+               source="retention"),
+    MetricSpec("lagscope_retention_removed_bytes_total", "counter", ("cluster", "table"),
+               "Bytes freed by retention since the process started, by cluster and table (as "
+               "lagscope_retention_removed_partitions_total).", "bytes", source="retention"),
+    # unreadable files moved aside by any reader of the process (lagscope.lake.QUARANTINED, a
+    # collector of its own)
+    MetricSpec(QUARANTINE_METRIC, "counter", ("cluster", "table"), QUARANTINE_HELP, "files", source="quarantine"),
 )
 
 _SPECS: dict[str, MetricSpec] = {s.name: s for s in METRICS}
@@ -235,7 +252,8 @@ def _i(value: Any) -> int | None:
 class _ClusterState:
     """What the collector remembers of one cluster; ``samples`` is replaced whole per update."""
 
-    histories: dict[tuple[str, int], EndOffsetHistory] = field(default_factory=dict)
+    #: per (group, topic, partition): the end-offset history of the end its lag is measured against
+    histories: dict[tuple[str, str, int], EndOffsetHistory] = field(default_factory=dict)
     sweeps_ok: int = 0
     sweeps_failed: int = 0
     group_errors: int = 0
@@ -247,16 +265,16 @@ class LagCollector(Collector):
     """A prometheus-client custom collector over the latest Snapshot of each cluster.
 
     Thread-safe: :meth:`update` (the collect loop) and :meth:`collect` (scrapes) may run
-    concurrently. ``history_size`` bounds the end-offset history per partition (distinct end
-    offsets remembered, see :mod:`lagscope.collector.timelag`). ``compat`` chooses the
+    concurrently. ``history_points`` bounds the end-offset history per group-partition
+    (``time_lag.history_points``, see :mod:`lagscope.lag`). ``compat`` chooses the
     exporter-compatible families served besides lagscope's own: ``kafka_exporter`` and/or
     ``kafka-lag-exporter`` (both by default; fewer series for very large clusters).
     """
 
-    def __init__(self, *, history_size: int = 120, registry: CollectorRegistry | None = None,
+    def __init__(self, *, history_points: int = HISTORY_POINTS, registry: CollectorRegistry | None = None,
                  compat: Iterable[str] = COMPAT_FAMILIES) -> None:
-        if history_size < 2:
-            raise ConfigError(f"metrics history_size must be >= 2, got {history_size}")
+        if history_points < 1:
+            raise ConfigError(f"time_lag history_points must be >= 1, got {history_points}")
         wanted = set(compat)
         unknown = wanted - set(COMPAT_FAMILIES)
         if unknown:
@@ -265,7 +283,7 @@ class LagCollector(Collector):
         #: the families this collector serves
         self.specs: tuple[MetricSpec, ...] = tuple(
             m for m in METRICS if m.source == "sweep" and (m.origin == "lagscope" or m.origin in wanted))
-        self._history_size = history_size
+        self._history_points = history_points
         self._lock = threading.Lock()  # guards _clusters' published state; held briefly
         self._update_lock = threading.Lock()  # serialises updates (histories)
         self._clusters: dict[str, _ClusterState] = {}
@@ -323,20 +341,24 @@ class LagCollector(Collector):
             }
 
     def _feed_histories(self, state: _ClusterState, snapshot: Snapshot, ts: float) -> None:
-        seen: set[tuple[str, int]] = set()
+        """Each group-partition's end (the one its lag is measured against: ``lag_basis``) into its
+        history, then forget the points at or below its committed offset (:mod:`lagscope.lag`)."""
+        seen: set[tuple[str, str, int]] = set()
         for row in snapshot.offsets:
-            end = _i(row.get("log_end_offset"))
-            key = (str(row["topic"]), int(row["partition"]))
-            if end is None or key in seen:
-                continue
+            key = (str(row["group_id"]), str(row["topic"]), int(row["partition"]))
             seen.add(key)
             hist = state.histories.get(key)
             if hist is None:
-                hist = state.histories[key] = EndOffsetHistory(self._history_size)
-            hist.observe(ts, end)
-        # partitions no group reads any more (or that were deleted) are forgotten
-        for key in set(state.histories) - seen:
-            del state.histories[key]
+                hist = state.histories[key] = EndOffsetHistory(self._history_points)
+            basis_end = row.get("last_stable_offset") if row.get("lag_basis") == BASIS_LSO else row.get(
+                "log_end_offset")
+            hist.observe(ts, _i(basis_end))
+            hist.forget_through(_i(row.get("committed_offset")))
+        # group-partitions gone from a sweep that recorded every group (deleted groups and topics,
+        # partitions no longer committed to) are forgotten; one with group errors forgets nothing
+        if not snapshot.sweep.get("group_errors"):
+            for key in set(state.histories) - seen:
+                del state.histories[key]
 
     # -- prometheus-client Collector protocol ------------------------------------------------
 
@@ -481,7 +503,32 @@ def _groups(snapshot: Snapshot) -> dict[str, _Group]:
     return groups
 
 
-def _data_samples(snapshot: Snapshot, histories: Mapping[tuple[str, int], EndOffsetHistory],
+def _lag_seconds_samples(cluster: str, now: float, timed: list[tuple[str, str, str, Labels]], lag: list[int],
+                         committed: list[int], record_t: list[float],
+                         history: list[EndOffsetHistory | None], samples: Samples) -> dict[str, float]:
+    """The lag-seconds series of the rows with an offset lag (:func:`lagscope.lag.lag_seconds`,
+    once over all of them); returns each group's largest."""
+    n = len(timed)
+    group_lag_seconds: dict[str, float] = {}
+    if not n:
+        return group_lag_seconds
+    found, e, tc, tp, ep = brackets(history, committed)
+    seconds, lower, method = lag_seconds(np.full(n, now), np.asarray(lag, np.int64), np.ones(n, bool),
+                                         np.asarray(committed, np.int64), np.asarray(record_t), found, e, tc, tp,
+                                         ep)
+    for (group, topic, p, kle), value, is_lower, known in zip(timed, seconds.tolist(), lower.tolist(),
+                                                                 (method > 0).tolist(), strict=True):
+        if not known:
+            continue  # no point brackets the committed offset (nothing observed yet)
+        _put(samples, "lagscope_partition_lag_seconds", (cluster, group, topic, p), value)
+        _put(samples, "lagscope_partition_lag_seconds_is_lower_bound", (cluster, group, topic, p),
+             1.0 if is_lower else 0.0)
+        _put(samples, "kafka_consumergroup_group_lag_seconds", kle, value)
+        group_lag_seconds[group] = max(group_lag_seconds.get(group, 0.0), value)
+    return group_lag_seconds
+
+
+def _data_samples(snapshot: Snapshot, histories: Mapping[tuple[str, str, int], EndOffsetHistory],
                   now: float, samples: Samples) -> None:
     c = snapshot.cluster
     groups = _groups(snapshot)
@@ -494,7 +541,12 @@ def _data_samples(snapshot: Snapshot, histories: Mapping[tuple[str, int], EndOff
     lag_sum: dict[tuple[str, str], int] = {}
     offset_sum: dict[tuple[str, str], int] = {}
     group_lags: dict[str, list[int]] = {}
-    group_secs: dict[str, float] = {}
+    # the rows with an offset lag, for lag in seconds (computed for all of them at once)
+    timed: list[tuple[str, str, str, Labels]] = []
+    timed_lag: list[int] = []
+    timed_committed: list[int] = []
+    timed_record_t: list[float] = []
+    timed_history: list[EndOffsetHistory | None] = []
     for (group, topic, partition), row in rows.items():
         p = str(partition)
         committed = _i(row.get("committed_offset"))
@@ -502,8 +554,6 @@ def _data_samples(snapshot: Snapshot, histories: Mapping[tuple[str, int], EndOff
         start = _i(row.get("log_start_offset"))
         lso = _i(row.get("last_stable_offset"))
         lag = _i(row.get("lag"))
-        if lag is None and committed is not None and end_hw is not None:
-            lag = max(0, end_hw - committed)
 
         if end_hw is not None:
             _put(samples, "kafka_topic_partition_current_offset", (c, topic, p), end_hw)
@@ -528,22 +578,15 @@ def _data_samples(snapshot: Snapshot, histories: Mapping[tuple[str, int], EndOff
         group_lags.setdefault(group, []).append(lag)
         _put(samples, "kafka_consumergroup_group_lag", kle, lag)
 
-        hist = histories.get((topic, partition))
-        est = hist.estimate(committed, now) if hist is not None else None
         record_ts = row.get("committed_record_ts")
-        if lag == 0:
-            seconds, lower = 0.0, False  # caught up (against the LSO for read_committed groups)
-        elif isinstance(record_ts, dt.datetime):
-            # exact: the sweep read the produce time of the record at the committed offset
-            seconds, lower = max(0.0, now - record_ts.timestamp()), False
-        elif est is not None:
-            seconds, lower = est.seconds, est.is_lower_bound
-        else:
-            continue
-        _put(samples, "lagscope_partition_lag_seconds", (c, group, topic, p), seconds)
-        _put(samples, "lagscope_partition_lag_seconds_is_lower_bound", (c, group, topic, p), 1.0 if lower else 0.0)
-        _put(samples, "kafka_consumergroup_group_lag_seconds", kle, seconds)
-        group_secs[group] = max(group_secs.get(group, 0.0), seconds)
+        timed.append((group, topic, p, kle))
+        timed_lag.append(lag)
+        timed_committed.append(committed)
+        timed_record_t.append(record_ts.timestamp() if isinstance(record_ts, dt.datetime) else math.nan)
+        timed_history.append(histories.get((group, topic, partition)))
+
+    group_lag_seconds = _lag_seconds_samples(c, now, timed, timed_lag, timed_committed, timed_record_t,
+                                             timed_history, samples)
 
     for (group, topic), total in offset_sum.items():
         _put(samples, "kafka_consumergroup_current_offset_sum", (c, group, topic), total)
@@ -554,9 +597,10 @@ def _data_samples(snapshot: Snapshot, histories: Mapping[tuple[str, int], EndOff
         simple = "true" if groups.get(group, _Group()).protocol_type == "" else "false"
         _put(samples, "kafka_consumergroup_group_max_lag", (c, c, group, simple), max(lags))
         _put(samples, "kafka_consumergroup_group_sum_lag", (c, c, group), sum(lags))
-        if group in group_secs:
-            _put(samples, "kafka_consumergroup_group_max_lag_seconds", (c, c, group, simple), group_secs[group])
-            _put(samples, "lagscope_group_lag_seconds", (c, group), group_secs[group])
+        if group in group_lag_seconds:
+            _put(samples, "kafka_consumergroup_group_max_lag_seconds", (c, c, group, simple),
+                 group_lag_seconds[group])
+            _put(samples, "lagscope_group_lag_seconds", (c, group), group_lag_seconds[group])
 
     for group, g in groups.items():
         current = g.state or "Unknown"
@@ -657,6 +701,26 @@ class LakeWriteCollector(Collector):
         yield from _families([samples], self.specs)
 
 
+class RetentionCollector(Collector):
+    """``lagscope_retention_removed_partitions_total`` and ``…_bytes_total``, read at scrape time
+    from ``removed()`` (:meth:`lagscope.retention.Removals.snapshot`: ``(cluster, table) →
+    (partitions, bytes)``). Register it into :attr:`MetricsServer.registry`."""
+
+    def __init__(self, removed: Callable[[], Mapping[tuple[str, str], tuple[int, int]]]) -> None:
+        self._removed = removed
+        self.specs = tuple(m for m in METRICS if m.source == "retention")
+
+    def describe(self) -> list[Metric]:
+        return []  # no collect() at registration
+
+    def collect(self) -> Iterator[Metric]:
+        samples: Samples = {}
+        for (cluster, table), (partitions, nbytes) in sorted(self._removed().items()):
+            _put(samples, "lagscope_retention_removed_partitions_total", (cluster, table), partitions)
+            _put(samples, "lagscope_retention_removed_bytes_total", (cluster, table), nbytes)
+        yield from _families([samples], self.specs)
+
+
 # ------------------------------------------------------------------------------------------
 # HTTP server
 # ------------------------------------------------------------------------------------------
@@ -720,13 +784,13 @@ class MetricsServer:
 
     def __init__(self, bind: str = DEFAULT_BIND, port: int = DEFAULT_PORT, *,
                  registry: CollectorRegistry | None = None, collector: LagCollector | None = None,
-                 history_size: int = 120, compat: Iterable[str] = COMPAT_FAMILIES) -> None:
+                 history_points: int = HISTORY_POINTS, compat: Iterable[str] = COMPAT_FAMILIES) -> None:
         if not 0 <= port <= 65535:
             raise ConfigError(f"metrics port must be 0..65535, got {port}")
         self.bind = bind
         self._requested_port = port
         self.registry = registry if registry is not None else CollectorRegistry()
-        self.collector = collector if collector is not None else LagCollector(history_size=history_size,
+        self.collector = collector if collector is not None else LagCollector(history_points=history_points,
                                                                               compat=compat)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None

@@ -10,7 +10,8 @@ columns (``cluster`` is the snapshot's own field; ``date`` is derived from ``swe
 - ``offsets``: rows of :data:`lagscope.schema.OFFSETS` — one per (group, topic, partition):
   ``sweep_ts``, ``group_id``, ``topic``, ``partition``, ``committed_offset``,
   ``commit_leader_epoch``, ``commit_metadata``, ``log_start_offset``, ``log_end_offset``,
-  ``last_stable_offset``, ``member_id``, ``client_id``, ``host``, ``group_state``, ``lag``.
+  ``last_stable_offset``, ``member_id``, ``client_id``, ``host``, ``group_state``, ``lag``,
+  ``lag_basis``.
 - ``members``: rows of :data:`lagscope.schema.MEMBERS` — one per (group, member), and one row
   with ``member_id=None`` for a group with no members: ``sweep_ts``, ``group_id``,
   ``group_state``, ``protocol_type``, ``protocol``, ``group_protocol``, ``generation``,
@@ -30,7 +31,7 @@ consumer keeps a reference and never sees a half-updated one.
     >>> ts = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     >>> snap = Snapshot("prod", {"sweep_ts": ts, "ok": True, "duration_ms": 12.5},
     ...                 offsets=[{"sweep_ts": ts, "group_id": "g", "topic": "t", "partition": 0,
-    ...                           "committed_offset": 5, "log_end_offset": 9, "lag": 4}],
+    ...                           "committed_offset": 5, "log_end_offset": 9, "lag": 4, "lag_basis": "hw"}],
     ...                 members=[])
     >>> snap.ok, snap.sweep_ts.year
     (True, 2026)

@@ -329,10 +329,6 @@ class DecodedRecord:
     key: Key
     value: Value | None
 
-    @property
-    def is_tombstone(self) -> bool:
-        return self.value is None
-
 
 # --------------------------------------------------------------------------------------------
 # Primitive readers. Every reader takes (buf, pos) and returns (value, new_pos); bounds are

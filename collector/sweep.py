@@ -22,11 +22,11 @@ before any answer is awaited, several pipelined per connection):
 4. **ListOffsets** per partition leader, three at once: latest (high watermark), earliest
    (log start) and latest with ``isolation_level=1`` (last stable offset).
 
-Every row of a sweep carries the same ``sweep_ts`` (the start). Lag follows
-:data:`lagscope.schema.OFFSETS`: ``max(0, end - committed)`` where end is the last stable
-offset for groups matched by the cluster's ``read_committed_groups`` and the high watermark
-for the others. The classic protocol does not reveal a consumer's isolation level, so the
-rule is configured; both ends are recorded so analytics can choose otherwise.
+Every row of a sweep carries the same ``sweep_ts`` (the start). Lag is :mod:`lagscope.lag`'s
+offset lag, ``max(0, end - committed)``, where end is the last stable offset for groups matched
+by the cluster's ``read_committed_groups`` and the high watermark for the others; ``lag_basis``
+records which. The classic protocol does not reveal a consumer's isolation level, so the rule
+is configured; both ends are recorded so analytics can choose otherwise.
 
 Failure rules (see docs/collector.md):
 
@@ -52,6 +52,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import kafka.errors as kerr
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
 from kafka.protocol.admin import DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.consumer import ListOffsetsRequest, OffsetFetchRequest
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
@@ -62,8 +65,9 @@ from lagscope.collector.model import Snapshot
 from lagscope.collector.rows import ColumnRows
 from lagscope.config import ClusterConfig
 from lagscope.errors import KafkaUnavailable, LagscopeError, ProtocolError
+from lagscope.lag import BASIS_HW, BASIS_LSO, lag_end, offset_lag
 
-__all__ = ["SweepFailed", "compute_lag", "failed_snapshot", "sweep"]
+__all__ = ["SweepFailed", "failed_snapshot", "lag_columns", "sweep"]
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +80,7 @@ _LATEST, _EARLIEST = -1, -2
 #: the OFFSETS columns a sweep fills, in build order
 _OFFSET_KEYS = ("sweep_ts", "group_id", "topic", "partition", "committed_offset", "commit_leader_epoch",
                 "commit_metadata", "log_start_offset", "log_end_offset", "last_stable_offset", "member_id",
-                "client_id", "host", "group_state", "lag")
+                "client_id", "host", "group_state")
 
 
 class SweepFailed(LagscopeError):
@@ -87,19 +91,24 @@ def collector_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def compute_lag(committed: int | None, log_end: int | None, last_stable: int | None,
-                read_committed: bool) -> int | None:
-    """``max(0, end - committed)``; end = LSO for read_committed groups, else the high watermark.
+def _longs(values: list[int | None]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    arr = pa.array(values, pa.int64())
+    return np.asarray(arr.fill_null(0), dtype=np.int64), np.asarray(arr.is_valid(), dtype=bool)
 
-    None when there is no commit or no end offset (leaderless partition, deleted topic).
-    A read_committed group with an unknown LSO falls back to the high watermark.
-    """
-    if committed is None or committed < 0:
-        return None
-    end = last_stable if read_committed and last_stable is not None else log_end
-    if end is None:
-        return None
-    return max(0, end - committed)
+
+def lag_columns(committed: list[int | None], log_end: list[int | None], last_stable: list[int | None],
+                read_committed: list[bool]) -> tuple[list[int | None], list[str | None]]:
+    """The ``lag`` and ``lag_basis`` columns of a sweep's rows (:func:`lagscope.lag.lag_end`,
+    :func:`lagscope.lag.offset_lag`), computed once over the whole columns."""
+    c, c_ok = _longs(committed)
+    hw, hw_ok = _longs(log_end)
+    lso, lso_ok = _longs(last_stable)
+    end, end_ok, on_lso = lag_end(hw, hw_ok, lso, lso_ok, np.asarray(read_committed, dtype=bool))
+    lag, lag_ok = offset_lag(c, c_ok, end, end_ok)
+    lags = [v if ok else None for v, ok in zip(lag.tolist(), lag_ok.tolist(), strict=True)]
+    basis = [(BASIS_LSO if rc else BASIS_HW) if ok else None
+             for rc, ok in zip(on_lso.tolist(), end_ok.tolist(), strict=True)]
+    return lags, basis
 
 
 def _err_name(code: int) -> str:
@@ -459,7 +468,8 @@ def build_snapshot(cluster: ClusterConfig, raw: _Raw, sweep_ts: dt.datetime, dur
                    collector: str) -> Snapshot:
     cols: dict[str, list[Any]] = {k: [] for k in _OFFSET_KEYS}
     (c_ts, c_group, c_topic, c_part, c_committed, c_epoch, c_meta, c_start, c_end, c_lso, c_member, c_client,
-     c_host, c_state, c_lag) = (cols[k] for k in _OFFSET_KEYS)
+     c_host, c_state) = (cols[k] for k in _OFFSET_KEYS)
+    c_read_committed: list[bool] = []
     members: list[dict[str, Any]] = []
     group_errors: list[str] = []
     recorded = 0
@@ -488,19 +498,13 @@ def build_snapshot(cluster: ClusterConfig, raw: _Raw, sweep_ts: dt.datetime, dur
             c_topic.append(tp[0])
             c_part.append(tp[1])
             if committed is None:
-                offset = None
                 c_committed.append(None)
                 c_epoch.append(None)
                 c_meta.append(None)
-                c_lag.append(None)
             else:
-                offset = committed[0]
-                c_committed.append(offset)
+                c_committed.append(committed[0])
                 c_epoch.append(committed[1])
                 c_meta.append(committed[2] or None)
-                # inline compute_lag (this loop runs once per group-partition)
-                end = lso if read_committed and lso is not None else hw
-                c_lag.append(None if end is None else (end - offset if end > offset else 0))
             c_start.append(start)
             c_end.append(hw)
             c_lso.append(lso)
@@ -513,6 +517,7 @@ def build_snapshot(cluster: ClusterConfig, raw: _Raw, sweep_ts: dt.datetime, dur
                 c_client.append(owner[1])
                 c_host.append(owner[2])
             c_state.append(state)
+            c_read_committed.append(read_committed)
         common = {"sweep_ts": sweep_ts, "group_id": gid, "group_state": g.state,
                   "protocol_type": g.protocol_type, "protocol": g.protocol,
                   "group_protocol": g.group_protocol, "generation": g.generation}
@@ -521,6 +526,7 @@ def build_snapshot(cluster: ClusterConfig, raw: _Raw, sweep_ts: dt.datetime, dur
         else:
             members.append({**common, "member_id": None, "group_instance_id": None, "client_id": None,
                             "host": None, "subscribed_topics": None, "assignment": None})
+    cols["lag"], cols["lag_basis"] = lag_columns(c_committed, c_end, c_lso, c_read_committed)
     ok = not raw.fatal
     errors = list(raw.fatal)
     if group_errors:

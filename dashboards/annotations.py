@@ -33,10 +33,9 @@ from urllib.parse import urlencode
 from grafana_client.api import GrafanaApi
 from grafana_client.client import GrafanaClientError, GrafanaException
 
-from lagscope.analytics.results_metrics import current_rows
 from lagscope.dashboards.grafana_gen import ANNOTATION_TAG, DEFAULT_APP_URL
 from lagscope.errors import ConfigError, LagscopeError
-from lagscope.lake import read_table
+from lagscope.results import current_events, current_rows
 
 __all__ = [
     "Annotation",
@@ -145,8 +144,8 @@ def anomaly_annotations(rows: Iterable[Mapping[str, Any]], now: dt.datetime,
 def annotations_from_results(root: Path | str, now: dt.datetime, app_url: str = DEFAULT_APP_URL,
                              since: dt.datetime | None = None) -> list[Annotation]:
     """Rebalance windows and anomalies of the result tables under ``root`` (ending after ``since``)."""
-    anns = [*rebalance_annotations(read_table(root, "rebalances").to_pylist(), now, app_url),
-            *anomaly_annotations(read_table(root, "anomalies").to_pylist(), now, app_url)]
+    anns = [*rebalance_annotations(current_events(root, "rebalances"), now, app_url),
+            *anomaly_annotations(current_events(root, "anomalies"), now, app_url)]
     if since is not None:
         cut = _ms(since)
         anns = [a for a in anns if a.time_end_ms >= cut]

@@ -1,51 +1,47 @@
-"""``lagscope dashboards …``, ``lagscope alerts …`` and ``lagscope results-exporter``.
+"""``lagscope dashboards …``: the Grafana dashboards, and the Prometheus alert rules they sit beside.
 
 - ``dashboards generate``: write the Grafana dashboards (JSON) and provisioning files;
   ``--check`` fails when the files on disk differ from what the code generates.
-- ``dashboards rules``: write the Prometheus alert rules with their app links re-based on the
-  configured app URL (lagscope's ``ui.url``).
+- ``dashboards rules``: write the Prometheus alert rules generated from lagscope's settings (the
+  thresholds of ``analytics.rules``, the app links at ``ui.url``); ``--check`` fails when the
+  file differs.
 - ``dashboards push``: upsert the dashboards into Grafana and write rebalance windows and
   anomalies as annotations (``GRAFANA_URL`` + ``GRAFANA_TOKEN`` or ``GRAFANA_TOKEN_FILE``).
-- ``alerts evaluate``: turn the result tables' findings into queued notifications.
-- ``alerts deliver``: deliver the outbox (retrying with backoff) for at most ``--max-seconds``.
-- ``alerts run``: evaluate + deliver every ``--interval`` seconds until interrupted.
-- ``alerts outbox``: what is pending, delivered and dead.
-- ``results-exporter``: serve the findings as Prometheus metrics.
+
+``lagscope alerts …`` (the webhooks) is the alerts room's: :mod:`lagscope.alerts.cli`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import logging
-import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from lagscope.errors import ConfigError, LakeError
+from lagscope.config import Settings, load_config
+from lagscope.errors import ConfigError
 
 __all__ = ["register"]
 
-log = logging.getLogger(__name__)
-
 dashboards_app = typer.Typer(help="Grafana dashboards: generate the JSON, push to Grafana.", no_args_is_help=True)
-alerts_app = typer.Typer(help="Alert webhooks from the analytics' findings.", no_args_is_help=True)
 
-_Results = Annotated[Path, typer.Option("--results", help="Root of the analytics' result tables.")]
-_Config = Annotated[Path, typer.Option("--config", help="Alerts config (YAML): routes, app_url, lookback_s.")]
-_Outbox = Annotated[Path, typer.Option("--outbox", help="The outbox file (SQLite); created when missing.")]
 _AppUrl = Annotated[str | None, typer.Option(
     help="The Streamlit app's base URL for links (default: ui.url of --config, LAGSCOPE_UI__URL, "
          "http://localhost:8501).")]
 _Settings = Annotated[Path | None, typer.Option(
     "--config", help="lagscope's settings (YAML, docs/configuration.md): its ui.url is the app's base URL.",
     dir_okay=False)]
-#: the alerts commands' --config is the alert routes: lagscope's settings are --settings there
-_AlertSettings = Annotated[Path | None, typer.Option(
-    "--settings", help="lagscope's settings (YAML): its ui.url is the app's base URL when the routes file "
-                       "sets no app_url.", dir_okay=False)]
+
+
+def _load_settings(config: Path) -> Settings:
+    """lagscope's settings from ``config`` (and the environment); invalid: one line, exit 2."""
+    try:
+        return load_config(config)
+    except ConfigError as exc:
+        typer.echo(f"config error: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 @dashboards_app.command("generate")
@@ -76,26 +72,36 @@ def generate_cmd(
 
 @dashboards_app.command("rules")
 def rules_cmd(
-    out: Annotated[Path, typer.Option("--out", help="Where to write the rules file.", dir_okay=False)],
-    source: Annotated[Path | None, typer.Option(help="The rules to re-base (default: deploy/prometheus/rules/"
-                                                     "lagscope.yml of the source tree).", dir_okay=False)] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Where to write the rules file (default: deploy/prometheus/rules/lagscope.yml of the "
+                      "source tree).", dir_okay=False)] = None,
     app_url: _AppUrl = None,
     settings: _Settings = None,
+    check: Annotated[bool, typer.Option("--check", help="Only compare; exit 1 when the file differs.")] = False,
 ) -> None:
-    """Write the Prometheus alert rules with their app links at the configured app URL."""
+    """Write the Prometheus alert rules: the thresholds of analytics.rules, the app links at ui.url."""
+    from lagscope.alerts import prometheus_rules
+    from lagscope.config import AnalyticsRulesConfig
     from lagscope.dashboards import links
 
-    src = source or links.DEFAULT_RULES
-    try:
-        text = src.read_text()
-    except OSError as exc:
-        raise ConfigError(f"cannot read the rules {src}: {exc.strerror} (give --source)") from exc
-    rebased = links.rules_with_app_url(text, links.app_url(app_url, config=settings))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(rebased)
-    tmp.replace(out)
-    typer.echo(str(out))
+    rules = _load_settings(settings).analytics.rules if settings is not None else AnalyticsRulesConfig()
+    text = prometheus_rules.render_rules(rules, links.app_url(app_url, config=settings))
+    target = out or prometheus_rules.RULES_FILE
+    if check:
+        try:
+            same = target.read_text() == text
+        except OSError:
+            same = False
+        if not same:
+            typer.echo(f"out of date: {target} (run `lagscope dashboards rules`)", err=True)
+            raise typer.Exit(1)
+        typer.echo("the alert rules are up to date")
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(target)
+    typer.echo(str(target))
 
 
 @dashboards_app.command("push")
@@ -136,102 +142,5 @@ def push_cmd(
                f"{report.annotations_unchanged} unchanged")
 
 
-@alerts_app.command("evaluate")
-def evaluate_cmd(results: _Results, config: _Config, outbox: _Outbox, settings: _AlertSettings = None) -> None:
-    """Queue the notifications the current findings imply (firing and resolved, deduplicated)."""
-    from lagscope.dashboards import links
-    from lagscope.dashboards.alerts import Outbox, enqueue_findings, findings_from_results, load_config
-
-    cfg = load_config(config, app_url=links.app_url(config=settings) if settings else None)
-    now = dt.datetime.now(dt.UTC)
-    findings = findings_from_results(results, now)
-    with Outbox(outbox) as box:
-        report = enqueue_findings(box, cfg, findings, now)
-    typer.echo(f"{len(findings)} findings, {report.transitions} transitions, {report.queued} notifications queued")
-
-
-@alerts_app.command("deliver")
-def deliver_cmd(
-    config: _Config, outbox: _Outbox,
-    max_seconds: Annotated[float, typer.Option(help="Stop after this long even if some are still pending.")]
-    = 60.0,
-) -> None:
-    """Deliver the pending notifications (retrying with backoff); exit 1 when some are still pending."""
-    from lagscope.dashboards.alerts import Outbox, Sender, load_config
-
-    cfg = load_config(config)
-    cfg.check_secrets()
-    with Outbox(outbox) as box, Sender(box, cfg) as sender:
-        report = sender.run(max_seconds=max_seconds)
-        counts = box.counts()
-    typer.echo(f"delivered {report.delivered}, failed attempts {report.failed}, dead {report.dead}; "
-               f"pending {counts.pending}")
-    if counts.pending:
-        raise typer.Exit(1)
-
-
-@alerts_app.command("run")
-def run_cmd(
-    results: _Results, config: _Config, outbox: _Outbox,
-    interval: Annotated[float, typer.Option(help="Seconds between evaluations.")] = 60.0,
-    settings: _AlertSettings = None,
-) -> None:
-    """Evaluate and deliver every ``--interval`` seconds until interrupted (Ctrl-C)."""
-    from lagscope.dashboards import links
-    from lagscope.dashboards.alerts import Outbox, Sender, enqueue_findings, findings_from_results, load_config
-
-    cfg = load_config(config, app_url=links.app_url(config=settings) if settings else None)
-    cfg.check_secrets()
-    with Outbox(outbox) as box, Sender(box, cfg) as sender:
-        try:
-            while True:
-                now = dt.datetime.now(dt.UTC)
-                try:
-                    enqueue_findings(box, cfg, findings_from_results(results, now), now)
-                except LakeError as exc:  # a failing evaluation is logged and retried next round
-                    log.error("alerts: cannot read the results: %s", exc)
-                sender.run(max_seconds=interval, until_empty=False)
-        except KeyboardInterrupt:
-            typer.echo("stopped")
-
-
-@alerts_app.command("outbox")
-def outbox_cmd(
-    outbox: _Outbox,
-    as_json: Annotated[bool, typer.Option("--json", help="Every entry as JSON lines.")] = False,
-) -> None:
-    """Show the outbox: pending, delivered and dead notifications."""
-    from lagscope.dashboards.alerts import Outbox
-
-    if not outbox.exists():
-        raise ConfigError(f"no outbox at {outbox}")
-    with Outbox(outbox) as box:
-        if as_json:
-            for entry in box.entries():
-                typer.echo(json.dumps(entry, default=str))
-        counts = box.counts()
-    typer.echo(f"pending {counts.pending}, delivered {counts.delivered}, dead {counts.dead}")
-
-
-def results_exporter_cmd(
-    results: _Results,
-    bind: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port (0: any free port).")] = 9309,
-    refresh: Annotated[float, typer.Option(help="Re-read the result tables at most this often (s).")] = 15.0,
-) -> None:
-    """Serve the analytics' findings as Prometheus metrics until interrupted."""
-    from lagscope.analytics.results_metrics import serve
-
-    server, _ = serve(results, host=bind, port=port, refresh_s=refresh)
-    typer.echo(f"serving http://{bind}:{server.server_port}/metrics (Ctrl-C stops)")
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        server.shutdown()
-
-
 def register(app: typer.Typer) -> None:
     app.add_typer(dashboards_app, name="dashboards")
-    app.add_typer(alerts_app, name="alerts")
-    app.command("results-exporter")(results_exporter_cmd)

@@ -3,9 +3,11 @@
 Four dashboards, each a function returning the SDK's ``Dashboard`` model:
 
 - **Overview** (``lagscope-overview``): clusters up, groups by lagscope status and by state,
-  worst lag in seconds, total lag, recent rebalances, open anomalies, sweep health.
+  worst lag in seconds, total lag, recent rebalances, open anomalies, messages lost and
+  reprocessed in the time range, sweep health.
 - **Group** (``lagscope-group``): lag and lag in seconds per topic and partition, produce vs
-  consume rate, members, state timeline, analytics status, retention headroom.
+  consume rate, members, state timeline, analytics status, messages lost and reprocessed by
+  cause (delivery), retention headroom.
 - **Rebalances** (``lagscope-rebalances``): frequency, causes, last duration against the
   bound, duration quantiles, windows in progress, generation and members.
 - **Anomalies** (``lagscope-anomalies``): open anomalies by kind and severity, anomalies
@@ -82,6 +84,13 @@ _SEL = 'cluster=~"$cluster", group=~"$group"'
 _SEL_T = 'cluster=~"$cluster", group=~"$group", topic=~"$topic"'
 _KSEL = 'cluster=~"$cluster", consumergroup=~"$group"'
 _KSEL_T = 'cluster=~"$cluster", consumergroup=~"$group", topic=~"$topic"'
+
+
+def _in_range(counter: str, selector: str) -> str:
+    """How much ``counter`` grew within the dashboard's time range, per series: its value less its
+    value at the range's start, a series absent then counting from 0 (the first loss of a group,
+    topic and cause is a new series, which ``increase()`` cannot see)."""
+    return f"{counter}{{{selector}}} - ({counter}{{{selector}}} offset $__range or {counter}{{{selector}}} * 0)"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,6 +325,17 @@ def overview(app_url: str = DEFAULT_APP_URL) -> mdash.Dashboard:
                                    "Open group in lagscope",
                                    f"{app_url.rstrip('/')}/?cluster=${{__data.fields.cluster}}"
                                    "&group=${__data.fields.group}&from=${__from}&to=${__to}&page=group")]))
+    delivery_link = [_data_link("Open delivery in lagscope", _app_link(app_url, "delivery"))]
+    d = d.with_panel(_bars("Messages lost in the time range", "Messages never processed per group in the "
+                           "dashboard's time range, all causes (skips, offset resets, retention; analytics).",
+                           [Q(f"sum by (cluster, group) ({_in_range('lagscope_messages_lost_total', _SEL)})",
+                              "{{cluster}} / {{group}}", instant=True)], unit="short", links=delivery_link,
+                           thresholds=[(None, "green"), (1, "red")]))
+    d = d.with_panel(_bars("Messages reprocessed in the time range", "Messages processed twice per group in "
+                           "the dashboard's time range, all causes (rewinds, offset resets back; analytics).",
+                           [Q(f"sum by (cluster, group) ({_in_range('lagscope_messages_reprocessed_total', _SEL)})",
+                              "{{cluster}} / {{group}}", instant=True)], unit="short", links=delivery_link,
+                           thresholds=[(None, "green"), (1, "orange")]))
     d = d.with_row(_row("Collector"))
     d = d.with_panel(_ts("Sweep duration", "Wall time of each cluster's latest sweep.",
                          [Q('lagscope_sweep_duration_seconds{cluster=~"$cluster"}', "{{cluster}}")], unit="s"))
@@ -367,6 +387,29 @@ def group(app_url: str = DEFAULT_APP_URL) -> mdash.Dashboard:
                            w=8, h=8, links=group_link))
     d = d.with_panel(_timeline("State timeline", "The group's coordinator state over time.",
                                [Q(f"lagscope_group_state{{{_SEL}}} == 1", "{{state}}")]))
+    d = d.with_row(_row("Delivery"))
+    delivery_link = [_data_link("Open delivery in lagscope", _app_link(app_url, "delivery", topic=True))]
+    d = d.with_panel(_ts("Messages lost by cause", "Messages never processed since the results exporter "
+                         "started, by topic and cause (seek, admin_reset, out_of_range_reset, retention): "
+                         "each step up is a loss the analytics found; exact from the commit stream, else a "
+                         "bound (docs/metrics.md).",
+                         [Q(f"sum by (cluster, group, topic, cause) (lagscope_messages_lost_total{{{_SEL_T}}})",
+                            "{{topic}} {{cause}}")], unit="short", w=8, links=delivery_link))
+    d = d.with_panel(_ts("Messages reprocessed by cause", "Messages processed twice since the results exporter "
+                         "started, by topic and cause (rewind, admin_reset): each step up is a rewind the "
+                         "analytics found.",
+                         [Q(f"sum by (cluster, group, topic, cause) "
+                            f"(lagscope_messages_reprocessed_total{{{_SEL_T}}})", "{{topic}} {{cause}}")],
+                         unit="short", w=8, links=delivery_link))
+    d = d.with_panel(_bars("Lost and reprocessed in the time range", "Per topic and cause, what the dashboard's "
+                           "time range added (a series new in the range counts from 0).",
+                           [Q(f"sum by (cluster, group, topic, cause) "
+                              f"({_in_range('lagscope_messages_lost_total', _SEL_T)})",
+                              "lost {{topic}} {{cause}}", instant=True),
+                            Q(f"sum by (cluster, group, topic, cause) "
+                              f"({_in_range('lagscope_messages_reprocessed_total', _SEL_T)})",
+                              "reprocessed {{topic}} {{cause}}", instant=True)],
+                           unit="short", w=8, links=delivery_link))
     d = d.with_row(_row("Retention"))
     d = d.with_panel(_ts("Retention headroom", "Time until the committed offset would fall below the log start "
                          "at current rates (messages deleted before they are consumed).",
@@ -379,6 +422,14 @@ def group(app_url: str = DEFAULT_APP_URL) -> mdash.Dashboard:
                             "log start {{topic}}[{{partition}}]"),
                           Q(f"kafka_consumergroup_current_offset{{{_KSEL_T}}} >= 0",
                             "committed {{topic}}[{{partition}}]")], unit="short"))
+    d = d.with_row(_row("Advice"))
+    d = d.with_panel(_table("Advice (analytics)", "What to change in the group's settings, from the rebalances "
+                            "and findings of the results' retention window: the rule, the setting, its current "
+                            "value (empty when unknown), the suggestion and the confidence (docs/analytics.md, "
+                            "Advice). The evidence and the expected effect in numbers: the app's Group page.",
+                            [Q("max by (cluster, group, rule, setting, current, suggested, confidence) "
+                               f"(lagscope_advice_info{{{_SEL}}})", instant=True)],
+                            w=24, h=6, links=group_link, hide=("Time", "Value")))
     return d.build()
 
 
@@ -426,7 +477,8 @@ def anomalies(app_url: str = DEFAULT_APP_URL) -> mdash.Dashboard:
     link = [_data_link("Open group in lagscope", _app_link(app_url, "group"))]
     part_link = [_data_link("Open partition in lagscope", _app_link(app_url, "partition", topic=True, partition=True))]
     d = _base("lagscope-anomalies", _DASHBOARD_TITLES["lagscope-anomalies"],
-              "Commit-gap anomalies, stalls, stops, rewinds, skips and retention loss found by the analytics.",
+              "Commit-gap anomalies, stalls, stops, starved partitions, rewinds, skips and retention loss found by the "
+              "analytics.",
               app_url, "group")
     d = d.with_panel(_bars("Open anomalies by kind", "Anomalies still open, by kind.",
                            [Q(f"sum by (kind) (lagscope_anomalies_open{{{_SEL}}})", "{{kind}}", instant=True)],

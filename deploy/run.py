@@ -1,7 +1,7 @@
 """``lagscope run``: the production entry point, every long-running part of lagscope in one process.
 
     lagscope run --config lagscope.yaml                                  # collector + analytics
-    lagscope run --config lagscope.yaml --alerts alerts.yaml             # … + alert webhooks
+    lagscope run --config lagscope.yaml            # … + alert webhooks when alerts.routes is set
     lagscope run --config lagscope.yaml --component collector            # one part per container
 
 Components, each with one job and a lifecycle (``start()``, ``stop()``), each in its own
@@ -11,9 +11,11 @@ thread:
   ``__consumer_offsets`` tail where enabled; serves ``/metrics`` on ``metrics.bind:port``.
 - ``analytics``: the incremental analytics loop: every ``analytics.interval_s`` seconds one
   :func:`~lagscope.analytics.job.run_incremental` step over the sweeps since the checkpoint,
-  in one Spark session kept for the life of the process (``analytics.master``, or ``--master``).
+  in one Spark session kept for the life of the process (``analytics.master``, or ``--master``);
+  hourly, the result tables' date partitions older than ``analytics.retention`` days go.
 - ``alerts``: every ``--alerts-interval`` seconds, turns the result tables' findings into
-  notifications in the durable outbox and delivers them (retried with backoff, signed).
+  notifications in the durable outbox and delivers them to ``alerts.routes`` (retried with
+  backoff, signed); a default part when ``alerts.routes`` is not empty.
 - the analytics' findings as Prometheus metrics (:mod:`lagscope.analytics.results_metrics`):
   on the collector's ``/metrics`` when the collector runs here, else on their own endpoint
   at ``metrics.bind:port``.
@@ -44,8 +46,11 @@ from typing import Annotated, Any, Protocol
 
 import typer
 
-from lagscope.config import Settings, load_config, parse_duration, resolve_results
-from lagscope.errors import ConfigError
+from lagscope.config import AlertsConfig, AnalyticsConfig, Settings, load_config, parse_duration, resolve_results
+from lagscope.errors import ConfigError, LagscopeError
+from lagscope.lag import HISTORY_POINTS
+from lagscope.retention import RUN_EVERY_S, Removals, prune
+from lagscope.schema import RESULT_TABLES
 from lagscope.signals import stop_on_signals
 
 __all__ = [
@@ -132,10 +137,11 @@ class CollectorComponent:
 
     name = "collector"
 
-    def __init__(self, settings: Settings, extra_collectors: list[Any] | None = None) -> None:
+    def __init__(self, settings: Settings, extra_collectors: list[Any] | None = None, *,
+                 results: Path | None = None, removals: Removals | None = None) -> None:
         from lagscope.collector.loop import Collector
 
-        self.collector = Collector(settings)
+        self.collector = Collector(settings, results=results, removals=removals)
         self.extra_collectors = list(extra_collectors or [])
         self.stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -149,10 +155,6 @@ class CollectorComponent:
         self._thread = threading.Thread(target=self.collector.run, args=(self.stopping,),
                                         name="lagscope-collector", daemon=True)
         self._thread.start()
-
-    @property
-    def serves_metrics(self) -> bool:
-        return self.collector.metrics_server is not None
 
     def stop(self, timeout: float = 120.0) -> None:
         self.stopping.set()
@@ -172,25 +174,34 @@ class AnalyticsLoop(_Periodic):
     starts a new session and redoes the step. After ``max_failures`` failed steps in a row the
     loop gives up: :attr:`fatal` holds one line naming the cause and the setting to change, and
     :meth:`is_healthy` turns false (``lagscope run`` and ``lagscope demo`` then exit non-zero).
-    Spark's and the JVM's logs go to ``log_file``; the terminal gets one line per failure."""
+    Spark's and the JVM's logs go to ``log_file``; the terminal gets one line per failure.
+
+    ``retention_days``: after its first step and then hourly, the loop removes the result
+    tables' date partitions older than this (:func:`lagscope.retention.prune`, counted in
+    ``removals``); None or 0 keeps them. The results are never the next step's input (it reads
+    the lake and its state), so a removal cannot break it."""
 
     name = "analytics"
 
     def __init__(self, lake: Path, results: Path, *, interval_s: float, master: str,
-                 settings: Any = None, backfill_s: float = 86400.0, shuffle_partitions: int = 4,
+                 settings: AnalyticsConfig | None = None, history_points: int = HISTORY_POINTS,
+                 backfill_s: float = 86400.0, shuffle_partitions: int = 4,
                  driver_memory: str | None = None, max_failures: int = 3, log_file: Path | None = None,
-                 clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)) -> None:
-        from lagscope.analytics.params import DEFAULT_DRIVER_MEMORY
-
+                 clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+                 retention_days: int | None = None, removals: Removals | None = None) -> None:
         super().__init__(interval_s)
         self.lake, self.results, self.master = lake, results, master
-        self.settings = settings
+        self.settings = settings if settings is not None else AnalyticsConfig()
+        self.history_points = history_points
         self.backfill_s = backfill_s
         self.shuffle_partitions = shuffle_partitions
-        self.driver_memory = driver_memory or DEFAULT_DRIVER_MEMORY
+        self.driver_memory = driver_memory or self.settings.driver_memory
         self.max_failures = max_failures
         self.log_file = log_file if log_file is not None else results / "_logs" / "spark.log"
         self.clock = clock
+        self.retention_days = retention_days
+        self.removals = removals if removals is not None else Removals()
+        self._last_prune: dt.datetime | None = None
         self.spark: Any = None
         self.files_written = 0
         self.consecutive_failures = 0
@@ -236,17 +247,20 @@ class AnalyticsLoop(_Periodic):
                       cause, self.consecutive_failures, self.max_failures, self.log_file)
 
     def step(self) -> None:
-        from lagscope.analytics.job import Settings as AnalyticsSettings
         from lagscope.analytics.job import run_incremental
 
         if not self.lake.is_dir():
-            log.info("analytics: no lake at %s yet", self.lake)
+            if self.runs == 0:
+                log.warning("analytics: the lake %s does not exist (yet): nothing to analyse until the collector "
+                            "writes it", self.lake)
+            else:
+                log.debug("analytics: no lake at %s yet", self.lake)
             return
         now = self.clock()
         try:
             # `since` matters only for the very first run (no checkpoint yet): how far back to start
             written = run_incremental(self._session(), self.lake, self.results,
-                                      settings=self.settings or AnalyticsSettings(),
+                                      settings=self.settings, history_points=self.history_points,
                                       until=now, since=now - dt.timedelta(seconds=self.backfill_s))
         except Exception as exc:
             if self.stopping.is_set():
@@ -255,8 +269,27 @@ class AnalyticsLoop(_Periodic):
             return
         self.consecutive_failures = 0
         self.files_written += sum(written.values())
-        if written:
-            log.info("analytics: %s", ", ".join(f"{t} {n} file(s)" for t, n in sorted(written.items())))
+        if written or written.quarantined:
+            log.info("analytics: %s%s", ", ".join(f"{t} {n} file(s)" for t, n in sorted(written.items())),
+                     f"; analysed without {len(written.quarantined)} unreadable lake file(s), quarantined: "
+                     + ", ".join(str(q.path) for q in written.quarantined) if written.quarantined else "")
+        self.maybe_prune(now)
+
+    def maybe_prune(self, now: dt.datetime) -> None:
+        """Apply the results' retention if an hour (``RUN_EVERY_S``) has passed since the last time;
+        a failure is logged (the steps go on)."""
+        if not self.retention_days:
+            return
+        if self._last_prune is not None and (now - self._last_prune).total_seconds() < RUN_EVERY_S:
+            return
+        self._last_prune = now
+        try:
+            prune(self.results, RESULT_TABLES, days=self.retention_days, now=now, removals=self.removals,
+                  label="results")
+        except LagscopeError as exc:
+            log.error("analytics: retention of the results skipped: %s", exc)
+        except Exception:
+            log.exception("analytics: retention of the results failed")
 
     def is_healthy(self) -> bool:
         return self.fatal is None and super().is_healthy()
@@ -298,34 +331,36 @@ class AlertsLoop(_Periodic):
 
     name = "alerts"
 
-    def __init__(self, results: Path, config_file: Path, outbox: Path, *, interval_s: float,
-                 app_url: str | None = None) -> None:
-        from lagscope.dashboards.alerts import load_config as load_alerts
-
+    def __init__(self, results: Path, config: AlertsConfig, outbox: Path, *, interval_s: float,
+                 app_url: str) -> None:
         super().__init__(interval_s)
         self.results, self.outbox_path = results, outbox
-        # invalid routes fail here, before anything starts; links point at the settings' ui.url
-        # unless the routes file sets app_url
-        self.config = load_alerts(config_file, app_url=app_url)
-        self.config.check_secrets()
+        # a secret that cannot be read fails here, before anything starts; links point at app_url
+        config.check_secrets()
+        self.config, self.app_url = config, app_url
         self._outbox: Any = None
         self._sender: Any = None
         self.delivered = 0
 
     def setup(self) -> None:
-        from lagscope.dashboards.alerts import Outbox, Sender
+        from lagscope.alerts import Outbox, Sender
 
         self._outbox = Outbox(self.outbox_path)
         self._sender = Sender(self._outbox, self.config)
+        if not self.results.is_dir():
+            log.warning("alerts: the results folder %s does not exist (yet): nothing is evaluated until the "
+                        "analytics write it", self.results)
 
     def step(self) -> None:
-        from lagscope.dashboards.alerts import enqueue_findings, findings_from_results
+        from lagscope.alerts import enqueue_findings, findings_from_results
         from lagscope.errors import LakeError
 
         now = dt.datetime.now(dt.UTC)
         try:
-            enqueue_findings(self._outbox, self.config, findings_from_results(self.results, now), now)
-        except LakeError as exc:  # no results yet, or a table being rewritten: try next round
+            if self.results.is_dir():  # missing: said once at start (an evaluation would resolve every alert)
+                enqueue_findings(self._outbox, self.config, findings_from_results(self.results, now), now,
+                                 app_url=self.app_url)
+        except LakeError as exc:  # a table being rewritten: try next round
             log.warning("alerts: cannot read the results: %s", exc)
         report = self._sender.run(max_seconds=max(1.0, self.interval_s * 0.8), until_empty=True,
                                   sleep=self.stopping.wait)
@@ -343,15 +378,17 @@ class ResultsMetrics:
 
     name = "results-metrics"
 
-    def __init__(self, results: Path, bind: str, port: int) -> None:
+    def __init__(self, results: Path, bind: str, port: int, extra_collectors: list[Any] | None = None) -> None:
         self.results, self.bind, self.port = results, bind, port
+        self.extra_collectors = list(extra_collectors or [])
         self._server: Any = None
         self._thread: Any = None
 
     def start(self) -> None:
         from lagscope.analytics.results_metrics import serve
 
-        self._server, self._thread = serve(self.results, host=self.bind, port=self.port)
+        self._server, self._thread = serve(self.results, host=self.bind, port=self.port,
+                                           extra_collectors=self.extra_collectors)
         log.info("results metrics on http://%s:%s/metrics", self.bind, self._server.server_port)
 
     def stop(self) -> None:
@@ -406,8 +443,8 @@ class Part(StrEnum):
     burrow_api = "burrow-api"
 
 
-def build_components(settings: Settings, parts: set[Part], *, results: Path, alerts: Path | None,
-                     outbox: Path, master: str | None = None, analytics_interval_s: float | None = None,
+def build_components(settings: Settings, parts: set[Part], *, results: Path, outbox: Path,
+                     master: str | None = None, analytics_interval_s: float | None = None,
                      alerts_interval_s: float = 30.0, results_metrics: bool = True,
                      backfill_s: float | None = None) -> list[Any]:
     """The components for ``parts``, downstream first (see the module docstring).
@@ -416,13 +453,15 @@ def build_components(settings: Settings, parts: set[Part], *, results: Path, ale
     value (as do the rule thresholds, timeouts and Spark sizing, which have no option here)."""
     if Part.collector in parts and not settings.clusters:
         raise ConfigError("clusters: at least one cluster is required to collect")
-    if Part.alerts in parts and alerts is None:
-        raise ConfigError("--component alerts needs --alerts FILE (the alert routes)")
+    if Part.alerts in parts and not settings.alerts.routes:
+        raise ConfigError("alerts.routes: the alerts part needs at least one route (docs/alerting.md)")
     out: list[Any] = []
     if Part.burrow_api in parts:  # a reader of the lake and the results: downstream of everything
         from lagscope.burrow import build_api
 
         out.append(build_api(settings, results=results))
+    # what retention removes, from the collector (lake) and the analytics loop (results), on one /metrics
+    removals = Removals()
     on_collector: Any = None
     if settings.metrics.enabled and results_metrics:
         if Part.collector in parts:
@@ -430,23 +469,31 @@ def build_components(settings: Settings, parts: set[Part], *, results: Path, ale
 
             on_collector = ResultsCollector(results)
         else:
-            out.append(ResultsMetrics(results, settings.metrics.bind, settings.metrics.port))
-    if Part.alerts in parts and alerts is not None:
-        out.append(AlertsLoop(results, alerts, outbox, interval_s=alerts_interval_s, app_url=settings.ui.url))
+            from lagscope.collector.metrics import RetentionCollector
+
+            extra = [RetentionCollector(removals.snapshot)] if Part.analytics in parts else []
+            out.append(ResultsMetrics(results, settings.metrics.bind, settings.metrics.port, extra))
+    if Part.alerts in parts:
+        out.append(AlertsLoop(results, settings.alerts, outbox, interval_s=alerts_interval_s, app_url=settings.ui.url))
     if Part.analytics in parts:
-        from lagscope.analytics.configured import job_settings
+        from lagscope.analytics.configured import with_overrides
 
         acfg = settings.analytics
         rc = [p for c in settings.clusters for p in c.read_committed_groups]
+        if acfg.retention:
+            removals.watch([c.name for c in settings.clusters], RESULT_TABLES)
         out.append(AnalyticsLoop(
             settings.collector.lake_path, results,
             interval_s=acfg.interval_s if analytics_interval_s is None else analytics_interval_s,
             master=acfg.master if master is None else master,
-            settings=job_settings(acfg, extra_read_committed=rc),
+            settings=with_overrides(acfg, extra_read_committed=rc),
+            history_points=settings.time_lag.history_points,
             backfill_s=acfg.backfill_s() if backfill_s is None else backfill_s,
-            shuffle_partitions=acfg.shuffle_partitions or 4, driver_memory=acfg.driver_memory))
+            shuffle_partitions=acfg.shuffle_partitions or 4, driver_memory=acfg.driver_memory,
+            retention_days=acfg.retention, removals=removals))
     if Part.collector in parts:
-        out.append(CollectorComponent(settings, [on_collector] if on_collector is not None else None))
+        out.append(CollectorComponent(settings, [on_collector] if on_collector is not None else None,
+                                      results=results, removals=removals))
     return out
 
 
@@ -455,11 +502,9 @@ def run(
                                          dir_okay=False)],
     component: Annotated[list[Part] | None, typer.Option(
         "--component", help="Run only these parts (repeatable). Default: collector and analytics, "
-                            "plus alerts when --alerts is given, plus burrow-api when burrow_api.enabled.")] = None,
+                            "plus alerts when alerts.routes is set, plus burrow-api when burrow_api.enabled.")] = None,
     results: Annotated[Path | None, typer.Option(
         help="Result tables root. Default: analytics.results, else 'results' beside the lake folder.")] = None,
-    alerts: Annotated[Path | None, typer.Option(
-        "--alerts", help="Alert routes (YAML, docs/alerting.md); enables the alerts part.", dir_okay=False)] = None,
     outbox: Annotated[Path | None, typer.Option(
         help="The alerts' durable outbox (SQLite). Default: alerts-outbox.sqlite beside the results.")] = None,
     master: Annotated[str | None, typer.Option(
@@ -486,11 +531,12 @@ def run(
             backfill_s = parse_duration(analytics_backfill)
         except ValueError as exc:
             raise ConfigError(f"--analytics-backfill: {exc}") from None
-    parts = set(component) if component else {Part.collector, Part.analytics} | ({Part.alerts} if alerts else set()) \
+    parts = set(component) if component else {Part.collector, Part.analytics} \
+        | ({Part.alerts} if settings.alerts.routes else set()) \
         | ({Part.burrow_api} if settings.burrow_api.enabled else set())
     results_root = resolve_results(results, settings.collector.lake_path, settings.analytics)
     outbox_file = outbox or results_root.parent / "alerts-outbox.sqlite"
-    components = build_components(settings, parts, results=results_root, alerts=alerts, outbox=outbox_file,
+    components = build_components(settings, parts, results=results_root, outbox=outbox_file,
                                   master=master, analytics_interval_s=analytics_interval,
                                   alerts_interval_s=alerts_interval, results_metrics=results_metrics,
                                   backfill_s=backfill_s)

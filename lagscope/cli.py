@@ -12,6 +12,7 @@ import sys
 from typing import Annotated
 
 import typer
+import typer.main
 from rich.console import Console
 from rich.markup import escape
 
@@ -29,20 +30,24 @@ app = typer.Typer(
 )
 err = Console(stderr=True)
 
-# modules that define ``register(app: typer.Typer) -> None``
+# the rooms' doors, one per room (docs/architecture.md): modules that define
+# ``register(app: typer.Typer) -> None``. This table is the only place the core names a room.
 _COMMAND_MODULES: list[str] = [
-    # order of `lagscope --help`: the everyday commands first
-    "lagscope.deploy.demo",         # demo
-    "lagscope.deploy.run",          # run
-    "lagscope.collector.cli",       # collect, lag
-    "lagscope.analytics.cli",       # analyze
-    "lagscope.dashboards.app.cli",  # ui
-    "lagscope.dashboards.cli",      # dashboards, alerts, results-exporter
-    "lagscope.burrow.cli",          # burrow-api
-    "lagscope.deploy.sink",         # webhook-sink
-    "lagscope.deploy.cli",          # broker
-    "lagscope.sim.cli",             # sim
-    "lagscope.deploy.spark.cli",    # spark
+    "lagscope.collector.cli",   # collect, lag, lake prune
+    "lagscope.analytics.cli",   # analyze, results-exporter
+    "lagscope.app.cli",         # ui
+    "lagscope.burrow.cli",      # burrow-api
+    "lagscope.dashboards.cli",  # dashboards
+    "lagscope.alerts.cli",      # alerts
+    "lagscope.deploy.cli",      # run, spark check
+    "lagscope.devtools.cli",    # demo, webhook-sink, broker, sim, spark start/stop
+]
+
+# the order of `lagscope --help`, the everyday commands first (typer lists the commands, then the
+# groups); a command missing here is listed after these
+_HELP_ORDER: list[str] = [
+    "demo", "run", "collect", "lag", "analyze", "results-exporter", "ui", "burrow-api", "webhook-sink",
+    "lake", "dashboards", "alerts", "broker", "sim", "spark",
 ]
 
 
@@ -72,6 +77,10 @@ def _register_all() -> None:
     for name in _COMMAND_MODULES:
         module = importlib.import_module(name)
         module.register(app)
+    rank = {name: i for i, name in enumerate(_HELP_ORDER)}
+    app.registered_commands.sort(
+        key=lambda c: rank.get(c.name or typer.main.get_command_name(getattr(c.callback, "__name__", "")), len(rank)))
+    app.registered_groups.sort(key=lambda g: rank.get(g.name or "", len(rank)))
 
 
 _register_all()

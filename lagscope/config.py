@@ -15,9 +15,12 @@ as ``config error: …`` and exits with status 2. Secrets are :class:`pydantic.S
 their ``repr``/``str`` is ``**********`` and they never reach a log.
 
 Sections: ``clusters`` (what to sweep), ``collector`` (the sweep loop and the lake),
-``metrics`` (the Prometheus endpoint), and ``analytics``, ``alerts``, ``ui`` (owned by those
-components). ``docs/configuration.md`` is generated from this module
-(``python -m lagscope.config > docs/configuration.md``) and a test keeps it in step.
+``metrics`` (the Prometheus endpoint), ``time_lag`` (lag in seconds, collector and analytics
+alike), ``analytics`` (the job takes this section as it is: its defaults and rule thresholds are
+held here only), ``alerts`` (the webhook routes), ``ui`` and ``burrow_api``. Group patterns are
+regular expressions everywhere (:func:`check_group_patterns`).
+``docs/configuration.md`` is generated from this module (``python -m lagscope.config >
+docs/configuration.md``) and a test keeps it in step.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,8 +38,11 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from lagscope.errors import ConfigError
+from lagscope.lag import HISTORY_POINTS
 
 __all__ = [
+    "AlertRateLimit",
+    "AlertRoute",
     "AlertsConfig",
     "AnalyticsConfig",
     "AnalyticsRulesConfig",
@@ -49,9 +55,13 @@ __all__ = [
     "MetricsConfig",
     "SecurityConfig",
     "Settings",
+    "StorageConfig",
+    "TimeLagConfig",
     "UiConfig",
-    "check_regexes",
+    "check_group_patterns",
+    "check_retention_days",
     "load_config",
+    "matches_any",
     "parse_duration",
     "render_markdown",
     "resolve_results",
@@ -144,14 +154,79 @@ class SecurityConfig(_Section):
         return opts
 
 
-def check_regexes(patterns: list[str]) -> list[str]:
-    """``patterns`` unchanged when every one compiles, else ValueError naming the bad one."""
+#: the characters a glob pattern keeps literal that a regular expression would not
+_REGEX_SPECIAL = set(".^$+{}()|\\")
+
+
+def _glob_as_regex(glob: str) -> str:
+    """The regular expression that matches what the shell-style ``glob`` matches (``*`` any run
+    of characters, ``?`` one, ``[!…]`` none of), for the error that suggests it."""
+    out = []
+    i = 0
+    while i < len(glob):
+        ch = glob[i]
+        if ch == "*":
+            out.append(".*")
+        elif ch == "?":
+            out.append(".")
+        elif ch == "[" and glob.find("]", i + 2) > 0:
+            end = glob.find("]", i + 2)
+            body = glob[i + 1:end]
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+            i = end
+        else:
+            out.append("\\" + ch if ch in _REGEX_SPECIAL else ch)
+        i += 1
+    return "".join(out)
+
+
+def _looks_like_glob(pattern: str) -> bool:
+    """Whether ``pattern`` is written as a shell glob: a ``*`` that repeats nothing a regex would
+    (at the start, or after a plain character as in ``orders-*``; not after ``.``, ``)``, ``]`` or
+    an escaped character), or a ``[!…]`` class."""
+    escaped = in_class = after_escape = False
+    for i, ch in enumerate(pattern):
+        if escaped:
+            escaped, after_escape = False, True
+            continue
+        if ch == "\\":
+            escaped = True
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            if pattern.startswith("[!", i):
+                return True
+            in_class = True
+        elif ch == "*" and not after_escape and (i == 0 or pattern[i - 1] not in ".)]*+?}"):
+            return True
+        after_escape = False
+    return False
+
+
+def check_group_patterns(patterns: list[str]) -> list[str]:
+    """``patterns`` unchanged when each is a regular expression, else ValueError naming the bad one.
+
+    Group patterns are one language everywhere (the collector's filters, read-committed groups,
+    the analytics, the alert routes): Python regular expressions matched against the whole group
+    id (:func:`matches_any`). A shell glob (``orders-*``) is refused with the regex it meant,
+    never reinterpreted: ``orders-*`` is a valid regex that matches ``orders--``, not ``orders-eu``.
+    """
     for p in patterns:
+        if _looks_like_glob(p):
+            raise ValueError(f"{p!r} looks like a glob pattern, but group patterns are regular expressions "
+                             f"matched against the whole group id: write {_glob_as_regex(p)!r}")
         try:
             re.compile(p)
         except re.error as exc:
             raise ValueError(f"invalid regular expression {p!r}: {exc}") from exc
     return patterns
+
+
+def matches_any(patterns: Iterable[str], group_id: str) -> bool:
+    """Whether one of ``patterns`` (regular expressions, see :func:`check_group_patterns`) matches
+    the whole of ``group_id``."""
+    return any(re.fullmatch(p, group_id) for p in patterns)
 
 
 class GroupFilter(_Section):
@@ -162,12 +237,12 @@ class GroupFilter(_Section):
     include: list[str] = Field(default_factory=list, description="Regexes; empty means every group.")
     exclude: list[str] = Field(default_factory=list, description="Regexes of groups to skip.")
 
-    _check = field_validator("include", "exclude")(check_regexes)
+    _check = field_validator("include", "exclude")(check_group_patterns)
 
     def matches(self, group_id: str) -> bool:
-        if self.include and not any(re.fullmatch(p, group_id) for p in self.include):
+        if self.include and not matches_any(self.include, group_id):
             return False
-        return not any(re.fullmatch(p, group_id) for p in self.exclude)
+        return not matches_any(self.exclude, group_id)
 
 
 class ConsumerOffsetsTailConfig(_Section):
@@ -200,7 +275,7 @@ class ClusterConfig(_Section):
     consumer_offsets_tail: ConsumerOffsetsTailConfig = Field(
         default_factory=ConsumerOffsetsTailConfig, description="Tail of __consumer_offsets.")  # type: ignore[arg-type]
 
-    _check = field_validator("read_committed_groups")(check_regexes)
+    _check = field_validator("read_committed_groups")(check_group_patterns)
 
     @field_validator("name")
     @classmethod
@@ -227,11 +302,27 @@ class ClusterConfig(_Section):
         return v
 
     def is_read_committed(self, group_id: str) -> bool:
-        return any(re.fullmatch(p, group_id) for p in self.read_committed_groups)
+        return matches_any(self.read_committed_groups, group_id)
 
     def client_options(self) -> dict[str, Any]:
         """kafka-python keyword arguments (bootstrap + security; holds the clear password)."""
         return {"bootstrap_servers": list(self.bootstrap_servers), **self.security.client_options()}
+
+
+def check_retention_days(v: Any) -> Any:
+    """A retention in whole days (``14``, ``"14"`` from the environment), 0 or None to keep
+    everything; anything else is one clear line (``"14d"``, ``-1``, ``1.5``, ``true``)."""
+    if v is None:
+        return v
+    if isinstance(v, str) and v.strip().lstrip("-").isdigit():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError("days to keep, a whole number such as 14 (0 or null keeps everything)")
+    if v < 0:
+        raise ValueError("days to keep must be 0 (keep everything) or more")
+    if v > 36_500:
+        raise ValueError("days to keep: at most 36500 (0 or null keeps everything)")
+    return v
 
 
 class CompactionConfig(_Section):
@@ -248,25 +339,43 @@ class CollectorConfig(_Section):
     """The sweep loop and the sample lake."""
 
     interval_s: float = Field(15.0, gt=0, description="Seconds between sweep starts.")
-    lake: str = Field("./lake", description="Root of the sample lake: a local path (or file:// URI).")
+    lake: str = Field("./lake", description="Root of the sample lake: a local path (or file:// URI), or "
+                                            "s3://bucket/prefix on an object store (the storage section; so far the "
+                                            "collector's sweeps and compaction, not the commit-log tail nor "
+                                            "retention, docs/architecture.md).")
     request_timeout_ms: int = Field(10000, ge=100, description="Timeout of each Kafka request (ms).")
     sweep_timeout_s: float | None = Field(
         None, gt=0, description="Give up a sweep after this long; default: the interval, at least 3 request timeouts.")
     instance: str | None = Field(None, description="Collector instance id in the sweeps table; default host:pid.")
     compaction: CompactionConfig = Field(default_factory=CompactionConfig, description="Lake compaction.")  # type: ignore[arg-type]
+    retention: int | None = Field(
+        14, description="Days of the lake to keep: the collector removes older date partitions hourly (one day of "
+                        "margin; never one still written to or not yet analysed); 0 or null keeps everything. 1,000 "
+                        "group-partitions at the 15 s interval take about 22 MB a day compacted (docs/operations.md).")
+
+    _check_retention = field_validator("retention", mode="before")(check_retention_days)
 
     @field_validator("lake")
     @classmethod
     def _lake(cls, v: str) -> str:
-        if "://" in v and not v.startswith("file://"):
-            raise ValueError(f"{v!r}: the collector writes local lakes only (a path or file:// URI); "
-                             "sync it to object storage for Spark")
+        if "://" in v and not v.startswith(("file://", "s3://")):
+            raise ValueError(f"{v!r}: a lake is a local path, a file:// URI or s3://bucket/prefix")
         if not v.strip():
             raise ValueError("lake must not be empty")
         return v
 
     @property
+    def lake_is_object_store(self) -> bool:
+        """Whether the lake is on an object store (``s3://…``)."""
+        return self.lake.startswith("s3://")
+
+    @property
     def lake_path(self) -> Path:
+        """The local lake folder. Raises :class:`ConfigError` for a lake on an object store, which
+        the commands that read a local lake do not read yet."""
+        if self.lake_is_object_store:
+            raise ConfigError(f"collector.lake is on an object store ({self.lake}): this reads a local lake only "
+                              "so far (issue 24)")
         return Path(self.lake.removeprefix("file://"))
 
     def effective_sweep_timeout_s(self) -> float:
@@ -293,10 +402,6 @@ class MetricsConfig(_Section):
                     "(kafka_consumergroup_group_lag, …); [] for the fewest series. lagscope's Grafana dashboards "
                     "and its LagscopeCommitsStalled and LagscopeRetentionLoss alert rules read kafka_exporter's "
                     "names: without them those panels stay empty and those alerts never fire.")
-    history_size: int = Field(
-        120, ge=2, le=100_000,
-        description="Distinct end offsets remembered per partition for lagscope_partition_lag_seconds "
-                    "(more reach further back; ~40 bytes each).")
 
     @field_validator("compat")
     @classmethod
@@ -309,18 +414,33 @@ class MetricsConfig(_Section):
 _DRIVER_MEMORY = re.compile(r"^\d+[kmgt]?$", re.IGNORECASE)
 
 
+class TimeLagConfig(_Section):
+    """Lag in seconds, the same for the collector's live metrics and the analytics (lagscope.lag):
+    the end-offset history it is interpolated over."""
+
+    history_points: int = Field(
+        HISTORY_POINTS, ge=1, le=100_000,
+        description="End-offset points (rises of the end seen between two sweeps) used per group-partition; "
+                    "points at or below the committed offset are dropped, so only lagging partitions hold many: "
+                    "a committed offset older than these is reported as a lower bound. More reach further back, "
+                    "at about 150 bytes each in the collector's memory and a row each in the analytics' state.")
+
+
 class AnalyticsRulesConfig(_Section):
-    """Thresholds of the anomaly and status rules (docs/analytics.md). The defaults suit hours of
-    production traffic; ``lagscope demo`` uses tighter ones for its one-minute scenario."""
+    """Thresholds of the anomaly and status rules (docs/analytics.md), held here only: the analytics
+    take this model, and the Prometheus alert rules watching the same things are generated from it
+    (``lagscope dashboards rules``). The defaults suit hours of production traffic; ``lagscope demo``
+    uses tighter ones for its one-minute scenario."""
 
     stall_after_s: float = Field(
         60.0, gt=0, description="stall: lag > 0, an owner, and the committed offset still this long (s).")
     stop_after_s: float = Field(
         60.0, gt=0, description="stop: as stall but nobody owns the partition (s).")
     skip_factor: float = Field(
-        5.0, gt=0, description="skip: the committed offset jumped further than this × the group's largest "
-                               "rate × the interval.")
-    skip_min_messages: int = Field(100, ge=1, description="skip: and at least this many messages.")
+        5.0, gt=0, description="skip (`seek`, `out_of_range_reset`): the advance is more than this × the group's "
+                               "demonstrated capacity (the largest rates over intervals with a backlog at both "
+                               "ends) × the interval. No size floor: `skip_min_messages` is gone (a file that "
+                               "still sets it fails at start-up, as any unknown key does).")
     gap_k: float = Field(
         6.0, gt=0, description="commit_gap: gap > median + gap_k × max(1.4826 × MAD, gap_mad_floor_s) of the "
                                "partition's own gaps.")
@@ -347,8 +467,9 @@ class AnalyticsConfig(_Section):
     master: str = Field("local[*]", description="Spark master: local[*], spark://host:7077, k8s://…, yarn.")
     shuffle_partitions: int | None = Field(
         None, ge=1, description="spark.sql.shuffle.partitions; default: 8 for analyze, 4 for run.")
-    driver_memory: str | None = Field(
-        None, description="spark.driver.memory (e.g. '2g'); default: 2g for analyze, 1g for run.")
+    driver_memory: str = Field(
+        "1g", description="spark.driver.memory (e.g. '2g'): the JVM moves a task's blobs, not the step's tables, "
+                          "so a small driver suffices (benchmarks/results/analytics_speed.md).")
     interval_s: float = Field(60.0, gt=0, description="lagscope run: seconds between incremental steps.")
     backfill: str = Field(
         "24h", description="lagscope run, first step only (no checkpoint yet): analyse this long before now.")
@@ -363,10 +484,13 @@ class AnalyticsConfig(_Section):
     network_s: float = Field(1.0, ge=0, description="Rebalances: allowance for network delay (s).")
     rebalance_timeout_s: float = Field(
         300.0, gt=0, description="Rebalances: max.poll.interval.ms assumed when __consumer_offsets does not tell (s).")
-    history_recent_s: float = Field(
-        600.0, gt=0, description="Time lag: end-offset history kept whole this long, older merged per minute (s).")
+    retention: int | None = Field(
+        30, description="Days of result tables to keep: lagscope run's analytics loop removes older date partitions "
+                        "hourly (one day of margin; never one still written to); 0 or null keeps everything.")
 
-    _check_rc = field_validator("read_committed_groups")(check_regexes)
+    _check_retention = field_validator("retention", mode="before")(check_retention_days)
+
+    _check_rc = field_validator("read_committed_groups")(check_group_patterns)
     rules: AnalyticsRulesConfig = Field(
         default_factory=AnalyticsRulesConfig, description="Rule thresholds.")  # type: ignore[arg-type]
 
@@ -383,8 +507,8 @@ class AnalyticsConfig(_Section):
 
     @field_validator("driver_memory")
     @classmethod
-    def _memory(cls, v: str | None) -> str | None:
-        if v is not None and not _DRIVER_MEMORY.match(v):
+    def _memory(cls, v: str) -> str:
+        if not _DRIVER_MEMORY.match(v):
             raise ValueError(f"{v!r} is not a JVM memory size such as '512m' or '2g'")
         return v
 
@@ -402,8 +526,152 @@ class AnalyticsConfig(_Section):
         return parse_duration(self.backfill)
 
 
+class AlertRateLimit(_Section):
+    """At most ``max`` deliveries per ``per_s`` seconds to a route; the rest wait, never dropped."""
+
+    max: int = Field(gt=0, description="Deliveries allowed per window.")
+    per_s: float = Field(gt=0, description="Window length (s).")
+
+
+_ROUTE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+class AlertRoute(_Section):
+    """One webhook destination: which findings it wants (severity, clusters, groups, kinds), the
+    payload format, a rate limit and the HMAC signing secret (read when signing, never kept)."""
+
+    name: str = Field(description="Letters, digits, '.', '_', '-'; unique among the routes.")
+    url: str = Field(description="The webhook's http:// or https:// URL (its path is never logged).")
+    format: Literal["generic", "slack", "alertmanager"] = Field("generic", description="Payload format.")
+    min_severity: Literal["info", "warning", "critical"] = Field(
+        "warning", description="Findings below this severity are not sent.")
+    clusters: list[str] | None = Field(None, description="Cluster names; omitted: every cluster.")
+    groups: list[str] | None = Field(
+        None, description="Regexes of group ids (full match, like the clusters' groups filter); omitted: every "
+                           "group.")
+    kinds: list[str] | None = Field(
+        None, description="Finding kinds (stall, stop, rebalance, status, …); omitted: every kind.")
+    rate_limit: AlertRateLimit | None = Field(
+        None, description="`{max: N, per_s: S}`: at most N deliveries per S seconds, the rest wait (never "
+                          "dropped); omitted: no limit.")
+    secret_env: str | None = Field(None, description="Environment variable holding the HMAC-SHA256 key.")
+    secret_file: Path | None = Field(None, description="File whose first line is the HMAC-SHA256 key.")
+    timeout_s: float = Field(5.0, gt=0, description="Timeout of one delivery (s).")
+    headers: dict[str, str] = Field(default_factory=dict, description="Extra request headers.")
+
+    @field_validator("groups", mode="before")
+    @classmethod
+    def _one_pattern(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
+
+    @field_validator("groups")
+    @classmethod
+    def _patterns(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else check_group_patterns(v)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _ROUTE_NAME.match(v):
+            raise ValueError(f"{v!r} is not a valid route name (letters, digits, '.', '_', '-')")
+        return v
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return v
+
+    @model_validator(mode="after")
+    def _one_secret(self) -> AlertRoute:
+        if self.secret_env and self.secret_file:
+            raise ValueError("give secret_env or secret_file, not both")
+        return self
+
+    def secret(self) -> bytes | None:
+        """The HMAC key, read now from the environment or the file; None when unsigned (never log it)."""
+        if self.secret_env:
+            value = os.environ.get(self.secret_env)
+            if not value:
+                raise ConfigError(f"alerts route {self.name}: environment variable {self.secret_env} is not set")
+            return value.encode()
+        if self.secret_file:
+            try:
+                lines = self.secret_file.read_text().splitlines()
+            except OSError as exc:
+                raise ConfigError(f"alerts route {self.name}: cannot read secret_file {self.secret_file}: "
+                                  f"{exc.strerror}") from exc
+            if not lines or not lines[0].strip():
+                raise ConfigError(f"alerts route {self.name}: secret_file {self.secret_file} is empty")
+            return lines[0].strip().encode()
+        return None
+
+
 class AlertsConfig(_Section):
-    """Alert webhooks (fields added by the alerts component)."""
+    """Alert webhooks (docs/alerting.md): ``lagscope alerts …`` and the alerts part of ``lagscope
+    run``, which runs when ``routes`` is not empty. Links in the payloads point at ``ui.url``."""
+
+    runbook_url: str = Field(
+        "https://github.com/lagscope/lagscope/blob/main/docs/alerting.md",
+        description="The runbooks; a payload links to the finding's section (#group-stalled, …).")
+    lookback_s: float = Field(
+        3600.0, ge=0, description="A finding first seen already closed is sent only when it ended this recently (s).")
+    routes: list[AlertRoute] = Field(default_factory=list, description="Where notifications go.")
+
+    @field_validator("routes")
+    @classmethod
+    def _unique_names(cls, routes: list[AlertRoute]) -> list[AlertRoute]:
+        names = [r.name for r in routes]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"route names must be unique; repeated: {', '.join(dupes)}")
+        return routes
+
+    def route(self, name: str) -> AlertRoute | None:
+        return next((r for r in self.routes if r.name == name), None)
+
+    def check_secrets(self) -> None:
+        """Raise :class:`ConfigError` now for a route whose secret cannot be read (unset variable,
+        missing or empty file), instead of at each delivery. The secrets are read again when
+        signing (a rotated one is picked up) and are not kept."""
+        for route in self.routes:
+            route.secret()
+
+
+class StorageConfig(_Section):
+    """Object storage for an ``s3://bucket/prefix`` lake or results root (lagscope/storage.py): the
+    S3-compatible endpoint and how to authenticate. A local path needs none of it."""
+
+    endpoint: str | None = Field(
+        None, description="URL of an S3-compatible store (http://host:port or https://host:port); default: AWS S3 "
+                          "of the region. A store that answers uploads with HTTP 411 MissingContentLength refuses the "
+                          "AWS SDK's streamed checksums: set AWS_REQUEST_CHECKSUM_CALCULATION=when_required and "
+                          "AWS_RESPONSE_CHECKSUM_VALIDATION=when_required in lagscope's environment.")
+    region: str = Field("us-east-1", description="The bucket's region (AWS S3; most S3-compatible stores take "
+                                                 "any).")
+    path_style: bool | None = Field(
+        None, description="Address buckets as <endpoint>/<bucket> (true) or <bucket>.<endpoint> (false); default: "
+                          "path-style with an endpoint, virtual-hosted on AWS. True needs an endpoint.")
+    credentials: Literal["default", "env", "anonymous"] = Field(
+        "default", description="default: the AWS SDK's chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/"
+                               "AWS_SESSION_TOKEN, then the profile AWS_PROFILE names in ~/.aws, then a web-identity "
+                               "token (AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN, as on Kubernetes), then the "
+                               "instance's role); env: those three variables only, missing ones an error at "
+                               "start; anonymous: unsigned requests (a public bucket). Never logged.")
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^https?://[^\s/?#]+/?$", v):
+            raise ValueError("must be http://host[:port] or https://host[:port] (no path)")
+        return v
+
+    @model_validator(mode="after")
+    def _path_style_needs_endpoint(self) -> StorageConfig:
+        if self.path_style and self.endpoint is None:
+            raise ValueError("path_style: true needs an endpoint (AWS S3 itself is addressed virtual-hosted)")
+        return self
 
 
 class UiConfig(_Section):
@@ -451,8 +719,12 @@ class Settings(BaseSettings):
     clusters: list[ClusterConfig] = Field(default_factory=list, description="The Kafka clusters to sweep.")
     collector: CollectorConfig = Field(default_factory=CollectorConfig, description="Sweep loop and lake.")  # type: ignore[arg-type]
     metrics: MetricsConfig = Field(default_factory=MetricsConfig, description="Prometheus endpoint.")  # type: ignore[arg-type]
+    time_lag: TimeLagConfig = Field(
+        default_factory=TimeLagConfig, description="Lag in seconds (collector and analytics).")  # type: ignore[arg-type]
     analytics: AnalyticsConfig = Field(default_factory=AnalyticsConfig, description="Spark analytics.")  # type: ignore[arg-type]
-    alerts: AlertsConfig = Field(default_factory=AlertsConfig, description="Alert webhooks.")
+    alerts: AlertsConfig = Field(default_factory=AlertsConfig, description="Alert webhooks.")  # type: ignore[arg-type]
+    storage: StorageConfig = Field(
+        default_factory=StorageConfig, description="Object storage (s3:// lake and results).")  # type: ignore[arg-type]
     ui: UiConfig = Field(default_factory=UiConfig, description="Streamlit app.")  # type: ignore[arg-type]
     burrow_api: BurrowApiConfig = Field(
         default_factory=BurrowApiConfig, description="Burrow's HTTP API.")  # type: ignore[arg-type]
@@ -676,7 +948,13 @@ def render_markdown() -> str:
         "'SASL_PLAINTEXT' or 'SASL_SSL'",
         "```",
         "",
-        "Secrets (`password`) are never logged or printed; prefer `password_file` or the environment.",
+        "Secrets (`password`, webhook keys) are never logged or printed; prefer `password_file` or the",
+        "environment.",
+        "",
+        "Group patterns (`groups.include`, `groups.exclude`, `read_committed_groups`, `alerts.routes[].groups`)",
+        "are one language everywhere: Python regular expressions matched against the whole group id",
+        "(`orders-.*`, `payments|ledger`). A pattern written as a shell glob is refused with the regex it",
+        "meant (`'orders-*' looks like a glob pattern, …: write 'orders-.*'`), never read as a different regex.",
         "",
         "```yaml",
         "clusters:",
@@ -686,7 +964,7 @@ def render_markdown() -> str:
         "               password_file: /run/secrets/kafka, ca_file: /etc/kafka/ca.pem}",
         "    groups: {include: ['orders-.*'], exclude: ['.*-test']}",
         "    read_committed_groups: ['payments-.*']",
-        "collector: {interval_s: 15, lake: /var/lib/lagscope/lake}",
+        "collector: {interval_s: 15, lake: /var/lib/lagscope/lake, retention: 14}",
         "metrics: {bind: 127.0.0.1, port: 9839, compat: [kafka_exporter]}",
         "analytics:",
         "  results: /var/lib/lagscope/results",
@@ -694,10 +972,24 @@ def render_markdown() -> str:
         "  interval_s: 60",
         "  read_committed_groups: [payments-ledger]",
         "  rules: {stall_after_s: 120, warn_lag_s: 60}",
+        "  retention: 30",
+        "alerts:",
+        "  routes:",
+        "    - {name: oncall, url: 'https://hooks.example.org/lagscope', format: alertmanager,",
+        "       groups: ['orders-.*'], secret_env: LAGSCOPE_ONCALL_SECRET}",
+        "ui: {url: 'https://lagscope.example.org'}",
         "```",
+        "",
+        "`analytics.rules` holds every rule threshold once: the analytics apply them, and the Prometheus",
+        "alert rules that watch the same things are generated from them",
+        "(`lagscope dashboards rules --config lagscope.yaml --out …`, [alerting](alerting.md)).",
         "",
         "Command-line options override the file: `lagscope analyze --config lagscope.yaml "
         "--stall-after-s 30`.",
+        "",
+        "Retention (`collector.retention`, `analytics.retention`) is in whole days; 0 or null keeps",
+        "everything, a bad value (`14d`, `-1`) stops lagscope with one line. What goes and when, and",
+        "how the defaults are sized: [operations.md](operations.md#retention).",
         "",
     ]
     sections: list[tuple[str, type[BaseModel]]] = [("", Settings)]

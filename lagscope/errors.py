@@ -8,6 +8,8 @@
     ├── ProtocolError          a Kafka response could not be understood
     ├── RecordDecodeError      a __consumer_offsets record could not be decoded
     ├── LakeError              the sample lake could not be read or written
+    │   ├── DataExpired        the days asked for were removed by retention
+    │   └── FileQuarantined    a file failed while being read and was moved into quarantine
     ├── SparkClusterError      a local Spark standalone cluster could not be started or stopped
     └── ScenarioError          a simulator scenario is invalid or failed to run
 
@@ -19,6 +21,8 @@ from __future__ import annotations
 __all__ = [
     "BrokerError",
     "ConfigError",
+    "DataExpired",
+    "FileQuarantined",
     "JarsUnavailable",
     "KafkaUnavailable",
     "LagscopeError",
@@ -60,6 +64,15 @@ class RecordDecodeError(LagscopeError):
 
 class LakeError(LagscopeError):
     """The sample lake could not be read or written."""
+
+
+class DataExpired(LakeError):
+    """The days asked for are gone: retention removed them (``collector.retention``)."""
+
+
+class FileQuarantined(LakeError):
+    """A file failed while being read (past its footer) and was moved into its table's quarantine
+    (:func:`lagscope.lake.quarantine`): read again without it."""
 
 
 class SparkClusterError(LagscopeError):

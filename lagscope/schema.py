@@ -17,7 +17,7 @@ Layout (Hive-style partitions, readable by Spark, DuckDB and pyarrow as they are
 
 Sample lake tables (collector): ``offsets``, ``members``, ``sweeps``; with the
 ``__consumer_offsets`` tail on: ``commits``, ``group_events``.
-Result tables (analytics): ``lag_trends``, ``rebalances``, ``anomalies``, ``status``.
+Result tables (analytics): ``lag_trends``, ``rebalances``, ``anomalies``, ``status``, ``advice``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 __all__ = [
+    "ADVICE",
     "ANOMALIES",
     "COMMITS",
     "GROUP_EVENTS",
@@ -65,9 +66,6 @@ class Table:
     schema: pa.Schema
     doc: str
 
-    def field_docs(self) -> dict[str, str]:
-        return {f.name: (f.metadata or {}).get(b"doc", b"").decode() for f in self.schema}
-
 
 _ASSIGNMENT = pa.list_(pa.struct([("topic", pa.string()), ("partition", pa.int32())]))
 
@@ -96,8 +94,13 @@ OFFSETS = Table("offsets", pa.schema([
        "Group state at the sweep: Stable, PreparingRebalance, CompletingRebalance, Empty, Dead, "
        "Assigning, Reconciling (KIP-848), Unknown."),
     _f("lag", pa.int64(),
-       "Offset lag at the sweep: max(0, end - committed), end = last_stable_offset for "
-       "read_committed groups else log_end_offset; null when no commit."),
+       "Offset lag at the sweep (lagscope.lag.offset_lag): max(0, end - committed), end = "
+       "last_stable_offset for read_committed groups (the cluster's read_committed_groups) else "
+       "log_end_offset (see lag_basis); null without a commit or without that end."),
+    _f("lag_basis", pa.string(),
+       "The end lag is measured against: 'lso' (last_stable_offset) or 'hw' (log_end_offset, also "
+       "for a read_committed group whose last stable offset is unknown); null when that end is "
+       "unknown. Null in files written before the column existed (see docs/collector.md)."),
     _f("committed_record_ts", TS,
        "Produce timestamp of the record at committed_offset (the next unconsumed message), when "
        "the collector fetched it for a lagging partition; null otherwise. Makes lag_seconds exact "
@@ -179,7 +182,7 @@ GROUP_EVENTS = Table("group_events", pa.schema([
     _f("source_partition", pa.int32(), "__consumer_offsets partition.", nullable=False),
     _f("source_offset", pa.int64(), "Offset in __consumer_offsets.", nullable=False),
     _f("value_version", pa.int16(), "Record value version; null for a tombstone."),
-    # added by the commit-log tail (issue 4) for the KIP-848 records, which are per member
+    # written by the commit-log tail for the KIP-848 records, which are per member
     _f("member_id", pa.string(),
        "KIP-848 member-scoped records (consumer_group_member, *_target_assignment_member, "
        "consumer_group_current_assignment, and their tombstones = member removed): the member; "
@@ -255,7 +258,7 @@ ANOMALIES = Table("anomalies", pa.schema([
     _f("topic", pa.string(), "Topic; null for group-level kinds (rebalance_storm)."),
     _f("partition", pa.int32(), "Partition; null for group- or topic-level kinds."),
     _f("kind", pa.string(),
-       "commit_gap | stall | stop | rewind | skip | retention_loss | lag_growth | rebalance_storm.",
+       "commit_gap | stall | stop | starved | rewind | skip | retention_loss | lag_growth | rebalance_storm.",
        nullable=False),
     _f("start_ts", TS, "When the anomaly began.", nullable=False),
     _f("end_ts", TS, "When it ended; null while open."),
@@ -267,6 +270,10 @@ ANOMALIES = Table("anomalies", pa.schema([
     _f("detail", pa.string(), "One human sentence: what happened, with the numbers."),
     _f("key", pa.string(), "Stable identity (kind|cluster|group|topic|partition|start) for dedup.",
        nullable=False),
+    _f("cause", pa.string(),
+       "skip: seek | admin_reset | out_of_range_reset; retention_loss: retention; rewind: rewind, or "
+       "admin_reset when written while the group had no members; null for the other kinds. Null in "
+       "files written before the column existed."),
     _f("as_of_ts", TS,
        "End of the analysed range when the row was written. An open anomaly (end_ts null) is "
        "written again by later incremental steps, closed once it ends: per key, the row with the "
@@ -285,6 +292,43 @@ STATUS = Table("status", pa.schema([
     _f("lag_seconds", pa.float64(), "Time lag at eval_ts (s)."),
 ]), "Per group and partition over time.")
 
+ADVICE = Table("advice", pa.schema([
+    _f("group_id", pa.string(), "Consumer group id.", nullable=False),
+    _f("rule", pa.string(),
+       "The rule that gave the advice (docs/analytics.md, Advice): session_timeout_crash | restart_storm | "
+       "max_poll_interval | eager_large_group | rewind_after_rebalance | retention_vs_catchup.", nullable=False),
+    _f("setting", pa.string(),
+       "The consumer (or topic) setting to change: session.timeout.ms, group.instance.id, max.poll.interval.ms, "
+       "partition.assignment.strategy, group.protocol, commit on revocation, retention.ms, …", nullable=False),
+    _f("current_value", pa.string(),
+       "The setting's value now, where the group-metadata records (or the member sweeps) tell it: "
+       "session.timeout.ms and the rebalance timeout (max.poll.interval.ms) in ms, the assignor, the group "
+       "protocol, the static members; null when unknown."),
+    _f("suggested", pa.string(), "The suggested value or change, in one phrase.", nullable=False),
+    _f("expected_effect", pa.string(),
+       "What would change, in one sentence with numbers (e.g. 'outages of ~49 s would shrink to ~14 s')."),
+    _f("measure", pa.string(),
+       "What current_amount and expected_amount measure: outage_s (a member's last progress to the group "
+       "settled again), group_stop_s (the group's rebalance time per restart), storm_rebalance_s (rebalance "
+       "time per storm), partition_pause_s (the pause of an "
+       "average partition per rebalance), messages_reprocessed (per rebalance), retention_headroom_s."),
+    _f("unit", pa.string(), "Unit of current_amount and expected_amount: 's' or 'messages'."),
+    _f("current_amount", pa.float64(), "The measure as observed (median over the evidence unless said)."),
+    _f("expected_amount", pa.float64(), "The measure expected once the advice is applied (the rule's formula)."),
+    _f("evidence", pa.string(), "What the advice rests on, in one sentence with the numbers."),
+    _f("evidence_count", pa.int32(),
+       "How many windows, findings or minutes the advice rests on (each rule's minimum: docs/analytics.md)."),
+    _f("evidence_start_ts", TS, "Start of the earliest piece of evidence."),
+    _f("evidence_end_ts", TS, "End of the latest piece of evidence."),
+    _f("confidence", pa.string(),
+       "low | medium | high: high with at least 3× the rule's minimum evidence and the current value known, "
+       "medium with 2× or the current value known, low at the minimum."),
+    _f("as_of_ts", TS,
+       "End of the analysed range when the row was written. Every step writes the advice of every group it "
+       "analysed: a group's current advice is its rows of the latest as_of_ts of its cluster "
+       "(lagscope.results.current_advice); a group without rows there has none.", nullable=False),
+]), "One row per group and recommendation, recomputed by every step over the results' retention window.")
+
 SAMPLE_TABLES: dict[str, Table] = {t.name: t for t in (OFFSETS, MEMBERS, SWEEPS, COMMITS, GROUP_EVENTS)}
-RESULT_TABLES: dict[str, Table] = {t.name: t for t in (LAG_TRENDS, REBALANCES, ANOMALIES, STATUS)}
+RESULT_TABLES: dict[str, Table] = {t.name: t for t in (LAG_TRENDS, REBALANCES, ANOMALIES, STATUS, ADVICE)}
 TABLES: dict[str, Table] = {**SAMPLE_TABLES, **RESULT_TABLES}

@@ -6,7 +6,8 @@
 #     Debian's burrow (1.2.1) and zookeeper (Burrow needs one), to check lagscope's Burrow API
 #     against the real Burrow, and, built from the Go module proxy into .tools/bin: Helm and
 #     deploy/k8s/crdcheck (the chart's render and validation tests) and Telegraf with its burrow
-#     input only (a real Burrow API client, for tests/burrow)
+#     input only (a real Burrow API client, for tests/burrow) and gofakes3's server (an S3-compatible
+#     server process on loopback, for the object-store lake's tests)
 # Idempotent: each step is skipped when its result is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,7 +53,7 @@ if [ "$system" = 1 ]; then
   tools="$PWD/.tools/bin"
   mkdir -p "$tools"
   if ! command -v go >/dev/null 2>&1; then
-    echo "setup: go is needed to build helm, crdcheck and telegraf into .tools/bin" >&2
+    echo "setup: go is needed to build helm, crdcheck, telegraf and gofakes3 into .tools/bin" >&2
     exit 1
   fi
   # (a `go install`ed helm reports only its minor version, so a marker records the exact one)
@@ -71,6 +72,17 @@ if [ "$system" = 1 ]; then
       "github.com/influxdata/telegraf/cmd/telegraf@$telegraf_version"
     rm -f "$tools"/.telegraf-*
     touch "$tools/.telegraf-$telegraf_version"
+  fi
+  # gofakes3's server (pinned): an S3-compatible HTTP server process for the object-store tests
+  # (tests/helpers/s3server.py). SeaweedFS's weed, the fuller server, cannot be `go install`ed (its
+  # go.mod has replace directives) and built from its module took over 4 minutes on 2 cores;
+  # this one builds in about 3 minutes cold, 15 s with Go's caches warm.
+  gofakes3_version=v1.2.0
+  if [ ! -x "$tools/gofakes3" ] || [ ! -f "$tools/.gofakes3-$gofakes3_version" ]; then
+    echo "setup: go install github.com/johannesboyne/gofakes3/cmd/gofakes3@$gofakes3_version" >&2
+    GOBIN="$tools" GOFLAGS=-buildvcs=false go install "github.com/johannesboyne/gofakes3/cmd/gofakes3@$gofakes3_version"
+    rm -f "$tools"/.gofakes3-*
+    touch "$tools/.gofakes3-$gofakes3_version"
   fi
   if [ ! -x "$tools/crdcheck" ] || [ -n "$(find deploy/k8s/crdcheck -newer "$tools/crdcheck" -type f)" ]; then
     echo "setup: building deploy/k8s/crdcheck" >&2

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# mypy --strict over the whole distribution, as it is installed: the top-level folders
-# (collector/, analytics/, dashboards/, deploy/) import as lagscope.<folder>, a mapping mypy
-# cannot follow from the source tree. So build a tree of symlinks in that shape and check it;
-# imports between the packages are then type-checked, not treated as missing.
+# mypy --strict over the whole distribution, as it is installed: the top-level folders (the rooms:
+# collector/, analytics/, dashboards/, app/, alerts/, burrow/, deploy/, devtools/) import as
+# lagscope.<folder>, a mapping mypy cannot follow from the source tree. So build a tree of
+# symlinks in that shape and check it; imports between the packages are then type-checked, not
+# treated as missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tree=build/typecheck
@@ -11,7 +12,7 @@ mkdir -p "$tree/lagscope"
 for entry in lagscope/*; do
   ln -s "$PWD/$entry" "$tree/lagscope/$(basename "$entry")"
 done
-for pkg in collector analytics dashboards deploy; do
+for pkg in collector analytics dashboards app alerts burrow deploy devtools; do
   mkdir -p "$tree/lagscope/$pkg"
   for entry in "$pkg"/*; do
     case "$(basename "$entry")" in kafka|__pycache__) continue ;; esac

@@ -1,4 +1,5 @@
-"""Shared fixtures: one real Kafka broker per test session, unique names per test.
+"""Shared fixtures: one real Kafka broker and one real S3-compatible server per test session,
+unique names per test.
 
 Every test that talks to Kafka uses ``kafka_broker`` (a real Apache Kafka 4.x KRaft broker on
 127.0.0.1, started once per session and stopped at the end) and creates its own topics and
@@ -10,6 +11,7 @@ Set ``LAGSCOPE_TEST_BOOTSTRAP=host:port`` to run against a broker you started yo
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 import os
 import socket
@@ -18,8 +20,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.results_synthetic import Synthetic, write_synthetic
+from helpers.s3server import S3Server
 
-from lagscope.deploy.broker import LocalBroker
+from lagscope import lake
+from lagscope.devtools.broker import LocalBroker
 
 
 class ExternalBroker:
@@ -44,6 +49,25 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBrok
 
 
 @pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """A real S3-compatible server process (gofakes3, tests/helpers/s3server.py) on 127.0.0.1, on
+    a free port, its objects in a temp folder, with the bucket ``lagscope`` created: started once
+    per session, stopped by its PID at the end. ``.endpoint``, ``.credentials``, ``.bucket``."""
+    server = S3Server(tmp_path_factory.mktemp("s3"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_prefix(unique: str) -> str:
+    """A key prefix in the S3 server's bucket that no other test uses."""
+    return f"t/{unique}"
+
+
+@pytest.fixture(scope="session")
 def bootstrap(kafka_broker: LocalBroker) -> str:
     return kafka_broker.bootstrap
 
@@ -56,6 +80,22 @@ def unique(request: pytest.FixtureRequest) -> str:
     """A name no other test uses: test name + counter + random suffix (valid as topic/group)."""
     base = "".join(c if c.isalnum() else "-" for c in request.node.name)[:40].strip("-")
     return f"{base}-{next(_counter)}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture
+def synthetic(tmp_path: Path) -> Synthetic:
+    """Result tables of one group (tests/helpers/results_synthetic.py), for the results' readers:
+    the exporter, the alerts, the Grafana annotations, the app links."""
+    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    return write_synthetic(tmp_path / "results", "prod", "orders-svc", "orders", now)
+
+
+@pytest.fixture
+def quarantined(monkeypatch: pytest.MonkeyPatch) -> lake.QuarantineCounts:
+    """This test's count of quarantined files (the process's counter starts afresh)."""
+    counts = lake.QuarantineCounts()
+    monkeypatch.setattr(lake, "QUARANTINED", counts)
+    return counts
 
 
 @pytest.fixture

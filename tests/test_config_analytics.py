@@ -1,23 +1,23 @@
-"""The ``analytics`` section: validation, defaults in step with the job, and how analyze, run
-and demo use it (command-line options override the file). No Spark session: the job entry
-points are replaced by recorders, the wiring is what is under test."""
+"""The ``analytics`` section: validation, the job taking it as it is (its defaults are the
+analytics' own), and how analyze, run and demo use it (command-line options override the file).
+No Spark session: the job entry points are replaced by recorders, the wiring is what is under test."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import yaml
 from typer.testing import CliRunner
 
-from lagscope.analytics.configured import job_settings, rule_params
-from lagscope.analytics.job import Settings as JobSettings
-from lagscope.analytics.params import DEFAULT_DRIVER_MEMORY, RuleParams
+from lagscope.analytics.configured import with_overrides
 from lagscope.cli import app
+
+if TYPE_CHECKING:
+    from lagscope.analytics.job import StepFiles
 from lagscope.config import AnalyticsConfig, AnalyticsRulesConfig, load_config
 from lagscope.errors import ConfigError
 
@@ -33,7 +33,6 @@ TUNED = {
     "heartbeat_s": 2,
     "network_s": 0.5,
     "rebalance_timeout_s": 90,
-    "history_recent_s": 120,
     "rules": {"stall_after_s": 33, "stop_after_s": 44, "gap_k": 4, "storm_count": 5, "warn_lag_s": 7,
               "burrow_window": 6},
 }
@@ -50,39 +49,45 @@ def _config(tmp_path: Path, analytics: dict[str, Any] | None = None, **sections:
     return path
 
 
-def test_defaults_are_the_jobs_defaults() -> None:
-    # the file's defaults are the analytics' defaults: without an analytics section nothing changes
-    assert rule_params(AnalyticsRulesConfig.model_validate({})) == RuleParams()
-    assert job_settings(AnalyticsConfig.model_validate({})) == JobSettings()
-    # every rule threshold is configurable, and nothing else is in the rules section
-    assert set(AnalyticsRulesConfig.model_fields) == {f.name for f in dataclasses.fields(RuleParams)}
+def test_the_analytics_defaults_live_in_the_config_only() -> None:
+    # the analytics take the config's models (no copy of their fields or defaults exists) and
+    # without overrides the section goes through unchanged
+    import lagscope.analytics as analytics_pkg
+
+    assert not (Path(analytics_pkg.__file__).parent / "params.py").exists()
+    assert with_overrides(AnalyticsConfig()) == AnalyticsConfig()
+    assert AnalyticsConfig().rules == AnalyticsRulesConfig()
+    assert AnalyticsConfig().driver_memory == "1g"
 
 
 def test_file_values_reach_the_job_settings(tmp_path: Path) -> None:
     cfg = load_config(_config(tmp_path, TUNED)).analytics
-    s = job_settings(cfg)
-    assert s.rules == dataclasses.replace(RuleParams(), stall_after_s=33.0, stop_after_s=44.0, gap_k=4.0,
-                                          storm_count=5, warn_lag_s=7.0, burrow_window=6)
-    assert (s.session_timeout_s, s.heartbeat_s, s.network_s, s.rebalance_timeout_s, s.history_recent_s) == (
-        12.0, 2.0, 0.5, 90.0, 120.0)
-    assert s.read_committed_groups == ("payments",)
+    s = with_overrides(cfg)
+    assert s.rules == AnalyticsRulesConfig(stall_after_s=33.0, stop_after_s=44.0, gap_k=4.0, storm_count=5,
+                                           warn_lag_s=7.0, burrow_window=6)
+    assert s.rules.gap_min_s == AnalyticsRulesConfig().gap_min_s  # not in the file: the default
+    assert (s.session_timeout_s, s.heartbeat_s, s.network_s, s.rebalance_timeout_s) == (12.0, 2.0, 0.5, 90.0)
+    assert s.read_committed_groups == ["payments"]
     assert cfg.results_path == tmp_path / "res"
     assert cfg.backfill_s() == 7200.0
 
 
 def test_overrides_win_and_none_means_not_given() -> None:
     cfg = AnalyticsConfig.model_validate(TUNED)
-    s = job_settings(cfg, rules={"stall_after_s": 5.0, "stop_after_s": None}, read_committed_groups=["a"],
-                     extra_read_committed=["b", "a"], heartbeat_s=None, session_timeout_s=20.0)
+    s = with_overrides(cfg, rules={"stall_after_s": 5.0, "stop_after_s": None}, read_committed_groups=["a"],
+                       extra_read_committed=["b", "a"], heartbeat_s=None, session_timeout_s=20.0)
     assert s.rules.stall_after_s == 5.0
     assert s.rules.stop_after_s == 44.0  # None: the file's value stays
     assert s.heartbeat_s == 2.0
     assert s.session_timeout_s == 20.0
-    assert s.read_committed_groups == ("a", "b")  # the option replaced the file's list; extras added once
+    assert s.read_committed_groups == ["a", "b"]  # the option replaced the file's list; extras added once
     with pytest.raises(ValueError, match="not rule thresholds: stall"):
-        rule_params(cfg.rules, {"stall": 1.0})
-    with pytest.raises(ValueError, match="not analytics settings: master"):
-        job_settings(cfg, master="local[1]")
+        with_overrides(cfg, rules={"stall": 1.0})
+    with pytest.raises(ValueError, match="not analytics settings: stall_after_s"):
+        with_overrides(cfg, stall_after_s=1.0)  # a threshold goes in rules=
+    # an override is validated like the file, naming its field
+    with pytest.raises(ConfigError, match=r"^rules\.stall_after_s: Input should be greater than 0$"):
+        with_overrides(cfg, rules={"stall_after_s": -1.0})
 
 
 def test_environment_overrides_the_file(tmp_path: Path) -> None:
@@ -93,13 +98,15 @@ def test_environment_overrides_the_file(tmp_path: Path) -> None:
     assert cfg.rules.stall_after_s == 9.0
     assert cfg.rules.stop_after_s == 44.0
     assert cfg.master == "local[1]"
-    assert job_settings(cfg).read_committed_groups == ("x", "y")
+    assert with_overrides(cfg).read_committed_groups == ["x", "y"]
 
 
 def test_read_committed_regex_from_the_command_line_is_checked(tmp_path: Path) -> None:
     cfg = load_config(_config(tmp_path, TUNED)).analytics
     with pytest.raises(ConfigError, match=r"read_committed_groups: invalid regular expression 'tx-\['"):
-        job_settings(cfg, read_committed_groups=["tx-["])
+        with_overrides(cfg, read_committed_groups=["tx-["])
+    with pytest.raises(ConfigError, match=r"read_committed_groups: 'tx-\*' looks like a glob pattern.*write 'tx-\.\*'"):
+        with_overrides(cfg, read_committed_groups=["tx-*"])
 
 
 # (analytics section, expected one-line error) — each names its field
@@ -146,15 +153,17 @@ class Recorder:
     def stop(self) -> None:
         self.calls.append(("stop", {}))
 
-    def batch(self, spark: Any, lake: Path, results: Path, **kw: Any) -> dict[str, int]:
+    def batch(self, spark: Any, lake: Path, results: Path, **kw: Any) -> StepFiles:
         self.calls.append(("batch", {"lake": lake, "results": results, **kw}))
         assert spark is self  # every run is on the session analyze built
-        return {"status": 1}
+        from lagscope.analytics.job import StepFiles
+        return StepFiles({"status": 1})
 
-    def incremental(self, spark: Any, lake: Path, results: Path, **kw: Any) -> dict[str, int]:
+    def incremental(self, spark: Any, lake: Path, results: Path, **kw: Any) -> StepFiles:
         self.calls.append(("incremental", {"lake": lake, "results": results, **kw}))
         assert spark is self
-        return {}
+        from lagscope.analytics.job import StepFiles
+        return StepFiles()
 
     def get(self, name: str) -> dict[str, Any]:
         return next(kw for n, kw in self.calls if n == name)
@@ -179,7 +188,7 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
 
 
 def test_analyze_takes_lake_results_master_and_rules_from_the_file(tmp_path: Path, recorder: Recorder) -> None:
-    path = _config(tmp_path, TUNED)
+    path = _config(tmp_path, TUNED, time_lag={"history_points": 40})
     result = CliRunner().invoke(app, ["analyze", "--config", str(path), "--since", "2026-11-20",
                                       "--until", "2026-11-21"])
     assert result.exit_code == 0, result.output
@@ -189,8 +198,9 @@ def test_analyze_takes_lake_results_master_and_rules_from_the_file(tmp_path: Pat
     assert batch["lake"] == tmp_path / "lake"
     assert batch["results"] == tmp_path / "res"
     assert (batch["since"], batch["until"]) == (dt.date(2026, 11, 20), dt.date(2026, 11, 21))
-    assert batch["settings"] == job_settings(load_config(path).analytics)
+    assert batch["settings"] == load_config(path).analytics
     assert batch["settings"].rules.stall_after_s == 33.0
+    assert batch["history_points"] == 40  # the collector's bound too (time_lag)
     assert ("stop", {}) in recorder.calls  # the session it built is stopped
 
 
@@ -211,7 +221,7 @@ def test_analyze_options_override_the_file(tmp_path: Path, recorder: Recorder) -
     s = inc["settings"]
     assert (s.rules.stall_after_s, s.rules.stop_after_s, s.rules.gap_k) == (15.0, 15.0, 4.0)
     assert (s.heartbeat_s, s.session_timeout_s) == (1.0, 12.0)
-    assert s.read_committed_groups == ("ledger",)
+    assert s.read_committed_groups == ["ledger"]
 
 
 def test_analyze_without_a_config_keeps_the_old_defaults(tmp_path: Path, recorder: Recorder) -> None:
@@ -221,9 +231,9 @@ def test_analyze_without_a_config_keeps_the_old_defaults(tmp_path: Path, recorde
                                       "--since", "2026-11-20"])
     assert result.exit_code == 0, result.output
     assert recorder.get("session") == {"master": "local[*]", "shuffle_partitions": 8,
-                                       "driver_memory": DEFAULT_DRIVER_MEMORY,
+                                       "driver_memory": "1g",
                                        "log_file": tmp_path / "r" / "_logs" / "spark.log"}
-    assert recorder.get("batch")["settings"] == JobSettings()
+    assert recorder.get("batch")["settings"] == AnalyticsConfig()
 
 
 def test_analyze_with_a_bad_config_is_one_line_exit_2(tmp_path: Path, recorder: Recorder) -> None:
@@ -239,38 +249,38 @@ def test_analyze_with_a_bad_config_is_one_line_exit_2(tmp_path: Path, recorder: 
 def test_run_builds_its_analytics_loop_from_the_file(tmp_path: Path) -> None:
     from lagscope.deploy.run import AnalyticsLoop, Part, build_components
 
-    settings = load_config(_config(tmp_path, TUNED, clusters=[
+    settings = load_config(_config(tmp_path, TUNED, time_lag={"history_points": 40}, clusters=[
         {"name": "c", "bootstrap_servers": "h:1", "read_committed_groups": ["tx-.*"]}]))
-    (loop,) = build_components(settings, {Part.analytics}, results=tmp_path / "res", alerts=None,
-                               outbox=tmp_path / "o.sqlite", results_metrics=False)
+    (loop,) = build_components(settings, {Part.analytics}, results=tmp_path / "res", outbox=tmp_path / "o.sqlite",
+                               results_metrics=False)
     assert isinstance(loop, AnalyticsLoop)
     assert (loop.master, loop.interval_s, loop.backfill_s) == ("local[3]", 7.0, 7200.0)
     assert (loop.shuffle_partitions, loop.driver_memory) == (3, "768m")
     assert loop.settings.rules.stall_after_s == 33.0
-    assert loop.settings.read_committed_groups == ("payments", "tx-.*")
+    assert loop.settings.read_committed_groups == ["payments", "tx-.*"]
+    assert loop.history_points == 40  # time_lag's, the collector's bound too
     # the command line's values win
-    (loop,) = build_components(settings, {Part.analytics}, results=tmp_path / "res", alerts=None,
-                               outbox=tmp_path / "o.sqlite", results_metrics=False, master="local[1]",
-                               analytics_interval_s=2.0, backfill_s=60.0)
+    (loop,) = build_components(settings, {Part.analytics}, results=tmp_path / "res", outbox=tmp_path / "o.sqlite",
+                               results_metrics=False, master="local[1]", analytics_interval_s=2.0, backfill_s=60.0)
     assert (loop.master, loop.interval_s, loop.backfill_s) == ("local[1]", 2.0, 60.0)
     # without an analytics section: the loop's former defaults
     (loop,) = build_components(load_config(None, environ={}), {Part.analytics}, results=tmp_path / "res",
-                               alerts=None, outbox=tmp_path / "o.sqlite", results_metrics=False)
+                               outbox=tmp_path / "o.sqlite", results_metrics=False)
     assert (loop.master, loop.interval_s, loop.backfill_s) == ("local[*]", 60.0, 86400.0)
-    assert (loop.shuffle_partitions, loop.driver_memory, loop.settings) == (4, "1g", JobSettings())
+    assert (loop.shuffle_partitions, loop.driver_memory, loop.settings) == (4, "1g", AnalyticsConfig())
 
 
 def test_demo_keeps_its_thresholds_unless_the_file_sets_them(tmp_path: Path) -> None:
-    from lagscope.deploy.demo import DEMO_RULES, demo_analytics_config, demo_analytics_settings
+    from lagscope.devtools.demo import DEMO_RULES, demo_analytics_config
 
-    plain = demo_analytics_settings()
+    plain = demo_analytics_config()
     assert plain.rules.stall_after_s == DEMO_RULES["stall_after_s"] == 8.0
     assert plain.session_timeout_s == 10.0
     assert demo_analytics_config().master == "local[2]"
     # the file sets stall_after_s and heartbeat_s only: those change, the demo's other values stay
     cfg = load_config(_config(tmp_path, {"heartbeat_s": 1.5, "master": "local[1]",
                                          "rules": {"stall_after_s": 20}})).analytics
-    tuned = demo_analytics_settings(config=cfg)
+    tuned = demo_analytics_config(cfg)
     assert tuned.rules.stall_after_s == 20.0
     assert tuned.rules.stop_after_s == DEMO_RULES["stop_after_s"]
     assert tuned.heartbeat_s == 1.5

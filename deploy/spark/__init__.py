@@ -1,11 +1,11 @@
-"""Spark deployment helpers: a standalone cluster on loopback and a cluster smoke job.
+"""Spark in production: spark-submit's primary file and a cluster smoke job.
 
-- :mod:`lagscope.deploy.spark.standalone`: start a Spark standalone master and workers with
-  pyspark's own ``bin/spark-class`` on 127.0.0.1, wait until the workers register, stop them
-  by PID.
+- ``entry.py``: the primary file ``spark-submit`` runs (the image copies it to
+  ``/opt/lagscope/spark-entry.py``); it hands its arguments to the ``lagscope`` command line.
 - :mod:`lagscope.deploy.spark.check`: a small Spark job over the sample lake that runs the
   same way on ``local[*]`` and on a cluster, to check that a cluster can run lagscope's jobs.
 
 The spark-submit examples for real clusters (standalone, Kubernetes, YARN) are in
-``deploy/spark/README.md``.
+``deploy/spark/README.md``. A standalone master and workers on loopback, for development, are a
+dev tool: :mod:`lagscope.devtools.spark_standalone` (``lagscope spark start``/``stop``).
 """

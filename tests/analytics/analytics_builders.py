@@ -19,8 +19,10 @@ def at(seconds: float) -> dt.datetime:
 
 
 def offsets_rows(rows: Sequence[tuple[Any, ...]], *, group: str = "g", topic: str = "t",
-                 partition: int = 0, owner: str | None = "m1", **extra: Any) -> list[dict[str, Any]]:
-    """Offsets rows from ``(t_seconds, committed, end[, log_start[, owner[, lso]]])`` tuples."""
+                 partition: int = 0, owner: str | None = "m1", lag_basis: str = "hw",
+                 **extra: Any) -> list[dict[str, Any]]:
+    """Offsets rows from ``(t_seconds, committed, end[, log_start[, owner[, lso]]])`` tuples, their
+    lag measured as the collector does against ``lag_basis`` ('hw' or 'lso')."""
     out = []
     for r in rows:
         t, committed, end = r[0], r[1], r[2]
@@ -31,7 +33,8 @@ def offsets_rows(rows: Sequence[tuple[Any, ...]], *, group: str = "g", topic: st
             "cluster": "c", "date": at(t).date().isoformat(), "sweep_ts": at(t), "group_id": group, "topic": topic,
             "partition": partition, "committed_offset": committed, "log_start_offset": log_start,
             "log_end_offset": end, "last_stable_offset": lso, "member_id": own, "group_state": "Stable",
-            "lag": None if committed is None else max(0, end - committed),
+            "lag": None if committed is None else max(0, (lso if lag_basis == "lso" else end) - committed),
+            "lag_basis": lag_basis,
         }
         row.update(extra)
         out.append(row)

@@ -10,8 +10,7 @@ from pyspark.sql import DataFrame
 from stepping import run_step
 
 from lagscope.analytics.io import spark_schema
-from lagscope.analytics.job import Settings
-from lagscope.analytics.params import RuleParams
+from lagscope.config import AnalyticsConfig, AnalyticsRulesConfig
 
 
 @dataclass
@@ -32,10 +31,10 @@ class Step:
         return self.tables["status"].drop("date")
 
 
-def step(offsets: DataFrame, p: RuleParams, *, state: dict[str, pa.Table] | None = None,
+def step(offsets: DataFrame, p: AnalyticsRulesConfig, *, state: dict[str, pa.Table] | None = None,
          commits: DataFrame | None = None) -> Step:
     """One step over lake ``offsets`` rows (``commits``: lake ``commits`` rows) seeded by a
     previous step's ``state`` (no member sweeps: the per-partition rules alone)."""
     members = offsets.sparkSession.createDataFrame([], spark_schema("members"))
-    done = run_step(offsets, members, settings=Settings(rules=p), state=state, commits=commits)
+    done = run_step(offsets, members, settings=AnalyticsConfig(rules=p), state=state, commits=commits)
     return Step(tables=done.tables, state=done.state)

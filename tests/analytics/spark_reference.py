@@ -15,6 +15,7 @@ from spark_series import KEY, SERIES_COLUMNS, series_window
 
 from lagscope.analytics.findings import ANOMALY_COLUMNS
 from lagscope.analytics.status import BURROW_RANK, OWN_RANK
+from lagscope.lag import HISTORY_POINTS
 
 
 def _ts(seconds: Column) -> Column:
@@ -148,35 +149,26 @@ def _commit_jumps(commits: DataFrame, enriched: DataFrame) -> DataFrame:
 
 
 
-def transform_point_events(enriched: DataFrame, *, skip_factor: float, skip_min_messages: int,
-                           commits: DataFrame | None = None, margin_s: float = 1.0) -> DataFrame:
-    """rewind and skip events on fresh rows.
+def transform_point_events(enriched: DataFrame, *, commits: DataFrame | None = None,
+                           margin_s: float = 1.0) -> DataFrame:
+    """rewind events on fresh rows.
 
     With the commit stream (``commits``, :func:`commit_records`) a rewind is found at its
     commit, even between two sweeps, and timed exactly (start = end = the commit); a sweep
-    rewind with a commit rewind within ``margin_s`` of its interval is that one. A skip is
-    still found from the sweeps (its jump stays committed), timed by the commit with the
-    largest jump in its interval."""
+    rewind with a commit rewind within ``margin_s`` of its interval is that one.
+
+    The old size rule for skips (a jump > ``skip_min_messages`` and > ``skip_factor`` × the
+    largest rate ever seen) is gone from here with the rule: skips are judged per group from
+    evidence of not processing (lagscope.analytics.skips) and tested on hand-computed behavioural
+    cases (tests/analytics/test_skips.py)."""
     fresh = enriched.where(~F.col("is_state") & F.col("prev_committed").isNotNull() & F.col("committed").isNotNull())
     ls = F.coalesce(F.col("log_start"), F.lit(0))
     rewound = F.col("prev_committed") - F.greatest(F.col("committed"), ls)
     # after the end went down (topic re-created, log truncated) a lower offset is a new log's
     is_rewind = (F.col("dc") < 0) & (rewound > 0) & ~F.col("rebased")
-    # only what lies past everything committed before is new: after a rewind the group
-    # consumes again what it had processed already (fast), which is no skip
-    jump = F.col("committed") - F.greatest(F.col("prev_committed"), F.coalesce(
-        F.col("max_committed_before"), F.col("prev_committed")), ls)
-    # a reset to the latest offset lands at (or past) the end seen before it, in one interval
-    # far faster than the group has ever consumed
-    is_skip = ((jump > skip_min_messages) & (F.col("max_rate_before") > 0)
-               & (F.col("committed") >= F.col("prev_end"))
-               & (jump > F.lit(skip_factor) * F.col("max_rate_before") * F.col("dt")))
-    processed = F.least(jump, F.floor(F.coalesce(F.col("prev_rate"), F.lit(0.0)) * F.col("dt")).cast("long"))
-    ev = fresh.select(
-        *KEY, (F.col("t") - F.col("dt")).alias("t0"), F.col("t").alias("t1"),
-        F.when(is_rewind, F.lit("rewind")).when(is_skip, F.lit("skip")).alias("kind"),
-        F.when(is_rewind, rewound).when(is_skip, jump - processed).cast("double").alias("magnitude"),
-    ).where(F.col("kind").isNotNull())
+    ev = fresh.where(is_rewind).select(
+        *KEY, (F.col("t") - F.col("dt")).alias("t0"), F.col("t").alias("t1"), F.lit("rewind").alias("kind"),
+        rewound.cast("double").alias("magnitude"))
     if commits is not None:
         cj = _commit_jumps(commits, enriched)
         in_step = (F.col("t") > F.coalesce(F.col("lo"), F.lit(float("-inf")))) & (F.col("t") <= F.col("hi"))
@@ -190,22 +182,11 @@ def transform_point_events(enriched: DataFrame, *, skip_factor: float, skip_min_
         on = [F.col(k) == F.col(f"_{k}") for k in KEY]
         cond = on[0] & on[1] & on[2] & on[3] & (F.col("_ct") >= F.col("t0") - margin_s) & (
             F.col("_ct") <= F.col("t1") + margin_s)
-        sweep_rw = ev.where(F.col("kind") == "rewind").join(seen, cond, "left_anti")
-        # a skip's time: the commit with the largest jump past everything committed before
-        jumps = cj.select(*[F.col(k).alias(f"_{k}") for k in KEY], F.col("t").alias("_ct"),
-                          (F.col("offset") - F.greatest(F.col("max_before"), F.col("prev_offset"))).alias("_j"))
-        skips = (ev.where(F.col("kind") == "skip").join(jumps.where(F.col("_j") > 0), cond, "left")
-                 .groupBy(*KEY, "t0", "t1", "kind", "magnitude").agg(F.max_by("_ct", "_j").alias("_ct"))
-                 .select(*KEY, F.coalesce(F.col("_ct"), F.col("t0")).alias("t0"),
-                         F.coalesce(F.col("_ct"), F.col("t1")).alias("t1"), "kind", "magnitude"))
-        ev = sweep_rw.unionByName(c_rw).unionByName(skips)
-    detail = F.when(F.col("kind") == "rewind", F.format_string(
-        "committed offset went back: %.0f messages will be processed again", F.col("magnitude"))).otherwise(
-        F.format_string("committed offset jumped past %.0f messages that were never processed", F.col("magnitude")))
+        ev = ev.join(seen, cond, "left_anti").unionByName(c_rw)
+    detail = F.format_string("committed offset went back: %.0f messages will be processed again", F.col("magnitude"))
     out = ev.select(
         *KEY, "kind", _ts(F.col("t0")).alias("start_ts"), _ts(F.col("t1")).alias("end_ts"),
-        F.when(F.col("kind") == "skip", F.lit("critical")).otherwise(F.lit("warning")).alias("severity"),
-        "magnitude", F.lit("messages").alias("unit"), detail.alias("detail"))
+        F.lit("warning").alias("severity"), "magnitude", F.lit("messages").alias("unit"), detail.alias("detail"))
     return finish(out)
 
 
@@ -512,8 +493,8 @@ def partition_status(rows: DataFrame, entries: DataFrame, *, n: int, stall_after
     held = F.coalesce(F.col("lso").isNotNull() & (F.col("committed") == F.col("lso"))
                       & (F.col("lso") < F.col("end")), F.lit(False))
     own = (F.when(F.col("lost"), F.lit("ERR"))
-           .when(lag == 0, F.when(idle, F.lit("IDLE")).otherwise(F.lit("OK")))
            .when(w.isNotNull() & w["rewound_own"], F.lit("REWIND"))
+           .when(lag == 0, F.when(idle, F.lit("IDLE")).otherwise(F.lit("OK")))
            .when(held, F.lit("OK"))
            .when(~owned & (pending >= stop_after_s), F.lit("STOP"))
            .when(owned & (pending >= stall_after_s), F.lit("STALL"))
@@ -521,9 +502,9 @@ def partition_status(rows: DataFrame, entries: DataFrame, *, n: int, stall_after
            .otherwise(F.lit("OK")))
     reason = (F.when(F.col("lost"), F.format_string("committed offset %d is below the log start %d",
                                                      F.col("committed"), F.col("log_start")))
+              .when(w.isNotNull() & w["rewound_own"], F.lit("committed offset went backwards in the window"))
               .when(F.col("committed").isNull(), F.lit("no committed offset"))
               .when(lag == 0, F.when(idle, F.lit("caught up; no new messages")).otherwise(F.lit("caught up")))
-              .when(w.isNotNull() & w["rewound_own"], F.lit("committed offset went backwards in the window"))
               .when(held, F.format_string("at the last stable offset %d: waiting for an open transaction",
                                           F.col("lso")))
               .when(~owned & (pending >= stop_after_s),
@@ -568,7 +549,7 @@ def state_rows(enriched: DataFrame) -> DataFrame:
         *SERIES_COLUMNS,
         F.col("change_t").alias("m_change_t"),
         F.coalesce(F.col("pending_t"), F.lit(None).cast("double")).alias("m_pending_t"),
-        F.greatest(F.col("max_rate_before"), F.col("rate"), F.col("m_max_rate")).alias("m_max_rate"),
+        F.greatest(F.col("max_rate_before"), F.col("busy_rate"), F.col("m_max_rate")).alias("m_max_rate"),
         F.col("rate").alias("m_rate"),
         F.col("ret_t").alias("m_ret_t"),
         F.col("end_change_t").alias("m_end_t"),
@@ -584,15 +565,21 @@ def state_rows(enriched: DataFrame) -> DataFrame:
 
 # ---- from analytics/trends.py ------------------------------------------------------------
 
-def _is_point() -> Column:
-    """A fresh row that records a rise of the end (or is its key's first row, or the first
-    after the end went down)."""
-    return ~F.col("is_state") & F.col("end").isNotNull() & (F.col("prev_t").isNull() | (F.col("de") != 0))
+def _history_epoch() -> Column:
+    """The row's history epoch (lagscope.lag): how many rows up to it, in its key, had an end that
+    went down or was unknown (the history restarts at each)."""
+    restarts = F.when(F.col("end").isNull() | (F.col("de") < 0), 1).otherwise(0)
+    return F.sum(restarts).over(series_window().rowsBetween(Window.unboundedPreceding, Window.currentRow))
 
+
+def _is_point() -> Column:
+    """A fresh row with a known end that differs from the previous row's (or the first after an
+    unknown one)."""
+    return ~F.col("is_state") & F.col("end").isNotNull() & (F.col("prev_end").isNull() | (F.col("de") != 0))
 
 
 def _point() -> Column:
-    first = F.col("prev_t").isNull() | (F.col("de") < 0)
+    first = F.col("prev_end").isNull() | (F.col("de") < 0)
     return F.struct(
         F.col("end").alias("e"),
         F.col("t").alias("tc"),
@@ -601,38 +588,31 @@ def _point() -> Column:
     )
 
 
-
 def history_points(enriched: DataFrame) -> DataFrame:
-    """The end-offset rises of a series: ``KEY, e, tc, tp, ep, end_epoch`` (see the module doc).
+    """The end-offset rises of a series: ``KEY, e, tc, tp, ep, end_epoch`` (``end_epoch``: the
+    history epoch, see the module doc of lagscope.lag).
 
-    The first row of a key (no previous sweep), and the first after the end went down, yields
+    A key's first row, and the first after the end went down or was unknown, yields
     ``(end, t, t, end)``: every message below ``end`` was written at or before ``t``, which
     makes older offsets a lower bound.
     """
-    return enriched.where(_is_point()).select(*KEY, _point().alias("_pt"), "end_epoch").select(
-        *KEY, "_pt.*", "end_epoch")
+    return (enriched.withColumn("_epoch", _history_epoch()).where(_is_point())
+            .select(*KEY, _point().alias("_pt"), F.col("_epoch").alias("end_epoch"))
+            .select(*KEY, "_pt.*", "end_epoch"))
 
 
-
-def compact_history(points: DataFrame, last_rows: DataFrame, *, recent_s: float = 600.0,
-                    bucket_s: float = 60.0) -> DataFrame:
-    """The points the next step still needs: those of the epoch of the key's last row
-    (``last_rows``: the enriched rows without a next sweep; ``points`` carry ``end_epoch``),
-    above its last committed offset (older ones can never bracket a future offset unless the
-    group rewinds), the last ``recent_s`` seconds kept whole and older ones merged per
-    ``bucket_s`` (a merged point spans its members' intervals, so it still brackets correctly,
-    only more coarsely). Returns ``KEY, e, tc, tp, ep``."""
-    lr = last_rows.select(*KEY, F.col("committed").alias("_c"), F.col("t").alias("_t"),
-                          F.col("end_epoch").alias("_epoch"))
+def compact_history(points: DataFrame, enriched: DataFrame, *, history_points: int = HISTORY_POINTS) -> DataFrame:
+    """The points the next step still needs: those of the history epoch of the key's last row
+    (``enriched``: the step's enriched series; ``points`` carry ``end_epoch``), above its last
+    committed offset (older ones can never bracket a later offset unless the group rewinds), the
+    newest ``history_points`` of them. Returns ``KEY, e, tc, tp, ep``."""
+    lr = (enriched.withColumn("_epoch", _history_epoch()).where(F.col("next_t").isNull())
+          .select(*KEY, F.col("committed").alias("_c"), "_epoch"))
     keep = points.join(lr, KEY, "inner").where((F.col("end_epoch") == F.col("_epoch")) & (
         F.col("_c").isNull() | (F.col("e") > F.col("_c"))))
-    recent = keep.where(F.col("tc") >= F.col("_t") - recent_s).select(*KEY, "e", "tc", "tp", "ep")
-    old = (keep.where(F.col("tc") < F.col("_t") - recent_s)
-           .groupBy(*KEY, F.floor(F.col("tc") / bucket_s).alias("_b"))
-           .agg(F.max("e").alias("e"), F.max("tc").alias("tc"), F.min("tp").alias("tp"),
-                F.min("ep").alias("ep"))
-           .drop("_b"))
-    return recent.unionByName(old)
+    newest_first = Window.partitionBy(*KEY).orderBy(F.col("tc").desc())
+    return (keep.withColumn("_n", F.row_number().over(newest_first)).where(F.col("_n") <= history_points)
+            .select(*KEY, "e", "tc", "tp", "ep"))
 
 
 # the status table's group rows, as Spark SQL (the reference of lagscope.analytics.status.status)
@@ -681,8 +661,12 @@ def _key(kind: Column, start: Column) -> Column:
 
 
 def finish(df: DataFrame) -> DataFrame:
-    """Add ``key`` and order the columns as the table has them."""
-    return df.withColumn("key", _key(F.col("kind"), F.col("start_ts"))).select(*ANOMALY_COLUMNS)
+    """Add ``key`` and ``cause`` (retention_loss: retention, rewind: rewind; the per-group pass
+    names an empty group's rewind admin_reset) and order the columns as the table has them."""
+    cause = (F.when(F.col("kind") == "retention_loss", F.lit("retention"))
+             .when(F.col("kind") == "rewind", F.lit("rewind")).otherwise(F.lit(None).cast("string")))
+    return df.withColumn("key", _key(F.col("kind"), F.col("start_ts"))).withColumn("cause", cause).select(
+        *ANOMALY_COLUMNS)
 
 
 def commit_records(commits: DataFrame) -> DataFrame:

@@ -135,18 +135,22 @@ def _missed_generations(win: DataFrame, gens: DataFrame, msweeps: DataFrame) -> 
     """Windows of the generations no sweep saw (a rebalance shorter than the sweep interval
     with the same members before and after, or one of several between two sweeps): each
     generation record whose members or generation differ from the group's previous generation
-    record, between the group's first and last settled sweeps (so that an incremental step
-    reports it once), that is neither the end of a sweep window nor inside a sweep window
-    without one (that window stands for it). A = the previous record, B = this one; they have
-    the columns of the sweep windows (times are record times)."""
+    record, at or before the group's last settled sweep and after the settled sweep the state
+    carried in (so that an incremental step reports it once; generations before the group's
+    first settled sweep count: every generation change is a rebalance), that is neither the end
+    of a sweep window nor inside a sweep window without one (that window stands for it). A = the
+    previous record, B = this one; they have the columns of the sweep windows (times are record
+    times)."""
     snap = F.struct(F.col("gen_t").alias("t"), "generation", "member_ids", "instances", "owners")
     rw = Window.partitionBy(*_G).orderBy("gen_t")
     g = (gens.where(F.size(F.coalesce(F.col("member_ids"), F.array())) > 0)
          .withColumn("a", F.lag(snap).over(rw)).withColumn("b", snap)
          .where(F.col("a").isNotNull() & ((F.col("a.member_ids") != F.col("b.member_ids"))
                                           | (F.col("a.generation") != F.col("b.generation")))))
-    span = msweeps.where("settled").groupBy(*_G).agg(F.min("t").alias("_first"), F.max("t").alias("_last"))
-    g = g.join(span, [*_G]).where((F.col("gen_t") > F.col("_first")) & (F.col("gen_t") <= F.col("_last")))
+    span = msweeps.where("settled").groupBy(*_G).agg(
+        F.max(F.when(F.col("is_state"), F.col("t"))).alias("_seen"), F.max("t").alias("_last"))
+    g = g.join(span, [*_G]).where((F.col("_seen").isNull() | (F.col("gen_t") > F.col("_seen")))
+                                  & (F.col("gen_t") <= F.col("_last")))
     ends = win.where(F.col("_b_gen_t").isNotNull()).select(*_G, F.col("_b_gen_t").alias("gen_t"))
     g = g.join(ends, [*_G, "gen_t"], "left_anti")
     hi = F.coalesce(F.col("b_next_t"), F.col("b.t") + (F.col("b.t") - F.col("b_prev_t")))
@@ -265,7 +269,9 @@ def transform_rebalances(
     win = (win.withColumn("_start", sweep_start).withColumn("_end", sweep_end)
            .withColumn("_quiet_from", F.when(timed_out & F.col("_last_alive").isNotNull(), F.col("_last_alive"))
                        .otherwise(sweep_start)))
-    win = win.withColumn("source", F.lit("sweeps"))
+    # a window from the records alone (b_prev_t = B's record time) ends at a record
+    from_records = F.coalesce(F.col("_b_gen_t").isNotNull() & (F.col("b_prev_t") == F.col("b.t")), F.lit(False))
+    win = win.withColumn("source", F.when(from_records, F.lit("commit_stream")).otherwise(F.lit("sweeps")))
     if commits is not None:
         win = _exact_bounds(win, commits)
     bound = F.when(F.col("cause").isin("session_timeout", "static_member_bounce"),
@@ -449,10 +455,13 @@ def drop_rebalance_outages(episodes: DataFrame, rebalances: DataFrame) -> DataFr
                                                                * F.lit(1e6)).cast("long"))
     # by ``key`` (an anomaly's identity): a generated row id is not stable across the two
     # evaluations of ``episodes`` (the join side and the kept side may be partitioned apart)
+    # a commit gap that began inside it is the rebalance's processing gap, however it ends
+    ends_inside = F.coalesce(F.col("end_ts"), seen_to) <= F.col("_q1") + F.expr("INTERVAL 1 SECOND")
+    gap_began = (F.col("kind") == "commit_gap") & (F.col("start_ts") <= F.col("_q1") + F.expr("INTERVAL 1 SECOND"))
     inside = (episodes.where(F.col("kind").isin("stall", "stop", "commit_gap"))
               .join(rb, (F.col("cluster") == F.col("_c")) & (F.col("group_id") == F.col("_g"))
                     & (F.col("start_ts") >= F.col("_q0") - F.expr("INTERVAL 1 SECOND"))
-                    & (F.coalesce(F.col("end_ts"), seen_to) <= F.col("_q1") + F.expr("INTERVAL 1 SECOND")))
+                    & (ends_inside | gap_began))
               .select("key").distinct())
     return episodes.join(inside, "key", "left_anti")
 

@@ -40,7 +40,7 @@ SERIES_COLUMNS = [*KEY, "ts", "t", "committed", "end", "log_start", "lag", "owne
 STATE_MARKERS: dict[str, T.DataType] = {
     "m_change_t": T.DoubleType(),   # time of the last observed change of the committed offset
     "m_pending_t": T.DoubleType(),  # time since which work has been pending (lag > 0), or null
-    "m_max_rate": T.DoubleType(),   # largest consume rate (messages/s) observed so far
+    "m_max_rate": T.DoubleType(),   # largest busy consume rate (messages/s) so far: demonstrated capacity
     "m_rate": T.DoubleType(),       # the row's own consume rate (the next row's prev_rate)
     "m_ret_t": T.DoubleType(),      # start of the open retention-loss episode, or null
     "m_end_t": T.DoubleType(),      # time of the last observed change of the end offset
@@ -67,21 +67,18 @@ def _epoch_s(col: Column) -> Column:
 def prepare_series(offsets: DataFrame, read_committed_groups: Sequence[str] = ()) -> DataFrame:
     """Lake ``offsets`` rows → series rows (see the module doc).
 
-    The end a group reads to is the last stable offset when the group matches one of the
-    regexes ``read_committed_groups`` (whole id) or when the collector's ``lag`` shows it used that end
-    (``lag == max(0, lso − committed) != max(0, hw − committed)``), else the high watermark.
+    The end a group reads to (lagscope.lag.lag_end) is the last stable offset when the collector
+    measured the row's lag against it (``lag_basis = 'lso'``) or the group matches one of the
+    regexes ``read_committed_groups`` (whole id), and is known; else the high watermark.
     """
     cols = set(offsets.columns)
     committed = F.col("committed_offset")
     hw = F.col("log_end_offset")
     lso = F.col("last_stable_offset")
-    collector_lag = F.col("lag") if "lag" in cols else F.lit(None).cast("long")
-    by_lag = (lso.isNotNull() & (lso < hw) & committed.isNotNull() & collector_lag.isNotNull()
-              & (collector_lag == F.greatest(F.lit(0), lso - committed))
-              & (collector_lag != F.greatest(F.lit(0), hw - committed)))
+    on_lso = F.coalesce(F.col("lag_basis") == F.lit("lso"), F.lit(False)) if "lag_basis" in cols else F.lit(False)
     listed = (F.col("group_id").rlike("^(?:" + "|".join(f"(?:{p})" for p in read_committed_groups) + ")$")
               if read_committed_groups else F.lit(False))
-    end = F.when(listed | by_lag, F.coalesce(lso, hw)).otherwise(hw)
+    end = F.when(listed | on_lso, F.coalesce(lso, hw)).otherwise(hw)
     rec_ts = F.col("committed_record_ts") if "committed_record_ts" in cols else F.lit(None).cast("timestamp")
     return offsets.select(
         F.col("cluster"), F.col("group_id"), F.col("topic"), F.col("partition").cast("int").alias("partition"),
@@ -119,7 +116,10 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
     - ``idle_pending_s``: seconds with work pending and no commit progress
       (t − max(change_t, pending_t)); 0 when lag is 0;
     - ``rate``: consume rate over the last interval (messages/s, ≥ 0);
-    - ``max_rate_before``: the largest ``rate`` of earlier rows (seeded by ``m_max_rate``);
+    - ``busy_rate``: ``rate`` when the partition had lag > 0 at both ends of the interval (a
+      fresh row), else 0: what the consumer showed it can do (it never waited for messages);
+    - ``max_rate_before``: the largest ``busy_rate`` of earlier rows (seeded by ``m_max_rate``):
+      the demonstrated capacity;
     - ``prev_rate``: the previous row's ``rate``;
     - ``max_committed_before``: the highest committed offset of earlier rows (seeded by
       ``m_max_committed``): everything below it was processed at least once;
@@ -186,7 +186,9 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
         "_committed_seed": F.when(F.col("is_state"), F.greatest(
             F.col("m_max_committed"), F.col("committed"))).otherwise(F.col("committed")),
     })
-    df = df.withColumn("_rate_seed", F.when(F.col("is_state"), F.col("m_max_rate")).otherwise(F.col("rate")))
+    busy = ~F.col("is_state") & (F.col("prev_lag") > 0) & (F.col("lag") > 0)
+    df = df.withColumn("busy_rate", F.when(busy, F.col("rate")).otherwise(F.lit(0.0)))
+    df = df.withColumn("_rate_seed", F.when(F.col("is_state"), F.col("m_max_rate")).otherwise(F.col("busy_rate")))
     df = df.withColumns({
         "change_t": F.last("_change_mark", ignorenulls=True).over(upto),
         "prev_change_t": F.last("_change_mark", ignorenulls=True).over(before),

@@ -38,6 +38,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from spark_series import KEY
 
 from lagscope.analytics import kernel, onepass
+from lagscope.lag import METHODS
 
 __all__ = ["TREND_COLUMNS", "kernel_rows", "key_hashes", "keyed", "method_name", "transform_lag_seconds",
            "transform_lag_trends", "x_struct"]
@@ -94,8 +95,8 @@ def history_rows(history: DataFrame, kind: int) -> DataFrame:
 
 
 def method_name() -> Column:
-    """``lag_s_code`` as its name in :data:`lagscope.analytics.kernel.METHODS`."""
-    return F.element_at(F.array(*(F.lit(m) for m in kernel.METHODS)), F.col("lag_s_code"))
+    """``lag_s_code`` as its name in :data:`lagscope.lag.METHODS`."""
+    return F.element_at(F.array(*(F.lit(m) for m in METHODS)), F.col("lag_s_code"))
 
 
 def transform_lag_seconds(series: DataFrame, state: DataFrame | None = None, history: DataFrame | None = None, *,
@@ -105,10 +106,11 @@ def transform_lag_seconds(series: DataFrame, state: DataFrame | None = None, his
     ``lag_s_lower``, ``lag_s_method``; with ``every_sweep``, every fresh sweep (each with its
     minute's totals), for a sweep-by-sweep view such as the accuracy benchmark's.
 
-    Columns: ``KEY, ts, t, window_start, committed, end, log_start, lag``; ``lag_max``; ``m_de``,
-    ``m_dc``, ``m_dls`` (the rises of the end, the committed offset and the log start, each
-    ≥ 0) and ``m_dt`` over the intervals that end in the minute (those with ``dt > 0``; the first
-    reaches back to the previous minute's last sweep, or to ``state``'s row); the lag seconds.
+    Columns: ``KEY, ts, t, window_start, committed, end, log_start, lag``; ``lag_max``;
+    ``minute_end_rise``, ``minute_committed_rise``, ``minute_log_start_rise`` (the rises of the end,
+    the committed offset and the log start, each ≥ 0) and ``minute_span_s`` over the intervals
+    that end in the minute (those with ``dt > 0``; the first reaches back to the previous minute's
+    last sweep, or to ``state``'s row); the lag seconds.
 
     ``state`` holds the previous step's last row per key (its differences seed the first fresh
     row), ``history`` the points of earlier steps (``KEY, e, tc, tp, ep``, all of the epoch the
@@ -128,8 +130,9 @@ def transform_lag_seconds(series: DataFrame, state: DataFrame | None = None, his
     out = inp.mapInArrow(functools.partial(kernel.lag_seconds_batches, every_sweep=every_sweep),
                          from_arrow_schema(kernel.LAG_SECONDS_OUT))
     return out.join(keys, ["_h", "_h2"]).select(
-        *KEY, "ts", "t", "window_start", "committed", "end", "log_start", "lag", "lag_max", "m_de", "m_dc", "m_dls",
-        "m_dt", "lag_s", "lag_s_lower", method_name().alias("lag_s_method"))
+        *KEY, "ts", "t", "window_start", "committed", "end", "log_start", "lag", "lag_max", "minute_end_rise",
+        "minute_committed_rise", "minute_log_start_rise", "minute_span_s", "lag_s", "lag_s_lower",
+        method_name().alias("lag_s_method"))
 
 
 def _date_cols(df: DataFrame, ts_col: str) -> DataFrame:
@@ -153,8 +156,9 @@ def transform_lag_trends(rows: DataFrame) -> DataFrame:
     """
     per = rows.select(
         *KEY, "window_start", F.col("lag").alias("lag_last"), "lag_max",
-        F.col("m_de").alias("_de"), F.col("m_dc").alias("_dc"), F.col("m_dls").alias("_dls"),
-        F.col("m_dt").alias("_dt"), F.col("lag_s").alias("lag_seconds"),
+        F.col("minute_end_rise").alias("_de"), F.col("minute_committed_rise").alias("_dc"),
+        F.col("minute_log_start_rise").alias("_dls"), F.col("minute_span_s").alias("_dt"),
+        F.col("lag_s").alias("lag_seconds"),
         F.col("lag_s_lower").alias("lag_seconds_is_lower_bound"), _method_code().alias("_method"),
         F.col("committed").alias("_c"), F.col("log_start").alias("_ls"))
     per = (per.withColumn("produce_rate", F.when(F.col("_dt") > 0, F.col("_de") / F.col("_dt")))
@@ -186,16 +190,16 @@ def transform_lag_trends(rows: DataFrame) -> DataFrame:
     ))
     cols = [*(c for c in TREND_COLUMNS if c != "lag_seconds_method"), "_method"]
     allrows = per.select(*cols).unionByName(rolled.select(*cols))
-    method = F.element_at(F.array(*(F.lit(m) for m in kernel.METHODS)), F.col("_method"))
+    method = F.element_at(F.array(*(F.lit(m) for m in METHODS)), F.col("_method"))
     return _date_cols(allrows.withColumn("lag_seconds_method", method).select(*TREND_COLUMNS), "window_start")
 
 
 def _method_code() -> Column:
-    """``lag_s_method`` as its 1-based code in :data:`lagscope.analytics.kernel.METHODS` while
+    """``lag_s_method`` as its 1-based code in :data:`lagscope.lag.METHODS` while
     aggregating: ``max_by`` over a string keeps its aggregation buffer off the fast hash
     aggregate (a sort per aggregation), an int does not (the rollups take the method of the row
     with the largest lag seconds)."""
-    return F.array_position(F.array(*(F.lit(m) for m in kernel.METHODS)), F.col("lag_s_method")).cast("int")
+    return F.array_position(F.array(*(F.lit(m) for m in METHODS)), F.col("lag_s_method")).cast("int")
 
 TREND_COLUMNS = ["cluster", "window_start", "group_id", "topic", "partition", "lag_last", "lag_max",
                  "produce_rate", "consume_rate", "lag_seconds", "lag_seconds_is_lower_bound",

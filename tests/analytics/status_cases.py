@@ -15,6 +15,11 @@ CASES: list[tuple[str, list[tuple[Any, ...]], tuple[str, str]]] = [
     # 300 → 250 inside the window (Burrow rule 2): both REWIND
     ("rewind", [(t, c, 1000, 0, "m1") for t, c in zip(T, (100, 200, 300, 250, 350, 450), strict=True)],
      ("REWIND", "REWIND")),
+    # caught up at 300, rewound to 150 at t=30 and caught up again by t=40 (150 messages processed
+    # twice): Burrow's "lag 0 in the window → OK" hides it; lagscope's own status shows the REWIND
+    # while it is in the window, lag 0 or not
+    ("rewind-caught-up", [(t, c, 300, 0, "m1") for t, c in zip(T, (100, 200, 300, 150, 300, 300), strict=True)],
+     ("OK", "REWIND")),
     # commits until t=20, then the consumer is gone (no owner, no entries): Burrow's rule 3
     # (50 − 20 > 20 − 0) and lagscope's (no owner, 30 s without progress with lag): STOP
     ("stopped", [(t, min(t, 20), 1000, 0, "m1" if t <= 20 else None) for t in T], ("STOP", "STOP")),

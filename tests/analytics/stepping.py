@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from lagscope.analytics import step
 from lagscope.analytics.io import spark_schema
-from lagscope.analytics.job import Settings
+from lagscope.config import AnalyticsConfig
 
 
 @dataclass
@@ -33,7 +33,8 @@ def _arrow(df: DataFrame | None, table: str) -> pa.Table | None:
     return got.select([c for c in step.READ_COLUMNS[table] if c in got.column_names])
 
 
-def run_step(offsets: DataFrame, members: DataFrame, *, settings: Settings, state: dict[str, pa.Table] | None = None,
+def run_step(offsets: DataFrame, members: DataFrame, *, settings: AnalyticsConfig,
+             state: dict[str, pa.Table] | None = None,
              commits: DataFrame | None = None, group_events: DataFrame | None = None,
              as_of: dt.datetime | None = None) -> StepResult:
     spark = offsets.sparkSession

@@ -4,29 +4,17 @@ benchmarks/rebalance_accuracy.py, one scenario)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from helpers.benchmarks import load_benchmark
 from pyspark.sql import SparkSession
 
 from lagscope.analytics.job import run_batch
-from lagscope.lake import read_table
+from lagscope.config import AnalyticsConfig
+from lagscope.results import read
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.slow]
-
-
-def _harness() -> ModuleType:
-    path = Path(__file__).parents[2] / "benchmarks" / "rebalance_accuracy.py"
-    spec = importlib.util.spec_from_file_location("rebalance_accuracy", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_crash_scenario_against_truth(spark: SparkSession, bootstrap: str, tmp_path: Path) -> None:
@@ -34,21 +22,23 @@ def test_crash_scenario_against_truth(spark: SparkSession, bootstrap: str, tmp_p
     # from the commit stream (the new generation's record, the survivor's revocation commit),
     # within 1 s of the truth; the bound from the record's session timeout (3 s) + the 0.5 s
     # heartbeat + 0.5 s network: 4 s
-    acc = _harness()
+    acc = load_benchmark("rebalance_accuracy")
     interval = 0.5
     sc = acc.collect("crash", bootstrap, tmp_path, interval)
     # the production path: a batch on Spark over the collected lake, its rebalances table read back
     days = acc._days(sc.lake)
     assert days is not None
     run_batch(spark, sc.lake, tmp_path / "results", since=days[0], until=days[1],
-              settings=acc.Settings(**acc.DEFAULTS), progress=False)
-    rows = read_table(tmp_path / "results", "rebalances").to_pylist()
+              settings=AnalyticsConfig(**acc.DEFAULTS), progress=False)
+    rows = read(tmp_path / "results", "rebalances").to_pylist()
     members = acc.read_lakes([(sc.lake, None)])["members"]
     first = acc.first_settled(members)
     rep = acc.score(sc, "commit stream", rows, first, interval)
-    assert rep.truth == 1, rep
-    assert rep.found == 1, rep
-    assert rep.causes_right == 1, rep
+    # the truth holds the crash's window, and the group's formation windows when its members
+    # joined one after another (each generation change is one; how many depends on the timing)
+    assert rep.truth >= 1, rep
+    assert rep.found == rep.truth, rep
+    assert rep.causes_right == rep.truth, rep
     assert rep.sources == {"commit_stream"}, rep
     assert rep.max_error <= 1.0, rep
     (crash,) = [r for r in rows if r["cause"] == "session_timeout"]

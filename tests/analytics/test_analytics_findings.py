@@ -17,12 +17,12 @@ from pyspark.testing import assertDataFrameEqual
 
 from lagscope.analytics import groups, np_gaps, np_growth
 from lagscope.analytics.io import spark_schema
-from lagscope.analytics.params import RuleParams
+from lagscope.config import AnalyticsConfig, AnalyticsRulesConfig
 
 pytestmark = pytest.mark.spark
 
-P = RuleParams(stall_after_s=30, stop_after_s=30, skip_factor=5, skip_min_messages=100, gap_k=6,
-               gap_mad_floor_s=1, gap_min_s=10, gap_min_samples=5, growth_min_minutes=3)
+P = AnalyticsRulesConfig(stall_after_s=30, stop_after_s=30, skip_factor=5, gap_k=6,
+                         gap_mad_floor_s=1, gap_min_s=10, gap_min_samples=5, growth_min_minutes=3)
 
 
 def _stall_rows(owner_after: str | None) -> list[tuple[Any, ...]]:
@@ -58,8 +58,9 @@ CASES: list[tuple[str, dict[int, list[tuple[Any, ...]]], list[tuple[str, int, fl
     # 600 → 400 between t=10 and t=20: 200 messages will be processed twice
     ("rewind", {0: [(0, 500, 1000, 0), (10, 600, 1000, 0), (20, 400, 1000, 0), (30, 500, 1000, 0)]},
      [("rewind", 0, 10, 20, 200.0)]),
-    # consuming 100 per 10 s (10/s), then 1300 → 5000 in one interval (> 5 × 10/s × 10 s):
-    # reset to latest; 3700 jumped minus the 100 the previous rate could have processed
+    # consuming 100 per 10 s (10/s) with a growing backlog (its capacity: lag at both ends of
+    # 10 → 20 and 20 → 30), then 1300 → 5000, to the end, in one interval (> 5 × 10/s × 10 s):
+    # a seek; 3700 jumped minus the 100 its capacity could have processed
     ("skip", {0: [(0, 1000, 1000, 0), (10, 1100, 2000, 0), (20, 1200, 3000, 0), (30, 1300, 4000, 0),
                   (40, 5000, 5000, 0)]}, [("skip", 0, 30, 40, 3600.0)]),
     # log start 0 → 600 at t=20 while committed sits at 500: 100 messages deleted unread
@@ -149,10 +150,11 @@ COMMIT_CASES: list[tuple[str, list[tuple[Any, ...]], list[tuple[float, int]],
     ("rewind-seen-by-both", [(0, 500, 1000, 0), (10, 600, 1000, 0), (20, 400, 1000, 0), (30, 500, 1000, 0)],
      [(0, 500), (10, 600), (14, 400), (30, 500)], [("rewind", 14, 14, 200.0)]),
     # a reset to the end between t=30 and t=40 (as in the sweep-only skip case), committed at
-    # t=36 after a regular commit at t=31: the skip is timed by the commit that jumped
+    # t=36 after a regular commit at t=31: the skip is that commit, judged over its own interval
+    # (5 s since the commit before): 3690 past 1310 minus the 50 that 10/s could have processed
     ("skip-timed-by-commit", [(0, 1000, 1000, 0), (10, 1100, 2000, 0), (20, 1200, 3000, 0), (30, 1300, 4000, 0),
                               (40, 5000, 5000, 0)],
-     [(0, 1000), (10, 1100), (20, 1200), (30, 1300), (31, 1310), (36, 5000)], [("skip", 36, 36, 3600.0)]),
+     [(0, 1000), (10, 1100), (20, 1200), (30, 1300), (31, 1310), (36, 5000)], [("skip", 36, 36, 3640.0)]),
     # offset frozen at 30 from t=40, owner assigned, and the group keeps committing 30 every
     # 5 s (polls but makes no progress): Burrow's STALL
     ("stall-still-committing", _stall_rows("m1"), [(0, 0), (10, 10), (20, 20), *_every(5, 30, 85, 30), (90, 90)],
@@ -349,12 +351,11 @@ def test_stop_with_owner_keeps_its_kind_after_the_commits_leave_the_lookback(spa
     from analytics_builders import members_df, members_rows, offsets_df
     from stepping import run_step
 
-    from lagscope.analytics.job import Settings
 
     rows = [(t, min(t, 30), t, 0, "m1") for t in [0, 10, 20, 30, *range(60, 991, 30), 1000, 1010, 1020,
                                                    1030, 1040, 1050]]
     commits = _commits_df(spark, [("g", [(0, 0), (10, 10), (20, 20), (30, 30)])])
-    settings = Settings(rules=P)
+    settings = AnalyticsConfig(rules=P)
 
     def step(part: list[tuple[Any, ...]], cs: DataFrame, state: dict[str, DataFrame] | None = None) -> Any:
         members = members_df(spark, [members_rows([(r[0], "Stable", 1, [("m1", None, [0])]) for r in part])])
@@ -388,10 +389,9 @@ def test_a_long_storm_keeps_its_start_across_steps(spark: SparkSession) -> None:
     from analytics_builders import members_df, members_rows, offsets_df
     from stepping import run_step
 
-    from lagscope.analytics.job import Settings
 
     times = list(range(0, 1501, 250))
-    settings = Settings(rules=P)
+    settings = AnalyticsConfig(rules=P)
 
     def step(ts: list[int], state: dict[str, DataFrame] | None = None) -> Any:
         members = members_df(spark, [members_rows([(t, "Stable", t // 250 + 1, [("m1", None, [0])]) for t in ts])])
@@ -418,12 +418,13 @@ def test_a_long_storm_keeps_its_start_across_steps(spark: SparkSession) -> None:
 
 
 def test_a_step_without_sweeps_keeps_the_largest_rate(spark: SparkSession) -> None:
-    # consuming 1000 in 10 s (100/s), then 10 in 10 s; the group then catches up 790 messages
-    # in one interval past the previous end (1010 → 1800): fast, but not 5 × 100/s × 10 s, so
-    # no skip. The same with a step in between that had no sweep of the partition (the
-    # collector was down): that step's state still holds the largest rate (100/s), not the last
-    # one (1/s), under which the catch-up would look like a skip of 780 messages
-    rows = [(0, 0, 0), (10, 1000, 1000), (20, 1010, 1010), (30, 1800, 1800)]
+    # consuming 1000 in 10 s (100/s) and then 10 in 10 s, with a backlog at every sweep (its
+    # capacity: 100/s); the group then catches up 790 messages in one interval past the previous
+    # end (1010 → 1800): fast, but not 5 × 100/s × 10 s, so no skip. The same with a step in
+    # between that had no sweep of the partition (the collector was down): that step's state
+    # still holds the capacity (100/s), not the last rate (1/s), under which the catch-up would
+    # look like a skip of 780 messages
+    rows = [(0, 0, 500), (10, 1000, 1500), (20, 1010, 1600), (30, 1800, 1800)]
 
     batch = step(cases_df(spark, [offsets_rows(rows)]), P)
     one = step(cases_df(spark, [offsets_rows(rows[:3])]), P)

@@ -14,6 +14,7 @@ import pytest
 
 from lagscope.analytics import kernel
 from lagscope.analytics.kernel import HISTORY, LAG_SECONDS_IN, STATE, SWEEP, lag_seconds_batches, lag_seconds_table
+from lagscope.lag import HISTORY_POINTS, METHODS
 
 Row = tuple[float, int | None, int | None, int | None, float | None]  # t, committed, end, log_start, rec_t
 
@@ -28,8 +29,8 @@ class Key:
 
 
 def _lag(c: int | None, e: int | None) -> int | None:
-    # prepare_series: greatest(0, end − committed), null without a commit (greatest skips a null end)
-    return None if c is None else max(0, e - c) if e is not None else 0
+    # lagscope.lag.offset_lag: max(0, end − committed), null without a commit or an end
+    return None if c is None or e is None else max(0, e - c)
 
 
 def _table(keys: list[Key]) -> pa.Table:
@@ -45,8 +46,8 @@ def _table(keys: list[Key]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=LAG_SECONDS_IN)
 
 
-def _reference(k: Key, every_sweep: bool) -> list[dict[str, Any]]:
-    """Row by row, from the definitions (kernel.lag_seconds_table's docstring)."""
+def _reference(k: Key, every_sweep: bool, history_points: int = HISTORY_POINTS) -> list[dict[str, Any]]:
+    """Row by row, from the definitions (lagscope.lag and kernel.lag_seconds_table's docstring)."""
     series = ([k.state] if k.state else []) + list(k.fresh)
     n_state = len(series) - len(k.fresh)
     points = [(0, e, tc, tp, ep) for e, tc, tp, ep in k.history]  # (epoch, e, tc, tp, ep)
@@ -58,13 +59,12 @@ def _reference(k: Key, every_sweep: bool) -> list[dict[str, Any]]:
         dc = c - prev[1] if prev and c is not None and prev[1] is not None else None
         dls = ls - prev[3] if prev and ls is not None and prev[3] is not None else None
         dt = t - prev[0] if prev else None
-        if de is not None and de < 0:
-            epoch += 1
-        if i >= n_state and e is not None and (prev is None or (de is not None and de != 0)):
-            first = prev is None or (de is not None and de < 0)
-            assert prev is not None or first
+        if e is None or (de is not None and de < 0):
+            epoch += 1  # the history restarts where the end is unknown or went down
+        first = prev is None or prev[2] is None or (de is not None and de < 0)
+        if i >= n_state and e is not None and (first or de != 0):
             points.append((epoch, e, t, t if first else prev[0], e if first else prev[2]))  # type: ignore[index]
-        info.append({"dt": dt, "de": de, "dc": dc, "dls": dls, "epoch": epoch})
+        info.append({"dt": dt, "de": de, "dc": dc, "dls": dls, "epoch": epoch, "points": len(points)})
     out = []
     fresh = list(range(n_state, len(series)))
     minutes: dict[int, list[int]] = {}
@@ -78,38 +78,40 @@ def _reference(k: Key, every_sweep: bool) -> list[dict[str, Any]]:
 
         lags = [_lag(series[i][1], series[i][2]) for i in idx]
         known = [x for x in lags if x is not None]
-        totals = {"lag_max": max(known) if known else None, "m_de": rise("de"), "m_dc": rise("dc"),
-                  "m_dls": rise("dls"), "m_dt": sum(info[i]["dt"] for i in counted) if counted else None}
+        totals = {"lag_max": max(known) if known else None, "minute_end_rise": rise("de"),
+                  "minute_committed_rise": rise("dc"), "minute_log_start_rise": rise("dls"),
+                  "minute_span_s": sum(info[i]["dt"] for i in counted) if counted else None}
         for i in (idx if every_sweep else idx[-1:]):
             t, c, e, ls, rec = series[i]
             lag = _lag(c, e)
             method: str | None = None
             lag_s: float | None = None
             lower: bool | None = None
-            if c is not None:
-                if not lag:
-                    method, lag_s, lower = "zero", 0.0, False
-                elif rec is not None:
-                    method, lag_s, lower = "exact", max(0.0, t - rec), False
-                else:
-                    above = [p for p in points if p[0] == info[i]["epoch"] and p[1] > c]
-                    if above:
-                        _, pe, tc, tp, ep = min(above, key=lambda p: p[1])
-                        inside = c >= ep
-                        est = tp + (c - ep + 0.5) / (pe - ep) * (tc - tp) if inside else tp
-                        method, lag_s, lower = "interpolated", max(0.0, t - est), not inside
+            if lag == 0:
+                method, lag_s, lower = "zero", 0.0, False
+            elif lag is not None and rec is not None:
+                method, lag_s, lower = "exact", max(0.0, t - rec), False
+            elif lag is not None:
+                # the history as of the row: its epoch's points so far, the newest history_points
+                history = [p for p in points[:info[i]["points"]] if p[0] == info[i]["epoch"]][-history_points:]
+                above = [p for p in history if p[1] > c]  # type: ignore[operator]
+                if above:
+                    _, pe, tc, tp, ep = min(above, key=lambda p: p[1])
+                    inside = c >= ep  # type: ignore[operator]
+                    est = tp + (c - ep + 0.5) / (pe - ep) * (tc - tp) if inside else tp  # type: ignore[operator]
+                    method, lag_s, lower = "interpolated", max(0.0, t - est), not inside
             out.append({"_h": k.h, "_h2": k.h2, "t": t, "window_start": minute * 60, "committed": c, "end": e,
                         "log_start": ls, "lag": lag, **totals, "lag_s": lag_s, "lag_s_lower": lower,
                         "lag_s_method": method})
     return out
 
 
-def _kernel_rows(tbl: pa.Table, every_sweep: bool) -> list[dict[str, Any]]:
+def _kernel_rows(tbl: pa.Table, every_sweep: bool, history_points: int = HISTORY_POINTS) -> list[dict[str, Any]]:
     got = []
-    for r in lag_seconds_table(tbl, every_sweep=every_sweep).to_pylist():
+    for r in lag_seconds_table(tbl, every_sweep=every_sweep, history_points=history_points).to_pylist():
         r["window_start"] = int(r["window_start"].timestamp())
         code = r.pop("lag_s_code")
-        r["lag_s_method"] = kernel.METHODS[code - 1] if code else None
+        r["lag_s_method"] = METHODS[code - 1] if code else None
         # the sweep's timestamp, rebuilt from t to the microsecond
         assert r.pop("ts") == dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=round(r["t"] * 1e6))
         got.append(r)
@@ -136,7 +138,8 @@ def test_hand_computed_minute_rows_with_state_and_history() -> None:
     assert row["lag"] == 50
     assert row["lag_s"] == pytest.approx(64.95)
     assert (row["lag_s_lower"], row["lag_s_method"]) == (False, "interpolated")
-    assert (row["m_dt"], row["m_de"], row["m_dc"], row["lag_max"]) == (60.0, 0, 0, 50)
+    assert (row["minute_span_s"], row["minute_end_rise"], row["minute_committed_rise"], row["lag_max"]) == (
+        60.0, 0, 0, 50)
 
 
 def test_a_point_at_the_committed_offset_does_not_bracket_it() -> None:
@@ -205,14 +208,15 @@ def _random_key(rng: np.random.Generator, h: int) -> Key:
     return k
 
 
+@pytest.mark.parametrize("history_points", [HISTORY_POINTS, 3])
 @pytest.mark.parametrize("every_sweep", [False, True])
 @pytest.mark.parametrize("seed", range(8))
-def test_random_series_match_the_definitions(seed: int, every_sweep: bool) -> None:
+def test_random_series_match_the_definitions(seed: int, every_sweep: bool, history_points: int) -> None:
     rng = np.random.default_rng(seed)
     keys = [_random_key(rng, h) for h in rng.choice(10**9, size=60, replace=False).tolist()]
     keys.sort(key=lambda k: (k.h, k.h2))
-    want = [r for k in keys for r in _reference(k, every_sweep)]
-    _same(_kernel_rows(_table(keys), every_sweep), want)
+    want = [r for k in keys for r in _reference(k, every_sweep, history_points)]
+    _same(_kernel_rows(_table(keys), every_sweep, history_points), want)
 
 
 def test_batches_split_inside_a_key_give_the_same_rows(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from analytics_builders import T0, offsets_rows
 
-from lagscope.analytics.io import partition_files, spark_arrow_schema
+from lagscope.analytics.io import spark_arrow_schema
 from lagscope.analytics.step import read_files
 from lagscope.collector.compaction import compact_folder
-from lagscope.lake import partition_dir, write_rows
+from lagscope.lake import list_files, partition_dir, write_rows
 from lagscope.schema import OFFSETS
 
 
@@ -28,7 +28,7 @@ def test_sources_of_a_published_compaction_are_not_read_twice(tmp_path: Path,
     monkeypatch.undo()
     assert len(list(folder.glob("*.parquet"))) == 4  # the compacted file and its three sources
 
-    paths = partition_files(tmp_path, "offsets", None, T0.date(), T0.date())
+    paths = [str(p) for p in list_files(tmp_path, "offsets", since=T0.date(), until=T0.date())]
     got = read_files(paths, spark_arrow_schema("offsets"), tmp_path / "offsets")
     assert sorted((r["committed_offset"], r["cluster"], r["date"]) for r in got.to_pylist()) == [
         (100 + i, "c", T0.date().isoformat()) for i in range(3)]

@@ -18,8 +18,7 @@ from pyspark.testing import assertDataFrameEqual
 from stepping import run_step
 
 from lagscope.analytics.io import spark_schema
-from lagscope.analytics.job import Settings
-from lagscope.analytics.params import RuleParams
+from lagscope.config import AnalyticsConfig, AnalyticsRulesConfig
 
 pytestmark = pytest.mark.spark
 
@@ -30,7 +29,7 @@ def _release_cache(spark: SparkSession) -> Iterator[None]:
     yield
     spark.catalog.clearCache()
 
-S = Settings(session_timeout_s=10, heartbeat_s=1, network_s=1, rebalance_timeout_s=30)
+S = AnalyticsConfig(session_timeout_s=10, heartbeat_s=1, network_s=1, rebalance_timeout_s=30)
 BOTH = [("m1", None, [0, 1])]
 SPLIT = [("m1", None, [0]), ("m2", None, [1])]
 
@@ -357,22 +356,23 @@ def test_a_stall_that_outlasts_the_rebalance_is_reported(spark: SparkSession) ->
     # the "session" case, but the partition's new owner m1 (from 18) never commits either:
     # partition 1 is frozen at 20 from t=4 to the end (t=40), work pending from 6. The
     # rebalance's outage is m2's last progress (4) → settled (17); the stall (6 s threshold)
-    # from 6 is still going at 40, 34 s: not inside the outage, reported (open)
+    # from 6 is still going at 40, 34 s: not inside the outage, reported (open). Its owner since
+    # 18, m1, commits progress on partition 0 all along: starved (test_starved.py), not stopped
     sweeps = [*_stable(range(0, 15, 2), 1, SPLIT), (16, "PreparingRebalance", 1, [("m1", None, [0])]),
               *_stable(range(18, 41, 2), 2, BOTH)]
     ts = range(0, 41, 2)
     offsets = [*offsets_rows([(t, 5 * t, 5 * t, 0, "m1") for t in ts], group="stuck", partition=0),
                *offsets_rows([(t, min(5 * t, 20), 5 * t, 0, "m2" if t <= 14 else None if t == 16 else "m1")
                               for t in ts], group="stuck", partition=1)]
-    settings = Settings(rules=RuleParams(stall_after_s=6, stop_after_s=6), session_timeout_s=10, heartbeat_s=1,
-                        network_s=1, rebalance_timeout_s=30)
+    settings = AnalyticsConfig(rules=AnalyticsRulesConfig(stall_after_s=6, stop_after_s=6), session_timeout_s=10,
+                               heartbeat_s=1, network_s=1, rebalance_timeout_s=30)
     step = run_step(cases_df(spark, [offsets]), members_df(spark, [members_rows(sweeps, group="stuck")]),
                     settings=settings)
     assert [r["cause"] for r in step.tables["rebalances"].collect()] == ["session_timeout"]
-    got = step.tables["anomalies"].where(F.col("kind").isin("stall", "stop")).select(
+    got = step.tables["anomalies"].where(F.col("kind").isin("stall", "stop", "starved")).select(
         "kind", "partition", "start_ts", "end_ts", "magnitude")
     assertDataFrameEqual(got, spark.createDataFrame(
-        [("stall", 1, at(6), None, 34.0)], "kind string, partition int, start_ts timestamp, end_ts timestamp, "
+        [("starved", 1, at(6), None, 34.0)], "kind string, partition int, start_ts timestamp, end_ts timestamp, "
                                            "magnitude double"))
 
 

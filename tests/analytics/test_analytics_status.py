@@ -18,7 +18,7 @@ from pyspark.testing import assertDataFrameEqual
 from status_cases import CASES
 
 from lagscope.analytics import np_status
-from lagscope.analytics.params import RuleParams
+from lagscope.config import AnalyticsRulesConfig
 
 pytestmark = pytest.mark.spark
 
@@ -27,7 +27,7 @@ T = range(0, 51, 10)
 
 def _status(offsets: DataFrame) -> DataFrame:
     """The status table (partition and group rows) of one step over ``offsets``."""
-    return step(offsets, RuleParams(burrow_window=5, stall_after_s=30, stop_after_s=30, warn_lag_s=30)).status
+    return step(offsets, AnalyticsRulesConfig(burrow_window=5, stall_after_s=30, stop_after_s=30, warn_lag_s=30)).status
 
 
 def test_status_rules(spark: SparkSession) -> None:
@@ -40,10 +40,11 @@ def test_status_rules(spark: SparkSession) -> None:
 
 
 def test_group_status_is_the_worst_partition(spark: SparkSession) -> None:
-    # partition 0 stalled, partition 1 caught up: the group is STALL for lagscope and ERR for
-    # Burrow (which counts anything worse than ERR as ERR); lag sums 900 + 0
+    # partition 0 stalled (its owner m1 makes no progress anywhere), partition 1 caught up (m2):
+    # the group is STALL for lagscope and ERR for Burrow (which counts anything worse than ERR as
+    # ERR); lag sums 900 + 0
     stalled = offsets_rows([(t, 100, 1000, 0, "m1") for t in T], partition=0)
-    fine = offsets_rows([(t, 10 * t, 10 * t, 0, "m1") for t in T], partition=1)
+    fine = offsets_rows([(t, 10 * t, 10 * t, 0, "m2") for t in T], partition=1)
     out = _status(cases_df(spark, [stalled, fine]))
     got = out.where(F.col("partition").isNull()).select("burrow_status", "status", "lag")
     assertDataFrameEqual(got, spark.createDataFrame([("ERR", "STALL", 900)],
@@ -54,11 +55,13 @@ def test_group_status_is_lagscopes_worst_partition(spark: SparkSession) -> None:
     # lagscope's own statuses, worst first as the dashboards and alerts rank them: ERR, STOP,
     # STALL (critical), REWIND, WARN (warning), OK, IDLE. One group per pair of partitions: lost
     # messages (ERR) outrank a stall; a partition nobody owns (STOP) outranks one whose owner is
-    # stuck (STALL); a stall outranks a rewind. Burrow's group row is ERR for all three
+    # stuck (STALL); a stall outranks a rewind. Burrow's group row is ERR for all three. The
+    # stalled partition's owner (m2) owns nothing else: a stall, not a starved partition (whose
+    # owner progresses on its other partitions, test_starved.py)
     def pair(group: str, p0: list[tuple[Any, ...]], p1: list[tuple[Any, ...]]) -> list[list[dict[str, Any]]]:
         return [offsets_rows(p0, group=group, partition=0), offsets_rows(p1, group=group, partition=1)]
 
-    stalled = [(t, 100, 1000, 0, "m1") for t in T]
+    stalled = [(t, 100, 1000, 0, "m2") for t in T]
     lost = [(t, 100, 1000, 200, "m1") for t in T]
     stopped = [(t, min(t, 20), 1000, 0, "m1" if t <= 20 else None) for t in T]
     rewound = [(t, c, 1000, 0, "m1") for t, c in zip(T, (100, 200, 300, 250, 350, 450), strict=True)]

@@ -17,8 +17,7 @@ from spark_series import prepare_series
 from spark_trends import transform_lag_seconds, transform_lag_trends
 from stepping import StepResult, run_step
 
-from lagscope.analytics.job import Settings
-from lagscope.analytics.params import RuleParams
+from lagscope.config import AnalyticsConfig
 
 pytestmark = pytest.mark.spark
 
@@ -62,11 +61,11 @@ def test_lag_seconds(spark: SparkSession) -> None:
 
 def test_read_committed_group_reads_to_the_last_stable_offset(spark: SparkSession) -> None:
     # hw 300 ends in a commit marker; lso 290 = committed: caught up for a read_committed group
-    # (listed, or recognised from the collector's lag 0), 10 behind otherwise
+    # (listed, or measured so by the collector: lag_basis 'lso'), 10 behind otherwise
     df = offsets_df(spark, [(0, 290, 300, 0, "m1", 290)])
     plain = prepare_series(df).select("lag")
     listed = prepare_series(df, read_committed_groups=["g"]).select("lag")
-    seen = prepare_series(df.withColumn("lag", F.lit(0).cast("long"))).select("lag")
+    seen = prepare_series(offsets_df(spark, [(0, 290, 300, 0, "m1", 290)], lag_basis="lso")).select("lag")
     # the groups are regexes matching the whole id, as in the clusters' read_committed_groups:
     # "x|g" matches "g"; "g.+" does not (it needs more than "g"), nor does a bare prefix
     by_regex = prepare_series(df, read_committed_groups=["other", "x|g"]).select("lag")
@@ -139,12 +138,14 @@ def test_minute_rows_are_each_minutes_last_sweep_with_the_minutes_totals(spark: 
     # it (minute 1: 40→70 and 70→100, so Δt 60 s, Δend 60 + 90, Δcommitted 10 + 60)
     rows = [(0, 100, 100), (20, 110, 130), (40, 150, 150), (70, 160, 210), (100, 220, 300), (130, 300, 300)]
     out = transform_lag_seconds(prepare_series(offsets_df(spark, rows)))
-    got = out.select("t", "window_start", "lag", "lag_max", "m_de", "m_dc", "m_dt")
+    got = out.select("t", "window_start", "lag", "lag_max", "minute_end_rise", "minute_committed_rise",
+                     "minute_span_s")
     expected = spark.createDataFrame([
         (at(40).timestamp(), at(0), 0, 20, 50, 50, 40.0),
         (at(100).timestamp(), at(60), 80, 80, 150, 70, 60.0),
         (at(130).timestamp(), at(120), 0, 0, 0, 80, 30.0),
-    ], "t double, window_start timestamp, lag long, lag_max long, m_de long, m_dc long, m_dt double")
+    ], "t double, window_start timestamp, lag long, lag_max long, minute_end_rise long, minute_committed_rise long, "
+       "minute_span_s double")
     assertDataFrameEqual(got, expected)
 
 
@@ -168,7 +169,7 @@ def test_lag_seconds_after_the_end_went_down_across_steps(spark: SparkSession) -
     # second seeded by the first's state: its carried end-offset history must not hold the old
     # topic's rises either)
     rows = [(0, 100, 100), (10, 200, 200), (20, 300, 300), (30, 0, 0), (70, 20, 150)]
-    settings = Settings(rules=RuleParams())
+    settings = AnalyticsConfig()
 
     def step(part: list[tuple[int, int, int]], state: dict[str, DataFrame] | None = None) -> StepResult:
         members = members_df(spark, [members_rows([(t, "Stable", 1, [("m1", None, [0])]) for t, *_ in part])])

@@ -23,26 +23,15 @@ from spark_reference_groups import ANOMALY_COLUMNS, reference_group_pass
 
 from lagscope.analytics import groups
 from lagscope.analytics.arrays import timestamps
-from lagscope.analytics.params import RuleParams
 from lagscope.analytics.step import prepare
+from lagscope.config import AnalyticsConfig, AnalyticsRulesConfig
 from lagscope.schema import TABLES
 
 _MS = pa.timestamp("ms", tz="UTC")
 _US = pa.timestamp("us", tz="UTC")
 
 
-@dataclass(frozen=True)
-class Settings:
-    """The settings the pass reads (``lagscope.analytics.job.Settings`` has these fields)."""
-
-    rules: RuleParams = field(default_factory=RuleParams)
-    session_timeout_s: float = 45.0
-    heartbeat_s: float = 3.0
-    network_s: float = 1.0
-    rebalance_timeout_s: float = 300.0
-
-
-S = Settings(session_timeout_s=10, heartbeat_s=1, network_s=1, rebalance_timeout_s=30)
+S = AnalyticsConfig(session_timeout_s=10, heartbeat_s=1, network_s=1, rebalance_timeout_s=30)
 
 
 # --------------------------------------------------------------------------------------------
@@ -90,7 +79,7 @@ def inputs(step: Step, carried_msweeps: pa.Table | None = None,
         anomalies=pa.Table.from_pylist(step.anomalies, schema=ANOMALY_SCHEMA))
 
 
-def reference(spark: SparkSession, inp: groups.GroupInputs, settings: Settings) -> dict[str, pa.Table]:
+def reference(spark: SparkSession, inp: groups.GroupInputs, settings: AnalyticsConfig) -> dict[str, pa.Table]:
     series = inp.series.append_column("ts", timestamps(np.asarray(inp.series.column("t")), _US)).select(
         ["cluster", "group_id", "topic", "partition", "ts", "t", "committed", "lag", "owner"])
     carried = None
@@ -145,8 +134,17 @@ def compare(out: groups.GroupOutputs, ref: dict[str, pa.Table]) -> None:
     same(rows(out.rebalances, groups.REBALANCE_COLUMNS, ["cluster", "group_id", "start_ts", "end_ts"]),
          rows(ref["rebalances"], groups.REBALANCE_COLUMNS, ["cluster", "group_id", "start_ts", "end_ts"]),
          "rebalances")
-    cols = [*ANOMALY_COLUMNS, "date"]
+    # the statement stops at the outages a rebalance explains: the stalls' and stops' judgement
+    # across the group (kind, severity, detail: starved, or a warning beside a progressing member)
+    # is checked by hand-computed cases (test_starved.py, test_starved_from_the_commit_stream)
+    judged = ("kind", "severity", "detail")
+    cols = [c for c in [*ANOMALY_COLUMNS, "date"] if c not in judged]
     same(rows(out.anomalies, cols, ["key"]), rows(ref["anomalies"], cols, ["key"]), "anomalies")
+    idle = ("stall", "stop", "starved")
+    mine = out.anomalies.filter(pa.compute.invert(pa.compute.is_in(out.anomalies.column("kind"), pa.array(idle))))
+    theirs = ref["anomalies"].filter(pa.compute.invert(pa.compute.is_in(ref["anomalies"].column("kind"),
+                                                                        pa.array(idle))))
+    same(rows(mine, ["key", *judged], ["key"]), rows(theirs, ["key", *judged], ["key"]), "other anomalies")
     same(rows(out.msweeps, MSWEEP_COLUMNS, ["cluster", "group_id", "t"]),
          rows(ref["msweeps"], MSWEEP_COLUMNS, ["cluster", "group_id", "t"]), "msweeps")
     rcols = ["cluster", "group_id", "start_ts", "end_ts"]
@@ -259,6 +257,51 @@ def test_generations_no_sweep_saw() -> None:
         ("leave", "commit_stream", at(11.3), at(11.5), 0.2, 20.0, 2, 3, ["m1", "m2"], ["m1"], 1, None)]
 
 
+def _joined_step(*, commits: bool = False) -> Step:
+    g = "joined"
+    # three members join one after another as the group starts: generation 1 = {m1} (0.5), 2 =
+    # {m1, m2} (1.5), 3 = {m1, m2, m3} (2.5); the first settled sweep (4) sees generation 3 only
+    three = [("m1", None, [0]), ("m2", None, [1]), ("m3", None, [])]
+    events = [rc.record(g, 0.5, 1, [rc.member("m1", parts=(0, 1))]),
+              rc.record(g, 1.5, 2, [rc.member("m1", parts=(0,)), rc.member("m2", parts=(1,))]),
+              rc.record(g, 2.5, 3, [rc.member("m1", parts=(0,)), rc.member("m2", parts=(1,)), rc.member("m3")])]
+    return Step(members=members_rows(rc.stable(range(4, 17, 2), 3, three), group=g),
+                offsets=rc.offsets(g, 16, {0: [(0, "m1")], 1: [(0, "m2")]}), events=events,
+                commits=rc.commits(g, [(0, 1.2), (1, 1.2), (0, 2.2), *rc.regular((0, 1), 16)[4:]]) if commits else None)
+
+
+def test_generations_before_the_first_settled_sweep_are_rebalances() -> None:
+    # every generation change is a rebalance, those before the first settled sweep too: two
+    # joins from the records alone, each from the midpoint of the two records (no commit stream:
+    # nothing else says when the group stopped) to the new generation's record; p1 moved to m2 in
+    # the first, nothing moved in the second (m3 got no partition); nothing measured the
+    # accumulated messages (no sweep at either end): null, not 0
+    got = groups.group_pass(inputs(_joined_step()), S).rebalances.to_pylist()
+    assert [(r["cause"], r["source"], r["start_ts"], r["end_ts"], r["generation_before"], r["generation_after"],
+             r["members_before"], r["members_after"], r["partitions_moved"], r["messages_accumulated"])
+            for r in got] == [
+        ("join", "commit_stream", at(1.0), at(1.5), 1, 2, ["m1"], ["m1", "m2"], 1, None),
+        ("join", "commit_stream", at(2.0), at(2.5), 2, 3, ["m1", "m2"], ["m1", "m2", "m3"], 0, None)]
+    # with the commit stream the starts are the surviving members' revocation commits: m1's of
+    # p0 and p1 at 1.2 before generation 2; before generation 3 m1's of p0 at 2.2 (m2 committed
+    # nothing in [1.5, 2.5])
+    got = groups.group_pass(inputs(_joined_step(commits=True)), S).rebalances.to_pylist()
+    assert [(r["start_ts"], r["end_ts"]) for r in got] == [(at(1.2), at(1.5)), (at(2.2), at(2.5))]
+
+
+def test_generations_before_a_carried_settled_sweep_are_not_reported_again() -> None:
+    # the first step (to 8 s) reports the two joins; the next (10 … 16 s, reading the records
+    # again from 0) carries the settled sweep at 8: the records before it were judged, no window
+    step = _joined_step()
+    first = Step(members=[r for r in step.members if r["sweep_ts"] <= at(8)],
+                 offsets=[r for r in step.offsets if r["sweep_ts"] <= at(8)], events=step.events)
+    one = groups.group_pass(inputs(first), S)
+    assert one.rebalances.num_rows == 2
+    second = Step(members=[r for r in step.members if r["sweep_ts"] > at(8)],
+                  offsets=[r for r in step.offsets if r["sweep_ts"] > at(8)], events=step.events)
+    assert groups.group_pass(inputs(second, one.msweeps, one.recent_rebalances), S).rebalances.num_rows == 0
+
+
 def _idle() -> tuple[list[tuple[Any, ...]], list[dict[str, Any]]]:
     sweeps = [*rc.stable(range(0, 11, 2), 1, rc.SPLIT), (12, "PreparingRebalance", 1, [("m1", None, [0])]),
               *rc.stable(range(14, 17, 2), 2, rc.BOTH)]
@@ -336,6 +379,12 @@ OUTAGE_CASES = [
     ("open stall outlasting", anomaly("session", "stall", 6, None, 34), True),
     # open, seen for 8 s: inside: dropped
     ("open stall inside", anomaly("session", "stall", 6, None, 8), False),
+    # a commit gap from inside the outage to a first commit long after the window (the new
+    # owner's first commit): the rebalance's processing gap: dropped; a stall so long is kept
+    ("commit gap ending after", anomaly("session", "commit_gap", 6, 30, 24), False),
+    ("stall ending after", anomaly("session", "stall", 6, 30, 24), True),
+    # a commit gap that began after the window is its own
+    ("commit gap after", anomaly("session", "commit_gap", 19, 30, 11), True),
     # a rewind is no outage, whatever its time
     ("rewind", anomaly("session", "rewind", 6, 6, 5), True),
     # another group's stall at the same time
@@ -350,6 +399,32 @@ def test_anomalies_inside_a_rebalance_outage_are_dropped(case: str, row: dict[st
     got = groups.group_pass(inputs(step), S).anomalies
     assert [r["key"] for r in got.filter(pa.compute.not_equal(got.column("kind"), "rebalance_storm")).to_pylist()] == (
         [row["key"]] if kept else []), case
+
+
+def _sparse(commits: bool) -> Step:
+    """m1 owns p0 and p1 of group "cs", sweeps at 0, 22 and 40; p0 stands still at 0 of 500 (a
+    stall 0 … 20, per the per-partition pass), p1 moves 0 → 100 by the sweep at 22; with the
+    commit stream, p1's commits at 10 (50) and 20 (100)."""
+    g = "cs"
+    offsets = [*offsets_rows([(0, 0, 500), (22, 0, 500), (40, 0, 500)], group=g, partition=0),
+               *offsets_rows([(0, 0, 500), (22, 100, 500), (40, 100, 500)], group=g, partition=1)]
+    stall = {**anomaly(g, "stall", 0, 20, 20, partition=0), "severity": "critical"}
+    cm = [{**c, "committed_offset": o} for c, o in zip(rc.commits(g, [(1, 10.0), (1, 20.0)]), (50, 100), strict=True)]
+    return Step(members=members_rows([(t, "Stable", 1, [("m1", None, [0, 1])]) for t in (0, 22, 40)], group=g),
+                offsets=offsets, commits=cm if commits else None, anomalies=[stall])
+
+
+def test_starved_from_the_commit_stream() -> None:
+    # from the sweeps alone p1's progress shows at 22, after the stall ended (20): m1 made no
+    # progress the sweeps saw during it, and nobody else did: a stall, critical as it came;
+    # the commit stream shows p1's offset advancing at 20 (50 → 100; the first commit at 10
+    # has none before it to advance from): m1 was working, p0 was starved (info: 20 s < 300 s)
+    def judged(commits: bool) -> tuple[str, str]:
+        (r,) = groups.group_pass(inputs(_sparse(commits)), S).anomalies.to_pylist()
+        return r["kind"], r["severity"]
+
+    assert judged(False) == ("stall", "critical")
+    assert judged(True) == ("starved", "info")
 
 
 def test_storms_and_their_state() -> None:
@@ -397,8 +472,8 @@ def test_group_events_need_their_columns() -> None:
 @pytest.mark.spark
 def test_hand_built_scenarios_equal_the_spark_statement(spark: SparkSession) -> None:
     anomalies = [row for _, row, _ in OUTAGE_CASES]
-    settings = Settings(rules=RuleParams(storm_count=2, storm_window_s=60.0), session_timeout_s=10,
-                        heartbeat_s=1, network_s=1, rebalance_timeout_s=30)
+    settings = AnalyticsConfig(rules=AnalyticsRulesConfig(storm_count=2, storm_window_s=60.0), session_timeout_s=10,
+                               heartbeat_s=1, network_s=1, rebalance_timeout_s=30)
     steps = [Step(members=_hand_step().members, offsets=_hand_step().offsets, anomalies=anomalies),
              _stream_step(), _bound_step(), _missed_step()]
     with_stream = _hand_step()
@@ -591,8 +666,8 @@ def test_random_groups_equal_the_spark_statement(spark: SparkSession, seed: int)
     with_events, with_commits = seed % 3 != 2, seed % 2 == 0
     lakes = {f"g{i}": random_lake(rng, f"g{i}", t_end=t_end, generations=rng.random() < 0.5, events=with_events,
                                   commits=with_commits, cluster=rng.choice(["c", "d"])) for i in range(5)}
-    settings = Settings(rules=RuleParams(storm_count=2, storm_window_s=rng.choice([10.0, 20.5, 30.0])),
-                        session_timeout_s=10, heartbeat_s=1, network_s=1, rebalance_timeout_s=30)
+    settings = AnalyticsConfig(rules=AnalyticsRulesConfig(storm_count=2, storm_window_s=rng.choice([10.0, 20.5, 30.0])),
+                               session_timeout_s=10, heartbeat_s=1, network_s=1, rebalance_timeout_s=30)
 
     def rows_of(table: str, lo: float, hi: float, col: str) -> list[dict[str, Any]]:
         return [r for lk in lakes.values() for r in lk[table] if at(lo) <= r[col] <= at(hi)]

@@ -1,7 +1,13 @@
-"""The numpy rewind / skip point events (lagscope.analytics.np_points.point_events) against
-Spark's sref.transform_point_events on the same enriched series (two incremental steps, the
-second seeded by the first's state rows), with and without a random commit stream, and on small
-hand-written edge cases."""
+"""The numpy rewind point events (lagscope.analytics.np_points.point_events) against Spark's
+sref.transform_point_events on the same enriched series (two incremental steps, the second
+seeded by the first's state rows), with and without a random commit stream, and on small
+hand-written edge cases.
+
+Skips are no longer compared with a Spark statement: the reference encoded the old size rule
+(a jump > ``skip_min_messages`` and > ``skip_factor`` × the largest rate ever seen), which the
+evidence-based rules replaced (docs/analytics.md, "Definitions"); they are tested against
+hand-computed behavioural cases through a whole step (test_skips.py) and, for the advances the
+per-partition pass hands them, below."""
 
 from __future__ import annotations
 
@@ -17,15 +23,12 @@ from pyspark.sql import functions as F  # noqa: N812
 from spark_series import KEY
 
 from lagscope.analytics.kseries import Commits, Found, Series
-from lagscope.analytics.np_points import point_events
+from lagscope.analytics.np_points import Advances, advances, point_events
 
 pytestmark = pytest.mark.spark
 
 COMMITS_SCHEMA = "cluster string, group_id string, topic string, partition int, t double, offset long, seq long"
-PARAMS: list[dict[str, Any]] = [
-    {"skip_factor": 5.0, "skip_min_messages": 100},
-    {"skip_factor": 1.5, "skip_min_messages": 20, "margin_s": 3.0},
-]
+PARAMS: list[dict[str, Any]] = [{}, {"margin_s": 3.0}]
 
 Row = tuple[Any, ...]
 
@@ -154,17 +157,15 @@ def test_point_events_match_spark(spark: SparkSession, seed: int, n_keys: int) -
             _assert_same(got, want)
             _tally(got, counts, "c:" if with_commits else "s:")
     # every kind of row occurs: sweep rewinds (kept, and dropped for a commit rewind), commit
-    # rewinds, skips from the sweeps and skips timed by a commit
+    # rewinds
     assert counts.get("s:rewind:interval", 0) > counts.get("c:rewind:interval", 0) > 0, counts
     assert counts.get("c:rewind:exact", 0) > 0, counts
-    assert counts.get("s:skip:interval", 0) > 0, counts
-    assert counts.get("c:skip:exact", 0) > 0, counts
     # commits going back that the end drop explains (rebased) occur
     cj = sref._commit_jumps(cdf, enriched)
     assert cj.where(F.col("rebased") & (F.col("offset") < F.col("prev_offset"))).count() > 0
 
 
-P = {"skip_factor": 5.0, "skip_min_messages": 100}
+P: dict[str, Any] = {}
 _T0 = T0.timestamp()
 
 
@@ -203,34 +204,6 @@ def test_rebased_commit_seen_by_the_sweep_at_its_time(spark: SparkSession) -> No
     assert _brief(got) == [("rewind", 25.0, 25.0, 5.0)]
 
 
-def test_skip_timed_by_the_largest_jump_within_the_margin(spark: SparkSession) -> None:
-    # a reset to the end between t=30 and 40: jumps 700 at t=31, 3000 at t=36 (the largest in
-    # [29, 41]), 100 at t=40.5; 20000 at t=41.5 lies past the margin. 2000 → 1900 at t=35 is
-    # a rewind of its own
-    sweeps = [(0, 1000, 1000, 0), (10, 1100, 2000, 0), (20, 1200, 3000, 0), (30, 1300, 4000, 0),
-              (40, 5000, 5000, 0), (50, 20000, 21000, 0)]
-    commits = [(0, 1000), (10, 1100), (20, 1200), (29.5, 1300), (30, 1300), (31, 2000), (35, 1900), (36, 5000),
-               (40.5, 5100), (41.5, 20000)]
-    got, want, _, _ = _case(spark, sweeps, commits)
-    _assert_same(got, want)
-    assert _brief(got)[:2] == [("rewind", 35.0, 35.0, 100.0), ("skip", 36.0, 36.0, 3600.0)]
-    # a zero margin: nothing at t=29.5 or 40.5 counts, still 36
-    got0, want0, _, _ = _case(spark, sweeps, commits, margin_s=0.0)
-    _assert_same(got0, want0)
-
-
-def test_skip_jump_ties_take_the_latest_commit(spark: SparkSession) -> None:
-    # two commits jump 1000 past everything before (t=31 and t=36): Spark's max_by keeps
-    # either (undefined order); the numpy pass takes the latest
-    sweeps = [(0, 1000, 1000, 0), (10, 1100, 2000, 0), (20, 1200, 3000, 0), (30, 1300, 4000, 0),
-              (40, 5000, 5000, 0)]
-    got, want, _, _ = _case(spark, sweeps, [(0, 1000), (10, 1100), (20, 1200), (30, 1300), (31, 2300),
-                                            (36, 3300)])
-    assert _brief(got) == [("skip", 36.0, 36.0, 3600.0)]
-    assert len(want) == 1
-    assert want[0][2] in (got[0][2], got[0][2] - 5_000_000)
-
-
 def test_step_range_and_commits_before_it(spark: SparkSession) -> None:
     # step two (sweeps t=30, 40) after a state row at t=20: rewinds at t=12 and t=20 (= lo) are
     # the previous step's; 700 → 650 at t=30 is one (and explains the sweep rewind in [20, 30]);
@@ -249,9 +222,30 @@ def test_step_range_and_commits_before_it(spark: SparkSession) -> None:
     assert point_events(s, c, **P).n == 1  # the sweep rewind, not explained by key 1's commit
 
 
+def test_advances_per_commit_and_per_sweep(spark: SparkSession) -> None:
+    # consuming 10/s with a growing backlog (busy 10 → 20 and 20 → 30: capacity 10/s), then a
+    # jump to 5000 past the end 4000 seen at t=30. With the commit stream the advance is the
+    # commit at t=36 (3690 past 1310, committed at t=31: its interval is 5 s); the commit of 10
+    # at t=31 is what 10/s does in 1 s, and the earlier ones came before any capacity was shown:
+    # not handed on. From the sweeps: 3700 in 30 → 40
+    sweeps = [(0, 1000, 1000, 0), (10, 1100, 2000, 0), (20, 1200, 3000, 0), (30, 1300, 4000, 0),
+              (40, 5000, 5000, 0)]
+    commits = [(0, 1000), (10, 1100), (20, 1200), (30, 1300), (31, 1310), (36, 5000)]
+    _, _, s, keys = _case(spark, sweeps, commits)
+    c = _commits_arrays([("c", "g", "t", 0, _T0 + t, o, n) for n, (t, o) in enumerate(commits)], keys)
+
+    def brief(a: Advances) -> list[Row]:
+        return [(a.t0[i] - _T0, a.t1[i] - _T0, int(a.advance[i]), float(a.capacity[i]), bool(a.exact[i]),
+                 bool(a.at_end[i]), bool(a.from_lost[i]), bool(a.unowned[i])) for i in range(a.n)]
+
+    assert brief(advances(s, c)) == [(31.0, 36.0, 3690, 10.0, True, True, False, False)]
+    assert brief(advances(s, None)) == [(30.0, 40.0, 3700, 10.0, False, True, False, False)]
+
+
 def test_empty_chunk() -> None:
     s = _empty_series()
     assert point_events(s, None, **P).n == 0
+    assert advances(s, None).n == 0
     c = Commits(key=np.array([0], np.int64), t=np.array([1.0]), offset=np.array([5], np.int64),
                 seq=np.array([0], np.int64))
     assert point_events(s, c, **P).n == 0

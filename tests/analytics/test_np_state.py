@@ -43,10 +43,10 @@ def test_state_rows_match_spark(spark: SparkSession, seed: int) -> None:
                 np.testing.assert_allclose(g, _f(w[m]), rtol=1e-12, equal_nan=True, err_msg=m)
 
 
-@pytest.mark.parametrize(("seed", "recent_s"), [(21, 600.0), (22, 50.0), (23, 0.0)])
-def test_compact_history_matches_spark(spark: SparkSession, seed: int, recent_s: float) -> None:
-    # the end-offset points a next step needs: recent ones whole, older ones merged per minute,
-    # only those of the last epoch above the last committed offset; carried points included
+@pytest.mark.parametrize(("seed", "newest"), [(21, 120), (22, 3), (23, 1)])
+def test_compact_history_matches_spark(spark: SparkSession, seed: int, newest: int) -> None:
+    # the end-offset points a next step needs: the newest history_points of those of the last
+    # history epoch above the last committed offset; carried points included
     steps = two_steps(spark, random_cases(np.random.default_rng(seed), n_keys=16, n_sweeps=60), split_s=300.0)
     s, keys = series_arrays(steps.enriched)
     number = {k: i for i, k in enumerate(keys)}
@@ -54,7 +54,7 @@ def test_compact_history_matches_spark(spark: SparkSession, seed: int, recent_s:
     first_enriched = steps.enriched  # the carried history is any set of epoch-0 points of the keys
     carried = (history_points(first_enriched).where(F.col("tc") < 260).select(*KEY, "e", "tc", "tp", "ep"))
     spark_all = history_points(steps.enriched).unionByName(carried.withColumn("end_epoch", F.lit(0).cast("long")))
-    want = compact_history(spark_all, steps.enriched.where(F.col("next_t").isNull()), recent_s=recent_s).collect()
+    want = compact_history(spark_all, steps.enriched, history_points=newest).collect()
     crows = carried.collect()
     cp = np_state.Points(
         key=np.array([number[tuple(r[k] for k in KEY)] for r in crows], np.int64),
@@ -64,7 +64,7 @@ def test_compact_history_matches_spark(spark: SparkSession, seed: int, recent_s:
     fresh = np_state.history_points(s)
     both = np_state.Points(*(np.concatenate([getattr(fresh, f), getattr(cp, f)])
                              for f in np_state.Points.__dataclass_fields__))
-    got = np_state.compact_history(both, s, recent_s=recent_s)
+    got = np_state.compact_history(both, s, history_points=newest)
     got_rows = sorted((keys[k], int(e), round(tc, 6), round(tp, 6), int(ep))
                       for k, e, tc, tp, ep in zip(got.key, got.e, got.tc, got.tp, got.ep, strict=True))
     want_rows = sorted((tuple(r[k] for k in KEY), r["e"], round(r["tc"], 6), round(r["tp"], 6), r["ep"])

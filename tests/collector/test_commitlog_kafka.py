@@ -188,7 +188,7 @@ t = CommitLogTailer(bootstrap, lake_root, "killtest", start=start, flush_records
 t.open()
 while True:
     t.run_once()
-    if os.path.exists(done) and t.caught_up():
+    if os.path.exists(done) and t.measure_lag() == 0:
         t.flush()
         break
 t.close()
@@ -280,7 +280,7 @@ def test_no_read_acl_on_a_real_broker_warns_once_and_stops(tmp_path: Path, uniqu
                                                            caplog: pytest.LogCaptureFixture) -> None:
     from kafka.admin import ACL, ACLOperation, ACLPermissionType, ResourcePattern, ResourceType
 
-    from lagscope.deploy.broker import SCRAM_USER, LocalBroker
+    from lagscope.devtools.broker import SCRAM_USER, LocalBroker
 
     extra = {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
              # the PLAINTEXT and controller listeners (the test's admin, the broker itself)
@@ -342,7 +342,7 @@ def test_transactional_commits_only_when_the_transaction_commits(bootstrap: str,
     tailer = CommitLogTailer(bootstrap, tmp_path, "tx", start=start)
     tailer.open()
     deadline = time.monotonic() + 30
-    while not tailer.caught_up() and time.monotonic() < deadline:
+    while tailer.measure_lag() != 0 and time.monotonic() < deadline:
         tailer.run_once(200)
     tailer.flush()
     tailer.close()
@@ -379,7 +379,7 @@ def test_transactional_commits_only_when_the_transaction_commits(bootstrap: str,
 
 @pytest.mark.slow
 def test_sim_crash_commits_and_session_timeout_rebalance(bootstrap: str, tmp_path: Path) -> None:
-    from lagscope.sim import run_scenario, truth
+    from lagscope.devtools.sim import run_scenario, truth
 
     tailer = CommitLogTailer(bootstrap, tmp_path / "lake", "sim", start=_start_iso(),
                              flush_interval_s=0.3, poll_timeout_ms=100)

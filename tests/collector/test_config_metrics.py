@@ -1,4 +1,4 @@
-"""metrics.compat and metrics.history_size: validated in the file, honoured by the collector's
+"""metrics.compat and time_lag.history_points: validated in the file, honoured by the collector's
 /metrics (scraped over HTTP, as Prometheus does)."""
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from lagscope.errors import ConfigError
 T0 = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
 
 
-def _collector(tmp_path: Path, **metrics: Any) -> Collector:
+def _collector(tmp_path: Path, time_lag: dict[str, Any] | None = None, **metrics: Any) -> Collector:
     settings = Settings.model_validate({"collector": {"lake": str(tmp_path / "lake")},
-                                        "metrics": {"port": 0, **metrics}})
+                                        "metrics": {"port": 0, **metrics}, "time_lag": time_lag or {}})
     return Collector(settings, receivers=[]).start()
 
 
@@ -77,11 +77,11 @@ def test_compat_chooses_the_name_sets_served(tmp_path: Path, compat: list[str] |
     assert _names("lagscope") <= served  # always
 
 
-def test_history_size_bounds_how_far_back_the_time_lag_reaches(tmp_path: Path) -> None:
+def test_history_points_bound_how_far_back_the_time_lag_reaches(tmp_path: Path) -> None:
     key = (("cluster", "prod"), ("group", "g"), ("partition", "0"), ("topic", "t"))
     seen = {}
     for size in (2, 120):
-        collector = _collector(tmp_path, history_size=size)
+        collector = _collector(tmp_path, time_lag={"history_points": size})
         try:
             _feed(collector)
             metrics = _scrape(collector)
@@ -89,32 +89,37 @@ def test_history_size_bounds_how_far_back_the_time_lag_reaches(tmp_path: Path) -
             collector.stop()
         seen[size] = (metrics["lagscope_partition_lag_seconds"][key],
                       metrics["lagscope_partition_lag_seconds_is_lower_bound"][key])
-    # 120 remembered ends bracket offset 150 (between the sweeps that saw 100 and 200): exact;
-    # 2 remembered ends (300, 400) do not reach back to it: only a lower bound
+    # 120 remembered points bracket offset 150 (the rise 100 → 200): interpolated; the newest 2
+    # (200 → 300, 300 → 400) do not reach back to it: only a lower bound
     assert seen[120][1] == 0.0
     assert seen[2][1] == 1.0
     assert seen[2][0] <= seen[120][0]
 
 
-# (metrics section, expected one-line error)
+# (the file's sections, expected one-line error)
 INVALID = [
     # a name set that does not exist
-    ({"compat": ["burrow"]}, "metrics.compat[0]: Input should be 'kafka_exporter' or 'kafka-lag-exporter'"),
+    ({"metrics": {"compat": ["burrow"]}},
+     "metrics.compat[0]: Input should be 'kafka_exporter' or 'kafka-lag-exporter'"),
     # the same set twice is a mistake
-    ({"compat": ["kafka_exporter", "kafka_exporter"]}, "metrics.compat: a name set is listed twice"),
-    # a history of one end offset cannot bracket anything
-    ({"history_size": 1}, "metrics.history_size: Input should be greater than or equal to 2"),
-    # an absurd history (memory per partition)
-    ({"history_size": 10_000_000}, "metrics.history_size: Input should be less than or equal to 100000"),
+    ({"metrics": {"compat": ["kafka_exporter", "kafka_exporter"]}}, "metrics.compat: a name set is listed twice"),
+    # no history at all: nothing could be interpolated
+    ({"time_lag": {"history_points": 0}}, "time_lag.history_points: Input should be greater than or equal to 1"),
+    # an absurd history (memory per group-partition)
+    ({"time_lag": {"history_points": 10_000_000}},
+     "time_lag.history_points: Input should be less than or equal to 100000"),
+    # the bound is one setting for the collector and the analytics: the old per-component ones are gone
+    ({"metrics": {"history_size": 120}}, "metrics.history_size: unknown setting"),
+    ({"analytics": {"history_recent_s": 600}}, "analytics.history_recent_s: unknown setting"),
 ]
 
 
-@pytest.mark.parametrize(("section", "expected"), INVALID)
-def test_invalid_metrics_settings(tmp_path: Path, section: dict[str, Any], expected: str) -> None:
+@pytest.mark.parametrize(("sections", "expected"), INVALID)
+def test_invalid_metrics_settings(tmp_path: Path, sections: dict[str, Any], expected: str) -> None:
     import yaml
 
     path = tmp_path / "lagscope.yaml"
-    path.write_text(yaml.safe_dump({"metrics": section}))
+    path.write_text(yaml.safe_dump(sections))
     with pytest.raises(ConfigError) as err:
         load_config(path, environ={})
     assert str(err.value).startswith(expected), str(err.value)
@@ -122,6 +127,6 @@ def test_invalid_metrics_settings(tmp_path: Path, section: dict[str, Any], expec
 
 def test_environment_sets_compat(tmp_path: Path) -> None:
     cfg = load_config(None, environ={"LAGSCOPE_METRICS__COMPAT": '["kafka-lag-exporter"]',
-                                     "LAGSCOPE_METRICS__HISTORY_SIZE": "30"})
+                                     "LAGSCOPE_TIME_LAG__HISTORY_POINTS": "30"})
     assert cfg.metrics.compat == ["kafka-lag-exporter"]
-    assert cfg.metrics.history_size == 30
+    assert cfg.time_lag.history_points == 30

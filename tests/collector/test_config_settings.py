@@ -67,8 +67,8 @@ INVALID = [
     ("collector: {intervall_s: 5}", "collector.intervall_s: unknown setting"),
     # the interval must be positive
     ("collector: {interval_s: 0}", "collector.interval_s: Input should be greater than 0"),
-    # the collector writes local lakes only
-    ("collector: {lake: 's3://bucket/lake'}", "collector.lake: 's3://bucket/lake': the collector writes local"),
+    # a lake is a local folder or an s3:// object store: another scheme names nothing lagscope reads
+    ("collector: {lake: 'gs://bucket/lake'}", "collector.lake: 'gs://bucket/lake': a lake is a local path"),
     # the tail's start must be a duration or earliest/latest
     ("clusters: [{name: a, bootstrap_servers: 'h:1', consumer_offsets_tail: {start: yesterday}}]",
      "clusters[0].consumer_offsets_tail.start: not a duration"),

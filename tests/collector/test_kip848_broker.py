@@ -15,7 +15,7 @@ from lagscope.collector.kafka_client import ClusterClient
 from lagscope.collector.kip848 import ConsumerGroupDescription, describe_consumer_groups, topic_names_by_id
 from lagscope.collector.sweep import sweep
 from lagscope.config import ClusterConfig
-from lagscope.deploy.broker import TOOLS_VERSION, _java, ensure_jars
+from lagscope.devtools.broker import TOOLS_VERSION, _java, ensure_jars
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -87,7 +87,8 @@ def _fully_assigned(n_members: int) -> Callable[[ConsumerGroupDescription], bool
     def check(d: ConsumerGroupDescription) -> bool:
         owned = [tp for m in d.members for tp in m.partitions()]
         return (d.ok and d.state == "Stable" and len(d.members) == n_members and len(owned) == PARTITIONS
-                and all(m.partitions() == m.target_partitions() for m in d.members))
+                and all(m.partitions() == sorted((ta.topic, p) for ta in m.target_assignment for p in ta.partitions)
+                        for m in d.members))
     return check
 
 

@@ -11,14 +11,14 @@ from typing import Any
 import pyarrow.compute as pc
 import pytest
 
-from lagscope.collector import reader as reader_mod
-from lagscope.collector.compaction import compact_folder, compact_lake, live_files
+from lagscope import lake as lake_mod
+from lagscope.collector.compaction import compact_folder, compact_lake
 from lagscope.collector.loop import Collector, LakeSink
 from lagscope.collector.model import Snapshot
 from lagscope.collector.reader import list_files, read
 from lagscope.config import Settings
 from lagscope.errors import KafkaUnavailable
-from lagscope.lake import partition_dir
+from lagscope.lake import live_files, partition_dir
 
 LATER = dt.datetime.now(dt.UTC) + dt.timedelta(hours=3)  # every bucket written now is closed then
 
@@ -165,13 +165,13 @@ def test_reader_lists_again_when_compaction_removed_what_it_listed(
     stale = list_files(tmp_path, "offsets")  # taken before compaction: the four sources
     compact_lake(tmp_path, now=LATER)
     calls: list[int] = []
-    real = reader_mod.list_files
+    real = lake_mod.list_files
 
     def first_stale(*args: Any, **kw: Any) -> list[Path]:
         calls.append(1)
         return stale if len(calls) == 1 else real(*args, **kw)
 
-    monkeypatch.setattr(reader_mod, "list_files", first_stale)
+    monkeypatch.setattr(lake_mod, "list_files", first_stale)
     assert read(tmp_path, "offsets").num_rows == 4 * 6
     assert len(calls) == 2
 

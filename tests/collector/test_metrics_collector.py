@@ -13,22 +13,24 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from lagscope.collector.metrics import GROUP_STATES, METRICS, LagCollector
 from lagscope.collector.model import Snapshot
+from lagscope.collector.sweep import lag_columns
 from lagscope.errors import ConfigError
 
 T0 = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
 
 
 def off(group: str, topic: str, partition: int, committed: int | None, end: int, *, start: int = 0,
-        lso: int | None = None, lag: int | str | None = "auto", member: str | None = None,
-        client: str | None = None, host: str | None = None, state: str = "Stable",
+        lso: int | None = None, lag: int | str | None = "auto", read_committed: bool = False,
+        member: str | None = None, client: str | None = None, host: str | None = None, state: str = "Stable",
         ts: dt.datetime = T0) -> dict[str, Any]:
-    """An OFFSETS row; ``lag`` defaults to what the sweep computes (end - committed, null without commit)."""
-    if lag == "auto":
-        lag = None if committed is None else max(0, end - committed)
+    """An OFFSETS row; ``lag`` and ``lag_basis`` are what the sweep computes (lag_columns) unless
+    ``lag`` is given."""
+    lso = end if lso is None else lso
+    (auto,), (basis,) = lag_columns([committed], [end], [lso], [read_committed])
     return {"sweep_ts": ts, "group_id": group, "topic": topic, "partition": partition,
             "committed_offset": committed, "log_start_offset": start, "log_end_offset": end,
-            "last_stable_offset": end if lso is None else lso, "member_id": member, "client_id": client,
-            "host": host, "group_state": state, "lag": lag}
+            "last_stable_offset": lso, "member_id": member, "client_id": client,
+            "host": host, "group_state": state, "lag": auto if lag == "auto" else lag, "lag_basis": basis}
 
 
 def mem(group: str, member: str | None, assignment: Sequence[tuple[str, int]] = (), *, state: str = "Stable",
@@ -289,13 +291,15 @@ def test_time_lag_from_history(registry: CollectorRegistry, collector: LagCollec
     for i, (end, committed) in enumerate([(100, 100), (200, 150), (300, 150), (400, 250)]):
         ts = T0 + dt.timedelta(seconds=10 * i)
         collector.update(snap([off("g", "t", 0, committed, end, ts=ts)], [mem("g", "m", [("t", 0)], ts=ts)], ts=ts))
-    # end was 250 half-way between t=10 s (200) and t=20 s (300): 15 s; now is 30 s → 15 s behind
-    assert registry.get_sample_value("lagscope_partition_lag_seconds", labels) == pytest.approx(15.0)
+    # message 250 is the 50th of the 100 written between t=10 s (end 200) and t=20 s (300): in the
+    # middle of its share, at 10 + 50.5/100·10 = 15.05 s; now is 30 s → 14.95 s behind
+    assert registry.get_sample_value("lagscope_partition_lag_seconds", labels) == pytest.approx(14.95)
     assert registry.get_sample_value("lagscope_partition_lag_seconds_is_lower_bound", labels) == 0
     assert registry.get_sample_value("lagscope_group_lag_seconds", {"cluster": "prod", "group": "g"}) == \
-        pytest.approx(15.0)
+        pytest.approx(14.95)
     assert registry.get_sample_value("kafka_consumergroup_group_max_lag_seconds", {
-        "cluster": "prod", "cluster_name": "prod", "group": "g", "is_simple_consumer": "false"}) == pytest.approx(15.0)
+        "cluster": "prod", "cluster_name": "prod", "group": "g", "is_simple_consumer": "false"}) == \
+        pytest.approx(14.95)
 
 
 def test_time_lag_before_history_is_a_lower_bound(registry: CollectorRegistry, collector: LagCollector) -> None:

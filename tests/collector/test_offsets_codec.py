@@ -83,7 +83,7 @@ def test_offset_tombstone_and_unicode_names() -> None:
     # a null value deletes the offset (expiry or DeleteConsumerGroupOffsets)
     rec = decode_record(offset_key("grüppe-é", "tópic", 0), None)
     assert rec.key == OffsetCommitKey("grüppe-é", "tópic", 0)
-    assert rec.is_tombstone
+    assert rec.value is None
 
 
 def test_empty_metadata_v3() -> None:
@@ -137,7 +137,7 @@ def test_group_tombstone() -> None:
     # a null value: the group was deleted (DeleteGroups or expired while empty)
     rec = decode_record(group_key("gone"), None)
     assert rec.key == GroupMetadataKey("gone")
-    assert rec.is_tombstone
+    assert rec.value is None
 
 
 # -- KIP-848 ----------------------------------------------------------------------------------
@@ -186,7 +186,7 @@ def test_kip848_member_tombstone_and_state_name() -> None:
     # a member-record tombstone = the member left the group
     rec = decode_record(cg_key(5, "g", "mem-1"), None)
     assert rec.key == ConsumerGroupKey(5, "g", "mem-1")
-    assert rec.is_tombstone
+    assert rec.value is None
     v = decode_record(cg_key(8, "g", "m"), cg_current_value(3, 2, 0, [])).value
     assert isinstance(v, ConsumerGroupCurrentAssignmentValue)
     assert v.state_name == "stable"

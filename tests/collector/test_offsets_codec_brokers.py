@@ -31,7 +31,7 @@ from lagscope.collector.offsets_codec import (
     decode_consumer_assignment,
     decode_record,
 )
-from lagscope.deploy.broker import LEGACY_VERSION, TOOLS_VERSION, LocalBroker, ensure_jars
+from lagscope.devtools.broker import LEGACY_VERSION, TOOLS_VERSION, LocalBroker, ensure_jars
 from lagscope.errors import RecordDecodeError
 
 pytestmark = pytest.mark.kafka
@@ -84,9 +84,11 @@ def _commit_and_capture(bootstrap: str, name: str) -> tuple[list[tuple[int, int,
     """Commit known offsets with a classic kafka-python consumer; return them and the decoded log."""
     _create_topic(bootstrap, name, 2)
     since = _log_ends(bootstrap)
+    # a join that raced the new topic's metadata gets no partitions ("No partition metadata"); a
+    # short metadata age makes the consumer see them and join again instead of waiting 5 minutes
     c = KafkaConsumer(name, bootstrap_servers=bootstrap, group_id=name, enable_auto_commit=False,
                       session_timeout_ms=7000, heartbeat_interval_ms=1000, max_poll_interval_ms=23000,
-                      client_id=f"{name}-client")
+                      metadata_max_age_ms=1000, client_id=f"{name}-client")
     made: list[tuple[int, int, str]] = []
     try:
         deadline = time.monotonic() + 30

@@ -26,8 +26,8 @@ from lagscope.collector.model import Snapshot
 from lagscope.collector.reader import read
 from lagscope.collector.sweep import sweep
 from lagscope.config import ClusterConfig, load_config
-from lagscope.deploy.broker import TOOLS_VERSION, ensure_jars
-from lagscope.sim.runner import collect_end_state, run_scenario
+from lagscope.devtools.broker import TOOLS_VERSION, ensure_jars
+from lagscope.devtools.sim.runner import collect_end_state, run_scenario
 
 pytestmark = pytest.mark.kafka
 
@@ -131,7 +131,9 @@ class _Member(threading.Thread):
         super().__init__(daemon=True)
         self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id=client_id,
                                       enable_auto_commit=False, auto_offset_reset="earliest",
-                                      session_timeout_ms=20000, heartbeat_interval_ms=1000)
+                                      session_timeout_ms=20000, heartbeat_interval_ms=1000,
+                                      metadata_max_age_ms=1000)  # a leader that assigned before the
+                                      # new topic's metadata arrived re-assigns within a second
         self.consumer.subscribe([topic])
         self.client_id = client_id
         self.assigned: set[TopicPartition] = set()
@@ -178,9 +180,9 @@ def test_live_group_owners_lag_and_an_empty_group(bootstrap: str, unique: str) -
         # the idle group only ever committed (no members): Empty, still recorded
         admin.alter_group_offsets(idle, {TopicPartition(topic, 1): OffsetAndMetadata(7, "", -1)})
         members_ = [_Member(bootstrap, live, f"{unique}-c{i}", topic) for i in range(2)]
-        for m in members_:
+        for i, m in enumerate(members_):  # one after another: the second joins a formed group
             m.start()
-        _wait_assigned(members_, 4)
+            _wait_assigned(members_[:i + 1], 4)
         owner_of = {tp.partition: m.client_id for m in members_ for tp in m.assigned}
         for m in members_:  # each commits 3 on its partitions 0-2 (partition 3 stays uncommitted)
             m.to_commit = {0: 3, 1: 3, 2: 3}

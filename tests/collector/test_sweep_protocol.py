@@ -12,7 +12,7 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, Consume
 
 from lagscope.collector.consumer_protocol import decode_assignment, decode_subscription
 from lagscope.collector.rows import ColumnRows
-from lagscope.collector.sweep import _Group, _Raw, build_snapshot, compute_lag
+from lagscope.collector.sweep import _Group, _Raw, build_snapshot, lag_columns
 from lagscope.config import ClusterConfig
 from lagscope.errors import ProtocolError
 from lagscope.schema import OFFSETS
@@ -87,23 +87,26 @@ def test_decoders_raise_only_protocol_errors_on_garbage(data: bytes) -> None:
             decode(data)
 
 
-# (committed, hw, lso, read_committed) -> lag; the OFFSETS contract
+# (committed, hw, lso, read_committed) -> (lag, lag_basis); the OFFSETS contract
 LAG_CASES = [
-    ((100, 150, 150, False), 50),  # plain: hw - committed
-    ((150, 150, 150, False), 0),  # caught up
-    ((150, 160, 150, True), 0),  # read_committed, open transaction: measured against the LSO
-    ((150, 160, 150, False), 10),  # same partition, read_uncommitted group: against the HW
-    ((140, 160, None, True), 20),  # LSO unknown: fall back to the HW rather than report nothing
-    ((170, 160, 160, False), 0),  # committed past the end (truncation/unclean election): never negative
-    ((None, 160, 160, False), None),  # no commit: no lag
-    ((-1, 160, 160, False), None),  # -1 is Kafka's "no offset"
-    ((100, None, None, False), None),  # deleted topic / no leader: unknown, not zero
+    ((100, 150, 150, False), (50, "hw")),  # plain: hw - committed
+    ((150, 150, 150, False), (0, "hw")),  # caught up
+    ((150, 160, 150, True), (0, "lso")),  # read_committed, open transaction: measured against the LSO
+    ((150, 160, 150, False), (10, "hw")),  # same partition, read_uncommitted group: against the HW
+    ((140, 160, None, True), (20, "hw")),  # LSO unknown: fall back to the HW rather than report nothing
+    ((170, 160, 160, False), (0, "hw")),  # committed past the end (truncation/unclean election): never negative
+    ((None, 160, 160, True), (None, "lso")),  # no commit: no lag, though the end it would be measured against is
+    ((100, None, None, False), (None, None)),  # deleted topic / no leader: unknown, not zero
+    ((100, None, 90, False), (None, None)),  # a read_uncommitted group never falls back to the LSO
+    ((2**62, 2**62 + 7, None, False), (7, "hw")),  # offsets beyond 2^53 stay exact (int64, not float)
 ]
 
 
-@pytest.mark.parametrize(("args", "expected"), LAG_CASES)
-def test_compute_lag(args: tuple[int | None, int | None, int | None, bool], expected: int | None) -> None:
-    assert compute_lag(*args) == expected
+def test_lag_columns_follow_the_offsets_contract() -> None:
+    # one call over all the cases, as the sweep makes it over its rows
+    args = list(zip(*(a for a, _ in LAG_CASES), strict=True))
+    lags, basis = lag_columns(*(list(col) for col in args))  # type: ignore[arg-type]
+    assert list(zip(lags, basis, strict=True)) == [want for _, want in LAG_CASES]
 
 
 def _cluster(**kw: object) -> ClusterConfig:
@@ -129,7 +132,7 @@ def test_build_snapshot_rows_owners_lag_and_group_errors() -> None:
     r0 = rows[("g-stable", 0)]
     assert (r0["committed_offset"], r0["log_end_offset"], r0["last_stable_offset"], r0["log_start_offset"]) == \
         (5, 10, 8, 2)
-    assert r0["lag"] == 5
+    assert (r0["lag"], r0["lag_basis"]) == (5, "hw")
     assert r0["member_id"] == "m1"
     assert r0["client_id"] == "c-1"
     assert r0["host"] == "10.0.0.1"
@@ -137,7 +140,7 @@ def test_build_snapshot_rows_owners_lag_and_group_errors() -> None:
     assert rows[("g-stable", 1)]["lag"] is None
     assert rows[("g-stable", 1)]["member_id"] == "m1"  # owned even without a commit
     # payments matches read_committed_groups: lag against the LSO (8 - 8), not the HW (10 - 8)
-    assert rows[("payments", 0)]["lag"] == 0
+    assert (rows[("payments", 0)]["lag"], rows[("payments", 0)]["lag_basis"]) == (0, "lso")
     assert rows[("payments", 0)]["commit_metadata"] == "meta"
     assert all(r["sweep_ts"] == TS for r in [*snap.offsets, *snap.members])
     # the Empty group has one member row with a null member

@@ -13,7 +13,7 @@ from kafka.structs import OffsetAndMetadata
 from lagscope.collector.kafka_client import ClusterClient
 from lagscope.collector.sweep import sweep
 from lagscope.config import ClusterConfig
-from lagscope.deploy.broker import SCRAM_USER, LocalBroker
+from lagscope.devtools.broker import SCRAM_USER, LocalBroker
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 

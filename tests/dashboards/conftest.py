@@ -1,15 +1,13 @@
-"""Fixtures of the results-out tests (exporter, webhooks, dashboards): see results_synthetic;
-one local Spark session for the tests that run the analytics (as tests/analytics/conftest.py)."""
+"""Fixtures of the dashboards' tests (and the results exporter's): one local Spark session for
+the tests that run the analytics (as tests/analytics/conftest.py). The synthetic result tables
+(``synthetic``) are tests/conftest.py's, shared with the alerts' tests."""
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
-from results_synthetic import Synthetic, write_synthetic
 
 from lagscope.analytics.session import build_session
 
@@ -17,12 +15,6 @@ from lagscope.analytics.session import build_session
 def pytest_configure(config: pytest.Config) -> None:
     # pyspark warns once about pandas 3 when its testing helpers are imported
     config.addinivalue_line("filterwarnings", "ignore:PySpark does not yet fully support pandas:FutureWarning")
-
-
-@pytest.fixture
-def synthetic(tmp_path: Path) -> Synthetic:
-    now = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    return write_synthetic(tmp_path / "results", "prod", "orders-svc", "orders", now)
 
 
 @pytest.fixture(scope="session")

@@ -9,19 +9,19 @@ from pathlib import Path
 
 import pytest
 import yaml
-from results_synthetic import Synthetic
+from helpers.results_synthetic import Synthetic
 from typer.testing import CliRunner
 
+from lagscope.alerts import Outbox
+from lagscope.alerts.prometheus_rules import RULES_FILE
 from lagscope.cli import app
-from lagscope.dashboards.alerts import Outbox
-from lagscope.dashboards.alerts import load_config as load_alerts
-from lagscope.dashboards.links import DEFAULT_APP_URL, DEFAULT_RULES, app_url
+from lagscope.dashboards.links import DEFAULT_APP_URL, app_url
 from lagscope.errors import ConfigError
 
 
-def _settings(tmp_path: Path, url: str | None) -> Path:
+def _settings(tmp_path: Path, url: str | None, **sections: object) -> Path:
     path = tmp_path / "lagscope.yaml"
-    path.write_text(yaml.safe_dump({"ui": {"url": url}} if url else {}))
+    path.write_text(yaml.safe_dump({**({"ui": {"url": url}} if url else {}), **sections}))
     return path
 
 
@@ -34,7 +34,7 @@ def _settings(tmp_path: Path, url: str | None) -> Path:
     (None, "https://app.example.org", "https://env.example.org", "https://env.example.org"),
     # the environment alone
     (None, None, "http://10.0.0.5:8501/lagscope/", "http://10.0.0.5:8501/lagscope"),
-    # an explicit URL (--app-url, the routes file's app_url) wins over everything
+    # an explicit URL (--app-url) wins over everything
     ("https://cli.example.org/", "https://app.example.org", "https://env.example.org", "https://cli.example.org"),
 ])
 def test_resolution_order(tmp_path: Path, explicit: str | None, file_url: str | None, env_url: str | None,
@@ -68,43 +68,26 @@ def test_generate_takes_the_settings_ui_url(tmp_path: Path, monkeypatch: pytest.
     assert "https://other.example.org/?" in (out / "lagscope-group.json").read_text()
 
 
-def test_alert_routes_take_ui_url_unless_they_set_app_url(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("LAGSCOPE_UI__URL", raising=False)
-    # no app_url in the routes: the one passed in (lagscope run: its settings' ui.url)
-    assert load_alerts({"routes": []}, app_url="https://ui.example.org/").app_url == "https://ui.example.org"
-    # nothing passed: lagscope's ui.url from the environment, else the default
-    assert load_alerts({"routes": []}).app_url == DEFAULT_APP_URL
-    monkeypatch.setenv("LAGSCOPE_UI__URL", "https://env.example.org")
-    assert load_alerts({"routes": []}).app_url == "https://env.example.org"
-    # the routes file's own app_url wins
-    assert load_alerts({"app_url": "https://mine.example.org"},
-                       app_url="https://ui.example.org").app_url == "https://mine.example.org"
-
-
-def test_alert_routes_load_beside_cluster_overrides_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_settings_file_only_the_ui_environment_counts(monkeypatch: pytest.MonkeyPatch) -> None:
     # Helm and compose pass cluster settings as LAGSCOPE_CLUSTERS__… variables that only make
-    # sense on top of lagscope.yaml; the routes file (no app_url) must still load in that process
+    # sense on top of lagscope.yaml; a command given no --config still finds the app's URL
     monkeypatch.setenv("LAGSCOPE_CLUSTERS__prod__SECURITY__PASSWORD", "s3cret")
     monkeypatch.setenv("LAGSCOPE_CLUSTERS__0__BOOTSTRAP_SERVERS", "kafka:9092")
     monkeypatch.delenv("LAGSCOPE_UI__URL", raising=False)
-    # lagscope run: the settings' ui.url is passed in
-    assert load_alerts({"routes": []}, app_url="https://ui.example.org").app_url == "https://ui.example.org"
-    # lagscope alerts … without --settings: only the ui section of the environment counts
-    assert load_alerts({"routes": []}).app_url == DEFAULT_APP_URL
+    assert app_url() == DEFAULT_APP_URL
     monkeypatch.setenv("LAGSCOPE_UI__URL", "https://env.example.org")
-    assert load_alerts({"routes": []}).app_url == "https://env.example.org"
     assert app_url() == "https://env.example.org"
 
 
 def test_alerts_evaluate_links_point_at_the_settings_ui_url(synthetic: Synthetic, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LAGSCOPE_UI__URL", raising=False)
-    routes = tmp_path / "alerts.yaml"  # no app_url of its own
-    routes.write_text("routes:\n  - {name: g, url: 'http://127.0.0.1:9/hook', format: generic, min_severity: info}\n")
+    settings = _settings(tmp_path, "https://ui.example.org", alerts={"routes": [
+        {"name": "g", "url": "http://127.0.0.1:9/hook", "format": "generic", "min_severity": "info"}]})
     outbox = tmp_path / "outbox.sqlite"
     runner = CliRunner()
-    result = runner.invoke(app, ["alerts", "evaluate", "--results", str(synthetic.root), "--config", str(routes),
-                                 "--outbox", str(outbox), "--settings", str(_settings(tmp_path, "https://ui.example.org"))])
+    result = runner.invoke(app, ["alerts", "evaluate", "--results", str(synthetic.root), "--config", str(settings),
+                                 "--outbox", str(outbox)])
     assert result.exit_code == 0, result.output
     with Outbox(outbox) as box:
         bodies = [json.loads(e.body) for e in box.due(now=float("inf"))]
@@ -114,30 +97,20 @@ def test_alerts_evaluate_links_point_at_the_settings_ui_url(synthetic: Synthetic
 
 
 @pytest.mark.prometheus
-def test_rules_rebased_on_the_settings_ui_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rules_link_to_the_settings_ui_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LAGSCOPE_UI__URL", raising=False)
     out = tmp_path / "rules" / "lagscope.yml"
     result = CliRunner().invoke(app, ["dashboards", "rules", "--out", str(out), "--config",
                                       str(_settings(tmp_path, "https://lagscope.example.org/app"))])
     assert result.exit_code == 0, result.output
-    original = yaml.safe_load(DEFAULT_RULES.read_text())
+    original = yaml.safe_load(RULES_FILE.read_text())
     rebased = yaml.safe_load(out.read_text())
     links = [r["annotations"]["dashboard"] for g in rebased["groups"] for r in g["rules"]]
     assert len(links) == sum(len(g["rules"]) for g in original["groups"])
-    # every alert's link now starts with the configured URL; nothing else changed
+    # every alert's link starts with the configured URL; nothing else differs from the defaults' file
     assert all(u.startswith("https://lagscope.example.org/app/?") for u in links), links
     assert out.read_text().replace("https://lagscope.example.org/app/", f"{DEFAULT_APP_URL}/") == \
-        DEFAULT_RULES.read_text()
+        RULES_FILE.read_text()
     # and Prometheus accepts the file
     check = subprocess.run(["promtool", "check", "rules", str(out)], capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stdout + check.stderr
-
-
-def test_rules_without_app_links_are_an_error(tmp_path: Path) -> None:
-    source = tmp_path / "other.yml"
-    source.write_text("groups: []\n")
-    result = CliRunner().invoke(app, ["dashboards", "rules", "--out", str(tmp_path / "out.yml"),
-                                      "--source", str(source)])
-    assert isinstance(result.exception, ConfigError)
-    assert "no dashboard annotation linking to http://localhost:8501/" in str(result.exception)
-    assert not (tmp_path / "out.yml").exists()

@@ -18,7 +18,7 @@ from lagscope.cli import app
 from lagscope.dashboards import grafana_gen
 
 FILES = sorted(grafana_gen.DEFAULT_OUT_DIR.glob("*.json"))
-APP_PAGES = {"group", "rebalance", "partition", "overview"}
+APP_PAGES = {"group", "rebalance", "partition", "overview", "delivery"}
 APP_PARAMS = {"cluster", "group", "topic", "partition", "from", "to", "page"}
 
 
@@ -140,6 +140,23 @@ def test_expected_panels_exist() -> None:
             "Members", "State timeline"} <= titles["lagscope-group"]
     assert {"Rebalances per hour", "Causes", "Duration / bound", "Last duration"} <= titles["lagscope-rebalances"]
     assert {"Open anomalies by kind"} <= titles["lagscope-anomalies"]
+    assert {"Messages lost in the time range", "Messages reprocessed in the time range"} <= titles["lagscope-overview"]
+    assert {"Messages lost by cause", "Messages reprocessed by cause",
+            "Lost and reprocessed in the time range"} <= titles["lagscope-group"]
+
+
+def test_delivery_panels_count_a_new_series_from_zero() -> None:
+    # the first loss of a group, topic and cause is a new series: increase() would miss it, so the
+    # range's growth is the value less the value at the range's start, a series absent then as 0
+    data = _load(grafana_gen.DEFAULT_OUT_DIR / "lagscope-group.json")
+    (panel,) = [p for p in _panels(data) if p["title"] == "Lost and reprocessed in the time range"]
+    exprs = [t["expr"] for t in panel["targets"]]
+    assert [e.count("offset $__range or") for e in exprs] == [1, 1]
+    assert not any("increase(" in e for e in exprs)
+    assert {m for e in exprs for m in ("lagscope_messages_lost_total", "lagscope_messages_reprocessed_total")
+            if m in e} == {"lagscope_messages_lost_total", "lagscope_messages_reprocessed_total"}
+    for e in exprs:
+        assert e.startswith("sum by (cluster, group, topic, cause) (")
 
 
 def test_provisioning_files() -> None:

@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from results_synthetic import Synthetic, anomaly, rebalance
+from helpers.results_synthetic import Synthetic, anomaly, rebalance
 from typer.testing import CliRunner
 
 from lagscope.cli import app
@@ -277,7 +277,7 @@ def test_token_file_option_wins_over_the_environment(grafana: tuple[FakeGrafana,
 def test_rebalance_annotation_links_open_that_window(synthetic: Synthetic) -> None:
     # the app reads the link through its URL contract (docs/ui.md): the Rebalance page, the
     # window named by its start in epoch ms, a time range around the window
-    from lagscope.dashboards.app.params import parse_selection
+    from lagscope.app.params import parse_selection
 
     anns = [a for a in annotations_from_results(synthetic.root, synthetic.now) if "rebalance" in a.tags]
     assert len(anns) == 3
@@ -290,3 +290,24 @@ def test_rebalance_annotation_links_open_that_window(synthetic: Synthetic) -> No
         assert sel.start_ms is not None
         assert sel.end_ms is not None
         assert sel.start_ms < a.time_ms <= a.time_end_ms < sel.end_ms
+
+
+def test_annotations_come_from_published_steps_only(tmp_path: Path) -> None:
+    # a step in place whose checkpoint has not moved makes no annotation; once it has, its
+    # window is one annotation however many steps wrote it (open, then closed)
+    from helpers.results_steps import publish_step
+
+    now = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
+    minute = dt.timedelta(minutes=1)
+    start = now - 3 * minute + dt.timedelta(seconds=10)
+    publish_step(tmp_path, "prod", now - 3 * minute, now - 2 * minute,
+                 {"rebalances": [rebalance("g", start, None, "join", as_of=now - 2 * minute)]})
+    publish_step(tmp_path, "prod", now - 2 * minute, now - minute,
+                 {"rebalances": [rebalance("g", start, 20.0, "join", as_of=now - minute)]}, checkpoint=False)
+    (open_,) = annotations_from_results(tmp_path, now)
+    assert "in progress" in open_.text
+    publish_step(tmp_path, "prod", now - 2 * minute, now - minute,
+                 {"rebalances": [rebalance("g", start, 20.0, "join", as_of=now - minute)]})
+    (closed,) = annotations_from_results(tmp_path, now)
+    assert closed.key == open_.key
+    assert "20.0 s" in closed.text

@@ -1,7 +1,7 @@
 """Every panel query of every generated dashboard returns data from a real Prometheus, fed by a
 simulator scenario through the real pipeline:
 
-    panels-scenario.yaml (lagscope.sim: real producers and consumer group processes)
+    panels-scenario.yaml (lagscope.devtools.sim: real producers and consumer group processes)
       → the real broker
       → the collector (:class:`lagscope.collector.loop.Collector`: sweeps every 0.5 s and the
         ``__consumer_offsets`` tail into a lake; its /metrics)
@@ -12,8 +12,9 @@ simulator scenario through the real pipeline:
         the exporter every second.
 
 The scenario (see its description) gives one group a closed rebalance window (a crash), a
-stall, a partition that retention deleted past (an open retention loss, no headroom left) and a
-partition caught up (a catch-up ETA of 0). Then every target of every
+stall, a rewind (messages reprocessed), a partition that retention deleted past (an open retention
+loss: messages lost, no headroom left: a retention advice) and a partition caught up (a catch-up
+ETA of 0). Then every target of every
 dashboard JSON under dashboards/grafana/ is run through the HTTP query API with the template
 variables replaced by the run's cluster, group and topic, and must return at least one series;
 the template variables' own queries must offer those values; spot checks compare values with
@@ -37,15 +38,13 @@ from helpers.prometheus import PrometheusServer
 from kafka import KafkaAdminClient
 from pyspark.sql import SparkSession
 
-from lagscope.analytics.job import Settings as AnalyticsSettings
 from lagscope.analytics.job import run_batch
-from lagscope.analytics.params import RuleParams
 from lagscope.analytics.results_metrics import serve
 from lagscope.collector.loop import Collector
-from lagscope.config import Settings
+from lagscope.config import AnalyticsConfig, AnalyticsRulesConfig, Settings
 from lagscope.dashboards import grafana_gen
-from lagscope.sim.runner import RunResult, load_scenario, plan_names, start_scenario
-from lagscope.sim.truth import TruthIndex, load
+from lagscope.devtools.sim.runner import RunResult, load_scenario, plan_names, start_scenario
+from lagscope.devtools.sim.truth import TruthIndex, load
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.prometheus, pytest.mark.slow]
 
@@ -56,8 +55,8 @@ INTERVAL_S = 0.5
 #: Grafana's built-in variables, as Grafana would expand them for a short time range
 BUILTINS = {"$__rate_interval": "15s", "$__interval": "5s", "$__range": "1h"}
 #: second-scale scenario, second-scale thresholds (as benchmarks/analytics_accuracy.py)
-RULES = RuleParams(stall_after_s=2.0, stop_after_s=2.0, gap_min_s=0.9, gap_mad_floor_s=0.2, gap_k=4,
-                   growth_min_minutes=5, warn_lag_s=5.0)
+RULES = AnalyticsRulesConfig(stall_after_s=2.0, stop_after_s=2.0, gap_min_s=0.9, gap_mad_floor_s=0.2, gap_k=4,
+                             growth_min_minutes=5, warn_lag_s=5.0)
 TIMEOUTS = {"session_timeout_s": 3.0, "heartbeat_s": 0.5, "network_s": 0.5, "rebalance_timeout_s": 3.0}
 
 
@@ -179,7 +178,7 @@ def test_every_panel_query_returns_data(tmp_path: Path, bootstrap: str, spark: S
         # the analytics over the lake the collector wrote (whole UTC days: today, or the two
         # days a run across midnight touches)
         written = run_batch(spark, pipeline.lake, pipeline.results_root, since=started.date(),
-                            until=dt.datetime.now(dt.UTC).date(), settings=AnalyticsSettings(rules=RULES, **TIMEOUTS),
+                            until=dt.datetime.now(dt.UTC).date(), settings=AnalyticsConfig(rules=RULES, **TIMEOUTS),
                             progress=False)
         assert all(written.get(t, 0) > 0 for t in ("rebalances", "anomalies", "status", "lag_trends")), written
 
@@ -188,6 +187,10 @@ def test_every_panel_query_returns_data(tmp_path: Path, bootstrap: str, spark: S
         prom.wait_for(f"count_over_time(lagscope_rebalances_total{{{cg}}}[1m]) >= 3", timeout=30)
         empty = _wait_for_panels(prom, queries, timeout=20)
         assert not empty, "panel queries without data:\n" + "\n".join(empty)
+        # the group dashboard's advice table: the open retention loss (one is unambiguous) gives
+        # the group a retention advice; its one crash is no pattern, so no crash advice
+        assert prom.query(f'lagscope_advice_info{{{cg}, rule="retention_vs_catchup", setting="retention.ms"}}')
+        assert not prom.query(f'lagscope_advice_info{{{cg}, rule="session_timeout_crash"}}')
 
         # the template variables offer the run's cluster, group and topic
         for data in boards.values():
@@ -222,6 +225,14 @@ def test_every_panel_query_returns_data(tmp_path: Path, bootstrap: str, spark: S
         found = {s["metric"]["kind"] for s in prom.query(f"lagscope_anomalies_total{{{cg}}} > 0")}
         assert "stall" in found, found
         assert prom.query(f"sum(lagscope_anomalies_open{{{cg}}}) > 0"), found
+        # - the delivery counters: the retention loss (messages lost) and the rewind (processed
+        #   twice), under their causes
+        lost = {s["metric"]["cause"]: float(s["value"][1])
+                for s in prom.query(f"lagscope_messages_lost_total{{{cg}}}")}
+        assert lost.get("retention", 0) > 0, lost
+        again = {s["metric"]["cause"]: float(s["value"][1])
+                 for s in prom.query(f"lagscope_messages_reprocessed_total{{{cg}}}")}
+        assert again.get("rewind", 0) > 0, again
         # - retention deleted past the stalled partition's committed offset: no headroom left;
         #   the other partition is caught up: nothing to catch up
         headroom = {s["metric"]["partition"]: float(s["value"][1])

@@ -3,20 +3,34 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import urllib.request
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
+from helpers.bad_files import KINDS, in_quarantine, quarantine_lines, spoil
 from helpers.history import make_history
+from helpers.results_steps import publish_batch_rows, publish_step
+from helpers.results_synthetic import (
+    Synthetic,
+    advice,
+    anomaly,
+    delivery_anomaly,
+    rebalance,
+    status,
+    trend,
+    write_synthetic,
+)
 from prometheus_client import CollectorRegistry
 from pyspark.sql import SparkSession
-from results_synthetic import Synthetic, anomaly, status, write_synthetic
 
-from lagscope.analytics.job import Settings as AnalyticsSettings
 from lagscope.analytics.job import run_incremental
 from lagscope.analytics.results_metrics import ResultsCollector, serve
-from lagscope.lake import write_rows
-from lagscope.schema import ANOMALIES, STATUS
+from lagscope.config import AnalyticsConfig
+from lagscope.lake import QuarantineCounts, write_rows
+from lagscope.results import list_files as results_files
+from lagscope.schema import ADVICE, ANOMALIES, STATUS, Table
 
 
 def _registry(root: object, **kw: object) -> tuple[CollectorRegistry, ResultsCollector]:
@@ -64,6 +78,49 @@ def test_anomaly_status_and_trend_metrics(synthetic: Synthetic) -> None:
     assert reg.get_sample_value("lagscope_results_last_update_timestamp_seconds", {"table": "status"}) > 0
 
 
+def _advice_labels(cluster: str, group: str, row: dict[str, object]) -> dict[str, str]:
+    return {"cluster": cluster, "group": group, "rule": str(row["rule"]), "setting": str(row["setting"]),
+            "current": str(row["current_value"] or ""), "suggested": str(row["suggested"]),
+            "confidence": str(row["confidence"])}
+
+
+def test_advice_info_follows_the_latest_step(synthetic: Synthetic) -> None:
+    reg, _ = _registry(synthetic.root, refresh_s=0)
+    first = advice(synthetic.group, synthetic.now)
+    assert reg.get_sample_value("lagscope_advice_info", _advice_labels("prod", "orders-svc", first)) == 1
+    # the next step advises otherwise: only its rows are current (the earlier advice's series goes)
+    later = synthetic.now + dt.timedelta(minutes=1)
+    nxt = {**advice(synthetic.group, later, rule="max_poll_interval"), "setting": "max.poll.interval.ms",
+           "current_value": None, "suggested": "max.poll.interval.ms=540000, or max.poll.records halved"}
+    write_rows(synthetic.root, ADVICE, "prod", [nxt], date=later.date())
+    assert reg.get_sample_value("lagscope_advice_info", _advice_labels("prod", "orders-svc", nxt)) == 1
+    assert reg.get_sample_value("lagscope_advice_info", _advice_labels("prod", "orders-svc", first)) is None
+    # a step after it found no advice (the checkpoint moved past it): no advice is current
+    from lagscope.analytics.io import Checkpoint, write_checkpoint
+
+    write_checkpoint(synthetic.root, Checkpoint(watermark=(later + dt.timedelta(minutes=1)).isoformat(), version="v"))
+    write_rows(synthetic.root, STATUS, "prod", [status(synthetic.group, later, "OK", "OK")])
+    samples = [s for f in reg.collect() if f.name == "lagscope_advice_info" for s in f.samples]
+    assert samples == []
+
+
+def test_advice_of_published_steps_reads_the_newest_step_only(tmp_path: Path) -> None:
+    # two incremental steps with advice, then a third before its checkpoint moved: a fresh
+    # exporter reads the second step's file only (one file read) and serves its rows
+    t = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
+    minute = dt.timedelta(minutes=1)
+    first = advice("g", t + minute)
+    second = {**advice("g", t + 2 * minute, rule="max_poll_interval"), "setting": "max.poll.interval.ms"}
+    publish_step(tmp_path, "prod", t, t + minute, {"advice": [first]})
+    publish_step(tmp_path, "prod", t + minute, t + 2 * minute, {"advice": [second]})
+    publish_step(tmp_path, "prod", t + 2 * minute, t + 3 * minute,
+                 {"advice": [advice("g", t + 3 * minute, rule="restart_storm")]}, checkpoint=False)
+    reg, _ = _registry(tmp_path)
+    assert reg.get_sample_value("lagscope_advice_info", _advice_labels("prod", "g", second)) == 1
+    assert reg.get_sample_value("lagscope_advice_info", _advice_labels("prod", "g", first)) is None
+    assert reg.get_sample_value("lagscope_results_files_read_total") == 1
+
+
 def test_refresh_reads_new_files_only_after_refresh_interval(synthetic: Synthetic) -> None:
     now = [0.0]
     reg, _ = _registry(synthetic.root, refresh_s=10.0, clock=lambda: now[0])
@@ -90,13 +147,56 @@ def test_unreadable_table_keeps_previous_reading_and_counts_error(synthetic: Syn
     reg, _ = _registry(synthetic.root, refresh_s=1.0, clock=lambda: now[0])
     labels = {"cluster": "prod", "group": "orders-svc", "status": "STALL"}
     assert reg.get_sample_value("lagscope_group_status", labels) == 1
-    # a corrupt (non-Parquet) visible file makes the status table unreadable
-    bad = synthetic.root / "status" / "cluster=prod" / "date=2026-01-01"
-    bad.mkdir(parents=True)
-    (bad / "broken.parquet").write_bytes(b"not parquet")
+    # the analytics' publish marker cannot be read: no result table can be listed
+    state = synthetic.root / "_state"
+    state.mkdir(exist_ok=True)
+    (state / "publishing.json").write_text("{not json")
     now[0] = 2.0
     assert reg.get_sample_value("lagscope_group_status", labels) == 1
-    assert reg.get_sample_value("lagscope_results_read_errors_total") == 1
+    assert reg.get_sample_value("lagscope_results_read_errors_total") == 5  # every table (the advice too), once
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_bad_result_file_is_quarantined_and_skipped(synthetic: Synthetic, caplog: pytest.LogCaptureFixture,
+                                                      quarantined: QuarantineCounts, kind: str) -> None:
+    now = [0.0]
+    reg, _ = _registry(synthetic.root, refresh_s=1.0, clock=lambda: now[0])
+    reg.register(quarantined)
+    labels = {"cluster": "prod", "group": "orders-svc", "status": "STALL"}
+    assert reg.get_sample_value("lagscope_group_status", labels) == 1
+    # a later status file of the group, spoilt: the exporter moves it aside and keeps the group's
+    # latest readable status (as if the file had never been written)
+    later = write_rows(synthetic.root, STATUS, "prod",
+                       [status("orders-svc", synthetic.now + dt.timedelta(minutes=5), "OK", "OK")])
+    assert later is not None
+    spoil(later, kind)
+    now[0] = 2.0
+    assert reg.get_sample_value("lagscope_group_status", labels) == 1
+    assert reg.get_sample_value("lagscope_group_status", {**labels, "status": "OK"}) == 0
+    assert reg.get_sample_value("lagscope_results_read_errors_total") == 0
+    assert reg.get_sample_value("lagscope_lake_files_quarantined_total", {"cluster": "prod", "table": "status"}) == 1
+    assert in_quarantine(later).exists()
+    assert not later.exists()
+    lines = quarantine_lines(caplog)
+    assert len(lines) == 1
+    assert str(later) in lines[0]
+    assert [r for r in caplog.records if r.name == "lagscope.analytics.results_metrics"] == []
+
+
+def test_serve_warns_once_of_a_missing_results_folder(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # `lagscope results-exporter --results /no/such/folder`: one line at start, then an empty endpoint
+    missing = tmp_path / "no" / "such" / "folder"
+    server, thread = serve(missing, port=0, refresh_s=0.0)
+    try:
+        for _ in range(3):
+            urllib.request.urlopen(f"http://127.0.0.1:{server.server_port}/metrics", timeout=5).read()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+    lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert lines == [f"results metrics: the results folder {missing} does not exist (yet): no findings are "
+                     "exported until the analytics write it"]
 
 
 def test_empty_results_root_exposes_no_findings(tmp_path: object) -> None:
@@ -130,8 +230,6 @@ def test_serve_on_a_taken_port_is_one_config_error(tmp_path: Path, taken_port: i
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
 def test_non_finite_values_are_not_exported(tmp_path: object, bad: float) -> None:
-    from results_synthetic import trend
-
     from lagscope.schema import LAG_TRENDS
     ts = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     write_rows(tmp_path, LAG_TRENDS, "prod", [trend("g", "t", 0, ts, bad, bad)])  # type: ignore[arg-type]
@@ -151,6 +249,10 @@ def test_docs_list_every_results_metric_with_its_labels(synthetic: Synthetic) ->
             cells = [c.strip() for c in line.strip("|").split("|")]
             labels = tuple(x.strip().strip("`") for x in cells[1].split(",") if x.strip().startswith("`"))
             documented[cells[0].strip("`")] = (cells[2], tuple(sorted(set(labels) - {"le"})))
+    # a skip and a rewind, so that the delivery counters have their labels
+    write_rows(synthetic.root, ANOMALIES, "prod", [
+        delivery_anomaly("orders-svc", "orders", 1, "skip", synthetic.now, synthetic.now, 10.0),
+        delivery_anomaly("orders-svc", "orders", 1, "rewind", synthetic.now, synthetic.now, 10.0)])
     reg, _ = _registry(synthetic.root)
     served = {}
     for family in reg.collect():
@@ -158,29 +260,6 @@ def test_docs_list_every_results_metric_with_its_labels(synthetic: Synthetic) ->
         labels = {k for s in family.samples for k in s.labels} - {"le"}
         served[name] = (family.type, tuple(sorted(labels)))
     assert documented == served
-
-
-_T = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-
-
-@pytest.mark.parametrize(("rows", "expected"), [
-    # written open, later closed: the later (closed) row is current
-    ([("open", 1), ("closed", 2)], "closed"),
-    # the contract is "latest as_of_ts wins", even over a closed row written earlier
-    ([("closed", 1), ("open", 2)], "open"),
-    # same as_of_ts (or none at all): closed wins, a window or an anomaly never reopens
-    ([("closed", 1), ("open", 1)], "closed"),
-    ([("open", None), ("closed", None)], "closed"),
-    # a row with as_of_ts beats one without
-    ([("open", 2), ("closed", None)], "open"),
-])
-def test_current_rows(rows: list[tuple[str, int | None]], expected: str) -> None:
-    from lagscope.analytics.results_metrics import current_rows
-
-    data = [{"key": "k", "state": state, "end_ts": _T if state == "closed" else None,
-             "as_of_ts": _T + dt.timedelta(minutes=m) if m is not None else None} for state, m in rows]
-    (row,) = current_rows(data, lambda r: r["key"])
-    assert row["state"] == expected
 
 
 @pytest.mark.slow
@@ -221,7 +300,7 @@ def test_refresh_after_an_incremental_step_reads_only_its_files(spark: SparkSess
     def result_files() -> set[Path]:
         return {p for p in results.glob("*/cluster=*/date=*/*.parquet") if not p.name.startswith((".", "_"))}
 
-    run_incremental(spark, lake, results, settings=AnalyticsSettings(), since=start,
+    run_incremental(spark, lake, results, settings=AnalyticsConfig(), since=start,
                     until=start + dt.timedelta(minutes=3), progress=False)
     first_files = result_files()
     assert first_files
@@ -231,7 +310,7 @@ def test_refresh_after_an_incremental_step_reads_only_its_files(spark: SparkSess
     # nothing changed: a refresh reads nothing
     assert not any(collector.reading().files_read.values())
 
-    run_incremental(spark, lake, results, settings=AnalyticsSettings(), until=start + dt.timedelta(minutes=6),
+    run_incremental(spark, lake, results, settings=AnalyticsConfig(), until=start + dt.timedelta(minutes=6),
                     progress=False)
     new_files = result_files() - first_files
     assert new_files
@@ -251,3 +330,244 @@ def test_refresh_after_an_incremental_step_reads_only_its_files(spark: SparkSess
                                                                  "severity": "critical"}) == 1
     assert not any(k[0] == "lagscope_anomalies_open" and ("group", "healthy") in k[1] and v
                    for k, v in _samples(registry).items())
+
+
+# --------------------------------------------------------------------------------------------
+# what the exporter holds: the exported series, not the history
+# --------------------------------------------------------------------------------------------
+
+D0 = dt.datetime(2026, 2, 1, 22, 0, tzinfo=dt.UTC)
+STEP = dt.timedelta(minutes=30)
+
+
+def _step_rows(i: int, partitions: int = 3) -> dict[str, list[dict[str, object]]]:
+    """One half-hour step: a lag trend per partition, the group's status, a stall anomaly open
+    since the first step (written again every step, closed at step 5), a rebalance window per
+    step (a join; the last one open)."""
+    at = D0 + i * STEP
+    stall_start = D0
+    return {
+        "lag_trends": [trend("g", "t", p, at, 1000.0 + i * 10 + p, 60.0) for p in range(partitions)],
+        "status": [status("g", at + STEP, "WARN" if i % 2 else "OK", "OK")],
+        "anomalies": [anomaly("prod", "g", "t", "stall", stall_start, (at + STEP) if i == 5 else None, "critical",
+                              as_of=at + STEP)] if i <= 5 else [],
+        "rebalances": [rebalance("g", at + dt.timedelta(minutes=1), None if i == 7 else 4.0 + i, "join",
+                                 as_of=at + STEP)],
+    }
+
+
+def _publish_steps(root: Path, first: int, last: int) -> None:
+    for i in range(first, last):
+        publish_step(root, "prod", D0 + i * STEP, D0 + (i + 1) * STEP, _step_rows(i))
+
+
+def test_memory_holds_the_series_not_the_steps(tmp_path: Path) -> None:
+    # eight half-hour steps across midnight: 24 lag trend rows, 8 status rows, 6 stall rows, 8 windows
+    _publish_steps(tmp_path, 0, 4)
+    registry, collector = _registry(tmp_path, refresh_s=0.0)
+    # per partition one trend, per group one status; the open stall and the windows of the last
+    # hour as records (steps up to 2:00 after D0: the window written at 0:30 is folded)
+    snapshot = collector.reading()
+    assert snapshot.held() == {"lag_trends": 3, "status": 1, "anomalies": 1, "rebalances": 3}
+    assert snapshot.folded() == {"anomalies": 0, "rebalances": 1}
+    _publish_steps(tmp_path, 4, 8)
+    snapshot = collector.reading()
+    # steps up to 4:00: the closed windows written before 3:00 are folded, the stall (closed
+    # at 3:00), the window written at 3:00, the one at 3:30 and the open one are records
+    assert snapshot.held() == {"lag_trends": 3, "status": 1, "anomalies": 1, "rebalances": 3}
+    assert snapshot.folded() == {"anomalies": 0, "rebalances": 5}
+    # the second refresh read the four new steps' files only
+    assert {p.name.split("-")[1] for ps in snapshot.files_read.values() for p in ps} == {
+        str(int((D0 + i * STEP).timestamp() * 1000)) for i in range(4, 8)}
+    # and it exports what a whole reading of the tables does
+    fresh, _ = _registry(tmp_path)
+    assert _samples(registry) == _samples(fresh)
+    part = {"cluster": "prod", "group": "g", "topic": "t", "partition": "2"}
+    assert registry.get_sample_value("lagscope_retention_headroom_seconds", part) == 1000.0 + 7 * 10 + 2
+    stall = {"cluster": "prod", "group": "g", "kind": "stall", "severity": "critical"}
+    assert registry.get_sample_value("lagscope_anomalies_total", stall) == 1
+    assert registry.get_sample_value("lagscope_anomalies_open", stall) == 0
+    cg = {"cluster": "prod", "group": "g"}
+    assert registry.get_sample_value("lagscope_rebalances_total", {**cg, "cause": "join"}) == 8
+    assert registry.get_sample_value("lagscope_rebalance_duration_seconds_count", cg) == 7
+    assert registry.get_sample_value("lagscope_rebalance_last_duration_seconds", cg) == 4.0 + 6
+    assert registry.get_sample_value("lagscope_rebalance_in_progress", cg) == 1
+    assert registry.get_sample_value("lagscope_group_status", {**cg, "status": "WARN"}) == 1
+
+
+def test_a_step_not_checkpointed_is_not_exported(tmp_path: Path) -> None:
+    _publish_steps(tmp_path, 0, 2)
+    registry, collector = _registry(tmp_path, refresh_s=0.0)
+    part = {"cluster": "prod", "group": "g", "topic": "t", "partition": "0"}
+    assert registry.get_sample_value("lagscope_retention_headroom_seconds", part) == 1010.0
+    # the next step's files are in place, its checkpoint is not (being published, or crashed)
+    publish_step(tmp_path, "prod", D0 + 2 * STEP, D0 + 3 * STEP, _step_rows(2), checkpoint=False)
+    assert registry.get_sample_value("lagscope_retention_headroom_seconds", part) == 1010.0
+    assert not any(collector.reading().files_read.values())
+
+
+def test_a_batch_over_read_days_is_read_again_whole(tmp_path: Path) -> None:
+    _publish_steps(tmp_path, 0, 8)
+    registry, collector = _registry(tmp_path, refresh_s=0.0)
+    collector.reading()
+    # a batch rewrites the first day: one partition, a commit gap instead of the stall, one window
+    first_day = [i for i in range(8) if (D0 + i * STEP).date() == D0.date()]
+    rows: dict[str, list[dict[str, object]]] = {"lag_trends": [], "status": [], "rebalances": []}
+    for i in first_day:
+        step = _step_rows(i, partitions=1)
+        for table in rows:
+            rows[table] += step[table][:1]
+    rows["anomalies"] = [anomaly("prod", "g", "t", "commit_gap", D0, D0 + STEP, "warning", as_of=D0 + STEP)]
+    rows["rebalances"] = rows["rebalances"][:1]  # one window that day instead of four
+    publish_batch_rows(tmp_path, "prod", D0.date(), D0.date(), rows)
+    snapshot = collector.reading()
+    fresh, _ = _registry(tmp_path)
+    assert _samples(registry) == _samples(fresh)
+    labels = {"cluster": "prod", "group": "g", "severity": "critical"}
+    assert registry.get_sample_value("lagscope_anomalies_total", {**labels, "kind": "stall"}) is None
+    assert registry.get_sample_value("lagscope_anomalies_total", {**labels, "kind": "commit_gap",
+                                                                  "severity": "warning"}) == 1
+    # the day's windows are gone from the holdings too: its one, the next day's four
+    assert snapshot.held()["rebalances"] + snapshot.folded()["rebalances"] == 1 + 4
+    assert registry.get_sample_value("lagscope_rebalances_total", {"cluster": "prod", "group": "g",
+                                                                   "cause": "join"}) == 1 + 4
+
+
+def test_days_removed_by_retention_are_dropped_without_reading_again(tmp_path: Path) -> None:
+    _publish_steps(tmp_path, 0, 8)
+    # partition 9 of the first day only: its series ends with that day
+    publish_step(tmp_path, "prod", D0 + 8 * STEP, D0 + 9 * STEP, {"lag_trends": [
+        trend("g", "t", 9, D0, 5.0, None)]})
+    registry, collector = _registry(tmp_path, refresh_s=0.0)
+    gone = {"cluster": "prod", "group": "g", "topic": "t", "partition": "9"}
+    assert registry.get_sample_value("lagscope_retention_headroom_seconds", gone) == 5.0
+    import shutil
+
+    for table in ("lag_trends", "status", "anomalies", "rebalances"):
+        shutil.rmtree(tmp_path / table / "cluster=prod" / f"date={D0.date()}")
+    snapshot = collector.reading()
+    assert not any(snapshot.files_read.values())  # nothing read again: what came from the day is dropped
+    fresh, _ = _registry(tmp_path)
+    assert _samples(registry) == _samples(fresh)
+    assert registry.get_sample_value("lagscope_retention_headroom_seconds", gone) is None
+    assert registry.get_sample_value("lagscope_rebalances_total", {"cluster": "prod", "group": "g",
+                                                                   "cause": "join"}) == 4
+
+
+def test_a_day_removed_before_newer_ones_makes_a_series_table_read_again(tmp_path: Path) -> None:
+    import shutil
+
+    # three days of lag trends; the middle one is removed (by hand: retention removes the oldest)
+    for day in range(3):
+        at = D0 + dt.timedelta(days=day)
+        publish_step(tmp_path, "prod", at, at + STEP, {"lag_trends": [
+            trend("g", "t", day, at, 100.0 + day, None)]})
+    registry, collector = _registry(tmp_path, refresh_s=0.0)
+    collector.reading()
+    shutil.rmtree(tmp_path / "lag_trends" / "cluster=prod" / f"date={(D0 + dt.timedelta(days=1)).date()}")
+    snapshot = collector.reading()
+    assert len(snapshot.files_read["lag_trends"]) == 2  # read again whole
+    fresh, _ = _registry(tmp_path)
+    assert _samples(registry) == _samples(fresh)
+
+
+def test_a_folded_event_written_again_is_counted_once(tmp_path: Path) -> None:
+    # a rebalance storm closes, is folded an hour later, then grows (written again, same key,
+    # a later end): the exporter reads its folder again instead of counting it twice
+    def storm(end: dt.datetime, as_of: dt.datetime) -> dict[str, object]:
+        return anomaly("prod", "g", None, "rebalance_storm", D0, end, "warning", partition=None, as_of=as_of)
+
+    publish_step(tmp_path, "prod", D0, D0 + STEP, {"anomalies": [storm(D0 + STEP, D0 + STEP)]})
+    for i in range(1, 4):  # the stall of the other tables' steps keeps the steps going
+        publish_step(tmp_path, "prod", D0 + i * STEP, D0 + (i + 1) * STEP, {"lag_trends": [
+            trend("g", "t", 0, D0 + i * STEP, 1.0, None)], "anomalies": [
+            anomaly("prod", "g", "t", "stall", D0 + i * STEP, None, "critical", as_of=D0 + (i + 1) * STEP)]})
+    registry, collector = _registry(tmp_path, refresh_s=0.0)
+    assert collector.reading().folded()["anomalies"] == 1
+    labels = {"cluster": "prod", "group": "g", "kind": "rebalance_storm", "severity": "warning"}
+    assert registry.get_sample_value("lagscope_anomalies_total", labels) == 1
+    publish_step(tmp_path, "prod", D0 + 4 * STEP, D0 + 5 * STEP, {"anomalies": [storm(D0 + 5 * STEP, D0 + 5 * STEP)]})
+    snapshot = collector.reading()
+    assert registry.get_sample_value("lagscope_anomalies_total", labels) == 1
+    # the new file, then its folder whole
+    assert snapshot.files_read["anomalies"][1:] == results_files(tmp_path, "anomalies")
+    fresh, _ = _registry(tmp_path)
+    assert _samples(registry) == _samples(fresh)
+
+
+# --------------------------------------------------------------------------------------------
+# delivery: messages lost and reprocessed
+# --------------------------------------------------------------------------------------------
+
+#: the anomalies table as written before its ``cause`` column
+BEFORE_CAUSE = Table("anomalies", pa.schema([f for f in ANOMALIES.schema if f.name != "cause"]), ANOMALIES.doc)
+
+
+def _delivery(registry: CollectorRegistry, measure: str, topic: str, cause: str, group: str = "g") -> float | None:
+    return registry.get_sample_value(f"lagscope_messages_{measure}_total",
+                                     {"cluster": "prod", "group": group, "topic": topic, "cause": cause})
+
+
+def test_delivery_counters_sum_by_group_topic_and_cause(tmp_path: Path) -> None:
+    # results written before the cause column: the kind's own cause
+    write_rows(tmp_path, BEFORE_CAUSE, "prod", [
+        delivery_anomaly("g", "t", 0, "skip", D0, D0, 70.0, as_of=D0 + STEP),
+        delivery_anomaly("g", "t", 1, "skip", D0, D0, 130.0, as_of=D0 + STEP),
+        delivery_anomaly("g", "t", 2, "retention_loss", D0, D0 + STEP, 40.0, as_of=D0 + STEP),
+        delivery_anomaly("g", "t", 3, "rewind", D0, D0, 500.0, as_of=D0 + STEP),
+        # a stall counts no message
+        anomaly("prod", "g", "t", "stall", D0, None, "critical", as_of=D0 + STEP)])
+    # and after it: an admin tool's resets, both ways, on another topic
+    write_rows(tmp_path, ANOMALIES, "prod", [
+        delivery_anomaly("g", "u", 0, "skip", D0 + STEP, D0 + STEP, 300.0, "admin_reset", as_of=D0 + 2 * STEP),
+        delivery_anomaly("g", "u", 1, "rewind", D0 + STEP, D0 + STEP, 25.0, "admin_reset", as_of=D0 + 2 * STEP),
+        delivery_anomaly("g", "u", 2, "skip", D0 + STEP, D0 + STEP, 9.0, "out_of_range_reset", as_of=D0 + 2 * STEP)])
+    registry, _ = _registry(tmp_path)
+    assert _delivery(registry, "lost", "t", "seek") == 200  # 70 + 130 over two partitions
+    assert _delivery(registry, "lost", "t", "retention") == 40
+    assert _delivery(registry, "reprocessed", "t", "rewind") == 500
+    assert _delivery(registry, "lost", "u", "admin_reset") == 300
+    assert _delivery(registry, "reprocessed", "u", "admin_reset") == 25
+    assert _delivery(registry, "lost", "u", "out_of_range_reset") == 9
+    # a rewind loses nothing, a skip reprocesses nothing: no such series
+    assert _delivery(registry, "lost", "t", "rewind") is None
+    assert _delivery(registry, "reprocessed", "t", "seek") is None
+
+
+def test_delivery_counters_count_a_finding_once_and_only_go_up(tmp_path: Path) -> None:
+    """A retention loss open over three steps (written again by each, growing, then a later row
+    that says less), a folded skip written again, then the first day removed by retention."""
+    def loss(messages: float, end: dt.datetime | None, as_of: dt.datetime) -> dict[str, object]:
+        return delivery_anomaly("g", "t", 0, "retention_loss", D0, end, messages, as_of=as_of)
+
+    publish_step(tmp_path, "prod", D0, D0 + STEP, {"anomalies": [loss(10.0, None, D0 + STEP)]})
+    registry, collector = _registry(tmp_path, refresh_s=0.0)
+    seen = [_delivery(registry, "lost", "t", "retention")]
+    publish_step(tmp_path, "prod", D0 + STEP, D0 + 2 * STEP, {"anomalies": [loss(25.0, None, D0 + 2 * STEP)]})
+    seen.append(_delivery(registry, "lost", "t", "retention"))
+    # closed by the next step with a smaller deficit at its last sweep: the finding's count stays 25
+    publish_step(tmp_path, "prod", D0 + 2 * STEP, D0 + 3 * STEP, {"anomalies": [
+        loss(20.0, D0 + 3 * STEP, D0 + 3 * STEP),
+        delivery_anomaly("g", "t", 1, "skip", D0 + 2 * STEP, D0 + 2 * STEP, 5.0, as_of=D0 + 3 * STEP)]})
+    seen.append(_delivery(registry, "lost", "t", "retention"))
+    assert seen == [10, 25, 25]
+    # steps of the next day fold both (closed over an hour ago); the skip is written again (a
+    # redone step): its day is read again, and it still counts once
+    day2 = D0 + dt.timedelta(days=1)
+    publish_step(tmp_path, "prod", day2, day2 + STEP, {"anomalies": [
+        anomaly("prod", "g", "t", "stall", day2, None, "critical", as_of=day2 + STEP)]})
+    assert collector.reading().folded()["anomalies"] == 2
+    publish_step(tmp_path, "prod", day2 + STEP, day2 + 2 * STEP, {"anomalies": [
+        delivery_anomaly("g", "t", 1, "skip", D0 + 2 * STEP, D0 + 2 * STEP, 5.0, as_of=day2 + 2 * STEP)]})
+    assert _delivery(registry, "lost", "t", "seek") == 5
+    assert _delivery(registry, "lost", "t", "retention") == 25
+    # retention removes the first day: the counters keep what it counted
+    import shutil
+
+    shutil.rmtree(tmp_path / "anomalies" / "cluster=prod" / f"date={D0.date()}")
+    assert _delivery(registry, "lost", "t", "retention") == 25
+    assert _delivery(registry, "lost", "t", "seek") == 5
+    # a new loss on top
+    publish_step(tmp_path, "prod", day2 + 2 * STEP, day2 + 3 * STEP, {"anomalies": [
+        delivery_anomaly("g", "t", 2, "skip", day2 + 2 * STEP, day2 + 2 * STEP, 7.0, as_of=day2 + 3 * STEP)]})
+    assert _delivery(registry, "lost", "t", "seek") == 12

@@ -59,15 +59,16 @@ def test_a_success_resets_the_count(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     (tmp_path / "lake").mkdir()
     monkeypatch.setattr(run_mod.AnalyticsLoop, "_session", lambda self: object())
     monkeypatch.setattr(run_mod.AnalyticsLoop, "_drop_session", lambda self: None)
-    outcomes = iter([_Boom("x"), _Boom("y"), {}, _Boom("z"), _Boom("w"), {}])
+    import lagscope.analytics.job as job
 
-    def step(*_: Any, **__: Any) -> dict[str, int]:
+    outcomes = iter([_Boom("x"), _Boom("y"), job.StepFiles(), _Boom("z"), _Boom("w"), job.StepFiles()])
+
+    def step(*_: Any, **__: Any) -> job.StepFiles:
         got = next(outcomes)
         if isinstance(got, Exception):
             raise got
         return got
 
-    import lagscope.analytics.job as job
     monkeypatch.setattr(job, "run_incremental", step)
     loop = run_mod.AnalyticsLoop(tmp_path / "lake", tmp_path / "res", interval_s=1, master="local[1]",
                                  max_failures=3, log_file=tmp_path / "spark.log")

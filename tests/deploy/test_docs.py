@@ -13,7 +13,7 @@ import typer.main
 from lagscope.cli import app as lagscope_app
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = [ROOT / "docs" / n for n in ("index.md", "architecture.md", "operations.md", "troubleshooting.md")]
+DOCS = [ROOT / "docs" / n for n in ("index.md", "architecture.md", "operations.md", "troubleshooting.md", "burrow.md")]
 DOCS.append(ROOT / "deploy" / "spark" / "README.md")
 
 _LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+import itertools
 import os
 import re
 import shutil
@@ -39,8 +40,10 @@ TOOLS = ROOT / ".tools" / "bin"
 FULL_VALUES: dict[str, Any] = {
     "serviceMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
     "prometheusRule": {"enabled": True},
-    "alerts": {"routes": [{"name": "oncall", "url": "https://hooks.example.org/lagscope", "format": "generic",
-                           "secret_env": "LAGSCOPE_ONCALL_SECRET"}]},
+    # merged into the chart's default config (its clusters stay)
+    "config": {"alerts": {"routes": [{"name": "oncall", "url": "https://hooks.example.org/lagscope",
+                                      "format": "generic", "groups": ["orders-.*"],
+                                      "secret_env": "LAGSCOPE_ONCALL_SECRET"}]}},
     "existingSecret": "lagscope-secrets",
     "extraEnv": [{"name": "LAGSCOPE_COLLECTOR__INTERVAL_S", "value": "30"}],
     "analytics": {"sparkConf": {"spark.sql.adaptive.enabled": True}, "executor": {"instances": 3}},
@@ -160,6 +163,8 @@ def test_validators_reject_broken_manifests(full: list[dict[str, Any]], kind: st
         (["--set", "analytics.master=http://x"], "analytics/master"),
         # executors on Kubernetes cannot read a lake that lives in the driver pod only
         (["--set", "lake.persistence.enabled=false"], "needs the lake on a shared volume"),
+        # the alert routes are config.alerts now (lagscope's settings): the old top-level key is refused
+        (["--set", "alerts.lookback_s=60"], "additional properties 'alerts' not allowed"),
     ],
 )
 def test_bad_values_fail_the_render_with_a_clear_message(args: list[str], message: str) -> None:
@@ -243,7 +248,7 @@ def _cli_parses(argv: list[str]) -> None:
     root: Any = typer.main.get_command(lagscope_app)
     sub = root.commands.get(argv[0])
     assert sub is not None, f"`lagscope {argv[0]}` does not exist"
-    if argv[0] == "spark":
+    if argv[0] in ("spark", "lake"):  # command groups
         sub = sub.commands[argv[1]]
         argv = argv[1:]
     sub.make_context(argv[0], list(argv[1:]))
@@ -261,9 +266,9 @@ def test_commands_settings_and_image_paths_are_consistent(full: list[dict[str, A
     assert str(settings.collector.lake_path) == "/var/lib/lagscope/lake"
     assert (settings.metrics.bind, settings.metrics.port) == ("0.0.0.0", 9839)
     assert settings.collector.interval_s == 30  # extraEnv reaches the settings
-    from lagscope.dashboards.alerts.config import load_config as load_alerts
-
-    assert [r.name for r in load_alerts(yaml.safe_load(configmap["data"]["alerts.yaml"])).routes] == ["oncall"]
+    # the alert routes are the settings' alerts section, and with routes the collector runs the alerts part
+    assert [r.name for r in settings.alerts.routes] == ["oncall"]
+    assert ("--component", "alerts") in itertools.pairwise(container["args"])
     # every lagscope command line parses with the real CLI
     for doc in by_kind(full, "Deployment"):
         args = _pod(doc)["spec"]["containers"][0]["args"]
@@ -271,6 +276,14 @@ def test_commands_settings_and_image_paths_are_consistent(full: list[dict[str, A
         _cli_parses(args[1:])
     driver = _pod(cron)["spec"]["containers"][0]
     args = driver["args"]
+    # before each run, retention: the results the run writes, with the settings the collector has
+    (prune,) = _pod(cron)["spec"]["initContainers"]
+    assert prune["args"][:3] == ["lagscope", "lake", "prune"]
+    _cli_parses(prune["args"][1:])
+    assert prune["args"][prune["args"].index("--results") + 1] == args[args.index("--results") + 1]
+    config = container["args"][container["args"].index("--config") + 1]
+    assert prune["args"][prune["args"].index("--config") + 1] == config
+    assert prune["volumeMounts"] == driver["volumeMounts"]
     assert args[0] == "spark-submit"
     entry = next(a for a in args if a.endswith(".py"))
     _cli_parses(args[args.index(entry) + 1:])

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from lagscope.dashboards.alerts.payloads import RUNBOOK_ANCHORS
+from lagscope.alerts.payloads import RUNBOOK_ANCHORS
 
 pytestmark = pytest.mark.prometheus
 

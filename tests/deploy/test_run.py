@@ -31,8 +31,9 @@ from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from lagscope.deploy.run import Runner
-from lagscope.deploy.sink import WebhookSink
+from lagscope.devtools.sink import WebhookSink
 from lagscope.lake import read_table
+from lagscope.results import read as read_results
 
 LAGSCOPE = [sys.executable, "-m", "lagscope.cli"]
 
@@ -72,19 +73,19 @@ def test_run_collects_analyses_alerts_and_stops_cleanly(bootstrap: str, unique: 
     # history two hours ago: the first analytics run (backfill 24 h) finds its stall
     make_history(lake, "history", (dt.datetime.now(dt.UTC) - dt.timedelta(hours=2)).replace(second=0, microsecond=0))
     port = free_port()
+    sink = WebhookSink(tmp_path / "hooks.jsonl", secret=b"run-test-secret").start()
     config = tmp_path / "lagscope.yaml"
     config.write_text(yaml.safe_dump({
         "clusters": [{"name": "live", "bootstrap_servers": [bootstrap], "groups": {"include": [unique]}}],
         "collector": {"interval_s": 1, "lake": str(lake)},
         "metrics": {"bind": "127.0.0.1", "port": port},
+        # routes in the settings: lagscope run runs the alerts part too
+        "alerts": {"lookback_s": 3 * 86400, "routes": [
+            {"name": "sink", "url": f"{sink.url}/hook", "format": "generic", "min_severity": "warning",
+             "groups": ["stu.*"], "secret_env": "RUN_TEST_SECRET", "timeout_s": 5}]},
     }))
-    sink = WebhookSink(tmp_path / "hooks.jsonl", secret=b"run-test-secret").start()
-    alerts = tmp_path / "alerts.yaml"
-    alerts.write_text(yaml.safe_dump({"lookback_s": 3 * 86400, "routes": [
-        {"name": "sink", "url": f"{sink.url}/hook", "format": "generic", "min_severity": "warning",
-         "secret_env": "RUN_TEST_SECRET", "timeout_s": 5}]}))
     proc = subprocess.Popen(
-        [*LAGSCOPE, "run", "--config", str(config), "--alerts", str(alerts), "--master", "local[1]",
+        [*LAGSCOPE, "run", "--config", str(config), "--master", "local[1]",
          "--analytics-interval", "5", "--alerts-interval", "2"],
         env={**os.environ, "RUN_TEST_SECRET": "run-test-secret", "SPARK_LOCAL_IP": "127.0.0.1"},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -108,13 +109,16 @@ def test_run_collects_analyses_alerts_and_stops_cleanly(bootstrap: str, unique: 
         assert lag_line.endswith(" 7.0"), lag_line
         # the analytics: the history's stall is a result table row and a metric on the same endpoint
         assert results_line, "".join(output)[-4000:]
-        kinds = {(r["group_id"], r["kind"]) for r in read_table(tmp_path / "data" / "results", "anomalies").to_pylist()}
+        anomalies = read_results(tmp_path / "data" / "results", "anomalies").to_pylist()
+        kinds = {(r["group_id"], r["kind"]) for r in anomalies}
         assert ("stuck", "stall") in kinds
         # the alerts: a signed webhook about the stuck group reached the sink
         hooks = sink.records()
         assert hooks, "".join(output)[-4000:]
         assert all(h["signature_ok"] for h in hooks)
         assert any("stuck" in str(h["payload"]) for h in hooks)
+        # the route's group regex (stu.*) let through the stuck group's findings only
+        assert {h["payload"]["group"] for h in hooks if h["payload"]} == {"stuck"}
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -137,7 +141,9 @@ def test_run_collects_analyses_alerts_and_stops_cleanly(bootstrap: str, unique: 
     ("args", "code", "message"),
     [
         # the alerts part needs its routes
-        (["--component", "alerts"], 1, "--component alerts needs --alerts FILE"),
+        (["--component", "alerts"], 1, "alerts.routes: the alerts part needs at least one route"),
+        # the separate routes file is gone: its routes are the alerts section of the settings
+        (["--alerts", "alerts.yaml"], 2, "--alerts"),
         # a backfill that is not a duration
         (["--analytics-backfill", "yesterday"], 1, "--analytics-backfill"),
         # a component name the command does not know
@@ -161,16 +167,16 @@ def test_unset_webhook_secret_fails_before_anything_starts(tmp_path: Path) -> No
     # a route signs with secret_env: a missing variable (a Secret key not mounted) is one error
     # line at start (docs/troubleshooting.md), not a process that runs and never delivers
     config = tmp_path / "lagscope.yaml"
-    config.write_text(yaml.safe_dump({"collector": {"lake": str(tmp_path / "lake")}, "metrics": {"port": 0}}))
-    routes = tmp_path / "alerts.yaml"
-    routes.write_text(yaml.safe_dump({"routes": [{"name": "oncall", "url": "http://127.0.0.1:9/hook",
-                                                  "secret_env": "LAGSCOPE_TEST_UNSET_SECRET"}]}))
+    config.write_text(yaml.safe_dump({
+        "collector": {"lake": str(tmp_path / "lake")}, "metrics": {"port": 0},
+        "alerts": {"routes": [{"name": "oncall", "url": "http://127.0.0.1:9/hook",
+                               "secret_env": "LAGSCOPE_TEST_UNSET_SECRET"}]}}))
     env = {k: v for k, v in os.environ.items() if k != "LAGSCOPE_TEST_UNSET_SECRET"}
-    proc = subprocess.run([*LAGSCOPE, "run", "--config", str(config), "--component", "alerts", "--alerts",
-                           str(routes), "--results", str(tmp_path / "results")],
+    proc = subprocess.run([*LAGSCOPE, "run", "--config", str(config), "--component", "alerts",
+                           "--results", str(tmp_path / "results")],
                           capture_output=True, text=True, timeout=30, check=False, env=env)
     assert proc.returncode == 1, proc.stderr
-    assert "error: route oncall: environment variable LAGSCOPE_TEST_UNSET_SECRET is not set" in proc.stderr
+    assert "error: alerts route oncall: environment variable LAGSCOPE_TEST_UNSET_SECRET is not set" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "alerts-outbox.sqlite").exists()
 

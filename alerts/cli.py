@@ -1,0 +1,130 @@
+"""``lagscope alerts …``: alert webhooks from the analytics' findings.
+
+- ``alerts evaluate``: turn the result tables' findings into queued notifications (the routes are
+  the ``alerts`` section of ``--config``, the links point at its ``ui.url``).
+- ``alerts deliver``: deliver the outbox (retrying with backoff) for at most ``--max-seconds``.
+- ``alerts run``: evaluate + deliver every ``--interval`` seconds until interrupted.
+- ``alerts outbox``: what is pending, delivered and dead.
+
+The Prometheus alert rules (:mod:`lagscope.alerts.prometheus_rules`) are written by
+``lagscope dashboards rules``, beside the Grafana dashboards that show the same metrics.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from lagscope.config import Settings, load_config
+from lagscope.errors import ConfigError, LakeError
+
+__all__ = ["register"]
+
+log = logging.getLogger(__name__)
+
+alerts_app = typer.Typer(help="Alert webhooks from the analytics' findings.", no_args_is_help=True)
+
+_Results = Annotated[Path, typer.Option("--results", help="Root of the analytics' result tables.")]
+_Config = Annotated[Path, typer.Option(
+    "--config", help="lagscope's settings (YAML, docs/configuration.md): its alerts section (the routes) and "
+                     "ui.url (the app's base URL for links).", dir_okay=False)]
+_Outbox = Annotated[Path, typer.Option("--outbox", help="The outbox file (SQLite); created when missing.")]
+
+
+def _load_settings(config: Path) -> Settings:
+    """lagscope's settings from ``config`` (and the environment); invalid: one line, exit 2."""
+    try:
+        return load_config(config)
+    except ConfigError as exc:
+        typer.echo(f"config error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+
+@alerts_app.command("evaluate")
+def evaluate_cmd(results: _Results, config: _Config, outbox: _Outbox) -> None:
+    """Queue the notifications the current findings imply (firing and resolved, deduplicated)."""
+    from lagscope.alerts import Outbox, enqueue_findings, findings_from_results
+
+    settings = _load_settings(config)
+    now = dt.datetime.now(dt.UTC)
+    findings = findings_from_results(results, now)
+    with Outbox(outbox) as box:
+        report = enqueue_findings(box, settings.alerts, findings, now, app_url=settings.ui.url)
+    typer.echo(f"{len(findings)} findings, {report.transitions} transitions, {report.queued} notifications queued")
+
+
+@alerts_app.command("deliver")
+def deliver_cmd(
+    config: _Config, outbox: _Outbox,
+    max_seconds: Annotated[float, typer.Option(help="Stop after this long even if some are still pending.")]
+    = 60.0,
+) -> None:
+    """Deliver the pending notifications (retrying with backoff); exit 1 when some are still pending."""
+    from lagscope.alerts import Outbox, Sender
+
+    alerts = _load_settings(config).alerts
+    alerts.check_secrets()
+    with Outbox(outbox) as box, Sender(box, alerts) as sender:
+        report = sender.run(max_seconds=max_seconds)
+        counts = box.counts()
+    typer.echo(f"delivered {report.delivered}, failed attempts {report.failed}, dead {report.dead}; "
+               f"pending {counts.pending}")
+    if counts.pending:
+        raise typer.Exit(1)
+
+
+@alerts_app.command("run")
+def run_cmd(
+    results: _Results, config: _Config, outbox: _Outbox,
+    interval: Annotated[float, typer.Option(help="Seconds between evaluations.")] = 60.0,
+) -> None:
+    """Evaluate and deliver every ``--interval`` seconds until interrupted (Ctrl-C)."""
+    from lagscope.alerts import Outbox, Sender, enqueue_findings, findings_from_results
+
+    settings = _load_settings(config)
+    alerts = settings.alerts
+    alerts.check_secrets()
+    if not results.is_dir():
+        log.warning("alerts: the results folder %s does not exist (yet): nothing is evaluated until the analytics "
+                    "write it (what the outbox holds is still delivered)", results)
+    with Outbox(outbox) as box, Sender(box, alerts) as sender:
+        try:
+            while True:
+                now = dt.datetime.now(dt.UTC)
+                try:
+                    if results.is_dir():  # said once above; an evaluation would resolve every firing alert
+                        enqueue_findings(box, alerts, findings_from_results(results, now), now,
+                                         app_url=settings.ui.url)
+                except LakeError as exc:  # a failing evaluation is logged and retried next round
+                    log.error("alerts: cannot read the results: %s", exc)
+                sender.run(max_seconds=interval, until_empty=False)
+        except KeyboardInterrupt:
+            typer.echo("stopped")
+
+
+@alerts_app.command("outbox")
+def outbox_cmd(
+    outbox: _Outbox,
+    as_json: Annotated[bool, typer.Option("--json", help="Every entry as JSON lines.")] = False,
+) -> None:
+    """Show the outbox: pending, delivered and dead notifications."""
+    from lagscope.alerts import Outbox
+
+    if not outbox.exists():
+        raise ConfigError(f"no outbox at {outbox}")
+    with Outbox(outbox) as box:
+        if as_json:
+            for entry in box.entries():
+                typer.echo(json.dumps(entry, default=str))
+        counts = box.counts()
+    typer.echo(f"pending {counts.pending}, delivered {counts.delivered}, dead {counts.dead}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(alerts_app, name="alerts")

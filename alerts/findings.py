@@ -1,0 +1,228 @@
+"""Findings: the analytics' result tables turned into alert candidates with a stable key.
+
+A :class:`Finding` is one thing worth telling someone about, in one state:
+
+The result tables hold an open window or anomaly once per analytics step until it closes;
+only the current row of each identity counts (:func:`lagscope.results.current_rows`).
+
+- ``anomalies``: every anomaly; key = the row's own ``key`` column (kind|cluster|group|topic|
+  partition|start); firing while ``end_ts`` is null, resolved once it is set. Severity is
+  the row's. A skip, retention loss or rewind carries its delivery accounting
+  (:mod:`lagscope.delivery`): ``messages_lost``, ``messages_reprocessed``, ``cause`` (also a
+  label) and ``exact``.
+- ``rebalances``: every window; key = ``rebalance|cluster|group|start``; firing while open,
+  resolved once closed. Severity ``warning`` when the window outlasts the bound its settings
+  imply (closed: ``observed_over_bound > 1``; open: already longer than ``bound_s``), else
+  ``info``.
+- ``status``: the latest group-level row (topic and partition null) per group; key =
+  ``status|cluster|group|STATUS``; firing while the group is in a bad status (WARN, REWIND:
+  warning; ERR, STOP, STALL: critical); OK and IDLE fire nothing. A change from WARN to STALL
+  resolves the WARN key and fires the STALL key. Status has no explicit end: its resolution
+  is detected by the dispatcher (a key that was firing and is no longer reported).
+
+Findings of rebalance-related kinds (:data:`ADVICE_KINDS`: ``rebalance``, ``rebalance_storm``)
+carry their group's current advice as one line (:func:`advice_line`, from
+:func:`lagscope.results.current_advice`), None when the group has none.
+
+Pure: rows in, findings out (the clock is a parameter).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from lagscope.delivery import account_rows
+from lagscope.errors import LakeError
+from lagscope.results import current_advice, current_events, current_rows, latest_rows, read
+
+__all__ = [
+    "ADVICE_KINDS",
+    "SEVERITIES",
+    "Finding",
+    "advice_line",
+    "findings_from_anomalies",
+    "findings_from_rebalances",
+    "findings_from_results",
+    "findings_from_status",
+    "severity_rank",
+    "with_advice",
+]
+
+State = Literal["firing", "resolved"]
+
+#: severities in increasing order
+SEVERITIES: tuple[str, ...] = ("info", "warning", "critical")
+
+_STATUS_SEVERITY = {"WARN": "warning", "REWIND": "warning", "ERR": "critical", "STOP": "critical",
+                    "STALL": "critical"}
+
+
+def severity_rank(severity: str) -> int:
+    """0 for info, 1 for warning, 2 for critical; unknown severities rank as critical."""
+    return SEVERITIES.index(severity) if severity in SEVERITIES else len(SEVERITIES) - 1
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One alert candidate in one state (see the module docstring for keys and severities)."""
+
+    key: str
+    source: str  # anomalies | rebalances | status
+    state: State
+    kind: str  # the anomaly kind, 'rebalance', or 'status'
+    severity: str  # info | warning | critical
+    cluster: str
+    group: str
+    summary: str
+    starts_at: dt.datetime
+    ends_at: dt.datetime | None = None
+    topic: str | None = None
+    partition: int | None = None
+    detail: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    #: the delivery accounting of a skip, retention loss or rewind (None for other findings):
+    #: messages never processed, messages processed twice, the cause, and whether the counts are
+    #: exact (from the commit stream) or a bound (lagscope.delivery)
+    messages_lost: int | None = None
+    messages_reprocessed: int | None = None
+    cause: str | None = None
+    exact: bool | None = None
+    #: rebalance-related kinds: the group's current advice in one line (:func:`advice_line`)
+    advice: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["starts_at"] = self.starts_at.isoformat()
+        data["ends_at"] = self.ends_at.isoformat() if self.ends_at else None
+        data["labels"] = dict(self.labels)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Finding:
+        values = dict(data)
+        values["starts_at"] = dt.datetime.fromisoformat(values["starts_at"])
+        values["ends_at"] = dt.datetime.fromisoformat(values["ends_at"]) if values.get("ends_at") else None
+        return cls(**values)
+
+    def resolved(self, at: dt.datetime) -> Finding:
+        """The same finding, resolved at ``at`` (used when a firing key is no longer reported)."""
+        return Finding(**{**asdict(self), "state": "resolved", "ends_at": self.ends_at or at,
+                          "labels": dict(self.labels)})
+
+
+def _utc(value: dt.datetime) -> dt.datetime:
+    return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+
+
+def findings_from_anomalies(rows: Iterable[Mapping[str, Any]]) -> Iterator[Finding]:
+    current = current_rows(rows, lambda r: (r["cluster"], r["key"]))
+    for r, delivery in zip(current, account_rows(current), strict=True):
+        end = r.get("end_ts")
+        where = r["group_id"] + (f" {r['topic']}" if r.get("topic") else "") + (
+            f"[{r['partition']}]" if r.get("partition") is not None else "")
+        counts: dict[str, Any] = {} if delivery is None else {
+            "messages_lost": delivery["lost"], "messages_reprocessed": delivery["reprocessed"],
+            "cause": delivery["cause"], "exact": delivery["exact"], "labels": {"cause": delivery["cause"]}}
+        yield Finding(
+            key=r["key"], source="anomalies", state="resolved" if end is not None else "firing",
+            kind=r["kind"], severity=r["severity"], cluster=r["cluster"], group=r["group_id"],
+            topic=r.get("topic"), partition=r.get("partition"),
+            summary=f"{r['kind']} on {where} ({r['cluster']})",
+            detail=r.get("detail") or "", starts_at=_utc(r["start_ts"]),
+            ends_at=_utc(end) if end is not None else None, **counts)
+
+
+def findings_from_rebalances(rows: Iterable[Mapping[str, Any]], now: dt.datetime) -> Iterator[Finding]:
+    for r in current_rows(rows, lambda r: (r["cluster"], r["group_id"], r["start_ts"])):
+        start = _utc(r["start_ts"])
+        end = r.get("end_ts")
+        bound = r.get("bound_s")
+        if end is not None:
+            over = r.get("observed_over_bound")
+            slow = over is not None and over > 1
+            detail = (f"rebalance ({r.get('cause') or 'unknown'}) took {r.get('duration_s') or 0:.1f} s"
+                      + (f", bound {bound:.1f} s" if bound else ""))
+        else:
+            elapsed = (now - start).total_seconds()
+            slow = bound is not None and bound > 0 and elapsed > bound
+            detail = f"rebalance ({r.get('cause') or 'unknown'}) open for {elapsed:.0f} s" + (
+                f", bound {bound:.1f} s" if bound else "")
+        yield Finding(
+            key=f"rebalance|{r['cluster']}|{r['group_id']}|{start.isoformat()}", source="rebalances",
+            state="resolved" if end is not None else "firing", kind="rebalance",
+            severity="warning" if slow else "info", cluster=r["cluster"], group=r["group_id"],
+            summary=f"rebalance of {r['group_id']} ({r['cluster']})", detail=detail, starts_at=start,
+            ends_at=_utc(end) if end is not None else None,
+            labels={"cause": r.get("cause") or "unknown"})
+
+
+def findings_from_status(rows: Iterable[Mapping[str, Any]]) -> Iterator[Finding]:
+    group_rows = (r for r in rows if r.get("topic") is None and r.get("partition") is None)
+    latest = latest_rows(group_rows, lambda r: (r["cluster"], r["group_id"]), "eval_ts")
+    for r in sorted(latest.values(), key=lambda r: (r["cluster"], r["group_id"])):
+        cluster, group = r["cluster"], r["group_id"]
+        status = r.get("status") or ""
+        severity = _STATUS_SEVERITY.get(status)
+        if severity is None:  # OK, IDLE: nothing is wrong
+            continue
+        yield Finding(
+            key=f"status|{cluster}|{group}|{status}", source="status", state="firing",
+            kind="status", severity=severity, cluster=cluster, group=group,
+            summary=f"{group} is {status} ({cluster})", detail=r.get("reason") or "",
+            starts_at=_utc(r["eval_ts"]), labels={"status": status})
+
+
+#: the finding kinds whose payloads carry the group's advice
+ADVICE_KINDS = ("rebalance", "rebalance_storm")
+#: the advice rules a rebalance finding's line names, in this order (a retention advice is not
+#: about rebalancing)
+_REBALANCE_RULES = ("restart_storm", "session_timeout_crash", "max_poll_interval", "eager_large_group",
+                    "rewind_after_rebalance")
+
+
+def advice_line(rows: Iterable[Mapping[str, Any]], kind: str) -> str | None:
+    """One group's current advice rows → one line for a ``kind`` finding: per rebalance rule
+    (the storm's first for a storm), ``setting → suggested: expected effect (confidence)``,
+    joined by ``; ``; None without any."""
+    order = list(_REBALANCE_RULES)
+    if kind != "rebalance_storm":
+        order.remove("restart_storm")
+        order.append("restart_storm")
+    picked = sorted((r for r in rows if r.get("rule") in order), key=lambda r: order.index(r["rule"]))
+    parts = [f"{r['setting']} → {r['suggested']}" + (f": {r['expected_effect']}" if r.get("expected_effect") else "")
+             + f" ({r.get('confidence') or 'low'} confidence)" for r in picked]
+    return "; ".join(parts) or None
+
+
+def with_advice(findings: Iterable[Finding], advice: Iterable[Mapping[str, Any]]) -> list[Finding]:
+    """``findings`` with the advice line set on those of :data:`ADVICE_KINDS` (``advice``: the
+    current advice rows, :func:`lagscope.results.current_advice`)."""
+    by_group: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for r in advice:
+        by_group.setdefault((r["cluster"], r["group_id"]), []).append(r)
+    return [replace(f, advice=advice_line(by_group.get((f.cluster, f.group), []), f.kind))
+            if f.kind in ADVICE_KINDS else f for f in findings]
+
+
+def findings_from_results(root: Path | str, now: dt.datetime) -> list[Finding]:
+    """Every finding in the result tables under ``root`` (raises LakeError when unreadable).
+
+    A root that does not exist is an error, not "no findings": that would resolve every alert
+    still firing (a mistyped ``--results``, a volume not mounted yet)."""
+    if not Path(root).is_dir():
+        raise LakeError(f"no result tables at {root}: no such folder")
+    import pyarrow.dataset as ds
+
+    group_level = ~ds.field("topic").is_valid() & ~ds.field("partition").is_valid()
+    found = [
+        *findings_from_anomalies(current_events(root, "anomalies")),
+        *findings_from_rebalances(current_events(root, "rebalances"), now),
+        *findings_from_status(read(root, "status", filter=group_level).to_pylist()),
+    ]
+    if not any(f.kind in ADVICE_KINDS for f in found):
+        return found
+    return with_advice(found, current_advice(root))

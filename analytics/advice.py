@@ -1,0 +1,807 @@
+"""Advice: what to change in a consumer group's settings, derived from the faults observed
+(the ``advice`` table, :data:`lagscope.schema.ADVICE`; the rules' reasoning in docs/analytics.md,
+"Advice").
+
+Every step recomputes the advice of each group it analyses from the group's **evidence** over
+the results' retention window (``analytics.retention`` days, 30 when it keeps everything):
+
+- its closed rebalance windows (cause, duration, outage = ``observed_over_bound · bound_s``,
+  members before, partitions moved);
+- its rewind, retention_loss, rebalance_storm and commit_gap anomalies;
+- per UTC day, its *retention risk*: the minutes in which a partition's retention headroom was
+  below the group's catch-up ETA of the same minute, the day's worst catch-up ETA and its least
+  headroom (``lag_trends``);
+- its settings as last seen (:data:`GROUP_SCHEMA`): the assignor, group protocol, members, static
+  members and assigned partitions of its latest member sweep; the session and rebalance timeouts
+  of its latest group-metadata record (``__consumer_offsets``).
+
+The evidence is the step's own result rows plus what earlier steps carried (the state parts
+``advice_evidence`` and ``advice_groups``, bounded by the faults within the retention window and
+one row per group and day, never by the sweeps). Extraction, de-duplication (an anomaly or
+window written again by a later step is one piece of evidence: the latest row wins) and expiry
+are vectorised; the rules then run once per group that has evidence, over that group's few
+rows (groups are few, their evidence small: a Python loop over groups, not over the lake's rows).
+
+A rule never advises on thin evidence (each has a minimum count, :class:`AdviceRules`), and a
+group with no fault evidence gets no advice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lagscope.analytics.arrays import (
+    dates,
+    doubles,
+    gargmax,
+    gmax,
+    gmin,
+    groups,
+    gsum,
+    key_code,
+    longs,
+    seconds,
+    timestamps,
+)
+
+if TYPE_CHECKING:
+    from lagscope.config import AnalyticsConfig
+
+__all__ = ["ADVICE_COLUMNS", "EVIDENCE_SCHEMA", "GROUP_SCHEMA", "RULES", "RULE_SETTINGS", "AdviceInputs",
+           "AdviceOutputs", "AdviceRules", "advise", "confidence"]
+
+_F = npt.NDArray[np.float64]
+_MS = pa.timestamp("ms", tz="UTC")
+
+#: the ``advice`` table's columns a step writes (then ``cluster`` and ``date``)
+ADVICE_COLUMNS = ("group_id", "rule", "setting", "current_value", "suggested", "expected_effect", "measure", "unit",
+                  "current_amount", "expected_amount", "evidence", "evidence_count", "evidence_start_ts",
+                  "evidence_end_ts", "confidence", "as_of_ts")
+
+#: the state part ``advice_evidence``: one row per piece of evidence (kind: rebalance | rewind |
+#: retention_loss | rebalance_storm | commit_gap | risk_day), ``key`` its identity
+EVIDENCE_SCHEMA = pa.schema([
+    ("cluster", pa.string()), ("group_id", pa.string()), ("kind", pa.string()), ("key", pa.string()),
+    ("start_ts", _MS), ("end_ts", _MS), ("cause", pa.string()), ("duration_s", pa.float64()),
+    ("outage_s", pa.float64()), ("bound_s", pa.float64()), ("members_before", pa.int32()),
+    ("partitions_moved", pa.int32()), ("magnitude", pa.float64()), ("low_s", pa.float64()), ("n", pa.int64()),
+])
+
+#: the state part ``advice_groups``: per group its settings as last seen
+GROUP_SCHEMA = pa.schema([
+    ("cluster", pa.string()), ("group_id", pa.string()), ("sweep_ts", _MS), ("protocol", pa.string()),
+    ("group_protocol", pa.string()), ("members", pa.int32()), ("static_members", pa.int32()),
+    ("partitions", pa.int32()), ("gen_ts", _MS), ("session_timeout_s", pa.float64()),
+    ("rebalance_timeout_s", pa.float64()),
+])
+
+#: the rules, in the order their rows are written
+RULES = ("session_timeout_crash", "restart_storm", "max_poll_interval", "eager_large_group",
+         "rewind_after_rebalance", "retention_vs_catchup")
+
+#: per rule, the settings its rows can name (the ``setting`` column): a scenario's expected
+#: advice (``expect_advice`` in the simulator) names one of these
+RULE_SETTINGS: dict[str, tuple[str, ...]] = {
+    "session_timeout_crash": ("session.timeout.ms", "group.instance.id"),
+    "restart_storm": ("group.instance.id", "partition.assignment.strategy", "group.protocol"),
+    "max_poll_interval": ("max.poll.interval.ms",),
+    "eager_large_group": ("partition.assignment.strategy",),
+    "rewind_after_rebalance": ("commit on revocation",),
+    "retention_vs_catchup": ("retention.ms",),
+}
+
+#: assignors that rebalance incrementally (the others stop every partition: eager)
+_COOPERATIVE = ("cooperative-sticky",)
+_ANOMALY_KINDS = ("rewind", "retention_loss", "rebalance_storm", "commit_gap")
+
+
+@dataclass(frozen=True)
+class AdviceRules:
+    """The rules' thresholds (docs/analytics.md, "Advice", says why each is what it is)."""
+
+    #: the least windows or findings a rule rests on (a single event is an accident, not a pattern)
+    min_evidence: int = 2
+    #: retention_vs_catchup: a retention loss is unambiguous (messages were never processed): one suffices
+    min_retention_losses: int = 1
+    #: retention_vs_catchup: or at least this many minutes at risk
+    min_risk_minutes: int = 2
+    #: session_timeout_crash: the session timeout suggested (s) and the shortest worth advising from
+    short_session_s: float = 10.0
+    #: session_timeout_crash: a timed-out member back (a join window) within this is a restart (s)
+    restart_within_s: float = 300.0
+    #: session_timeout_crash: static membership instead when at least this share were restarts
+    restart_share: float = 0.5
+    #: restart_storm: a storm needs this many join/leave windows in it
+    min_storm_windows: int = 3
+    #: eager_large_group: a group this large (members before the window) …
+    large_members: int = 4
+    #: … stopped at least this long (s) per window
+    long_window_s: float = 5.0
+    #: rewind_after_rebalance: a rewind starting from a window's start to this long after its end (s)
+    rewind_after_s: float = 120.0
+    #: max_poll_interval: the interval suggested is this × the longest observed silence, in whole minutes
+    poll_margin: float = 1.5
+    #: retention_vs_catchup: the headroom suggested is this × the worst catch-up
+    retention_margin: float = 2.0
+
+
+@dataclass
+class AdviceInputs:
+    """A step's result tables (with ``cluster``), its member sweeps (the lake's ``members`` rows:
+    ``cluster, group_id, sweep_ts, member_id, group_instance_id, assignment``, ``protocol`` and
+    ``group_protocol`` when read), its generation records
+    (:func:`lagscope.analytics.groups.generation_records`, None without the commit stream) and the
+    carried parts."""
+
+    rebalances: pa.Table
+    anomalies: pa.Table
+    lag_trends: pa.Table
+    members: pa.Table
+    generations: pa.Table | None
+    carried_evidence: pa.Table | None
+    carried_groups: pa.Table | None
+
+
+@dataclass
+class AdviceOutputs:
+    """The ``advice`` rows (:data:`ADVICE_COLUMNS`, ``cluster``, ``date``) and the next state's parts."""
+
+    advice: pa.Table
+    evidence: pa.Table
+    groups: pa.Table
+
+
+# --------------------------------------------------------------------------------------------
+# evidence
+# --------------------------------------------------------------------------------------------
+
+def _col(table: pa.Table, name: str, type_: pa.DataType) -> pa.Array:
+    if name not in table.column_names:
+        return pa.nulls(table.num_rows, type_)
+    c = table.column(name).combine_chunks()
+    if pa.types.is_dictionary(c.type):
+        c = c.dictionary_decode()
+    return c.cast(type_, safe=False)
+
+
+def _evidence(cols: dict[str, Any], n: int) -> pa.Table:
+    return pa.table({f.name: cols[f.name] if f.name in cols else pa.nulls(n, f.type) for f in EVIDENCE_SCHEMA},
+                    schema=EVIDENCE_SCHEMA)
+
+
+def rebalance_evidence(rebalances: pa.Table) -> pa.Table:
+    """Closed rebalance windows → evidence rows (``outage_s`` = observed_over_bound · bound_s: a
+    timed-out member's whole outage, else the window)."""
+    rb = rebalances.filter(pc.is_valid(rebalances.column("end_ts"))) if rebalances.num_rows else rebalances
+    n = rb.num_rows
+    start = _col(rb, "start_ts", _MS)
+    ms = np.asarray(start.cast(pa.int64()).fill_null(0), dtype=np.int64)
+    outage = doubles(_col(rb, "observed_over_bound", pa.float64())) * doubles(_col(rb, "bound_s", pa.float64()))
+    before = _col(rb, "members_before", pa.list_(pa.string()))
+    return _evidence({
+        "cluster": _col(rb, "cluster", pa.string()), "group_id": _col(rb, "group_id", pa.string()),
+        "kind": pa.array(["rebalance"] * n, pa.string()), "key": pa.array([f"rebalance|{v}" for v in ms.tolist()],
+                                                                           pa.string()),
+        "start_ts": start, "end_ts": _col(rb, "end_ts", _MS), "cause": _col(rb, "cause", pa.string()),
+        "duration_s": _col(rb, "duration_s", pa.float64()), "outage_s": pa.array(outage, mask=np.isnan(outage)),
+        "bound_s": _col(rb, "bound_s", pa.float64()),
+        "members_before": pc.list_value_length(before).cast(pa.int32()),
+        "partitions_moved": _col(rb, "partitions_moved", pa.int32())}, n)
+
+
+def anomaly_evidence(anomalies: pa.Table) -> pa.Table:
+    """The anomalies the rules read (:data:`_ANOMALY_KINDS`) → evidence rows (key: the anomaly's)."""
+    kind = _col(anomalies, "kind", pa.string())
+    an = anomalies.filter(pc.is_in(kind, value_set=pa.array(_ANOMALY_KINDS))) if anomalies.num_rows else anomalies
+    return _evidence({
+        "cluster": _col(an, "cluster", pa.string()), "group_id": _col(an, "group_id", pa.string()),
+        "kind": _col(an, "kind", pa.string()), "key": _col(an, "key", pa.string()),
+        "start_ts": _col(an, "start_ts", _MS), "end_ts": _col(an, "end_ts", _MS),
+        "magnitude": _col(an, "magnitude", pa.float64())}, an.num_rows)
+
+
+def risk_evidence(lag_trends: pa.Table) -> pa.Table:
+    """Per group and UTC day of the step's minutes: ``n`` the minutes in which a partition's
+    retention headroom was below the group's catch-up ETA (the group row's), ``magnitude`` the
+    day's worst catch-up ETA, ``low_s`` its least headroom (s); days with neither omitted."""
+    if not lag_trends.num_rows:
+        return EVIDENCE_SCHEMA.empty_table()
+    cl, gr = _col(lag_trends, "cluster", pa.string()), _col(lag_trends, "group_id", pa.string())
+    is_group = np.asarray(pc.is_null(_col(lag_trends, "topic", pa.string())), dtype=bool)
+    is_part = np.asarray(pc.is_valid(_col(lag_trends, "partition", pa.int32())), dtype=bool)
+    t = seconds(_col(lag_trends, "window_start", _MS))
+    eta = np.where(is_group, doubles(_col(lag_trends, "catchup_eta_s", pa.float64())), np.nan)
+    head = np.where(is_part, doubles(_col(lag_trends, "retention_headroom_s", pa.float64())), np.nan)
+    # per group-minute: the group's ETA, the least partition headroom
+    order, starts, _ = groups(key_code(cl, gr, pa.array(np.round(t * 1000).astype(np.int64))))
+    m_eta, m_head = gmax(eta[order], starts), gmin(head[order], starts)
+    first = order[starts]
+    at_risk = (~np.isnan(m_eta) & ~np.isnan(m_head) & (m_head < m_eta)).astype(np.float64)
+    day = np.floor(t[first] / 86400.0)
+    mt = t[first]
+    # per group-day
+    dcode = key_code(cl.take(pa.array(first)), gr.take(pa.array(first)), pa.array(day.astype(np.int64)))
+    o2, s2, _ = groups(dcode)
+    keep = ~(np.isnan(gmax(m_eta[o2], s2)) & np.isnan(gmin(m_head[o2], s2)))
+    rows = first[o2[s2]][keep]
+    days = day[o2[s2]][keep]
+    n = len(rows)
+    return _evidence({
+        "cluster": cl.take(pa.array(rows)), "group_id": gr.take(pa.array(rows)),
+        "kind": pa.array(["risk_day"] * n, pa.string()),
+        "key": pa.array([f"risk_day|{int(d)}" for d in days], pa.string()),
+        "start_ts": timestamps(gmin(mt[o2], s2)[keep]), "end_ts": timestamps(gmax(mt[o2], s2)[keep] + 60.0),
+        "magnitude": _nd(gmax(m_eta[o2], s2)[keep]), "low_s": _nd(gmin(m_head[o2], s2)[keep]),
+        "n": pa.array(np.nan_to_num(gsum(at_risk[o2], s2)[keep]).astype(np.int64))}, n)
+
+
+def _nd(v: _F) -> pa.Array:
+    return pa.array(v, pa.float64(), mask=np.isnan(v))
+
+
+def merge_evidence(carried: pa.Table | None, fresh: pa.Table, *, keep_from: dt.datetime) -> pa.Table:
+    """Carried and fresh evidence: one row per (cluster, group, key), the fresh one where both
+    have it (an anomaly or window written again), except ``risk_day`` rows, which add up (a
+    day's minutes come in several steps: counts summed, the worst ETA and least headroom kept);
+    rows that ended before ``keep_from`` expire."""
+    parts = [fresh]
+    if carried is not None and carried.num_rows:
+        parts.insert(0, carried.select(EVIDENCE_SCHEMA.names).cast(EVIDENCE_SCHEMA))
+    ev = pa.concat_tables(parts)
+    if not ev.num_rows:
+        return ev
+    risk = np.asarray(pc.equal(ev.column("kind"), "risk_day"), dtype=bool)
+    other = ev.filter(pa.array(~risk))
+    if other.num_rows:
+        order, starts, _ = groups(key_code(other.column("cluster"), other.column("group_id"), other.column("key")))
+        last = np.append(starts[1:], len(order)) - 1  # stable sort: the last row of a key is the freshest
+        other = other.take(pa.array(order[last]))
+    rk = ev.filter(pa.array(risk))
+    if rk.num_rows:
+        o, s, _ = groups(key_code(rk.column("cluster"), rk.column("group_id"), rk.column("key")))
+        head = rk.take(pa.array(o[s]))
+        num, _ok = longs(rk.column("n"))
+        rk = pa.table({
+            **{c: head.column(c) for c in ("cluster", "group_id", "kind", "key")},
+            "start_ts": timestamps(gmin(seconds(rk.column("start_ts"))[o], s)),
+            "end_ts": timestamps(gmax(seconds(rk.column("end_ts"))[o], s)),
+            **{c: pa.nulls(len(s), EVIDENCE_SCHEMA.field(c).type)
+               for c in ("cause", "duration_s", "outage_s", "bound_s", "members_before", "partitions_moved")},
+            "magnitude": _nd(gmax(doubles(rk.column("magnitude"))[o], s)),
+            "low_s": _nd(gmin(doubles(rk.column("low_s"))[o], s)),
+            "n": pa.array(np.add.reduceat(num[o], s), pa.int64())}, schema=EVIDENCE_SCHEMA)
+    ev = pa.concat_tables([other, rk])
+    end = pc.coalesce(ev.column("end_ts"), ev.column("start_ts"))
+    return ev.filter(pc.greater_equal(end, pa.scalar(keep_from, _MS)))
+
+
+def group_settings(members: pa.Table, generations: pa.Table | None, carried: pa.Table | None) -> pa.Table:
+    """Per group, its settings as last seen (:data:`GROUP_SCHEMA`): the latest member sweep's
+    assignor, group protocol, member, static member and assigned partition counts; the latest
+    generation record's session and rebalance timeouts (each side from the carried row when the
+    step saw none newer)."""
+    parts = []
+    if members.num_rows:
+        cl, gr = _col(members, "cluster", pa.string()), _col(members, "group_id", pa.string())
+        ts = _col(members, "sweep_ts", _MS)
+        code = key_code(cl, gr, ts.cast(pa.int64()))
+        order, starts, _ = groups(code)
+        mid, iid = _col(members, "member_id", pa.string()), _col(members, "group_instance_id", pa.string())
+        nassign = (np.asarray(pc.list_value_length(members.column("assignment")).fill_null(0), dtype=np.float64)
+                   if "assignment" in members.column_names else np.zeros(members.num_rows))
+        has_m = np.asarray(mid.is_valid(), dtype=np.float64)
+        has_i = np.asarray(iid.is_valid(), dtype=np.float64)
+        first = order[starts]
+        parts.append(pa.table({
+            "cluster": cl.take(pa.array(first)), "group_id": gr.take(pa.array(first)),
+            "sweep_ts": ts.take(pa.array(first)),
+            "protocol": _col(members, "protocol", pa.string()).take(pa.array(first)),
+            "group_protocol": _col(members, "group_protocol", pa.string()).take(pa.array(first)),
+            "members": pa.array(np.nan_to_num(gsum(has_m[order], starts)).astype(np.int32)),
+            "static_members": pa.array(np.nan_to_num(gsum(has_i[order], starts)).astype(np.int32)),
+            "partitions": pa.array(np.nan_to_num(gsum(nassign[order], starts)).astype(np.int32)),
+            "gen_ts": pa.nulls(len(starts), _MS), "session_timeout_s": pa.nulls(len(starts), pa.float64()),
+            "rebalance_timeout_s": pa.nulls(len(starts), pa.float64())}, schema=GROUP_SCHEMA))
+    if generations is not None and generations.num_rows:
+        g = generations
+        parts.append(pa.table({
+            "cluster": _col(g, "cluster", pa.string()), "group_id": _col(g, "group_id", pa.string()),
+            "sweep_ts": pa.nulls(g.num_rows, _MS), "protocol": pa.nulls(g.num_rows, pa.string()),
+            "group_protocol": pa.nulls(g.num_rows, pa.string()), "members": pa.nulls(g.num_rows, pa.int32()),
+            "static_members": pa.nulls(g.num_rows, pa.int32()), "partitions": pa.nulls(g.num_rows, pa.int32()),
+            "gen_ts": timestamps(doubles(g.column("gen_t"))),
+            "session_timeout_s": _col(g, "session_timeout_s", pa.float64()),
+            "rebalance_timeout_s": _col(g, "rebalance_timeout_s", pa.float64())}, schema=GROUP_SCHEMA))
+    if carried is not None and carried.num_rows:
+        parts.append(carried.select(GROUP_SCHEMA.names).cast(GROUP_SCHEMA))
+    if not parts:
+        return GROUP_SCHEMA.empty_table()
+    rows = pa.concat_tables(parts)
+    order, starts, gid = groups(key_code(rows.column("cluster"), rows.column("group_id")))
+    sweep_t = seconds(rows.column("sweep_ts"))[order]
+    gen_t = seconds(rows.column("gen_ts"))[order]
+    timed = np.asarray(pc.or_(pc.is_valid(rows.column("session_timeout_s")),
+                              pc.is_valid(rows.column("rebalance_timeout_s"))), dtype=bool)[order]
+    # the latest row of each side (ties: the first, the fresh rows coming before the carried)
+    s_pick = gargmax(sweep_t, starts, gid)
+    g_pick = gargmax(np.where(timed, gen_t, np.nan), starts, gid)
+    ordered = rows.take(pa.array(order))
+    k = len(starts)
+
+    def side(pick: npt.NDArray[np.int64], names: tuple[str, ...]) -> dict[str, pa.Array]:
+        idx = pa.array(np.where(pick >= 0, pick, 0), mask=pick < 0)
+        return {c: ordered.column(c).take(idx) for c in names}
+
+    return pa.table({
+        "cluster": ordered.column("cluster").take(pa.array(starts)),
+        "group_id": ordered.column("group_id").take(pa.array(starts)),
+        **side(s_pick, ("sweep_ts", "protocol", "group_protocol", "members", "static_members", "partitions")),
+        **side(g_pick, ("gen_ts", "session_timeout_s", "rebalance_timeout_s"))}, schema=GROUP_SCHEMA) if k else \
+        GROUP_SCHEMA.empty_table()
+
+
+# --------------------------------------------------------------------------------------------
+# the rules
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class _Group:
+    """One group's evidence and settings, as Python rows (a group's evidence is small)."""
+
+    cluster: str
+    group_id: str
+    windows: list[dict[str, Any]]
+    anomalies: dict[str, list[dict[str, Any]]]
+    risk_days: list[dict[str, Any]]
+    settings: dict[str, Any]
+    defaults: AnalyticsConfig
+
+
+@dataclass
+class _Advice:
+    rule: str
+    setting: str
+    current_value: str | None
+    suggested: str
+    expected_effect: str
+    measure: str
+    unit: str
+    current_amount: float | None
+    expected_amount: float | None
+    evidence: str
+    count: int
+    first: dt.datetime
+    last: dt.datetime
+    confidence: str
+
+
+def confidence(count: int, minimum: int, current_known: bool) -> str:
+    """``high`` with at least 3× the rule's minimum evidence and the setting's current value known
+    (from the group-metadata records); ``medium`` with 2× the minimum or the value known; else
+    ``low`` (the minimum itself, or a value assumed from the defaults)."""
+    if count >= 3 * minimum and current_known:
+        return "high"
+    if count >= 2 * minimum or current_known:
+        return "medium"
+    return "low"
+
+
+def _s(x: float) -> str:
+    """A duration for a sentence: ``~45 s``, ``~12 min``, ``~3.5 h``."""
+    if x < 600:
+        return f"~{x:.0f} s"
+    if x < 7200:
+        return f"~{x / 60:.0f} min"
+    return f"~{x / 3600:.1f} h"
+
+
+def _ms(x: float) -> str:
+    return f"{round(x * 1000)}"
+
+
+def _span(rows: list[dict[str, Any]]) -> tuple[dt.datetime, dt.datetime]:
+    first = min(r["start_ts"] for r in rows)
+    last = max((r["end_ts"] or r["start_ts"]) for r in rows)
+    return first, last
+
+
+def _days(rows: list[dict[str, Any]]) -> str:
+    a, b = _span(rows)
+    d = max(1, math.ceil((b - a).total_seconds() / 86400))
+    return f"{d} day{'s' if d != 1 else ''}"
+
+
+def session_timeout_crash(g: _Group, r: AdviceRules) -> _Advice | None:
+    """Crashed members keep their partitions unprocessed for the whole session timeout: ≥
+    ``min_evidence`` session_timeout windows. When at least ``restart_share`` of them were restarts
+    (a join window within ``restart_within_s`` after the window) and the group is not static:
+    static membership, the member's partitions then wait for it through a restart instead of moving
+    twice; else a shorter session timeout (when it is above ``short_session_s``) with
+    heartbeat.interval.ms at most a third of it."""
+    crashes = [w for w in g.windows if w["cause"] == "session_timeout" and w["outage_s"] is not None]
+    if len(crashes) < r.min_evidence:
+        return None
+    outage = statistics.median(w["outage_s"] for w in crashes)
+    session = g.settings.get("session_timeout_s")
+    known = session is not None
+    sess = float(session) if session is not None else g.defaults.session_timeout_s
+    joins = [w for w in g.windows if w["cause"] == "join"]
+    restarts = []
+    for w in crashes:
+        quiet = w["end_ts"] - dt.timedelta(seconds=w["outage_s"])
+        back = [j for j in joins if w["end_ts"] <= j["start_ts"] <= w["end_ts"] + dt.timedelta(
+            seconds=r.restart_within_s)]
+        if back:
+            first = min(back, key=lambda j: j["start_ts"])
+            stop = (w["duration_s"] or 0.0) + (first["duration_s"] or 0.0)
+            restarts.append(((first["start_ts"] - quiet).total_seconds(), stop))
+    first_ts, last_ts = _span(crashes)
+    n = len(crashes)
+    statics = g.settings.get("static_members") or 0
+    if restarts and len(restarts) >= r.restart_share * n and not statics and len(restarts) >= r.min_evidence:
+        away = statistics.median(x for x, _ in restarts)
+        cur = statistics.median(y for _, y in restarts)
+        need = max(sess, math.ceil(away * 1.5))
+        return _Advice(
+            "session_timeout_crash", "group.instance.id", "none (dynamic members)",
+            f"static membership: a group.instance.id per consumer, session.timeout.ms ≥ {_ms(need)}",
+            f"{len(restarts)} of {n} timed-out members came back within {_s(away)}: with static membership a restart "
+            f"would not rebalance, the group's {_s(cur)} of rebalancing per restart (two rebalances) would drop to "
+            f"~0 s, the member's own partitions waiting {_s(away)} for it",
+            "group_stop_s", "s", cur, 0.0,
+            f"{n} session timeouts in {_days(crashes)}, {len(restarts)} of them restarts (a join window within "
+            f"{_s(r.restart_within_s)}); median outage {_s(outage)}",
+            n, first_ts, last_ts, confidence(len(restarts), r.min_evidence, known))
+    if sess <= r.short_session_s:
+        return None
+    new = r.short_session_s
+    hb = math.floor(new / 3)
+    expected = max(new, outage - (sess - new))
+    cur_value = f"session.timeout.ms={_ms(sess)}" if known else None
+    return _Advice(
+        "session_timeout_crash", "session.timeout.ms", cur_value,
+        f"session.timeout.ms={_ms(new)} with heartbeat.interval.ms ≤ {hb * 1000}",
+        f"a crashed member's partitions would wait {_s(new)} instead of {_s(sess)} for the coordinator: outages "
+        f"of {_s(outage)} would shrink to {_s(expected)}",
+        "outage_s", "s", outage, expected,
+        f"{n} members timed out in {_days(crashes)} (session timeout {_s(sess)}"
+        f"{'' if known else ', assumed: no group-metadata record'}); median outage {_s(outage)}",
+        n, first_ts, last_ts, confidence(n, r.min_evidence, known))
+
+
+def restart_storm(g: _Group, r: AdviceRules) -> _Advice | None:
+    """Rolling restarts produce join/leave storms: rebalance_storm findings holding at least
+    ``min_storm_windows`` join/leave windows in all. Static membership first (a restart within the
+    session timeout no longer rebalances), then the cooperative-sticky assignor (only moved
+    partitions pause), then the consumer group protocol (KIP-848)."""
+    storms = g.anomalies.get("rebalance_storm", [])
+    inside: list[dict[str, Any]] = []
+    per_storm: list[float] = []
+    for s in storms:
+        end = s["end_ts"] or s["start_ts"]
+        ws = [w for w in g.windows if w["cause"] in ("join", "leave") and s["start_ts"] <= w["start_ts"] <= end]
+        if ws:
+            inside += ws
+            per_storm.append(sum(w["duration_s"] or 0.0 for w in ws))
+    if len(inside) < max(r.min_storm_windows, r.min_evidence):
+        return None
+    cur = statistics.median(per_storm)
+    first_ts, last_ts = _span(inside)
+    evidence = (f"{len(storms)} rebalance storm{'s' if len(storms) != 1 else ''} in {_days(inside)} with "
+                f"{len(inside)} join/leave windows, {_s(cur)} of rebalancing per storm (median)")
+    protocol = g.settings.get("protocol")
+    gp = g.settings.get("group_protocol")
+    statics = g.settings.get("static_members") or 0
+    members = g.settings.get("members")
+    known = members is not None
+    if gp == "consumer":
+        return None  # KIP-848 already: its reconciliation is incremental, no group-wide stop to advise away
+    if not statics:
+        return _Advice(
+            "restart_storm", "group.instance.id", "none (dynamic members)",
+            "static membership: a group.instance.id per consumer, session.timeout.ms above a restart's time",
+            f"a member restarting within its session timeout keeps its partitions: the {_s(cur)} of rebalancing per "
+            f"storm would drop to ~0 s",
+            "storm_rebalance_s", "s", cur, 0.0, evidence, len(inside), first_ts, last_ts,
+            confidence(len(inside), r.min_storm_windows, known))
+    if protocol is not None and protocol not in _COOPERATIVE:
+        share = _moved_share(inside, g.settings)
+        exp = cur * share if share is not None else None
+        return _Advice(
+            "restart_storm", "partition.assignment.strategy", protocol,
+            "cooperative-sticky (or group.protocol=consumer, KIP-848, on brokers ≥ 4.0)",
+            "only the moved partitions would pause" + (
+                f": {_s(cur)} of group-wide stop per storm would be ~{exp:.0f} s per partition on average"
+                if exp is not None else ""),
+            "storm_rebalance_s", "s", cur, exp, evidence, len(inside), first_ts, last_ts,
+            confidence(len(inside), r.min_storm_windows, True))
+    return _Advice(
+        "restart_storm", "group.protocol", gp or "classic",
+        "group.protocol=consumer (KIP-848) on brokers ≥ 4.0: members reconcile one at a time",
+        f"no group-wide rebalance per restart: {_s(cur)} of rebalancing per storm would shrink to the moved "
+        f"partitions' handover",
+        "storm_rebalance_s", "s", cur, None, evidence, len(inside), first_ts, last_ts,
+        confidence(len(inside), r.min_storm_windows, gp is not None))
+
+
+def _moved_share(windows: list[dict[str, Any]], settings: dict[str, Any]) -> float | None:
+    total = settings.get("partitions")
+    moved = [w["partitions_moved"] for w in windows if w["partitions_moved"] is not None]
+    if not total or not moved:
+        return None
+    return float(min(1.0, statistics.median(moved) / total))
+
+
+def max_poll_interval(g: _Group, r: AdviceRules) -> _Advice | None:
+    """Members removed for exceeding max.poll.interval.ms: ≥ ``min_evidence`` max_poll_interval
+    windows. A removed member was silent (its last progress → the group settled again) at least
+    the interval; commit gaps of the group that did not end in a removal show how long its
+    batches take. Suggested: the interval at ``poll_margin`` × the longest silence, in whole
+    minutes, or max.poll.records halved (a batch's time follows its records).
+
+    The effect is the removals' rebalances, not the silence: a member whose batch outlasts the
+    interval is removed (the group rebalances: the removal window) and joins again when its batch
+    is done (the rejoin: the first join window after the removal, within ``restart_within_s``);
+    with a longer interval neither happens, but the member's own partitions still wait for its
+    batch, which no setting of the interval shortens. So ``rebalance_s``: per removal, the removal
+    window + its rejoin window (median) → 0."""
+    removed = [w for w in g.windows if w["cause"] == "max_poll_interval" and w["outage_s"] is not None]
+    if len(removed) < r.min_evidence:
+        return None
+    rebal = g.settings.get("rebalance_timeout_s")
+    known = rebal is not None
+    interval = float(rebal) if rebal is not None else g.defaults.rebalance_timeout_s
+    silence = statistics.median(w["outage_s"] for w in removed)
+    longest = max(w["outage_s"] for w in removed)
+    gaps = [a["magnitude"] for a in g.anomalies.get("commit_gap", []) if a["magnitude"] is not None]
+    batch = max([longest, *gaps])
+    new = max(interval, math.ceil(batch * r.poll_margin / 60.0) * 60.0)
+    joins = [w for w in g.windows if w["cause"] == "join"]
+    starts = sorted(w["start_ts"] for w in removed)
+    stops = []
+    for w in removed:
+        nxt = next((t for t in starts if t > w["start_ts"]), None)
+        back = [j for j in joins if w["end_ts"] <= j["start_ts"] <= w["end_ts"] + dt.timedelta(
+            seconds=r.restart_within_s) and (nxt is None or j["start_ts"] < nxt)]
+        rejoin = (min(back, key=lambda j: j["start_ts"])["duration_s"] or 0.0) if back else 0.0
+        stops.append((w["duration_s"] or 0.0) + rejoin)
+    cur = statistics.median(stops)
+    first_ts, last_ts = _span(removed)
+    gap_txt = f", commit gaps up to {_s(max(gaps))}" if gaps else ""
+    return _Advice(
+        "max_poll_interval", "max.poll.interval.ms", f"max.poll.interval.ms={_ms(interval)}" if known else None,
+        f"max.poll.interval.ms={_ms(new)}, or max.poll.records halved",
+        f"batches of up to {_s(batch)} would fit the interval: the {len(removed)} removals and their rebalances "
+        f"(the removal and the rejoin, {cur:.1f} s per removal) would not happen; the member's own partitions "
+        f"still wait for its batch",
+        "rebalance_s", "s", cur, 0.0,
+        f"{len(removed)} members removed for exceeding the {_s(interval)} poll interval in {_days(removed)}"
+        f"{'' if known else ' (assumed: no group-metadata record)'}; silent {_s(silence)} (median){gap_txt}",
+        len(removed), first_ts, last_ts, confidence(len(removed), r.min_evidence, known))
+
+
+def eager_large_group(g: _Group, r: AdviceRules) -> _Advice | None:
+    """Eager rebalancing stops every partition of a large group for long windows: a classic group
+    on an eager assignor, ≥ ``min_evidence`` windows with at least ``large_members`` members before
+    and lasting at least ``long_window_s``. Cooperative-sticky pauses only the moved partitions:
+    the average partition's pause per window becomes the window × moved / assigned partitions."""
+    protocol = g.settings.get("protocol")
+    if protocol is None or protocol in _COOPERATIVE or g.settings.get("group_protocol") == "consumer":
+        return None
+    long_ = [w for w in g.windows if (w["members_before"] or 0) >= r.large_members
+             and (w["duration_s"] or 0.0) >= r.long_window_s]
+    if len(long_) < r.min_evidence:
+        return None
+    share = _moved_share(long_, g.settings)
+    if share is None:
+        return None
+    cur = statistics.median(w["duration_s"] for w in long_)
+    exp = cur * share
+    first_ts, last_ts = _span(long_)
+    return _Advice(
+        "eager_large_group", "partition.assignment.strategy", protocol,
+        "cooperative-sticky (or group.protocol=consumer, KIP-848, on brokers ≥ 4.0)",
+        f"only the moved partitions (~{share:.0%} of {g.settings['partitions']}) would pause: an average partition's "
+        f"pause per rebalance would shrink from {_s(cur)} to {_s(exp)}",
+        "partition_pause_s", "s", cur, exp,
+        f"{len(long_)} rebalances of {statistics.median(w['members_before'] for w in long_):.0f}+ members in "
+        f"{_days(long_)} stopped all {g.settings['partitions']} partitions for {_s(cur)} (median), the '{protocol}' "
+        f"assignor being eager",
+        len(long_), first_ts, last_ts, confidence(len(long_), r.min_evidence, True))
+
+
+def rewind_after_rebalance(g: _Group, r: AdviceRules) -> _Advice | None:
+    """Commits that lag the processing reprocess after every rebalance: ≥ ``min_evidence`` rewinds
+    starting from a window's start to ``rewind_after_s`` after its end. Commit synchronously on
+    revocation (``onPartitionsRevoked``), or more often: the new owner then starts where the old
+    one stopped."""
+    rewinds = g.anomalies.get("rewind", [])
+    hits: list[dict[str, Any]] = []
+    windows_hit: set[dt.datetime] = set()
+    for a in rewinds:
+        for w in g.windows:
+            if w["start_ts"] <= a["start_ts"] <= w["end_ts"] + dt.timedelta(seconds=r.rewind_after_s):
+                hits.append(a)
+                windows_hit.add(w["start_ts"])
+                break
+    if len(hits) < r.min_evidence:
+        return None
+    total = sum(a["magnitude"] or 0.0 for a in hits)
+    per = total / max(1, len(windows_hit))
+    first_ts, last_ts = _span(hits)
+    return _Advice(
+        "rewind_after_rebalance", "commit on revocation", None,
+        "commit synchronously in onPartitionsRevoked (or commit more often: a lower auto.commit.interval.ms)",
+        f"the new owner would start where the old one stopped: ~{per:,.0f} messages reprocessed per rebalance would "
+        f"drop to ~0",
+        "messages_reprocessed", "messages", per, 0.0,
+        f"{len(hits)} rewinds right after {len(windows_hit)} rebalances in {_days(hits)}: {total:,.0f} messages "
+        f"processed twice",
+        len(hits), first_ts, last_ts, confidence(len(hits), r.min_evidence, True))
+
+
+def retention_vs_catchup(g: _Group, r: AdviceRules) -> _Advice | None:
+    """Retention headroom shorter than the group's worst catch-up: a retention loss (≥
+    ``min_retention_losses``: unambiguous, messages were never processed) or ≥ ``min_risk_minutes``
+    minutes in which a partition's headroom was below the group's catch-up ETA. Suggested:
+    retention (or consumer capacity) giving a headroom of ``retention_margin`` × the worst catch-up."""
+    losses = g.anomalies.get("retention_loss", [])
+    risk = sum(d["n"] or 0 for d in g.risk_days)
+    if len(losses) < r.min_retention_losses and risk < r.min_risk_minutes:
+        return None
+    etas = [d["magnitude"] for d in g.risk_days if d["magnitude"] is not None]
+    lows = [d["low_s"] for d in g.risk_days if d["low_s"] is not None]
+    worst = max(etas) if etas else None
+    low = 0.0 if losses else (min(lows) if lows else None)
+    lost = sum(a["magnitude"] or 0.0 for a in losses)
+    rows = losses + [d for d in g.risk_days if d["n"]]
+    first_ts, last_ts = _span(rows)
+    parts = []
+    if losses:
+        parts.append(f"{len(losses)} retention loss{'es' if len(losses) != 1 else ''} ({lost:,.0f} messages never "
+                     f"processed)")
+    if risk:
+        parts.append(f"{risk} minutes with a partition's headroom below the group's catch-up ETA")
+    tail = f"; worst catch-up {_s(worst)}" if worst is not None else ""
+    tail += f", least headroom {_s(low)}" if low is not None else ""
+    count = len(losses) if len(losses) >= r.min_retention_losses else risk
+    minimum = r.min_retention_losses if len(losses) >= r.min_retention_losses else r.min_risk_minutes
+    saved = f": {lost:,.0f} messages would not have been lost" if losses else ""
+    if worst is not None:
+        target: float | None = r.retention_margin * worst
+        suggested = (f"retention.ms ≥ {_ms(r.retention_margin * worst)} on the group's topics, or consumer capacity "
+                     f"to catch up within the headroom")
+        effect = (f"a headroom of {_s(r.retention_margin * worst)} ({r.retention_margin:g}× the worst catch-up of "
+                  f"{_s(worst)}) would keep the committed offsets above the log start{saved}")
+    else:
+        target = None
+        suggested = "a longer retention.ms on the group's topics, or more consumer capacity"
+        effect = f"the committed offsets would stay above the log start{saved}"
+    return _Advice(
+        "retention_vs_catchup", "retention.ms", None, suggested, effect,
+        "retention_headroom_s", "s", low, target,
+        f"{' and '.join(parts)} in {_days(rows)}{tail}",
+        count, first_ts, last_ts, confidence(count, minimum, False))
+
+
+#: rule name → rule (each a predicate-like function: the advice, or None)
+_RULE_FUNCS: dict[str, Callable[[_Group, AdviceRules], _Advice | None]] = {
+    "session_timeout_crash": session_timeout_crash, "restart_storm": restart_storm,
+    "max_poll_interval": max_poll_interval, "eager_large_group": eager_large_group,
+    "rewind_after_rebalance": rewind_after_rebalance, "retention_vs_catchup": retention_vs_catchup}
+
+
+# --------------------------------------------------------------------------------------------
+# the step's advice
+# --------------------------------------------------------------------------------------------
+
+def retention_start(as_of: dt.datetime, retention_days: int | None) -> dt.datetime:
+    """The start of the evidence window: ``retention_days`` before ``as_of`` (30 when the results
+    are kept for ever: advice follows what the group does now)."""
+    return as_of - dt.timedelta(days=retention_days or 30)
+
+
+def advise(inp: AdviceInputs, settings: AnalyticsConfig, as_of: dt.datetime,
+           rules: AdviceRules | None = None) -> AdviceOutputs:
+    """The step's advice rows and the next state's parts (module doc).
+
+    >>> out = advise(AdviceInputs(rebalances=rb, anomalies=an, lag_trends=lt, members=m, generations=None,
+    ...                           carried_evidence=None, carried_groups=None), settings, as_of)  # doctest: +SKIP
+    >>> out.advice.column("rule")  # doctest: +SKIP
+    """
+    r = rules or AdviceRules()
+    fresh = pa.concat_tables([rebalance_evidence(inp.rebalances), anomaly_evidence(inp.anomalies),
+                              risk_evidence(inp.lag_trends)])
+    evidence = merge_evidence(inp.carried_evidence, fresh, keep_from=retention_start(as_of, settings.retention))
+    gset = group_settings(inp.members, inp.generations, inp.carried_groups)
+    by_group: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in _candidates(evidence).to_pylist():
+        by_group.setdefault((row["cluster"], row["group_id"]), []).append(row)
+    known = {(row["cluster"], row["group_id"]): row for row in gset.to_pylist()}
+    out: list[dict[str, Any]] = []
+    for (cluster, group_id), rows in sorted(by_group.items()):
+        anomalies: dict[str, list[dict[str, Any]]] = {}
+        for row in rows:
+            if row["kind"] in _ANOMALY_KINDS:
+                anomalies.setdefault(row["kind"], []).append(row)
+        g = _Group(cluster, group_id, windows=sorted((x for x in rows if x["kind"] == "rebalance"),
+                                                     key=lambda x: x["start_ts"]),
+                   anomalies=anomalies, risk_days=[x for x in rows if x["kind"] == "risk_day"],
+                   settings=known.get((cluster, group_id), {}), defaults=settings)
+        for name in RULES:
+            got = _RULE_FUNCS[name](g, r)
+            if got is not None:
+                out.append(_row(cluster, group_id, got))
+    return AdviceOutputs(advice=_advice_table(out, as_of), evidence=evidence, groups=gset)
+
+
+def _candidates(evidence: pa.Table) -> pa.Table:
+    """The evidence the rules read, of the groups a rule could advise: those with a rebalance
+    window or an anomaly, or a minute at retention risk (a lagging group's risk days alone, with
+    no minute at risk, advise nothing: those groups are many). A group's risk days are summed up
+    first into one ``risk_day`` row (minutes at risk, the worst catch-up, the least headroom, the
+    span of the days with minutes at risk), so that few rows become Python rows."""
+    if not evidence.num_rows:
+        return evidence
+    code = key_code(evidence.column("cluster"), evidence.column("group_id"))
+    n, _ = longs(evidence.column("n"))
+    risk = np.asarray(pc.equal(evidence.column("kind"), "risk_day"), dtype=bool)
+    fault = ~risk | (n > 0)
+    wanted = np.isin(code, code[fault])
+    other = evidence.filter(pa.array(wanted & ~risk))
+    rk_mask = wanted & risk
+    if not rk_mask.any():
+        return other
+    rk = evidence.filter(pa.array(rk_mask))
+    rn = n[rk_mask]
+    order, starts, _ = groups(code[rk_mask])
+    head = rk.take(pa.array(order[starts]))
+    at_risk = rn[order] > 0
+    start = np.where(at_risk, seconds(rk.column("start_ts"))[order], np.nan)
+    end = np.where(at_risk, seconds(rk.column("end_ts"))[order], np.nan)
+    summed = pa.table({
+        **{c: head.column(c) for c in ("cluster", "group_id", "kind", "key")},
+        "start_ts": timestamps(gmin(start, starts)), "end_ts": timestamps(gmax(end, starts)),
+        **{c: pa.nulls(len(starts), EVIDENCE_SCHEMA.field(c).type)
+           for c in ("cause", "duration_s", "outage_s", "bound_s", "members_before", "partitions_moved")},
+        "magnitude": _nd(gmax(doubles(rk.column("magnitude"))[order], starts)),
+        "low_s": _nd(gmin(doubles(rk.column("low_s"))[order], starts)),
+        "n": pa.array(np.add.reduceat(rn[order], starts), pa.int64())}, schema=EVIDENCE_SCHEMA)
+    return pa.concat_tables([other, summed])
+
+
+def _row(cluster: str, group_id: str, a: _Advice) -> dict[str, Any]:
+    return {"cluster": cluster, "group_id": group_id, "rule": a.rule, "setting": a.setting,
+            "current_value": a.current_value, "suggested": a.suggested, "expected_effect": a.expected_effect,
+            "measure": a.measure, "unit": a.unit,
+            "current_amount": None if a.current_amount is None else round(a.current_amount, 3),
+            "expected_amount": None if a.expected_amount is None else round(a.expected_amount, 3),
+            "evidence": a.evidence, "evidence_count": a.count, "evidence_start_ts": a.first,
+            "evidence_end_ts": a.last, "confidence": a.confidence}
+
+
+def _advice_table(rows: list[dict[str, Any]], as_of: dt.datetime) -> pa.Table:
+    from lagscope.schema import ADVICE
+
+    fields = [ADVICE.schema.field(c) for c in ADVICE_COLUMNS if c != "as_of_ts"]
+    cols: dict[str, pa.Array] = {"cluster": pa.array([x["cluster"] for x in rows], pa.string())}
+    for f in fields:
+        cols[f.name] = pa.array([x[f.name] for x in rows], f.type)
+    n = len(rows)
+    stamp = pa.array([as_of] * n, pa.timestamp("us", tz="UTC")).cast(_MS, safe=False)
+    cols["as_of_ts"] = stamp
+    # the date of the last analysed instant (as_of is the range's exclusive end: a batch's is the
+    # next midnight, whose day it did not analyse)
+    last = pa.array([as_of - dt.timedelta(milliseconds=1)] * n, pa.timestamp("us", tz="UTC"))
+    cols["date"] = dates(last) if n else pa.array([], pa.string())
+    return pa.table(cols).select(["cluster", *ADVICE_COLUMNS[:-1], "as_of_ts", "date"])

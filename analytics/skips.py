@@ -1,0 +1,434 @@
+"""Skips: messages a group never processed, found from evidence of not processing (never from
+size), and the rewinds an operator's reset wrote. Part of the per-group pass
+(:mod:`lagscope.analytics.groups`), which sees each group whole: its partitions' advances
+(:func:`lagscope.analytics.np_points.advances`, from the per-partition pass), its member sweeps
+(carried ones included) and its group-metadata records.
+
+An *advance* is ``a`` = new offset − max(everything committed before, log start) > 0, per commit
+where the commit stream has the key (its interval: since the key's previous commit), else per
+sweep interval. Each skip has a ``cause``; the first that holds wins:
+
+1. ``admin_reset``: the advance was written while the group had no members, although it had
+   members before (an operator's ``kafka-consumer-groups --reset-offsets … --execute`` needs an
+   empty group). Any size; magnitude = ``a`` exactly. Never for a group with no members in
+   anything seen (a standalone committer: Flink's KafkaSource, ``assign()`` + ``commitSync``).
+2. ``out_of_range_reset``: everything committed before lay below the log start (a retention
+   overrun, itself the ``retention_loss`` episode) and the advance from the log start is more
+   than ``skip_factor`` × the group's capacity × the interval could reach: the consumer was
+   reset to the latest offset (``auto.offset.reset=latest``).
+3. ``seek``: the new offset is at or past the end known before it, and the advances are more than
+   ``skip_factor`` × the *member's capacity* × the interval, judged per commit request of the
+   group (the commits of one group at one commit timestamp; without the commit stream, one
+   sweep): Σ advances of the request's partitions that reached the end beyond what their own
+   capacity could have processed > ``skip_factor`` × the member's capacity × the request's
+   longest interval. A request of one partition is the per-partition verdict; a loss spread thin
+   over many partitions counts by its sum. Reported on each partition of the request whose own
+   advance exceeds what its own capacity could have processed, once.
+
+*Demonstrated capacity* (:attr:`lagscope.analytics.kseries.Series.max_rate_before`, per
+partition): the largest rate over sweep intervals with a backlog at both ends (the consumer never
+waited for messages, so its advance measures what it can do); an interval that ends caught up
+shows only a lower bound and counts for nothing. A partition that never showed capacity is never
+judged for ``seek`` or ``out_of_range_reset``: a caught-up consumer taking a burst, or a consumer
+catching up fast, is not a skip. Summed capacities take each partition's through the step
+(:data:`lagscope.analytics.onepass.OUT_CAPACITY`), because a consumer that shares its time
+between six busy partitions shows a sixth of its pace on each and can give a burst on one of them
+all of it:
+
+- the *member's capacity* (``seek``): an OffsetCommit request is written by one member, for the
+  partitions it owns (``commitSync()`` commits every assigned partition's position), so what it
+  could have processed is what that member can do, not the whole group: the sum over the
+  partitions owned by the member(s) that own the request's partitions, from the group's member
+  sweep at or before the request and the one at or after it (``owners``; the larger of the two,
+  as a rebalance between them may have given the member more). In a group of 20 members the
+  group's capacity is 20 × a member's: a member seeking to the end of its few partitions would
+  pass unreported. Where no sweep names a partition's owner (no member sweeps, a group without
+  members) that partition's own capacity counts instead, so the request is judged on its own
+  partitions;
+- the *group's capacity* (``out_of_range_reset``): the sum over all its partitions.
+
+Magnitude (messages never processed) = ``a − min(a, floor(capacity · interval))`` with the
+partition's own capacity (exact ``a`` for ``admin_reset``); severity ``critical`` for every skip
+(a loss is never silent).
+
+*Empty group* at an advance (from ``lo`` to ``hi``: the commit's time, or the sweep interval):
+where the group's ``group_metadata`` records reach back to ``hi``, the latest at or before ``hi``
+has no members (a ``group_tombstone`` counts as none) and none in ``[lo, hi]`` has members;
+otherwise the member sweeps: the last at or before ``lo`` and the first at or after ``hi`` both
+have no members. *Had members before*: a record or member sweep before ``lo`` with members.
+The same test makes a rewind written while the group was empty (after it had members) an
+``admin_reset``.
+
+Pure: pyarrow and numpy, no Spark.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lagscope.analytics.arrays import dates, timestamps
+from lagscope.analytics.kseries import java_fixed
+
+__all__ = ["ADVANCE_COLUMNS", "Membership", "group_capacity", "membership", "rewind_causes", "skip_rows",
+           "wanted_groups"]
+
+_F = npt.NDArray[np.float64]
+_I = npt.NDArray[np.int64]
+_B = npt.NDArray[np.bool_]
+
+#: the per-partition pass's advance rows the rules read
+ADVANCE_COLUMNS = ("cluster", "group_id", "topic", "partition", "start_t", "end_t", "advance", "capacity", "exact",
+                   "at_end", "from_lost", "unowned")
+
+_DETAIL = {
+    "seek": "committed offset jumped to the end past {} messages that were never processed (seek)",
+    "admin_reset": "offsets reset while the group had no members: {} messages never processed (admin reset)",
+    "out_of_range_reset": "committed offset below the log start reset past {} messages that were never processed "
+                          "(auto.offset.reset after retention)",
+}
+
+
+@dataclass
+class _Timeline:
+    """One group's membership observations: sorted times and whether members were there."""
+
+    rec_t: list[float] = field(default_factory=list)
+    rec_has: list[bool] = field(default_factory=list)
+    sw_t: list[float] = field(default_factory=list)
+    sw_has: list[bool] = field(default_factory=list)
+
+
+@dataclass
+class Membership:
+    """Per group (``cluster ␟ group_id``) its membership timeline (:func:`membership`)."""
+
+    by_group: dict[str, _Timeline]
+
+    def is_empty(self, group: str, lo: float, hi: float) -> bool:
+        """The group had no members from ``lo`` to ``hi`` (module doc)."""
+        tl = self.by_group.get(group)
+        if tl is None:
+            return False
+        i = bisect.bisect_right(tl.rec_t, hi) - 1
+        if i >= 0:
+            j = bisect.bisect_left(tl.rec_t, lo)
+            return not tl.rec_has[i] and not any(tl.rec_has[j:i + 1])
+        a = bisect.bisect_right(tl.sw_t, lo) - 1
+        b = bisect.bisect_left(tl.sw_t, hi)
+        return a >= 0 and b < len(tl.sw_t) and not tl.sw_has[a] and not tl.sw_has[b]
+
+    def had_members(self, group: str, before: float) -> bool:
+        """A record or member sweep before ``before`` shows members."""
+        tl = self.by_group.get(group)
+        if tl is None:
+            return False
+        i = bisect.bisect_left(tl.rec_t, before)
+        j = bisect.bisect_left(tl.sw_t, before)
+        return any(tl.rec_has[:i]) or any(tl.sw_has[:j])
+
+    def admin(self, group: str, lo: float, hi: float) -> bool:
+        """Written by an admin tool: the group was empty, after it had members."""
+        return self.is_empty(group, lo, hi) and self.had_members(group, lo)
+
+
+def _gkey_array(table: pa.Table) -> pa.Array:
+    """``cluster ␟ group_id`` of each row."""
+    def plain(name: str) -> pa.Array:
+        c = table.column(name).combine_chunks()
+        return (c.dictionary_decode() if pa.types.is_dictionary(c.type) else c).cast(pa.string())
+
+    return pc.binary_join_element_wise(plain("cluster"), plain("group_id"), "\x1f")
+
+
+def _gkeys(table: pa.Table) -> list[str]:
+    return _gkey_array(table).to_pylist()  # type: ignore[no-any-return]
+
+
+def wanted_groups(anomalies: pa.Table, adv: pa.Table | None) -> set[str]:
+    """The groups whose membership a rule asks about: those with a rewind, or an advance without
+    an owner around it (most steps: none)."""
+    out: set[str] = set()
+    if anomalies.num_rows and "cause" in anomalies.column_names:
+        kind = anomalies.column("kind").combine_chunks().cast(pa.string())
+        out.update(_gkeys(anomalies.filter(pc.fill_null(pc.equal(kind, "rewind"), False))))
+    if adv is not None and adv.num_rows:
+        out.update(_gkeys(adv.filter(pc.fill_null(adv.column("unowned"), False))))
+    return out
+
+
+def _only(table: pa.Table, groups: set[str]) -> pa.Table:
+    if not table.num_rows:
+        return table
+    return table.filter(pc.is_in(_gkey_array(table), value_set=pa.array(sorted(groups), pa.string())))
+
+
+def membership(msweeps: pa.Table, group_events: pa.Table | None, groups: set[str] | None = None) -> Membership:
+    """The membership timelines of ``groups`` (all when None) from their member sweeps
+    (``cluster, group_id, t, member_ids``, carried ones included) and their ``group_metadata`` /
+    ``group_tombstone`` records (``record_type``, ``members``, ``record_ts``)."""
+    by: dict[str, _Timeline] = {}
+    if groups is not None:
+        if not groups:
+            return Membership(by_group=by)
+        msweeps = _only(msweeps, groups)
+        group_events = _only(group_events, groups) if group_events is not None else None
+    if msweeps.num_rows:
+        n_ids = np.asarray(pc.list_value_length(msweeps.column("member_ids")).fill_null(0), dtype=np.int64)
+        t = np.asarray(msweeps.column("t").combine_chunks().fill_null(np.nan), dtype=np.float64)
+        rows = sorted(zip(_gkeys(msweeps), t.tolist(), (n_ids > 0).tolist(), strict=True))
+        for g, tt, has in rows:
+            tl = by.setdefault(g, _Timeline())
+            tl.sw_t.append(tt)
+            tl.sw_has.append(has)
+    if group_events is not None and group_events.num_rows:
+        rt = group_events.column("record_type").combine_chunks()
+        rt = (rt.dictionary_decode() if pa.types.is_dictionary(rt.type) else rt).cast(pa.string())
+        keep = pc.fill_null(pc.is_in(rt, value_set=pa.array(["group_metadata", "group_tombstone"])), False)
+        ev = group_events.filter(keep)
+        if ev.num_rows:
+            n_mem = np.asarray(pc.list_value_length(ev.column("members")).fill_null(0), dtype=np.int64)
+            ts = ev.column("record_ts").combine_chunks().cast(pa.timestamp("us", tz="UTC")).cast(pa.int64())
+            et = np.asarray(ts.fill_null(0), dtype=np.int64) / 1e6
+            for g, tt, has in sorted(zip(_gkeys(ev), et.tolist(), (n_mem > 0).tolist(), strict=True)):
+                tl = by.setdefault(g, _Timeline())
+                tl.rec_t.append(tt)
+                tl.rec_has.append(has)
+    return Membership(by_group=by)
+
+
+def rewind_causes(anomalies: pa.Table, members: Membership) -> pa.Table:
+    """``anomalies`` with each rewind written while its group was empty (after it had members)
+    given the cause ``admin_reset``."""
+    if not anomalies.num_rows or "cause" not in anomalies.column_names:
+        return anomalies
+    kind = anomalies.column("kind").combine_chunks().cast(pa.string())
+    idx = np.flatnonzero(np.asarray(pc.equal(kind, "rewind").fill_null(False), dtype=bool))
+    if not len(idx):
+        return anomalies
+    sub = anomalies.take(pa.array(idx))
+    g = _gkeys(sub)
+    s_us = sub.column("start_ts").combine_chunks().cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_pylist()
+    e_us = sub.column("end_ts").combine_chunks().cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).to_pylist()
+    cause = anomalies.column("cause").combine_chunks().cast(pa.string()).to_pylist()
+    for i, gg, s, e in zip(idx.tolist(), g, s_us, e_us, strict=True):
+        hi = (e if e is not None else s) / 1e6
+        if members.admin(gg, s / 1e6, hi):
+            cause[i] = "admin_reset"
+    at = anomalies.schema.get_field_index("cause")
+    return anomalies.set_column(at, anomalies.schema.field(at), pa.array(cause, anomalies.schema.field(at).type))
+
+
+def group_capacity(capacities: pa.Table | None) -> dict[str, float]:
+    """Per group (``cluster ␟ group_id``) the sum of its partitions' demonstrated capacities
+    (``cluster, group_id, capacity``: one row per partition that showed any)."""
+    if capacities is None or not capacities.num_rows:
+        return {}
+    cap = np.asarray(capacities.column("capacity").combine_chunks().fill_null(0.0), dtype=np.float64)
+    out: dict[str, float] = {}
+    for g, c in zip(_gkeys(capacities), cap.tolist(), strict=True):
+        out[g] = out.get(g, 0.0) + c
+    return out
+
+
+def _dense(code: _I) -> tuple[_I, int]:
+    _, inv = np.unique(code, return_inverse=True)
+    return inv.reshape(-1).astype(np.int64), int(inv.max()) + 1 if len(inv) else 0
+
+
+def _sums(idx: _I, weights: _F, n: int) -> _F:
+    """Per ``0…n−1`` the sum of the ``weights`` of its ``idx``."""
+    return np.asarray(np.bincount(idx, weights=weights, minlength=n), dtype=np.float64)
+
+
+def _tps(table: pa.Table, rows: _I | None = None) -> pa.Array:
+    """``topic/partition`` of the rows (as the member sweeps' ``owners`` name a partition)."""
+    tp = [table.column(c).combine_chunks() for c in ("topic", "partition")]
+    if rows is not None:
+        tp = [c.take(pa.array(rows)) for c in tp]
+    topic = (tp[0].dictionary_decode() if pa.types.is_dictionary(tp[0].type) else tp[0]).cast(pa.string())
+    return pc.binary_join_element_wise(topic, tp[1].cast(pa.string()), "/")
+
+
+def _joined(a: pa.Array, b: pa.Array) -> pa.Array:
+    return pc.binary_join_element_wise(a, b, "\x1f")
+
+
+def _capacity_of(keys: pa.Array, capacities: pa.Table | None) -> _F:
+    """The demonstrated capacity (:func:`group_capacity`'s rows) of each ``group ␟ topic/partition``
+    of ``keys``; 0 where none was shown."""
+    if capacities is None or not capacities.num_rows or not len(keys):
+        return np.zeros(len(keys))
+    ck = _joined(_gkey_array(capacities), _tps(capacities))
+    cv = np.asarray(capacities.column("capacity").combine_chunks().fill_null(0.0), dtype=np.float64)
+    at = pc.index_in(keys, value_set=ck)
+    i = np.asarray(at.fill_null(-1), dtype=np.int64)
+    return np.where(i >= 0, np.maximum(cv[np.maximum(i, 0)], 0.0), 0.0) if len(cv) else np.zeros(len(keys))
+
+
+def _partition_capacity(adv: pa.Table, rows: _I, g: pa.Array, capacities: pa.Table | None) -> _F:
+    return _capacity_of(_joined(g, _tps(adv, rows)), capacities)
+
+
+def _request_capacity(g: pa.Array, tp: pa.Array, t1: _F, req: _I, n_req: int, own: _F, msweeps: pa.Table | None,
+                      capacities: pa.Table | None) -> _F:
+    """Per commit request (``req`` of each of its advances: group ``g``, partition ``tp``, time
+    ``t1``, the partition's own capacity ``own``) the capacity it is judged against: the summed
+    capacity of the partitions owned by the member(s) that own its partitions, at the group's
+    member sweep at or before the request and at the one at or after it (the larger: a rebalance
+    between them may have given the member more); an advance whose partition neither sweep
+    assigns adds its own partition's capacity instead. Never less than the request's own
+    partitions' sum. Vectorised: sweeps and requests merged by (group, time)."""
+    fallback = _sums(req, own, n_req)
+    if msweeps is None or not msweeps.num_rows:
+        return fallback
+    # the sweeps of the requests' groups, by (group, t); their assignments read only where used
+    groups = pc.unique(g)
+    all_g = np.asarray(pc.index_in(_gkey_array(msweeps), value_set=groups).fill_null(-1), dtype=np.int64)
+    all_t = np.asarray(msweeps.column("t").combine_chunks().fill_null(np.nan), dtype=np.float64)
+    rows = np.flatnonzero((all_g >= 0) & ~np.isnan(all_t))
+    if not len(rows):
+        return fallback
+    qg = np.asarray(pc.index_in(g, value_set=groups), dtype=np.int64)
+    order = rows[np.lexsort((all_t[rows], all_g[rows]))]
+    mg, mt = all_g[order], all_t[order]
+    nm = len(mg)
+    # the group's sweep at or before each request and the one at or after it
+    _, tr = np.unique(np.concatenate((mt, t1)), return_inverse=True)
+    tr = tr.reshape(-1).astype(np.int64)
+    r = int(tr.max()) + 1
+    dk, qk = mg * r + tr[:nm], qg * r + tr[nm:]
+    before = np.searchsorted(dk, qk, side="right") - 1
+    before_ok = (before >= 0) & (mg[np.maximum(before, 0)] == qg)
+    after = np.searchsorted(dk, qk, side="left")
+    after_ok = (after < nm) & (mg[np.minimum(after, nm - 1)] == qg)
+    # only those sweeps' assignments are read (a day's sweeps of a big group hold millions)
+    used = np.unique(np.concatenate((before[before_ok], after[after_ok])))
+    if not len(used):
+        return fallback
+    before, after = np.searchsorted(used, before), np.searchsorted(used, after)
+    ms = msweeps.select(["cluster", "group_id", "owners"]).take(pa.array(order[used]))
+    mgs = groups.take(pa.array(mg[used]))
+    # the sweeps' assignments: (sweep, partition, owner) and each owner's summed capacity per sweep
+    owners = ms.column("owners").combine_chunks()
+    parent = np.asarray(pc.list_parent_indices(owners), dtype=np.int64)
+    flat = pc.list_flatten(owners)
+    f_tp, f_owner = flat.field("tp"), flat.field("owner")
+    valid = np.asarray(pc.and_(f_tp.is_valid(), f_owner.is_valid()), dtype=bool)
+    if not valid.any():
+        return fallback
+    parent, f_tp, f_owner = parent[valid], f_tp.filter(pa.array(valid)), f_owner.filter(pa.array(valid))
+    f_cap = _capacity_of(_joined(mgs.take(pa.array(parent)), f_tp), capacities)
+    ocode = np.asarray(pc.dictionary_encode(f_owner).indices, dtype=np.int64)
+    pid, n_pairs = _dense(parent * (int(ocode.max()) + 1) + ocode)
+    pair_cap = _sums(pid, f_cap, n_pairs)
+    tps = pc.unique(pa.concat_arrays([f_tp, tp]))
+    nt = len(tps)
+    fk = parent * nt + np.asarray(pc.index_in(f_tp, value_set=tps), dtype=np.int64)
+    f_order = np.argsort(fk, kind="stable")
+    fk, f_pid = fk[f_order], pid[f_order]
+    qtp = np.asarray(pc.index_in(tp, value_set=tps), dtype=np.int64)
+
+    def at(sweep: _I, ok: _B) -> _F:
+        code = np.where(ok, sweep, 0) * nt + qtp
+        pos = np.minimum(np.searchsorted(fk, code), len(fk) - 1)
+        found = ok & (fk[pos] == code)
+        # each owner once per request, plus the partitions whose owner is unknown
+        k = np.flatnonzero(found)
+        u = np.unique(req[k] * n_pairs + f_pid[pos[k]])
+        by_owner = _sums(u // n_pairs, pair_cap[u % n_pairs], n_req)
+        return by_owner + _sums(req[~found], own[~found], n_req)
+
+    return np.maximum(fallback, np.maximum(at(before, before_ok), at(after, after_ok)))
+
+
+def skip_rows(adv: pa.Table, members: Membership, capacities: pa.Table | None, msweeps: pa.Table | None, *,
+              skip_factor: float, schema: pa.Schema) -> pa.Table:
+    """The skips (module doc) of the advances ``adv`` (:data:`ADVANCE_COLUMNS`) given the
+    partitions' demonstrated ``capacities`` (``cluster, group_id, topic, partition, capacity``:
+    one row per partition that showed any) and the groups' member sweeps ``msweeps``
+    (``cluster, group_id, t, owners``, carried ones included), as ``anomalies`` rows in ``schema``
+    (the columns it has; ``as_of_ts`` left null)."""
+    if not adv.num_rows:
+        return schema.empty_table()
+    capacity = group_capacity(capacities)
+
+    def col(name: str) -> npt.NDArray[Any]:
+        c = adv.column(name).combine_chunks()
+        if pa.types.is_floating(c.type):
+            return np.asarray(c.fill_null(np.nan), dtype=np.float64)
+        if pa.types.is_boolean(c.type):
+            return np.asarray(c.fill_null(False), dtype=bool)
+        return np.asarray(c.fill_null(0), dtype=np.int64)
+
+    t0, t1, a, cap = col("start_t"), col("end_t"), col("advance"), col("capacity")
+    exact, at_end, lost, unowned = col("exact"), col("at_end"), col("from_lost"), col("unowned")
+    g = _gkeys(adv)
+    n = adv.num_rows
+    span = t1 - t0
+    g_cap = np.array([max(capacity.get(x, 0.0), 0.0) for x in g], dtype=np.float64)
+    g_cap = np.maximum(g_cap, cap)  # a partition's own capacity is part of its group's
+    with np.errstate(invalid="ignore"):
+        could = np.where(np.isfinite(span) & (cap > 0), np.floor(cap * span), np.nan)  # NaN: no capacity known
+        too_far = a > float(skip_factor) * g_cap * span  # False where unknown (NaN)
+    known = ~np.isnan(could)
+    # 1. an empty group's reset: the window is the commit (exact) or the sweep interval
+    lo = np.where(exact, t1, t0)
+    admin = np.array([bool(unowned[i]) and members.admin(g[i], float(lo[i]), float(t1[i])) for i in range(n)],
+                     dtype=bool)
+    # 2. out of range (retention) reset to the latest offset
+    oor = ~admin & lost & known & too_far
+    # 3. seek: per partition, then per commit request of the group
+    cand = ~admin & ~oor & at_end & known
+    seek = np.zeros(n, bool)
+    ci = np.flatnonzero(cand)
+    if len(ci):
+        # the commit requests: one group, one commit timestamp (from sweeps: one sweep)
+        cg = _gkey_array(adv).take(pa.array(ci))
+        gcode = np.asarray(pc.dictionary_encode(cg).indices, dtype=np.int64)
+        _, tcode = np.unique(t1[ci], return_inverse=True)
+        req, n_req = _dense((gcode * (int(tcode.max()) + 1) + tcode.reshape(-1)) * 2 + exact[ci])
+        own = np.maximum(cap[ci], _partition_capacity(adv, ci, cg, capacities))
+        bound = _request_capacity(cg, _tps(adv, ci), t1[ci], req, n_req, own, msweeps, capacities)
+        total_a = _sums(req, a[ci].astype(np.float64), n_req)
+        longest = np.full(n_req, -np.inf)
+        np.maximum.at(longest, req, span[ci])
+        seek[ci] = (total_a > float(skip_factor) * bound * longest)[req]
+    lost_n = np.where(admin, a, a - np.minimum(a, np.nan_to_num(could, nan=0.0).astype(np.int64)))
+    cause = np.where(admin, "admin_reset", np.where(oor, "out_of_range_reset", "seek")).astype(object)
+    keep = np.flatnonzero((admin | oor | seek) & (lost_n > 0))
+    if not len(keep):
+        return schema.empty_table()
+    start = np.where(exact, t1, t0)[keep]
+    start_ts = timestamps(start)
+    ms = np.asarray(start_ts.cast(pa.int64()), dtype=np.int64)
+    cl = adv.column("cluster").combine_chunks().take(pa.array(keep))
+    gr = adv.column("group_id").combine_chunks().take(pa.array(keep))
+    tp = adv.column("topic").combine_chunks().take(pa.array(keep))
+    pt = adv.column("partition").combine_chunks().take(pa.array(keep))
+    plain = [(c.dictionary_decode() if pa.types.is_dictionary(c.type) else c).cast(pa.string()) for c in (cl, gr, tp)]
+    pstr = pt.cast(pa.string()).to_pylist()
+    m = len(keep)
+    mag = lost_n[keep].astype(np.float64)
+    causes = cause[keep]
+    cols: dict[str, pa.Array] = {
+        "cluster": plain[0], "group_id": plain[1], "topic": plain[2], "partition": pt.cast(pa.int32()),
+        "kind": pa.array(["skip"] * m, pa.string()), "start_ts": start_ts, "end_ts": timestamps(t1[keep]),
+        "severity": pa.array(["critical"] * m, pa.string()), "magnitude": pa.array(mag),
+        "unit": pa.array(["messages"] * m, pa.string()),
+        "detail": pa.array([_DETAIL[c].format(java_fixed(float(x), 0)) for c, x in zip(causes, mag, strict=True)],
+                           pa.string()),
+        "key": pa.array([f"skip|{c}|{gg}|{t}|{p}|{x}" for c, gg, t, p, x in zip(
+            plain[0].to_pylist(), plain[1].to_pylist(), plain[2].to_pylist(), pstr, ms.tolist(), strict=True)],
+            pa.string()),
+        "cause": pa.array(list(causes), pa.string()), "date": dates(start_ts)}
+    out = pa.table({f.name: cols[f.name].cast(f.type) if f.name in cols else pa.nulls(m, f.type) for f in schema},
+                   schema=schema)
+    return out.sort_by([("cluster", "ascending"), ("group_id", "ascending"), ("topic", "ascending"),
+                        ("partition", "ascending"), ("start_ts", "ascending")])

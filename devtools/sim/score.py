@@ -1,0 +1,411 @@
+"""Scoring lagscope's findings against a simulator run's truth: the one place that decides what
+was found, what was missed and what was false, for the accuracy benchmark and the demo's summary.
+
+    >>> ti = truth.TruthIndex(truth.load(path))                              # doctest: +SKIP
+    >>> expected = expected_findings(ti, rules)
+    >>> s = score_run(expected, [Finding.from_anomaly(a) for a in anomalies], tolerance_s=2.0)
+    >>> s.unmatched                      # findings that match no injected fault: false alarms
+    >>> figures(scores, budgets)         # per kind: precision, recall, false alarms / h, delays
+
+What the truth calls for (:func:`expected_findings`), each an :class:`Expected` naming its kind,
+group, partitions and time, and the injected fault it stems from:
+
+- stall, stop, commit_gap, rewind, skip: the injected fault of that kind, on the partitions the
+  member held when it began;
+- retention_loss: the runner's ``retention_overrun`` fault (committed below the log start at the
+  end); in a truth without one, derived from the end state over the whole run;
+- rebalance: every rebalance of the truth (:meth:`TruthIndex.rebalances`) after the group formed
+  (its members' first assignments; or ``first_settled``, the first sweep that saw it settled,
+  when later), its cause the membership fault before it, if any;
+- rebalance_storm: ``storm_count`` or more of those starting within ``storm_window_s``;
+- lag_growth: ``growth_min_minutes`` or more minutes in a row whose lag at the end (the run's
+  end, for the last, partial minute) is above the minute before's, as the analytics' minute rows
+  see it.
+
+A static member's bounce, a join and a clean leave call for nothing but the rebalance they cause
+(a bounce within the session causes none).
+
+A finding **matches** an expected one when the kind and group are the same, the partition is one
+the expected names (or either is group-level), and their times overlap within ``tolerance_s``
+(``finding.start ≤ expected.end + tolerance`` and ``finding.end ≥ expected.start − tolerance``; an
+open finding has no end). A finding that matches nothing is **false**; an expected one nothing
+matches is **missed**. Its **detection delay** is its first matching finding's start minus its
+start, 0 when the finding dates itself earlier (a stall dates from the last commit that moved).
+Per kind (:func:`figures`): precision = matching findings / findings; recall = expected found /
+expected; false warnings and false criticals per hour of no-fault traffic (the durations of the
+scenarios marked ``no_fault``); delay p50 and p95, against a budget of 2 sweep intervals + the
+rule's own threshold (:func:`delay_budgets`).
+
+**Advice** (:func:`score_advice`): the scenario's ``expect_advice`` (group, rule, setting) against
+the ``advice`` rows of the run's groups. An expected advice is **found** when a row of its group
+(the run's real name, ``<prefix>-<group>``) has its rule and names its setting, else **missing**;
+every other row of the run's groups is **unexpected** (false advice), listed by rule. A scenario
+that lists none (every no-fault scenario) must lead to no advice at all. Over many runs
+(:func:`advice_figures`), per rule: expected, found (recall) and unexpected.
+
+    >>> a = score_advice(sc.expect_advice, advice_rows, prefix=names.prefix)  # doctest: +SKIP
+    >>> a.missing, a.unexpected
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from lagscope.config import AnalyticsRulesConfig
+from lagscope.devtools.sim.truth import Assign, Fault, TruthIndex, record_ts
+
+__all__ = [
+    "AdviceFigures",
+    "AdviceScore",
+    "Expected",
+    "Finding",
+    "KindFigures",
+    "Match",
+    "RunScore",
+    "advice_figures",
+    "delay_budgets",
+    "expected_findings",
+    "fault_verdicts",
+    "figures",
+    "score_advice",
+    "score_run",
+]
+
+#: injected fault kind → the finding kind that reports it (the membership faults: a rebalance)
+FINDING_OF = {"stall": "stall", "stop": "stop", "rewind": "rewind", "skip": "skip", "commit_gap": "commit_gap",
+              "retention_overrun": "retention_loss"}
+#: severities that alarm (a rebalance window is information, not an alarm)
+ALARMS = ("warning", "critical")
+#: the kinds a truth can call for: a finding of another kind at ``info`` (a partition starved by
+#: its own live consumer) says how the consumer works, not that something failed; it is kept
+#: apart as informational, and scored as a false alarm only once it alarms (warning, critical)
+SCORED_KINDS = frozenset({*FINDING_OF.values(), "rebalance", "rebalance_storm", "lag_growth"})
+
+
+@dataclass(frozen=True)
+class Expected:
+    """A finding the truth calls for: ``kind`` (a finding kind), ``group``, ``partitions`` (empty:
+    the group as a whole), the interval ``[start, end]`` (epoch s) and the injected ``fault``
+    it stems from (None for what the run's traffic itself makes: a lag growth)."""
+
+    kind: str
+    group: str
+    partitions: tuple[tuple[str, int], ...]
+    start: float
+    end: float
+    fault: Fault | None = None
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something lagscope reported: an anomaly or a rebalance window (epoch s; ``end`` None while
+    open; ``topic``/``partition`` None for a group-level one). ``severity`` is the anomaly's, or
+    ``info`` for a rebalance window."""
+
+    kind: str
+    group: str
+    topic: str | None
+    partition: int | None
+    start: float
+    end: float | None
+    severity: str
+    detail: str = ""
+
+    @classmethod
+    def from_anomaly(cls, row: Mapping[str, Any]) -> Finding:
+        """A row of the ``anomalies`` table."""
+        return cls(str(row["kind"]), str(row["group_id"]), row.get("topic"), row.get("partition"),
+                   _start(row), _epoch(row.get("end_ts")), str(row.get("severity") or "warning"),
+                   str(row.get("detail") or ""))
+
+    @classmethod
+    def from_rebalance(cls, row: Mapping[str, Any]) -> Finding:
+        """A row of the ``rebalances`` table: a rebalance window, kind ``rebalance``."""
+        return cls("rebalance", str(row["group_id"]), None, None, _start(row),
+                   _epoch(row.get("end_ts")), "info", str(row.get("cause") or ""))
+
+    def where(self) -> str:
+        return "group" if self.partition is None else f"{self.topic}:{self.partition}"
+
+
+@dataclass(frozen=True)
+class Match:
+    """One expected finding and the first finding that matches it (None: missed)."""
+
+    expected: Expected
+    finding: Finding | None
+
+    @property
+    def delay(self) -> float | None:
+        """Seconds from the expected start to the first matching finding's start (≥ 0)."""
+        return None if self.finding is None else max(0.0, self.finding.start - self.expected.start)
+
+
+@dataclass
+class RunScore:
+    """One run scored: every expected finding with its match, the findings that matched, the
+    ones that matched nothing (false), the informational ones, and how much no-fault traffic the
+    run was."""
+
+    scenario: str
+    seed: int | None
+    no_fault: bool
+    duration_s: float
+    matches: list[Match] = field(default_factory=list)
+    matched: list[Finding] = field(default_factory=list)
+    unmatched: list[Finding] = field(default_factory=list)
+    #: info findings of a kind no truth calls for (:data:`SCORED_KINDS`): neither right nor false
+    informational: list[Finding] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class KindFigures:
+    """Per finding kind, over many runs (see the module docstring)."""
+
+    kind: str
+    expected: int
+    found: int
+    findings: int
+    true_findings: int
+    false_warnings_per_h: float
+    false_criticals_per_h: float
+    false_criticals: int
+    delay_p50: float
+    delay_p95: float
+    delay_budget: float
+
+    @property
+    def precision(self) -> float:
+        return self.true_findings / self.findings if self.findings else math.nan
+
+    @property
+    def recall(self) -> float:
+        return self.found / self.expected if self.expected else math.nan
+
+
+def _epoch(v: Any) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, dt.datetime):
+        return v.timestamp()
+    return float(v)
+
+
+def _start(row: Mapping[str, Any]) -> float:
+    t = _epoch(row["start_ts"])
+    if t is None:
+        raise ValueError(f"a finding without a start: {dict(row)!r}")
+    return t
+
+
+def _formed(ti: TruthIndex, group: str) -> float:
+    """When the group formed: the last first assignment with partitions of the members there
+    from the start (those without a join fault); its rebalances before that are its formation
+    (kafka-python's first join may assign nothing)."""
+    joined = {f.member for f in ti.faults("join") if f.group == group}
+    firsts: dict[str, float] = {}
+    for r in ti.assignments(group):
+        if isinstance(r, Assign) and r.partitions and r.member not in joined:
+            firsts.setdefault(r.member, r.ts)
+    return max(firsts.values(), default=-math.inf)
+
+
+def expected_findings(ti: TruthIndex, rules: AnalyticsRulesConfig, *,
+                      first_settled: Mapping[str, float] | None = None) -> list[Expected]:
+    """Every finding the run's truth calls for (see the module docstring), in time order."""
+    out: list[Expected] = []
+    faults = ti.faults()
+    for f in faults:
+        if f.kind in FINDING_OF:
+            out.append(Expected(FINDING_OF[f.kind], f.group, f.partitions, f.start, max(f.start, f.end), f))
+    es = ti.end_state
+    t0 = ti.run.ts if ti.run is not None else min((record_ts(r) for r in ti.records), default=0.0)
+    t_end = es.ts if es is not None else t0
+    if es is not None and not any(f.kind == "retention_overrun" for f in faults):
+        # a truth from before the runner recorded overruns: the loss is somewhere in the run
+        for g in sorted({c.group for c in es.committed}):
+            lost = tuple(tp for tp, o in sorted(es.committed_of(g).items()) if o < es.end_of(*tp).log_start)
+            if lost:
+                out.append(Expected("retention_loss", g, lost, t0, t_end))
+    groups = sorted({r.group for r in ti.records if isinstance(r, Assign)})
+    for g in groups:
+        formed = max(_formed(ti, g), (first_settled or {}).get(g, -math.inf))
+        rbs = [r for r in ti.rebalances(g) if r.start > formed]
+        out += [Expected("rebalance", g, (), r.start, r.end, r.cause) for r in rbs]
+        stormy = [r for i, r in enumerate(rbs)
+                  if sum(1 for q in rbs[: i + 1] if q.start >= r.start - rules.storm_window_s) >= rules.storm_count]
+        if stormy:
+            first = min(q.start for q in rbs if q.start >= stormy[0].start - rules.storm_window_s)
+            out.append(Expected("rebalance_storm", g, (), first, max(r.end for r in stormy)))
+    parts = sorted({(c.group, c.topic, c.partition) for c in (es.committed if es is not None else ())})
+    for g, topic, p in parts:
+        # minute buckets as the analytics' minute rows: each bucket's lag is the lag at its end
+        # (or the run's, for the last, partial one); a bucket whose lag is above the one
+        # before it is a rising minute
+        rising: list[float] = []
+        b = math.floor(t0 / 60) * 60
+        prev = ti.lag_at(g, topic, p, min(b + 60, t_end))
+        b += 60
+
+        def close(run: list[float], g: str = g, topic: str = topic, p: int = p) -> None:
+            if len(run) >= rules.growth_min_minutes:
+                out.append(Expected("lag_growth", g, ((topic, p),), run[0], min(run[-1] + 60, t_end)))
+
+        while b < t_end:
+            cur = ti.lag_at(g, topic, p, min(b + 60, t_end))
+            if prev is not None and cur is not None and cur > prev:
+                rising.append(b)
+            else:
+                close(rising)
+                rising = []
+            prev, b = cur, b + 60
+        close(rising)
+    return sorted(out, key=lambda e: (e.start, e.kind, e.group))
+
+
+def matches(e: Expected, f: Finding, tolerance_s: float) -> bool:
+    """Does finding ``f`` report expected ``e`` (see the module docstring)?"""
+    if f.kind != e.kind or f.group != e.group:
+        return False
+    if e.partitions and f.partition is not None and (f.topic, f.partition) not in e.partitions:
+        return False
+    f_end = math.inf if f.end is None else f.end
+    return f.start <= e.end + tolerance_s and f_end >= e.start - tolerance_s
+
+
+def score_run(expected: Iterable[Expected], findings: Iterable[Finding], *, tolerance_s: float,
+              scenario: str = "", seed: int | None = None, no_fault: bool = False,
+              duration_s: float = 0.0) -> RunScore:
+    """Match one run's findings to what its truth calls for."""
+    exp = list(expected)
+    found = sorted(findings, key=lambda f: (f.start, f.kind, f.group))
+    out = RunScore(scenario, seed, no_fault, duration_s)
+    for e in exp:
+        first = next((f for f in found if matches(e, f, tolerance_s)), None)
+        out.matches.append(Match(e, first))
+    for f in found:
+        if any(matches(e, f, tolerance_s) for e in exp):
+            out.matched.append(f)
+        elif f.kind not in SCORED_KINDS and f.severity not in ALARMS:
+            out.informational.append(f)
+        else:
+            out.unmatched.append(f)
+    return out
+
+
+def delay_budgets(rules: AnalyticsRulesConfig, interval_s: float) -> dict[str, float]:
+    """The delay target per kind: 2 sweep intervals + the rule's own threshold."""
+    own = {"stall": rules.stall_after_s, "stop": rules.stop_after_s, "commit_gap": rules.gap_min_s,
+           "rewind": 0.0, "skip": 0.0, "retention_loss": 0.0, "rebalance": 0.0,
+           "rebalance_storm": rules.storm_window_s, "lag_growth": 60.0 * rules.growth_min_minutes}
+    return {k: 2 * interval_s + v for k, v in own.items()}
+
+
+def _pctl(xs: list[float], q: float) -> float:
+    if not xs:
+        return math.nan
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def figures(scores: Iterable[RunScore], budgets: Mapping[str, float]) -> list[KindFigures]:
+    """Per kind over ``scores``: precision, recall, false alarms per hour of no-fault traffic,
+    detection delay p50/p95 (one row per kind expected or found, sorted by kind)."""
+    runs = list(scores)
+    hours = sum(r.duration_s for r in runs if r.no_fault) / 3600.0
+    kinds = sorted({m.expected.kind for r in runs for m in r.matches}
+                   | {f.kind for r in runs for f in [*r.matched, *r.unmatched]})
+    out = []
+    for k in kinds:
+        ms = [m for r in runs for m in r.matches if m.expected.kind == k]
+        true = sum(1 for r in runs for f in r.matched if f.kind == k)
+        false = [(r, f) for r in runs for f in r.unmatched if f.kind == k]
+        quiet = [f for r, f in false if r.no_fault]
+        delays = [m.delay for m in ms if m.delay is not None]
+        out.append(KindFigures(
+            k, len(ms), sum(1 for m in ms if m.finding is not None), true + len(false), true,
+            sum(f.severity == "warning" for f in quiet) / hours if hours else math.nan,
+            sum(f.severity == "critical" for f in quiet) / hours if hours else math.nan,
+            sum(f.severity == "critical" for _, f in false),
+            _pctl(delays, 0.5), _pctl(delays, 0.95), budgets.get(k, math.nan)))
+    return out
+
+
+def fault_verdicts(score: RunScore, faults: Iterable[Fault]) -> list[tuple[Fault, list[Match]]]:
+    """Per injected fault, the expected findings it calls for and their matches (empty: it calls
+    for none, as a static member's bounce within its session)."""
+    return [(f, [m for m in score.matches if m.expected.fault == f]) for f in faults]
+
+
+# --------------------------------------------------------------------------------------------
+# advice
+# --------------------------------------------------------------------------------------------
+
+class _AdviceSpec(Protocol):
+    """What an expected advice names (:class:`lagscope.devtools.sim.model.ExpectedAdvice`)."""
+
+    @property
+    def group(self) -> str: ...
+    @property
+    def rule(self) -> str: ...
+    @property
+    def setting(self) -> str: ...
+
+
+#: one advice as scored: (logical group, rule, setting)
+AdviceKey = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class AdviceScore:
+    """One run's advice scored (module docstring): each a (logical group, rule, setting)."""
+
+    scenario: str
+    seed: int | None
+    expected: tuple[AdviceKey, ...]
+    found: tuple[AdviceKey, ...]
+    missing: tuple[AdviceKey, ...]
+    unexpected: tuple[AdviceKey, ...]
+
+    @property
+    def recall(self) -> float:
+        return len(self.found) / len(self.expected) if self.expected else math.nan
+
+
+def score_advice(expected: Iterable[_AdviceSpec], advice: Iterable[Mapping[str, Any]], *, prefix: str,
+                 scenario: str = "", seed: int | None = None) -> AdviceScore:
+    """The ``advice`` rows of the run whose real names start with ``prefix`` (``sim-<scenario>-<run
+    id>``) against what it expects; rows of other groups are not the run's and are ignored."""
+    want = [(e.group, e.rule, e.setting) for e in expected]
+    mine = f"{prefix}-"
+    got = sorted({(str(r["group_id"])[len(mine):], str(r["rule"]), str(r["setting"]))
+                  for r in advice if str(r["group_id"]).startswith(mine)})
+    return AdviceScore(scenario, seed, tuple(want), tuple(k for k in want if k in got),
+                       tuple(k for k in want if k not in got), tuple(k for k in got if k not in want))
+
+
+@dataclass(frozen=True)
+class AdviceFigures:
+    """Per rule, over many runs: advice expected, found, and given unexpectedly."""
+
+    rule: str
+    expected: int
+    found: int
+    unexpected: int
+
+    @property
+    def recall(self) -> float:
+        return self.found / self.expected if self.expected else math.nan
+
+
+def advice_figures(scores: Iterable[AdviceScore]) -> list[AdviceFigures]:
+    """Per rule expected or given (sorted by rule): expected, found, unexpected."""
+    runs = list(scores)
+    rules = sorted({k[1] for r in runs for k in (*r.expected, *r.unexpected)})
+    return [AdviceFigures(rule, sum(k[1] == rule for r in runs for k in r.expected),
+                          sum(k[1] == rule for r in runs for k in r.found),
+                          sum(k[1] == rule for r in runs for k in r.unexpected)) for rule in rules]

@@ -1,0 +1,561 @@
+"""One simulator process: a producer or a consumer-group member (``python -m lagscope.devtools.sim.worker SPEC``).
+
+The runner writes a JSON spec (mode 0600: it may hold client credentials) and starts one
+process per producer and per member, so that a crash is a real SIGKILL of a real client.
+Each process writes its ground truth to its own JSONL part file (see :mod:`lagscope.devtools.sim.truth`);
+the runner merges them. SIGTERM asks a worker to finish cleanly (final commit, close).
+
+Start-up handshake: a worker creates its Kafka client, touches its ``ready`` file and waits
+for the runner's ``t0`` file (``{"t0": epoch s, "end": epoch s}``), which the runner writes
+once every process of the start is ready; so Python start-up time never eats into the
+schedule. An action ``at`` seconds runs at ``t0 + at``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import math
+import random
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lagscope.devtools.sim.model import Action, MemberSpec, ProducerSpec
+from lagscope.devtools.sim.truth import Assign, Commit, Fault, Produce, Revoke, TruthWriter
+
+__all__ = ["main", "run_member", "run_producer"]
+
+log = logging.getLogger("lagscope.devtools.sim.worker")
+
+_stop = threading.Event()
+
+
+def _on_term(signum: int, frame: object) -> None:
+    _stop.set()
+
+
+def _await_start(cfg: dict[str, Any]) -> tuple[float, float] | None:
+    """Say ready, then wait for the runner's t0; None when asked to stop first."""
+    Path(cfg["ready_file"]).touch()
+    t0_file = Path(cfg["t0_file"])
+    while not t0_file.exists():
+        if _stop.wait(0.05):
+            return None
+    d = json.loads(t0_file.read_text())
+    return float(d["t0"]), float(d["end"])
+
+
+def _sleep_until(t: float) -> bool:
+    """Sleep until epoch ``t``; False when asked to stop first."""
+    while True:
+        left = t - time.time()
+        if left <= 0:
+            return True
+        if _stop.wait(min(left, 0.2)):
+            return False
+
+
+# --------------------------------------------------------------------------------------------
+# producer
+# --------------------------------------------------------------------------------------------
+
+def _send_times(spec: ProducerSpec, t0: float, end: float, rng: random.Random | None = None,
+                sends: float = 0.0) -> list[float]:
+    """Every send time (epoch s), steady rate (ramped, cycled, paused as the spec says) plus
+    bursts, sorted. With ``rng``, each steady send is late by a uniform fraction in
+    ``[0, sends]`` of its interval (the same generator state gives the same times)."""
+    stop_rel = min(end - t0, spec.stop) if spec.stop is not None else end - t0
+    times: list[float] = []
+
+    def late(step: float) -> float:
+        return rng.uniform(0.0, sends) * step if (rng is not None and sends) else 0.0
+
+    if spec.ramp_to is None and spec.cycle_s is None and not spec.pauses:
+        if spec.rate > 0:  # a steady rate: exact times, no drift from summing intervals
+            n = math.floor((stop_rel - spec.start) * spec.rate)
+            times.extend(t0 + spec.start + i / spec.rate + late(1.0 / spec.rate) for i in range(max(n, 0)))
+    elif spec.rate > 0 or (spec.ramp_to or 0) > 0:
+        t = spec.start
+        while t < stop_rel:
+            r = spec.rate_at(t, stop_rel)
+            if r <= 1e-9:
+                t += 0.01  # a pause, or a cycle's trough: look again a little later
+                continue
+            step = 1.0 / r
+            times.append(t0 + t + late(step))
+            t += step
+    for b in spec.bursts:
+        n = 0
+        at = b.at
+        while at < stop_rel and (b.repeat is None or n < b.repeat):
+            if not any(p.at <= at < p.at + p.duration for p in spec.pauses):
+                times.extend([t0 + at] * b.count)
+            n += 1
+            if b.every is None:
+                break
+            at = b.at + n * b.every
+    times.sort()
+    return times
+
+
+def _key_weights(spec: ProducerSpec) -> list[float] | None:
+    """Cumulative Zipf weights of the keys (None: every key alike, in turn)."""
+    if not spec.keys or not spec.key_skew:
+        return None
+    w = [1.0 / (i + 1) ** spec.key_skew for i in range(spec.keys)]
+    acc, out = 0.0, []
+    for x in w:
+        acc += x
+        out.append(acc)
+    return out
+
+
+def run_producer(cfg: dict[str, Any], writer: TruthWriter) -> None:
+    from kafka import KafkaProducer
+    from kafka.producer.future import RecordMetadata
+
+    spec = ProducerSpec.model_validate(cfg["spec"])
+    topic: str = cfg["topic"]
+    partitions: int = cfg["partitions"]
+    lock = threading.Lock()
+    pending: list[Produce] = []
+
+    kw: dict[str, Any] = {"bootstrap_servers": cfg["bootstrap"], "client_id": cfg["client_id"],
+                          "acks": "all", "linger_ms": 5, **cfg.get("client_config", {})}
+    if spec.transactional:
+        kw["transactional_id"] = cfg["transactional_id"]
+        kw["transaction_timeout_ms"] = 60000
+    producer = KafkaProducer(**kw)
+    value = b"x" * spec.value_bytes
+    # the run's seed decides the send jitter and the keys: the same seed, the same schedule
+    rng = random.Random(f"lagscope-sim/{cfg.get('seed', 0)}/{spec.name}")
+    cum = _key_weights(spec)
+    if spec.transactional:
+        producer.init_transactions()
+    started = _await_start(cfg)
+    if started is None:
+        producer.close(timeout=5)
+        return
+    t0, end = started
+
+    def on_sent(md: RecordMetadata) -> None:
+        rec = Produce(md.topic, md.partition, md.offset, md.timestamp / 1000.0)
+        with lock:
+            if spec.transactional:
+                pending.append(rec)
+            else:
+                writer.write(rec)
+
+    def send(i: int) -> None:
+        if spec.keys:
+            k = i % spec.keys if cum is None else bisect.bisect_left(cum, rng.random() * cum[-1])
+            fut = producer.send(topic, value=value, key=f"key-{k}".encode())
+        else:
+            fut = producer.send(topic, value=value, partition=i % partitions)
+        fut.add_callback(on_sent)
+        fut.add_errback(lambda exc: log.warning("send failed: %s", exc))
+
+    def finish_txn(state: str) -> None:
+        with lock:
+            recs, pending[:] = list(pending), []
+        for r in recs:
+            writer.write(Produce(r.topic, r.partition, r.offset, r.ts, state))  # type: ignore[arg-type]
+
+    txn_no = 0
+    in_txn = 0
+    try:
+        for i, t in enumerate(_send_times(spec, t0, end, rng, float(cfg.get("sends", 0.0)))):
+            if not _sleep_until(t):
+                break
+            if spec.transactional and in_txn == 0:
+                producer.begin_transaction()
+            send(i)
+            if spec.transactional:
+                in_txn += 1
+                if in_txn >= spec.txn_records:
+                    txn_no += 1
+                    producer.flush()
+                    if spec.abort_every and txn_no % spec.abort_every == 0:
+                        producer.abort_transaction()
+                        finish_txn("aborted")
+                    else:
+                        producer.commit_transaction()
+                        finish_txn("committed")
+                    in_txn = 0
+        if spec.transactional and in_txn:
+            producer.flush()
+            producer.commit_transaction()
+            finish_txn("committed")
+        producer.flush()
+        if spec.transactional and spec.leave_open and not _stop.is_set():
+            producer.begin_transaction()
+            for j in range(spec.txn_records):
+                send(j)
+            producer.flush()
+            finish_txn("open")
+            # hold it open until the runner has recorded the end state (it sends SIGTERM)
+            while not _stop.wait(0.2):
+                pass
+            producer.abort_transaction()
+    finally:
+        producer.close(timeout=10)
+
+
+# --------------------------------------------------------------------------------------------
+# consumer-group member
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class _MemberState:
+    committed: dict[Any, int] = field(default_factory=dict)
+    consumed: dict[Any, int] = field(default_factory=dict)
+    #: modes in force: kind -> (started, until) epoch seconds (until may be inf)
+    modes: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: the partitions a mode's fault names: those held when it began
+    mode_parts: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
+
+
+class _Member:
+    def __init__(self, cfg: dict[str, Any], writer: TruthWriter) -> None:
+        self.spec = MemberSpec.model_validate(cfg["spec"])
+        self.cfg = cfg
+        self.writer = writer
+        self.group: str = cfg["group"]
+        self.name: str = cfg["member"]
+        self.topics: list[str] = cfg["topics"]
+        self.t0 = 0.0
+        self.end = 0.0
+        self.st = _MemberState()
+        self.consumer: Any = None
+        #: set while the consumer closes, so that the listener's revocation says so
+        self.closing = False
+
+    # -- client ---------------------------------------------------------------------------
+    def _open(self) -> None:
+        self._create()
+        self._subscribe()
+
+    def _subscribe(self) -> None:
+        self.consumer.subscribe(topics=self.topics, listener=self._listener())
+
+    def _create(self) -> None:
+        from kafka import KafkaConsumer
+
+        s = self.spec
+        kw: dict[str, Any] = {
+            "bootstrap_servers": self.cfg["bootstrap"],
+            "group_id": self.group,
+            "client_id": self.cfg["client_id"],
+            "session_timeout_ms": s.session_timeout_ms,
+            "heartbeat_interval_ms": s.heartbeat_interval_ms,
+            "max_poll_interval_ms": s.max_poll_interval_ms,
+            "isolation_level": s.isolation_level,
+            "enable_auto_commit": False,  # commits are explicit so that each one is observed
+            "auto_offset_reset": "earliest",
+            "max_poll_records": s.max_poll_records,
+            "request_timeout_ms": max(s.session_timeout_ms + 5000, 15000),
+            **self.cfg.get("client_config", {}),
+        }
+        if self.cfg.get("group_instance_id"):
+            kw["group_instance_id"] = self.cfg["group_instance_id"]
+        self.consumer = KafkaConsumer(**kw)
+        self._await_metadata()
+
+    def _await_metadata(self, timeout: float = 30.0) -> None:
+        """Know every partition of the subscribed topics before joining: a group leader that
+        joins without them assigns nothing, and the rejoin that its next metadata update
+        starts can leave the member without partitions (kafka-python 3)."""
+        want: dict[str, int] = self.cfg.get("topic_partitions", {})
+        deadline = time.time() + timeout
+        while time.time() < deadline and not _stop.is_set():
+            if all(len(self.consumer.partitions_for_topic(t)) >= n for t, n in want.items()):
+                return
+            time.sleep(0.2)
+        log.warning("metadata for %s still incomplete after %.0fs", sorted(want), timeout)
+
+    def _close(self) -> None:
+        self.closing = True
+        try:
+            self.consumer.close(autocommit=False)
+        finally:
+            self.closing = False
+
+    def _listener(self) -> Any:
+        from kafka import AsyncConsumerRebalanceListener
+
+        member = self
+
+        class Listener(AsyncConsumerRebalanceListener):  # type: ignore[misc]
+            async def on_partitions_revoked(self, revoked: Any) -> None:
+                tps = sorted(revoked)
+                if tps and member.may_commit():
+                    offsets = {tp: member.st.consumed[tp] for tp in tps if tp in member.st.consumed}
+                    if offsets:
+                        try:
+                            await member.consumer.commit_async(member._om(offsets))
+                        except Exception as exc:  # a commit that fails is not ground truth
+                            log.warning("commit on revoke failed: %s", exc)
+                        else:
+                            member._record_commits(offsets)
+                member._forget(tps)
+                member.writer.write(Revoke(member.group, member.name, _pairs(tps), time.time(),
+                                           closing=member.closing))
+
+            async def on_partitions_lost(self, lost: Any) -> None:
+                tps = sorted(lost)
+                member._forget(tps)
+                member.writer.write(Revoke(member.group, member.name, _pairs(tps), time.time(), lost=True,
+                                           closing=member.closing))
+
+            async def on_partitions_assigned(self, assigned: Any) -> None:
+                tps = sorted(assigned)
+                gm = member.consumer.group_metadata()
+                member.writer.write(Assign(member.group, member.name, _pairs(tps), time.time(),
+                                           int(gm.generation_id), str(gm.member_id)))
+
+        return Listener()
+
+    def _forget(self, tps: list[Any]) -> None:
+        for tp in tps:
+            self.st.consumed.pop(tp, None)
+            self.st.committed.pop(tp, None)
+
+    @staticmethod
+    def _om(offsets: dict[Any, int]) -> dict[Any, Any]:
+        from kafka import OffsetAndMetadata
+
+        return {tp: OffsetAndMetadata(o, "", -1) for tp, o in offsets.items()}
+
+    def _record_commits(self, offsets: dict[Any, int]) -> None:
+        now = time.time()
+        for tp, o in sorted(offsets.items()):
+            self.st.committed[tp] = o
+            self.writer.write(Commit(self.group, self.name, tp.topic, tp.partition, o, now))
+
+    def commit(self, offsets: dict[Any, int]) -> bool:
+        if not offsets:
+            return True
+        try:
+            self.consumer.commit(self._om(offsets))
+        except Exception as exc:  # CommitFailed, RebalanceInProgress, …: not a commit
+            log.warning("commit failed (%s): %s", type(exc).__name__, exc)
+            return False
+        self._record_commits(offsets)
+        return True
+
+    # -- modes ----------------------------------------------------------------------------
+    def active(self, kind: str, now: float | None = None) -> bool:
+        m = self.st.modes.get(kind)
+        return m is not None and (now or time.time()) < m[1]
+
+    def may_commit(self) -> bool:
+        return not (self.active("stop") or self.active("commit_gap"))
+
+    def _expire_modes(self, now: float, final: bool = False) -> None:
+        for kind, (start, until) in list(self.st.modes.items()):
+            if final or now >= until:
+                self.fault(kind, start, min(now, until), parts=self.st.mode_parts.pop(kind, None))
+                del self.st.modes[kind]
+
+    def held(self) -> tuple[tuple[str, int], ...]:
+        """The partitions the member holds now."""
+        return _pairs(sorted(self.consumer.assignment())) if self.consumer is not None else ()
+
+    def fault(self, kind: str, start: float, end: float, parts: tuple[tuple[str, int], ...] | None = None,
+              **detail: Any) -> None:
+        """Record a fault naming the partitions it touches (default: those held now)."""
+        self.writer.write(Fault(kind, self.group, self.name, start, end, detail,
+                                self.held() if parts is None else parts))
+
+    # -- actions --------------------------------------------------------------------------
+    def run_action(self, a: Action) -> bool:
+        """Apply one action; False when the member is to end (leave)."""
+        now = time.time()
+        c = self.consumer
+        if a.kind == "leave":
+            if self.may_commit():
+                self.commit(self._current())
+            self.fault("leave", now, now)
+            return False
+        if a.kind == "bounce":
+            if self.may_commit():
+                self.commit(self._current())
+            held = self.held()
+            self._close()
+            self.consumer = None
+            self.st.consumed.clear()
+            self.st.committed.clear()
+            _sleep_until(now + (a.duration or 0))
+            self._open()
+            self.fault("bounce", now, time.time(), parts=held)
+            return True
+        if a.kind == "stop_polling":
+            _sleep_until(now + (a.duration or 0))
+            self.fault("stop_polling", now, time.time(), max_poll_interval_ms=self.spec.max_poll_interval_ms)
+            return True
+        if a.kind in ("stall", "stop", "commit_gap"):
+            if a.kind == "stall" and self.may_commit():
+                # the offset that stalls is the one reached now: commit it first
+                self.commit(self._current())
+                now = time.time()
+            self.st.modes[a.kind] = (now, now + a.duration if a.duration else math.inf)
+            self.st.mode_parts[a.kind] = self.held()
+            return True
+        assignment = sorted(c.assignment())
+        if a.kind == "rewind":
+            n = a.messages or 0
+            begin = c.beginning_offsets(assignment) if assignment else {}
+            offsets: dict[Any, int] = {}
+            before: dict[str, int] = {}
+            for tp in assignment:
+                base = self.st.committed.get(tp, self.st.consumed.get(tp))
+                if base is None:
+                    continue
+                target = max(base - n, int(begin.get(tp, 0)))
+                c.seek(tp, target)
+                self.st.consumed[tp] = target
+                offsets[tp] = target
+                before[f"{tp.topic}:{tp.partition}"] = base
+            self.commit(offsets)
+            self.fault("rewind", now, time.time(), messages=n, before=before,
+                       after={f"{tp.topic}:{tp.partition}": o for tp, o in offsets.items()})
+            return True
+        if a.kind == "skip":
+            if assignment:
+                c.seek_to_end(*assignment)
+            offsets = {tp: int(c.position(tp)) for tp in assignment}
+            before = {f"{tp.topic}:{tp.partition}": self.st.committed.get(tp, -1) for tp in assignment}
+            self.st.consumed.update(offsets)
+            self.commit(offsets)
+            self.fault("skip", now, time.time(), before=before,
+                       after={f"{tp.topic}:{tp.partition}": o for tp, o in offsets.items()})
+            return True
+        # crash is carried out by the runner (SIGKILL); nothing to do here
+        return True
+
+    def _current(self) -> dict[Any, int]:
+        """What to commit now: the position after the last processed record of each partition.
+
+        ``position()`` rather than last offset + 1, so that a read_committed consumer commits
+        past a transaction's commit marker (the last stable offset) as Java consumers do.
+        """
+        out: dict[Any, int] = {}
+        assigned = set(self.consumer.assignment())
+        for tp, o in self.st.consumed.items():
+            if tp not in assigned:
+                continue
+            try:
+                out[tp] = max(o, int(self.consumer.position(tp, timeout_ms=2000)))
+            except Exception:
+                out[tp] = o
+            self.st.consumed[tp] = out[tp]
+        return out
+
+    # -- main loop ------------------------------------------------------------------------
+    def run(self) -> None:
+        s = self.spec
+        self._create()
+        started = _await_start(self.cfg)
+        if started is None or not _sleep_until(started[0] + s.join_at):
+            self._close()
+            return
+        self.t0, self.end = started
+        self._subscribe()
+        if s.join_at > 0:
+            now = time.time()
+            self.fault("join", now, now, scheduled=self.t0 + s.join_at)
+        actions = sorted((a for a in s.actions if a.kind != "crash"), key=lambda a: a.at)
+        delay = s.processing_delay_ms / 1000.0
+        interval = s.auto_commit_interval_ms / 1000.0
+        next_commit = time.time() + interval
+        partial = False
+        try:
+            while not _stop.is_set() and time.time() < self.end:
+                while actions and time.time() >= self.t0 + actions[0].at:
+                    if not self.run_action(actions.pop(0)):
+                        return
+                now = time.time()
+                self._expire_modes(now)
+                c = self.consumer
+                idle = self.active("stall", now) or self.active("stop", now)
+                if idle:
+                    c.pause(*c.assignment())
+                elif c.paused():
+                    c.resume(*c.paused())
+                batch = c.poll(timeout_ms=100, max_records=s.max_poll_records)
+                progressed = False
+                for tp, recs in batch.items():
+                    for r in recs:
+                        if delay:
+                            time.sleep(delay)
+                        self.st.consumed[tp] = r.offset + 1
+                        progressed = True
+                        if _stop.is_set() or time.time() >= self.end:
+                            partial = True
+                            break
+                    if partial:
+                        break
+                if partial:
+                    break
+                now = time.time()
+                if not self.may_commit():
+                    continue
+                if s.enable_auto_commit or idle:
+                    if now >= next_commit:
+                        next_commit = now + interval
+                        self.commit(self._current())
+                elif progressed:
+                    self.commit(self._current())
+            # the end of the run (or SIGTERM): a last commit unless committing is off
+            if self.consumer is not None and self.may_commit():
+                if partial:
+                    self.commit({tp: o for tp, o in self.st.consumed.items()
+                                 if tp in self.consumer.assignment()})
+                else:
+                    self.commit(self._current())
+        finally:
+            may_commit = self.may_commit()
+            self._expire_modes(time.time(), final=True)
+            if self.consumer is not None:
+                if not may_commit or partial:
+                    self.st.consumed.clear()  # the revoke listener must not commit either
+                self._close()
+
+
+def _pairs(tps: list[Any]) -> tuple[tuple[str, int], ...]:
+    return tuple((tp.topic, tp.partition) for tp in tps)
+
+
+def run_member(cfg: dict[str, Any], writer: TruthWriter) -> None:
+    _Member(cfg, writer).run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m lagscope.devtools.sim.worker SPEC.json", file=sys.stderr)
+        return 2
+    cfg = json.loads(Path(args[0]).read_text())
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kafka").setLevel(logging.WARNING)
+    signal.signal(signal.SIGTERM, _on_term)
+    signal.signal(signal.SIGINT, _on_term)
+    writer = TruthWriter(Path(cfg["out"]))
+    try:
+        if cfg["role"] == "producer":
+            run_producer(cfg, writer)
+        else:
+            run_member(cfg, writer)
+    finally:
+        writer.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

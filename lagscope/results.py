@@ -1,0 +1,483 @@
+"""The result tables, read in one place: which files are live, their rows, their current rows.
+
+The analytics write ``<results>/<table>/cluster=<c>/date=<YYYY-MM-DD>/<name>.parquet`` and
+publish a step with one rename per file (per table, per partition), so a reader that listed the
+folders itself could see half a step, or a batch's new files beside those it replaces. Every
+reader of the results (the app, the results exporter, the alerts, the Grafana annotations, the
+Burrow API, the demo) lists them here, which honours the analytics' publish markers:
+
+``inc-<from_ms>-<to_ms>-NNNNN.parquet``
+    an incremental step over ``[from, to)``. Visible once the checkpoint's watermark
+    (``_state/checkpoint.json``, moved after every file of the step is in place) has reached
+    ``to``: before that the step is being published, or crashed and will be redone.
+``batch-<since>-<until>-<run>-NNNNN.parquet``
+    a batch over whole days. ``_state/publishing.json`` (``{"seq", "tag", "phase"}``, replaced
+    atomically) says where its publishing is: ``moving`` (its files are hidden), ``replacing``
+    (all are in; in each partition holding one, the files it replaces are hidden while they are
+    deleted), ``done``. ``seq`` grows with every change, so a listing that a change overlapped is
+    taken again.
+any other name
+    (a file written by :func:`lagscope.lake.write_rows`, or by another tool): visible.
+
+    >>> list_files(results, "lag_trends", cluster="prod", since=day, until=day)  # doctest: +SKIP
+    >>> read(results, "status", group="orders", since=start, until=end)         # doctest: +SKIP
+    >>> current_events(results, "anomalies")                                     # doctest: +SKIP
+    >>> current_advice(results, group="orders")                                  # doctest: +SKIP
+
+Rebalance windows and anomalies are append-only: an open one is written again by every step
+until it closes, so of the rows of one identity (:data:`EVENT_IDENTITY`) only the current one
+counts (:func:`current_rows`). :class:`TableTail` tells a long-lived reader (the results
+exporter) which files are new since it last looked, so that it reads each file once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import re
+import uuid
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from lagscope.errors import LakeError
+from lagscope.lake import date_folders, object_date_folders, object_store, read_live, read_objects, visible_names
+from lagscope.retention import checkpoint_file
+from lagscope.schema import RESULT_TABLES
+from lagscope.storage import Store
+
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds
+
+__all__ = [
+    "EVENT_IDENTITY",
+    "TIME_COLUMN",
+    "FolderChange",
+    "PublishState",
+    "TableChanges",
+    "TableTail",
+    "batch_tag",
+    "current_advice",
+    "current_events",
+    "current_rows",
+    "event_rank",
+    "inc_tag",
+    "latest_rows",
+    "list_files",
+    "newest_step_files",
+    "object_files",
+    "read",
+    "read_publish_state",
+    "state_dir",
+    "visible",
+    "write_publish_state",
+]
+
+#: the column each result table's date partition comes from, and its rows' time
+TIME_COLUMN = {"lag_trends": "window_start", "status": "eval_ts", "rebalances": "start_ts",
+               "anomalies": "start_ts", "advice": "as_of_ts"}
+
+#: the columns that name one rebalance window or anomaly across the steps that write it
+EVENT_IDENTITY: dict[str, tuple[str, ...]] = {"rebalances": ("cluster", "group_id", "start_ts"),
+                                              "anomalies": ("cluster", "key")}
+
+_INC = re.compile(r"^inc-(\d+)-(\d+)-")
+_LIST_ATTEMPTS = 5
+
+
+# --------------------------------------------------------------------------------------------
+# the publish markers
+# --------------------------------------------------------------------------------------------
+
+def state_dir(results: Path | str) -> Path:
+    """``<results>/_state``: the analytics' checkpoint, carried state and publish marker."""
+    return Path(results) / "_state"
+
+
+def inc_tag(start: dt.datetime, until: dt.datetime) -> str:
+    """The name prefix of an incremental step's files over ``[start, until)``."""
+    return f"inc-{int(start.timestamp() * 1000)}-{int(until.timestamp() * 1000)}"
+
+
+def batch_tag(since: dt.date, until: dt.date) -> str:
+    """The name prefix of one batch run's files (a fresh one per run)."""
+    return f"batch-{since.isoformat()}-{until.isoformat()}-{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True)
+class PublishState:
+    """What the markers under ``_state`` say (see the module docstring)."""
+
+    #: the checkpoint's watermark (epoch ms); None before the first incremental step
+    watermark_ms: int | None = None
+    #: the batch publishing marker: its sequence number, tag and phase (moving|replacing|done)
+    seq: int = 0
+    tag: str | None = None
+    phase: str = "done"
+
+
+def _read_marker(read: Callable[[], str | bytes], where: str) -> dict[str, Any] | None:
+    """A JSON marker (``read()`` its text, ``where`` its path or URL); None when it does not exist."""
+    try:
+        data = json.loads(read())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise LakeError(f"unreadable results marker {where}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise LakeError(f"unreadable results marker {where}: not a JSON object")
+    return data
+
+
+def read_publish_state(results: Path | str | Store) -> PublishState:
+    """The checkpoint's watermark and the batch marker (raises LakeError when unreadable); on an
+    object store, ``_state/checkpoint.json`` and ``_state/publishing.json`` there."""
+    store = object_store(results)
+    if store is not None:
+        cp = _read_marker(lambda: store.get("_state/checkpoint.json"), store.url_of("_state/checkpoint.json"))
+        marker = _read_marker(lambda: store.get("_state/publishing.json"),
+                              store.url_of("_state/publishing.json")) or {}
+        return _publish_state(cp, marker, store.url_of("_state/checkpoint.json"))
+    results = _local(results)
+    root = state_dir(results)
+    cp_file, marker_file = checkpoint_file(results), root / "publishing.json"
+    cp = _read_marker(cp_file.read_text, str(cp_file))
+    marker = _read_marker(marker_file.read_text, str(marker_file)) or {}
+    return _publish_state(cp, marker, str(cp_file))
+
+
+def _publish_state(cp: dict[str, Any] | None, marker: dict[str, Any], where: str) -> PublishState:
+    watermark = None
+    if cp is not None:
+        try:
+            watermark = int(dt.datetime.fromisoformat(cp["watermark"]).timestamp() * 1000)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LakeError(f"unreadable watermark in {where}: {exc!r}") from exc
+    return PublishState(watermark, int(marker.get("seq", 0)), marker.get("tag"), str(marker.get("phase", "done")))
+
+
+def _local(results: Path | str | Store) -> Path | str:
+    return Path(results.base) if isinstance(results, Store) else results
+
+
+def write_publish_state(results: Path | str | Store, tag: str, phase: str) -> None:
+    """Replace the batch marker atomically (the analytics' publisher, :mod:`lagscope.analytics.io`;
+    on an object store one whole object put over the old one)."""
+    if phase not in ("moving", "replacing", "done"):
+        raise ValueError(f"unknown publish phase {phase!r}")
+    store = object_store(results)
+    if store is not None:
+        seq = read_publish_state(store).seq + 1
+        store.put("_state/publishing.json", json.dumps({"seq": seq, "tag": tag, "phase": phase}).encode())
+        return
+    results = _local(results)
+    root = state_dir(results)
+    root.mkdir(parents=True, exist_ok=True)
+    seq = read_publish_state(results).seq + 1
+    tmp = root / f".publishing-{uuid.uuid4().hex[:8]}.json"
+    with tmp.open("w") as fh:
+        json.dump({"seq": seq, "tag": tag, "phase": phase}, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, root / "publishing.json")
+
+
+def visible(names: Iterable[str], state: PublishState) -> list[str]:
+    """Of one partition folder's file names, those a reader may read (module docstring)."""
+    names = list(names)
+    if state.tag is not None and state.phase != "done":
+        prefix = f"{state.tag}-"
+        mine = [n for n in names if n.startswith(prefix)]
+        if state.phase == "moving":
+            names = [n for n in names if not n.startswith(prefix)]
+        elif mine:  # replacing: the files the batch replaces are being deleted
+            names = mine
+    out = []
+    for n in names:
+        m = _INC.match(n)
+        if m is None or (state.watermark_ms is not None and int(m.group(2)) <= state.watermark_ms):
+            out.append(n)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# listing and reading
+# --------------------------------------------------------------------------------------------
+
+def _check_table(table: str) -> None:
+    if table not in RESULT_TABLES:
+        raise LakeError(f"unknown result table {table!r}; known: {', '.join(sorted(RESULT_TABLES))}")
+
+
+def _listing(results: Path | str, table: str, cluster: str | Iterable[str] | None, since: dt.date | None,
+             until: dt.date | None) -> tuple[PublishState, dict[Path, list[str]]]:
+    """The visible names per folder, under one publish state: a listing that a batch marker
+    change overlapped is taken again."""
+    for _ in range(_LIST_ATTEMPTS):
+        state = read_publish_state(results)
+        folders = {d: visible(visible_names(d), state)
+                   for d in date_folders(results, table, cluster=cluster, since=since, until=until)}
+        after = read_publish_state(results)
+        if after.seq == state.seq:
+            return state, folders
+    raise LakeError(f"cannot list result table {table}: the analytics kept publishing batches meanwhile")
+
+
+def _object_listing(store: Store, table: str, cluster: str | Iterable[str] | None, since: dt.date | None,
+                    until: dt.date | None) -> list[str]:
+    """:func:`_listing` on an object store: the visible files' paths relative to the store's root
+    (each object there is put whole: the publish protocol alone decides what is visible)."""
+    for _ in range(_LIST_ATTEMPTS):
+        state = read_publish_state(store)
+        files = [f"{d}/{n}" for d in object_date_folders(store, table, cluster, since, until)
+                 for n in visible([n for n in store.names(d) if n.endswith(".parquet")
+                                   and not n.startswith((".", "_"))], state)]
+        if read_publish_state(store).seq == state.seq:
+            return files
+    raise LakeError(f"cannot list result table {table}: the analytics kept publishing batches meanwhile")
+
+
+def object_files(results: str | Store, table: str, *, cluster: str | Iterable[str] | None = None,
+                 since: dt.date | None = None, until: dt.date | None = None) -> list[str]:
+    """:func:`list_files` of results on an object store: the URLs of the live files."""
+    _check_table(table)
+    store = object_store(results)
+    if store is None:
+        raise LakeError(f"not an object store: {results!r}")
+    return [store.url_of(f) for f in _object_listing(store, table, cluster, since, until)]
+
+
+def list_files(results: Path | str, table: str, *, cluster: str | Iterable[str] | None = None,
+               since: dt.date | None = None, until: dt.date | None = None) -> list[Path]:
+    """The live files of result ``table`` (module docstring), of the given clusters and date
+    partitions (``since <= date <= until``, each optional): the file list to give any engine."""
+    _check_table(table)
+    _, folders = _listing(results, table, cluster, since, until)
+    return [d / n for d, names in folders.items() for n in names]
+
+
+def _utc(when: dt.datetime) -> dt.datetime:
+    return when.replace(tzinfo=dt.UTC) if when.tzinfo is None else when.astimezone(dt.UTC)
+
+
+def read(results: Path | str | Store, table: str, *, cluster: str | Iterable[str] | None = None,
+         group: str | None = None, since: dt.datetime | None = None, until: dt.datetime | None = None,
+         columns: list[str] | None = None, filter: ds.Expression | None = None) -> pa.Table:
+    """Rows of result ``table`` from its live files, with ``cluster`` and ``date``: of the given
+    clusters and group, with their time (:data:`TIME_COLUMN`) in ``[since, until)`` (naive times
+    are UTC), and ``filter`` (a pyarrow dataset expression) when given.
+
+    An absent table reads as an empty table with the right schema; a file that cannot be read (a
+    newer major schema version, a broken footer or page) is moved into quarantine and the rest is
+    read (:func:`lagscope.lake.read_live`)."""
+    import pyarrow.dataset as ds
+
+    _check_table(table)
+    ts_col = TIME_COLUMN[table]
+    ts_type = RESULT_TABLES[table].schema.field(ts_col).type
+    expr = filter
+    for cond in ((ds.field("group_id") == group) if group is not None else None,
+                 (ds.field(ts_col) >= pa.scalar(_utc(since), ts_type)) if since is not None else None,
+                 (ds.field(ts_col) < pa.scalar(_utc(until), ts_type)) if until is not None else None):
+        if cond is not None:
+            expr = cond if expr is None else expr & cond
+    first = _utc(since).date() if since is not None else None
+    last = _utc(until).date() if until is not None else None
+    store = object_store(results)
+    if store is not None:
+        return read_objects(lambda: _object_listing(store, table, cluster, first, last), store, table,
+                            columns=columns, filter=expr)
+    local = _local(results)
+    return read_live(lambda: list_files(local, table, cluster=cluster, since=first, until=last),
+                     local, table, columns=columns, filter=expr)
+
+
+def event_rank(row: Mapping[str, Any]) -> tuple[float, int]:
+    """How current one row of a rebalance window or anomaly is: its ``as_of_ts`` (none: oldest),
+    then closed over open (a window or an anomaly never reopens)."""
+    as_of = row.get("as_of_ts")
+    return (as_of.timestamp() if as_of is not None else -math.inf, 0 if row.get("end_ts") is None else 1)
+
+
+def current_rows(rows: Iterable[Mapping[str, Any]],
+                 key: Callable[[Mapping[str, Any]], Hashable]) -> list[Mapping[str, Any]]:
+    """One row per identity, the current one.
+
+    The analytics write an open rebalance window or anomaly again at every incremental step
+    until it closes (schema: ``as_of_ts``): of the rows with one identity, the one with the
+    latest ``as_of_ts`` is current; on a tie (or without ``as_of_ts``) a closed row wins over
+    an open one, since a window or an anomaly never reopens (:func:`event_rank`).
+    """
+    best: dict[Hashable, Mapping[str, Any]] = {}
+    for row in rows:
+        k = key(row)
+        cur = best.get(k)
+        if cur is None or event_rank(row) >= event_rank(cur):
+            best[k] = row
+    return list(best.values())
+
+
+def latest_rows(rows: Iterable[Mapping[str, Any]], key: Callable[[Mapping[str, Any]], Hashable],
+                ts: str) -> dict[Hashable, Mapping[str, Any]]:
+    """Per ``key``, the row with the greatest ``ts`` (rows without one are skipped; on a tie the
+    later row wins): a group's current status, a partition's latest lag trend."""
+    latest: dict[Hashable, Mapping[str, Any]] = {}
+    for row in rows:
+        if row.get(ts) is None:
+            continue
+        k = key(row)
+        cur = latest.get(k)
+        if cur is None or row[ts] >= cur[ts]:
+            latest[k] = row
+    return latest
+
+
+def current_events(results: Path | str | Store, table: str, *, cluster: str | Iterable[str] | None = None,
+                   group: str | None = None) -> list[dict[str, Any]]:
+    """The current row (:func:`current_rows`) of every rebalance window or anomaly in the results."""
+    if table not in EVENT_IDENTITY:
+        raise LakeError(f"{table!r} is not an event table; event tables: {', '.join(sorted(EVENT_IDENTITY))}")
+    cols = EVENT_IDENTITY[table]
+    rows = read(results, table, cluster=cluster, group=group).to_pylist()
+    return [dict(r) for r in current_rows(rows, lambda r: tuple(r[c] for c in cols))]
+
+
+def newest_step_files(files: Iterable[Path]) -> list[Path]:
+    """Of result ``files``, those of the newest incremental step (the greatest ``<to>`` of
+    ``inc-<from>-<to>-…``) and every other (a batch's, whose name does not say its end): where a
+    table every step rewrites whole (``advice``) has its latest rows."""
+    files = list(files)
+    tos = {f: int(m.group(2)) for f in files if (m := _INC.match(f.name))}
+    top = max(tos.values(), default=None)
+    return [f for f in files if f not in tos or tos[f] == top]
+
+
+def current_advice(results: Path | str, *, cluster: str | Iterable[str] | None = None,
+                   group: str | None = None) -> list[dict[str, Any]]:
+    """The current ``advice`` rows: per cluster, the rows of its latest ``as_of_ts`` (every step
+    writes the advice of every group it analysed, so a group absent there has none), unless an
+    incremental step published after them (the checkpoint's watermark is later): that step found
+    no advice in the cluster. Reads the cluster's latest date folder only (a row's date is that
+    of the last instant its step analysed, ``as_of_ts`` − 1 ms), of it the newest step's files
+    (:func:`newest_step_files`)."""
+    state = read_publish_state(results)
+    out: list[dict[str, Any]] = []
+    latest: dict[str, dt.date] = {}
+    for folder in date_folders(results, "advice", cluster=cluster):
+        c = folder.parent.name.removeprefix("cluster=")
+        day = dt.date.fromisoformat(folder.name.removeprefix("date="))
+        latest[c] = max(day, latest.get(c, day))
+    def newest(cluster: str, day: dt.date) -> Callable[[], list[Path]]:
+        return lambda: newest_step_files(list_files(results, "advice", cluster=cluster, since=day, until=day))
+
+    for c, day in sorted(latest.items()):
+        rows = read_live(newest(c, day), results, "advice").to_pylist()
+        if not rows:
+            continue
+        top = max(r["as_of_ts"] for r in rows)
+        if state.watermark_ms is not None and top.timestamp() * 1000 < state.watermark_ms:
+            continue
+        out.extend(dict(r) for r in rows if r["as_of_ts"] == top and (group is None or r["group_id"] == group))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# following a table: what is new since the last look
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FolderChange:
+    """New live files of one partition folder since the last :meth:`TableTail.commit`; with
+    ``reset``, the files read before changed (a batch replaced them): ``files`` are then all of
+    the folder's live files, and what was read from the folder before no longer holds."""
+
+    cluster: str
+    date: str
+    files: tuple[Path, ...]
+    reset: bool = False
+
+
+@dataclass(frozen=True)
+class TableChanges:
+    """One :meth:`TableTail.poll`: the folders with new (or replaced) files, the folders gone
+    (no live file left: deleted by retention or a batch), and the table's newest file time."""
+
+    changed: tuple[FolderChange, ...] = ()
+    gone: tuple[tuple[str, str], ...] = ()
+    newest_mtime: float | None = None
+    _marks: Mapping[tuple[str, str], _Mark] = field(default_factory=dict, repr=False)
+
+    @property
+    def folders(self) -> list[tuple[str, str]]:
+        """The (cluster, date) folders with live files after these changes."""
+        return sorted(self._marks)
+
+
+@dataclass(frozen=True)
+class _Mark:
+    """What was read of one folder: its files up to the name ``last`` (the analytics name a
+    step's files so that later steps sort after earlier ones), their count and a hash of their
+    names (a file before ``last`` that appeared or vanished means the folder was rewritten)."""
+
+    last: str
+    count: int
+    digest: int
+    newest_mtime: float
+
+
+class TableTail:
+    """Follows one result table's live files for a long-lived reader: :meth:`poll` says which
+    files are new since the last :meth:`commit` (listing each folder, reading no file and
+    stat-ing only new ones), so the reader reads each file once. Its memory is one mark per
+    partition folder, whatever the number of files."""
+
+    def __init__(self, results: Path | str, table: str) -> None:
+        _check_table(table)
+        self.results = Path(results)
+        self.table = table
+        self._marks: dict[tuple[str, str], _Mark] = {}
+
+    def poll(self) -> TableChanges:
+        """The changes since the last commit (nothing is committed: call :meth:`commit` once
+        they have been read, so that a failed read is retried by the next poll)."""
+        _, folders = _listing(self.results, self.table, None, None, None)
+        changed: list[FolderChange] = []
+        marks: dict[tuple[str, str], _Mark] = {}
+        for folder, names in folders.items():
+            key = (folder.parent.name.removeprefix("cluster="), folder.name.removeprefix("date="))
+            if not names:
+                continue
+            mark = self._marks.get(key)
+            old = [n for n in names if mark is not None and n <= mark.last]
+            reset = mark is not None and (len(old) != mark.count or hash(tuple(old)) != mark.digest)
+            new = names if reset or mark is None else names[len(old):]
+            newest = -math.inf if reset or mark is None else mark.newest_mtime
+            files: list[Path] = []
+            for n in new:
+                try:
+                    newest = max(newest, (folder / n).stat().st_mtime)
+                except FileNotFoundError:
+                    continue  # deleted since the listing (a batch, retention): the next poll sees it
+                files.append(folder / n)
+            read_names = set(old) | {f.name for f in files}
+            kept = [n for n in names if n in read_names]
+            if kept:
+                marks[key] = _Mark(kept[-1], len(kept), hash(tuple(kept)), newest)
+            if files or reset:
+                changed.append(FolderChange(key[0], key[1], tuple(files), reset))
+        gone = tuple(sorted(set(self._marks) - set(marks)))
+        newest_all = max((m.newest_mtime for m in marks.values()), default=None)
+        return TableChanges(tuple(changed), gone, newest_all, marks)
+
+    def commit(self, changes: TableChanges) -> None:
+        """Record ``changes`` as read."""
+        self._marks = dict(changes._marks)
+
+    def folders(self) -> list[tuple[str, str]]:
+        """The (cluster, date) folders read so far."""
+        return sorted(self._marks)

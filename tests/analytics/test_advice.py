@@ -1,0 +1,311 @@
+"""The advice rules (lagscope.analytics.advice) on hand-built rebalance windows, anomalies, lag
+trends, member sweeps and generation records: each rule's exact row, thin evidence → none, a
+group without faults → none; the evidence carried from step to step and its expiry."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from lagscope.analytics import advice
+from lagscope.analytics.findings import ANOMALY_COLUMNS
+from lagscope.config import AnalyticsConfig
+from lagscope.schema import ADVICE, ANOMALIES, LAG_TRENDS, REBALANCES
+
+UTC = dt.UTC
+AS_OF = dt.datetime(2026, 1, 10, tzinfo=UTC)
+T0 = dt.datetime(2026, 1, 9, 8, 0, tzinfo=UTC)
+S = AnalyticsConfig()  # session 45 s, heartbeat 3 s, network 1 s, rebalance timeout 300 s, retention 30 d
+
+
+def at(s: float) -> dt.datetime:
+    return T0 + dt.timedelta(seconds=s)
+
+
+def window(start: float, duration: float, cause: str, *, outage: float | None = None, bound: float = 49.0,
+           members: int = 2, moved: int = 1, group: str = "g") -> dict[str, Any]:
+    """A closed rebalance window; ``outage`` (default: the window) = observed_over_bound × bound."""
+    out = duration if outage is None else outage
+    return {"cluster": "c", "group_id": group, "start_ts": at(start), "end_ts": at(start + duration),
+            "duration_s": duration, "cause": cause, "source": "sweeps", "generation_before": 1,
+            "generation_after": 2, "members_before": [f"m{i}" for i in range(members)],
+            "members_after": [f"m{i}" for i in range(members)], "partitions_moved": moved, "bound_s": bound,
+            "observed_over_bound": out / bound, "messages_accumulated": 0, "max_processing_gap_s": None,
+            "as_of_ts": AS_OF}
+
+
+def anomaly(kind: str, start: float, magnitude: float, *, end: float | None = None, group: str = "g",
+            partition: int | None = 0) -> dict[str, Any]:
+    return {"cluster": "c", "group_id": group, "topic": "t" if partition is not None else None,
+            "partition": partition, "kind": kind, "start_ts": at(start),
+            "end_ts": at(end if end is not None else start), "severity": "warning", "magnitude": magnitude,
+            "unit": "x", "detail": "", "key": f"{kind}|c|{group}|t|{partition}|{start}", "as_of_ts": AS_OF}
+
+
+def table(schema: pa.Schema, rows: list[dict[str, Any]]) -> pa.Table:
+    full = pa.schema([*schema, pa.field("cluster", pa.string())])
+    return pa.Table.from_pylist(rows, schema=full)
+
+
+def members(group: str = "g", *, n: int = 2, partitions: int = 4, protocol: str = "range",
+            static: bool = False) -> pa.Table:
+    """One member sweep of ``n`` members sharing ``partitions`` partitions."""
+    rows = []
+    for i in range(n):
+        rows.append({"cluster": "c", "group_id": group, "sweep_ts": at(-60), "group_state": "Stable",
+                     "generation": 1, "member_id": f"m{i}", "group_instance_id": f"i{i}" if static else None,
+                     "assignment": [{"topic": "t", "partition": p} for p in range(partitions) if p % n == i],
+                     "protocol": protocol, "group_protocol": "classic"})
+    return pa.Table.from_pylist(rows)
+
+
+def generations(group: str = "g", *, session_s: float = 45.0, rebalance_s: float = 300.0) -> pa.Table:
+    return pa.table({"cluster": ["c"], "group_id": [group], "gen_t": [at(-120).timestamp()],
+                     "session_timeout_s": [session_s], "rebalance_timeout_s": [rebalance_s]})
+
+
+def run(windows: list[dict[str, Any]] = (), anomalies: list[dict[str, Any]] = (),  # type: ignore[assignment]
+        trends: list[dict[str, Any]] = (), mem: pa.Table | None = None,  # type: ignore[assignment]
+        gens: pa.Table | None = None, carried: advice.AdviceOutputs | None = None,
+        as_of: dt.datetime = AS_OF) -> advice.AdviceOutputs:
+    an = table(ANOMALIES.schema, list(anomalies)).select([*ANOMALY_COLUMNS, "as_of_ts"])
+    return advice.advise(advice.AdviceInputs(
+        rebalances=table(REBALANCES.schema, list(windows)), anomalies=an,
+        lag_trends=table(LAG_TRENDS.schema, list(trends)), members=mem if mem is not None else members(),
+        generations=gens, carried_evidence=carried.evidence if carried else None,
+        carried_groups=carried.groups if carried else None), S, as_of)
+
+
+def rows(out: advice.AdviceOutputs) -> list[dict[str, Any]]:
+    return out.advice.to_pylist()
+
+
+def only(out: advice.AdviceOutputs, rule: str) -> dict[str, Any]:
+    got = [r for r in rows(out) if r["rule"] == rule]
+    assert len(got) == 1, rows(out)
+    return got[0]
+
+
+# ------------------------------------------------------------------------------------- rules
+
+def test_crashes_shorter_session_timeout() -> None:
+    # three members timed out (45 s session, outage 49 s: session + heartbeat + network), none came
+    # back: 10 s sessions would cut each outage by the 35 s saved
+    out = run([window(0, 4, "session_timeout", outage=49), window(3600, 4, "session_timeout", outage=49),
+               window(7200, 4, "session_timeout", outage=52)], gens=generations())
+    got = only(out, "session_timeout_crash")
+    assert got["setting"] == "session.timeout.ms"
+    assert got["current_value"] == "session.timeout.ms=45000"
+    assert got["suggested"] == "session.timeout.ms=10000 with heartbeat.interval.ms ≤ 3000"
+    assert got["measure"] == "outage_s"
+    assert got["unit"] == "s"
+    assert got["current_amount"] == pytest.approx(49.0)
+    assert got["expected_amount"] == pytest.approx(14.0)
+    assert "outages of ~49 s would shrink to ~14 s" in got["expected_effect"]
+    assert got["evidence_count"] == 3
+    assert got["evidence_start_ts"] == at(0)
+    assert got["evidence_end_ts"] == at(7204)
+    # 3 windows: 1.5× the minimum of 2, the session known from the record → medium
+    assert got["confidence"] == "medium"
+    assert got["cluster"] == "c"
+    assert got["as_of_ts"] == AS_OF
+    assert got["date"] == "2026-01-09"
+
+
+def test_crashes_without_a_record_assume_the_default_and_say_so() -> None:
+    out = run([window(0, 4, "session_timeout", outage=49), window(600, 4, "session_timeout", outage=49)])
+    got = only(out, "session_timeout_crash")
+    assert got["current_value"] is None
+    assert "assumed" in got["evidence"]
+    assert got["confidence"] == "low"  # the minimum, the value assumed
+
+
+def test_crashes_that_are_restarts_get_static_membership() -> None:
+    # two members timed out and each joined again 30 s after the window: restarts, each costing
+    # the group two rebalances (4 + 6 s); with static membership a restart does not rebalance,
+    # the member's partitions wait for it (away ~79 s: last progress at 4 − 49, back at 34)
+    out = run([window(0, 4, "session_timeout", outage=49), window(34, 6, "join"),
+               window(3600, 4, "session_timeout", outage=49), window(3634, 6, "join")], gens=generations())
+    got = only(out, "session_timeout_crash")
+    assert got["setting"] == "group.instance.id"
+    assert got["current_value"] == "none (dynamic members)"
+    assert got["suggested"] == "static membership: a group.instance.id per consumer, session.timeout.ms ≥ 119000"
+    assert got["measure"] == "group_stop_s"
+    assert got["current_amount"] == pytest.approx(10.0)
+    assert got["expected_amount"] == 0.0
+    assert "waiting ~79 s for it" in got["expected_effect"]
+    assert got["evidence_count"] == 2
+
+
+def test_one_crash_is_no_pattern() -> None:
+    assert rows(run([window(0, 4, "session_timeout", outage=49)], gens=generations())) == []
+
+
+def test_short_session_already_gets_no_session_advice() -> None:
+    out = run([window(0, 4, "session_timeout", outage=14), window(600, 4, "session_timeout", outage=14)],
+              gens=generations(session_s=10))
+    assert [r["rule"] for r in rows(out)] == []
+
+
+def test_restart_storm_static_membership() -> None:
+    # a storm of three join/leave windows (rolling restart) in a dynamic group: 3 + 5 + 4 s per storm
+    ws = [window(0, 3, "leave"), window(60, 5, "join"), window(120, 4, "leave")]
+    out = run(ws, [anomaly("rebalance_storm", 0, 3, end=124, partition=None)])
+    got = only(out, "restart_storm")
+    assert got["setting"] == "group.instance.id"
+    assert got["current_amount"] == pytest.approx(12.0)
+    assert got["expected_amount"] == 0.0
+    assert got["evidence_count"] == 3
+    assert got["evidence"] == ("1 rebalance storm in 1 day with 3 join/leave windows, ~12 s of rebalancing "
+                               "per storm (median)")
+    assert got["confidence"] == "medium"  # the minimum 3, the members known from the sweep
+
+
+def test_restart_storm_static_group_on_eager_assignor_gets_cooperative() -> None:
+    ws = [window(0, 3, "leave", moved=1), window(60, 5, "join", moved=1), window(120, 4, "leave", moved=1)]
+    out = run(ws, [anomaly("rebalance_storm", 0, 3, end=124, partition=None)], mem=members(static=True))
+    got = only(out, "restart_storm")
+    assert got["setting"] == "partition.assignment.strategy"
+    assert got["current_value"] == "range"
+    assert got["expected_amount"] == pytest.approx(3.0)  # 12 s × 1 moved of 4 partitions
+
+
+def test_windows_without_a_storm_are_no_restart_storm() -> None:
+    ws = [window(0, 3, "leave"), window(60, 5, "join"), window(120, 4, "leave")]
+    assert [r["rule"] for r in rows(run(ws))] == []
+
+
+def test_max_poll_interval() -> None:
+    # two members removed after 310 and 330 s of silence under a 300 s interval; a commit gap of
+    # 280 s shows batches near the limit: 1.5 × 330 s → 495 s → 9 whole minutes. The first came
+    # back (a 6 s join window after its 8 s removal: 14 s of rebalancing), the second did not
+    # (8 s); the join at 9000 s is long after the second removal's window, beyond 300 s
+    out = run([window(0, 8, "max_poll_interval", outage=310, bound=300), window(100, 6, "join"),
+               window(5000, 8, "max_poll_interval", outage=330, bound=300), window(9000, 4, "join")],
+              [anomaly("commit_gap", 3000, 280)], gens=generations())
+    got = only(out, "max_poll_interval")
+    assert got["current_value"] == "max.poll.interval.ms=300000"
+    assert got["suggested"] == "max.poll.interval.ms=540000, or max.poll.records halved"
+    # the removals' rebalances (removal + rejoin) are what a longer interval avoids: median of
+    # 14 and 8 s; the silence itself (the member's batch) stays, so it is not the measure
+    assert got["measure"] == "rebalance_s"
+    assert got["current_amount"] == pytest.approx(11.0)
+    assert got["expected_amount"] == 0.0
+    assert "still wait for its batch" in got["expected_effect"]
+    assert got["evidence_count"] == 2
+    assert got["confidence"] == "medium"
+    assert "commit gaps up to ~280 s" in got["evidence"]
+
+
+def test_eager_large_group() -> None:
+    # 6 members on 'range' (eager), 24 partitions; two 20 s windows moving 4 partitions each:
+    # cooperative would pause an average partition 20 × 4/24 ≈ 3.3 s
+    ws = [window(0, 20, "join", members=6, moved=4), window(9000, 20, "leave", members=6, moved=4)]
+    out = run(ws, mem=members(n=6, partitions=24))
+    got = only(out, "eager_large_group")
+    assert got["current_value"] == "range"
+    assert got["current_amount"] == pytest.approx(20.0)
+    assert got["expected_amount"] == pytest.approx(20 * 4 / 24, abs=1e-3)
+    assert "from ~20 s to ~3 s" in got["expected_effect"]
+
+
+@pytest.mark.parametrize(("protocol", "members_n", "duration"), [
+    ("cooperative-sticky", 6, 20.0),  # already incremental
+    ("range", 2, 20.0),               # a small group: a stop of every partition is of few
+    ("range", 6, 2.0),                # short windows
+])
+def test_no_eager_advice(protocol: str, members_n: int, duration: float) -> None:
+    ws = [window(0, duration, "join", members=members_n, moved=4),
+          window(9000, duration, "leave", members=members_n, moved=4)]
+    out = run(ws, mem=members(n=members_n, partitions=24, protocol=protocol))
+    assert [r["rule"] for r in rows(out)] == []
+
+
+def test_rewind_after_rebalance() -> None:
+    # rewinds 10 s after two windows (500 and 700 messages processed twice); one unrelated rewind
+    ws = [window(0, 5, "join"), window(3600, 5, "leave")]
+    an = [anomaly("rewind", 15, 500), anomaly("rewind", 3615, 700), anomaly("rewind", 9000, 50)]
+    got = only(run(ws, an), "rewind_after_rebalance")
+    assert got["current_amount"] == pytest.approx(600.0)
+    assert got["unit"] == "messages"
+    assert got["evidence_count"] == 2
+    assert got["evidence"] == "2 rewinds right after 2 rebalances in 1 day: 1,200 messages processed twice"
+
+
+def test_one_rewind_is_no_pattern() -> None:
+    assert rows(run([window(0, 5, "join")], [anomaly("rewind", 15, 500)])) == []
+
+
+def test_retention_loss_alone_suffices() -> None:
+    # a retention loss is unambiguous: one is enough (low confidence: retention.ms is unknown)
+    got = only(run([], [anomaly("retention_loss", 100, 1000)]), "retention_vs_catchup")
+    assert got["evidence_count"] == 1
+    assert got["confidence"] == "low"
+    assert got["current_amount"] == 0.0
+    assert "1,000 messages" in got["evidence"]
+
+
+def trend(minute: int, *, eta: float | None = None, headroom: float | None = None) -> list[dict[str, Any]]:
+    w = at(minute * 60)
+    return [{"cluster": "c", "group_id": "g", "window_start": w, "topic": None, "partition": None,
+             "catchup_eta_s": eta},
+            {"cluster": "c", "group_id": "g", "window_start": w, "topic": "t", "partition": 0,
+             "retention_headroom_s": headroom}]
+
+
+def test_retention_headroom_below_catchup() -> None:
+    # two minutes with 1 h of headroom while catching up takes 2 h: retention for 4 h of headroom
+    out = run([], [], trend(0, eta=7200, headroom=3600) + trend(1, eta=7000, headroom=3700))
+    got = only(out, "retention_vs_catchup")
+    assert got["evidence_count"] == 2
+    assert got["current_amount"] == pytest.approx(3600.0)
+    assert got["expected_amount"] == pytest.approx(14400.0)
+    assert got["suggested"].startswith("retention.ms ≥ 14400000")
+
+
+def test_one_minute_at_risk_is_no_pattern() -> None:
+    assert rows(run([], [], trend(0, eta=7200, headroom=3600) + trend(1, eta=100, headroom=3600))) == []
+
+
+def test_a_group_without_faults_gets_nothing() -> None:
+    # joins of a growing group, caught up: no fault, no advice
+    out = run([window(0, 2, "join"), window(600, 2, "join")], [], trend(0, eta=None, headroom=None),
+              gens=generations())
+    assert rows(out) == []
+
+
+# ------------------------------------------------------------------------------- the state
+
+def test_evidence_carries_across_steps_and_expires() -> None:
+    first = run([window(0, 4, "session_timeout", outage=49)], gens=generations())
+    assert rows(first) == []
+    # the next step sees the second crash; the settings come from the carried state
+    second = run([window(3600, 4, "session_timeout", outage=49)], mem=members().slice(0, 0), carried=first)
+    got = only(second, "session_timeout_crash")
+    assert got["evidence_count"] == 2
+    assert got["current_value"] == "session.timeout.ms=45000"
+    # the same window written again by a later step is one piece of evidence
+    again = run([window(3600, 4, "session_timeout", outage=49)], carried=second)
+    assert only(again, "session_timeout_crash")["evidence_count"] == 2
+    # 31 days later both have left the retention window: no advice, no evidence
+    late = run([], carried=again, as_of=AS_OF + dt.timedelta(days=31))
+    assert rows(late) == []
+    assert late.evidence.num_rows == 0
+
+
+def test_risk_minutes_add_up_across_steps() -> None:
+    first = run([], [], trend(0, eta=7200, headroom=3600))
+    assert rows(first) == []
+    second = run([], [], trend(1, eta=7000, headroom=3700), carried=first)
+    assert only(second, "retention_vs_catchup")["evidence_count"] == 2
+
+
+def test_the_table_matches_the_schema() -> None:
+    out = run([window(0, 4, "session_timeout", outage=49), window(600, 4, "session_timeout", outage=49)])
+    names = [f.name for f in ADVICE.schema]
+    assert out.advice.column_names == ["cluster", *names, "date"]
+    for f in ADVICE.schema:
+        assert out.advice.schema.field(f.name).type == f.type

@@ -1,0 +1,449 @@
+"""Skips judged from evidence of not processing (lagscope.analytics.skips, with the advances of
+lagscope.analytics.np_points), hand-computed behavioural cases run through one whole step
+(lagscope.analytics.step.run_step: both passes, pyarrow and numpy, no Spark).
+
+Each case states what really happened (the truth: which messages were never processed) and
+asserts the step's skip rows against it: bursts and fast catch-up are no skip, a seek to the end
+spread over six partitions is found per partition with the true loss, a member of a 20-member
+group is judged on its own capacity, not the group's, an operator's reset of an
+empty group is exact at any size, a standalone committer is never judged for membership, an
+``auto.offset.reset=latest`` after retention counts what retention had not already taken."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from analytics_builders import at, members_rows, offsets_rows
+
+from lagscope.analytics import skips
+from lagscope.analytics.step import StepInputs, run_step
+from lagscope.config import AnalyticsConfig, AnalyticsRulesConfig
+from lagscope.schema import TABLES
+
+SETTINGS = AnalyticsConfig(rules=AnalyticsRulesConfig(stall_after_s=30, stop_after_s=30))
+
+
+def _lake(name: str, rows: list[dict[str, Any]]) -> pa.Table:
+    schema = pa.schema([*TABLES[name].schema, pa.field("cluster", pa.string()), pa.field("date", pa.string())])
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _commits(group: str, partition: int, cs: list[tuple[float, int]], *, seq0: int = 0) -> list[dict[str, Any]]:
+    return [{"cluster": "c", "date": at(t).date().isoformat(), "group_id": group, "topic": "t",
+             "partition": partition, "committed_offset": o, "commit_ts": at(t), "record_ts": at(t),
+             "source_partition": 3, "source_offset": seq0 + n} for n, (t, o) in enumerate(cs)]
+
+
+def _event(group: str, t: float, generation: int, members: list[str]) -> dict[str, Any]:
+    return {"cluster": "c", "date": at(t).date().isoformat(), "group_id": group, "record_type": "group_metadata",
+            "generation": generation, "protocol_type": "consumer", "record_ts": at(t), "source_partition": 3,
+            "source_offset": int(t * 1000), "value_version": 3,
+            "members": [{"member_id": m, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 30_000,
+                         "assignment": [{"topic": "t", "partition": 0}]} for m in members]}
+
+
+def _step(offsets: list[dict[str, Any]], members: list[dict[str, Any]], commits: list[dict[str, Any]] | None = None,
+          events: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The step's anomalies (skips, rewinds and retention losses), in key order."""
+    out = run_step(StepInputs(offsets=_lake("offsets", offsets), members=_lake("members", members),
+                              commits=None if commits is None else _lake("commits", commits),
+                              group_events=None if events is None else _lake("group_events", events), state={}),
+                   settings=SETTINGS, as_of=at(1000), with_state=False)
+    rows = out.tables["anomalies"].to_pylist()
+    keep = [r for r in rows if r["kind"] in ("skip", "rewind", "retention_loss")]
+    return sorted(keep, key=lambda r: (r["group_id"], r["partition"], r["start_ts"], r["kind"]))
+
+
+def _brief(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    t0 = at(0)
+    return [(r["kind"], r["cause"], r["partition"], (r["start_ts"] - t0).total_seconds(), r["magnitude"],
+             r["severity"]) for r in rows]
+
+
+def _stable(times: list[float], parts: list[int], group: str = "g") -> list[dict[str, Any]]:
+    return members_rows([(t, "Stable", 1, [("m1", None, parts)]) for t in times], group=group)
+
+
+SWEEPS = [float(t) for t in range(0, 71, 5)]
+
+
+# --------------------------------------------------------------------------------------------
+# no skips: bursts and fast catch-up
+# --------------------------------------------------------------------------------------------
+
+def _caught_up_with_burst(burst: int) -> tuple[list[tuple[Any, ...]], list[tuple[float, int]]]:
+    """One partition produced at 2/s, consumed as it comes (lag 0 at every sweep, a commit every
+    second at the end); ``burst`` messages arrive at t=52 and are consumed within the second."""
+    def end(t: float) -> int:
+        return 1000 + int(2 * t) + (burst if t >= 52 else 0)
+
+    return [(t, end(t), end(t)) for t in SWEEPS], [(float(t), end(t)) for t in range(1, 71)]
+
+
+@pytest.mark.parametrize("with_stream", [True, False])
+@pytest.mark.parametrize("burst", [100, 100_000])
+def test_a_burst_on_a_caught_up_consumer_is_no_skip(with_stream: bool, burst: int) -> None:
+    # the consumer was never behind at a sweep: it has shown no capacity, so nothing says it could
+    # not take the burst (it did: every message was processed); the old rule called 100 a critical skip
+    sweeps, cs = _caught_up_with_burst(burst)
+    got = _step(offsets_rows(sweeps), _stable(SWEEPS, [0]), _commits("g", 0, cs) if with_stream else None)
+    assert got == []
+
+
+def test_a_burst_on_one_of_six_partitions_of_a_slow_consumer_is_no_skip() -> None:
+    # one consumer, 60 messages/s in all, drained six lagging partitions together (10/s each, the
+    # capacity each showed); caught up since t=30. A burst of 120 on partition 0 at t=50.5 is
+    # consumed at the consumer's whole pace, 60/s, in two commits of 60 (6 × its share: more
+    # than 5 × that partition's own 10/s, well within its owner's 60/s: the bound is the member's six
+    # partitions, not the one the burst hit)
+    sweeps: dict[int, list[tuple[Any, ...]]] = {p: [] for p in range(6)}
+    commits: list[dict[str, Any]] = []
+    for p in range(6):
+        def end(t: float, p: int = p) -> int:
+            return 5000 + (120 if p == 0 and t >= 50.5 else 0)
+
+        def committed(t: float, p: int = p) -> int:
+            if t <= 30:
+                return 4700 + 10 * int(t)
+            if p == 0 and 50 < t < 53:
+                return 5000 + min(120, 60 * int(t - 50))
+            return end(t)
+
+        sweeps[p] = [(t, committed(t), end(t)) for t in SWEEPS]
+        commits += _commits("g", p, [(float(t), committed(t)) for t in range(1, 71)], seq0=1000 * p)
+    offsets = [r for p in range(6) for r in offsets_rows(sweeps[p], partition=p)]
+    assert _step(offsets, _stable(SWEEPS, list(range(6))), commits) == []
+
+
+@pytest.mark.parametrize("with_stream", [True, False])
+def test_fast_catch_up_after_a_burst_is_no_skip(with_stream: bool) -> None:
+    # a burst of 600 at t=52 on a caught-up partition; the consumer works it off at 40/s (its
+    # capacity, shown by 55 → 60 with lag at both ends), the last part at 80/s (the end of a
+    # poll loop that sped up): within 5 × 40/s, everything processed, no skip
+    def end(t: float) -> int:
+        return 1000 + (600 if t >= 52 else 0)
+
+    def committed(t: float) -> int:
+        if t <= 52:
+            return 1000
+        if t <= 62:
+            return 1000 + min(600, 40 * int(t - 52))
+        return min(1600, 1400 + 80 * int(t - 62))
+
+    sweeps = [(t, committed(t), end(t)) for t in SWEEPS]
+    got = _step(offsets_rows(sweeps), _stable(SWEEPS, [0]),
+                _commits("g", 0, [(float(t), committed(t)) for t in range(1, 71)]) if with_stream else None)
+    assert got == []
+
+
+# --------------------------------------------------------------------------------------------
+# seek to the end
+# --------------------------------------------------------------------------------------------
+
+BACKLOG = [70, 80, 95, 100, 115, 130]
+
+
+def _draining_group_seeks() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[int]]:
+    """Six partitions produced at 10/s each, drained at 15/s each (commits every second, one
+    request for all six); at t=40 (backlogs 70…130) the consumer seeks to the end and commits
+    at t=40.2 in one request, then stays caught up. The truth per partition: end(40.2) −
+    committed(40) messages never processed."""
+    offsets: list[dict[str, Any]] = []
+    commits: list[dict[str, Any]] = []
+    truth = []
+    for p, backlog in enumerate(BACKLOG):
+        c0 = 10_000 * (p + 1)
+        e0 = c0 + backlog + 200  # the backlog shrinks by 5/s: `backlog` left at t=40
+
+        def end(t: float, e0: int = e0) -> int:
+            return e0 + round(10 * t)
+
+        def committed(t: float, c0: int = c0, end: Any = end) -> int:
+            return c0 + 15 * int(t) if t <= 40 else end(t)
+
+        offsets += offsets_rows([(t, committed(t), end(t)) for t in SWEEPS], partition=p)
+        cs = [(float(t), committed(t)) for t in range(1, 41)] + [(40.2, end(40.2))] + [
+            (float(t), end(t)) for t in range(41, 71)]
+        commits += _commits("g", p, cs, seq0=1000 * p)
+        truth.append(end(40.2) - committed(40))
+    return offsets, commits, truth
+
+
+def test_a_seek_to_the_end_over_six_partitions_in_one_commit() -> None:
+    # each partition's jump (72…132) is under 5 × its own 15/s × 0.2 s? no: 5 × 15 × 0.2 = 15, but
+    # the member's capacity (its 6 × 15/s = 90/s, which it could spend on any one partition) bounds
+    # each: 5 × 90 × 0.2 = 90 > 72. The request's sum, 602, is far beyond: a seek on all six,
+    # each its jump minus the 3 its own 15/s could have processed in 0.2 s
+    offsets, commits, truth = _draining_group_seeks()
+    got = _step(offsets, _stable(SWEEPS, list(range(6))), commits)
+    assert [(r[0], r[1], r[2], r[3], r[5]) for r in _brief(got)] == [
+        ("skip", "seek", p, 40.2, "critical") for p in range(6)]
+    mags = [r["magnitude"] for r in got]
+    assert mags == [float(x - 3) for x in truth]
+    assert sum(mags) == pytest.approx(sum(truth), rel=0.05)
+
+
+def test_a_large_seek_seen_by_sweeps_alone() -> None:
+    # without the commit stream: 10/s consumed with a growing backlog, then 1300 → 5000 at the
+    # end in one sweep interval (10 s): more than 5 × 10/s × 10 s; never processed: 3700 minus
+    # the 100 its capacity could have processed in the interval (a bound: sweeps cannot tell when
+    # in the interval it jumped)
+    sweeps = [(0, 1000, 1000), (10, 1100, 2000), (20, 1200, 3000), (30, 1300, 4000), (40, 5000, 5000)]
+    got = _step(offsets_rows(sweeps), _stable([0, 10, 20, 30, 40], [0]))
+    assert _brief(got) == [("skip", "seek", 0, 30.0, 3600.0, "critical")]
+
+
+# a group of 20 members, 2 partitions each (member k owns 2k and 2k+1), every partition produced
+# at 10/s and drained at 15/s (its demonstrated capacity; backlog 400 at t=0, 200 at t=40),
+# commits every second: the member's capacity is 30/s, the group's 600/s
+MEMBERS = 20
+SEEKER = 7
+
+
+def _big_group(seeker: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[int, int]]:
+    """Offsets and commits of the 20-member group; ``seeker(t, committed, end)`` gives member
+    :data:`SEEKER`'s offset from t=41 on (None: it goes on draining). Also the truth per partition
+    of the seeker: what its commit at t=41 jumped past (never processed)."""
+    offsets: list[dict[str, Any]] = []
+    commits: list[dict[str, Any]] = []
+    truth = {}
+    for p in range(2 * MEMBERS):
+        c0 = 10_000 * (p + 1)
+        mine = p // 2 == SEEKER
+
+        def end(t: float, c0: int = c0) -> int:
+            return c0 + 400 + round(10 * t)
+
+        def committed(t: float, c0: int = c0, end: Any = end, mine: bool = mine) -> int:
+            drained = c0 + 15 * int(t)
+            if not mine or t < 41:
+                return drained
+            at = seeker(float(int(t)), c0 + 15 * 40, end(float(int(t))))
+            return drained if at is None else at
+
+        offsets += offsets_rows([(t, committed(t), end(t)) for t in SWEEPS], partition=p, owner=f"m{p // 2}")
+        commits += _commits("g", p, [(float(t), committed(t)) for t in range(1, 71)], seq0=1000 * p)
+        if mine:
+            truth[p] = committed(41) - committed(40)
+    return offsets, commits, truth
+
+
+def _big_members() -> list[dict[str, Any]]:
+    return members_rows([(t, "Stable", 1, [(f"m{k}", None, [2 * k, 2 * k + 1]) for k in range(MEMBERS)])
+                         for t in SWEEPS])
+
+
+def _seek_at_41(t: float, c40: int, end: int) -> int:
+    # at t=41 the member seeks to the end of its partitions and stays there
+    return end
+
+
+def test_a_member_seeking_in_a_big_group_is_judged_on_its_own_capacity() -> None:
+    # member 7 jumps 210 on each of its 2 partitions in the 1 s since its last commit: 420 in the
+    # request, 14 × its own 30/s × 1 s (beyond 5 ×: 150) but well within 5 × the group's 600/s
+    # (3000), which would have let it pass. A seek on exactly its 2 partitions, each its jump
+    # minus the 15 its own 15/s could have processed in the second
+    offsets, commits, truth = _big_group(_seek_at_41)
+    assert sum(truth.values()) == 420
+    got = _step(offsets, _big_members(), commits)
+    assert [(r[0], r[1], r[2], r[3], r[4], r[5]) for r in _brief(got)] == [
+        ("skip", "seek", p, 41.0, float(truth[p] - 15), "critical") for p in (2 * SEEKER, 2 * SEEKER + 1)]
+
+
+def _catch_up_at_4x(t: float, c40: int, end: int) -> int:
+    # from t=40 the member works its backlog off at 60/s a partition (4 × its 15/s: a poll loop
+    # that sped up), committing every second, until it reaches the end (t=44) and stays there
+    return min(end, c40 + 60 * int(t - 40))
+
+
+def test_a_fast_catch_up_of_one_member_in_a_big_group_is_no_skip() -> None:
+    # the same backlog (200 a partition at t=40) worked off over four commits: each request
+    # advances 120 in 1 s, under 5 × the member's 30/s; only the last reaches the end, and
+    # everything was processed
+    offsets, commits, _ = _big_group(_catch_up_at_4x)
+    assert _step(offsets, _big_members(), commits) == []
+
+
+@pytest.mark.parametrize("members", ["no member sweeps", "no members"])
+def test_an_owner_unknown_is_judged_on_the_request_s_partitions(members: str) -> None:
+    # no member sweep says who owns the partitions (none recorded; or a group without members,
+    # committing with assign()): the seek is judged against its own 2 partitions' 30/s, not the
+    # group's 600/s
+    offsets, commits, truth = _big_group(_seek_at_41)
+    if members == "no member sweeps":
+        rows: list[dict[str, Any]] = []
+    else:
+        offsets = [{**r, "member_id": None} for r in offsets]
+        rows = members_rows([(t, "Empty", 0, []) for t in SWEEPS])
+    got = _step(offsets, rows, commits)
+    assert [(r[1], r[2], r[3], r[4]) for r in _brief(got)] == [
+        ("seek", p, 41.0, float(truth[p] - 15)) for p in (2 * SEEKER, 2 * SEEKER + 1)]
+
+
+def _owners(t: float, assignment: dict[str, list[int]], group: str = "g") -> dict[str, Any]:
+    return {"cluster": "c", "group_id": group, "t": t,
+            "owners": [{"tp": f"t/{p}", "owner": m} for m, ps in assignment.items() for p in ps]}
+
+
+SIX = {"m1": [0, 1, 2, 3, 4, 5], "m2": [6, 7, 8, 9, 10, 11]}
+
+
+@pytest.mark.parametrize(("jump", "sweeps", "skipped"), [
+    # m1 owns six partitions of 10/s each: a burst of 280 on one of them in 1 s is within 5 × 60/s
+    (280, [_owners(100.0, SIX), _owners(110.0, SIX)], False),
+    # 320 is not
+    (320, [_owners(100.0, SIX), _owners(110.0, SIX)], True),
+    # the sweep after the request shows m1 with all twelve (m2 left): the larger, 5 × 120/s, bounds it
+    (320, [_owners(100.0, SIX), _owners(110.0, {"m1": list(range(12))})], False),
+    # m2's partitions never count for m1's request
+    (320, [_owners(100.0, SIX), _owners(110.0, {"m1": [0], "m2": list(range(1, 12))})], True),
+    # no sweep assigns partition 0: judged on the request's own partition, 5 × 10/s
+    (60, [_owners(100.0, {"m2": [6]}), _owners(110.0, {"m2": [6]})], True),
+    (40, [_owners(100.0, {"m2": [6]})], False),
+    # another group's sweeps say nothing of this one's owners
+    (60, [_owners(100.0, SIX, group="other")], True),
+])
+def test_a_request_is_judged_on_the_capacity_of_its_partitions_owner(
+        jump: int, sweeps: list[dict[str, Any]], skipped: bool) -> None:
+    # skip_rows alone: one exact advance of partition 0 (own capacity 10/s) at t=105, 1 s after
+    # the previous commit; every partition of the group showed 10/s
+    adv = pa.table({"cluster": ["c"], "group_id": ["g"], "topic": ["t"], "partition": pa.array([0], pa.int32()),
+                    "start_t": [104.0], "end_t": [105.0], "advance": pa.array([jump], pa.int64()),
+                    "capacity": [10.0], "exact": [True], "at_end": [True], "from_lost": [False], "unowned": [False]})
+    caps = pa.table({"cluster": ["c"] * 12, "group_id": ["g"] * 12, "topic": ["t"] * 12,
+                     "partition": pa.array(range(12), pa.int32()), "capacity": [10.0] * 12})
+    ms = pa.Table.from_pylist(sweeps, schema=pa.schema([
+        ("cluster", pa.string()), ("group_id", pa.string()), ("t", pa.float64()),
+        ("owners", pa.list_(pa.struct([("tp", pa.string()), ("owner", pa.string())])))]))
+    schema = pa.schema([*TABLES["anomalies"].schema, pa.field("cluster", pa.string()), pa.field("date", pa.string())])
+    got = skips.skip_rows(adv, skips.Membership(by_group={}), caps, ms, skip_factor=5.0, schema=schema)
+    assert [(r["cause"], r["partition"], r["magnitude"]) for r in got.to_pylist()] == (
+        [("seek", 0, float(jump - 10))] if skipped else [])
+
+
+# --------------------------------------------------------------------------------------------
+# an operator's reset of an empty group
+# --------------------------------------------------------------------------------------------
+
+def _reset_case(group: str, backlog: int, *, to: str = "latest") -> tuple[list[dict[str, Any]], ...]:
+    """A consumer (member m1) caught up to 1000 stops at t=22; the group is Empty from the sweep
+    at 25. At t=32 an operator runs ``--reset-offsets --to-latest`` (the end, 1000 + backlog) or
+    ``--to-earliest`` (0)."""
+    end = 1000 + backlog
+    new = end if to == "latest" else 0
+
+    def committed(t: float) -> int:
+        return 1000 if t < 32 else new
+
+    sweeps = [(t, committed(t), end if t >= 25 else 1000, 0, "m1" if t < 22 else None) for t in SWEEPS]
+    members = members_rows([(t, "Stable", 1, [("m1", None, [0])]) if t < 22 else (t, "Empty", 2, [])
+                            for t in SWEEPS], group=group)
+    cs = [(float(t), 1000) for t in range(1, 22)] + [(32.0, new)]
+    events = [_event(group, 0.5, 1, ["m1"]), _event(group, 22.5, 2, [])]
+    return offsets_rows(sweeps, group=group), members, _commits(group, 0, cs), events
+
+
+@pytest.mark.parametrize("backlog", [1, 100_000])
+@pytest.mark.parametrize("source", ["records", "sweeps", "no-stream"])
+def test_an_admin_reset_of_an_empty_group_is_exact(backlog: int, source: str) -> None:
+    # the group had a member, then none: whatever the reset jumped is lost, exactly, at any size.
+    # With the commit stream it is the commit at t=32; from sweeps the interval 30 → 35
+    offsets, members, commits, events = _reset_case("g", backlog)
+    got = _step(offsets, members, None if source == "no-stream" else commits,
+                events if source == "records" else None)
+    start = 30.0 if source == "no-stream" else 32.0
+    assert _brief(got) == [("skip", "admin_reset", 0, start, float(backlog), "critical")]
+
+
+def test_a_reset_to_earliest_of_an_empty_group_is_an_admin_rewind() -> None:
+    offsets, members, commits, events = _reset_case("g", 10, to="earliest")
+    got = _step(offsets, members, commits, events)
+    assert _brief(got) == [("rewind", "admin_reset", 0, 32.0, 1000.0, "warning")]
+
+
+@pytest.mark.parametrize("with_stream", [True, False])
+def test_a_standalone_committer_is_never_an_admin_reset(with_stream: bool) -> None:
+    # assign() + commitSync (or Flink's KafkaSource): the group never has members; its commits
+    # jump by thousands at a time (it commits on checkpoints), to the end. Nothing says a message
+    # was not processed
+    ends = {t: 1000 + 400 * int(t) for t in SWEEPS}
+    sweeps = [(t, ends[t] if int(t) % 20 == 0 else ends[t] - 2000 if t else 1000, ends[t], 0, None) for t in SWEEPS]
+    members = members_rows([(t, "Empty", 0, []) for t in SWEEPS])
+    cs = [(t, ends[t]) for t in SWEEPS if int(t) % 20 == 0]
+    assert _step(offsets_rows(sweeps), members, _commits("g", 0, cs) if with_stream else None) == []
+
+
+# --------------------------------------------------------------------------------------------
+# auto.offset.reset=latest after retention
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("with_stream", [True, False])
+def test_an_out_of_range_reset_to_latest_after_retention(with_stream: bool) -> None:
+    # produced at 20/s, consumed at 10/s (its capacity, lag growing). Retention moves the log
+    # start to 500 at t=30 while the group is at 300: 200 deleted unread (retention_loss). At
+    # t=32.5 the consumer (auto.offset.reset=latest) jumps to the end, 1650: the 1150 from the log
+    # start on were never processed either, but for what 10/s could have done since its last
+    # commit (0.5 s: 5). From sweeps alone: 500 → 1700 in 30 → 35, minus 10/s × 5 s
+    def end(t: float) -> int:
+        return 1000 + round(20 * t)
+
+    def committed(t: float) -> int:
+        return 10 * int(t) if t < 32.5 else end(t)
+
+    sweeps = [(t, committed(t), end(t), 500 if t >= 30 else 0) for t in SWEEPS]
+    cs = [(float(t), committed(t)) for t in range(1, 33)] + [(32.5, end(32.5))] + [
+        (float(t), end(t)) for t in range(33, 71)]
+    got = _step(offsets_rows(sweeps), _stable(SWEEPS, [0]), _commits("g", 0, cs) if with_stream else None)
+    skip = ("skip", "out_of_range_reset", 0, 32.5, 1145.0, "critical") if with_stream else (
+        "skip", "out_of_range_reset", 0, 30.0, 1150.0, "critical")
+    assert _brief(got) == [("retention_loss", "retention", 0, 30.0, 200.0, "critical"), skip]
+
+
+def test_start_times_are_the_table_type() -> None:
+    offsets, members, commits, events = _reset_case("g", 5)
+    got = _step(offsets, members, commits, events)
+    assert isinstance(got[0]["start_ts"], dt.datetime)
+    assert got[0]["key"] == f"skip|c|g|t|0|{int(at(32).timestamp() * 1000)}"
+
+
+# --------------------------------------------------------------------------------------------
+# across incremental steps
+# --------------------------------------------------------------------------------------------
+
+def _two_steps(offsets: list[dict[str, Any]], members: list[dict[str, Any]], commits: list[dict[str, Any]],
+               split: float) -> list[dict[str, Any]]:
+    """The skips of the second of two steps split at ``split`` s (the first's state carried; the
+    commit stream of both read whole, as the look-back reads it)."""
+    def part(rows: list[dict[str, Any]], first: bool) -> list[dict[str, Any]]:
+        return [r for r in rows if (r["sweep_ts"] < at(split)) == first]
+
+    def run(first: bool, state: dict[str, pa.Table]) -> Any:
+        return run_step(StepInputs(offsets=_lake("offsets", part(offsets, first)),
+                                   members=_lake("members", part(members, first)),
+                                   commits=_lake("commits", commits), group_events=None, state=state),
+                        settings=SETTINGS, as_of=at(split if first else 1000))
+
+    one = run(True, {})
+    rows = run(False, one.state).tables["anomalies"].to_pylist()
+    return sorted((r for r in rows if r["kind"] == "skip"), key=lambda r: (r["partition"], r["start_ts"]))
+
+
+def test_a_seek_in_the_next_step_is_judged_on_the_carried_capacity() -> None:
+    # the six-partition seek with the step boundary at t=38: the capacity was shown in step one
+    # (carried in the state), the seek at t=40.2 is step two's; the same rows as in one step
+    offsets, commits, truth = _draining_group_seeks()
+    got = _two_steps(offsets, _stable(SWEEPS, list(range(6))), commits, split=38.0)
+    assert [(r["partition"], r["cause"], r["magnitude"]) for r in got] == [
+        (p, "seek", float(x - 3)) for p, x in enumerate(truth)]
+
+
+def test_an_admin_reset_after_the_members_left_in_an_earlier_step() -> None:
+    # the member was last seen in step one (sweeps up to t=20); step two sees only the empty
+    # group and the reset: the carried member sweeps still say the group had members
+    offsets, members, commits, _ = _reset_case("g", 7)
+    got = _two_steps(offsets, members, commits, split=24.0)
+    assert [(r["cause"], (r["start_ts"] - at(0)).total_seconds(), r["magnitude"]) for r in got] == [
+        ("admin_reset", 32.0, 7.0)]

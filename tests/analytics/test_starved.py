@@ -1,0 +1,184 @@
+"""Stalls and stops judged across the group (lagscope.analytics.groups.judge_idle), through a whole
+step as each Spark task runs it (lagscope.analytics.step.run_step over Arrow, no Spark):
+hand-computed scenarios, each with why it expects what it expects.
+
+These replace a row-for-row comparison with a Spark SQL statement for this rule: the statement of
+the per-group pass (spark_reference_groups.py) stops at the outages a rebalance explains, and the
+comparisons there leave out the columns this rule sets (kind, severity, detail of stalls and
+stops).
+
+Thresholds: stall_after_s = stop_after_s = 10 s (a starved partition warns, and a stall nobody in
+its group progresses beside becomes critical, at 5 × 10 = 50 s); sweeps every 2 s.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pyarrow as pa
+from analytics_builders import at, members_rows, offsets_rows
+
+from lagscope.analytics import step
+from lagscope.analytics.status import STARVED_REASON
+from lagscope.config import AnalyticsConfig, AnalyticsRulesConfig
+from lagscope.schema import TABLES
+
+S = AnalyticsConfig(rules=AnalyticsRulesConfig(stall_after_s=10, stop_after_s=10))
+T = range(0, 121, 2)
+
+
+def lake(name: str, rows: list[dict[str, Any]]) -> pa.Table:
+    schema = pa.schema([*TABLES[name].schema, pa.field("cluster", pa.string()), pa.field("date", pa.string())])
+    return pa.Table.from_pylist(rows, schema=schema).select(step.READ_COLUMNS[name])
+
+
+def run(offsets: list[dict[str, Any]], members: list[dict[str, Any]], *, upto: float = 120,
+        state: dict[str, pa.Table] | None = None) -> step.StepOutput:
+    return step.run_step(step.StepInputs(offsets=lake("offsets", offsets), members=lake("members", members),
+                                         commits=None, group_events=None, state=state or {}),
+                         settings=S, as_of=at(upto))
+
+
+def anomalies(out: step.StepOutput, kinds: tuple[str, ...] = ("stall", "stop", "starved")) -> list[tuple[Any, ...]]:
+    rows = [r for r in out.tables["anomalies"].to_pylist() if r["kind"] in kinds]
+    return sorted((r["group_id"], r["partition"], r["kind"], r["severity"]) for r in rows)
+
+
+def statuses(out: step.StepOutput, group: str) -> set[str]:
+    return {r["status"] for r in out.tables["status"].to_pylist() if r["group_id"] == group}
+
+
+def _drain(p: int, turn: float, arrive: float, backlog: int = 300) -> list[tuple[Any, ...]]:
+    """Partition ``p`` of a slow consumer working through its partitions one at a time: a backlog
+    of ``backlog`` messages produced at ``arrive``, drained during ``[arrive + p·turn, arrive +
+    (p+1)·turn)``."""
+    rate = backlog / turn
+    return [(t, int(min(backlog, max(0.0, (t - arrive - p * turn) * rate))), backlog if t >= arrive else 0)
+            for t in T]
+
+
+def slow(group: str, turn: float, arrive: float = 0, parts: int = 4) -> tuple[list[dict[str, Any]],
+                                                                             list[dict[str, Any]]]:
+    offsets = [r for p in range(parts)
+               for r in offsets_rows(_drain(p, turn, arrive), group=group, partition=p, owner="m1")]
+    members = members_rows([(t, "Stable", 1, [("m1", None, list(range(parts)))]) for t in T], group=group)
+    return offsets, members
+
+
+def test_a_slow_consumer_draining_its_partitions_one_at_a_time_is_starved_not_stalled() -> None:
+    # a backlog arrives at 40 s; m1 drains partition p during [40 + 10p, 50 + 10p): partitions 1,
+    # 2 and 3 wait 10, 20 and 30 s with lag while m1 commits progress on the one before: starved
+    # (info: < 50 s), no stall, no stop. At minute 0's evaluation (58 s) partitions 2 and 3 have
+    # waited 18 s (a STALL for the partition alone): lagscope's status says OK, starved, and
+    # never STALL or STOP, for a partition or the group
+    offsets, members = slow("slow", 10, arrive=40)
+    out = run(offsets, members)
+    assert anomalies(out) == [("slow", 1, "starved", "info"), ("slow", 2, "starved", "info"),
+                              ("slow", 3, "starved", "info")]
+    assert not statuses(out, "slow") & {"STALL", "STOP", "ERR"}
+    waiting = {r["partition"]: (r["status"], r["reason"]) for r in out.tables["status"].to_pylist()
+               if r["eval_ts"] == at(58) and r["partition"] in (2, 3)}
+    assert waiting == {p: ("OK", f"{STARVED_REASON}owner assigned but no commit for 18 s with lag 300")
+                       for p in (2, 3)}
+
+
+def test_a_long_starved_partition_escalates_to_a_warning() -> None:
+    # turns of 20 s: partition 3 waits 60 s (≥ 5 × 10 s) while m1 works on the others: a warning,
+    # and its status WARN from 50 s after the start on; partitions 1 and 2 (20 s, 40 s) stay info
+    offsets, members = slow("long", 20)
+    out = run(offsets, members)
+    assert anomalies(out) == [("long", 1, "starved", "info"), ("long", 2, "starved", "info"),
+                              ("long", 3, "starved", "warning")]
+    p3 = {r["eval_ts"]: r["status"] for r in out.tables["status"].to_pylist() if r["partition"] == 3}
+    assert p3[at(0) + dt.timedelta(seconds=58)] == "WARN"  # its minute-0 row: pending 58 s ≥ 50
+    assert not statuses(out, "long") & {"STALL", "STOP"}
+
+
+def test_a_starved_partition_stays_one_anomaly_across_steps() -> None:
+    # the same scenario in two steps (0–58 s, 60–120 s): partition 3's episode is open at the
+    # first step's end; the second step judges it again from the carried state (the last commit
+    # change of each partition) and writes it with the same key, kind and start
+    offsets, members = slow("split", 20)
+    first = run([r for r in offsets if r["sweep_ts"] < at(60)], [r for r in members if r["sweep_ts"] < at(60)],
+                upto=60)
+    second = run([r for r in offsets if r["sweep_ts"] >= at(60)], [r for r in members if r["sweep_ts"] >= at(60)],
+                 state=first.state)
+    one = {r["key"]: r for r in first.tables["anomalies"].to_pylist() if r["partition"] == 3}
+    two = {r["key"]: r for r in second.tables["anomalies"].to_pylist() if r["partition"] == 3}
+    assert list(one) == list(two)
+    assert len(one) == 1
+    (k,) = one
+    assert (one[k]["kind"], one[k]["end_ts"], two[k]["kind"], two[k]["severity"]) == (
+        "starved", None, "starved", "warning")
+    assert two[k]["end_ts"] == at(62)  # m1 reached partition 3 at 60 s: the next sweep ends it
+
+
+def _stuck(group: str, owners: dict[int, str], moving: set[int], *, gone: bool = False) -> list[dict[str, Any]]:
+    """Partitions 0–3 of a group with a backlog: those in ``moving`` commit 5 messages a second,
+    the others stand still at 100 of 1000; ``gone``: nobody owns the stuck ones."""
+    out = []
+    for p, owner in owners.items():
+        rows = [(t, 100 + 5 * t if p in moving else 100, 1000) for t in T]
+        out += offsets_rows(rows, group=group, partition=p, owner=None if gone and p not in moving else owner)
+    return out
+
+
+def _members(group: str, assignment: dict[str, list[int]]) -> list[dict[str, Any]]:
+    return members_rows([(t, "Stable", 1, [(m, None, ps) for m, ps in assignment.items()]) for t in T], group=group)
+
+
+def test_an_owner_stuck_on_all_its_partitions_while_another_member_progresses_is_a_stall_warning() -> None:
+    # m1 owns 0 and 1 and moves neither for 120 s (≥ 50 s: a critical stall when its group is
+    # stuck); m2 keeps committing on 2 and 3: the group is alive, so a warning; not starved (m1
+    # progresses nowhere); the status still says STALL (the partition is stuck)
+    owners = {0: "m1", 1: "m1", 2: "m2", 3: "m2"}
+    out = run(_stuck("half", owners, {2, 3}), _members("half", {"m1": [0, 1], "m2": [2, 3]}))
+    assert anomalies(out) == [("half", 0, "stall", "warning"), ("half", 1, "stall", "warning")]
+    assert "STALL" in statuses(out, "half")
+
+
+def test_a_group_stuck_everywhere_is_critical() -> None:
+    # every partition stands still for 120 s: no member of the group progresses, the stalls are
+    # critical (≥ 50 s); the same with nobody owning them: stops, critical
+    owners = {0: "m1", 1: "m1", 2: "m2", 3: "m2"}
+    stuck = run(_stuck("stuck", owners, set()), _members("stuck", {"m1": [0, 1], "m2": [2, 3]}))
+    assert anomalies(stuck) == [("stuck", p, "stall", "critical") for p in range(4)]
+    gone = run(_stuck("gone", owners, set(), gone=True), members_rows([(t, "Empty", 2, []) for t in T], group="gone"))
+    assert anomalies(gone) == [("gone", p, "stop", "critical") for p in range(4)]
+
+
+def test_a_stop_while_another_member_progresses_is_a_warning() -> None:
+    # partitions 0 and 1 have no owner (their consumer left; nothing rebalanced them yet), m2
+    # keeps committing on 2 and 3: stops (nobody owns them: not starved), warnings
+    owners = {0: "m1", 1: "m1", 2: "m2", 3: "m2"}
+    out = run(_stuck("left", owners, {2, 3}, gone=True), _members("left", {"m2": [2, 3]}))
+    assert anomalies(out) == [("left", 0, "stop", "warning"), ("left", 1, "stop", "warning")]
+
+
+def test_a_consumer_that_leaves_at_the_end_of_its_run_still_owned_its_starved_partition() -> None:
+    # m1 drains partitions 0–3 one at a time from 40 s (20 s each), then leaves at 100 s: the
+    # sweeps after it show no owner, while partition 3 still waits. Its episode is open at the
+    # step's end and its last rows have no owner; the member that held it through the episode,
+    # and committed progress on partitions 0–2 meanwhile, is its owner: starved, not a stall (a
+    # warning: it has waited since 40 s, past 5 × stall_after_s)
+    offsets, members = slow("leaver", 20, arrive=40)
+    for r in offsets:
+        if r["sweep_ts"] >= at(100):
+            r["member_id"] = None
+    members = [m for m in members if m["sweep_ts"] < at(100)] + members_rows(
+        [(t, "Empty", 2, []) for t in T if t >= 100], group="leaver")
+    got = anomalies(run(offsets, members))
+    assert ("leaver", 3, "starved", "warning") in got
+    assert not [a for a in got if a[2] in ("stall", "stop") and a[1] == 3]
+
+
+def test_a_member_that_stops_on_all_its_partitions_at_once_stalls() -> None:
+    # m1 owns partitions 0 and 1 and stops on both in the same sweep (both last move at 30 s):
+    # each partition's last change is at its episode's start, which is no progress during the
+    # other's episode; nobody progresses after it: both stall, critical (no member progresses
+    # for 5 × stall_after_s), neither is starved
+    offsets = [r for p in (0, 1)
+               for r in offsets_rows([(t, 10 * min(t, 30), 10 * t + 5) for t in T], partition=p, owner="m1")]
+    members = members_rows([(t, "Stable", 1, [("m1", None, [0, 1])]) for t in T])
+    assert anomalies(run(offsets, members)) == [("g", 0, "stall", "critical"), ("g", 1, "stall", "critical")]

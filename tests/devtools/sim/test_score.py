@@ -1,0 +1,253 @@
+"""The scoring of findings against a run's truth (lagscope.devtools.sim.score), on hand-made
+truths and findings. Pure Python."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import pytest
+
+from lagscope.config import AnalyticsRulesConfig
+from lagscope.devtools.sim import truth
+from lagscope.devtools.sim.model import ExpectedAdvice
+from lagscope.devtools.sim.score import (
+    AdviceScore,
+    Expected,
+    Finding,
+    RunScore,
+    advice_figures,
+    delay_budgets,
+    expected_findings,
+    fault_verdicts,
+    figures,
+    score_advice,
+    score_run,
+)
+from lagscope.devtools.sim.truth import Assign, Commit, EndState, Fault, GroupOffset, PartitionEnd, Produce, Revoke
+
+RULES = AnalyticsRulesConfig(stall_after_s=5.0, stop_after_s=5.0, gap_min_s=1.0, growth_min_minutes=5)
+T = "topic"
+G = "group"
+
+
+def _finding(kind: str, start: float, end: float | None = None, *, group: str = G, partition: int | None = 0,
+             severity: str = "warning") -> Finding:
+    return Finding(kind, group, None if partition is None else T, partition, start, end, severity)
+
+
+def _truth(*extra: truth.Record, committed: tuple[int, int] = (50, 50), log_start: int = 0) -> truth.TruthIndex:
+    """Two members c1, c2 formed at 100–101, then ``extra``; ends at 200."""
+    recs: list[truth.Record] = [
+        truth.RunInfo("s", 3, "r", 100.0),
+        Assign(G, "c1", ((T, 0),), 100.5, 1), Assign(G, "c2", ((T, 1),), 101.0, 1),
+        *[Produce(T, p, o, 100.0 + o) for p in (0, 1) for o in range(60)],
+        *[Commit(G, "c1" if p == 0 else "c2", T, p, committed[p], 150.0) for p in (0, 1)],
+        *extra,
+        EndState(200.0, tuple(PartitionEnd(T, p, log_start, 60, 60) for p in (0, 1)),
+                 tuple(GroupOffset(G, T, p, committed[p]) for p in (0, 1))),
+    ]
+    return truth.TruthIndex(recs)
+
+
+STALL = Fault("stall", G, "c1", 120.0, 140.0, {}, ((T, 0),))
+
+
+@pytest.mark.parametrize(("finding", "matched", "why"), [
+    (_finding("stall", 118.0, 141.0), True, "dated from the last commit, before the fault: still the stall"),
+    (_finding("stall", 125.0, None), True, "an open stall that began within the fault"),
+    (_finding("stall", 142.5, 150.0), True, "2.5 s after the fault ended: within the 3 s tolerance"),
+    (_finding("stall", 143.5, 150.0), False, "3.5 s after it ended: another episode"),
+    (_finding("stall", 110.0, 116.5), False, "ended 3.5 s before the fault began"),
+    (_finding("stall", 125.0, 130.0, partition=1), False, "a partition c1 did not hold"),
+    (_finding("stall", 125.0, 130.0, partition=None), True, "group-level: names no partition"),
+    (_finding("stall", 125.0, 130.0, group="other"), False, "another group"),
+    (_finding("stop", 125.0, 130.0), False, "another kind"),
+])
+def test_a_finding_matches_its_fault(finding: Finding, matched: bool, why: str) -> None:
+    ti = _truth(STALL)
+    exp = [e for e in expected_findings(ti, RULES) if e.kind == "stall"]
+    assert [e.partitions for e in exp] == [((T, 0),)]
+    s = score_run(exp, [finding], tolerance_s=3.0)
+    assert (s.matched == [finding]) is matched, why
+    assert (s.unmatched == [finding]) is not matched, why
+    assert (s.matches[0].finding is not None) is matched, why
+
+
+def test_recall_precision_and_delay_of_one_run() -> None:
+    rewind = Fault("rewind", G, "c2", 130.0, 130.0, {"messages": 10}, ((T, 1),))
+    ti = _truth(STALL, rewind)
+    found = [_finding("stall", 121.0, 141.0), _finding("stall", 160.0, 170.0, severity="critical"),
+             _finding("skip", 131.0, 131.0, partition=1, severity="critical")]
+    s = score_run(expected_findings(ti, RULES), found, tolerance_s=2.0, scenario="s", seed=3, duration_s=100)
+    by_kind = {m.expected.kind: m for m in s.matches}
+    assert by_kind["stall"].delay == pytest.approx(1.0)
+    assert by_kind["rewind"].finding is None  # missed: a skip is not a rewind
+    assert [f.kind for f in s.unmatched] == ["skip", "stall"]
+    figs = {f.kind: f for f in figures([s], delay_budgets(RULES, 0.5))}
+    assert figs["stall"].precision == pytest.approx(0.5)
+    assert figs["stall"].recall == 1.0
+    assert figs["rewind"].recall == 0.0
+    assert math.isnan(figs["rewind"].precision)  # no rewind reported at all
+    assert figs["skip"].precision == 0.0
+    assert figs["skip"].false_criticals == 1
+    # no no-fault traffic in these runs: no rate per hour
+    assert math.isnan(figs["skip"].false_criticals_per_h)
+    assert figs["stall"].delay_budget == pytest.approx(2 * 0.5 + 5.0)
+
+
+def test_false_alarms_per_hour_of_no_fault_traffic() -> None:
+    quiet = [RunScore("q", s, True, 1800.0, unmatched=[
+        _finding("skip", 10.0, severity="critical"), _finding("stall", 20.0), _finding("stall", 30.0)])
+        for s in (1, 2)]
+    # a false finding in a faulty run counts against precision, not against the hour of quiet
+    faulty = RunScore("f", 1, False, 600.0, unmatched=[_finding("stall", 5.0)])
+    figs = {f.kind: f for f in figures([*quiet, faulty], {})}
+    assert figs["stall"].false_warnings_per_h == pytest.approx(4.0)  # 4 in one hour (2 × 1800 s)
+    assert figs["stall"].findings == 5
+    assert figs["skip"].false_criticals_per_h == pytest.approx(2.0)
+    assert figs["skip"].false_warnings_per_h == 0.0
+
+
+def test_a_crash_calls_for_the_rebalance_it_causes() -> None:
+    crash = Fault("crash", G, "c2", 110.0, 110.0, {}, ((T, 1),))
+    ti = _truth(crash, Revoke(G, "c1", ((T, 0),), 113.0), Assign(G, "c1", ((T, 0), (T, 1)), 113.5, 2))
+    exp = expected_findings(ti, RULES)
+    # the group's formation (generation 1) is no rebalance to report; the crash's is
+    (rb,) = [e for e in exp if e.kind == "rebalance"]
+    # a first join that assigned nothing is not the formation yet
+    early = _truth(crash, Assign(G, "c1", (), 99.0, 0), Revoke(G, "c1", ((T, 0),), 113.0),
+                   Assign(G, "c1", ((T, 0), (T, 1)), 113.5, 2))
+    assert [e.start for e in expected_findings(early, RULES) if e.kind == "rebalance"] == [113.0]
+    assert (rb.start, rb.end, rb.fault) == (113.0, 113.5, crash)
+    window = Finding("rebalance", G, None, None, 112.8, 113.6, "info", "session_timeout")
+    s = score_run(exp, [window], tolerance_s=1.0)
+    ((_, ms),) = [v for v in fault_verdicts(s, ti.faults()) if v[0].kind == "crash"]
+    assert [m.finding for m in ms] == [window]
+    assert ms[0].delay == 0.0
+    # and without the window the crash is missed
+    ((_, ms),) = [v for v in fault_verdicts(score_run(exp, [], tolerance_s=1.0), [crash])]
+    assert [m.finding for m in ms] == [None]
+
+
+def test_a_bounce_within_the_session_calls_for_nothing() -> None:
+    bounce = Fault("bounce", G, "c2", 110.0, 112.0, {}, ((T, 1),))
+    ti = _truth(bounce, Assign(G, "c2", ((T, 1),), 112.0, 1))  # back in the same generation
+    assert [e for e in expected_findings(ti, RULES) if e.fault == bounce] == []
+    assert [e.kind for e in expected_findings(ti, RULES)] == []
+
+
+def test_retention_loss_from_the_runners_fault_or_the_end_state() -> None:
+    overrun = Fault("retention_overrun", G, "", 160.0, 200.0, {"lost": {f"{T}:0": 5}}, ((T, 0),))
+    (e,) = expected_findings(_truth(overrun, committed=(50, 60), log_start=55), RULES)
+    assert (e.kind, e.partitions, e.start, e.fault) == ("retention_loss", ((T, 0),), 160.0, overrun)
+    # an older truth without the fault: from the end state, over the whole run
+    (e,) = expected_findings(_truth(committed=(50, 60), log_start=55), RULES)
+    assert (e.kind, e.partitions, e.start, e.end) == ("retention_loss", ((T, 0),), 100.0, 200.0)
+
+
+def test_lag_growth_needs_its_minutes() -> None:
+    # one partition produced to for 8 minutes, never committed past 0: lag rises every minute
+    recs: list[truth.Record] = [truth.RunInfo("s", 1, "r", 0.0), Assign(G, "c1", ((T, 0),), 1.0, 1),
+                                Commit(G, "c1", T, 0, 0, 2.0),
+                                *[Produce(T, 0, o, 3.0 + o * 6.0) for o in range(80)],
+                                EndState(480.0, (PartitionEnd(T, 0, 0, 80, 80),), (GroupOffset(G, T, 0, 0),))]
+    (e,) = expected_findings(truth.TruthIndex(recs), RULES)
+    # the whole minutes ending at 120 … 480 each end with more lag than the one before: seven
+    # rising minutes (≥ 5), from 60 to 480
+    assert (e.kind, e.start, e.end, e.partitions) == ("lag_growth", 60.0, 480.0, ((T, 0),))
+    rules = RULES.model_copy(update={"growth_min_minutes": 8})
+    assert expected_findings(truth.TruthIndex(recs), rules) == []
+    # a run that ends 20 s into a minute: that partial minute, still rising, counts too
+    recs[-1] = EndState(500.0, (PartitionEnd(T, 0, 0, 80, 80),), (GroupOffset(G, T, 0, 0),))
+    recs[3:3] = [Produce(T, 0, o, 481.0 + o - 80) for o in range(80, 90)]
+    (e,) = expected_findings(truth.TruthIndex(recs), rules)
+    assert (e.start, e.end) == (60.0, 500.0)
+
+
+def test_findings_from_result_rows() -> None:
+    at = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    f = Finding.from_anomaly({"kind": "stall", "group_id": G, "topic": T, "partition": 2, "start_ts": at,
+                              "end_ts": None, "severity": "critical", "detail": "x"})
+    assert (f.start, f.end, f.severity, f.where()) == (at.timestamp(), None, "critical", f"{T}:2")
+    r = Finding.from_rebalance({"group_id": G, "start_ts": at, "end_ts": at + dt.timedelta(seconds=3),
+                                "cause": "session_timeout"})
+    assert (r.kind, r.end, r.severity, r.where()) == ("rebalance", at.timestamp() + 3, "info", "group")
+    with pytest.raises(ValueError, match="without a start"):
+        Finding.from_anomaly({"kind": "stall", "group_id": G, "start_ts": None})
+
+
+def test_expected_is_plain_data() -> None:
+    e = Expected("stall", G, ((T, 0),), 1.0, 2.0)
+    assert e.fault is None
+
+
+def test_a_starved_partition_is_informational_until_it_alarms() -> None:
+    # no truth calls for starved: at info it says how the consumer works, neither right nor false;
+    # once it escalates to a warning it is an alarm and, unmatched, a false one
+    info = _finding("starved", 120.0, 130.0, severity="info")
+    long = _finding("starved", 140.0, 190.0, severity="warning")
+    stall = _finding("stall", 150.0, 160.0)
+    got = score_run([], [info, long, stall], tolerance_s=3.0)
+    assert got.informational == [info]
+    assert got.unmatched == [long, stall]
+    # a rebalance window is info too, but scored: one no truth calls for is a false finding
+    window = _finding("rebalance", 110.0, 115.0, partition=None, severity="info")
+    assert score_run([], [window], tolerance_s=3.0).unmatched == [window]
+
+
+PREFIX = "sim-crash-long-session-ab12cd"
+SESSION = ExpectedAdvice(group="readers", rule="session_timeout_crash", setting="session.timeout.ms")
+
+
+def _advice(group: str, rule: str, setting: str) -> dict[str, str]:
+    return {"group_id": f"{PREFIX}-{group}", "rule": rule, "setting": setting, "suggested": "x"}
+
+
+@pytest.mark.parametrize(("rows", "found", "missing", "unexpected"), [
+    # the expected row: found, nothing else
+    ([_advice("readers", "session_timeout_crash", "session.timeout.ms")], 1, 0, ()),
+    # no advice at all: the expected one is missing
+    ([], 0, 1, ()),
+    # the right rule naming another setting (static membership instead of a shorter timeout) is
+    # not what the scenario's faults call for: missing, and the row is false advice
+    ([_advice("readers", "session_timeout_crash", "group.instance.id")], 0, 1,
+     (("readers", "session_timeout_crash", "group.instance.id"),)),
+    # the expected row and one more on another group of the run: the extra is false advice
+    ([_advice("readers", "session_timeout_crash", "session.timeout.ms"),
+      _advice("bystander", "rewind_after_rebalance", "commit on revocation")], 1, 0,
+     (("bystander", "rewind_after_rebalance", "commit on revocation"),)),
+    # a row of another run's group (another prefix) is not this run's: ignored
+    ([{"group_id": "sim-crash-long-session-ff00ff-readers", "rule": "max_poll_interval",
+       "setting": "max.poll.interval.ms"}], 0, 1, ()),
+])
+def test_advice_found_missing_unexpected(rows: list[dict[str, str]], found: int, missing: int,
+                                         unexpected: tuple[tuple[str, str, str], ...]) -> None:
+    a = score_advice([SESSION], rows, prefix=PREFIX, scenario="crash-long-session", seed=1)
+    assert len(a.found) == found
+    assert len(a.missing) == missing
+    assert a.unexpected == unexpected
+    assert a.recall == found
+
+
+def test_a_scenario_expecting_none_makes_every_advice_false() -> None:
+    a = score_advice([], [_advice("readers", "restart_storm", "group.instance.id")], prefix=PREFIX)
+    assert a.expected == ()
+    assert math.isnan(a.recall)
+    assert a.unexpected == (("readers", "restart_storm", "group.instance.id"),)
+    assert score_advice([], [], prefix=PREFIX).unexpected == ()
+
+
+def test_advice_figures_per_rule() -> None:
+    key = ("readers", "session_timeout_crash", "session.timeout.ms")
+    storm = ("readers", "restart_storm", "group.instance.id")
+    runs = [AdviceScore("crash-long-session", 1, (key,), (key,), (), ()),
+            AdviceScore("crash-long-session", 2, (key,), (), (key,), ()),
+            AdviceScore("quiet-rolling-restart", 1, (), (), (), (storm,))]
+    figs = {f.rule: f for f in advice_figures(runs)}
+    assert sorted(figs) == ["restart_storm", "session_timeout_crash"]
+    assert (figs["session_timeout_crash"].expected, figs["session_timeout_crash"].found) == (2, 1)
+    assert figs["session_timeout_crash"].recall == 0.5
+    assert figs["session_timeout_crash"].unexpected == 0
+    assert (figs["restart_storm"].expected, figs["restart_storm"].unexpected) == (0, 1)
+    assert math.isnan(figs["restart_storm"].recall)
