@@ -548,6 +548,10 @@ class CommitLogTailer:
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             with contextlib.suppress(Exception):
+                # a group-less consumer needs no network to close: stop its I/O thread first, so
+                # that it cannot read a socket close() is shutting (see ClusterClient.close)
+                consumer._net.stop()
+            with contextlib.suppress(Exception):
                 consumer.close()
 
     def _wrap(self, exc: BaseException) -> LagscopeError:

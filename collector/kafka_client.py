@@ -93,11 +93,14 @@ class ClusterClient:
         if client is None:
             return
         try:
-            client.close()
-        finally:
             if self._started:
+                # the I/O thread first: kafka-python's close() shuts the sockets from this thread,
+                # and an I/O thread between a readiness wait and its read then reads a None socket
+                # (an AttributeError traceback on the terminal at every shutdown that hits it)
                 client._net.stop()
+        finally:
             self._started = False
+            client.close()
 
     def __enter__(self) -> ClusterClient:
         return self

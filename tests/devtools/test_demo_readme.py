@@ -55,6 +55,8 @@ def test_the_readme_demo_as_written_finds_the_rebalance_the_stall_and_the_rewind
     assert all(0 < n <= 220 for n in rewound), rewound
     # the terminal gets no Java stack trace: Spark's logs went to the demo's log file
     assert "\tat org.apache" not in done.stderr + out
+    # nor a Python one: stopping closes every client without a traceback from its I/O thread
+    assert "Traceback" not in done.stderr + out, done.stderr[-3000:]
     assert (tmp_path / ".lagscope" / "demo" / "logs" / "spark.log").exists()
 
 
