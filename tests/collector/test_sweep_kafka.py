@@ -127,13 +127,17 @@ def test_open_transaction_lag_against_lso_for_read_committed_groups(bootstrap: s
 class _Member(threading.Thread):
     """A consumer polling in its own thread (a group member must keep polling through rebalances)."""
 
-    def __init__(self, bootstrap: str, group: str, client_id: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, group: str, client_id: str, topic: str, partitions: int) -> None:
         super().__init__(daemon=True)
         self.consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, client_id=client_id,
                                       enable_auto_commit=False, auto_offset_reset="earliest",
                                       session_timeout_ms=20000, heartbeat_interval_ms=1000,
-                                      metadata_max_age_ms=1000)  # a leader that assigned before the
-                                      # new topic's metadata arrived re-assigns within a second
+                                      metadata_max_age_ms=1000)
+        # know the new topic's partitions before joining: a leader that assigns without them
+        # assigns nothing, and under load its rejoin left a member without partitions for 90 s
+        deadline = time.monotonic() + 30
+        while len(self.consumer.partitions_for_topic(topic) or ()) < partitions and time.monotonic() < deadline:
+            time.sleep(0.2)
         self.consumer.subscribe([topic])
         self.client_id = client_id
         self.assigned: set[TopicPartition] = set()
@@ -179,7 +183,7 @@ def test_live_group_owners_lag_and_an_empty_group(bootstrap: str, unique: str) -
         _produce(bootstrap, topic, {0: 10, 1: 20, 2: 5, 3: 0})
         # the idle group only ever committed (no members): Empty, still recorded
         admin.alter_group_offsets(idle, {TopicPartition(topic, 1): OffsetAndMetadata(7, "", -1)})
-        members_ = [_Member(bootstrap, live, f"{unique}-c{i}", topic) for i in range(2)]
+        members_ = [_Member(bootstrap, live, f"{unique}-c{i}", topic, 4) for i in range(2)]
         for i, m in enumerate(members_):  # one after another: the second joins a formed group
             m.start()
             _wait_assigned(members_[:i + 1], 4)
@@ -226,7 +230,10 @@ def test_live_group_owners_lag_and_an_empty_group(bootstrap: str, unique: str) -
         for m in members_:
             m.halt.set()
         for m in members_:
-            m.join(15)
+            if m.ident is not None:  # started
+                m.join(15)
+            else:
+                m.consumer.close(autocommit=False)
         admin.close()
 
 
