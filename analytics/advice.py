@@ -13,8 +13,8 @@ the results' retention window (``analytics.retention`` days, 30 when it keeps ev
   below the group's catch-up ETA of the same minute, the day's worst catch-up ETA and its least
   headroom (``lag_trends``);
 - its settings as last seen (:data:`GROUP_SCHEMA`): the assignor, group protocol, members, static
-  members and assigned partitions of its latest member sweep; the session and rebalance timeouts
-  of its latest group-metadata record (``__consumer_offsets``).
+  members and assigned partitions of its latest member sweep that saw a member; the session and
+  rebalance timeouts of its latest group-metadata record (``__consumer_offsets``).
 
 The evidence is the step's own result rows plus what earlier steps carried (the state parts
 ``advice_evidence`` and ``advice_groups``, bounded by the faults within the retention window and
@@ -198,7 +198,7 @@ def member_identities(members: pa.Table, member_ids: pa.Array | None = None) -> 
     """Member id → the member's *identity*, ``client.id@host``, from the ``members`` rows (those
     of ``member_ids`` only, when given): the same consumer restarted gets a new member id but
     keeps its identity, a different consumer has another. Ids the rows do not name are left out
-    (:func:`identity_of` falls back on the id itself)."""
+    (:func:`identity_of` falls back on the id)."""
     if not members.num_rows or "member_id" not in members.column_names:
         return {}
     mid = _col(members, "member_id", pa.string())
@@ -354,7 +354,8 @@ def merge_evidence(carried: pa.Table | None, fresh: pa.Table, *, keep_from: dt.d
 
 def group_settings(members: pa.Table, generations: pa.Table | None, carried: pa.Table | None) -> pa.Table:
     """Per group, its settings as last seen (:data:`GROUP_SCHEMA`): the latest member sweep's
-    assignor, group protocol, member, static member and assigned partition counts; the latest
+    (the latest with a member, when any has one) assignor, group protocol, member, static member
+    and assigned partition counts; the latest
     generation record's session and rebalance timeouts (each side from the carried row when the
     step saw none newer)."""
     parts = []
@@ -399,8 +400,12 @@ def group_settings(members: pa.Table, generations: pa.Table | None, carried: pa.
     gen_t = seconds(rows.column("gen_ts"))[order]
     timed = np.asarray(pc.or_(pc.is_valid(rows.column("session_timeout_s")),
                               pc.is_valid(rows.column("rebalance_timeout_s"))), dtype=bool)[order]
-    # the latest row of each side (ties: the first, the fresh rows coming before the carried)
-    s_pick = gargmax(sweep_t, starts, gid)
+    # the latest row of each side (ties: the first, the fresh rows coming before the carried); of
+    # the sweeps, the latest that saw a member (a group that emptied, e.g. stopped at the end of
+    # a run, keeps the settings its members had: an empty group has no assignor), else the latest
+    with_members = np.asarray(pc.greater(rows.column("members"), 0).fill_null(False), dtype=bool)[order]
+    s_pick = gargmax(np.where(with_members, sweep_t, np.nan), starts, gid)
+    s_pick = np.where(s_pick >= 0, s_pick, gargmax(sweep_t, starts, gid))
     g_pick = gargmax(np.where(timed, gen_t, np.nan), starts, gid)
     ordered = rows.take(pa.array(order))
     k = len(starts)

@@ -234,6 +234,22 @@ def test_restart_storm_of_churn_gets_cooperative_sticky() -> None:
                                "restarts (the same client.id and host back within ~300 s)")
 
 
+def test_a_group_that_emptied_keeps_the_settings_its_members_had() -> None:
+    # the last sweep saw the group empty (every member gone: one row, no member, no assignor):
+    # the settings are those of the latest sweep with a member
+    mem = members()
+    empty = pa.Table.from_pylist([{**mem.to_pylist()[0], "sweep_ts": at(300), "group_state": "Empty",
+                                   "member_id": None, "client_id": None, "host": None, "assignment": [],
+                                   "protocol": None, "group_protocol": None}], schema=mem.schema)
+    out = run(churn(), STORM, mem=pa.concat_tables([mem, empty]))
+    got = only(out, "restart_storm")
+    assert got["setting"] == "partition.assignment.strategy"
+    assert got["current_value"] == "range"
+    assert got["expected_amount"] == pytest.approx(3.5)  # the 4 partitions its members had
+    row = out.groups.to_pylist()[0]
+    assert (row["members"], row["partitions"], row["sweep_ts"]) == (2, 4, at(-60))
+
+
 def test_churn_on_a_cooperative_group_gets_the_consumer_protocol() -> None:
     got = only(run(churn(), STORM, mem=members(protocol="cooperative-sticky")), "restart_storm")
     assert got["setting"] == "group.protocol"
