@@ -6,14 +6,15 @@ Every step recomputes the advice of each group it analyses from the group's **ev
 the results' retention window (``analytics.retention`` days, 30 when it keeps everything):
 
 - its closed rebalance windows (cause, duration, outage = ``observed_over_bound · bound_s``,
-  members before, partitions moved);
+  members before, partitions moved, and the *identities* of the members that joined and left in
+  each: :func:`member_identities`);
 - its rewind, retention_loss, rebalance_storm and commit_gap anomalies;
 - per UTC day, its *retention risk*: the minutes in which a partition's retention headroom was
   below the group's catch-up ETA of the same minute, the day's worst catch-up ETA and its least
   headroom (``lag_trends``);
 - its settings as last seen (:data:`GROUP_SCHEMA`): the assignor, group protocol, members, static
-  members and assigned partitions of its latest member sweep; the session and rebalance timeouts
-  of its latest group-metadata record (``__consumer_offsets``).
+  members and assigned partitions of its latest member sweep that saw a member; the session and
+  rebalance timeouts of its latest group-metadata record (``__consumer_offsets``).
 
 The evidence is the step's own result rows plus what earlier steps carried (the state parts
 ``advice_evidence`` and ``advice_groups``, bounded by the faults within the retention window and
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -69,13 +71,19 @@ ADVICE_COLUMNS = ("group_id", "rule", "setting", "current_value", "suggested", "
                   "evidence_end_ts", "confidence", "as_of_ts")
 
 #: the state part ``advice_evidence``: one row per piece of evidence (kind: rebalance | rewind |
-#: retention_loss | rebalance_storm | commit_gap | risk_day), ``key`` its identity
+#: retention_loss | rebalance_storm | commit_gap | risk_day), ``key`` its identity; a rebalance
+#: window's ``joined`` and ``left``: the identities (:func:`member_identities`) of the members
+#: that joined and left in it (null: the window's member ids unknown, or evidence carried from a
+#: version that did not keep them)
 EVIDENCE_SCHEMA = pa.schema([
     ("cluster", pa.string()), ("group_id", pa.string()), ("kind", pa.string()), ("key", pa.string()),
     ("start_ts", _MS), ("end_ts", _MS), ("cause", pa.string()), ("duration_s", pa.float64()),
     ("outage_s", pa.float64()), ("bound_s", pa.float64()), ("members_before", pa.int32()),
     ("partitions_moved", pa.int32()), ("magnitude", pa.float64()), ("low_s", pa.float64()), ("n", pa.int64()),
+    ("joined", pa.list_(pa.string())), ("left", pa.list_(pa.string())),
 ])
+#: the evidence columns only a rebalance window has (null in the other rows)
+_WINDOW_ONLY = ("cause", "duration_s", "outage_s", "bound_s", "members_before", "partitions_moved", "joined", "left")
 
 #: the state part ``advice_groups``: per group its settings as last seen
 GROUP_SCHEMA = pa.schema([
@@ -117,9 +125,12 @@ class AdviceRules:
     min_risk_minutes: int = 2
     #: session_timeout_crash: the session timeout suggested (s) and the shortest worth advising from
     short_session_s: float = 10.0
-    #: session_timeout_crash: a timed-out member back (a join window) within this is a restart (s)
+    #: session_timeout_crash, restart_storm: a member that left and came back (the same identity:
+    #: client.id and host) within this is a restart (s)
     restart_within_s: float = 300.0
-    #: session_timeout_crash: static membership instead when at least this share were restarts
+    #: session_timeout_crash: static membership instead when at least this share of the timed-out
+    #: members were restarts; restart_storm: when at least this share of the storm's join/leave
+    #: windows were a restart's (its leave or its return), else the storm is churn
     restart_share: float = 0.5
     #: restart_storm: a storm needs this many join/leave windows in it
     min_storm_windows: int = 3
@@ -138,8 +149,8 @@ class AdviceRules:
 @dataclass
 class AdviceInputs:
     """A step's result tables (with ``cluster``), its member sweeps (the lake's ``members`` rows:
-    ``cluster, group_id, sweep_ts, member_id, group_instance_id, assignment``, ``protocol`` and
-    ``group_protocol`` when read), its generation records
+    ``cluster, group_id, sweep_ts, member_id, group_instance_id, assignment``, ``protocol``,
+    ``group_protocol``, ``client_id`` and ``host`` when read), its generation records
     (:func:`lagscope.analytics.groups.generation_records`, None without the commit stream) and the
     carried parts."""
 
@@ -179,15 +190,67 @@ def _evidence(cols: dict[str, Any], n: int) -> pa.Table:
                     schema=EVIDENCE_SCHEMA)
 
 
-def rebalance_evidence(rebalances: pa.Table) -> pa.Table:
+#: a member id the broker generated for a classic member: ``<client.id>-<UUID>``
+_GENERATED_ID = re.compile(r"^(.*)-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+
+def member_identities(members: pa.Table, member_ids: pa.Array | None = None) -> dict[str, str]:
+    """Member id → the member's *identity*, ``client.id@host``, from the ``members`` rows (those
+    of ``member_ids`` only, when given): the same consumer restarted gets a new member id but
+    keeps its identity, a different consumer has another. Ids the rows do not name are left out
+    (:func:`identity_of` falls back on the id)."""
+    if not members.num_rows or "member_id" not in members.column_names:
+        return {}
+    mid = _col(members, "member_id", pa.string())
+    t = pa.table({"m": mid, "c": _col(members, "client_id", pa.string()), "h": _col(members, "host", pa.string())})
+    keep = pc.and_(pc.is_valid(mid), pc.is_valid(t.column("c")))
+    if member_ids is not None:
+        keep = pc.and_(keep, pc.is_in(mid, value_set=member_ids))
+    t = t.filter(keep).group_by(["m", "c", "h"], use_threads=False).aggregate([])
+    return {m: f"{c}@{h or ''}" for m, c, h in zip(t.column("m").to_pylist(), t.column("c").to_pylist(),
+                                                    t.column("h").to_pylist(), strict=True)}
+
+
+def identity_of(member_id: str, known: dict[str, str]) -> str:
+    """A member id's identity (:func:`member_identities`); an id the member rows do not name (a
+    member seen by an earlier step's sweeps or only by the group-metadata records): the client.id
+    of a broker-generated id (``<client.id>-<UUID>``), host unknown, else the id itself."""
+    if member_id in known:
+        return known[member_id]
+    m = _GENERATED_ID.match(member_id)
+    return f"{m.group(1) if m else member_id}@"
+
+
+def same_identity(a: str, b: str) -> bool:
+    """The same consumer: the same client.id, and the same host unless one is unknown."""
+    ca, _, ha = a.rpartition("@")
+    cb, _, hb = b.rpartition("@")
+    return ca == cb and (ha == hb or not ha or not hb)
+
+
+def rebalance_evidence(rebalances: pa.Table, members: pa.Table | None = None) -> pa.Table:
     """Closed rebalance windows → evidence rows (``outage_s`` = observed_over_bound · bound_s: a
-    timed-out member's whole outage, else the window)."""
+    timed-out member's whole outage, else the window; ``joined``/``left``: the identities of the
+    member ids after and not before, before and not after, by ``members``' rows). The identities
+    are a Python loop over the step's closed windows (few: one per rebalance), not the lake's rows."""
     rb = rebalances.filter(pc.is_valid(rebalances.column("end_ts"))) if rebalances.num_rows else rebalances
     n = rb.num_rows
     start = _col(rb, "start_ts", _MS)
     ms = np.asarray(start.cast(pa.int64()).fill_null(0), dtype=np.int64)
     outage = doubles(_col(rb, "observed_over_bound", pa.float64())) * doubles(_col(rb, "bound_s", pa.float64()))
     before = _col(rb, "members_before", pa.list_(pa.string()))
+    after = _col(rb, "members_after", pa.list_(pa.string()))
+    ids = pa.concat_arrays([pc.list_flatten(before), pc.list_flatten(after)]) if n else pa.array([], pa.string())
+    known = member_identities(members, ids) if members is not None else {}
+    joined: list[list[str] | None] = []
+    left: list[list[str] | None] = []
+    for b, a in zip(before.to_pylist(), after.to_pylist(), strict=True):
+        if b is None or a is None:
+            joined.append(None)
+            left.append(None)
+            continue
+        joined.append(sorted({identity_of(m, known) for m in set(a) - set(b)}))
+        left.append(sorted({identity_of(m, known) for m in set(b) - set(a)}))
     return _evidence({
         "cluster": _col(rb, "cluster", pa.string()), "group_id": _col(rb, "group_id", pa.string()),
         "kind": pa.array(["rebalance"] * n, pa.string()), "key": pa.array([f"rebalance|{v}" for v in ms.tolist()],
@@ -196,7 +259,8 @@ def rebalance_evidence(rebalances: pa.Table) -> pa.Table:
         "duration_s": _col(rb, "duration_s", pa.float64()), "outage_s": pa.array(outage, mask=np.isnan(outage)),
         "bound_s": _col(rb, "bound_s", pa.float64()),
         "members_before": pc.list_value_length(before).cast(pa.int32()),
-        "partitions_moved": _col(rb, "partitions_moved", pa.int32())}, n)
+        "partitions_moved": _col(rb, "partitions_moved", pa.int32()),
+        "joined": pa.array(joined, pa.list_(pa.string())), "left": pa.array(left, pa.list_(pa.string()))}, n)
 
 
 def anomaly_evidence(anomalies: pa.Table) -> pa.Table:
@@ -256,6 +320,10 @@ def merge_evidence(carried: pa.Table | None, fresh: pa.Table, *, keep_from: dt.d
     rows that ended before ``keep_from`` expire."""
     parts = [fresh]
     if carried is not None and carried.num_rows:
+        # evidence carried from a version without the identities: null (unknown) there
+        missing = [f for f in EVIDENCE_SCHEMA if f.name not in carried.column_names]
+        for f in missing:
+            carried = carried.append_column(f, pa.nulls(carried.num_rows, f.type))
         parts.insert(0, carried.select(EVIDENCE_SCHEMA.names).cast(EVIDENCE_SCHEMA))
     ev = pa.concat_tables(parts)
     if not ev.num_rows:
@@ -275,8 +343,7 @@ def merge_evidence(carried: pa.Table | None, fresh: pa.Table, *, keep_from: dt.d
             **{c: head.column(c) for c in ("cluster", "group_id", "kind", "key")},
             "start_ts": timestamps(gmin(seconds(rk.column("start_ts"))[o], s)),
             "end_ts": timestamps(gmax(seconds(rk.column("end_ts"))[o], s)),
-            **{c: pa.nulls(len(s), EVIDENCE_SCHEMA.field(c).type)
-               for c in ("cause", "duration_s", "outage_s", "bound_s", "members_before", "partitions_moved")},
+            **{c: pa.nulls(len(s), EVIDENCE_SCHEMA.field(c).type) for c in _WINDOW_ONLY},
             "magnitude": _nd(gmax(doubles(rk.column("magnitude"))[o], s)),
             "low_s": _nd(gmin(doubles(rk.column("low_s"))[o], s)),
             "n": pa.array(np.add.reduceat(num[o], s), pa.int64())}, schema=EVIDENCE_SCHEMA)
@@ -287,7 +354,8 @@ def merge_evidence(carried: pa.Table | None, fresh: pa.Table, *, keep_from: dt.d
 
 def group_settings(members: pa.Table, generations: pa.Table | None, carried: pa.Table | None) -> pa.Table:
     """Per group, its settings as last seen (:data:`GROUP_SCHEMA`): the latest member sweep's
-    assignor, group protocol, member, static member and assigned partition counts; the latest
+    (the latest with a member, when any has one) assignor, group protocol, member, static member
+    and assigned partition counts; the latest
     generation record's session and rebalance timeouts (each side from the carried row when the
     step saw none newer)."""
     parts = []
@@ -332,8 +400,12 @@ def group_settings(members: pa.Table, generations: pa.Table | None, carried: pa.
     gen_t = seconds(rows.column("gen_ts"))[order]
     timed = np.asarray(pc.or_(pc.is_valid(rows.column("session_timeout_s")),
                               pc.is_valid(rows.column("rebalance_timeout_s"))), dtype=bool)[order]
-    # the latest row of each side (ties: the first, the fresh rows coming before the carried)
-    s_pick = gargmax(sweep_t, starts, gid)
+    # the latest row of each side (ties: the first, the fresh rows coming before the carried); of
+    # the sweeps, the latest that saw a member (a group that emptied, e.g. stopped at the end of
+    # a run, keeps the settings its members had: an empty group has no assignor), else the latest
+    with_members = np.asarray(pc.greater(rows.column("members"), 0).fill_null(False), dtype=bool)[order]
+    s_pick = gargmax(np.where(with_members, sweep_t, np.nan), starts, gid)
+    s_pick = np.where(s_pick >= 0, s_pick, gargmax(sweep_t, starts, gid))
     g_pick = gargmax(np.where(timed, gen_t, np.nan), starts, gid)
     ordered = rows.take(pa.array(order))
     k = len(starts)
@@ -421,13 +493,30 @@ def _days(rows: list[dict[str, Any]]) -> str:
     return f"{d} day{'s' if d != 1 else ''}"
 
 
+def comeback(w: dict[str, Any], windows: list[dict[str, Any]], r: AdviceRules) -> dict[str, Any] | None:
+    """The one definition of a **restart** (session_timeout_crash and restart_storm use it): a
+    member that left in window ``w`` (its ``left`` identities) joined again, the same identity
+    (:func:`same_identity`), within ``restart_within_s`` after ``w``'s end: in ``w`` itself (a
+    quick restart: gone and back in one rebalance) or in a later window starting by then. The
+    window it came back in (the earliest), or None: nobody who left came back, or the identities
+    are unknown (then nothing is a restart: a join of another consumer is churn, not a restart)."""
+    gone = w.get("left") or []
+    if not gone:
+        return None
+    limit = w["end_ts"] + dt.timedelta(seconds=r.restart_within_s)
+    for x in [w, *(x for x in windows if w["start_ts"] < x["start_ts"] <= limit)]:
+        if any(same_identity(a, b) for a in gone for b in x.get("joined") or []):
+            return x
+    return None
+
+
 def session_timeout_crash(g: _Group, r: AdviceRules) -> _Advice | None:
     """Crashed members keep their partitions unprocessed for the whole session timeout: ≥
     ``min_evidence`` session_timeout windows. When at least ``restart_share`` of them were restarts
-    (a join window within ``restart_within_s`` after the window) and the group is not static:
-    static membership, the member's partitions then wait for it through a restart instead of moving
-    twice; else a shorter session timeout (when it is above ``short_session_s``) with
-    heartbeat.interval.ms at most a third of it."""
+    (:func:`comeback`: the timed-out member back, the same client.id and host, within
+    ``restart_within_s``) and the group is not static: static membership, the member's partitions
+    then wait for it through a restart instead of moving twice; else a shorter session timeout
+    (when it is above ``short_session_s``) with heartbeat.interval.ms at most a third of it."""
     crashes = [w for w in g.windows if w["cause"] == "session_timeout" and w["outage_s"] is not None]
     if len(crashes) < r.min_evidence:
         return None
@@ -435,16 +524,15 @@ def session_timeout_crash(g: _Group, r: AdviceRules) -> _Advice | None:
     session = g.settings.get("session_timeout_s")
     known = session is not None
     sess = float(session) if session is not None else g.defaults.session_timeout_s
-    joins = [w for w in g.windows if w["cause"] == "join"]
     restarts = []
     for w in crashes:
         quiet = w["end_ts"] - dt.timedelta(seconds=w["outage_s"])
-        back = [j for j in joins if w["end_ts"] <= j["start_ts"] <= w["end_ts"] + dt.timedelta(
-            seconds=r.restart_within_s)]
-        if back:
-            first = min(back, key=lambda j: j["start_ts"])
-            stop = (w["duration_s"] or 0.0) + (first["duration_s"] or 0.0)
-            restarts.append(((first["start_ts"] - quiet).total_seconds(), stop))
+        back = comeback(w, g.windows, r)
+        if back is w:  # back within the window itself: one rebalance, the member away until its end
+            restarts.append(((w["end_ts"] - quiet).total_seconds(), w["duration_s"] or 0.0))
+        elif back is not None:
+            stop = (w["duration_s"] or 0.0) + (back["duration_s"] or 0.0)
+            restarts.append(((back["start_ts"] - quiet).total_seconds(), stop))
     first_ts, last_ts = _span(crashes)
     n = len(crashes)
     statics = g.settings.get("static_members") or 0
@@ -459,8 +547,8 @@ def session_timeout_crash(g: _Group, r: AdviceRules) -> _Advice | None:
             f"would not rebalance, the group's {_s(cur)} of rebalancing per restart (two rebalances) would drop to "
             f"~0 s, the member's own partitions waiting {_s(away)} for it",
             "group_stop_s", "s", cur, 0.0,
-            f"{n} session timeouts in {_days(crashes)}, {len(restarts)} of them restarts (a join window within "
-            f"{_s(r.restart_within_s)}); median outage {_s(outage)}",
+            f"{n} session timeouts in {_days(crashes)}, {len(restarts)} of them restarts (the same client.id and "
+            f"host back within {_s(r.restart_within_s)}); median outage {_s(outage)}",
             n, first_ts, last_ts, confidence(len(restarts), r.min_evidence, known))
     if sess <= r.short_session_s:
         return None
@@ -480,10 +568,21 @@ def session_timeout_crash(g: _Group, r: AdviceRules) -> _Advice | None:
 
 
 def restart_storm(g: _Group, r: AdviceRules) -> _Advice | None:
-    """Rolling restarts produce join/leave storms: rebalance_storm findings holding at least
-    ``min_storm_windows`` join/leave windows in all. Static membership first (a restart within the
-    session timeout no longer rebalances), then the cooperative-sticky assignor (only moved
-    partitions pause), then the consumer group protocol (KIP-848)."""
+    """Join/leave storms: rebalance_storm findings holding at least ``min_storm_windows`` join/leave
+    windows in all. What the storm is made of decides the advice:
+
+    - **restarts** (the same consumers leaving and coming back, :func:`comeback`) make at least
+      ``restart_share`` of the storm's windows (a restart's leave window and its return window
+      each count): static membership for a dynamic group (a restart within the session timeout
+      no longer rebalances);
+    - otherwise it is **churn** (different consumers joining and leaving: scale-out and in,
+      short-lived jobs), which static membership does not help (it only keeps a member's place
+      for the *same* member coming back; a new member still rebalances, and a departed static
+      member holds its partitions unprocessed for the whole session timeout): the
+      cooperative-sticky assignor on an eager one (only moved partitions pause), else the consumer
+      group protocol (KIP-848). A static group's storm gets these too.
+
+    None for a KIP-848 group (its reconciliation is incremental already)."""
     storms = g.anomalies.get("rebalance_storm", [])
     inside: list[dict[str, Any]] = []
     per_storm: list[float] = []
@@ -495,18 +594,35 @@ def restart_storm(g: _Group, r: AdviceRules) -> _Advice | None:
             per_storm.append(sum(w["duration_s"] or 0.0 for w in ws))
     if len(inside) < max(r.min_storm_windows, r.min_evidence):
         return None
-    cur = statistics.median(per_storm)
-    first_ts, last_ts = _span(inside)
-    evidence = (f"{len(storms)} rebalance storm{'s' if len(storms) != 1 else ''} in {_days(inside)} with "
-                f"{len(inside)} join/leave windows, {_s(cur)} of rebalancing per storm (median)")
-    protocol = g.settings.get("protocol")
     gp = g.settings.get("group_protocol")
-    statics = g.settings.get("static_members") or 0
-    members = g.settings.get("members")
-    known = members is not None
     if gp == "consumer":
         return None  # KIP-848 already: its reconciliation is incremental, no group-wide stop to advise away
-    if not statics:
+    cur = statistics.median(per_storm)
+    first_ts, last_ts = _span(inside)
+    # restarts: the storm's leaves whose member came back; the windows a restart accounts for
+    leaves = [w for w in inside if w.get("left")]
+    restart_windows: set[dt.datetime] = set()
+    restarts = 0
+    for w in leaves:
+        back = comeback(w, g.windows, r)
+        if back is not None:
+            restarts += 1
+            restart_windows |= {w["start_ts"], back["start_ts"]}
+    share = sum(w["start_ts"] in restart_windows for w in inside) / len(inside)
+    restarted = f"{restarts} of {len(leaves)} leaves were restarts (the same client.id and host back within " \
+                f"{_s(r.restart_within_s)})"
+    evidence = (f"{len(storms)} rebalance storm{'s' if len(storms) != 1 else ''} in {_days(inside)} with "
+                f"{len(inside)} join/leave windows, {_s(cur)} of rebalancing per storm (median); ")
+    if share >= r.restart_share and restarts:
+        evidence += restarted
+    else:
+        came = {i for w in inside for i in w.get("joined") or []}
+        went = {i for w in inside for i in w.get("left") or []}
+        evidence += f"churn: {len(came)} distinct members joined, {len(went)} left, {restarted}"
+    protocol = g.settings.get("protocol")
+    statics = g.settings.get("static_members") or 0
+    known = g.settings.get("members") is not None
+    if share >= r.restart_share and restarts and not statics:
         return _Advice(
             "restart_storm", "group.instance.id", "none (dynamic members)",
             "static membership: a group.instance.id per consumer, session.timeout.ms above a restart's time",
@@ -515,8 +631,8 @@ def restart_storm(g: _Group, r: AdviceRules) -> _Advice | None:
             "storm_rebalance_s", "s", cur, 0.0, evidence, len(inside), first_ts, last_ts,
             confidence(len(inside), r.min_storm_windows, known))
     if protocol is not None and protocol not in _COOPERATIVE:
-        share = _moved_share(inside, g.settings)
-        exp = cur * share if share is not None else None
+        moved = _moved_share(inside, g.settings)
+        exp = cur * moved if moved is not None else None
         return _Advice(
             "restart_storm", "partition.assignment.strategy", protocol,
             "cooperative-sticky (or group.protocol=consumer, KIP-848, on brokers ≥ 4.0)",
@@ -528,7 +644,7 @@ def restart_storm(g: _Group, r: AdviceRules) -> _Advice | None:
     return _Advice(
         "restart_storm", "group.protocol", gp or "classic",
         "group.protocol=consumer (KIP-848) on brokers ≥ 4.0: members reconcile one at a time",
-        f"no group-wide rebalance per restart: {_s(cur)} of rebalancing per storm would shrink to the moved "
+        f"no group-wide rebalance per join or leave: {_s(cur)} of rebalancing per storm would shrink to the moved "
         f"partitions' handover",
         "storm_rebalance_s", "s", cur, None, evidence, len(inside), first_ts, last_ts,
         confidence(len(inside), r.min_storm_windows, gp is not None))
@@ -720,7 +836,7 @@ def advise(inp: AdviceInputs, settings: AnalyticsConfig, as_of: dt.datetime,
     >>> out.advice.column("rule")  # doctest: +SKIP
     """
     r = rules or AdviceRules()
-    fresh = pa.concat_tables([rebalance_evidence(inp.rebalances), anomaly_evidence(inp.anomalies),
+    fresh = pa.concat_tables([rebalance_evidence(inp.rebalances, inp.members), anomaly_evidence(inp.anomalies),
                               risk_evidence(inp.lag_trends)])
     evidence = merge_evidence(inp.carried_evidence, fresh, keep_from=retention_start(as_of, settings.retention))
     gset = group_settings(inp.members, inp.generations, inp.carried_groups)
@@ -772,8 +888,7 @@ def _candidates(evidence: pa.Table) -> pa.Table:
     summed = pa.table({
         **{c: head.column(c) for c in ("cluster", "group_id", "kind", "key")},
         "start_ts": timestamps(gmin(start, starts)), "end_ts": timestamps(gmax(end, starts)),
-        **{c: pa.nulls(len(starts), EVIDENCE_SCHEMA.field(c).type)
-           for c in ("cause", "duration_s", "outage_s", "bound_s", "members_before", "partitions_moved")},
+        **{c: pa.nulls(len(starts), EVIDENCE_SCHEMA.field(c).type) for c in _WINDOW_ONLY},
         "magnitude": _nd(gmax(doubles(rk.column("magnitude"))[order], starts)),
         "low_s": _nd(gmin(doubles(rk.column("low_s"))[order], starts)),
         "n": pa.array(np.add.reduceat(rn[order], starts), pa.int64())}, schema=EVIDENCE_SCHEMA)

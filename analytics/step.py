@@ -104,7 +104,7 @@ READ_COLUMNS = {
     "offsets": ["cluster", "group_id", "topic", "partition", "sweep_ts", "committed_offset", "log_start_offset",
                 "log_end_offset", "last_stable_offset", "lag_basis", "member_id", "committed_record_ts"],
     "members": ["cluster", "group_id", "sweep_ts", "group_state", "generation", "member_id", "group_instance_id",
-                "assignment", "protocol", "group_protocol"],
+                "assignment", "protocol", "group_protocol", "client_id", "host"],
     "commits": ["cluster", "group_id", "topic", "partition", "committed_offset", "commit_ts", "record_ts",
                 "source_partition", "source_offset"],
     "group_events": ["cluster", "group_id", "record_type", "value_version", "generation", "members", "record_ts"],

@@ -3,7 +3,8 @@
     LAGSCOPE_TEST_BOOTSTRAP=127.0.0.1:37779 .venv/bin/python benchmarks/advice_effect.py \\
         [--scenarios crash-long-session,poll-timeout-repeat] [--seed 1] [--interval-s 0.5]
 
-Per scenario (a built-in one whose ``expect_advice`` names the rule, :data:`APPLY`):
+Per scenario (a built-in one whose ``expect_advice`` names a setting this script can apply,
+:data:`APPLY`):
 
 1. run it (seed ``--seed``) while a collector sweeps it into a lake (``__consumer_offsets`` tail
    on), one analytics step (the engine's own, as ``analytics_accuracy.py`` runs it) → its
@@ -24,8 +25,13 @@ What is measured, per rule (each from the truth of each run):
   it caused (the survivors hold the dead member's partitions again); the median over the crashes.
   The advice's own figure runs from the member's last progress (≤ the kill), so it is a little
   longer.
-- ``restart_storm`` (``storm_rebalance_s``, applied as a ``group.instance.id`` per member, its
-  name): the summed length of the rebalances a join or leave caused in the run (its storm).
+- ``restart_storm`` (``storm_rebalance_s``; applied by the setting the row names: a storm of
+  restarts as a ``group.instance.id`` per member, its name; churn as the assignor it suggests,
+  ``partition_assignment_strategy``): the summed length of the rebalances a membership change
+  (a join, a leave, a restart) caused in the run (its storm). Under cooperative-sticky a member
+  whose partitions do not change in a rebalance gets no assignment callback, so the truth's
+  rebalances (one per generation its members were assigned in) see only the members that gained
+  partitions: the measure is the rebalances as those members saw them.
 - ``max_poll_interval`` (``rebalance_s``): per removal (a ``stop_polling`` fault: the member does
   not poll for longer than the interval), the summed length of the rebalances from its start to
   5 s after it polls again (the removal and the rejoin); the median. Beside it ``silence_s``: per
@@ -95,14 +101,27 @@ def _static(member: MemberSpec, suggested: str) -> MemberSpec:
     return member.model_copy(update={"group_instance_id": member.group_instance_id or member.name})
 
 
-#: rule → how its suggestion changes a member (what this script can apply)
+def _assignor(member: MemberSpec, suggested: str) -> MemberSpec:
+    # the assignor the sentence starts with ("cooperative-sticky (or group.protocol=consumer …)")
+    m = re.match(r"(cooperative-sticky|roundrobin|range|sticky)\b", suggested)
+    if m is None:
+        raise AdviceUnreadable(f"no assignor in {suggested!r}")
+    return member.model_copy(update={"partition_assignment_strategy": m.group(1)})
+
+
+#: the setting an advice row names → how its suggestion changes a member (what this script can
+#: apply; a rule whose rows name several settings, as restart_storm, is applied by the row's)
 APPLY: dict[str, Callable[[MemberSpec, str], MemberSpec]] = {
-    "session_timeout_crash": _session, "max_poll_interval": _poll_interval, "restart_storm": _static}
+    "session.timeout.ms": _session, "max.poll.interval.ms": _poll_interval, "group.instance.id": _static,
+    "partition.assignment.strategy": _assignor}
 
 
-def applied(sc: Scenario, group: str, suggested: str, rule: str) -> Scenario:
-    """``sc`` with the suggestion applied to every member of ``group`` (validated again)."""
-    groups = [g.model_copy(update={"members": [APPLY[rule](m, suggested) for m in g.members]})
+def applied(sc: Scenario, group: str, suggested: str, setting: str) -> Scenario:
+    """``sc`` with the suggestion of a row naming ``setting`` applied to every member of ``group``
+    (validated again)."""
+    if setting not in APPLY:
+        raise AdviceUnreadable(f"this script cannot apply {setting}")
+    groups = [g.model_copy(update={"members": [APPLY[setting](m, suggested) for m in g.members]})
               if g.name == group else g for g in sc.groups]
     return Scenario.model_validate(sc.model_copy(update={"groups": groups}).model_dump())
 
@@ -199,7 +218,7 @@ def run_once(sc: Scenario, group: str, bootstrap: str, root: Path, interval_s: f
 
 def prove(name: str, bootstrap: str, root: Path, interval_s: float, seed: int) -> Effect:
     sc = load_scenario(name)
-    wanted = [e for e in sc.expect_advice if e.rule in APPLY]
+    wanted = [e for e in sc.expect_advice if e.setting in APPLY and e.rule in MEASURES]
     if not wanted:
         raise SystemExit(f"{name}: it expects no advice this script can apply ({', '.join(APPLY)})")
     exp = wanted[0]
@@ -211,7 +230,7 @@ def prove(name: str, bootstrap: str, root: Path, interval_s: float, seed: int) -
         eff.note = f"no {exp.rule} advice naming {exp.setting} after the first run: nothing to apply"
         return eff
     eff.row = rows[0]
-    changed = applied(sc, exp.group, eff.row["suggested"], exp.rule)
+    changed = applied(sc, exp.group, eff.row["suggested"], exp.setting)
     eff.after = run_once(changed, exp.group, bootstrap, root / "after", interval_s, seed)
     print(f"{name}: second run done, {len(eff.after.advice)} advice row(s)", file=sys.stderr, flush=True)
     for measure, fn in MEASURES[exp.rule].items():

@@ -67,15 +67,13 @@ import pyarrow as pa
 
 # the same collection and the same step as the rebalance harness beside this script (simulator
 # run + collector into <dir>/lake; the lakes read with pyarrow, the engine's step in this process)
-from rebalance_accuracy import collect, first_settled, read_lakes, run_step
+from rebalance_accuracy import collect, first_settled, read_lakes, run_step, window_causes
 
 from lagscope.analytics import kernel
 from lagscope.analytics import step as steps
 from lagscope.analytics.arrays import key_code
 from lagscope.config import AnalyticsConfig, AnalyticsRulesConfig
 
-CAUSES = {"crash": "session_timeout", "leave": "leave", "join": "join", "bounce": "static_member_bounce",
-          "stop_polling": "max_poll_interval"}
 #: the targets (issue 25): lag seconds error per scenario, precision and recall per kind
 TARGET_LAG_MEDIAN_S = 1.0
 TARGET_LAG_P99_S = 5.0
@@ -283,8 +281,8 @@ def score(name: str, truth_path: Path, got: dict[str, Any], interval_s: float,
             rep.rebalances_found += 1
             mine.remove(best)
             derr.append(abs((best["duration_s"] or 0.0) - (tr.end - tr.start)))
-            want = CAUSES.get(tr.cause.kind) if tr.cause else None
-            if want is None or want == best["cause"]:
+            want = window_causes(tr.cause) if tr.cause else ()
+            if not want or best["cause"] in want:
                 rep.causes_right += 1
             else:
                 rep.notes.append(f"cause {best['cause']} for a {tr.cause.kind if tr.cause else 'no'} fault")

@@ -144,8 +144,10 @@ class Action(_Strict):
     - ``crash``: SIGKILL of the member's process (no LeaveGroup; the group notices after
       session.timeout.ms).
     - ``leave``: a clean close (final commit, LeaveGroup).
-    - ``bounce``: close and reopen after ``duration`` s with the same ``group_instance_id``
-      (static membership: no rebalance when back within the session timeout).
+    - ``bounce``: close and reopen after ``duration`` s with the same client id (a restart): a
+      static member (``group_instance_id``) sends no LeaveGroup and keeps its membership when
+      back within the session timeout (no rebalance); a dynamic one leaves (LeaveGroup: a
+      rebalance) and joins again as a new member (another).
     - ``stop_polling``: no poll() for ``duration`` s (heartbeats continue; the member is
       evicted when max.poll.interval.ms passes).
     - ``stall``: from ``at`` (for ``duration`` s, or to the end) the member stops consuming but
@@ -179,6 +181,9 @@ class MemberSpec(_Strict):
     heartbeat_interval_ms: int = Field(1000, ge=100)
     max_poll_interval_ms: int = Field(30000, ge=1000)
     group_instance_id: str | None = Field(None, pattern=_NAME, description="Static membership (logical id).")
+    partition_assignment_strategy: Literal["range", "roundrobin", "sticky", "cooperative-sticky"] | None = Field(
+        None, description="The assignor (kafka-python's partition_assignment_strategy); null: the client's "
+                          "default, range then roundrobin (both eager).")
     isolation_level: Literal["read_uncommitted", "read_committed"] = "read_uncommitted"
     enable_auto_commit: bool = Field(True, description="True: commit every auto_commit_interval_ms; "
                                                        "False: commit after every processed batch.")
@@ -198,8 +203,6 @@ class MemberSpec(_Strict):
         for a in acts[:-1]:
             if a.kind in _TERMINAL:
                 raise ValueError(f"member {self.name}: nothing may follow {a.kind} at {a.at}s")
-        if any(a.kind == "bounce" for a in acts) and self.group_instance_id is None:
-            raise ValueError(f"member {self.name}: bounce needs group_instance_id (static membership)")
         return self
 
 

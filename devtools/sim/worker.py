@@ -264,6 +264,8 @@ class _Member:
         }
         if self.cfg.get("group_instance_id"):
             kw["group_instance_id"] = self.cfg["group_instance_id"]
+        if s.partition_assignment_strategy is not None:
+            kw["partition_assignment_strategy"] = (_assignor(s.partition_assignment_strategy),)
         self.consumer = KafkaConsumer(**kw)
         self._await_metadata()
 
@@ -393,7 +395,7 @@ class _Member:
             self.st.committed.clear()
             _sleep_until(now + (a.duration or 0))
             self._open()
-            self.fault("bounce", now, time.time(), parts=held)
+            self.fault("bounce", now, time.time(), parts=held, static=bool(self.cfg.get("group_instance_id")))
             return True
         if a.kind == "stop_polling":
             _sleep_until(now + (a.duration or 0))
@@ -526,6 +528,18 @@ class _Member:
                 if not may_commit or partial:
                     self.st.consumed.clear()  # the revoke listener must not commit either
                 self._close()
+
+
+def _assignor(name: str) -> type:
+    """The kafka-python assignor class of an assignor name (:class:`MemberSpec`)."""
+    from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+
+    classes: dict[str, type] = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor,
+                                "sticky": StickyPartitionAssignor, "cooperative-sticky": CooperativeStickyAssignor}
+    return classes[name]
 
 
 def _pairs(tps: list[Any]) -> tuple[tuple[str, int], ...]:

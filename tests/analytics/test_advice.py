@@ -25,14 +25,22 @@ def at(s: float) -> dt.datetime:
     return T0 + dt.timedelta(seconds=s)
 
 
+def mid(client: str, n: int) -> str:
+    """A member id as the broker generates it for a classic member: ``<client.id>-<UUID>``."""
+    return f"{client}-{n:08x}-0000-4000-8000-000000000000"
+
+
 def window(start: float, duration: float, cause: str, *, outage: float | None = None, bound: float = 49.0,
-           members: int = 2, moved: int = 1, group: str = "g") -> dict[str, Any]:
-    """A closed rebalance window; ``outage`` (default: the window) = observed_over_bound × bound."""
+           members: int = 2, moved: int = 1, group: str = "g", gone: tuple[str, ...] = (),
+           came: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A closed rebalance window; ``outage`` (default: the window) = observed_over_bound × bound;
+    ``members`` stay (m0, m1, …), the member ids ``gone`` left, those that ``came`` joined."""
     out = duration if outage is None else outage
+    stay = [f"m{i}" for i in range(members)]
     return {"cluster": "c", "group_id": group, "start_ts": at(start), "end_ts": at(start + duration),
             "duration_s": duration, "cause": cause, "source": "sweeps", "generation_before": 1,
-            "generation_after": 2, "members_before": [f"m{i}" for i in range(members)],
-            "members_after": [f"m{i}" for i in range(members)], "partitions_moved": moved, "bound_s": bound,
+            "generation_after": 2, "members_before": stay + list(gone),
+            "members_after": stay + list(came), "partitions_moved": moved, "bound_s": bound,
             "observed_over_bound": out / bound, "messages_accumulated": 0, "max_processing_gap_s": None,
             "as_of_ts": AS_OF}
 
@@ -51,14 +59,21 @@ def table(schema: pa.Schema, rows: list[dict[str, Any]]) -> pa.Table:
 
 
 def members(group: str = "g", *, n: int = 2, partitions: int = 4, protocol: str = "range",
-            static: bool = False) -> pa.Table:
-    """One member sweep of ``n`` members sharing ``partitions`` partitions."""
+            static: bool = False, group_protocol: str = "classic",
+            seen: dict[str, str] | None = None) -> pa.Table:
+    """One member sweep of ``n`` members (m0…, client.id c0… on host /10.0.0.1) sharing
+    ``partitions`` partitions; ``seen``: member id → host of members an earlier sweep saw (their
+    client.id the id's, ``<client.id>-<UUID>``)."""
     rows = []
     for i in range(n):
         rows.append({"cluster": "c", "group_id": group, "sweep_ts": at(-60), "group_state": "Stable",
                      "generation": 1, "member_id": f"m{i}", "group_instance_id": f"i{i}" if static else None,
+                     "client_id": f"c{i}", "host": "/10.0.0.1",
                      "assignment": [{"topic": "t", "partition": p} for p in range(partitions) if p % n == i],
-                     "protocol": protocol, "group_protocol": "classic"})
+                     "protocol": protocol, "group_protocol": group_protocol})
+    for k, (m, host) in enumerate((seen or {}).items()):
+        rows.append({**rows[0], "sweep_ts": at(-120 - k), "member_id": m, "group_instance_id": None,
+                     "client_id": m[:-37], "host": host, "assignment": []})
     return pa.Table.from_pylist(rows)
 
 
@@ -124,11 +139,14 @@ def test_crashes_without_a_record_assume_the_default_and_say_so() -> None:
 
 
 def test_crashes_that_are_restarts_get_static_membership() -> None:
-    # two members timed out and each joined again 30 s after the window: restarts, each costing
-    # the group two rebalances (4 + 6 s); with static membership a restart does not rebalance,
-    # the member's partitions wait for it (away ~79 s: last progress at 4 − 49, back at 34)
-    out = run([window(0, 4, "session_timeout", outage=49), window(34, 6, "join"),
-               window(3600, 4, "session_timeout", outage=49), window(3634, 6, "join")], gens=generations())
+    # two members timed out and each joined again (the same client.id, a new member id) 30 s after
+    # the window: restarts, each costing the group two rebalances (4 + 6 s); with static
+    # membership a restart does not rebalance, the member's partitions wait for it (away ~79 s:
+    # last progress at 4 − 49, back at 34)
+    out = run([window(0, 4, "session_timeout", outage=49, gone=(mid("app-1", 1),)),
+               window(34, 6, "join", came=(mid("app-1", 2),)),
+               window(3600, 4, "session_timeout", outage=49, gone=(mid("app-2", 1),)),
+               window(3634, 6, "join", came=(mid("app-2", 2),))], gens=generations())
     got = only(out, "session_timeout_crash")
     assert got["setting"] == "group.instance.id"
     assert got["current_value"] == "none (dynamic members)"
@@ -138,6 +156,17 @@ def test_crashes_that_are_restarts_get_static_membership() -> None:
     assert got["expected_amount"] == 0.0
     assert "waiting ~79 s for it" in got["expected_effect"]
     assert got["evidence_count"] == 2
+    assert "2 of them restarts (the same client.id and host back within ~300 s)" in got["evidence"]
+
+
+def test_crashes_followed_by_other_consumers_joining_are_no_restarts() -> None:
+    # the same windows, but who joined after each crash is another consumer: no restart (the
+    # definition restart_storm shares), so the session advice
+    out = run([window(0, 4, "session_timeout", outage=49, gone=(mid("app-1", 1),)),
+               window(34, 6, "join", came=(mid("app-7", 2),)),
+               window(3600, 4, "session_timeout", outage=49, gone=(mid("app-2", 1),)),
+               window(3634, 6, "join", came=(mid("app-8", 2),))], gens=generations())
+    assert only(out, "session_timeout_crash")["setting"] == "session.timeout.ms"
 
 
 def test_one_crash_is_no_pattern() -> None:
@@ -150,27 +179,132 @@ def test_short_session_already_gets_no_session_advice() -> None:
     assert [r["rule"] for r in rows(out)] == []
 
 
-def test_restart_storm_static_membership() -> None:
-    # a storm of three join/leave windows (rolling restart) in a dynamic group: 3 + 5 + 4 s per storm
-    ws = [window(0, 3, "leave"), window(60, 5, "join"), window(120, 4, "leave")]
-    out = run(ws, [anomaly("rebalance_storm", 0, 3, end=124, partition=None)])
+STORM = [anomaly("rebalance_storm", 0, 3, end=124, partition=None)]
+
+
+def rolling_restart() -> list[dict[str, Any]]:
+    """Two consumers restarted in turn: each leaves (LeaveGroup) and is back 10 s later with the
+    same client.id under a new member id: 3 + 5 + 4 + 2 s of rebalancing."""
+    return [window(0, 3, "leave", gone=(mid("app-2", 1),)), window(10, 5, "join", came=(mid("app-2", 2),)),
+            window(60, 4, "leave", gone=(mid("app-3", 1),)), window(70, 2, "join", came=(mid("app-3", 2),))]
+
+
+def churn() -> list[dict[str, Any]]:
+    """Different consumers joining and leaving (scale-out and in): app-2, app-3 and app-4 join,
+    app-2 and app-3 leave: 2 + 3 + 2 + 4 + 3 s of rebalancing."""
+    return [window(0, 2, "join", came=(mid("app-2", 1),)), window(10, 3, "join", came=(mid("app-3", 1),)),
+            window(20, 2, "leave", gone=(mid("app-2", 1),)), window(30, 4, "join", came=(mid("app-4", 1),)),
+            window(40, 3, "leave", gone=(mid("app-3", 1),))]
+
+
+def test_restart_storm_of_restarts_gets_static_membership() -> None:
+    out = run(rolling_restart(), STORM)
     got = only(out, "restart_storm")
     assert got["setting"] == "group.instance.id"
-    assert got["current_amount"] == pytest.approx(12.0)
+    assert got["current_value"] == "none (dynamic members)"
+    assert got["current_amount"] == pytest.approx(14.0)
     assert got["expected_amount"] == 0.0
-    assert got["evidence_count"] == 3
-    assert got["evidence"] == ("1 rebalance storm in 1 day with 3 join/leave windows, ~12 s of rebalancing "
-                               "per storm (median)")
-    assert got["confidence"] == "medium"  # the minimum 3, the members known from the sweep
+    assert got["evidence_count"] == 4
+    assert got["evidence"] == ("1 rebalance storm in 1 day with 4 join/leave windows, ~14 s of rebalancing "
+                               "per storm (median); 2 of 2 leaves were restarts (the same client.id and host "
+                               "back within ~300 s)")
+    assert got["confidence"] == "medium"  # 4 windows of the minimum 3, the members known from the sweep
 
 
-def test_restart_storm_static_group_on_eager_assignor_gets_cooperative() -> None:
-    ws = [window(0, 3, "leave", moved=1), window(60, 5, "join", moved=1), window(120, 4, "leave", moved=1)]
-    out = run(ws, [anomaly("rebalance_storm", 0, 3, end=124, partition=None)], mem=members(static=True))
+def test_a_quick_restart_inside_one_window_is_a_restart() -> None:
+    # gone and back within one rebalance (a JoinGroup and a LeaveGroup in one window: cause join)
+    ws = [window(0, 3, "join", gone=(mid("app-2", 1),), came=(mid("app-2", 2),)),
+          window(40, 3, "join", gone=(mid("app-3", 1),), came=(mid("app-3", 2),)),
+          window(80, 3, "join", gone=(mid("app-4", 1),), came=(mid("app-4", 2),))]
+    assert only(run(ws, STORM), "restart_storm")["setting"] == "group.instance.id"
+
+
+def test_restart_storm_of_churn_gets_cooperative_sticky() -> None:
+    # different consumers joining and leaving: static membership would not help (a new member
+    # still rebalances); on the eager 'range' assignor only the moved partitions should pause
+    out = run(churn(), STORM)
     got = only(out, "restart_storm")
     assert got["setting"] == "partition.assignment.strategy"
     assert got["current_value"] == "range"
-    assert got["expected_amount"] == pytest.approx(3.0)  # 12 s × 1 moved of 4 partitions
+    assert got["suggested"].startswith("cooperative-sticky")
+    assert got["current_amount"] == pytest.approx(14.0)
+    assert got["expected_amount"] == pytest.approx(3.5)  # 14 s × 1 moved of 4 partitions
+    assert got["evidence"] == ("1 rebalance storm in 1 day with 5 join/leave windows, ~14 s of rebalancing "
+                               "per storm (median); churn: 3 distinct members joined, 2 left, 0 of 2 leaves were "
+                               "restarts (the same client.id and host back within ~300 s)")
+
+
+def test_a_group_that_emptied_keeps_the_settings_its_members_had() -> None:
+    # the last sweep saw the group empty (every member gone: one row, no member, no assignor):
+    # the settings are those of the latest sweep with a member
+    mem = members()
+    empty = pa.Table.from_pylist([{**mem.to_pylist()[0], "sweep_ts": at(300), "group_state": "Empty",
+                                   "member_id": None, "client_id": None, "host": None, "assignment": [],
+                                   "protocol": None, "group_protocol": None}], schema=mem.schema)
+    out = run(churn(), STORM, mem=pa.concat_tables([mem, empty]))
+    got = only(out, "restart_storm")
+    assert got["setting"] == "partition.assignment.strategy"
+    assert got["current_value"] == "range"
+    assert got["expected_amount"] == pytest.approx(3.5)  # the 4 partitions its members had
+    row = out.groups.to_pylist()[0]
+    assert (row["members"], row["partitions"], row["sweep_ts"]) == (2, 4, at(-60))
+
+
+def test_churn_on_a_cooperative_group_gets_the_consumer_protocol() -> None:
+    got = only(run(churn(), STORM, mem=members(protocol="cooperative-sticky")), "restart_storm")
+    assert got["setting"] == "group.protocol"
+    assert got["current_value"] == "classic"
+
+
+def test_a_storm_mostly_of_churn_with_one_restart_is_churn() -> None:
+    # app-2 restarts (its leave and return: 2 windows), app-3, app-4 and app-5 come and app-3
+    # goes: 2 of 6 windows a restart's, below the share of a half → the churn advice
+    ws = [window(0, 3, "leave", gone=(mid("app-2", 1),)), window(5, 2, "join", came=(mid("app-2", 2),)),
+          window(20, 2, "join", came=(mid("app-3", 1),)), window(30, 2, "join", came=(mid("app-4", 1),)),
+          window(40, 2, "leave", gone=(mid("app-3", 1),)), window(50, 2, "join", came=(mid("app-5", 1),))]
+    got = only(run(ws, STORM), "restart_storm")
+    assert got["setting"] == "partition.assignment.strategy"
+    assert "churn: 4 distinct members joined, 2 left, 1 of 2 leaves were restarts" in got["evidence"]
+
+
+def test_the_same_client_id_on_another_host_is_another_consumer() -> None:
+    # autoscaled pods sharing one client.id: the members rows tell their hosts apart; a member
+    # back on its own host is a restart, a new pod with the same client.id is churn
+    a1, a2, a3, a4 = mid("app", 1), mid("app", 2), mid("app", 3), mid("app", 4)
+    ws = [window(0, 3, "leave", gone=(a1,)), window(10, 5, "join", came=(a2,)),
+          window(60, 4, "leave", gone=(a3,)), window(70, 2, "join", came=(a4,))]
+    other = members(seen={a1: "/10.0.0.5", a2: "/10.0.0.6", a3: "/10.0.0.7", a4: "/10.0.0.8"})
+    assert only(run(ws, STORM, mem=other), "restart_storm")["setting"] == "partition.assignment.strategy"
+    same = members(seen={a1: "/10.0.0.5", a2: "/10.0.0.5", a3: "/10.0.0.7", a4: "/10.0.0.7"})
+    assert only(run(ws, STORM, mem=same), "restart_storm")["setting"] == "group.instance.id"
+
+
+def test_a_kip848_group_gets_no_storm_advice() -> None:
+    for ws in (rolling_restart(), churn()):
+        assert rows(run(ws, STORM, mem=members(group_protocol="consumer"))) == []
+
+
+def test_evidence_carried_without_identities_is_no_restart() -> None:
+    # a state written before the windows kept the identities: its windows load and count, but
+    # their members are unknown: neither a leave nor a restart (only the fresh one is)
+    first = run(rolling_restart()[:2], gens=generations())
+    old = first.evidence.drop_columns(["joined", "left"])
+    carried = advice.AdviceOutputs(advice=first.advice, evidence=old, groups=first.groups)
+    second = run(rolling_restart()[2:], STORM, carried=carried)
+    got = only(second, "restart_storm")
+    assert got["evidence_count"] == 4
+    assert "1 of 1 leaves were restarts" in got["evidence"]
+    assert second.evidence.schema == advice.EVIDENCE_SCHEMA
+
+
+def test_restart_storm_static_group_on_eager_assignor_gets_cooperative() -> None:
+    # a static group's storm (here: a rolling restart whose restarts still rebalanced, beyond the
+    # session timeout) gets the assignor
+    out = run(rolling_restart(), STORM, mem=members(static=True))
+    got = only(out, "restart_storm")
+    assert got["setting"] == "partition.assignment.strategy"
+    assert got["current_value"] == "range"
+    assert got["expected_amount"] == pytest.approx(3.5)  # 14 s × 1 moved of 4 partitions
 
 
 def test_windows_without_a_storm_are_no_restart_storm() -> None:

@@ -30,7 +30,8 @@ BOTH = [("m1", None, [0, 1])]
 def _sweeps() -> list[tuple[Any, ...]]:
     """m2 crashes after its commit at 4 (removed at 16: session_timeout, 15 … 17), comes back as m3
     (join, 31 … 33), crashes again after 40 (removed at 52: 51 … 53) and comes back as m4
-    (join, 63 … 65): two restarts of a dynamic member."""
+    (join, 63 … 65): two restarts of a dynamic member (m2, m3 and m4 are one consumer: the same
+    client.id and host, :func:`_members`)."""
     out: list[tuple[Any, ...]] = []
     out += [(t, "Stable", 1, SPLIT) for t in range(0, 15, 2)]
     out += [(16, "PreparingRebalance", 1, [("m1", None, [0])])]
@@ -42,6 +43,18 @@ def _sweeps() -> list[tuple[Any, ...]]:
     out += [(64, "PreparingRebalance", 4, BOTH)]
     out += [(t, "Stable", 5, [("m1", None, [0]), ("m4", None, [1])]) for t in range(66, 71, 2)]
     return out
+
+
+#: member id → (client.id, host): m2, m3 and m4 are one consumer restarted
+CLIENTS = {"m1": ("app-1", "/10.0.0.1"), "m2": ("app-2", "/10.0.0.2"), "m3": ("app-2", "/10.0.0.2"),
+           "m4": ("app-2", "/10.0.0.2")}
+
+
+def _members() -> list[dict[str, Any]]:
+    rows = [r for s in _sweeps() for r in members_rows([s])]
+    for r in rows:
+        r["client_id"], r["host"] = CLIENTS.get(r["member_id"], (None, None))
+    return rows
 
 
 def _owner(p: int, t: int) -> str:
@@ -90,7 +103,7 @@ def _expect(row: dict[str, Any]) -> None:
 
 
 def test_a_step_publishes_advice_read_back(tmp_path: Path) -> None:
-    members = _lake_table("members", [r for s in _sweeps() for r in members_rows([s])])
+    members = _lake_table("members", _members())
     offsets = _lake_table("offsets", _offsets())
     first = step.run_step(step.StepInputs(
         offsets=offsets.filter(pa.compute.less(offsets.column("sweep_ts"), at(40))),
@@ -129,8 +142,7 @@ def test_spark_steps_publish_advice(spark: Any, tmp_path: Path) -> None:
     lake, out = tmp_path / "lake", tmp_path / "results"
     drop = {"cluster", "date"}
     write_rows(lake, OFFSETS, "c", [{k: v for k, v in r.items() if k not in drop} for r in _offsets()])
-    write_rows(lake, MEMBERS, "c", [{k: v for k, v in r.items() if k not in drop}
-                                    for s in _sweeps() for r in members_rows([s])])
+    write_rows(lake, MEMBERS, "c", [{k: v for k, v in r.items() if k not in drop} for r in _members()])
     from lagscope.analytics.job import run_incremental
 
     run_incremental(spark, lake, out, settings=S, since=T0, until=at(60))

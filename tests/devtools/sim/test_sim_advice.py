@@ -5,14 +5,19 @@ run's groups are scored against the scenario's ``expect_advice`` (:func:`score.s
 
 - ``crash-long-session``: two members crash under a 15 s session timeout: the session-timeout
   rule, naming session.timeout.ms, and nothing else;
-- ``quiet-rolling-restart``: three static members restarted in turn, no rebalance: no advice.
+- ``quiet-rolling-restart``: three static members restarted in turn, no rebalance: no advice;
+- ``rebalance-storm``: distinct members joining and leaving (churn) on eager assignors: the
+  storm rule, naming the assignor (cooperative-sticky), never static membership;
+- ``rolling-restart-storm``: dynamic members restarted in turn, each back with its client id: the
+  storm rule, naming static membership (group.instance.id).
 
-Both run at once (each with its own collector), so the module takes about the longer one (44 s).
+All run at once (each with its own collector), so the module takes about the longest one (44 s).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +38,7 @@ from lagscope.lake import list_files
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
-SCENARIOS = ("crash-long-session", "quiet-rolling-restart")
+SCENARIOS = ("crash-long-session", "quiet-rolling-restart", "rebalance-storm", "rolling-restart-storm")
 INTERVAL_S = 0.5
 
 
@@ -100,3 +105,38 @@ def test_a_quiet_rolling_restart_gets_no_advice(advised: dict[str, Advised]) -> 
     assert got.score.expected == ()
     assert got.rows == []
     assert got.score.unexpected == ()
+
+
+def test_a_churn_storm_advises_the_assignor_not_static_membership(advised: dict[str, Advised]) -> None:
+    got = advised["rebalance-storm"]
+    assert got.score.expected == (("readers", "restart_storm", "partition.assignment.strategy"),)
+    assert got.score.missing == (), got.rows
+    assert got.score.unexpected == (), got.rows
+    (row,) = got.rows
+    # kafka-python's default assignors are eager: the group runs on the first, range
+    assert row["current_value"] == "range"
+    assert row["suggested"].startswith("cooperative-sticky")
+    # c2…c5 are distinct consumers: none of those that left came back
+    m = re.search(r"churn: (\d+) distinct members joined, (\d+) left, (\d+) of (\d+) leaves were restarts",
+                  row["evidence"])
+    assert m is not None, row["evidence"]
+    joined, left, restarts, leaves = map(int, m.groups())
+    assert joined >= 3
+    assert left >= 2
+    assert restarts == 0
+    assert leaves >= 2
+
+
+def test_a_rolling_restart_storm_advises_static_membership(advised: dict[str, Advised]) -> None:
+    got = advised["rolling-restart-storm"]
+    assert got.score.expected == (("readers", "restart_storm", "group.instance.id"),)
+    assert got.score.missing == (), got.rows
+    assert got.score.unexpected == (), got.rows
+    (row,) = got.rows
+    assert row["current_value"] == "none (dynamic members)"
+    # the four restarts (c2, c3, c4, c2 again): each member that left came back, its client id
+    m = re.search(r"(\d+) of (\d+) leaves were restarts", row["evidence"])
+    assert m is not None, row["evidence"]
+    restarts, leaves = map(int, m.groups())
+    assert restarts == leaves >= 3, row["evidence"]
+    assert "churn" not in row["evidence"]

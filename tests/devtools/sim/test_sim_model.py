@@ -43,8 +43,10 @@ def _member(**kw: Any) -> dict[str, Any]:
     (_member(actions=[{"kind": "crash", "at": 10}]), "not before the end"),
     # nothing can happen to a member after it crashed
     (_member(actions=[{"kind": "crash", "at": 2}, {"kind": "rewind", "at": 3, "messages": 5}]), "nothing may follow"),
-    # a bounce only keeps the membership with a group.instance.id
-    (_member(actions=[{"kind": "bounce", "at": 2, "duration": 1}]), "group_instance_id"),
+    # a bounce is away for a while
+    (_member(actions=[{"kind": "bounce", "at": 2}]), "needs a duration"),
+    # the assignors kafka-python has
+    (_member(partition_assignment_strategy="uniform"), "partition_assignment_strategy"),
     # stop_polling without a duration is undefined
     (_member(actions=[{"kind": "stop_polling", "at": 2}]), "needs a duration"),
     # rewind needs how far
@@ -85,6 +87,20 @@ def test_invalid_scenarios_fail_with_one_line(tmp_path: Path, over: dict[str, An
     assert "\n" not in str(exc.value)
 
 
+def test_dynamic_bounce_and_assignor_are_valid(tmp_path: Path) -> None:
+    # a dynamic member's bounce is a restart (it leaves and joins again); the assignor is a
+    # member setting, the client's default when not given
+    f = tmp_path / "s.yaml"
+    f.write_text(json.dumps(_base(**_member(actions=[{"kind": "bounce", "at": 2, "duration": 1}],
+                                            partition_assignment_strategy="cooperative-sticky"))))
+    (m,) = load_scenario_file(f).groups[0].members
+    assert m.group_instance_id is None
+    assert m.actions[0].kind == "bounce"
+    assert m.partition_assignment_strategy == "cooperative-sticky"
+    f.write_text(json.dumps(_base()))
+    assert load_scenario_file(f).groups[0].members[0].partition_assignment_strategy is None
+
+
 def test_unreadable_scenario(tmp_path: Path) -> None:
     f = tmp_path / "s.yaml"
     f.write_text("name: [unclosed\n")
@@ -107,7 +123,10 @@ def test_expected_advice_of_the_builtin_scenarios() -> None:
     # the faults that call for a change of settings name it; the no-fault scenarios expect none
     want = {"crash-long-session": {("readers", "session_timeout_crash", "session.timeout.ms")},
             "poll-timeout-repeat": {("readers", "max_poll_interval", "max.poll.interval.ms")},
-            "rebalance-storm": {("readers", "restart_storm", "group.instance.id")},
+            # churn (distinct members joining and leaving) on eager assignors: the assignor
+            "rebalance-storm": {("readers", "restart_storm", "partition.assignment.strategy")},
+            # the same members restarting: static membership
+            "rolling-restart-storm": {("readers", "restart_storm", "group.instance.id")},
             "retention-overrun": {("readers", "retention_vs_catchup", "retention.ms")}}
     for name in builtin_scenarios():
         sc = load_scenario(name)

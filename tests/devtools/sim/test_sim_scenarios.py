@@ -81,6 +81,7 @@ _USES = {
     "test_retention_overrun": "retention-overrun",
     "test_transactional_lso_lag_zero": "transactional",
     "test_rebalance_storm": "rebalance-storm",
+    "test_rolling_restart_of_dynamic_members_rebalances": "rolling-restart-storm",
     "test_quiet_bursts_one_off_and_periodic": "quiet-bursts",
     "test_quiet_slow_member_owns_every_partition": "quiet-slow-many-partitions",
     "test_quiet_pauses_and_idle_topic": "quiet-pauses-idle",
@@ -478,6 +479,24 @@ def test_rebalance_storm(runs: Runs) -> None:
     assert len(generations) >= 6
     assert len(_faults(records, "join")) == 4
     assert len(_faults(records, "leave")) == 3
+
+
+def test_rolling_restart_of_dynamic_members_rebalances(runs: Runs) -> None:
+    _, records = _result(runs, "rolling-restart-storm")
+    bounces = sorted(_faults(records, "bounce"), key=lambda f: f.start)
+    # c2, c3, c4 and c2 again restarted in turn, each a dynamic member
+    assert [(b.member, b.detail.get("static")) for b in bounces] == [
+        ("c2", False), ("c3", False), ("c4", False), ("c2", False)]
+    for b in bounces:
+        assert 1.4 <= b.end - b.start <= 5
+        # back as a new member: a dynamic member's place is not kept
+        before = [a for a in _of(records, Assign, b.member) if a.ts < b.start][-1]
+        after = [a for a in _of(records, Assign, b.member) if a.ts >= b.start]
+        assert after, b
+        assert after[0].member_id != before.member_id
+        # the group rebalanced twice (eager: c1 assigned anew each time), the leave and the rejoin
+        gens = {a.generation for a in _of(records, Assign, "c1") if b.start <= a.ts <= b.end + 3.0}
+        assert len(gens) >= 2, (b, gens)
 
 
 def test_scenarios_are_short(tmp_path: Path) -> None:
