@@ -55,6 +55,7 @@ from lagscope.analytics.arrays import (
     seconds,
     timestamps,
 )
+from lagscope.config import AdviceRulesConfig
 
 if TYPE_CHECKING:
     from lagscope.config import AnalyticsConfig
@@ -113,37 +114,8 @@ _COOPERATIVE = ("cooperative-sticky",)
 _ANOMALY_KINDS = ("rewind", "retention_loss", "rebalance_storm", "commit_gap")
 
 
-@dataclass(frozen=True)
-class AdviceRules:
-    """The rules' thresholds (docs/analytics.md, "Advice", says why each is what it is)."""
-
-    #: the least windows or findings a rule rests on (a single event is an accident, not a pattern)
-    min_evidence: int = 2
-    #: retention_vs_catchup: a retention loss is unambiguous (messages were never processed): one suffices
-    min_retention_losses: int = 1
-    #: retention_vs_catchup: or at least this many minutes at risk
-    min_risk_minutes: int = 2
-    #: session_timeout_crash: the session timeout suggested (s) and the shortest worth advising from
-    short_session_s: float = 10.0
-    #: session_timeout_crash, restart_storm: a member that left and came back (the same identity:
-    #: client.id and host) within this is a restart (s)
-    restart_within_s: float = 300.0
-    #: session_timeout_crash: static membership instead when at least this share of the timed-out
-    #: members were restarts; restart_storm: when at least this share of the storm's join/leave
-    #: windows were a restart's (its leave or its return), else the storm is churn
-    restart_share: float = 0.5
-    #: restart_storm: a storm needs this many join/leave windows in it
-    min_storm_windows: int = 3
-    #: eager_large_group: a group this large (members before the window) …
-    large_members: int = 4
-    #: … stopped at least this long (s) per window
-    long_window_s: float = 5.0
-    #: rewind_after_rebalance: a rewind starting from a window's start to this long after its end (s)
-    rewind_after_s: float = 120.0
-    #: max_poll_interval: the interval suggested is this × the longest observed silence, in whole minutes
-    poll_margin: float = 1.5
-    #: retention_vs_catchup: the headroom suggested is this × the worst catch-up
-    retention_margin: float = 2.0
+#: the rules' thresholds: a settings section (``analytics.advice``), defined once in lagscope.config
+AdviceRules = AdviceRulesConfig
 
 
 @dataclass
@@ -835,7 +807,7 @@ def advise(inp: AdviceInputs, settings: AnalyticsConfig, as_of: dt.datetime,
     ...                           carried_evidence=None, carried_groups=None), settings, as_of)  # doctest: +SKIP
     >>> out.advice.column("rule")  # doctest: +SKIP
     """
-    r = rules or AdviceRules()
+    r = rules or settings.advice
     fresh = pa.concat_tables([rebalance_evidence(inp.rebalances, inp.members), anomaly_evidence(inp.anomalies),
                               risk_evidence(inp.lag_trends)])
     evidence = merge_evidence(inp.carried_evidence, fresh, keep_from=retention_start(as_of, settings.retention))

@@ -457,6 +457,42 @@ class AnalyticsRulesConfig(_Section):
     burrow_window: int = Field(10, ge=2, description="status: offset commits per evaluation window (Burrow's).")
 
 
+class AdviceRulesConfig(_Section):
+    """Thresholds of the advice rules (docs/analytics.md, "Advice", says why each is what it is). A
+    rule never advises on less evidence than these ask for."""
+
+    min_evidence: int = Field(
+        2, ge=1, description="The least windows or findings a rule rests on (one event is an accident, not a "
+                             "pattern).")
+    min_retention_losses: int = Field(
+        1, ge=1, description="retention_vs_catchup: retention losses that suffice (a loss is unambiguous: "
+                             "messages were never processed) …")
+    min_risk_minutes: int = Field(2, ge=1, description="… or this many minutes at risk.")
+    short_session_s: float = Field(
+        10.0, gt=0, description="session_timeout_crash: the session timeout suggested, and the shortest worth "
+                                "advising from (s).")
+    restart_within_s: float = Field(
+        300.0, gt=0, description="A member that left (crashed, left or was removed) and is back as the same "
+                                 "identity (client.id and host) within this is a restart, not churn (s).")
+    restart_share: float = Field(
+        0.5, gt=0, le=1, description="Static membership is advised when at least this share of the timed-out "
+                                     "members (session_timeout_crash) or of a storm's join/leave windows "
+                                     "(restart_storm) were restarts; a storm below it is churn.")
+    min_storm_windows: int = Field(
+        3, ge=1, description="restart_storm: the join/leave windows a storm needs.")
+    large_members: int = Field(
+        4, ge=2, description="eager_large_group: a group this large (members before the window) …")
+    long_window_s: float = Field(5.0, gt=0, description="… stopped at least this long per window (s).")
+    rewind_after_s: float = Field(
+        120.0, gt=0, description="rewind_after_rebalance: a rewind from a window's start to this long after its "
+                                 "end (s).")
+    poll_margin: float = Field(
+        1.5, ge=1, description="max_poll_interval: the interval suggested is this × the longest silence seen, in "
+                               "whole minutes.")
+    retention_margin: float = Field(
+        2.0, ge=1, description="retention_vs_catchup: the headroom suggested is this × the worst catch-up.")
+
+
 class AnalyticsConfig(_Section):
     """Spark analytics: ``lagscope analyze``, the analytics loop of ``lagscope run`` and the demo.
     Command-line options override these settings."""
@@ -493,6 +529,8 @@ class AnalyticsConfig(_Section):
     _check_rc = field_validator("read_committed_groups")(check_group_patterns)
     rules: AnalyticsRulesConfig = Field(
         default_factory=AnalyticsRulesConfig, description="Rule thresholds.")  # type: ignore[arg-type]
+    advice: AdviceRulesConfig = Field(
+        default_factory=AdviceRulesConfig, description="Advice rule thresholds.")  # type: ignore[arg-type]
 
     @field_validator("results")
     @classmethod

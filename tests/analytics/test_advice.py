@@ -5,6 +5,7 @@ group without faults → none; the evidence carried from step to step and its ex
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -12,7 +13,8 @@ import pytest
 
 from lagscope.analytics import advice
 from lagscope.analytics.findings import ANOMALY_COLUMNS
-from lagscope.config import AnalyticsConfig
+from lagscope.config import AnalyticsConfig, load_config
+from lagscope.errors import ConfigError
 from lagscope.schema import ADVICE, ANOMALIES, LAG_TRENDS, REBALANCES
 
 UTC = dt.UTC
@@ -85,13 +87,13 @@ def generations(group: str = "g", *, session_s: float = 45.0, rebalance_s: float
 def run(windows: list[dict[str, Any]] = (), anomalies: list[dict[str, Any]] = (),  # type: ignore[assignment]
         trends: list[dict[str, Any]] = (), mem: pa.Table | None = None,  # type: ignore[assignment]
         gens: pa.Table | None = None, carried: advice.AdviceOutputs | None = None,
-        as_of: dt.datetime = AS_OF) -> advice.AdviceOutputs:
+        as_of: dt.datetime = AS_OF, settings: AnalyticsConfig = S) -> advice.AdviceOutputs:
     an = table(ANOMALIES.schema, list(anomalies)).select([*ANOMALY_COLUMNS, "as_of_ts"])
     return advice.advise(advice.AdviceInputs(
         rebalances=table(REBALANCES.schema, list(windows)), anomalies=an,
         lag_trends=table(LAG_TRENDS.schema, list(trends)), members=mem if mem is not None else members(),
         generations=gens, carried_evidence=carried.evidence if carried else None,
-        carried_groups=carried.groups if carried else None), S, as_of)
+        carried_groups=carried.groups if carried else None), settings, as_of)
 
 
 def rows(out: advice.AdviceOutputs) -> list[dict[str, Any]]:
@@ -171,6 +173,24 @@ def test_crashes_followed_by_other_consumers_joining_are_no_restarts() -> None:
 
 def test_one_crash_is_no_pattern() -> None:
     assert rows(run([window(0, 4, "session_timeout", outage=49)], gens=generations())) == []
+
+
+def test_thresholds_are_settings(tmp_path: Path) -> None:
+    # analytics.advice in the config file: two crashes are a pattern by default, not when 3 are asked for
+    crashes = [window(0, 4, "session_timeout", outage=49), window(600, 4, "session_timeout", outage=49)]
+    assert only(run(crashes, gens=generations()), "session_timeout_crash")
+    cfg = tmp_path / "lagscope.yaml"
+    cfg.write_text("analytics:\n  advice:\n    min_evidence: 3\n    short_session_s: 20\n")
+    strict = load_config(cfg).analytics
+    assert strict.advice.min_evidence == 3
+    assert rows(run(crashes, gens=generations(), settings=strict)) == []
+    # the suggested session follows the setting too
+    three = [*crashes, window(1200, 4, "session_timeout", outage=49)]
+    assert only(run(three, gens=generations(), settings=strict), "session_timeout_crash")["suggested"].startswith(
+        "session.timeout.ms=20000")
+    cfg.write_text("analytics:\n  advice:\n    restart_share: 1.5\n")
+    with pytest.raises(ConfigError, match="restart_share"):
+        load_config(cfg)
 
 
 def test_short_session_already_gets_no_session_advice() -> None:
