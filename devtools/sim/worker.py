@@ -34,6 +34,8 @@ __all__ = ["main", "run_member", "run_producer"]
 log = logging.getLogger("lagscope.devtools.sim.worker")
 
 _stop = threading.Event()
+#: the longest a rewind waits past its time for the member to have a position (s)
+REWIND_WAIT_S = 5.0
 
 
 def _on_term(signum: int, frame: object) -> None:
@@ -376,6 +378,15 @@ class _Member:
                                 self.held() if parts is None else parts))
 
     # -- actions --------------------------------------------------------------------------
+    def _ready(self, a: Action) -> bool:
+        """A rewind waits (up to ``REWIND_WAIT_S`` past its time) until the member has a position
+        on a partition it holds: right after a rebalance it may not have read anything yet, and N
+        messages back from no position is no rewind. The actions after it wait with it."""
+        if a.kind != "rewind" or time.time() >= self.t0 + a.at + REWIND_WAIT_S or self.consumer is None:
+            return True
+        held = set(self.consumer.assignment())
+        return any(tp in held for tp in (*self.st.committed, *self.st.consumed))
+
     def run_action(self, a: Action) -> bool:
         """Apply one action; False when the member is to end (leave)."""
         now = time.time()
@@ -415,6 +426,13 @@ class _Member:
             begin = c.beginning_offsets(assignment) if assignment else {}
             offsets: dict[Any, int] = {}
             before: dict[str, int] = {}
+            # a partition taken over since the member's last commit has no commit of its own yet:
+            # commit where it stands first, so that the rewind is one in the committed offsets (a
+            # commit backwards), not a first commit that lands ahead of the previous owner's
+            fresh = {tp: self.st.consumed[tp] for tp in assignment
+                     if tp not in self.st.committed and tp in self.st.consumed}
+            if fresh:
+                self.commit(fresh)
             for tp in assignment:
                 base = self.st.committed.get(tp, self.st.consumed.get(tp))
                 if base is None:
@@ -479,7 +497,7 @@ class _Member:
         partial = False
         try:
             while not _stop.is_set() and time.time() < self.end:
-                while actions and time.time() >= self.t0 + actions[0].at:
+                while actions and time.time() >= self.t0 + actions[0].at and self._ready(actions[0]):
                     if not self.run_action(actions.pop(0)):
                         return
                 now = time.time()
