@@ -326,8 +326,8 @@ def merge_evidence(carried: pa.Table | None, fresh: pa.Table, *, keep_from: dt.d
 
 def group_settings(members: pa.Table, generations: pa.Table | None, carried: pa.Table | None) -> pa.Table:
     """Per group, its settings as last seen (:data:`GROUP_SCHEMA`): the latest member sweep's
-    (the latest with a member, when any has one) assignor, group protocol, member, static member
-    and assigned partition counts; the latest
+    (the latest with a member, when any has one) group protocol, member, static member and
+    assigned partition counts; the assignor of the latest sweep that names one; the latest
     generation record's session and rebalance timeouts (each side from the carried row when the
     step saw none newer)."""
     parts = []
@@ -378,6 +378,11 @@ def group_settings(members: pa.Table, generations: pa.Table | None, carried: pa.
     with_members = np.asarray(pc.greater(rows.column("members"), 0).fill_null(False), dtype=bool)[order]
     s_pick = gargmax(np.where(with_members, sweep_t, np.nan), starts, gid)
     s_pick = np.where(s_pick >= 0, s_pick, gargmax(sweep_t, starts, gid))
+    # the assignor: from the latest sweep that names one (a group caught mid-rebalance names none
+    # yet, and a churning group often is mid-rebalance), else as the other sweep settings
+    named = np.asarray(pc.not_equal(rows.column("protocol"), "").fill_null(False), dtype=bool)[order]
+    p_pick = gargmax(np.where(named, sweep_t, np.nan), starts, gid)
+    p_pick = np.where(p_pick >= 0, p_pick, s_pick)
     g_pick = gargmax(np.where(timed, gen_t, np.nan), starts, gid)
     ordered = rows.take(pa.array(order))
     k = len(starts)
@@ -389,7 +394,8 @@ def group_settings(members: pa.Table, generations: pa.Table | None, carried: pa.
     return pa.table({
         "cluster": ordered.column("cluster").take(pa.array(starts)),
         "group_id": ordered.column("group_id").take(pa.array(starts)),
-        **side(s_pick, ("sweep_ts", "protocol", "group_protocol", "members", "static_members", "partitions")),
+        **side(s_pick, ("sweep_ts", "group_protocol", "members", "static_members", "partitions")),
+        **side(p_pick, ("protocol",)),
         **side(g_pick, ("gen_ts", "session_timeout_s", "rebalance_timeout_s"))}, schema=GROUP_SCHEMA) if k else \
         GROUP_SCHEMA.empty_table()
 

@@ -270,6 +270,18 @@ def test_a_group_that_emptied_keeps_the_settings_its_members_had() -> None:
     assert (row["members"], row["partitions"], row["sweep_ts"]) == (2, 4, at(-60))
 
 
+def test_a_group_last_seen_mid_rebalance_keeps_its_assignor() -> None:
+    # the latest sweep caught the churning group rebalancing (members, no protocol chosen yet: the
+    # broker names none before the generation completes): the assignor is the latest one named
+    mem = members()
+    mid_rebalance = pa.Table.from_pylist([{**r, "sweep_ts": at(300), "group_state": "PreparingRebalance",
+                                           "protocol": "", "assignment": []} for r in mem.to_pylist()],
+                                         schema=mem.schema)
+    got = only(run(churn(), STORM, mem=pa.concat_tables([mem, mid_rebalance])), "restart_storm")
+    assert got["setting"] == "partition.assignment.strategy"
+    assert got["current_value"] == "range"
+
+
 def test_churn_on_a_cooperative_group_gets_the_consumer_protocol() -> None:
     got = only(run(churn(), STORM, mem=members(protocol="cooperative-sticky")), "restart_storm")
     assert got["setting"] == "group.protocol"
