@@ -31,7 +31,11 @@ What is measured, per rule (each from the truth of each run):
   (a join, a leave, a restart) caused in the run (its storm). Under cooperative-sticky a member
   whose partitions do not change in a rebalance gets no assignment callback, so the truth's
   rebalances (one per generation its members were assigned in) see only the members that gained
-  partitions: the measure is the rebalances as those members saw them.
+  partitions: the measure is the rebalances as those members saw them. Beside it
+  ``partition_pause_s``: per partition the time it was held by no member after a revocation,
+  summed, the mean over the partitions: what the cooperative advice predicts ("only the moved
+  partitions pause": its expected amount is per partition on average), and what a static
+  member's own partitions still wait while it restarts.
 - ``max_poll_interval`` (``rebalance_s``): per removal (a ``stop_polling`` fault: the member does
   not poll for longer than the interval), the summed length of the rebalances from its start to
   5 s after it polls again (the removal and the rejoin); the median. Beside it ``silence_s``: per
@@ -63,7 +67,7 @@ from rebalance_accuracy import collect, read_lakes, run_step
 from lagscope.config import AnalyticsConfig, AnalyticsRulesConfig
 from lagscope.devtools.sim.model import MemberSpec, Scenario
 from lagscope.devtools.sim.runner import load_scenario
-from lagscope.devtools.sim.truth import TruthIndex, load
+from lagscope.devtools.sim.truth import Assign, Revoke, TruthIndex, load
 
 #: second-scale rules for second-scale scenarios (as analytics_accuracy.py's); the timeouts are the
 #: group-metadata records' (the tail), these only stand in without them
@@ -174,10 +178,30 @@ def membership_rebalances(ti: TruthIndex, group: str) -> list[float]:
     return [sum(r.end - r.start for r in ti.rebalances(group) if r.cause is not None)]
 
 
+def partition_pauses(ti: TruthIndex, group: str) -> list[float]:
+    """The time a partition of ``group`` was held by no member after a revocation (its revoke →
+    its next assignment to any member), summed per partition, then the mean over the partitions:
+    one value (s). Eager assignors revoke every partition in every rebalance, so there it is the
+    group-wide stop; cooperative-sticky revokes only the partitions that move. Gaps that never
+    close (the run's end) and the group's formation (no revocation) do not count."""
+    events = sorted((r for r in ti.records if isinstance(r, Assign | Revoke) and r.group == group),
+                    key=lambda r: r.ts)
+    since: dict[tuple[str, int], float] = {}
+    paused: dict[tuple[str, int], float] = {}
+    for r in events:
+        for tp in r.partitions:
+            paused.setdefault(tp, 0.0)
+            if isinstance(r, Revoke):
+                since.setdefault(tp, r.ts)
+            elif tp in since:
+                paused[tp] += r.ts - since.pop(tp)
+    return [sum(paused.values()) / len(paused)] if paused else []
+
+
 MEASURES: dict[str, dict[str, Callable[[TruthIndex, str], list[float]]]] = {
     "session_timeout_crash": {"outage_s": crash_outages},
     "max_poll_interval": {"rebalance_s": removal_rebalances, "silence_s": silences},
-    "restart_storm": {"storm_rebalance_s": membership_rebalances},
+    "restart_storm": {"storm_rebalance_s": membership_rebalances, "partition_pause_s": partition_pauses},
 }
 
 

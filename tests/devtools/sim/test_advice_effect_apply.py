@@ -49,3 +49,22 @@ def test_unreadable_or_unknown_advice_is_an_error(effect: ModuleType) -> None:
         effect.applied(sc, "readers", "something else", "partition.assignment.strategy")
     with pytest.raises(effect.AdviceUnreadable, match=r"cannot apply group\.protocol"):
         effect.applied(sc, "readers", "group.protocol=consumer (KIP-848)", "group.protocol")
+
+
+def test_partition_pause_counts_revoked_partitions_until_reassigned(effect: ModuleType) -> None:
+    from lagscope.devtools.sim.truth import Assign, Revoke, TruthIndex
+
+    g, a, b = "g", ("t", 0), ("t", 1)
+    records = [
+        Assign(g, "m1", (a, b), 0.0),  # formation: no revocation, not a pause
+        # eager: both revoked at 10, a back at 11 (m1), b at 12 (m2)
+        Revoke(g, "m1", (a, b), 10.0, False, False), Assign(g, "m1", (a,), 11.0), Assign(g, "m2", (b,), 12.0),
+        # cooperative: only b moves, 20 → 20.5
+        Revoke(g, "m2", (b,), 20.0, False, False), Assign(g, "m1", (b,), 20.5),
+        # the end of the run: never reassigned, not counted
+        Revoke(g, "m1", (a, b), 30.0, False, True),
+        Assign("other", "x", (a,), 31.0),
+    ]
+    (mean,) = effect.partition_pauses(TruthIndex(records), g)
+    assert mean == (1.0 + 2.0 + 0.5) / 2
+    assert effect.partition_pauses(TruthIndex([]), g) == []
