@@ -547,20 +547,27 @@ def session_timeout_crash(g: _Group, r: AdviceRules) -> _Advice | None:
 
 def restart_storm(g: _Group, r: AdviceRules) -> _Advice | None:
     """Join/leave storms: rebalance_storm findings holding at least ``min_storm_windows`` join/leave
-    windows in all. What the storm is made of decides the advice:
+    windows in all. The advice is the remedy that shortens the **average partition's pause per
+    storm** (``partition_pause_s``) most, given only when it predicts at least ``min_gain`` of it
+    saved:
 
-    - **restarts** (the same consumers leaving and coming back, :func:`comeback`) make at least
-      ``restart_share`` of the storm's windows (a restart's leave window and its return window
-      each count): static membership for a dynamic group (a restart within the session timeout
-      no longer rebalances);
-    - otherwise it is **churn** (different consumers joining and leaving: scale-out and in,
-      short-lived jobs), which static membership does not help (it only keeps a member's place
-      for the *same* member coming back; a new member still rebalances, and a departed static
-      member holds its partitions unprocessed for the whole session timeout): the
-      cooperative-sticky assignor on an eager one (only moved partitions pause), else the consumer
-      group protocol (KIP-848). A static group's storm gets these too.
+    - today, on an eager assignor every partition stops in every window: the windows' time per
+      storm (median); on a cooperative one only the moved partitions do: that × the moved share;
+    - **static membership** (a dynamic group whose storm is at least ``restart_share`` restarts,
+      :func:`comeback`): no rebalance for a restart within the session timeout, but each
+      restarting member's own partitions (1/members of them) wait for it through its time away
+      (its leave → its return): restarts per storm × time away (median) / members. It beats
+      the rebalances it avoids only when a restart is quick next to them;
+    - **cooperative-sticky** (an eager assignor): only the moved partitions pause, for the round
+      that hands them over; a sticky assignor moves the least it can (one member's share, 1 /
+      members, when one member joins or leaves): the storm's time × min(moved share, 1 / members);
+    - otherwise (already cooperative, or the assignor unknown) the consumer group protocol
+      (KIP-848), without a prediction. None for a KIP-848 group (its reconciliation is
+      incremental already).
 
-    None for a KIP-848 group (its reconciliation is incremental already)."""
+    Churn (different consumers joining and leaving: scale-out and in, short-lived jobs) never gets
+    static membership: it keeps a place only for the *same* member coming back (a new member still
+    rebalances, and a departed static member holds its partitions for the whole session timeout)."""
     storms = g.anomalies.get("rebalance_storm", [])
     inside: list[dict[str, Any]] = []
     per_storm: list[float] = []
@@ -580,52 +587,86 @@ def restart_storm(g: _Group, r: AdviceRules) -> _Advice | None:
     # restarts: the storm's leaves whose member came back; the windows a restart accounts for
     leaves = [w for w in inside if w.get("left")]
     restart_windows: set[dt.datetime] = set()
-    restarts = 0
+    away: list[float] = []
     for w in leaves:
         back = comeback(w, g.windows, r)
         if back is not None:
-            restarts += 1
             restart_windows |= {w["start_ts"], back["start_ts"]}
+            away.append((w["duration_s"] or 0.0) if back is w else (back["start_ts"] - w["start_ts"]).total_seconds())
+    restarts = len(away)
     share = sum(w["start_ts"] in restart_windows for w in inside) / len(inside)
     restarted = f"{restarts} of {len(leaves)} leaves were restarts (the same client.id and host back within " \
                 f"{_s(r.restart_within_s)})"
     evidence = (f"{len(storms)} rebalance storm{'s' if len(storms) != 1 else ''} in {_days(inside)} with "
-                f"{len(inside)} join/leave windows, {_s(cur)} of rebalancing per storm (median); ")
-    if share >= r.restart_share and restarts:
+                f"{len(inside)} join/leave windows, {_s3(cur)} of rebalancing per storm (median); ")
+    is_restarts = share >= r.restart_share and restarts > 0
+    if is_restarts:
         evidence += restarted
     else:
         came = {i for w in inside for i in w.get("joined") or []}
         went = {i for w in inside for i in w.get("left") or []}
         evidence += f"churn: {len(came)} distinct members joined, {len(went)} left, {restarted}"
     protocol = g.settings.get("protocol")
+    eager = protocol is not None and protocol not in _COOPERATIVE
     statics = g.settings.get("static_members") or 0
     known = g.settings.get("members") is not None
-    if share >= r.restart_share and restarts and not statics:
+    n_members = _members(inside, g.settings)
+    moved = _moved_share(inside, g.settings)
+    now = cur if eager else cur * (moved if moved is not None else 1.0)
+    worth = now * (1.0 - r.min_gain)
+    coop = cur * min(moved if moved is not None else 1.0, 1.0 / n_members) if eager else None
+    static = None
+    if is_restarts and not statics:
+        static = restarts / len(per_storm) * statistics.median(away) / n_members
+    coop_txt = (f"cooperative-sticky would pause only the moved partitions, {_s3(coop)} per partition per storm"
+                if coop is not None else "")
+    if static is not None and static <= worth:
         return _Advice(
             "restart_storm", "group.instance.id", "none (dynamic members)",
             "static membership: a group.instance.id per consumer, session.timeout.ms above a restart's time",
-            f"a member restarting within its session timeout keeps its partitions: the {_s(cur)} of rebalancing per "
-            f"storm would drop to ~0 s",
-            "storm_rebalance_s", "s", cur, 0.0, evidence, len(inside), first_ts, last_ts,
+            f"a member restarting within its session timeout keeps its partitions: no rebalance (today "
+            f"{_s3(cur)} per storm, every partition stopped); each restarting member's own partitions wait for "
+            f"it instead, {_s3(statistics.median(away))} per restart: an average partition's pause per storm "
+            f"{_s3(now)} → {_s3(static)}" + (f" ({coop_txt})" if coop_txt else ""),
+            "partition_pause_s", "s", now, static, evidence, len(inside), first_ts, last_ts,
             confidence(len(inside), r.min_storm_windows, known))
-    if protocol is not None and protocol not in _COOPERATIVE:
-        moved = _moved_share(inside, g.settings)
-        exp = cur * moved if moved is not None else None
+    if static is not None:
+        evidence += (f"; static membership would not help: a restart's {_s3(statistics.median(away))} away is "
+                     f"longer than the stops it avoids (an average partition would wait ~{_s3(static)} per storm, "
+                     f"against {_s3(now)} today)")
+    if coop is not None:
+        if coop > worth:
+            return None
         return _Advice(
             "restart_storm", "partition.assignment.strategy", protocol,
             "cooperative-sticky (or group.protocol=consumer, KIP-848, on brokers ≥ 4.0)",
-            "only the moved partitions would pause" + (
-                f": {_s(cur)} of group-wide stop per storm would be ~{exp:.0f} s per partition on average"
-                if exp is not None else ""),
-            "storm_rebalance_s", "s", cur, exp, evidence, len(inside), first_ts, last_ts,
+            f"only the moved partitions would pause (a sticky assignor moves about one member's share, "
+            f"{min(moved if moved is not None else 1.0, 1.0 / n_members):.0%}, per join or leave): an average "
+            f"partition's pause per storm {_s3(now)} → {_s3(coop)}",
+            "partition_pause_s", "s", now, coop, evidence, len(inside), first_ts, last_ts,
             confidence(len(inside), r.min_storm_windows, True))
     return _Advice(
         "restart_storm", "group.protocol", gp or "classic",
         "group.protocol=consumer (KIP-848) on brokers ≥ 4.0: members reconcile one at a time",
-        f"no group-wide rebalance per join or leave: {_s(cur)} of rebalancing per storm would shrink to the moved "
+        f"no group-wide rebalance per join or leave: {_s3(cur)} of rebalancing per storm would shrink to the moved "
         f"partitions' handover",
         "storm_rebalance_s", "s", cur, None, evidence, len(inside), first_ts, last_ts,
         confidence(len(inside), r.min_storm_windows, gp is not None))
+
+
+def _members(windows: list[dict[str, Any]], settings: dict[str, Any]) -> int:
+    """The group's size: its latest sweep's members, else the windows' members before (median),
+    at least 1."""
+    n = settings.get("members")
+    if not n:
+        sizes = [w["members_before"] for w in windows if w.get("members_before")]
+        n = statistics.median(sizes) if sizes else 1
+    return max(1, int(n))
+
+
+def _s3(x: float) -> str:
+    """Seconds for a pause that can be sub-second: ``~0.35 s`` below 10 s, else as :func:`_s`."""
+    return f"~{x:.2f} s" if x < 10 else _s(x)
 
 
 def _moved_share(windows: list[dict[str, Any]], settings: dict[str, Any]) -> float | None:

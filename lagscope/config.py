@@ -480,6 +480,9 @@ class AdviceRulesConfig(_Section):
                                      "(restart_storm) were restarts; a storm below it is churn.")
     min_storm_windows: int = Field(
         3, ge=1, description="restart_storm: the join/leave windows a storm needs.")
+    min_gain: float = Field(
+        0.2, ge=0, lt=1, description="restart_storm: a remedy is advised only when it predicts at least this share "
+                                     "of the average partition's pause per storm saved.")
     large_members: int = Field(
         4, ge=2, description="eager_large_group: a group this large (members before the window) …")
     long_window_s: float = Field(5.0, gt=0, description="… stopped at least this long per window (s).")

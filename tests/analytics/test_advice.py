@@ -222,13 +222,46 @@ def test_restart_storm_of_restarts_gets_static_membership() -> None:
     got = only(out, "restart_storm")
     assert got["setting"] == "group.instance.id"
     assert got["current_value"] == "none (dynamic members)"
+    # an average partition's pause per storm: today every partition stops 3 + 5 + 4 + 2 s; with
+    # static membership a restarting member's half of the partitions waits its 10 s away, twice
+    assert got["measure"] == "partition_pause_s"
     assert got["current_amount"] == pytest.approx(14.0)
-    assert got["expected_amount"] == 0.0
+    assert got["expected_amount"] == pytest.approx(2 * 10.0 / 2)
+    assert "~10 s per restart" in got["expected_effect"]
+    assert "cooperative-sticky would pause only the moved partitions, ~3.50 s" in got["expected_effect"]
     assert got["evidence_count"] == 4
     assert got["evidence"] == ("1 rebalance storm in 1 day with 4 join/leave windows, ~14 s of rebalancing "
                                "per storm (median); 2 of 2 leaves were restarts (the same client.id and host "
                                "back within ~300 s)")
     assert got["confidence"] == "medium"  # 4 windows of the minimum 3, the members known from the sweep
+
+
+def test_restarts_slower_than_the_stops_they_cause_get_the_assignor_not_static_membership() -> None:
+    # the same two restarts, each 60 s away, in a group whose rebalances take 0.1 s: static
+    # membership would make a restarting member's partitions wait 60 s against 0.4 s of stops
+    ws = [window(0, 0.1, "leave", gone=(mid("app-2", 1),)), window(60, 0.1, "join", came=(mid("app-2", 2),)),
+          window(200, 0.1, "leave", gone=(mid("app-3", 1),)), window(260, 0.1, "join", came=(mid("app-3", 2),))]
+    storm = [anomaly("rebalance_storm", 0, 3, end=300, partition=None)]
+    got = only(run(ws, storm), "restart_storm")
+    assert got["setting"] == "partition.assignment.strategy"
+    assert (got["current_amount"], got["expected_amount"]) == (pytest.approx(0.4), pytest.approx(0.1))
+    assert "static membership would not help: a restart's ~60 s away" in got["evidence"]
+    assert "2 of 2 leaves were restarts" in got["evidence"]
+
+
+def test_no_storm_advice_without_a_predicted_gain() -> None:
+    # a cooperative group (only moved partitions pause today) whose restarts take longer than its
+    # stops: neither remedy predicts a gain of min_gain; the consumer protocol has no prediction
+    ws = [window(0, 0.1, "leave", gone=(mid("app-2", 1),)), window(60, 0.1, "join", came=(mid("app-2", 2),)),
+          window(200, 0.1, "leave", gone=(mid("app-3", 1),)), window(260, 0.1, "join", came=(mid("app-3", 2),))]
+    storm = [anomaly("rebalance_storm", 0, 3, end=300, partition=None)]
+    got = only(run(ws, storm, mem=members(protocol="cooperative-sticky")), "restart_storm")
+    assert got["setting"] == "group.protocol"  # not static: it would lengthen the pause
+    # an eager group where even one member's share is most of the group (a group of one) gains nothing
+    solo = [window(0, 2, "join", members=0, moved=4, came=(mid("app-2", 1),)),
+            window(10, 2, "leave", members=0, moved=4, gone=(mid("app-2", 1),)),
+            window(20, 2, "join", members=0, moved=4, came=(mid("app-3", 1),))]
+    assert rows(run(solo, STORM, mem=members(n=1))) == []
 
 
 def test_a_quick_restart_inside_one_window_is_a_restart() -> None:
