@@ -23,7 +23,7 @@ window written again by a later step is one piece of evidence: the latest row wi
 are vectorised; the rules then run once per group that has evidence, over that group's few
 rows (groups are few, their evidence small: a Python loop over groups, not over the lake's rows).
 
-A rule never advises on thin evidence (each has a minimum count, :class:`AdviceRules`), and a
+A rule never advises on thin evidence (each has a minimum count, :class:`AdviceRulesConfig`), and a
 group with no fault evidence gets no advice.
 """
 
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from lagscope.config import AnalyticsConfig
 
 __all__ = ["ADVICE_COLUMNS", "EVIDENCE_SCHEMA", "GROUP_SCHEMA", "RULES", "RULE_SETTINGS", "AdviceInputs",
-           "AdviceOutputs", "AdviceRules", "advise", "confidence"]
+           "AdviceOutputs", "advise", "confidence"]
 
 _F = npt.NDArray[np.float64]
 _MS = pa.timestamp("ms", tz="UTC")
@@ -112,10 +112,6 @@ RULE_SETTINGS: dict[str, tuple[str, ...]] = {
 #: assignors that rebalance incrementally (the others stop every partition: eager)
 _COOPERATIVE = ("cooperative-sticky",)
 _ANOMALY_KINDS = ("rewind", "retention_loss", "rebalance_storm", "commit_gap")
-
-
-#: the rules' thresholds: a settings section (``analytics.advice``), defined once in lagscope.config
-AdviceRules = AdviceRulesConfig
 
 
 @dataclass
@@ -471,7 +467,7 @@ def _days(rows: list[dict[str, Any]]) -> str:
     return f"{d} day{'s' if d != 1 else ''}"
 
 
-def comeback(w: dict[str, Any], windows: list[dict[str, Any]], r: AdviceRules) -> dict[str, Any] | None:
+def comeback(w: dict[str, Any], windows: list[dict[str, Any]], r: AdviceRulesConfig) -> dict[str, Any] | None:
     """The one definition of a **restart** (session_timeout_crash and restart_storm use it): a
     member that left in window ``w`` (its ``left`` identities) joined again, the same identity
     (:func:`same_identity`), within ``restart_within_s`` after ``w``'s end: in ``w`` itself (a
@@ -488,7 +484,7 @@ def comeback(w: dict[str, Any], windows: list[dict[str, Any]], r: AdviceRules) -
     return None
 
 
-def session_timeout_crash(g: _Group, r: AdviceRules) -> _Advice | None:
+def session_timeout_crash(g: _Group, r: AdviceRulesConfig) -> _Advice | None:
     """Crashed members keep their partitions unprocessed for the whole session timeout: ≥
     ``min_evidence`` session_timeout windows. When at least ``restart_share`` of them were restarts
     (:func:`comeback`: the timed-out member back, the same client.id and host, within
@@ -545,7 +541,7 @@ def session_timeout_crash(g: _Group, r: AdviceRules) -> _Advice | None:
         n, first_ts, last_ts, confidence(n, r.min_evidence, known))
 
 
-def restart_storm(g: _Group, r: AdviceRules) -> _Advice | None:
+def restart_storm(g: _Group, r: AdviceRulesConfig) -> _Advice | None:
     """Join/leave storms: rebalance_storm findings holding at least ``min_storm_windows`` join/leave
     windows in all. The advice is the remedy that shortens the **average partition's pause per
     storm** (``partition_pause_s``) most, given only when it predicts at least ``min_gain`` of it
@@ -677,7 +673,7 @@ def _moved_share(windows: list[dict[str, Any]], settings: dict[str, Any]) -> flo
     return float(min(1.0, statistics.median(moved) / total))
 
 
-def max_poll_interval(g: _Group, r: AdviceRules) -> _Advice | None:
+def max_poll_interval(g: _Group, r: AdviceRulesConfig) -> _Advice | None:
     """Members removed for exceeding max.poll.interval.ms: ≥ ``min_evidence`` max_poll_interval
     windows. A removed member was silent (its last progress → the group settled again) at least
     the interval; commit gaps of the group that did not end in a removal show how long its
@@ -725,7 +721,7 @@ def max_poll_interval(g: _Group, r: AdviceRules) -> _Advice | None:
         len(removed), first_ts, last_ts, confidence(len(removed), r.min_evidence, known))
 
 
-def eager_large_group(g: _Group, r: AdviceRules) -> _Advice | None:
+def eager_large_group(g: _Group, r: AdviceRulesConfig) -> _Advice | None:
     """Eager rebalancing stops every partition of a large group for long windows: a classic group
     on an eager assignor, ≥ ``min_evidence`` windows with at least ``large_members`` members before
     and lasting at least ``long_window_s``. Cooperative-sticky pauses only the moved partitions:
@@ -755,7 +751,7 @@ def eager_large_group(g: _Group, r: AdviceRules) -> _Advice | None:
         len(long_), first_ts, last_ts, confidence(len(long_), r.min_evidence, True))
 
 
-def rewind_after_rebalance(g: _Group, r: AdviceRules) -> _Advice | None:
+def rewind_after_rebalance(g: _Group, r: AdviceRulesConfig) -> _Advice | None:
     """Commits that lag the processing reprocess after every rebalance: ≥ ``min_evidence`` rewinds
     starting from a window's start to ``rewind_after_s`` after its end. Commit synchronously on
     revocation (``onPartitionsRevoked``), or more often: the new owner then starts where the old
@@ -785,7 +781,7 @@ def rewind_after_rebalance(g: _Group, r: AdviceRules) -> _Advice | None:
         len(hits), first_ts, last_ts, confidence(len(hits), r.min_evidence, True))
 
 
-def retention_vs_catchup(g: _Group, r: AdviceRules) -> _Advice | None:
+def retention_vs_catchup(g: _Group, r: AdviceRulesConfig) -> _Advice | None:
     """Retention headroom shorter than the group's worst catch-up: a retention loss (≥
     ``min_retention_losses``: unambiguous, messages were never processed) or ≥ ``min_risk_minutes``
     minutes in which a partition's headroom was below the group's catch-up ETA. Suggested:
@@ -830,7 +826,7 @@ def retention_vs_catchup(g: _Group, r: AdviceRules) -> _Advice | None:
 
 
 #: rule name → rule (each a predicate-like function: the advice, or None)
-_RULE_FUNCS: dict[str, Callable[[_Group, AdviceRules], _Advice | None]] = {
+_RULE_FUNCS: dict[str, Callable[[_Group, AdviceRulesConfig], _Advice | None]] = {
     "session_timeout_crash": session_timeout_crash, "restart_storm": restart_storm,
     "max_poll_interval": max_poll_interval, "eager_large_group": eager_large_group,
     "rewind_after_rebalance": rewind_after_rebalance, "retention_vs_catchup": retention_vs_catchup}
@@ -847,7 +843,7 @@ def retention_start(as_of: dt.datetime, retention_days: int | None) -> dt.dateti
 
 
 def advise(inp: AdviceInputs, settings: AnalyticsConfig, as_of: dt.datetime,
-           rules: AdviceRules | None = None) -> AdviceOutputs:
+           rules: AdviceRulesConfig | None = None) -> AdviceOutputs:
     """The step's advice rows and the next state's parts (module doc).
 
     >>> out = advise(AdviceInputs(rebalances=rb, anomalies=an, lag_trends=lt, members=m, generations=None,

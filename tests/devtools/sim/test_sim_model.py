@@ -126,7 +126,7 @@ def test_expected_advice_of_the_builtin_scenarios() -> None:
             # churn (distinct members joining and leaving) on eager assignors: the assignor
             "rebalance-storm": {("readers", "restart_storm", "partition.assignment.strategy")},
             # the same members restarting: static membership
-            "rolling-restart-storm": {("readers", "restart_storm", "group.instance.id")},
+            "rolling-restart-storm": {("readers", "restart_storm", "partition.assignment.strategy")},
             "retention-overrun": {("readers", "retention_vs_catchup", "retention.ms")}}
     for name in builtin_scenarios():
         sc = load_scenario(name)
