@@ -606,14 +606,14 @@ def restart_storm(g: _Group, r: AdviceRulesConfig) -> _Advice | None:
     eager = protocol is not None and protocol not in _COOPERATIVE
     statics = g.settings.get("static_members") or 0
     known = g.settings.get("members") is not None
-    n_members = _members(inside, g.settings)
     moved = _moved_share(inside, g.settings)
     now = cur if eager else cur * (moved if moved is not None else 1.0)
     worth = now * (1.0 - r.min_gain)
-    coop = cur * min(moved if moved is not None else 1.0, 1.0 / n_members) if eager else None
+    sticky = _sticky_share(inside, g.settings)
+    coop = cur * sticky if eager else None
     static = None
     if is_restarts and not statics:
-        static = restarts / len(per_storm) * statistics.median(away) / n_members
+        static = restarts / len(per_storm) * statistics.median(away) / _members(inside, g.settings)
     coop_txt = (f"cooperative-sticky would pause only the moved partitions, {_s3(coop)} per partition per storm"
                 if coop is not None else "")
     if static is not None and static <= worth:
@@ -637,7 +637,7 @@ def restart_storm(g: _Group, r: AdviceRulesConfig) -> _Advice | None:
             "restart_storm", "partition.assignment.strategy", protocol,
             "cooperative-sticky (or group.protocol=consumer, KIP-848, on brokers ≥ 4.0)",
             f"only the moved partitions would pause (a sticky assignor moves about one member's share, "
-            f"{min(moved if moved is not None else 1.0, 1.0 / n_members):.0%}, per join or leave): an average "
+            f"{sticky:.0%}, per join or leave): an average "
             f"partition's pause per storm {_s3(now)} → {_s3(coop)}",
             "partition_pause_s", "s", now, coop, evidence, len(inside), first_ts, last_ts,
             confidence(len(inside), r.min_storm_windows, True))
@@ -658,6 +658,14 @@ def _members(windows: list[dict[str, Any]], settings: dict[str, Any]) -> int:
         sizes = [w["members_before"] for w in windows if w.get("members_before")]
         n = statistics.median(sizes) if sizes else 1
     return max(1, int(n))
+
+
+def _sticky_share(windows: list[dict[str, Any]], settings: dict[str, Any]) -> float:
+    """The share of the partitions a cooperative-sticky assignor would move per window: what moved
+    (:func:`_moved_share`; 1 when unknown), at most one member's share (a sticky assignor moves
+    only the partitions of the member that left, or a joining member's share)."""
+    moved = _moved_share(windows, settings)
+    return min(moved if moved is not None else 1.0, 1.0 / _members(windows, settings))
 
 
 def _s3(x: float) -> str:
@@ -725,7 +733,8 @@ def eager_large_group(g: _Group, r: AdviceRulesConfig) -> _Advice | None:
     """Eager rebalancing stops every partition of a large group for long windows: a classic group
     on an eager assignor, ≥ ``min_evidence`` windows with at least ``large_members`` members before
     and lasting at least ``long_window_s``. Cooperative-sticky pauses only the moved partitions:
-    the average partition's pause per window becomes the window × moved / assigned partitions."""
+    the average partition's pause per window becomes the window × moved / assigned partitions, at
+    most one member's share (:func:`_sticky_share`)."""
     protocol = g.settings.get("protocol")
     if protocol is None or protocol in _COOPERATIVE or g.settings.get("group_protocol") == "consumer":
         return None
@@ -733,9 +742,9 @@ def eager_large_group(g: _Group, r: AdviceRulesConfig) -> _Advice | None:
              and (w["duration_s"] or 0.0) >= r.long_window_s]
     if len(long_) < r.min_evidence:
         return None
-    share = _moved_share(long_, g.settings)
-    if share is None:
+    if _moved_share(long_, g.settings) is None:
         return None
+    share = _sticky_share(long_, g.settings)
     cur = statistics.median(w["duration_s"] for w in long_)
     exp = cur * share
     first_ts, last_ts = _span(long_)

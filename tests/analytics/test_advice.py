@@ -411,6 +411,14 @@ def test_eager_large_group() -> None:
     assert "from ~20 s to ~3 s" in got["expected_effect"]
 
 
+def test_eager_large_group_predicts_a_sticky_assignors_moves() -> None:
+    # range moved 12 of 24 partitions per window (it is not sticky); cooperative-sticky would move
+    # about one member's share, 4 of 24 in a group of 6
+    ws = [window(0, 20, "join", members=6, moved=12), window(9000, 20, "leave", members=6, moved=12)]
+    got = only(run(ws, mem=members(n=6, partitions=24)), "eager_large_group")
+    assert got["expected_amount"] == pytest.approx(20 / 6, abs=1e-3)
+
+
 @pytest.mark.parametrize(("protocol", "members_n", "duration"), [
     ("cooperative-sticky", 6, 20.0),  # already incremental
     ("range", 2, 20.0),               # a small group: a stop of every partition is of few
