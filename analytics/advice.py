@@ -554,9 +554,15 @@ def restart_storm(g: _Group, r: AdviceRulesConfig) -> _Advice | None:
       restarting member's own partitions (1/members of them) wait for it through its time away
       (its leave → its return): restarts per storm × time away (median) / members. It beats
       the rebalances it avoids only when a restart is quick next to them;
-    - **cooperative-sticky** (an eager assignor): only the moved partitions pause, for the round
-      that hands them over; a sticky assignor moves the least it can (one member's share, 1 /
-      members, when one member joins or leaves): the storm's time × min(moved share, 1 / members);
+    - **cooperative-sticky** (an eager assignor): only the moved partitions pause (a sticky
+      assignor moves about one member's share, :func:`_sticky_share`), but a join then takes two
+      rounds, and the moved partitions are held by nobody through the second, which lasts about
+      one heartbeat interval (the members that revoked nothing learn of it from their next
+      heartbeat); a leave takes one round, the leaver's partitions waiting for it as they do
+      today: per storm, the share × (joins × heartbeat.interval.ms + the leave windows' time). The
+      heartbeat interval is ``analytics.heartbeat_s`` (the group-metadata records do not carry
+      it). So cooperative-sticky helps groups whose windows are long next to a heartbeat (slow
+      rejoiners: long batches between polls), not those that rebalance in a fraction of one;
     - otherwise (already cooperative, or the assignor unknown) the consumer group protocol
       (KIP-848), without a prediction. None for a KIP-848 group (its reconciliation is
       incremental already).
@@ -567,12 +573,17 @@ def restart_storm(g: _Group, r: AdviceRulesConfig) -> _Advice | None:
     storms = g.anomalies.get("rebalance_storm", [])
     inside: list[dict[str, Any]] = []
     per_storm: list[float] = []
+    rounds: list[float] = []
     for s in storms:
         end = s["end_ts"] or s["start_ts"]
         ws = [w for w in g.windows if w["cause"] in ("join", "leave") and s["start_ts"] <= w["start_ts"] <= end]
         if ws:
             inside += ws
             per_storm.append(sum(w["duration_s"] or 0.0 for w in ws))
+            # cooperative: a join's moved partitions wait out the second round (a heartbeat), a
+            # leave's the window (as today); times the sticky share, below
+            rounds.append(sum(w["duration_s"] or 0.0 for w in ws if w["cause"] == "leave")
+                          + g.defaults.heartbeat_s * sum(w["cause"] == "join" for w in ws))
     if len(inside) < max(r.min_storm_windows, r.min_evidence):
         return None
     gp = g.settings.get("group_protocol")
@@ -610,7 +621,7 @@ def restart_storm(g: _Group, r: AdviceRulesConfig) -> _Advice | None:
     now = cur if eager else cur * (moved if moved is not None else 1.0)
     worth = now * (1.0 - r.min_gain)
     sticky = _sticky_share(inside, g.settings)
-    coop = cur * sticky if eager else None
+    coop = statistics.median(rounds) * sticky if eager else None
     static = None
     if is_restarts and not statics:
         static = restarts / len(per_storm) * statistics.median(away) / _members(inside, g.settings)
@@ -637,8 +648,8 @@ def restart_storm(g: _Group, r: AdviceRulesConfig) -> _Advice | None:
             "restart_storm", "partition.assignment.strategy", protocol,
             "cooperative-sticky (or group.protocol=consumer, KIP-848, on brokers ≥ 4.0)",
             f"only the moved partitions would pause (a sticky assignor moves about one member's share, "
-            f"{sticky:.0%}, per join or leave): an average "
-            f"partition's pause per storm {_s3(now)} → {_s3(coop)}",
+            f"{sticky:.0%}, per join or leave; a join's through its second round, about a heartbeat interval, "
+            f"{_s3(g.defaults.heartbeat_s)}): an average partition's pause per storm {_s3(now)} → {_s3(coop)}",
             "partition_pause_s", "s", now, coop, evidence, len(inside), first_ts, last_ts,
             confidence(len(inside), r.min_storm_windows, True))
     return _Advice(

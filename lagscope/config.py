@@ -519,7 +519,8 @@ class AnalyticsConfig(_Section):
                     "last stable offset.")
     session_timeout_s: float = Field(
         45.0, gt=0, description="Rebalances: session.timeout.ms assumed when __consumer_offsets does not tell (s).")
-    heartbeat_s: float = Field(3.0, gt=0, description="Rebalances: heartbeat.interval.ms assumed (s).")
+    heartbeat_s: float = Field(3.0, gt=0, description="Rebalances and advice: heartbeat.interval.ms assumed (s; the "
+                                                       "group-metadata records do not carry it).")
     network_s: float = Field(1.0, ge=0, description="Rebalances: allowance for network delay (s).")
     rebalance_timeout_s: float = Field(
         300.0, gt=0, description="Rebalances: max.poll.interval.ms assumed when __consumer_offsets does not tell (s).")

@@ -228,7 +228,9 @@ def test_restart_storm_of_restarts_gets_static_membership() -> None:
     assert got["current_amount"] == pytest.approx(14.0)
     assert got["expected_amount"] == pytest.approx(2 * 10.0 / 2)
     assert "~10 s per restart" in got["expected_effect"]
-    assert "cooperative-sticky would pause only the moved partitions, ~3.50 s" in got["expected_effect"]
+    # cooperative-sticky: a quarter of the partitions (1 of 4 moved) through the two leave windows
+    # (3 + 4 s) and the two joins' second rounds (a heartbeat each, 3 s assumed): 0.25 × 13 s
+    assert "cooperative-sticky would pause only the moved partitions, ~3.25 s" in got["expected_effect"]
     assert got["evidence_count"] == 4
     assert got["evidence"] == ("1 rebalance storm in 1 day with 4 join/leave windows, ~14 s of rebalancing "
                                "per storm (median); 2 of 2 leaves were restarts (the same client.id and host "
@@ -236,26 +238,39 @@ def test_restart_storm_of_restarts_gets_static_membership() -> None:
     assert got["confidence"] == "medium"  # 4 windows of the minimum 3, the members known from the sweep
 
 
+def restarts(away: float, stop: float) -> list[dict[str, Any]]:
+    """Two restarts, each ``away`` s between its leave and its return, each window ``stop`` s."""
+    return [window(0, stop, "leave", gone=(mid("app-2", 1),)), window(away, stop, "join", came=(mid("app-2", 2),)),
+            window(200, stop, "leave", gone=(mid("app-3", 1),)),
+            window(200 + away, stop, "join", came=(mid("app-3", 2),))]
+
+
+STORM_300 = [anomaly("rebalance_storm", 0, 3, end=300, partition=None)]
+
+
 def test_restarts_slower_than_the_stops_they_cause_get_the_assignor_not_static_membership() -> None:
-    # the same two restarts, each 60 s away, in a group whose rebalances take 0.1 s: static
-    # membership would make a restarting member's partitions wait 60 s against 0.4 s of stops
-    ws = [window(0, 0.1, "leave", gone=(mid("app-2", 1),)), window(60, 0.1, "join", came=(mid("app-2", 2),)),
-          window(200, 0.1, "leave", gone=(mid("app-3", 1),)), window(260, 0.1, "join", came=(mid("app-3", 2),))]
-    storm = [anomaly("rebalance_storm", 0, 3, end=300, partition=None)]
-    got = only(run(ws, storm), "restart_storm")
+    # restarts 60 s away, windows of 10 s (slow rejoiners): static membership would make a
+    # restarting member's half of the partitions wait 60 s, twice: 60 s per partition against
+    # 40 s of stops today; cooperative-sticky pauses a quarter of them through the two leaves
+    # (10 s each) and the joins' second rounds (a 3 s heartbeat each): 0.25 × 26 s
+    got = only(run(restarts(60, 10), STORM_300), "restart_storm")
     assert got["setting"] == "partition.assignment.strategy"
-    assert (got["current_amount"], got["expected_amount"]) == (pytest.approx(0.4), pytest.approx(0.1))
+    assert (got["current_amount"], got["expected_amount"]) == (pytest.approx(40.0), pytest.approx(6.5))
     assert "static membership would not help: a restart's ~60 s away" in got["evidence"]
     assert "2 of 2 leaves were restarts" in got["evidence"]
+
+
+def test_sub_heartbeat_rebalances_get_no_assignor_advice() -> None:
+    # the same restarts with windows of 0.1 s: static membership would lengthen the pause (60 s
+    # away), and so would cooperative-sticky: a join's second round lasts about a heartbeat (3 s),
+    # thirty times the whole window it replaces. Nothing predicts a gain: no advice
+    assert rows(run(restarts(60, 0.1), STORM_300)) == []
 
 
 def test_no_storm_advice_without_a_predicted_gain() -> None:
     # a cooperative group (only moved partitions pause today) whose restarts take longer than its
     # stops: neither remedy predicts a gain of min_gain; the consumer protocol has no prediction
-    ws = [window(0, 0.1, "leave", gone=(mid("app-2", 1),)), window(60, 0.1, "join", came=(mid("app-2", 2),)),
-          window(200, 0.1, "leave", gone=(mid("app-3", 1),)), window(260, 0.1, "join", came=(mid("app-3", 2),))]
-    storm = [anomaly("rebalance_storm", 0, 3, end=300, partition=None)]
-    got = only(run(ws, storm, mem=members(protocol="cooperative-sticky")), "restart_storm")
+    got = only(run(restarts(60, 0.1), STORM_300, mem=members(protocol="cooperative-sticky")), "restart_storm")
     assert got["setting"] == "group.protocol"  # not static: it would lengthen the pause
     # an eager group where even one member's share is most of the group (a group of one) gains nothing
     solo = [window(0, 2, "join", members=0, moved=4, came=(mid("app-2", 1),)),
@@ -281,7 +296,8 @@ def test_restart_storm_of_churn_gets_cooperative_sticky() -> None:
     assert got["current_value"] == "range"
     assert got["suggested"].startswith("cooperative-sticky")
     assert got["current_amount"] == pytest.approx(14.0)
-    assert got["expected_amount"] == pytest.approx(3.5)  # 14 s × 1 moved of 4 partitions
+    # 1 moved of 4 partitions × (the leaves' 2 + 3 s + three joins' second rounds of a 3 s heartbeat)
+    assert got["expected_amount"] == pytest.approx(0.25 * 14)
     assert got["evidence"] == ("1 rebalance storm in 1 day with 5 join/leave windows, ~14 s of rebalancing "
                                "per storm (median); churn: 3 distinct members joined, 2 left, 0 of 2 leaves were "
                                "restarts (the same client.id and host back within ~300 s)")
@@ -369,7 +385,8 @@ def test_restart_storm_static_group_on_eager_assignor_gets_cooperative() -> None
     got = only(out, "restart_storm")
     assert got["setting"] == "partition.assignment.strategy"
     assert got["current_value"] == "range"
-    assert got["expected_amount"] == pytest.approx(3.5)  # 14 s × 1 moved of 4 partitions
+    # 1 moved of 4 partitions × (the leaves' 3 + 4 s + two joins' second rounds of a 3 s heartbeat)
+    assert got["expected_amount"] == pytest.approx(0.25 * 13)
 
 
 def test_windows_without_a_storm_are_no_restart_storm() -> None:
