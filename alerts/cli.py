@@ -20,7 +20,7 @@ from typing import Annotated
 
 import typer
 
-from lagscope.config import Settings, load_config
+from lagscope.command import settings_or_exit
 from lagscope.errors import ConfigError, LakeError
 
 __all__ = ["register"]
@@ -36,22 +36,13 @@ _Config = Annotated[Path, typer.Option(
 _Outbox = Annotated[Path, typer.Option("--outbox", help="The outbox file (SQLite); created when missing.")]
 
 
-def _load_settings(config: Path) -> Settings:
-    """lagscope's settings from ``config`` (and the environment); invalid: one line, exit 2."""
-    try:
-        return load_config(config)
-    except ConfigError as exc:
-        typer.echo(f"config error: {exc}", err=True)
-        raise typer.Exit(2) from None
-
-
 
 @alerts_app.command("evaluate")
 def evaluate_cmd(results: _Results, config: _Config, outbox: _Outbox) -> None:
     """Queue the notifications the current findings imply (firing and resolved, deduplicated)."""
     from lagscope.alerts import Outbox, enqueue_findings, findings_from_results
 
-    settings = _load_settings(config)
+    settings = settings_or_exit(config)
     now = dt.datetime.now(dt.UTC)
     findings = findings_from_results(results, now)
     with Outbox(outbox) as box:
@@ -68,7 +59,7 @@ def deliver_cmd(
     """Deliver the pending notifications (retrying with backoff); exit 1 when some are still pending."""
     from lagscope.alerts import Outbox, Sender
 
-    alerts = _load_settings(config).alerts
+    alerts = settings_or_exit(config).alerts
     alerts.check_secrets()
     with Outbox(outbox) as box, Sender(box, alerts) as sender:
         report = sender.run(max_seconds=max_seconds)
@@ -87,7 +78,7 @@ def run_cmd(
     """Evaluate and deliver every ``--interval`` seconds until interrupted (Ctrl-C)."""
     from lagscope.alerts import Outbox, Sender, enqueue_findings, findings_from_results
 
-    settings = _load_settings(config)
+    settings = settings_or_exit(config)
     alerts = settings.alerts
     alerts.check_secrets()
     if not results.is_dir():

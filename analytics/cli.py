@@ -21,7 +21,8 @@ from typing import Annotated
 import typer
 
 from lagscope.analytics.configured import with_overrides
-from lagscope.config import load_config, resolve_results
+from lagscope.command import settings_or_exit
+from lagscope.config import resolve_results
 from lagscope.errors import ConfigError
 
 __all__ = ["register"]
@@ -77,11 +78,7 @@ def analyze(
     from lagscope.analytics.job import run_batch, run_incremental
     from lagscope.analytics.session import build_session
 
-    try:
-        cfg = load_config(config)
-    except ConfigError as exc:
-        typer.echo(f"config error: {exc}", err=True)
-        raise typer.Exit(2) from None
+    cfg = settings_or_exit(config)
     acfg = cfg.analytics
     lake_option = "--lake" if lake is not None else "collector.lake"
     lake = lake if lake is not None else cfg.collector.lake_path

@@ -16,8 +16,9 @@ from typing import Annotated
 import typer
 
 from lagscope.app import DEFAULT_LAKE, ENV_LAKE, ENV_RESULTS, MAIN_SCRIPT
-from lagscope.config import load_config, resolve_results
-from lagscope.errors import ConfigError, LagscopeError
+from lagscope.command import settings_or_exit
+from lagscope.config import resolve_results
+from lagscope.errors import LagscopeError
 
 __all__ = ["register", "streamlit_command"]
 
@@ -72,11 +73,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Serve the Streamlit drill-down app (read-only) at http://BIND:PORT."""
         if config is not None:
-            try:
-                settings = load_config(config)
-            except ConfigError as exc:
-                typer.echo(f"config error: {exc}", err=True)
-                raise typer.Exit(2) from None
+            settings = settings_or_exit(config)
             lake_path = lake if lake is not None else settings.collector.lake_path
             results_path = resolve_results(results, lake_path, settings.analytics)
         else:

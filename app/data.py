@@ -269,20 +269,30 @@ def advice(lake: Lake, cluster: str, group: str) -> pd.DataFrame:
     return df.sort_values("rule", kind="stable").reset_index(drop=True)
 
 
+def _current_events(con: duckdb.DuckDBPyConnection, lake: Lake, table: str, clusters_: Sequence[str],
+                    window: TimeRange, key: str, where: str, params: Sequence[Any]) -> pd.DataFrame:
+    """The events of an append-only result table (rebalance windows, anomalies) that overlap the
+    range, open ones included (looked for from :data:`EVENT_LOOKBACK` before it: an event lives in
+    the date partition of its start), newest first. An event is written again until it closes: of
+    its rows (same ``cluster`` and ``key``, a fixed column list), the current one (latest
+    ``as_of_ts``). ``where``: a fixed predicate of ``?`` parameters, bound to ``params``."""
+    dates = _dates_between((window.start - EVENT_LOOKBACK).date(), window.end.date())
+    scan = _scan(lake, table, clusters_, dates)
+    if scan is None:
+        return _empty(table)
+    sql = (f"SELECT * FROM (SELECT * EXCLUDE (date) FROM {scan[0]} WHERE {where} "  # noqa: S608
+           f"QUALIFY row_number() OVER (PARTITION BY cluster, {key} ORDER BY as_of_ts DESC NULLS LAST, "
+           "end_ts DESC NULLS LAST) = 1) "
+           "WHERE start_ts < ? AND (end_ts IS NULL OR end_ts >= ?) ORDER BY start_ts DESC")
+    return _query(con, sql, [scan[1], *params, window.end, window.start])
+
+
 def rebalances(con: duckdb.DuckDBPyConnection, lake: Lake, clusters_: Sequence[str], window: TimeRange,
                group: str | None = None) -> pd.DataFrame:
     """Rebalance windows that overlap the range (open ones included), newest first; of the rows
     of one window (same group and start), the current one (latest ``as_of_ts``)."""
-    dates = _dates_between((window.start - EVENT_LOOKBACK).date(), window.end.date())
-    scan = _scan(lake, "rebalances", clusters_, dates)
-    if scan is None:
-        return _empty("rebalances")
-    # append-only: a window written open and later closed has two rows; the latest as_of_ts is current
-    sql = (f"SELECT * FROM (SELECT * EXCLUDE (date) FROM {scan[0]} WHERE (? IS NULL OR group_id = ?) "  # noqa: S608
-           "QUALIFY row_number() OVER (PARTITION BY cluster, group_id, start_ts "
-           "ORDER BY as_of_ts DESC NULLS LAST, end_ts DESC NULLS LAST) = 1) "
-           "WHERE start_ts < ? AND (end_ts IS NULL OR end_ts >= ?) ORDER BY start_ts DESC")
-    return _query(con, sql, [scan[1], group, group, window.end, window.start])
+    return _current_events(con, lake, "rebalances", clusters_, window, "group_id, start_ts",
+                           "(? IS NULL OR group_id = ?)", [group, group])
 
 
 def anomalies(con: duckdb.DuckDBPyConnection, lake: Lake, clusters_: Sequence[str], window: TimeRange,
@@ -292,17 +302,10 @@ def anomalies(con: duckdb.DuckDBPyConnection, lake: Lake, clusters_: Sequence[st
 
     With ``topic``/``partition`` given, group-level rows (null topic/partition) are kept too.
     """
-    dates = _dates_between((window.start - EVENT_LOOKBACK).date(), window.end.date())
-    scan = _scan(lake, "anomalies", clusters_, dates)
-    if scan is None:
-        return _empty("anomalies")
-    # append-only: an open anomaly is written again until it closes; per key the latest as_of_ts is current
-    sql = (f"SELECT * FROM (SELECT * EXCLUDE (date) FROM {scan[0]} WHERE (? IS NULL OR group_id = ?) "  # noqa: S608
-           "AND (? IS NULL OR topic IS NULL OR topic = ?) AND (? IS NULL OR partition IS NULL OR partition = ?) "
-           "QUALIFY row_number() OVER (PARTITION BY cluster, key ORDER BY as_of_ts DESC NULLS LAST, "
-           "end_ts DESC NULLS LAST) = 1) "
-           "WHERE start_ts < ? AND (end_ts IS NULL OR end_ts >= ?) ORDER BY start_ts DESC")
-    return _query(con, sql, [scan[1], group, group, topic, topic, partition, partition, window.end, window.start])
+    return _current_events(con, lake, "anomalies", clusters_, window, "key",
+                           "(? IS NULL OR group_id = ?) AND (? IS NULL OR topic IS NULL OR topic = ?) "
+                           "AND (? IS NULL OR partition IS NULL OR partition = ?)",
+                           [group, group, topic, topic, partition, partition])
 
 
 def delivery(con: duckdb.DuckDBPyConnection, lake: Lake, clusters_: Sequence[str], window: TimeRange,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from lagscope.app import processing, store
 from lagscope.app.data import Lake
@@ -42,6 +43,7 @@ __all__ = [
     "partition_picker",
     "read_selection",
     "require_cluster",
+    "require_group",
     "sidebar",
     "topic_picker",
 ]
@@ -246,6 +248,23 @@ def require_cluster(ctx: Context) -> str | None:
     else:
         st.info("Pick a cluster in the sidebar.")
     return None
+
+
+def require_group(ctx: Context, columns: int, hint: str = "Widen the time range.",
+                  ) -> tuple[str, str, list[DeltaGenerator]] | None:
+    """The page's cluster (:func:`require_cluster`) and a group of it, picked in the first of a
+    row of ``columns`` picker columns: ``(cluster, group, columns)``, the columns for the page's
+    other pickers; None (after saying what is missing, with ``hint``) when there is none."""
+    cluster = require_cluster(ctx)
+    if cluster is None:
+        return None
+    pick = st.columns(columns)
+    with pick[0]:
+        group = group_picker(ctx, cluster)
+    if group is None:
+        no_data(f"no consumer group in cluster {cluster} in this time range", hint)
+        return None
+    return cluster, group, pick
 
 
 #: what to do when the lake is empty

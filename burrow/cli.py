@@ -8,8 +8,7 @@ from typing import Annotated
 
 import typer
 
-from lagscope.config import load_config
-from lagscope.errors import ConfigError
+from lagscope.command import settings_or_exit
 from lagscope.signals import stop_on_signals
 
 __all__ = ["register"]
@@ -28,11 +27,7 @@ def burrow_api_cmd(
     """Serve Burrow's HTTP API v3 (read endpoints) until SIGTERM or Ctrl-C (docs/burrow.md)."""
     from lagscope.burrow.setup import build_api
 
-    try:
-        settings = load_config(config)
-    except ConfigError as exc:
-        typer.echo(f"config error: {exc}", err=True)
-        raise typer.Exit(2) from None
+    settings = settings_or_exit(config)
     api = build_api(settings, results=results, lake=lake, bind=bind, port=port)
     stop = threading.Event()
     with stop_on_signals(stop, lambda name: None):

@@ -1,8 +1,9 @@
 """The Burrow API's HTTP server: a component with a lifecycle (``start()``, ``stop()``).
 
-Standard-library ``ThreadingHTTPServer`` (as the collector's ``/metrics``), HTTP/1.1 with
-keep-alive (Burrow's clients poll one group after another). Every request reads the current
-:class:`~lagscope.burrow.snapshot.Snapshot` (one attribute load) and answers from it through
+Standard-library ``ThreadingHTTPServer`` on a daemon thread (:mod:`lagscope.httpserve`, as the
+collector's ``/metrics``), HTTP/1.1 with keep-alive (Burrow's clients poll one group after
+another). Every request reads the current :class:`~lagscope.burrow.snapshot.Snapshot` (one
+attribute load) and answers from it through
 :func:`lagscope.burrow.api.respond`; the snapshot is rebuilt in the background by a
 :class:`~lagscope.burrow.snapshot.SnapshotRefresher` and replaced whole.
 
@@ -19,6 +20,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from lagscope import httpserve
 from lagscope.burrow.api import Response, respond
 from lagscope.burrow.snapshot import SnapshotRefresher
 from lagscope.errors import ConfigError
@@ -116,18 +118,12 @@ class BurrowApi:
 
     @property
     def url(self) -> str:
-        host = f"[{self.bind}]" if ":" in self.bind else self.bind
-        return f"http://{host}:{self.port}/v3/kafka"
+        return httpserve.url_of(self.bind, self.port, "/v3/kafka")
 
     def start(self) -> BurrowApi:
         if self._server is not None:
             return self
-        server_cls = type("_Server6", (_Server,), {"address_family": socket.AF_INET6}) if ":" in self.bind \
-            else _Server
-        try:
-            server = server_cls((self.bind, self._requested_port), _Handler)
-        except OSError as exc:
-            raise ConfigError(f"burrow api: cannot listen on {self.bind}:{self._requested_port}: {exc}") from exc
+        server = httpserve.listen(_Server, self.bind, self._requested_port, _Handler, "burrow api")
         server.refresher = self.refresher
         server.hostname = self.hostname
         try:
@@ -136,9 +132,7 @@ class BurrowApi:
             server.server_close()
             raise
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
-                                        name="lagscope-burrow-api", daemon=True)
-        self._thread.start()
+        self._thread = httpserve.serve_in_background(server, "lagscope-burrow-api")
         log.info("burrow api: serving %s (lake %s, results %s)", self.url, self.refresher.builder.lake,
                  self.refresher.builder.results)
         return self
@@ -146,11 +140,7 @@ class BurrowApi:
     def stop(self) -> None:
         server, thread = self._server, self._thread
         self._server = self._thread = None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
-        if thread is not None:
-            thread.join(timeout=5)
+        httpserve.stop(server, thread)
         self.refresher.stop()
 
     def is_healthy(self) -> bool:

@@ -52,6 +52,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lagscope import lake
+from lagscope.collector.kafka_client import stop_io_thread
 from lagscope.collector.offsets_codec import (
     ConsumerGroupCurrentAssignmentValue,
     ConsumerGroupKey,
@@ -549,8 +550,8 @@ class CommitLogTailer:
         if consumer is not None:
             with contextlib.suppress(Exception):
                 # a group-less consumer needs no network to close: stop its I/O thread first, so
-                # that it cannot read a socket close() is shutting (see ClusterClient.close)
-                consumer._net.stop()
+                # that it cannot read a socket close() is shutting
+                stop_io_thread(consumer)
             with contextlib.suppress(Exception):
                 consumer.close()
 

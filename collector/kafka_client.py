@@ -30,7 +30,7 @@ from lagscope import __version__
 from lagscope.config import ClusterConfig
 from lagscope.errors import KafkaUnavailable
 
-__all__ = ["ClusterClient"]
+__all__ = ["ClusterClient", "stop_io_thread"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,15 @@ T = TypeVar("T")
 
 #: requests pipelined per connection before kafka-python pauses it; the sweep keeps well below
 MAX_IN_FLIGHT = 1000
+
+
+def stop_io_thread(client: Any) -> None:
+    """Stop the background I/O thread of a kafka-python 3 client (a ``KafkaNetClient`` or a
+    ``KafkaConsumer``) before its ``close()``: close() shuts the sockets from the calling thread,
+    and an I/O thread between a readiness wait and its read then reads a None socket (an
+    AttributeError traceback on the terminal at every shutdown that hits it). kafka-python offers
+    this only through its private ``_net``: both kinds of client reach for it here alone."""
+    client._net.stop()
 
 
 class ClusterClient:
@@ -94,10 +103,7 @@ class ClusterClient:
             return
         try:
             if self._started:
-                # the I/O thread first: kafka-python's close() shuts the sockets from this thread,
-                # and an I/O thread between a readiness wait and its read then reads a None socket
-                # (an AttributeError traceback on the terminal at every shutdown that hits it)
-                client._net.stop()
+                stop_io_thread(client)  # the I/O thread first (see stop_io_thread)
         finally:
             self._started = False
             client.close()

@@ -32,7 +32,6 @@ import datetime as dt
 import json
 import logging
 import math
-import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
+from lagscope import httpserve
 from lagscope.collector.model import Snapshot
 from lagscope.errors import ConfigError
 from lagscope.lag import BASIS_LSO, HISTORY_POINTS, EndOffsetHistory, brackets, lag_seconds
@@ -803,8 +803,7 @@ class MetricsServer:
 
     @property
     def url(self) -> str:
-        host = f"[{self.bind}]" if ":" in self.bind else self.bind
-        return f"http://{host}:{self.port}/metrics"
+        return httpserve.url_of(self.bind, self.port, "/metrics")
 
     def update(self, snapshot: Snapshot) -> None:
         self.collector.update(snapshot)
@@ -812,29 +811,18 @@ class MetricsServer:
     def start(self) -> MetricsServer:
         if self._server is not None:
             return self
-        server_cls = type("_Server6", (_Server,), {"address_family": socket.AF_INET6}) if ":" in self.bind \
-            else _Server
-        try:
-            server = server_cls((self.bind, self._requested_port), _Handler)
-        except OSError as exc:
-            raise ConfigError(f"metrics: cannot listen on {self.bind}:{self._requested_port}: {exc}") from exc
+        server = httpserve.listen(_Server, self.bind, self._requested_port, _Handler, "metrics")
         server.registry = self.registry
         server.collector = self.collector
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
-                                        name="lagscope-metrics", daemon=True)
-        self._thread.start()
+        self._thread = httpserve.serve_in_background(server, "lagscope-metrics")
         log.info("metrics: serving %s", self.url)
         return self
 
     def stop(self) -> None:
         server, thread = self._server, self._thread
         self._server = self._thread = None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
-        if thread is not None:
-            thread.join(timeout=5)
+        httpserve.stop(server, thread)
 
     def __enter__(self) -> MetricsServer:
         return self.start()

@@ -20,7 +20,7 @@ from typing import Annotated
 
 import typer
 
-from lagscope.config import Settings, load_config
+from lagscope.command import settings_or_exit
 from lagscope.errors import ConfigError
 
 __all__ = ["register"]
@@ -33,15 +33,6 @@ _AppUrl = Annotated[str | None, typer.Option(
 _Settings = Annotated[Path | None, typer.Option(
     "--config", help="lagscope's settings (YAML, docs/configuration.md): its ui.url is the app's base URL.",
     dir_okay=False)]
-
-
-def _load_settings(config: Path) -> Settings:
-    """lagscope's settings from ``config`` (and the environment); invalid: one line, exit 2."""
-    try:
-        return load_config(config)
-    except ConfigError as exc:
-        typer.echo(f"config error: {exc}", err=True)
-        raise typer.Exit(2) from None
 
 
 @dashboards_app.command("generate")
@@ -84,7 +75,7 @@ def rules_cmd(
     from lagscope.config import AnalyticsRulesConfig
     from lagscope.dashboards import links
 
-    rules = _load_settings(settings).analytics.rules if settings is not None else AnalyticsRulesConfig()
+    rules = settings_or_exit(settings).analytics.rules if settings is not None else AnalyticsRulesConfig()
     text = prometheus_rules.render_rules(rules, links.app_url(app_url, config=settings))
     target = out or prometheus_rules.RULES_FILE
     if check:

@@ -46,7 +46,8 @@ from typing import Annotated, Any, Protocol
 
 import typer
 
-from lagscope.config import AlertsConfig, AnalyticsConfig, Settings, load_config, parse_duration, resolve_results
+from lagscope.command import settings_or_exit
+from lagscope.config import AlertsConfig, AnalyticsConfig, Settings, parse_duration, resolve_results
 from lagscope.errors import ConfigError, LagscopeError
 from lagscope.lag import HISTORY_POINTS
 from lagscope.retention import RUN_EVERY_S, Removals, prune
@@ -520,11 +521,7 @@ def run(
              "Turn off where another process of the same deployment serves them.")] = True,
 ) -> None:
     """Run lagscope in production: collector, analytics loop, metrics, webhooks; SIGTERM stops it cleanly."""
-    try:
-        settings = load_config(config)
-    except ConfigError as exc:
-        typer.echo(f"config error: {exc}", err=True)
-        raise typer.Exit(2) from None
+    settings = settings_or_exit(config)
     backfill_s: float | None = None
     if analytics_backfill is not None:
         try:

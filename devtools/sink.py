@@ -13,8 +13,6 @@ and not kept. The secret itself is never logged.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import logging
 import os
@@ -27,6 +25,7 @@ from typing import Annotated, Any
 
 import typer
 
+from lagscope.alerts.sender import verify_signature as verify  # the sender's own check
 from lagscope.errors import ConfigError
 
 __all__ = ["WebhookSink", "register", "verify"]
@@ -34,20 +33,6 @@ __all__ = ["WebhookSink", "register", "verify"]
 log = logging.getLogger(__name__)
 
 _MAX_BODY = 1 << 20
-
-
-def verify(secret: bytes, body: bytes, timestamp: str, signature: str, *, now: float | None = None,
-           tolerance_s: float = 300.0) -> bool:
-    """True when ``signature`` is ``sha256=<HMAC-SHA256(secret, "<timestamp>." + body)>`` and the
-    timestamp is within ``tolerance_s`` of now (a replayed old request fails)."""
-    try:
-        ts = int(timestamp)
-    except ValueError:
-        return False
-    if abs((time.time() if now is None else now) - ts) > tolerance_s:
-        return False
-    mac = hmac.new(secret, f"{ts}.".encode() + body, hashlib.sha256).hexdigest()
-    return hmac.compare_digest(f"sha256={mac}", signature)
 
 
 class WebhookSink:

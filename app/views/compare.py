@@ -61,15 +61,10 @@ def _stats(column: DeltaGenerator, title: str, window: TimeRange,
 
 def render(ctx: widgets.Context) -> None:
     st.title("Compare")
-    cluster = widgets.require_cluster(ctx)
-    if cluster is None:
+    picked = widgets.require_group(ctx, 2)
+    if picked is None:
         return
-    pick = st.columns(2)
-    with pick[0]:
-        group = widgets.group_picker(ctx, cluster)
-    if group is None:
-        widgets.no_data(f"no consumer group in cluster {cluster} in this time range", "Widen the time range.")
-        return
+    cluster, group, pick = picked
     b_window, choice = _second_window(ctx)
     with pick[1]:
         options = [*_SHIFTS, _CUSTOM]

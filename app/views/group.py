@@ -23,16 +23,10 @@ def _label(df: pd.DataFrame, by_partition: bool) -> pd.DataFrame:
 
 def render(ctx: widgets.Context) -> None:
     st.title("Group")
-    cluster = widgets.require_cluster(ctx)
-    if cluster is None:
+    picked = widgets.require_group(ctx, 3, "The collector records groups at every sweep; widen the time range.")
+    if picked is None:
         return
-    pick = st.columns(3)
-    with pick[0]:
-        group = widgets.group_picker(ctx, cluster)
-    if group is None:
-        widgets.no_data(f"no consumer group in cluster {cluster} in this time range",
-                        "The collector records groups at every sweep; widen the time range.")
-        return
+    cluster, group, pick = picked
     with pick[1]:
         topic = widgets.topic_picker(ctx, store.topics_of(ctx.lake, cluster, group, ctx.window))
     sel = ctx.sel.with_(cluster=cluster, group=group, topic=topic)

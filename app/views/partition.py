@@ -12,15 +12,10 @@ __all__ = ["render"]
 
 def render(ctx: widgets.Context) -> None:
     st.title("Partition")
-    cluster = widgets.require_cluster(ctx)
-    if cluster is None:
+    picked = widgets.require_group(ctx, 3)
+    if picked is None:
         return
-    pick = st.columns(3)
-    with pick[0]:
-        group = widgets.group_picker(ctx, cluster)
-    if group is None:
-        widgets.no_data(f"no consumer group in cluster {cluster} in this time range", "Widen the time range.")
-        return
+    cluster, group, pick = picked
     offsets_all = store.offsets_between(ctx.lake, cluster, group, ctx.window, ctx.sel.topic)
     topics = sorted(set(store.topics_of(ctx.lake, cluster, group, ctx.window)) | set(offsets_all["topic"]))
     with pick[1]:

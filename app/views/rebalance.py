@@ -47,15 +47,10 @@ def _on_rebalance() -> None:
 
 def render(ctx: widgets.Context) -> None:
     st.title("Rebalance")
-    cluster = widgets.require_cluster(ctx)
-    if cluster is None:
+    picked = widgets.require_group(ctx, 2)
+    if picked is None:
         return
-    pick = st.columns(2)
-    with pick[0]:
-        group = widgets.group_picker(ctx, cluster)
-    if group is None:
-        widgets.no_data(f"no consumer group in cluster {cluster} in this time range", "Widen the time range.")
-        return
+    cluster, group, pick = picked
     search = ctx.window
     if ctx.sel.rebalance_ms is not None:  # the link names a window: find it even outside the range
         at = from_ms(ctx.sel.rebalance_ms)

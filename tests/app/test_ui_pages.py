@@ -188,6 +188,15 @@ def test_every_page_says_when_there_is_no_data(monkeypatch: pytest.MonkeyPatch, 
     assert any("No data yet" in i.value for i in at.info), [i.value for i in at.info]
 
 
+@pytest.mark.parametrize("page", ["group", "rebalance", "partition", "compare"])
+def test_the_group_pages_say_when_the_cluster_has_no_group(open_app: Open, page: str) -> None:
+    at = open_app(page=page, cluster="nope")
+    assert [i.value for i in at.info if "No data yet" in i.value] == [
+        f"**No data yet: no consumer group in cluster nope in this time range.** "
+        f"{'The collector records groups at every sweep; widen' if page == 'group' else 'Widen'} the time range."]
+    assert [s.label for s in at.selectbox] == ["Cluster", "Time range"]  # the sidebar's only: the page stops
+
+
 def test_a_bad_link_is_reported(open_app: Open) -> None:
     at = open_app(page="group", partition="seven")
     assert "partition='seven' is not an integer" in at.error[0].value
