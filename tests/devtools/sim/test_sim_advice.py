@@ -9,8 +9,9 @@ run's groups are scored against the scenario's ``expect_advice`` (:func:`score.s
 - ``rebalance-storm``: distinct members joining and leaving (churn), rebalancing in a fraction of
   a heartbeat: no advice (static membership does not help churn, and a cooperative join's second
   round, about a heartbeat, would hold the moved partitions longer than the eager stop);
-- ``rolling-restart-storm``: busy dynamic members restarted in turn, each back with its client id:
-  the storm rule, naming static membership (group.instance.id), priced.
+- ``rolling-restart-storm``: dynamic members restarted in turn, each back with its client id, 1.5 s
+  away against sub-second rebalances: no advice (static membership would lengthen the pause, as
+  would cooperative-sticky's second round).
 
 All run at once (each with its own collector), so the module takes about the longest one (44 s).
 """
@@ -18,7 +19,6 @@ All run at once (each with its own collector), so the module takes about the lon
 from __future__ import annotations
 
 import datetime as dt
-import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,21 +116,10 @@ def test_a_churn_storm_of_quick_rebalances_gets_no_advice(advised: dict[str, Adv
     assert got.rows == []
 
 
-def test_a_rolling_restart_of_busy_members_advises_static_membership(advised: dict[str, Advised]) -> None:
+def test_a_rolling_restart_of_quick_rebalances_gets_no_advice(advised: dict[str, Advised]) -> None:
+    # restarts of 1.5 s against sub-second rebalances: static membership would make each
+    # restarting member's partitions wait longer than the stops it avoids, cooperative-sticky's
+    # second round (a heartbeat) longer than the eager stop: neither predicts a gain
     got = advised["rolling-restart-storm"]
-    assert got.score.expected == (("readers", "restart_storm", "group.instance.id"),)
-    assert got.score.missing == (), [(r["setting"], r["evidence"], r["expected_effect"]) for r in got.rows]
-    assert got.score.unexpected == (), got.rows
-    (row,) = got.rows
-    assert row["current_value"] == "none (dynamic members)"
-    # priced: the restarting member's own partitions wait its time away, less than the stops
-    # of every partition it avoids
-    assert row["measure"] == "partition_pause_s"
-    assert row["expected_amount"] < row["current_amount"]
-    assert "own partitions wait for it" in row["expected_effect"], row["expected_effect"]
-    # the four restarts (c2, c3, c4, c2 again): each member that left came back, its client id
-    m = re.search(r"(\d+) of (\d+) leaves were restarts", row["evidence"])
-    assert m is not None, row["evidence"]
-    restarts, leaves = map(int, m.groups())
-    assert restarts == leaves >= 3, row["evidence"]
-    assert "churn" not in row["evidence"]
+    assert got.score.expected == ()
+    assert got.rows == []

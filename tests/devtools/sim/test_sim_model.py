@@ -125,8 +125,7 @@ def test_expected_advice_of_the_builtin_scenarios() -> None:
             "poll-timeout-repeat": {("readers", "max_poll_interval", "max.poll.interval.ms")},
             # churn (distinct members joining and leaving) rebalancing in a fraction of a heartbeat:
             # neither static membership nor cooperative-sticky would shorten it (no entry: none)
-            # the same busy members restarting: static membership
-            "rolling-restart-storm": {("readers", "restart_storm", "group.instance.id")},
+            # nor would either shorten rolling-restart-storm's (restarts slower than its rebalances)
             "retention-overrun": {("readers", "retention_vs_catchup", "retention.ms")}}
     for name in builtin_scenarios():
         sc = load_scenario(name)
