@@ -36,6 +36,10 @@ What is measured, per rule (each from the truth of each run):
   summed, the mean over the partitions: what the cooperative advice predicts ("only the moved
   partitions pause": its expected amount is per partition on average), and what a static
   member's own partitions still wait while it restarts.
+- a scenario whose rule declined every remedy (it expects no advice: :data:`DECLINED`): each
+  remedy applied anyway, with the rule's measures before and after, to check that declining was
+  right (the storms: static membership and cooperative-sticky where rebalances take a fraction
+  of a second).
 - ``max_poll_interval`` (``rebalance_s``): per removal (a ``stop_polling`` fault: the member does
   not poll for longer than the interval), the summed length of the rebalances from its start to
   5 s after it polls again (the removal and the rejoin); the median. Beside it ``silence_s``: per
@@ -240,6 +244,37 @@ def run_once(sc: Scenario, group: str, bootstrap: str, root: Path, interval_s: f
     return Run(sc, real, ti, rows)
 
 
+#: the remedies a rule declined to advise in a scenario (it predicted no gain), applied anyway to
+#: check that judgement: scenario → (rule, setting, suggestion)
+DECLINED: dict[str, list[tuple[str, str, str]]] = {
+    "rebalance-storm": [("restart_storm", "partition.assignment.strategy", "cooperative-sticky")],
+    "rolling-restart-storm": [("restart_storm", "group.instance.id", "static membership (group.instance.id)"),
+                              ("restart_storm", "partition.assignment.strategy", "cooperative-sticky")],
+}
+
+
+def check_declined(name: str, bootstrap: str, root: Path, interval_s: float, seed: int) -> list[Effect]:
+    """A scenario whose rule gave no advice: each remedy it declined (:data:`DECLINED`), applied
+    anyway; the measures before and after show whether declining was right."""
+    sc = load_scenario(name)
+    out = []
+    before: Run | None = None
+    for i, (rule, setting, suggested) in enumerate(DECLINED[name]):
+        before = before or run_once(sc, "readers", bootstrap, root / "before", interval_s, seed)
+        eff = Effect(name, rule, before)
+        given = [r for r in before.advice if r["rule"] == rule]
+        eff.note = (f"no {rule} advice (expected none: it predicts no gain); applied anyway: {setting} = "
+                    f"{suggested}" if not given else
+                    f"UNEXPECTED: {rule} advised {given[0]['setting']} ({given[0]['suggested']}); applied: {setting}")
+        eff.after = run_once(applied(sc, "readers", suggested, setting), "readers", bootstrap, root / f"after-{i}",
+                             interval_s, seed)
+        print(f"{name}: {setting} applied, run done", file=sys.stderr, flush=True)
+        for measure, fn in MEASURES[rule].items():
+            eff.measured[measure] = (fn(before.truth, before.group), fn(eff.after.truth, eff.after.group))
+        out.append(eff)
+    return out
+
+
 def prove(name: str, bootstrap: str, root: Path, interval_s: float, seed: int) -> Effect:
     sc = load_scenario(name)
     wanted = [e for e in sc.expect_advice if e.setting in APPLY and e.rule in MEASURES]
@@ -286,6 +321,12 @@ def report(effects: list[Effect], seed: int, interval_s: float, load: tuple[floa
              "(per fault, then the median).", ""]
     for e in effects:
         lines += [f"## {e.name}: {e.rule}", ""]
+        if e.row is None and e.after is not None:  # a declined remedy, applied anyway
+            lines += [f"- {e.note}", "", "| measured on the truth | before (each) | after (each) | before median | "
+                      "after median |", "|---|---|---|---:|---:|"]
+            lines += [f"| {m} | {_each(b)} | {_each(a)} | {_med(b)} | {_med(a)} |" for m, (b, a) in e.measured.items()]
+            lines.append("")
+            continue
         if e.row is None:
             lines += [e.note or "no advice", ""]
             continue
@@ -307,7 +348,8 @@ def report(effects: list[Effect], seed: int, interval_s: float, load: tuple[floa
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--scenarios", default="crash-long-session,poll-timeout-repeat")
+    ap.add_argument("--scenarios",
+                    default="crash-long-session,poll-timeout-repeat,rebalance-storm,rolling-restart-storm")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--interval-s", type=float, default=0.5)
     ap.add_argument("--bootstrap", default=os.environ.get("LAGSCOPE_TEST_BOOTSTRAP"))
@@ -321,6 +363,9 @@ def main() -> None:
         root = args.keep or Path(tmp)
         for name in [n for n in args.scenarios.split(",") if n]:
             try:
+                if name in DECLINED and not load_scenario(name).expect_advice:
+                    effects += check_declined(name, args.bootstrap, root / name, args.interval_s, args.seed)
+                    continue
                 effects.append(prove(name, args.bootstrap, root / name, args.interval_s, args.seed))
             except AdviceUnreadable as exc:
                 sys.exit(f"{name}: cannot apply the advice: {exc}")
