@@ -8,6 +8,11 @@ driver publishes them, in the protocol that :mod:`lagscope.results` (every reade
   ``inc-<from>-<to>-NNNNN`` and deletes the files of an earlier attempt at the step from the same
   watermark (a crash between publishing and checkpointing; the redo may end later); the step's
   files become visible when :func:`write_checkpoint` moves the watermark to ``to``;
+- a provisional step (:func:`publish_provisional`) over ``[watermark, to)`` renames its files in
+  as ``pre-<from>-<to>-NNNNN``, names itself in ``_state/provisional.json`` (the files become
+  visible, those of the provisional step before it hidden) and deletes the other ``pre-`` files;
+  it writes no state and leaves the checkpoint alone. The next full step hides them by moving the
+  watermark, then deletes them (:func:`drop_provisional`);
 - a batch (:func:`publish_batch`) marks itself ``moving`` (its files hidden), renames them in as
   ``batch-<since>-<until>-<run>-NNNNN``, marks itself ``replacing`` (visible; the files it
   replaces hidden), deletes every other file of the partitions it wrote and marks itself
@@ -17,6 +22,7 @@ driver publishes them, in the protocol that :mod:`lagscope.results` (every reade
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import shutil
@@ -31,16 +37,25 @@ import pyarrow.parquet as pq
 
 from lagscope.errors import LakeError
 from lagscope.lake import date_folders, file_metadata, object_date_folders, object_store, visible_names
-from lagscope.results import read_publish_state, state_dir, write_publish_state
+from lagscope.results import (
+    is_provisional,
+    pre_tag,
+    read_publish_state,
+    state_dir,
+    write_provisional_marker,
+    write_publish_state,
+)
 from lagscope.retention import checkpoint_file
 from lagscope.schema import RESULT_TABLES, TABLES
 from lagscope.storage import Store
 
 __all__ = [
     "Checkpoint",
+    "drop_provisional",
     "new_staging",
     "publish_batch",
     "publish_incremental",
+    "publish_provisional",
     "read_checkpoint",
     "recover_publish",
     "spark_arrow_schema",
@@ -114,6 +129,53 @@ def publish_incremental(results: Path | str | Store, staged: dict[str, Path], *,
             keep = moved.get(folder, set())
             _delete(folder, [n for n in visible_names(folder) if n.startswith(attempt) and n not in keep])
     return written
+
+
+def publish_provisional(results: Path | str | Store, staged: dict[str, Path], *, start: dt.datetime,
+                        until: dt.datetime) -> dict[str, int]:
+    """Publish a provisional step's staged files as ``pre-<from>-<to>-NNNNN`` (``start`` is the
+    checkpoint's watermark, ``until`` the end of its range), name it in the provisional marker
+    (from then on readers see it instead of the one before), then delete every other ``pre-``
+    file (:func:`drop_provisional`). Returns the files moved per table."""
+    tag = pre_tag(start, until)
+    store = object_store(results)
+    if store is not None:
+        recover_publish(store)
+        moved_objects = {table: _move_in_objects(store, str(staged[table]), table, tag) for table in sorted(staged)}
+        write_provisional_marker(store, start, until)
+        drop_provisional(store, keep=tag)
+        return {table: sum(len(v) for v in folders.values()) for table, folders in moved_objects.items()}
+    results = Path(results.base) if isinstance(results, Store) else Path(results)
+    recover_publish(results)
+    moved = {table: _move_in(staged[table], results, table, tag) for table in sorted(staged)}
+    write_provisional_marker(results, start, until)
+    drop_provisional(results, keep=tag)
+    return {table: sum(len(v) for v in folders.values()) for table, folders in moved.items()}
+
+
+def drop_provisional(results: Path | str | Store, *, keep: str | None = None) -> int:
+    """Delete the provisional steps' files (``pre-…``) of every result table but those of the
+    step ``keep`` (its tag): cleanup after a provisional step (the one before it) or a full step
+    (every one: none is visible once the watermark has moved). Returns the files deleted."""
+    prefix = None if keep is None else f"{keep}-"
+    n = 0
+    store = object_store(results)
+    if store is not None:
+        for table in RESULT_TABLES:
+            for prefixed in object_date_folders(store, table, None, None, None):
+                for name in _result_names(store, prefixed):
+                    if is_provisional(name) and (prefix is None or not name.startswith(prefix)):
+                        store.delete(f"{prefixed}/{name}")
+                        n += 1
+        return n
+    root = Path(results.base) if isinstance(results, Store) else Path(results)
+    for table in RESULT_TABLES:
+        for folder in date_folders(root, table):
+            drop = [name for name in visible_names(folder)
+                    if is_provisional(name) and (prefix is None or not name.startswith(prefix))]
+            _delete(folder, drop)
+            n += len(drop)
+    return n
 
 
 def publish_batch(results: Path | str | Store, staged: dict[str, Path], *, tag: str) -> dict[str, int]:

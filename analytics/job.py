@@ -44,7 +44,7 @@ import shutil
 import threading
 import uuid
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,9 +60,11 @@ from pyspark.sql import functions as F  # noqa: N812
 from lagscope.analytics import step as steps
 from lagscope.analytics.io import (
     Checkpoint,
+    drop_provisional,
     new_staging,
     publish_batch,
     publish_incremental,
+    publish_provisional,
     read_checkpoint,
     spark_arrow_schema,
     stage_arrow,
@@ -75,7 +77,7 @@ from lagscope.lake import CheckedFile, Quarantined, check_files, is_missing_file
 from lagscope.results import batch_tag, inc_tag, state_dir
 from lagscope.retention import expired_through
 
-__all__ = ["RESULT_TABLES", "STATE_PARTS", "StepFiles", "run_batch", "run_incremental"]
+__all__ = ["RESULT_TABLES", "STATE_PARTS", "StepFiles", "run_batch", "run_incremental", "run_provisional"]
 
 log = logging.getLogger(__name__)
 
@@ -476,8 +478,55 @@ def run_incremental(spark: SparkSession, lake: Path | str, results: Path | str, 
         log.warning("the lake's sweeps from %s to the end of %s have expired (retention removed them, "
                     "collector.retention) before the analytics read them: this step analyses what is left",
                     start.isoformat(), gone)
-    tag = inc_tag(start, until)
     version = f"v-{int(until.timestamp())}-{uuid.uuid4().hex[:6]}"
+    state_out = state_dir(results) / version
+    try:
+        written, moved = _step(spark, lake, results, cp, settings=settings, history_points=history_points,
+                               start=start, until=until, clusters=clusters, progress=progress, state_out=state_out,
+                               publish=lambda staging: publish_incremental(results, staging, tag=inc_tag(start, until),
+                                                                           clusters=clusters))
+    except BaseException:
+        shutil.rmtree(state_out, ignore_errors=True)
+        raise
+    write_checkpoint(results, Checkpoint(watermark=until.isoformat(), version=version))
+    drop_provisional(results)  # hidden since the watermark moved: cleanup
+    if moved:
+        log.info("step %s … %s: analysed%s", start.isoformat(), until.isoformat(), _without(moved))
+    return StepFiles(written, moved)
+
+
+def run_provisional(spark: SparkSession, lake: Path | str, results: Path | str, *, settings: AnalyticsConfig,
+                    until: dt.datetime, history_points: int = HISTORY_POINTS,
+                    clusters: Sequence[str] | None = None, progress: bool = False) -> StepFiles:
+    """A *provisional step*: analyse the sweeps in ``[checkpoint, until)`` (``until`` not rounded:
+    the minute in progress too) from the carried state, as :func:`run_incremental` would, and
+    publish the result rows as ``pre-<from>-<to>-…`` (:func:`lagscope.analytics.io.publish_provisional`)
+    in place of the provisional step before; write no state and leave the checkpoint alone, so
+    the next full step analyses the same sweeps again and replaces these rows
+    (:mod:`lagscope.results`). Returns the files written; nothing without a checkpoint (a first
+    step is a full one) or when ``until`` is not past it."""
+    lake, results = Path(lake), Path(results)
+    cp = read_checkpoint(results)
+    if cp is None:
+        return StepFiles()
+    start = dt.datetime.fromisoformat(cp["watermark"]).astimezone(dt.UTC)
+    until = until.astimezone(dt.UTC)
+    until = until.replace(microsecond=until.microsecond // 1000 * 1000)  # the names hold milliseconds
+    if until <= start:
+        return StepFiles()
+    written, moved = _step(spark, lake, results, cp, settings=settings, history_points=history_points,
+                           start=start, until=until, clusters=clusters, progress=progress, state_out=None,
+                           publish=lambda staging: publish_provisional(results, staging, start=start, until=until))
+    return StepFiles(written, moved)
+
+
+def _step(spark: SparkSession, lake: Path, results: Path, cp: Checkpoint | None, *, settings: AnalyticsConfig,
+          history_points: int, start: dt.datetime, until: dt.datetime, clusters: Sequence[str] | None,
+          progress: bool, state_out: Path | None,
+          publish: Callable[[dict[str, Path]], dict[str, int]]) -> tuple[dict[str, int], list[Quarantined]]:
+    """An incremental step's job over ``[start, until)`` from the state of ``cp``: the next state
+    into ``state_out`` (None: none, a provisional step), the result files staged and handed to
+    ``publish``. Returns what ``publish`` returned and the lake files quarantined."""
     moved: list[Quarantined] = []
     checked: dict[str, list[CheckedFile]] = {}
     for name in LAKE_TABLES:
@@ -487,27 +536,21 @@ def run_incremental(spark: SparkSession, lake: Path | str, results: Path | str, 
     state = _state_files(results, cp["version"]) if cp is not None else {}
     files.update(state)
     staging = _staging(results)
-    state_out = state_dir(results) / version
     buckets = _bucket_count(spark, checked, state)
     plan = _Plan(lake=str(lake), settings=settings, history_points=history_points, buckets=buckets,
                  places=_placements(spark, buckets), as_of=until,
-                 staging={k: str(v) for k, v in staging.items()}, state_out=str(state_out), start=start, until=until,
+                 staging={k: str(v) for k, v in staging.items()},
+                 state_out=str(state_out) if state_out is not None else None, start=start, until=until,
                  optional=_optional(lake))
     try:
-        state_out.mkdir(parents=True, exist_ok=True)
+        if state_out is not None:
+            state_out.mkdir(parents=True, exist_ok=True)
         _, unreadable = _execute(spark, files, plan, progress)
         moved.extend(unreadable)
-        written = publish_incremental(results, staging, tag=tag, clusters=clusters)
-    except BaseException:
-        shutil.rmtree(state_out, ignore_errors=True)
-        raise
+        return publish(staging), moved
     finally:
         for folder in staging.values():
             shutil.rmtree(folder, ignore_errors=True)
-    write_checkpoint(results, Checkpoint(watermark=until.isoformat(), version=version))
-    if moved:
-        log.info("step %s … %s: analysed%s", start.isoformat(), until.isoformat(), _without(moved))
-    return StepFiles(written, moved)
 
 
 def _without(moved: Sequence[Quarantined]) -> str:

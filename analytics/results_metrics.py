@@ -63,7 +63,7 @@ import time
 from array import array
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -489,6 +489,35 @@ def _apply(spec: _TableSpec, state: _TableState, changes: TableChanges,
     return _TableState(events=events, newest_as_of=newest, updated=changes.newest_mtime, retired=retired), read
 
 
+def _provisional(changes: TableChanges) -> list[FolderChange]:
+    """The folders' provisional files of a poll, as changes whose ``files`` they are."""
+    return [FolderChange(c.cluster, c.date, c.provisional) for c in changes.changed if c.provisional]
+
+
+def _overlay(spec: _TableSpec, state: _TableState, changes: TableChanges) -> tuple[_TableState, list[Path]]:
+    """``state`` (what the full steps wrote) with the rows of the provisional step laid over it
+    (:attr:`lagscope.results.FolderChange.provisional`): what is exported until the next refresh,
+    never kept (the next refresh lays the provisional step of its time over the full steps').
+    An event folder whose provisional rows name an event already folded into its totals keeps
+    the full steps' view. Returns it and the files read."""
+    pre = _provisional(changes)
+    if not pre:
+        return state, []
+    read = [f for c in pre for f in c.files]
+    if spec.is_series:
+        series = dict(state.series)
+        for change in pre:
+            _fold_series(spec, series, change)
+        return replace(state, series=series), read
+    events = dict(state.events)
+    for change in pre:
+        key = (change.cluster, change.date)
+        folder = _fold_event_files(spec, events.get(key, _EventFolder()), change.files)
+        if folder is not None:
+            events[key] = folder
+    return replace(state, events=events), read
+
+
 def _needs_full_read(spec: _TableSpec, changes: TableChanges) -> bool:
     """Whether a series table must be read again whole: files already read were replaced, or
     days went that are not the oldest of their cluster (a series' latest row may then be in an
@@ -534,6 +563,8 @@ def _apply_advice(held: Mapping[str, _Advice], changes: TableChanges,
     # step's files (inc-<from>-<to>-…) only the newest step's: a start reads one step, not a day
     newest: dict[str, FolderChange] = {}
     for change in changes.changed:
+        if not change.files and not change.reset:
+            continue  # provisional files only: laid over by the caller, not kept
         if change.cluster not in newest or change.date > newest[change.cluster].date:
             newest[change.cluster] = change
     for change in newest.values():
@@ -570,6 +601,10 @@ class ResultsSnapshot:
     advice: Mapping[str, _Advice] = field(default_factory=dict)
     #: per table: the files the refresh that made this snapshot read
     files_read: Mapping[str, list[Path]] = field(default_factory=dict)
+    #: ``tables`` and ``advice`` without the provisional step's rows: what the next refresh
+    #: folds new files into (None: the same as ``tables``, ``advice``)
+    committed: Mapping[str, _TableState] | None = None
+    committed_advice: Mapping[str, _Advice] | None = None
 
     def held(self) -> dict[str, int]:
         """Per table, the records it holds: series (lag trends, status) or open and recently
@@ -613,10 +648,12 @@ class ResultsCollector(Collector):
 
     def _refresh(self, previous: ResultsSnapshot) -> ResultsSnapshot:
         tables: dict[str, _TableState] = {}
+        views: dict[str, _TableState] = {}
         files_read: dict[str, list[Path]] = {}
+        before = previous.committed if previous.committed is not None else previous.tables
         for name, spec in _SPECS.items():
             for _ in range(_QUARANTINE_RETRIES):
-                state = previous.tables.get(name, _TableState())
+                state = before.get(name, _TableState())
                 tail = self._tails[name]
                 try:
                     changes = tail.poll()
@@ -633,33 +670,48 @@ class ResultsCollector(Collector):
                     else:
                         self._read_errors += 1
                         log.warning("cannot read result table %s under %s: %s", name, self.root, exc)
-                    tables[name] = previous.tables.get(name, _TableState())
+                    tables[name] = before.get(name, _TableState())
+                    views[name] = previous.tables.get(name, tables[name])
                     files_read[name] = []
                     break
             else:  # a file quarantined at every attempt: read again at the next refresh
-                tables[name] = previous.tables.get(name, _TableState())
+                tables[name] = before.get(name, _TableState())
+                views[name] = previous.tables.get(name, tables[name])
                 files_read[name] = []
             if name in tables:
                 continue
             tail.commit(changes)
             self._tails[name] = tail
-            tables[name] = state
+            tables[name] = views[name] = state
+            try:  # the provisional step's rows over the full steps': this refresh's view only
+                views[name], pre_read = _overlay(spec, state, changes)
+                read = read + pre_read
+            except (FileQuarantined, LakeError, OSError, pa.ArrowInvalid) as exc:
+                log.debug("result table %s: the provisional step's files not read (%s); the next refresh "
+                          "reads the step of its time", name, exc)
             files_read[name] = read
             self._files_read += len(files_read[name])
-        advice = previous.advice
+        before_advice = previous.committed_advice if previous.committed_advice is not None else previous.advice
+        advice = view_advice = before_advice
         try:
             advice_changes = self._advice_tail.poll()
-            advice, read_n = _apply_advice(previous.advice, advice_changes,
-                                           read_publish_state(self.root).watermark_ms)
+            published = read_publish_state(self.root)
+            advice, read_n = _apply_advice(before_advice, advice_changes, published.watermark_ms)
             self._advice_tail.commit(advice_changes)
             self._files_read += read_n
+            view_advice = advice
+            pre = _provisional(advice_changes)
+            if pre or published.newest_ms != published.watermark_ms:
+                view_advice, read_n = _apply_advice(advice, TableChanges(tuple(pre)), published.newest_ms)
+                self._files_read += read_n
         except (LakeError, OSError, pa.ArrowInvalid) as exc:
             if isinstance(exc, OSError | pa.ArrowInvalid) and is_missing_file(exc):
                 log.debug("result table advice changed while read; read again at the next refresh")
             else:
                 self._read_errors += 1
                 log.warning("cannot read result table advice under %s: %s", self.root, exc)
-        return ResultsSnapshot(tables=tables, files_read=files_read, advice=advice)
+        return ResultsSnapshot(tables=views, files_read=files_read, advice=view_advice, committed=tables,
+                               committed_advice=advice)
 
     def _folder_files(self, table: str) -> Callable[[str, str], list[Path]]:
         def files(cluster: str, date: str) -> list[Path]:

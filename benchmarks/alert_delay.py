@@ -14,9 +14,9 @@ warning). The demo's summary judges each injected fault's webhook
 (:func:`lagscope.devtools.demo.webhook_verdicts`); this script reports them per fault kind: how
 many were due (a finding at or above the route's severity reports the fault), how many arrived,
 the delay p50/p95/max (nearest rank) against the target of 2 sweep intervals + one analytics step
-interval + 5 s, and the part of the delay after the fault's minute was over (the analytics
-analyse whole minutes: nothing of a fault is published before its minute has ended, so the part
-after it is what the step interval, the step and the alerts add); and each run's verdicts. The
+interval + 5 s, and the part of the delay after the fault's minute was over (negative: the webhook
+arrived before it; the full steps analyse whole minutes, the provisional steps between them the
+minute in progress, ``analytics.provisional``, docs/analytics.md); and each run's verdicts. The
 demo's own output goes to stderr; the Markdown report to stdout.
 
 The load average is read at start and end: above ``--max-load`` (2.5) at either, the report says

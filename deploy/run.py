@@ -10,7 +10,9 @@ thread:
 - ``collector``: the sweep loop (:class:`lagscope.collector.loop.Collector`) with the
   ``__consumer_offsets`` tail where enabled; serves ``/metrics`` on ``metrics.bind:port``.
 - ``analytics``: the incremental analytics loop: every ``analytics.interval_s`` seconds one
-  :func:`~lagscope.analytics.job.run_incremental` step over the sweeps since the checkpoint,
+  :func:`~lagscope.analytics.job.run_incremental` step over the sweeps since the checkpoint
+  (whole minutes), then (``analytics.provisional``) one
+  :func:`~lagscope.analytics.job.run_provisional` step over the minute in progress,
   in one Spark session kept for the life of the process (``analytics.master``, or ``--master``);
   hourly, the result tables' date partitions older than ``analytics.retention`` days go.
 - ``alerts``: every ``--alerts-interval`` seconds, turns the result tables' findings into
@@ -189,7 +191,8 @@ class AnalyticsLoop(_Periodic):
                  backfill_s: float = 86400.0, shuffle_partitions: int = 4,
                  driver_memory: str | None = None, max_failures: int = 3, log_file: Path | None = None,
                  clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
-                 retention_days: int | None = None, removals: Removals | None = None) -> None:
+                 retention_days: int | None = None, removals: Removals | None = None,
+                 provisional: bool | None = None, provisional_settle_s: float = 0.0) -> None:
         super().__init__(interval_s)
         self.lake, self.results, self.master = lake, results, master
         self.settings = settings if settings is not None else AnalyticsConfig()
@@ -202,6 +205,10 @@ class AnalyticsLoop(_Periodic):
         self.clock = clock
         self.retention_days = retention_days
         self.removals = removals if removals is not None else Removals()
+        #: provisional steps after the full ones (None: ``settings.provisional``), over the sweeps
+        #: up to ``provisional_settle_s`` before the clock (a sweep in progress is not in the lake yet)
+        self.provisional = self.settings.provisional if provisional is None else provisional
+        self.provisional_settle_s = provisional_settle_s
         self._last_prune: dt.datetime | None = None
         self.spark: Any = None
         self.files_written = 0
@@ -248,7 +255,7 @@ class AnalyticsLoop(_Periodic):
                       cause, self.consecutive_failures, self.max_failures, self.log_file)
 
     def step(self) -> None:
-        from lagscope.analytics.job import run_incremental
+        from lagscope.analytics.job import run_incremental, run_provisional
 
         if not self.lake.is_dir():
             if self.runs == 0:
@@ -263,6 +270,11 @@ class AnalyticsLoop(_Periodic):
             written = run_incremental(self._session(), self.lake, self.results,
                                       settings=self.settings, history_points=self.history_points,
                                       until=now, since=now - dt.timedelta(seconds=self.backfill_s))
+            if self.provisional:
+                # the minute in progress, at once: replaced by the full step that covers it
+                run_provisional(self._session(), self.lake, self.results, settings=self.settings,
+                                history_points=self.history_points,
+                                until=now - dt.timedelta(seconds=self.provisional_settle_s))
         except Exception as exc:
             if self.stopping.is_set():
                 raise
@@ -491,7 +503,8 @@ def build_components(settings: Settings, parts: set[Part], *, results: Path, out
             history_points=settings.time_lag.history_points,
             backfill_s=acfg.backfill_s() if backfill_s is None else backfill_s,
             shuffle_partitions=acfg.shuffle_partitions or 4, driver_memory=acfg.driver_memory,
-            retention_days=acfg.retention, removals=removals))
+            retention_days=acfg.retention, removals=removals,
+            provisional_settle_s=settings.collector.interval_s))
     if Part.collector in parts:
         out.append(CollectorComponent(settings, [on_collector] if on_collector is not None else None,
                                       results=results, removals=removals))

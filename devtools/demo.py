@@ -375,6 +375,9 @@ def run_demo(opts: DemoOptions, stop: threading.Event | None = None) -> DemoResu
         end = dt.datetime.fromtimestamp(result.t0 + sc.duration, dt.UTC)
         end = min(end, dt.datetime.now(dt.UTC))
         if not stop.is_set() and code == 0:
+            # the summary judges the scenario's minutes: no provisional step past its end (the
+            # full step that covers it deletes those before it, and hides any in flight)
+            analytics.provisional = False
             _wait_for_analytics(results, _minute_ceil(end), analytics, stop)
             _wait_for_alerts(alerts, dt.datetime.now(dt.UTC), stop)
         if analytics.fatal is not None:

@@ -510,6 +510,11 @@ class AnalyticsConfig(_Section):
         "1g", description="spark.driver.memory (e.g. '2g'): the JVM moves a task's blobs, not the step's tables, "
                           "so a small driver suffices (benchmarks/results/analytics_speed.md).")
     interval_s: float = Field(60.0, gt=0, description="lagscope run: seconds between incremental steps.")
+    provisional: bool = Field(
+        True, description="lagscope run: after each incremental step, a provisional step over the minute in "
+                          "progress (up to one collector interval before now) publishes its findings at once, "
+                          "replaced by the next full step; it writes no state (docs/analytics.md). false: "
+                          "findings wait for their minute to end.")
     backfill: str = Field(
         "24h", description="lagscope run, first step only (no checkpoint yet): analyse this long before now.")
     read_committed_groups: list[str] = Field(

@@ -10,6 +10,15 @@ Burrow API, the demo) lists them here, which honours the analytics' publish mark
     an incremental step over ``[from, to)``. Visible once the checkpoint's watermark
     (``_state/checkpoint.json``, moved after every file of the step is in place) has reached
     ``to``: before that the step is being published, or crashed and will be redone.
+``pre-<from_ms>-<to_ms>-NNNNN.parquet``
+    a provisional step over ``[from, to)``: the rows of the sweeps since the checkpoint's
+    watermark, published between full steps so that a finding shows within seconds rather than
+    after its minute ends (it writes no state and does not move the checkpoint). Visible while
+    ``from`` is the checkpoint's watermark and ``_state/provisional.json`` (``{"from_ms",
+    "to_ms"}``, replaced atomically after every file of the step is in place) names it: a newer
+    provisional step replaces it at once, in every folder together, and the full step that moves
+    the watermark past ``from`` replaces it just as the step's own files appear (no moment shows
+    both). Older ``pre-`` files are deleted after each publish; visibility never depends on that.
 ``batch-<since>-<until>-<run>-NNNNN.parquet``
     a batch over whole days. ``_state/publishing.json`` (``{"seq", "tag", "phase"}``, replaced
     atomically) says where its publishing is: ``moving`` (its files are hidden), ``replacing``
@@ -26,8 +35,11 @@ any other name
 
 Rebalance windows and anomalies are append-only: an open one is written again by every step
 until it closes, so of the rows of one identity (:data:`EVENT_IDENTITY`) only the current one
-counts (:func:`current_rows`). :class:`TableTail` tells a long-lived reader (the results
-exporter) which files are new since it last looked, so that it reads each file once.
+counts (:func:`current_rows`); a provisional step's rows are stamped with its ``to``, so they win
+over the full steps' before it, and the next full step's (a later ``as_of_ts``) win over them.
+:class:`TableTail` tells a long-lived reader (the results exporter) which files are new since it
+last looked, so that it reads each file once; it reports a folder's current provisional files
+apart (:attr:`FolderChange.provisional`), to be read again at every poll, never as read.
 """
 
 from __future__ import annotations
@@ -67,14 +79,17 @@ __all__ = [
     "current_rows",
     "event_rank",
     "inc_tag",
+    "is_provisional",
     "latest_rows",
     "list_files",
     "newest_step_files",
     "object_files",
+    "pre_tag",
     "read",
     "read_publish_state",
     "state_dir",
     "visible",
+    "write_provisional_marker",
     "write_publish_state",
 ]
 
@@ -87,7 +102,11 @@ EVENT_IDENTITY: dict[str, tuple[str, ...]] = {"rebalances": ("cluster", "group_i
                                               "anomalies": ("cluster", "key")}
 
 _INC = re.compile(r"^inc-(\d+)-(\d+)-")
+_PRE = re.compile(r"^pre-(\d+)-(\d+)-")
+#: an incremental or a provisional step's files (both name their range)
+_STEP = re.compile(r"^(?:inc|pre)-(\d+)-(\d+)-")
 _LIST_ATTEMPTS = 5
+_PROVISIONAL = "_state/provisional.json"
 
 
 # --------------------------------------------------------------------------------------------
@@ -102,6 +121,11 @@ def state_dir(results: Path | str) -> Path:
 def inc_tag(start: dt.datetime, until: dt.datetime) -> str:
     """The name prefix of an incremental step's files over ``[start, until)``."""
     return f"inc-{int(start.timestamp() * 1000)}-{int(until.timestamp() * 1000)}"
+
+
+def pre_tag(start: dt.datetime, until: dt.datetime) -> str:
+    """The name prefix of a provisional step's files over ``[start, until)``."""
+    return f"pre-{int(start.timestamp() * 1000)}-{int(until.timestamp() * 1000)}"
 
 
 def batch_tag(since: dt.date, until: dt.date) -> str:
@@ -119,6 +143,16 @@ class PublishState:
     seq: int = 0
     tag: str | None = None
     phase: str = "done"
+    #: the provisional marker: the range ``(from_ms, to_ms)`` of the provisional step to show
+    provisional: tuple[int, int] | None = None
+
+    @property
+    def newest_ms(self) -> int | None:
+        """The end of the newest step visible: the provisional one's (when it starts at the
+        watermark), else the watermark."""
+        if self.provisional is not None and self.provisional[0] == self.watermark_ms:
+            return self.provisional[1]
+        return self.watermark_ms
 
 
 def _read_marker(read: Callable[[], str | bytes], where: str) -> dict[str, Any] | None:
@@ -142,23 +176,33 @@ def read_publish_state(results: Path | str | Store) -> PublishState:
         cp = _read_marker(lambda: store.get("_state/checkpoint.json"), store.url_of("_state/checkpoint.json"))
         marker = _read_marker(lambda: store.get("_state/publishing.json"),
                               store.url_of("_state/publishing.json")) or {}
-        return _publish_state(cp, marker, store.url_of("_state/checkpoint.json"))
+        pre = _read_marker(lambda: store.get(_PROVISIONAL), store.url_of(_PROVISIONAL))
+        return _publish_state(cp, marker, pre, store.url_of("_state/checkpoint.json"))
     results = _local(results)
     root = state_dir(results)
-    cp_file, marker_file = checkpoint_file(results), root / "publishing.json"
+    cp_file, marker_file, pre_file = checkpoint_file(results), root / "publishing.json", root / "provisional.json"
     cp = _read_marker(cp_file.read_text, str(cp_file))
     marker = _read_marker(marker_file.read_text, str(marker_file)) or {}
-    return _publish_state(cp, marker, str(cp_file))
+    pre = _read_marker(pre_file.read_text, str(pre_file))
+    return _publish_state(cp, marker, pre, str(cp_file))
 
 
-def _publish_state(cp: dict[str, Any] | None, marker: dict[str, Any], where: str) -> PublishState:
+def _publish_state(cp: dict[str, Any] | None, marker: dict[str, Any], pre: dict[str, Any] | None,
+                   where: str) -> PublishState:
     watermark = None
     if cp is not None:
         try:
             watermark = int(dt.datetime.fromisoformat(cp["watermark"]).timestamp() * 1000)
         except (KeyError, TypeError, ValueError) as exc:
             raise LakeError(f"unreadable watermark in {where}: {exc!r}") from exc
-    return PublishState(watermark, int(marker.get("seq", 0)), marker.get("tag"), str(marker.get("phase", "done")))
+    provisional = None
+    if pre is not None:
+        try:
+            provisional = (int(pre["from_ms"]), int(pre["to_ms"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LakeError(f"unreadable provisional marker beside {where}: {exc!r}") from exc
+    return PublishState(watermark, int(marker.get("seq", 0)), marker.get("tag"), str(marker.get("phase", "done")),
+                        provisional)
 
 
 def _local(results: Path | str | Store) -> Path | str:
@@ -187,6 +231,30 @@ def write_publish_state(results: Path | str | Store, tag: str, phase: str) -> No
     os.replace(tmp, root / "publishing.json")
 
 
+def write_provisional_marker(results: Path | str | Store, start: dt.datetime, until: dt.datetime) -> None:
+    """Name the provisional step over ``[start, until)`` as the one to show (the analytics'
+    publisher, once every file of the step is in place; replaced atomically: on an object store
+    one whole object put over the old one)."""
+    data = json.dumps({"from_ms": int(start.timestamp() * 1000), "to_ms": int(until.timestamp() * 1000)})
+    store = object_store(results)
+    if store is not None:
+        store.put(_PROVISIONAL, data.encode())
+        return
+    root = state_dir(_local(results))
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / f".provisional-{uuid.uuid4().hex[:8]}.json"
+    with tmp.open("w") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, root / "provisional.json")
+
+
+def is_provisional(name: str) -> bool:
+    """Whether a result file is a provisional step's (``pre-…``)."""
+    return name.startswith("pre-")
+
+
 def visible(names: Iterable[str], state: PublishState) -> list[str]:
     """Of one partition folder's file names, those a reader may read (module docstring)."""
     names = list(names)
@@ -199,6 +267,11 @@ def visible(names: Iterable[str], state: PublishState) -> list[str]:
             names = mine
     out = []
     for n in names:
+        if (m := _PRE.match(n)) is not None:
+            rng = (int(m.group(1)), int(m.group(2)))
+            if state.watermark_ms is not None and rng[0] == state.watermark_ms and rng == state.provisional:
+                out.append(n)
+            continue
         m = _INC.match(n)
         if m is None or (state.watermark_ms is not None and int(m.group(2)) <= state.watermark_ms):
             out.append(n)
@@ -216,16 +289,15 @@ def _check_table(table: str) -> None:
 
 def _listing(results: Path | str, table: str, cluster: str | Iterable[str] | None, since: dt.date | None,
              until: dt.date | None) -> tuple[PublishState, dict[Path, list[str]]]:
-    """The visible names per folder, under one publish state: a listing that a batch marker
-    change overlapped is taken again."""
+    """The visible names per folder, under one publish state: a listing that a change of the
+    markers (a batch, a step's checkpoint, a provisional step) overlapped is taken again."""
     for _ in range(_LIST_ATTEMPTS):
         state = read_publish_state(results)
         folders = {d: visible(visible_names(d), state)
                    for d in date_folders(results, table, cluster=cluster, since=since, until=until)}
-        after = read_publish_state(results)
-        if after.seq == state.seq:
+        if read_publish_state(results) == state:
             return state, folders
-    raise LakeError(f"cannot list result table {table}: the analytics kept publishing batches meanwhile")
+    raise LakeError(f"cannot list result table {table}: the analytics kept publishing meanwhile")
 
 
 def _object_listing(store: Store, table: str, cluster: str | Iterable[str] | None, since: dt.date | None,
@@ -237,9 +309,9 @@ def _object_listing(store: Store, table: str, cluster: str | Iterable[str] | Non
         files = [f"{d}/{n}" for d in object_date_folders(store, table, cluster, since, until)
                  for n in visible([n for n in store.names(d) if n.endswith(".parquet")
                                    and not n.startswith((".", "_"))], state)]
-        if read_publish_state(store).seq == state.seq:
+        if read_publish_state(store) == state:
             return files
-    raise LakeError(f"cannot list result table {table}: the analytics kept publishing batches meanwhile")
+    raise LakeError(f"cannot list result table {table}: the analytics kept publishing meanwhile")
 
 
 def object_files(results: str | Store, table: str, *, cluster: str | Iterable[str] | None = None,
@@ -348,11 +420,12 @@ def current_events(results: Path | str | Store, table: str, *, cluster: str | It
 
 
 def newest_step_files(files: Iterable[Path]) -> list[Path]:
-    """Of result ``files``, those of the newest incremental step (the greatest ``<to>`` of
-    ``inc-<from>-<to>-…``) and every other (a batch's, whose name does not say its end): where a
+    """Of result ``files``, those of the newest incremental or provisional step (the greatest
+    ``<to>`` of ``inc-<from>-<to>-…`` or ``pre-<from>-<to>-…``; a visible provisional step is
+    always the newest) and every other (a batch's, whose name does not say its end): where a
     table every step rewrites whole (``advice``) has its latest rows."""
     files = list(files)
-    tos = {f: int(m.group(2)) for f in files if (m := _INC.match(f.name))}
+    tos = {f: int(m.group(2)) for f in files if (m := _STEP.match(f.name))}
     top = max(tos.values(), default=None)
     return [f for f in files if f not in tos or tos[f] == top]
 
@@ -361,10 +434,10 @@ def current_advice(results: Path | str, *, cluster: str | Iterable[str] | None =
                    group: str | None = None) -> list[dict[str, Any]]:
     """The current ``advice`` rows: per cluster, the rows of its latest ``as_of_ts`` (every step
     writes the advice of every group it analysed, so a group absent there has none), unless an
-    incremental step published after them (the checkpoint's watermark is later): that step found
-    no advice in the cluster. Reads the cluster's latest date folder only (a row's date is that
-    of the last instant its step analysed, ``as_of_ts`` − 1 ms), of it the newest step's files
-    (:func:`newest_step_files`)."""
+    incremental or provisional step published after them (the checkpoint's watermark, or the
+    visible provisional step's end, is later): that step found no advice in the cluster. Reads
+    the cluster's latest date folder only (a row's date is that of the last instant its step
+    analysed, ``as_of_ts`` − 1 ms), of it the newest step's files (:func:`newest_step_files`)."""
     state = read_publish_state(results)
     out: list[dict[str, Any]] = []
     latest: dict[str, dt.date] = {}
@@ -380,7 +453,7 @@ def current_advice(results: Path | str, *, cluster: str | Iterable[str] | None =
         if not rows:
             continue
         top = max(r["as_of_ts"] for r in rows)
-        if state.watermark_ms is not None and top.timestamp() * 1000 < state.watermark_ms:
+        if state.newest_ms is not None and top.timestamp() * 1000 < state.newest_ms:
             continue
         out.extend(dict(r) for r in rows if r["as_of_ts"] == top and (group is None or r["group_id"] == group))
     return out
@@ -394,12 +467,19 @@ def current_advice(results: Path | str, *, cluster: str | Iterable[str] | None =
 class FolderChange:
     """New live files of one partition folder since the last :meth:`TableTail.commit`; with
     ``reset``, the files read before changed (a batch replaced them): ``files`` are then all of
-    the folder's live files, and what was read from the folder before no longer holds."""
+    the folder's live files, and what was read from the folder before no longer holds.
+
+    ``provisional``: the folder's live provisional files (``pre-…``, module docstring) at this
+    poll, reported at every poll while there are any and never among ``files``: they replace
+    the provisional files of the poll before (whose rows no longer hold), and the full step that
+    follows replaces them. A reader folds ``files`` into what it keeps and lays the provisional
+    rows over that, afresh each poll."""
 
     cluster: str
     date: str
     files: tuple[Path, ...]
     reset: bool = False
+    provisional: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -444,13 +524,19 @@ class TableTail:
 
     def poll(self) -> TableChanges:
         """The changes since the last commit (nothing is committed: call :meth:`commit` once
-        they have been read, so that a failed read is retried by the next poll)."""
+        they have been read, so that a failed read is retried by the next poll). The marks
+        follow the incremental and batch files only: a provisional file replaced or gone is no
+        change to what was read (:attr:`FolderChange.provisional`)."""
         _, folders = _listing(self.results, self.table, None, None, None)
         changed: list[FolderChange] = []
         marks: dict[tuple[str, str], _Mark] = {}
-        for folder, names in folders.items():
+        for folder, listed in folders.items():
             key = (folder.parent.name.removeprefix("cluster="), folder.name.removeprefix("date="))
+            names = [n for n in listed if not is_provisional(n)]
+            pre = tuple(folder / n for n in listed if is_provisional(n))
             if not names:
+                if pre:
+                    changed.append(FolderChange(key[0], key[1], (), False, pre))
                 continue
             mark = self._marks.get(key)
             old = [n for n in names if mark is not None and n <= mark.last]
@@ -468,8 +554,8 @@ class TableTail:
             kept = [n for n in names if n in read_names]
             if kept:
                 marks[key] = _Mark(kept[-1], len(kept), hash(tuple(kept)), newest)
-            if files or reset:
-                changed.append(FolderChange(key[0], key[1], tuple(files), reset))
+            if files or reset or pre:
+                changed.append(FolderChange(key[0], key[1], tuple(files), reset, pre))
         gone = tuple(sorted(set(self._marks) - set(marks)))
         newest_all = max((m.newest_mtime for m in marks.values()), default=None)
         return TableChanges(tuple(changed), gone, newest_all, marks)

@@ -116,3 +116,28 @@ def test_a_batch_replaces_its_partitions_and_a_crash_while_moving_rolls_back(
     assert _reasons(store) == ["new"]
     assert results.read_publish_state(store).phase == "done"  # its own rollback ran
     assert len(results.object_files(store, "status")) == 1
+
+
+def test_provisional_steps_on_the_object_store(store: Store) -> None:
+    # a full step, then two provisional steps from its watermark: each shows at once, the second
+    # replaces the first (whose objects go), the checkpoint never moves; the full step over the
+    # range hides the last one and deletes it
+    w = T0 + dt.timedelta(minutes=5)
+    stage_objects(store, ".staging/full-1", "status", _status_rows(1, "full"))
+    publish_incremental(store, {"status": Path(".staging/full-1")}, tag=results.inc_tag(T0, w))
+    write_checkpoint(store, Checkpoint(watermark=w.isoformat(), version="v-1", clusters=["prod"]))
+    for label, until in (("pre-a", w + dt.timedelta(seconds=20)), ("pre-b", w + dt.timedelta(seconds=40))):
+        stage_objects(store, f".staging/{label}", "status", _status_rows(2, label))
+        assert io.publish_provisional(store, {"status": Path(f".staging/{label}")}, start=w, until=until) == {
+            "status": 1}
+        assert _reasons(store) == ["full", label, label]
+        assert read_checkpoint(store)["watermark"] == w.isoformat()  # type: ignore[index]
+    names = [n for n in store.names(f"status/cluster=prod/date={T0.date().isoformat()}") if n.startswith("pre-")]
+    assert names == [f"{results.pre_tag(w, w + dt.timedelta(seconds=40))}-00000.parquet"]
+    stage_objects(store, ".staging/full-2", "status", _status_rows(3, "full-2"))
+    publish_incremental(store, {"status": Path(".staging/full-2")}, tag=results.inc_tag(w, w + dt.timedelta(minutes=1)))
+    write_checkpoint(store, Checkpoint(watermark=(w + dt.timedelta(minutes=1)).isoformat(), version="v-2",
+                                       clusters=["prod"]))
+    assert _reasons(store) == ["full", "full-2", "full-2", "full-2"]  # hidden before it is deleted
+    assert io.drop_provisional(store) == 1
+    assert _reasons(store) == ["full", "full-2", "full-2", "full-2"]

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 from helpers.bad_files import KINDS, in_quarantine, quarantine_lines, spoil
 from helpers.history import make_history
-from helpers.results_steps import publish_batch_rows, publish_step
+from helpers.results_steps import publish_batch_rows, publish_provisional_step, publish_step
 from helpers.results_synthetic import (
     Synthetic,
     advice,
@@ -571,3 +571,39 @@ def test_delivery_counters_count_a_finding_once_and_only_go_up(tmp_path: Path) -
     publish_step(tmp_path, "prod", day2 + 2 * STEP, day2 + 3 * STEP, {"anomalies": [
         delivery_anomaly("g", "t", 2, "skip", day2 + 2 * STEP, day2 + 2 * STEP, 7.0, as_of=day2 + 3 * STEP)]})
     assert _delivery(registry, "lost", "t", "seek") == 12
+
+
+def test_a_provisional_step_is_laid_over_the_full_steps_and_replaced(tmp_path: Path) -> None:
+    # two full steps, then provisional steps over the step in progress: each is exported at
+    # once (as a whole reading of the tables shows it), the next one replaces it, and the full
+    # step replaces the last; the exporter's folded state never holds a provisional row
+    _publish_steps(tmp_path, 0, 2)
+    registry, collector = _registry(tmp_path, refresh_s=0.0)
+    w = D0 + 2 * STEP
+    cg = {"cluster": "prod", "group": "g"}
+    part = {**cg, "topic": "t", "partition": "0"}
+    lag = {**cg, "kind": "lag_growth", "severity": "warning"}
+    assert registry.get_sample_value("lagscope_group_status", {**cg, "status": "WARN"}) == 1
+    pre = {"lag_trends": [trend("g", "t", 0, w, 5.0, 60.0)], "status": [status("g", w + dt.timedelta(seconds=20),
+                                                                              "STALL", "STALL")],
+           "anomalies": [anomaly("prod", "g", "t", "lag_growth", w, None, "warning", as_of=w + STEP / 2)]}
+    publish_provisional_step(tmp_path, "prod", w, w + STEP / 2, pre)
+    assert registry.get_sample_value("lagscope_group_status", {**cg, "status": "STALL"}) == 1
+    assert registry.get_sample_value("lagscope_retention_headroom_seconds", part) == 5.0
+    assert registry.get_sample_value("lagscope_anomalies_open", lag) == 1
+    assert _samples(registry) == _samples(_registry(tmp_path)[0])
+    assert any(p.name.startswith("pre-") for ps in collector.reading().files_read.values() for p in ps)
+    # the next provisional step no longer finds the lag growth, and the group is OK
+    publish_provisional_step(tmp_path, "prod", w, w + STEP * 3 / 4, {
+        "status": [status("g", w + dt.timedelta(seconds=40), "OK", "OK")]})
+    assert registry.get_sample_value("lagscope_group_status", {**cg, "status": "OK"}) == 1
+    assert registry.get_sample_value("lagscope_retention_headroom_seconds", part) == 1010.0
+    assert registry.get_sample_value("lagscope_anomalies_open", lag) is None
+    assert _samples(registry) == _samples(_registry(tmp_path)[0])
+    # the full step over the range: its rows, nothing provisional left, no folder read again
+    publish_step(tmp_path, "prod", w, w + STEP, _step_rows(2))
+    reading = collector.reading()
+    assert _samples(registry) == _samples(_registry(tmp_path)[0])
+    assert registry.get_sample_value("lagscope_retention_headroom_seconds", part) == 1020.0
+    assert all(p.name.startswith("inc-") for ps in reading.files_read.values() for p in ps)
+    assert reading.committed == reading.tables
