@@ -650,7 +650,7 @@ def _payload_finding(payload: Mapping[str, Any]) -> score.Finding | None:
 
 def webhook_verdicts(scored: score.RunScore, faults: list[Fault], received: list[dict[str, Any]],
                      alert_findings: list[score.Finding], *, min_severity: str, target_s: float,
-                     tolerance_s: float) -> list[WebhookVerdict]:
+                     tolerance_s: float, own_s: Mapping[str, float] | None = None) -> list[WebhookVerdict]:
     """Per injected fault, its webhook's verdict (:class:`WebhookVerdict`).
 
     A payload reports a fault when, read as a finding (kind, group, topic, partition, start, end),
@@ -659,7 +659,10 @@ def webhook_verdicts(scored: score.RunScore, faults: list[Fault], received: list
     of that group on the member's partitions, a crash's a rebalance window of its group. Its delay
     runs from the fault's start to the first such payload's ``received_ts``. Without one, the
     reason comes from ``alert_findings`` (the alerts' findings at the end, with their severities:
-    a rebalance window is ``info`` until it outlasts its bound)."""
+    a rebalance window is ``info`` until it outlasts its bound). A delivered webhook's target is
+    ``target_s`` + the rule's own threshold for the kind it reports (``own_s``,
+    :func:`score.own_thresholds`: no stall can be reported before the partition has made no
+    progress for ``stall_after_s``), as the accuracy benchmark's detection delay budget."""
     from lagscope.alerts.findings import severity_rank
 
     arrivals = sorted(((float(r["received_ts"]), f) for r in received
@@ -676,8 +679,8 @@ def webhook_verdicts(scored: score.RunScore, faults: list[Fault], received: list
         first = next(((ts, f) for ts, f in arrivals if reports(f)), None)
         if first is not None:
             ts, f = first
-            out.append(WebhookVerdict(fault, target_s, delay_s=ts - fault.start, alert=f"{f.kind} {f.severity}",
-                                      due=True))
+            out.append(WebhookVerdict(fault, target_s + (own_s or {}).get(f.kind, 0.0), delay_s=ts - fault.start,
+                                      alert=f"{f.kind} {f.severity}", due=True))
             continue
         reporting = [f for f in alert_findings if reports(f)]
         loud = [f for f in reporting if severity_rank(f.severity) >= severity_rank(min_severity)]
@@ -747,12 +750,14 @@ def print_summary(results: Path, *, prefix: str, start: dt.datetime, end: dt.dat
         for line in verdict_lines(scored, faults, prefix=prefix, t0=t0):
             say(line)
         if webhooks is not None:
+            own = score.own_thresholds(rules or AnalyticsRulesConfig())
             verdicts = webhook_verdicts(scored, faults, webhooks.records, _alert_findings(results),
                                         min_severity=webhooks.min_severity, target_s=webhooks.target_s,
-                                        tolerance_s=tolerance_s)
+                                        tolerance_s=tolerance_s, own_s=own)
             say(f"webhooks, from the fault to its arrival at the demo's receiver (route {RECEIVER_ROUTE}, "
                 f"min_severity {webhooks.min_severity}; target 2 sweep intervals + one analytics step "
-                f"interval + 5 s = {webhooks.target_s:g}s; {len(webhooks.records)} received):")
+                f"interval + 5 s = {webhooks.target_s:g}s, + the rule's own threshold (stall {own['stall']:g}s, "
+                f"stop {own['stop']:g}s); {len(webhooks.records)} received):")
             for line in webhook_lines(verdicts, prefix=prefix, t0=t0):
                 say(line)
         elif routes:

@@ -297,12 +297,18 @@ def score_run(expected: Iterable[Expected], findings: Iterable[Finding], *, tole
     return out
 
 
+def own_thresholds(rules: AnalyticsRulesConfig) -> dict[str, float]:
+    """Per kind, the rule's own threshold (s): how long after a fault begins its finding can exist
+    at all (a stall is one only after ``stall_after_s`` without progress); 0 for a finding the
+    fault makes at once."""
+    return {"stall": rules.stall_after_s, "stop": rules.stop_after_s, "commit_gap": rules.gap_min_s,
+            "rewind": 0.0, "skip": 0.0, "retention_loss": 0.0, "rebalance": 0.0,
+            "rebalance_storm": rules.storm_window_s, "lag_growth": 60.0 * rules.growth_min_minutes}
+
+
 def delay_budgets(rules: AnalyticsRulesConfig, interval_s: float) -> dict[str, float]:
     """The delay target per kind: 2 sweep intervals + the rule's own threshold."""
-    own = {"stall": rules.stall_after_s, "stop": rules.stop_after_s, "commit_gap": rules.gap_min_s,
-           "rewind": 0.0, "skip": 0.0, "retention_loss": 0.0, "rebalance": 0.0,
-           "rebalance_storm": rules.storm_window_s, "lag_growth": 60.0 * rules.growth_min_minutes}
-    return {k: 2 * interval_s + v for k, v in own.items()}
+    return {k: 2 * interval_s + v for k, v in own_thresholds(rules).items()}
 
 
 def _pctl(xs: list[float], q: float) -> float:

@@ -179,6 +179,20 @@ def test_webhook_verdicts_time_each_fault_to_its_first_payload(
     assert reason in v.reason
 
 
+def test_a_webhooks_target_counts_the_rules_own_threshold() -> None:
+    # a stall exists only after stall_after_s without progress: its webhook 14 s after the fault
+    # is on time against 10 s + an 8 s threshold, late without it; a rewind's threshold is 0
+    scored = RunScore("demo", 1, False, 60.0, matches=[Match(STALL_EXPECTED, STALL_FOUND)])
+    received = [_payload("stall", f"{P}-ledger", 124.0, **STALL_PAYLOAD, received=139.0)]
+    own = {"stall": 8.0, "rewind": 0.0}
+    [v] = webhook_verdicts(scored, [STALL], received, [STALL_FOUND], min_severity="warning",
+                           target_s=10.0, tolerance_s=3.0, own_s=own)
+    assert (v.delay_s, v.target_s, v.passed) == (pytest.approx(14.0), 18.0, True)
+    [late] = webhook_verdicts(scored, [STALL], received, [STALL_FOUND], min_severity="warning",
+                              target_s=10.0, tolerance_s=3.0)
+    assert (late.target_s, late.passed) == (10.0, False)
+
+
 def test_webhook_lines_say_pass_fail_and_why_none() -> None:
     on_time = WebhookVerdict(STALL, 10.0, delay_s=8.0, alert="stall warning", due=True)
     late = WebhookVerdict(STALL, 10.0, delay_s=62.5, alert="stall warning", due=True)
