@@ -289,14 +289,15 @@ def test_builtin_demo_raises_nothing_the_scenario_did_not_inject(bootstrap: str,
     for kind in ("stall", "rewind"):
         assert re.match(rf"delivered after [\d.]+s \({kind} (warning|critical);", verdicts[kind]), webhooks
     assert verdicts["crash"].startswith(("delivered after", "no webhook: its finding (rebalance info)")), webhooks
-    # within the target (2 sweep intervals of 1 s + one analytics step interval of 3 s + 5 s) of
-    # the end of the fault's minute: the analytics analyse whole minutes, so nothing of a fault is
-    # published before its minute is over (the delay from the fault itself is up to a minute
-    # more; the summary says PASS or FAIL on that)
-    after = {k: float(m.group(1)) for k, v in verdicts.items()
-             if (m := re.match(r"delivered after [\d.]+s \(\w+ \w+; (-?[\d.]+)s after the fault's minute", v))}
-    assert set(after) >= {"stall", "rewind"}, webhooks
-    assert all(0 <= a <= 10.0 for a in after.values()), webhooks
+    # from the fault itself (provisional steps publish the minute in progress): the summary's
+    # target is 2 sweep intervals of 1 s + one analytics step interval of 3 s + 5 s, plus the
+    # rule's own threshold (a stall exists only after stall_after_s); the benchmark
+    # (benchmarks/alert_delay.py) records PASS or FAIL. Here, with slack for a loaded CI machine,
+    # the webhook must not wait for the fault's minute to end (which took 44-52 s before)
+    timed = {k: (float(m.group(1)), float(m.group(2))) for k, v in verdicts.items()
+             if (m := re.match(r"delivered after ([\d.]+)s .*target ([\d.]+)s: (?:PASS|FAIL)$", v))}
+    assert set(timed) >= {"stall", "rewind"}, webhooks
+    assert all(delay <= target + 10.0 for delay, target in timed.values()), webhooks
 
 
 @pytest.mark.kafka
