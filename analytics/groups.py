@@ -61,11 +61,13 @@ sweep at either end: nothing measured how much accumulated, which is not 0).
 after the start − the last at or before it, within 900 s around the window; the largest.
 
 **Storms** (:func:`storms`): ``storm_count`` rebalances starting within ``storm_window_s``
-(inclusive) of one another; consecutive stormy rebalances are one storm, from the first start
-in its first rebalance's window to the last end. Carried rebalances are context only: a storm
-of carried rebalances alone was reported by the step that saw it. :func:`storm_state` carries the
-rebalances the next step needs: those within the window before the group's last one, and, when
-that one is stormy, the open storm's and the window before its first.
+(inclusive) of one another (a ``static_member_bounce`` window is no rebalance: the broker replaces
+a static member in place, without a new generation, so it never counts); consecutive stormy
+rebalances are one storm, from the first start in its first rebalance's window to the last end.
+Carried rebalances are context only: a storm of carried rebalances alone was reported by the step
+that saw it. :func:`storm_state` carries the rebalances the next step needs: those within the
+window before the group's last one, and, when that one is stormy, the open storm's and the window
+before its first.
 
 **Starved** (:func:`judge_idle`): each stall and stop of the per-partition pass (which sees one
 partition) judged across its group, after the outages are dropped. Progress = a committed-offset
@@ -1442,9 +1444,12 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
         outages.append((w.cluster, w.group_id, _us(w.quiet_from), _us(w.end)))
     rebalances = _rebalance_table(rows)
 
-    # storms over this step's windows and the carried ones
-    parts = [rebalances.select(["cluster", "group_id", "start_ts", "end_ts"])]
-    flags = [np.zeros(rebalances.num_rows, bool)]
+    # storms over this step's windows and the carried ones; a static member's bounce is no
+    # rebalance (the member is replaced in place, the group's generation stays): it never counts
+    rebalanced = rebalances.filter(pc.invert(pc.fill_null(pc.equal(rebalances.column("cause"),
+                                                                   "static_member_bounce"), False)))
+    parts = [rebalanced.select(["cluster", "group_id", "start_ts", "end_ts"])]
+    flags = [np.zeros(rebalanced.num_rows, bool)]
     if inp.recent_rebalances is not None and inp.recent_rebalances.num_rows:
         r = inp.recent_rebalances
         parts.append(pa.table({"cluster": _plain(r.column("cluster")).cast(pa.string()),

@@ -560,7 +560,9 @@ def reference_group_pass(spark: SparkSession, *, members: pa.Table, series: pa.T
         network_s=settings.network_s, rebalance_timeout_s=settings.rebalance_timeout_s)
     rb_arrow = rb.toArrow()
     rb = spark.createDataFrame(rb_arrow, schema=rb.schema)
-    recent_in = rb.select("cluster", "group_id", "start_ts", "end_ts", F.lit(False).alias("is_state"))
+    # a static member's bounce is no rebalance: it never counts toward a storm
+    recent_in = rb.where(F.coalesce(F.col("cause") != "static_member_bounce", F.lit(True))).select(
+        "cluster", "group_id", "start_ts", "end_ts", F.lit(False).alias("is_state"))
     if st.get("recent_rebalances") is not None:
         recent_in = recent_in.unionByName(st["recent_rebalances"].select(
             "cluster", "group_id", "start_ts", "end_ts", F.lit(True).alias("is_state")))
