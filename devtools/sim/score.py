@@ -11,7 +11,8 @@ What the truth calls for (:func:`expected_findings`), each an :class:`Expected` 
 group, partitions and time, and the injected fault it stems from:
 
 - stall, stop, commit_gap, rewind, skip: the injected fault of that kind, on the partitions the
-  member held when it began;
+  member held when it began; a stall or a stop also on those it was assigned while it lasted (a
+  stalled member that a rebalance gives a partition stalls that one too);
 - retention_loss: the runner's ``retention_overrun`` fault (committed below the log start at the
   end); in a truth without one, derived from the end state over the whole run;
 - rebalance: every rebalance of the truth (:meth:`TruthIndex.rebalances`) after the group formed
@@ -221,7 +222,12 @@ def expected_findings(ti: TruthIndex, rules: AnalyticsRulesConfig, *,
     faults = ti.faults()
     for f in faults:
         if f.kind in FINDING_OF:
-            out.append(Expected(FINDING_OF[f.kind], f.group, f.partitions, f.start, max(f.start, f.end), f))
+            parts = f.partitions
+            if f.kind in ("stall", "stop"):
+                gained = {tp for r in ti.assignments(f.group, f.member)
+                          if isinstance(r, Assign) and f.start < r.ts <= max(f.start, f.end) for tp in r.partitions}
+                parts = tuple(sorted(set(parts) | gained))
+            out.append(Expected(FINDING_OF[f.kind], f.group, parts, f.start, max(f.start, f.end), f))
     es = ti.end_state
     t0 = ti.run.ts if ti.run is not None else min((record_ts(r) for r in ti.records), default=0.0)
     t_end = es.ts if es is not None else t0

@@ -74,6 +74,19 @@ def test_a_finding_matches_its_fault(finding: Finding, matched: bool, why: str) 
     assert (s.matches[0].finding is not None) is matched, why
 
 
+def test_a_stalled_member_stalls_the_partitions_a_rebalance_gives_it() -> None:
+    # c1 stalls at 120 on partition 0; c2 crashes and at 130 the rebalance gives c1 partition 1
+    # too: the stall calls for findings on both (a stall found on partition 1 is the fault's)
+    ti = _truth(STALL, Assign(G, "c1", ((T, 1),), 130.0, 2))
+    (exp,) = [e for e in expected_findings(ti, RULES) if e.kind == "stall"]
+    assert exp.partitions == ((T, 0), (T, 1))
+    s = score_run([exp], [_finding("stall", 131.0, 140.0, partition=1)], tolerance_s=3.0)
+    assert s.unmatched == []
+    # an assignment after the stall ended is not part of it
+    late = _truth(STALL, Assign(G, "c1", ((T, 1),), 150.0, 2))
+    assert [e.partitions for e in expected_findings(late, RULES) if e.kind == "stall"] == [((T, 0),)]
+
+
 def test_recall_precision_and_delay_of_one_run() -> None:
     rewind = Fault("rewind", G, "c2", 130.0, 130.0, {"messages": 10}, ((T, 1),))
     ti = _truth(STALL, rewind)
