@@ -222,12 +222,12 @@ def expected_findings(ti: TruthIndex, rules: AnalyticsRulesConfig, *,
     faults = ti.faults()
     for f in faults:
         if f.kind in FINDING_OF:
-            parts = f.partitions
+            held = f.partitions
             if f.kind in ("stall", "stop"):
                 gained = {tp for r in ti.assignments(f.group, f.member)
                           if isinstance(r, Assign) and f.start < r.ts <= max(f.start, f.end) for tp in r.partitions}
-                parts = tuple(sorted(set(parts) | gained))
-            out.append(Expected(FINDING_OF[f.kind], f.group, parts, f.start, max(f.start, f.end), f))
+                held = tuple(sorted(set(held) | gained))
+            out.append(Expected(FINDING_OF[f.kind], f.group, held, f.start, max(f.start, f.end), f))
     es = ti.end_state
     t0 = ti.run.ts if ti.run is not None else min((record_ts(r) for r in ti.records), default=0.0)
     t_end = es.ts if es is not None else t0
