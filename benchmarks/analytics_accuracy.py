@@ -301,6 +301,7 @@ def score(name: str, truth_path: Path, got: dict[str, Any], interval_s: float,
                 + [scoring.Finding.from_rebalance(r) for r in got["rebalances"]])
     run_t0 = ti_t0(ti)
     rep.scored = scoring.score_run(expected, findings, tolerance_s=2 * interval_s + 1, scenario=name,
+                                   real=scoring.real_events(ti, first_settled=got["first_settled"]),
                                    seed=rep.seed, no_fault=sc.no_fault, duration_s=sc.duration)
     prefix = f"sim-{name}-{ti.run.run_id}" if ti.run is not None else f"sim-{name}"
     rep.advice = scoring.score_advice(sc.expect_advice, got["advice"], prefix=prefix, scenario=name, seed=rep.seed)

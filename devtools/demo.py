@@ -554,7 +554,8 @@ def judge(results: Path, *, prefix: str, start: dt.datetime, end: dt.datetime, t
     findings = ([score.Finding.from_anomaly(a) for a in _read(results, "anomalies") if mine(a)]
                 + [score.Finding.from_rebalance(r) for r in _read(results, "rebalances") if mine(r)])
     ti = _truth.TruthIndex(_truth.load(truth))
-    scored = score.score_run(score.expected_findings(ti, rules), findings, tolerance_s=tolerance_s)
+    scored = score.score_run(score.expected_findings(ti, rules), findings, tolerance_s=tolerance_s,
+                             real=score.real_events(ti))
     return scored, ti.faults()
 
 

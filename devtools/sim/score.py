@@ -24,7 +24,9 @@ group, partitions and time, and the injected fault it stems from:
   see it.
 
 A static member's bounce, a join and a clean leave call for nothing but the rebalance they cause
-(a bounce within the session causes none).
+(a bounce within the session causes none). Real events the truth calls for nothing about
+(:func:`real_events`: the rebalances of a group's formation, a static member's bounce) make a
+``rebalance`` finding that matches one *informational*: neither found nor false.
 
 A finding **matches** an expected one when the kind and group are the same, the partition is one
 the expected names (or either is group-level), and their times overlap within ``tolerance_s``
@@ -70,6 +72,7 @@ __all__ = [
     "advice_figures",
     "delay_budgets",
     "expected_findings",
+    "real_events",
     "fault_verdicts",
     "figures",
     "score_advice",
@@ -283,11 +286,26 @@ def matches(e: Expected, f: Finding, tolerance_s: float) -> bool:
     return f.start <= e.end + tolerance_s and f_end >= e.start - tolerance_s
 
 
+def real_events(ti: TruthIndex, *, first_settled: Mapping[str, float] | None = None) -> list[Expected]:
+    """What really happened that the truth calls for no finding about (module docstring), as
+    group-level ``rebalance`` events: each group's rebalances up to its formation (the members'
+    first assignments, or ``first_settled``), and each static member's bounce."""
+    out = []
+    for g in sorted({r.group for r in ti.records if isinstance(r, Assign)}):
+        formed = max(_formed(ti, g), (first_settled or {}).get(g, -math.inf))
+        out += [Expected("rebalance", g, (), r.start, r.end) for r in ti.rebalances(g) if r.start <= formed]
+    out += [Expected("rebalance", f.group, (), f.start, max(f.start, f.end), f) for f in ti.faults("bounce")
+            if f.detail.get("static")]
+    return out
+
+
 def score_run(expected: Iterable[Expected], findings: Iterable[Finding], *, tolerance_s: float,
               scenario: str = "", seed: int | None = None, no_fault: bool = False,
-              duration_s: float = 0.0) -> RunScore:
-    """Match one run's findings to what its truth calls for."""
+              duration_s: float = 0.0, real: Iterable[Expected] = ()) -> RunScore:
+    """Match one run's findings to what its truth calls for; a finding that matches only one of
+    the ``real`` events (:func:`real_events`) is informational."""
     exp = list(expected)
+    real = list(real)
     found = sorted(findings, key=lambda f: (f.start, f.kind, f.group))
     out = RunScore(scenario, seed, no_fault, duration_s)
     for e in exp:
@@ -296,7 +314,8 @@ def score_run(expected: Iterable[Expected], findings: Iterable[Finding], *, tole
     for f in found:
         if any(matches(e, f, tolerance_s) for e in exp):
             out.matched.append(f)
-        elif f.kind not in SCORED_KINDS and f.severity not in ALARMS:
+        elif (f.kind not in SCORED_KINDS and f.severity not in ALARMS) or any(
+                matches(e, f, tolerance_s) for e in real):
             out.informational.append(f)
         else:
             out.unmatched.append(f)

@@ -21,6 +21,7 @@ from lagscope.devtools.sim.score import (
     expected_findings,
     fault_verdicts,
     figures,
+    real_events,
     score_advice,
     score_run,
 )
@@ -85,6 +86,26 @@ def test_a_stalled_member_stalls_the_partitions_a_rebalance_gives_it() -> None:
     # an assignment after the stall ended is not part of it
     late = _truth(STALL, Assign(G, "c1", ((T, 1),), 150.0, 2))
     assert [e.partitions for e in expected_findings(late, RULES) if e.kind == "stall"] == [((T, 0),)]
+
+
+def test_real_events_the_truth_calls_for_nothing_about_are_informational() -> None:
+    # the group formed in two generations (kafka-python's first join may assign nothing: c1 at
+    # 100.5 in generation 1, both again at 101 in generation 2), and c2, static, bounced at 150
+    # without a rebalance: windows of those are real, not found faults and not false
+    bounce = Fault("bounce", G, "c2", 150.0, 152.0, {"static": True}, ((T, 1),))
+    ti = _truth(Assign(G, "c1", ((T, 0),), 101.0, 2), Assign(G, "c2", ((T, 1),), 101.2, 2), bounce)
+    real = real_events(ti)
+    assert sorted((e.kind, e.start) for e in real) == [("rebalance", 100.5), ("rebalance", 101.0),
+                                                       ("rebalance", 150.0)]
+    formation = _finding("rebalance", 100.8, 101.2, partition=None, severity="info")
+    bounced = _finding("rebalance", 150.5, 152.0, partition=None, severity="info")
+    stray = _finding("rebalance", 175.0, 176.0, partition=None, severity="info")
+    s = score_run(expected_findings(ti, RULES), [formation, bounced, stray], tolerance_s=1.0, real=real)
+    assert s.informational == [formation, bounced]
+    assert s.unmatched == [stray]
+    # a dynamic member's bounce is a real rebalance the truth calls for: not a real-only event
+    dynamic = _truth(Fault("bounce", G, "c2", 150.0, 152.0, {"static": False}, ((T, 1),)))
+    assert [e.start for e in real_events(dynamic)] == [100.5]
 
 
 def test_recall_precision_and_delay_of_one_run() -> None:
