@@ -72,9 +72,10 @@ __all__ = [
     "advice_figures",
     "delay_budgets",
     "expected_findings",
-    "real_events",
     "fault_verdicts",
     "figures",
+    "own_thresholds",
+    "real_events",
     "score_advice",
     "score_run",
 ]
