@@ -227,9 +227,13 @@ def minute_check(lag_rows: list[dict[str, Any]], status_rows: list[dict[str, Any
     return notes
 
 
-def of_scenario(got: dict[str, Any], name: str) -> dict[str, Any]:
-    """The rows of one scenario's groups (``sim-<scenario>-<run id>-<group>``)."""
-    mine = f"sim-{name}-"
+def of_scenario(got: dict[str, Any], name: str, truth_path: Path) -> dict[str, Any]:
+    """The rows of one scenario's groups (``sim-<scenario>-<run id>-<group>``, the run id its
+    truth's: a scenario's name alone is the prefix of another's, as crash of crash-long-session)."""
+    from lagscope.devtools.sim.truth import RunInfo, load
+
+    runs = [r.run_id for r in load(truth_path) if isinstance(r, RunInfo)]
+    mine = f"sim-{name}-{runs[0]}-" if runs else f"sim-{name}-"
     return {k: ({g: t for g, t in v.items() if g.startswith(mine)} if isinstance(v, dict)
                 else [r for r in v if r["group_id"].startswith(mine)] if isinstance(v, list) else v)
             for k, v in got.items()}
@@ -484,7 +488,8 @@ def main() -> None:
             windows = {name: scenario_window(name, truths[name]) for name in names}
             got = analyse({n: (base / n / "lake", windows[n][1]) for n in names}, rules, timeouts)
             for name in names:
-                reports.append(score(name, truths[name], of_scenario(got, name), args.interval_s, rules))
+                reports.append(score(name, truths[name], of_scenario(got, name, truths[name]), args.interval_s,
+                                     rules))
                 print(f"{name} seed {seed}: {len(reports[-1].notes)} notes", file=sys.stderr, flush=True)
     lines = [f"# analytics accuracy, end to end ({dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC)", "",
              f"Command: `{' '.join(['.venv/bin/python', *sys.argv])}`"
