@@ -105,7 +105,7 @@ class Series:
     pending_t: F64
     idle_pending_s: F64
     rate: F64
-    busy_rate: F64        # rate over an interval busy throughout (committed at its end < log end at its start), else 0
+    busy_rate: F64        # rate over an interval with a backlog at both ends (lag > 0 before and after), else 0
     max_rate_before: F64  # the largest busy_rate of earlier rows (seeded by m_max_rate): demonstrated capacity
     prev_rate: F64
     max_committed_before: I64
@@ -279,12 +279,9 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     with np.errstate(divide="ignore", invalid="ignore"):
         fresh_rate = np.where((dt > 0) & dc_ok & (dc > 0), dc / dt, 0.0)
     rate = np.where(is_state, np.where(np.isnan(m_rate), 0.0, m_rate), fresh_rate)
-    # capacity is shown only by an interval busy from end to end: at its end the consumer had not yet
-    # committed past the log end of its start, so it never waited for messages and its advance
-    # measures what it can do. A backlog at both ends is not enough: a caught-up consumer that
-    # commits every few hundred milliseconds always has a little lag at a sweep (what arrived since
-    # its last commit), and its advance is the producers' rate, not its own capacity
-    busy = ~is_state & committed_ok & prev_end_ok & (committed < prev_end)
+    # capacity is shown only by an interval busy from end to end: with a backlog before and after,
+    # the consumer never waited for messages, so its advance measures what it can do
+    busy = ~is_state & prev_lag_ok & (prev_lag > 0) & lag_ok & (lag > 0)
     busy_rate = np.where(busy, fresh_rate, 0.0)
 
     def mark(*cases: tuple[B, F64 | float]) -> F64:

@@ -116,9 +116,8 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
     - ``idle_pending_s``: seconds with work pending and no commit progress
       (t − max(change_t, pending_t)); 0 when lag is 0;
     - ``rate``: consume rate over the last interval (messages/s, ≥ 0);
-    - ``busy_rate``: ``rate`` when the committed offset at the interval's end is below the log
-      end at its start (a fresh row), else 0: what the consumer showed it can do (it never waited
-      for messages);
+    - ``busy_rate``: ``rate`` when the partition had lag > 0 at both ends of the interval (a
+      fresh row), else 0: what the consumer showed it can do (it never waited for messages);
     - ``max_rate_before``: the largest ``busy_rate`` of earlier rows (seeded by ``m_max_rate``):
       the demonstrated capacity;
     - ``prev_rate``: the previous row's ``rate``;
@@ -187,7 +186,7 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
         "_committed_seed": F.when(F.col("is_state"), F.greatest(
             F.col("m_max_committed"), F.col("committed"))).otherwise(F.col("committed")),
     })
-    busy = ~F.col("is_state") & (F.col("committed") < F.col("prev_end"))
+    busy = ~F.col("is_state") & (F.col("prev_lag") > 0) & (F.col("lag") > 0)
     df = df.withColumn("busy_rate", F.when(busy, F.col("rate")).otherwise(F.lit(0.0)))
     df = df.withColumn("_rate_seed", F.when(F.col("is_state"), F.col("m_max_rate")).otherwise(F.col("busy_rate")))
     df = df.withColumns({
