@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -70,3 +71,24 @@ def members_rows(sweeps: Sequence[tuple[Any, ...]], *, group: str = "g") -> list
 
 def members_df(spark: SparkSession, cases: Sequence[list[dict[str, Any]]]) -> DataFrame:
     return spark.createDataFrame([r for case in cases for r in case], spark_schema("members"))
+
+
+def write_stall_lake(root: Path) -> None:
+    """A lake (``root``, written as the collector writes) of two partitions, sweeps every 10 s for
+    4 minutes. Partition 0 keeps up (5 behind); partition 1 stalls from t=90 to t=150 (across the
+    2-minute step boundary), then catches up. Each has its own member (m1 owns 0, m2 owns 1): m2
+    makes no progress anywhere, a stall (had m1 owned both, its progress on partition 0 would make
+    partition 1 starved)."""
+    from lagscope.lake import write_rows
+    from lagscope.schema import MEMBERS, OFFSETS
+
+    drop = {"cluster", "date"}
+    for t in range(0, 240, 10):
+        rows: list[dict[str, Any]] = []
+        rows += offsets_rows([(t, max(0, 10 * t - 5), 10 * t)], partition=0)
+        # stalled at 795 for t = 90…150, then catching up at 20/s (200 per sweep)
+        c1 = max(0, 10 * t - 5) if t <= 80 else 795 if t <= 150 else min(10 * t - 5, 795 + 20 * (t - 150))
+        rows += offsets_rows([(t, c1, 10 * t)], partition=1, owner="m2")
+        write_rows(root, OFFSETS, "c", [{k: v for k, v in r.items() if k not in drop} for r in rows])
+        mem = members_rows([(t, "Stable", 1, [("m1", None, [0]), ("m2", None, [1])])])
+        write_rows(root, MEMBERS, "c", [{k: v for k, v in r.items() if k not in drop} for r in mem])

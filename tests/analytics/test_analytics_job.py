@@ -7,12 +7,11 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import pyarrow.dataset as ds
 import pytest
-from analytics_builders import T0, at, members_rows, offsets_rows
+from analytics_builders import T0, at, members_rows, offsets_rows, write_stall_lake
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.testing import assertDataFrameEqual
@@ -29,23 +28,6 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 SETTINGS = AnalyticsConfig(rules=AnalyticsRulesConfig(stall_after_s=30, stop_after_s=30))
 
 
-def _lake(root: Path) -> None:
-    """Two partitions, sweeps every 10 s for 4 minutes. Partition 0 keeps up (5 behind);
-    partition 1 stalls from t=90 to t=150 (across the 2-minute step boundary), then catches up.
-    Each has its own member (m1 owns 0, m2 owns 1): m2 makes no progress anywhere, a stall (had
-    m1 owned both, its progress on partition 0 would make partition 1 starved)."""
-    drop = {"cluster", "date"}
-    for t in range(0, 240, 10):
-        rows: list[dict[str, Any]] = []
-        rows += offsets_rows([(t, max(0, 10 * t - 5), 10 * t)], partition=0)
-        # stalled at 795 for t = 90…150, then catching up at 20/s (200 per sweep)
-        c1 = max(0, 10 * t - 5) if t <= 80 else 795 if t <= 150 else min(10 * t - 5, 795 + 20 * (t - 150))
-        rows += offsets_rows([(t, c1, 10 * t)], partition=1, owner="m2")
-        write_rows(root, OFFSETS, "c", [{k: v for k, v in r.items() if k not in drop} for r in rows])
-        mem = members_rows([(t, "Stable", 1, [("m1", None, [0]), ("m2", None, [1])])])
-        write_rows(root, MEMBERS, "c", [{k: v for k, v in r.items() if k not in drop} for r in mem])
-
-
 def _read(spark: SparkSession, results: Path, table: str) -> DataFrame:
     return spark.read.option("basePath", str(results / table)).parquet(str(results / table))
 
@@ -59,7 +41,7 @@ def _current(df: DataFrame) -> DataFrame:
 @pytest.mark.timeout(1800)
 def test_batch_cli_and_incremental_agree(spark: SparkSession, tmp_path: Path) -> None:
     lake, batch, inc = tmp_path / "lake", tmp_path / "batch", tmp_path / "inc"
-    _lake(lake)
+    write_stall_lake(lake)
     # the CLI in this process: it uses the running session (a new JVM per test is too slow)
     cli = ["analyze", "--lake", str(lake), "--results", str(batch), "--since", T0.date().isoformat(),
            "--until", T0.date().isoformat(), "--stall-after-s", "30", "--no-progress"]
@@ -166,7 +148,7 @@ def test_a_step_is_a_handful_of_spark_jobs_whatever_its_history(spark: SparkSess
     # is seen: counted with Spark's status tracker, for a first step and for a
     # later one with the state carried (the same job: no lineage grows with the history)
     lake, inc = tmp_path / "lake", tmp_path / "inc"
-    _lake(lake)
+    write_stall_lake(lake)
     tracker = spark.sparkContext.statusTracker()
     counts = []
     for i, (since, until) in enumerate([(T0, at(60)), (None, at(120)), (None, at(180))]):

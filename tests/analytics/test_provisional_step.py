@@ -11,33 +11,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from analytics_builders import at, members_rows, offsets_rows
+from analytics_builders import at, write_stall_lake
 from pyspark.sql import SparkSession
 
 from lagscope import results as result_tables
 from lagscope.alerts.findings import findings_from_results
 from lagscope.analytics.job import run_incremental, run_provisional
 from lagscope.config import AnalyticsConfig, AnalyticsRulesConfig
-from lagscope.lake import write_rows
-from lagscope.schema import MEMBERS, OFFSETS
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 SETTINGS = AnalyticsConfig(rules=AnalyticsRulesConfig(stall_after_s=30, stop_after_s=30))
-
-
-def _lake(root: Path) -> None:
-    """Two partitions, sweeps every 10 s for 4 minutes: partition 0 keeps up, partition 1
-    (its own member) stalls at t = 90…150, then catches up (tests/analytics/test_analytics_job.py)."""
-    drop = {"cluster", "date"}
-    for t in range(0, 240, 10):
-        rows: list[dict[str, Any]] = []
-        rows += offsets_rows([(t, max(0, 10 * t - 5), 10 * t)], partition=0)
-        c1 = max(0, 10 * t - 5) if t <= 80 else 795 if t <= 150 else min(10 * t - 5, 795 + 20 * (t - 150))
-        rows += offsets_rows([(t, c1, 10 * t)], partition=1, owner="m2")
-        write_rows(root, OFFSETS, "c", [{k: v for k, v in r.items() if k not in drop} for r in rows])
-        mem = members_rows([(t, "Stable", 1, [("m1", None, [0]), ("m2", None, [1])])])
-        write_rows(root, MEMBERS, "c", [{k: v for k, v in r.items() if k not in drop} for r in mem])
 
 
 def _tables(results: Path) -> dict[str, list[dict[str, Any]]]:
@@ -63,7 +47,7 @@ def _stalls(results: Path) -> list[dict[str, Any]]:
 def test_provisional_steps_publish_at_once_and_the_full_step_replaces_them(spark: SparkSession,
                                                                              tmp_path: Path) -> None:
     lake, res, ref = tmp_path / "lake", tmp_path / "results", tmp_path / "reference"
-    _lake(lake)
+    write_stall_lake(lake)
     run_incremental(spark, lake, res, settings=SETTINGS, since=at(0), until=at(60))
     before = _state(res)
     assert _stalls(res) == []
@@ -103,7 +87,7 @@ def test_provisional_steps_publish_at_once_and_the_full_step_replaces_them(spark
 
 def test_no_provisional_step_without_a_checkpoint_or_past_it(spark: SparkSession, tmp_path: Path) -> None:
     lake, res = tmp_path / "lake", tmp_path / "results"
-    _lake(lake)
+    write_stall_lake(lake)
     assert run_provisional(spark, lake, res, settings=SETTINGS, until=at(30)) == {}
     run_incremental(spark, lake, res, settings=SETTINGS, since=at(0), until=at(60))
     assert run_provisional(spark, lake, res, settings=SETTINGS, until=at(60)) == {}
