@@ -73,6 +73,7 @@ class Series:
     m_change_t: F64
     m_pending_t: F64
     m_max_rate: F64
+    m_sat_rate: F64
     m_rate: F64
     m_ret_t: F64
     m_end_t: F64
@@ -106,7 +107,10 @@ class Series:
     idle_pending_s: F64
     rate: F64
     busy_rate: F64        # rate over an interval with a backlog at both ends (lag > 0 before and after), else 0
-    max_rate_before: F64  # the largest busy_rate of earlier rows (seeded by m_max_rate): demonstrated capacity
+    sat_rate: F64         # rate over a saturated interval (committed at its end < the log end at its start), else 0
+    busy_max_before: F64  # the largest busy_rate of earlier rows (seeded by m_max_rate)
+    sat_max_before: F64   # the largest sat_rate of earlier rows (seeded by m_sat_rate)
+    max_rate_before: F64  # demonstrated capacity: busy_max_before once a saturated interval was seen, else 0
     prev_rate: F64
     max_committed_before: I64
     max_committed_before_ok: B
@@ -248,7 +252,8 @@ def _next(v: npt.NDArray, last: B, fill: object) -> npt.NDArray:  # type: ignore
 
 def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, end: I64, end_ok: B,
            log_start: I64, log_start_ok: B, lso: I64, lso_ok: B, owner: I64, owned: B, rec_t: F64,
-           m_change_t: F64, m_pending_t: F64, m_max_rate: F64, m_rate: F64, m_ret_t: F64, m_end_t: F64,
+           m_change_t: F64, m_pending_t: F64, m_max_rate: F64, m_sat_rate: F64, m_rate: F64, m_ret_t: F64,
+           m_end_t: F64,
            m_max_committed: I64, m_max_committed_ok: B, m_commit_t: F64, m_alive_t: F64,
            m_drop_t: F64) -> Series:
     """Prepared series rows (grouped by key, in time order, a key's state row first) → a
@@ -283,6 +288,12 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     # the consumer never waited for messages, so its advance measures what it can do
     busy = ~is_state & prev_lag_ok & (prev_lag > 0) & lag_ok & (lag > 0)
     busy_rate = np.where(busy, fresh_rate, 0.0)
+    # saturated: the committed offset at the end is still below the log end at the start, so the
+    # messages were there all along and the consumer never waited: its advance is its pace. A
+    # caught-up consumer shows lag at both ends of most intervals (records in flight) and its
+    # advance is then the producers' rate, not what it can do
+    sat = busy & prev_end_ok & (committed < prev_end)
+    sat_rate = np.where(sat, fresh_rate, 0.0)
 
     def mark(*cases: tuple[B, F64 | float]) -> F64:
         """``when(c1, v1).when(c2, v2)…`` (null otherwise), as a NaN-null double."""
@@ -314,7 +325,13 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     # the largest busy rate before the row (a state row's own seed is m_max_rate)
     rate_seed = np.where(is_state, nan_to(m_max_rate, -np.inf), busy_rate)
     rate_max = shift(segmented_cummax(rate_seed, key), first, -np.inf)
-    max_rate_before = np.where(np.isfinite(rate_max), rate_max, 0.0)
+    busy_max_before = np.where(np.isfinite(rate_max), rate_max, 0.0)
+    sat_seed = np.where(is_state, nan_to(m_sat_rate, -np.inf), sat_rate)
+    sat_max = shift(segmented_cummax(sat_seed, key), first, -np.inf)
+    sat_max_before = np.where(np.isfinite(sat_max), sat_max, 0.0)
+    # every busy interval is a lower bound of the pace; the bound is trusted once one interval
+    # was saturated (an interval merely busy at both ends may have waited for messages between)
+    max_rate_before = np.where(sat_max_before > 0, busy_max_before, 0.0)
     prev_rate = np.where(has_prev, shift(rate, first, 0.0), _NAN)
     committed_seed = np.where(committed_ok, committed, _LMIN)
     if bool(is_state.any()):
@@ -335,14 +352,15 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
         key=key, is_state=is_state, t=t, committed=committed, committed_ok=committed_ok, end=end, end_ok=end_ok,
         log_start=log_start, log_start_ok=log_start_ok, lag=lag, lag_ok=lag_ok, lso=lso, lso_ok=lso_ok, owner=owner,
         owned=owned, rec_t=rec_t, m_change_t=m_change_t, m_pending_t=m_pending_t, m_max_rate=m_max_rate,
-        m_rate=m_rate, m_ret_t=m_ret_t, m_end_t=m_end_t, m_max_committed=m_max_committed,
+        m_sat_rate=m_sat_rate, m_rate=m_rate, m_ret_t=m_ret_t, m_end_t=m_end_t, m_max_committed=m_max_committed,
         m_max_committed_ok=m_max_committed_ok, m_commit_t=m_commit_t, m_alive_t=m_alive_t, m_drop_t=m_drop_t,
         minute=np.floor(t / 60.0).astype(np.int64), prev_t=prev_t, next_t=next_t,
         prev_committed=prev_committed, prev_committed_ok=prev_committed_ok, prev_end=prev_end,
         prev_end_ok=prev_end_ok, prev_lag=prev_lag, prev_lag_ok=prev_lag_ok, prev_log_start=prev_ls,
         prev_log_start_ok=prev_ls_ok, dt=dt, dc=dc, dc_ok=dc_ok, de=de, de_ok=de_ok, lost=lost, changed=changed,
         change_t=change_t, prev_change_t=prev_change_t, pending_t=pending_t, idle_pending_s=idle, rate=rate,
-        busy_rate=busy_rate, max_rate_before=max_rate_before, prev_rate=prev_rate, max_committed_before=np.where(
+        busy_rate=busy_rate, sat_rate=sat_rate, busy_max_before=busy_max_before, sat_max_before=sat_max_before,
+        max_rate_before=max_rate_before, prev_rate=prev_rate, max_committed_before=np.where(
             max_committed_before_ok, cmax, 0), max_committed_before_ok=max_committed_before_ok, ret_t=ret_t,
         end_change_t=end_change_t, alive_t=alive_t, end_epoch=end_epoch, end_drop_t=end_drop_t, rebased=rebased)
 

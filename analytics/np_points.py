@@ -213,9 +213,13 @@ class Advances:
 
 def capacity_through(s: Series) -> F64:
     """Each row's demonstrated capacity up to and including its own interval (a state row's is its
-    carried ``m_max_rate``)."""
-    carried = np.where(s.is_state & ~np.isnan(s.m_max_rate), s.m_max_rate, 0.0)
-    return np.fmax(np.fmax(s.max_rate_before, s.busy_rate), carried)
+    carried ``m_max_rate``): the largest busy rate, once a saturated interval was seen, else 0."""
+    def through(before: F64, own: F64, marker: F64) -> F64:
+        carried = np.where(s.is_state & ~np.isnan(marker), marker, 0.0)
+        return np.fmax(np.fmax(before, own), carried)
+
+    busy = through(s.busy_max_before, s.busy_rate, s.m_max_rate)
+    return np.where(through(s.sat_max_before, s.sat_rate, s.m_sat_rate) > 0, busy, 0.0)
 
 
 def advances(s: Series, commits: Commits | None,

@@ -27,8 +27,8 @@ def _fmax(*vs: F64) -> F64:
 def state_rows(s: Series) -> Series:
     """Each key's last row (a key without a fresh row keeps its state row), its markers the
     running values up to it: ``m_change_t`` = its last commit change, ``m_pending_t`` the start
-    of its pending work, ``m_max_rate`` the largest busy consume rate so far (the demonstrated
-    capacity), ``m_rate`` its own rate,
+    of its pending work, ``m_max_rate`` the largest busy consume rate so far, ``m_sat_rate`` the
+    largest saturated one (the busy rate is trusted as capacity once it is > 0), ``m_rate`` its own rate,
     ``m_ret_t`` the start of an open retention loss, ``m_end_t`` the last change of the end,
     ``m_max_committed`` the highest committed offset so far, ``m_alive_t`` the last progress of an
     owner, ``m_drop_t`` the last drop of the end; ``m_commit_t`` stays the row's own (the commit
@@ -38,7 +38,8 @@ def state_rows(s: Series) -> Series:
     r = s.take(last)
     r.m_change_t = r.change_t
     r.m_pending_t = r.pending_t
-    r.m_max_rate = _fmax(r.max_rate_before, r.busy_rate, r.m_max_rate)
+    r.m_max_rate = _fmax(r.busy_max_before, r.busy_rate, r.m_max_rate)
+    r.m_sat_rate = _fmax(r.sat_max_before, r.sat_rate, r.m_sat_rate)
     r.m_rate = r.rate
     r.m_ret_t = r.ret_t
     r.m_end_t = r.end_change_t

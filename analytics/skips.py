@@ -26,14 +26,16 @@ sweep interval. Each skip has a ``cause``; the first that holds wins:
    advance exceeds what its own capacity could have processed, once.
 
 *Demonstrated capacity* (:attr:`lagscope.analytics.kseries.Series.max_rate_before`, per
-partition): the largest rate over sweep intervals with a backlog at both ends (the consumer never
-waited for messages, so its advance measures what it can do); an interval that ends caught up
-shows only a lower bound and counts for nothing. A partition that never showed capacity is never
-judged for ``seek`` or ``out_of_range_reset``: a caught-up consumer taking a burst, or a consumer
-catching up fast, is not a skip. Summed capacities take each partition's through the step
-(:data:`lagscope.analytics.onepass.OUT_CAPACITY`), because a consumer that shares its time
-between six busy partitions shows a sixth of its pace on each and can give a burst on one of them
-all of it:
+partition): the largest rate over sweep intervals with a backlog at both ends, once the partition
+showed a saturated interval (committed at its end below the log end at its start: the consumer
+never waited for messages, so its advance measures what it can do). Lag at both ends alone does
+not show it: a caught-up consumer a commit behind at every sweep advances at the producers' rate.
+An interval that ends caught up shows only a lower bound and counts for nothing. A partition
+that never showed capacity is never judged for ``seek`` or ``out_of_range_reset``: a caught-up
+consumer taking a burst, or a consumer catching up fast, is not a skip. Summed capacities take
+each partition's through the step (:data:`lagscope.analytics.onepass.OUT_CAPACITY`), because a
+consumer that shares its time between six busy partitions shows a sixth of its pace on each and
+can give a burst on one of them all of it:
 
 - the *member's capacity* (``seek``): an OffsetCommit request is written by one member, for the
   partitions it owns (``commitSync()`` commits every assigned partition's position), so what it

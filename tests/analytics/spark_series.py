@@ -40,7 +40,8 @@ SERIES_COLUMNS = [*KEY, "ts", "t", "committed", "end", "log_start", "lag", "owne
 STATE_MARKERS: dict[str, T.DataType] = {
     "m_change_t": T.DoubleType(),   # time of the last observed change of the committed offset
     "m_pending_t": T.DoubleType(),  # time since which work has been pending (lag > 0), or null
-    "m_max_rate": T.DoubleType(),   # largest busy consume rate (messages/s) so far: demonstrated capacity
+    "m_max_rate": T.DoubleType(),   # largest busy consume rate (messages/s) so far
+    "m_sat_rate": T.DoubleType(),   # largest saturated consume rate so far (> 0: the busy rate is capacity)
     "m_rate": T.DoubleType(),       # the row's own consume rate (the next row's prev_rate)
     "m_ret_t": T.DoubleType(),      # start of the open retention-loss episode, or null
     "m_end_t": T.DoubleType(),      # time of the last observed change of the end offset
@@ -118,8 +119,12 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
     - ``rate``: consume rate over the last interval (messages/s, ≥ 0);
     - ``busy_rate``: ``rate`` when the partition had lag > 0 at both ends of the interval (a
       fresh row), else 0: what the consumer showed it can do (it never waited for messages);
-    - ``max_rate_before``: the largest ``busy_rate`` of earlier rows (seeded by ``m_max_rate``):
-      the demonstrated capacity;
+    - ``sat_rate``: ``rate`` when the interval was busy and its committed offset at the end is
+      below the log end at its start (saturated: the messages were there all along), else 0;
+    - ``busy_max_before`` / ``sat_max_before``: the largest ``busy_rate`` / ``sat_rate`` of
+      earlier rows (seeded by ``m_max_rate`` / ``m_sat_rate``);
+    - ``max_rate_before``: the demonstrated capacity, ``busy_max_before`` once a saturated
+      interval was seen (``sat_max_before > 0``), else 0;
     - ``prev_rate``: the previous row's ``rate``;
     - ``max_committed_before``: the highest committed offset of earlier rows (seeded by
       ``m_max_committed``): everything below it was processed at least once;
@@ -188,7 +193,11 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
     })
     busy = ~F.col("is_state") & (F.col("prev_lag") > 0) & (F.col("lag") > 0)
     df = df.withColumn("busy_rate", F.when(busy, F.col("rate")).otherwise(F.lit(0.0)))
-    df = df.withColumn("_rate_seed", F.when(F.col("is_state"), F.col("m_max_rate")).otherwise(F.col("busy_rate")))
+    sat = busy & (F.col("committed") < F.col("prev_end"))
+    df = df.withColumn("sat_rate", F.when(sat, F.col("rate")).otherwise(F.lit(0.0)))
+    df = df.withColumns({
+        "_rate_seed": F.when(F.col("is_state"), F.col("m_max_rate")).otherwise(F.col("busy_rate")),
+        "_sat_seed": F.when(F.col("is_state"), F.col("m_sat_rate")).otherwise(F.col("sat_rate"))})
     df = df.withColumns({
         "change_t": F.last("_change_mark", ignorenulls=True).over(upto),
         "prev_change_t": F.last("_change_mark", ignorenulls=True).over(before),
@@ -197,7 +206,8 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
         "end_change_t": F.last("_end_mark", ignorenulls=True).over(upto),
         "alive_t": F.last("_alive_mark", ignorenulls=True).over(upto),
         "end_drop_t": F.last("_drop_mark", ignorenulls=True).over(upto),
-        "max_rate_before": F.coalesce(F.max("_rate_seed").over(before), F.lit(0.0)),
+        "busy_max_before": F.coalesce(F.max("_rate_seed").over(before), F.lit(0.0)),
+        "sat_max_before": F.coalesce(F.max("_sat_seed").over(before), F.lit(0.0)),
         "prev_rate": F.lag("rate").over(w),
         "max_committed_before": F.max("_committed_seed").over(before),
         "end_epoch": F.sum(F.when(F.col("de") < 0, 1).otherwise(0)).over(upto),
@@ -206,8 +216,9 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
         "pending_t": F.when(F.col("_pending") >= 0, F.col("_pending")),
         "ret_t": F.when(F.col("_ret") >= 0, F.col("_ret")),
         "rebased": F.coalesce(F.col("end_drop_t") > F.col("prev_change_t"), F.lit(False)),
-    }).drop("_pending", "_rate_seed", "_ret", "_prev_lost", "_committed_seed", "_change_mark", "_pending_mark",
-            "_ret_mark", "_end_mark", "_alive_mark", "_drop_mark")
+        "max_rate_before": F.when(F.col("sat_max_before") > 0, F.col("busy_max_before")).otherwise(F.lit(0.0)),
+    }).drop("_pending", "_rate_seed", "_sat_seed", "_ret", "_prev_lost", "_committed_seed", "_change_mark",
+            "_pending_mark", "_ret_mark", "_end_mark", "_alive_mark", "_drop_mark")
     return df.withColumn(
         "idle_pending_s",
         F.when(F.coalesce(F.col("lag"), F.lit(0)) == 0, F.lit(0.0)).otherwise(

@@ -419,18 +419,25 @@ def test_a_long_storm_keeps_its_start_across_steps(spark: SparkSession) -> None:
 
 def test_a_step_without_sweeps_keeps_the_largest_rate(spark: SparkSession) -> None:
     # consuming 1000 in 10 s (100/s) and then 10 in 10 s, with a backlog at every sweep (its
-    # capacity: 100/s); the group then catches up 790 messages in one interval past the previous
+    # capacity: 100/s, trusted once 10 → 20 showed it saturated: 1010 < the 1500 at its start);
+    # the group then catches up 790 messages in one interval past the previous
     # end (1010 → 1800): fast, but not 5 × 100/s × 10 s, so no skip. The same with a step in
     # between that had no sweep of the partition (the collector was down): that step's state
     # still holds the capacity (100/s), not the last rate (1/s), under which the catch-up would
-    # look like a skip of 780 messages
+    # look like a skip of 780 messages. And the same split before the saturated interval: the
+    # busy maximum (100/s) is carried without it, and trusted when it comes in the next step
     rows = [(0, 0, 500), (10, 1000, 1500), (20, 1010, 1600), (30, 1800, 1800)]
 
     batch = step(cases_df(spark, [offsets_rows(rows)]), P)
     one = step(cases_df(spark, [offsets_rows(rows[:3])]), P)
     two = step(cases_df(spark, [[]]), P, state=one.state)
     three = step(cases_df(spark, [offsets_rows(rows[3:])]), P, state=two.state)
+    early = step(cases_df(spark, [offsets_rows(rows[:2])]), P)
+    late = step(cases_df(spark, [offsets_rows(rows[2:])]), P, state=early.state)
     assert _points(batch).count() == 0
     assert _points(three).count() == 0
-    assert two.state["series"].select(["m_max_rate", "m_max_committed"]).to_pylist() == [
-        {"m_max_rate": 100.0, "m_max_committed": 1010}]
+    assert _points(late).count() == 0
+    assert two.state["series"].select(["m_max_rate", "m_sat_rate", "m_max_committed"]).to_pylist() == [
+        {"m_max_rate": 100.0, "m_sat_rate": 1.0, "m_max_committed": 1010}]
+    assert early.state["series"].select(["m_max_rate", "m_sat_rate"]).to_pylist() == [
+        {"m_max_rate": 100.0, "m_sat_rate": 0.0}]
