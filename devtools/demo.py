@@ -483,8 +483,17 @@ def summary_lines(results: Path, *, prefix: str, start: dt.datetime, end: dt.dat
     for r in reb:
         dur = r.get("duration_s")
         bound = r.get("bound_s")
-        ratio = f", {r['observed_over_bound']:.2f}x" if r.get("observed_over_bound") is not None else ""
-        state = f"took {_fmt_s(dur)} (bound {_fmt_s(bound)}{ratio})" if dur is not None else "still open"
+        ratio = r.get("observed_over_bound")
+        # the ratio measures what the bound bounds: for a timed-out member its whole outage (last
+        # progress → settled), which can be much longer than the rebalance proper
+        observed = ratio * bound if ratio is not None and bound is not None else None
+        if observed is not None and dur is not None and abs(observed - dur) >= 0.05:
+            against = f"; outage {_fmt_s(observed)}, {ratio:.2f}x its bound {_fmt_s(bound)}"
+        elif ratio is not None:
+            against = f" ({ratio:.2f}x its bound {_fmt_s(bound)})"
+        else:
+            against = f" (bound {_fmt_s(bound)})"
+        state = f"took {_fmt_s(dur)}{against}" if dur is not None else "still open"
         extra = []
         if r.get("partitions_moved") is not None:
             extra.append(f"{r['partitions_moved']} partitions moved")

@@ -39,12 +39,14 @@ def test_the_readme_demo_as_written_finds_the_rebalance_the_stall_and_the_rewind
     # settings imply (the record's 6 s session + the configured heartbeat, which no record carries,
     # + network): the rebalance proper is short (the
     # survivor rejoins at once), the crashed member's outage (its last progress → the group
-    # settled again) is about the bound
-    window = re.search(r"^\s+shipping\s+cause session_timeout\s+at [\d:]+: took ([\d.]+)s "
-                       r"\(bound ([\d.]+)s, ([\d.]+)x\)", found, re.M)
+    # settled again) is about the bound, and the line says the ratio is the outage's
+    window = re.search(r"^\s+shipping\s+cause session_timeout\s+at [\d:]+: took ([\d.]+)s"
+                       r"(?:; outage ([\d.]+)s, | \()([\d.]+)x its bound ([\d.]+)s", found, re.M)
     assert window, found
-    took, bound, ratio = (float(window.group(i)) for i in (1, 2, 3))
+    took, ratio, bound = (float(window.group(i)) for i in (1, 3, 4))
+    outage = float(window.group(2)) if window.group(2) else took
     assert 0 <= took < 10, found
+    assert outage == pytest.approx(ratio * bound, abs=0.1), found
     assert 6.0 < bound <= 11.0, found
     assert 0.5 < ratio < 2.0, found
     assert re.search(r"^\s+stall\s+ledger on payments/\d", found, re.M), found
