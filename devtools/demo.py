@@ -37,6 +37,7 @@ replaces the previous demo's lake, results, runs and alerts (the broker's data i
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import math
@@ -48,7 +49,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -75,6 +76,35 @@ SETTLE_S = 3.0
 
 def say(text: str = "") -> None:
     print(text, flush=True)
+
+
+class _Held(logging.Filter):
+    """Holds a handler's records back while the summary prints (the collector and analytics
+    keep running, and a log line in the middle of the summary's lines reads as part of it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        self.records.append(record)
+        return False
+
+
+@contextlib.contextmanager
+def held_logs() -> Iterator[None]:
+    """The root logger's console records are held during the block and written after it."""
+    held = [(h, _Held()) for h in logging.getLogger().handlers if isinstance(h, logging.StreamHandler)
+            and getattr(h, "stream", None) in (sys.stderr, sys.stdout)]
+    for h, f in held:
+        h.addFilter(f)
+    try:
+        yield
+    finally:
+        for h, f in held:
+            h.removeFilter(f)
+            for r in f.records:
+                h.handle(r)
 
 
 #: rule thresholds for a one-minute demo (the defaults suit hours of production traffic):
@@ -387,11 +417,13 @@ def run_demo(opts: DemoOptions, stop: threading.Event | None = None) -> DemoResu
         if receiver is not None:
             webhooks = WebhookCheck(receiver.records(), min_severity=alerts_config.routes[0].min_severity,
                                     target_s=webhook_target_s(opts.sweep_interval_s, opts.analytics_interval_s))
-        verdicts = print_summary(results, prefix=names.prefix, start=dt.datetime.fromtimestamp(result.t0, dt.UTC),
-                                 end=end, truth=result.truth_path, t0=result.t0,
-                                 rules=demo_analytics_config(opts.analytics).rules,
-                                 tolerance_s=2 * opts.sweep_interval_s + 1, webhooks=webhooks,
-                                 routes=[r.name for r in alerts_config.routes])
+        with held_logs():
+            verdicts = print_summary(results, prefix=names.prefix,
+                                     start=dt.datetime.fromtimestamp(result.t0, dt.UTC), end=end,
+                                     truth=result.truth_path, t0=result.t0,
+                                     rules=demo_analytics_config(opts.analytics).rules,
+                                     tolerance_s=2 * opts.sweep_interval_s + 1, webhooks=webhooks,
+                                     routes=[r.name for r in alerts_config.routes])
         if code == 0 and not stop.is_set():
             if opts.duration is None and sys.stdin.isatty() and sys.stdout.isatty():
                 say("still serving the URLs above; Ctrl-C stops everything.")
