@@ -596,7 +596,7 @@ def judge(results: Path, *, prefix: str, start: dt.datetime, end: dt.datetime, t
                 + [score.Finding.from_rebalance(r) for r in _read(results, "rebalances") if mine(r)])
     ti = _truth.TruthIndex(_truth.load(truth))
     scored = score.score_run(score.expected_findings(ti, rules), findings, tolerance_s=tolerance_s,
-                             real=score.real_events(ti))
+                             real=score.real_events(ti, rules=rules))
     return scored, ti.faults()
 
 

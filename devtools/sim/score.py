@@ -12,7 +12,10 @@ group, partitions and time, and the injected fault it stems from:
 
 - stall, stop, commit_gap, rewind, skip: the injected fault of that kind, on the partitions the
   member held when it began; a stall or a stop also on those it was assigned while it lasted (a
-  stalled member that a rebalance gives a partition stalls that one too);
+  stalled member that a rebalance gives a partition stalls that one too). A commit gap only
+  once the partition has ``gap_min_samples`` gaps before it (the commits of the truth): a gap is
+  abnormal against the partition's learned normal, and before that there is none (such a gap
+  is a real event, :func:`real_events`);
 - retention_loss: the runner's ``retention_overrun`` fault (committed below the log start at the
   end); in a truth without one, derived from the end state over the whole run;
 - rebalance: every rebalance of the truth (:meth:`TruthIndex.rebalances`) after the group formed
@@ -31,9 +34,13 @@ A static member's bounce, a join and a clean leave call for nothing but the reba
 A finding **matches** an expected one when the kind and group are the same, the partition is one
 the expected names (or either is group-level), and their times overlap within ``tolerance_s``
 (``finding.start ≤ expected.end + tolerance`` and ``finding.end ≥ expected.start − tolerance``; an
-open finding has no end). A finding that matches nothing is **false**; an expected one nothing
-matches is **missed**. Its **detection delay** is its first matching finding's start minus its
-start, 0 when the finding dates itself earlier (a stall dates from the last commit that moved).
+open finding has no end). A finding that matches nothing is **false**. A finding *credits* the
+one expected it matches that is nearest it in time (their ends where the finding has one, else
+their starts; the first of equals): two faults close in time (commit gaps 3 s apart, within the
+tolerance) are each found only by their own finding, never one by the other's. An expected one
+no finding credits is **missed**. Its **detection delay** is the start of the earliest finding
+that credits it minus its start, 0 when the finding dates itself earlier (a stall dates from the
+last commit that moved).
 Per kind (:func:`figures`): precision = matching findings / findings; recall = expected found /
 expected; false warnings and false criticals per hour of no-fault traffic (the durations of the
 scenarios marked ``no_fault``); delay p50 and p95, against a budget of 2 sweep intervals + the
@@ -59,7 +66,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from lagscope.config import AnalyticsRulesConfig
-from lagscope.devtools.sim.truth import Assign, Fault, TruthIndex, record_ts
+from lagscope.devtools.sim.truth import Assign, Commit, Fault, TruthIndex, record_ts
 
 __all__ = [
     "AdviceFigures",
@@ -146,7 +153,7 @@ class Match:
 
     @property
     def delay(self) -> float | None:
-        """Seconds from the expected start to the first matching finding's start (≥ 0)."""
+        """Seconds from the expected start to the start of the earliest finding credited to it (≥ 0)."""
         return None if self.finding is None else max(0.0, self.finding.start - self.expected.start)
 
 
@@ -225,7 +232,7 @@ def expected_findings(ti: TruthIndex, rules: AnalyticsRulesConfig, *,
     out: list[Expected] = []
     faults = ti.faults()
     for f in faults:
-        if f.kind in FINDING_OF:
+        if f.kind in FINDING_OF and not (f.kind == "commit_gap" and _unlearned(ti, f, rules)):
             held = f.partitions
             if f.kind in ("stall", "stop"):
                 gained = {tp for r in ti.assignments(f.group, f.member)
@@ -287,17 +294,40 @@ def matches(e: Expected, f: Finding, tolerance_s: float) -> bool:
     return f.start <= e.end + tolerance_s and f_end >= e.start - tolerance_s
 
 
-def real_events(ti: TruthIndex, *, first_settled: Mapping[str, float] | None = None) -> list[Expected]:
-    """What really happened that the truth calls for no finding about (module docstring), as
-    group-level ``rebalance`` events: each group's rebalances up to its formation (the members'
-    first assignments, or ``first_settled``), and each static member's bounce."""
+def _unlearned(ti: TruthIndex, f: Fault, rules: AnalyticsRulesConfig) -> bool:
+    """A commit-gap fault before any of its partitions had ``gap_min_samples`` commit gaps."""
+    n: dict[tuple[str, int], int] = {}
+    for r in ti.records:
+        if isinstance(r, Commit) and r.group == f.group and r.ts < f.start:
+            n[(r.topic, r.partition)] = n.get((r.topic, r.partition), 0) + 1
+    return all(n.get(tp, 0) - 1 < rules.gap_min_samples for tp in f.partitions)
+
+
+def real_events(ti: TruthIndex, *, first_settled: Mapping[str, float] | None = None,
+                rules: AnalyticsRulesConfig | None = None) -> list[Expected]:
+    """What really happened that the truth calls for no finding about (module docstring): as
+    group-level ``rebalance`` events, each group's rebalances up to its formation (the members'
+    first assignments, or ``first_settled``) and each static member's bounce; with ``rules``,
+    the commit gaps before their partitions had a learned normal."""
     out = []
+    if rules is not None:
+        out += [Expected("commit_gap", f.group, f.partitions, f.start, max(f.start, f.end), f)
+                for f in ti.faults("commit_gap") if _unlearned(ti, f, rules)]
     for g in sorted({r.group for r in ti.records if isinstance(r, Assign)}):
         formed = max(_formed(ti, g), (first_settled or {}).get(g, -math.inf))
         out += [Expected("rebalance", g, (), r.start, r.end) for r in ti.rebalances(g) if r.start <= formed]
     out += [Expected("rebalance", f.group, (), f.start, max(f.start, f.end), f) for f in ti.faults("bounce")
             if f.detail.get("static")]
     return out
+
+
+def _distance(e: Expected, f: Finding) -> float:
+    """How far apart in time: their ends where both have one (a finding's end, when its condition
+    cleared, is observed; its start often dates back, to the last progress or the last
+    generation), else their starts."""
+    if f.end is not None:
+        return abs(f.end - e.end)
+    return abs(f.start - e.start)
 
 
 def score_run(expected: Iterable[Expected], findings: Iterable[Finding], *, tolerance_s: float,
@@ -309,9 +339,15 @@ def score_run(expected: Iterable[Expected], findings: Iterable[Finding], *, tole
     real = list(real)
     found = sorted(findings, key=lambda f: (f.start, f.kind, f.group))
     out = RunScore(scenario, seed, no_fault, duration_s)
-    for e in exp:
-        first = next((f for f in found if matches(e, f, tolerance_s)), None)
-        out.matches.append(Match(e, first))
+    # each finding credits the one expected it matches that is nearest it in time
+    credits: dict[int, list[Finding]] = {}
+    for f in found:
+        near = min((i for i, e in enumerate(exp) if matches(e, f, tolerance_s)),
+                   key=lambda i: _distance(exp[i], f), default=None)
+        if near is not None:
+            credits.setdefault(near, []).append(f)
+    for i, e in enumerate(exp):
+        out.matches.append(Match(e, credits[i][0] if i in credits else None))  # the earliest (found is sorted)
     for f in found:
         if any(matches(e, f, tolerance_s) for e in exp):
             out.matched.append(f)

@@ -130,6 +130,43 @@ def test_recall_precision_and_delay_of_one_run() -> None:
     assert figs["stall"].delay_budget == pytest.approx(2 * 0.5 + 5.0)
 
 
+#: c1's commits of partition 0 every 0.5 s from 100 s: 5 gaps (RULES' gap_min_samples) by 102.5 s
+_COMMITS = [Commit(G, "c1", T, 0, 10 + n, 100.0 + 0.5 * n) for n in range(6)]
+
+
+def test_a_commit_gap_before_the_partition_has_a_normal_calls_for_nothing() -> None:
+    # 4 gaps before the fault: the rule has no normal to judge it against yet. A finding for it
+    # is informational (a real event), neither found nor false; with 5 gaps it is expected
+    early = Fault("commit_gap", G, "c1", 102.2, 103.2, {}, ((T, 0),))
+    ti = _truth(*_COMMITS, early)
+    assert [e.kind for e in expected_findings(ti, RULES) if e.kind == "commit_gap"] == []
+    s = score_run(expected_findings(ti, RULES), [_finding("commit_gap", 102.0, 103.3)], tolerance_s=2.0,
+                  real=real_events(ti, rules=RULES))
+    assert (len(s.informational), s.unmatched) == (1, [])
+    later = Fault("commit_gap", G, "c1", 102.6, 103.6, {}, ((T, 0),))
+    assert [e.start for e in expected_findings(_truth(*_COMMITS, later), RULES) if e.kind == "commit_gap"] == [
+        102.6]
+
+
+def test_a_finding_credits_only_the_fault_nearest_it() -> None:
+    # two commit gaps 3 s apart (within the tolerance of each other): the finding of the second
+    # does not also find the first, which no finding of its own found (a miss, not a late find)
+    first = Fault("commit_gap", G, "c1", 103.0, 104.0, {}, ((T, 0),))
+    second = Fault("commit_gap", G, "c1", 106.0, 110.0, {}, ((T, 0),))
+    expected = expected_findings(_truth(*_COMMITS, first, second), RULES)
+    s = score_run(expected, [_finding("commit_gap", 105.8, 110.2)], tolerance_s=2.0)
+    got = {m.expected.start: m for m in s.matches if m.expected.kind == "commit_gap"}
+    assert got[103.0].finding is None
+    assert got[106.0].delay == 0.0
+    # each found by its own finding: each credited with it, the delays its own
+    s = score_run(expected, [_finding("commit_gap", 103.5, 104.6), _finding("commit_gap", 106.4, 110.2)],
+                  tolerance_s=2.0)
+    got = {m.expected.start: m for m in s.matches if m.expected.kind == "commit_gap"}
+    assert got[103.0].delay == pytest.approx(0.5)
+    assert got[106.0].delay == pytest.approx(0.4)
+    assert s.unmatched == []
+
+
 def test_false_alarms_per_hour_of_no_fault_traffic() -> None:
     quiet = [RunScore("q", s, True, 1800.0, unmatched=[
         _finding("skip", 10.0, severity="critical"), _finding("stall", 20.0), _finding("stall", 30.0)])
