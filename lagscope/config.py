@@ -439,8 +439,9 @@ class AnalyticsRulesConfig(_Section):
     skip_factor: float = Field(
         5.0, gt=0, description="skip (`seek`, `out_of_range_reset`): the advance is more than this × the group's "
                                "demonstrated capacity (the largest rates over intervals with a backlog at both "
-                               "ends) × the interval. No size floor: `skip_min_messages` is gone (a file that "
-                               "still sets it fails at start-up, as any unknown key does).")
+                               "ends, once one was saturated) × the interval. No size floor: "
+                               "`skip_min_messages` is gone (a file that still sets it fails at start-up, as "
+                               "any unknown key does).")
     gap_k: float = Field(
         6.0, gt=0, description="commit_gap: gap > median + gap_k × max(1.4826 × MAD, gap_mad_floor_s) of the "
                                "partition's own gaps.")
