@@ -21,8 +21,12 @@ stopped between A and the sweep after it (A⁺) and was settled again between th
   partition's committed offset moved, or it was caught up) at or before A⁺ (A when unknown);
   ``gap ≤ max(leave_gap_s, session/4)`` → ``leave``, or ``join`` when members also came (a
   JoinGroup and a LeaveGroup in one rebalance: nothing says which came first, joins usually do);
-  otherwise the nearer (in ratio) of the session timeout → ``session_timeout`` and the rebalance
-  timeout → ``max_poll_interval``;
+  otherwise a timeout (:func:`timeout_cause`): ``session_timeout`` or ``max_poll_interval``
+  (the rebalance timeout), whichever the gap can have been — a session timeout only when
+  ``gap ≥ session − heartbeat − network`` (the broker removes a crashed member at its last
+  heartbeat + session, at most one heartbeat interval before its last progress), a poll timeout
+  only when ``gap ≥ rebalance − network`` (removed at its last poll + max.poll.interval.ms, after
+  its last progress) — and where both or neither can, the nearer in ratio;
 - only new members → ``join``; neither → ``unknown``.
 
 **Bound** (:func:`bound_of`): ``session + heartbeat + network`` for session timeouts and static
@@ -678,7 +682,7 @@ def _distinct(xs: list[str]) -> list[str]:
     return list(dict.fromkeys(xs))
 
 
-def cause_of(w: _Window, leave_gap_s: float) -> str:
+def cause_of(w: _Window, leave_gap_s: float, heartbeat_s: float, network_s: float) -> str:
     """The cause (module doc): a static bounce first, then departures judged by the gap between
     the departed members' earliest last progress and A⁺, then joins."""
     if w.bounced:
@@ -687,8 +691,22 @@ def cause_of(w: _Window, leave_gap_s: float) -> str:
         gap = w.a_next_t - (w.last_alive if w.last_alive is not None else w.a.t)
         if gap <= max(leave_gap_s, w.session / 4):
             return "join" if w.new else "leave"
-        return "session_timeout" if _nearer_session(gap, w.session, w.rebal) else "max_poll_interval"
+        return timeout_cause(gap, w.session, w.rebal, heartbeat_s, network_s)
     return "join" if w.new else "unknown"
+
+
+def timeout_cause(gap: float, session: float, rebal: float, heartbeat_s: float, network_s: float) -> str:
+    """A departed member's timeout (module doc): the one its silence ``gap`` can have been, else
+    the nearer in ratio. A session timeout removes a member at its last heartbeat + the session,
+    and its last heartbeat is at most one interval before its last progress: the gap is at least
+    session − heartbeat − network. A poll timeout removes it at its last poll + the rebalance
+    timeout (max.poll.interval.ms), and its last progress is at or before its last poll: at least
+    rebalance − network."""
+    can_session = gap >= session - heartbeat_s - network_s
+    can_poll = gap >= rebal - network_s
+    if can_session != can_poll:
+        return "session_timeout" if can_session else "max_poll_interval"
+    return "session_timeout" if _nearer_session(gap, session, rebal) else "max_poll_interval"
 
 
 def _nearer_session(gap: float, session: float, rebal: float) -> bool:
@@ -1501,7 +1519,7 @@ def _details(w: _Window, settings: AnalyticsConfig, recs: list[dict[str, Any]] |
     last = [alive.get((w.g, m)) for m in w.gone]
     known = [x for x in last if x is not None and x <= w.a_next_t]
     w.last_alive = min(known) if known else None
-    w.cause = cause_of(w, LEAVE_GAP_S)
+    w.cause = cause_of(w, LEAVE_GAP_S, settings.heartbeat_s, settings.network_s)
     w.start = (w.a.t + w.a_next_t) / 2
     w.end = (w.b_prev_t + w.b.t) / 2
     w.quiet_from = w.last_alive if w.cause in _TIMED_OUT and w.last_alive is not None else w.start

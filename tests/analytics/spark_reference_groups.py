@@ -253,10 +253,16 @@ def transform_rebalances(
     gap = F.col("a_next_t") - F.coalesce(F.col("_last_alive"), F.col("a.t"))
     prompt = gap <= F.greatest(F.lit(leave_gap_s), F.col("_session") / 4)
     nearer_session = F.abs(F.log(gap / F.col("_session"))) <= F.abs(F.log(gap / F.col("_rebal")))
+    # the timeout the gap can have been: a session timeout only from session − heartbeat − network
+    # on, a poll timeout only from rebalance − network on; both or neither: the nearer in ratio
+    can_session = gap >= F.col("_session") - F.lit(heartbeat_s + network_s)
+    can_poll = gap >= F.col("_rebal") - F.lit(network_s)
+    session_cause = F.when(can_session & ~can_poll, True).when(can_poll & ~can_session, False).otherwise(
+        F.coalesce(nearer_session, F.lit(False)))
     cause = (F.when(F.size("_bounced") > 0, F.lit("static_member_bounce"))
              .when(F.size("_gone") > 0, F.when(prompt & (F.size("_new") > 0), F.lit("join"))
                    .when(prompt, F.lit("leave"))
-                   .when(nearer_session, F.lit("session_timeout")).otherwise(F.lit("max_poll_interval")))
+                   .when(session_cause, F.lit("session_timeout")).otherwise(F.lit("max_poll_interval")))
              .when(F.size("_new") > 0, F.lit("join"))
              .otherwise(F.lit("unknown")))
     win = win.withColumn("cause", cause)

@@ -284,6 +284,14 @@ BOUND_CASES: list[tuple[str, list[tuple[Any, ...]], list[dict[str, Any]], list[d
      [_record("b-kip848-crash", 0.5, None, [_member(m, session_ms=None)], "consumer_group_member", m)
       for m in ("m1", "m2")],
      ("session_timeout", 12.0)),
+    # a session (10 s) longer than max.poll.interval.ms (3 s): m2 quiet since 4, removed at 10
+    # (6 s: nearer 10 than 3 in ratio, but a session timeout cannot come before 10 − 1 − 1 = 8 s
+    # of silence) → max.poll.interval, bound 3 s
+    ("b-slow-poll", [*_stable(range(0, 9, 2), 1, SPLIT), (10, "PreparingRebalance", 1, [("m1", None, [0])]),
+                     *_stable(range(12, 17, 2), 2, BOTH)],
+     _offsets("b-slow-poll", 16, {0: [(0, "m1")], 1: [(0, "m2"), (14, "m1")]}, frozen={1: 4}),
+     [_record("b-slow-poll", 0.5, 1, [_member(m, session_ms=10_000, rebalance_ms=3_000) for m in ("m1", "m2")])],
+     ("max_poll_interval", 3.0)),
 ]
 
 
