@@ -120,7 +120,8 @@ INVALID = [
     # the backfill is a duration
     ({"backfill": "yesterday"}, "analytics.backfill: not a duration"),
     # the results are written locally
-    ({"results": "s3://bucket/results"}, "analytics.results: 's3://bucket/results': results are a local path"),
+    ({"results": "gs://bucket/results"}, "analytics.results: 'gs://bucket/results': results are a local path, a "
+                                         "file:// URI or s3://bucket/prefix"),
     # JVM memory sizes only
     ({"driver_memory": "two gigs"}, "analytics.driver_memory: 'two gigs' is not a JVM memory size"),
     # the loop interval must be positive
@@ -195,8 +196,9 @@ def test_analyze_takes_lake_results_master_and_rules_from_the_file(tmp_path: Pat
     session, batch = recorder.get("session"), recorder.get("batch")
     assert session == {"master": "local[3]", "shuffle_partitions": 3, "driver_memory": "768m",
                        "log_file": tmp_path / "res" / "_logs" / "spark.log"}
-    assert batch["lake"] == tmp_path / "lake"
-    assert batch["results"] == tmp_path / "res"
+    # the roots as the job opens them: local folders (an s3:// URL would be the bucket's store)
+    assert (batch["lake"].is_object_store, Path(batch["lake"].base)) == (False, tmp_path / "lake")
+    assert (batch["results"].is_object_store, Path(batch["results"].base)) == (False, tmp_path / "res")
     assert (batch["since"], batch["until"]) == (dt.date(2026, 11, 20), dt.date(2026, 11, 21))
     assert batch["settings"] == load_config(path).analytics
     assert batch["settings"].rules.stall_after_s == 33.0
@@ -217,7 +219,7 @@ def test_analyze_options_override_the_file(tmp_path: Path, recorder: Recorder) -
     assert recorder.get("session")["shuffle_partitions"] == 2
     assert recorder.get("session")["driver_memory"] == "768m"  # not given: the file's
     inc = recorder.get("incremental")
-    assert (inc["lake"], inc["results"]) == (other_lake, tmp_path / "r2")
+    assert (Path(inc["lake"].base), Path(inc["results"].base)) == (other_lake, tmp_path / "r2")
     s = inc["settings"]
     assert (s.rules.stall_after_s, s.rules.stop_after_s, s.rules.gap_k) == (15.0, 15.0, 4.0)
     assert (s.heartbeat_s, s.session_timeout_s) == (1.0, 12.0)
