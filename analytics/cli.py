@@ -148,15 +148,22 @@ def _log_file(results: Store) -> Path:
 
 
 def results_exporter_cmd(
-    results: Annotated[Path, typer.Option("--results", help="Root of the analytics' result tables.")],
+    results: Annotated[str, typer.Option(
+        "--results", help="Root of the analytics' result tables: a folder, or s3://bucket/prefix (with the "
+                          "storage section of --config).")],
     bind: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port (0: any free port).")] = 9309,
     refresh: Annotated[float, typer.Option(help="Re-read the result tables at most this often (s).")] = 15.0,
+    config: Annotated[Path | None, typer.Option(
+        "--config", "-c", dir_okay=False, help="lagscope.yaml: its storage section, for s3:// results.")] = None,
 ) -> None:
     """Serve the analytics' findings as Prometheus metrics until interrupted."""
     from lagscope.analytics.results_metrics import serve
+    from lagscope.storage import open_root
 
-    server, _ = serve(results, host=bind, port=port, refresh_s=refresh)
+    root = open_root(results, settings_or_exit(config).storage) if is_object_url(results) else Path(
+        results.removeprefix("file://"))
+    server, _ = serve(root, host=bind, port=port, refresh_s=refresh)
     typer.echo(f"serving http://{bind}:{server.server_port}/metrics (Ctrl-C stops)")
     try:
         while True:

@@ -70,6 +70,7 @@ __all__ = [
     "QuarantineCounts",
     "Quarantined",
     "check_files",
+    "check_in",
     "check_objects",
     "checked_files",
     "committed_names",
@@ -87,6 +88,7 @@ __all__ = [
     "quarantine_in",
     "quarantine_object",
     "quarantine_unreadable",
+    "quarantine_unreadable_in",
     "read_live",
     "read_objects",
     "read_table",
@@ -770,6 +772,29 @@ def quarantine_in(root: Path | str | Store, path: Path | str, reason: str) -> Qu
     if store is None:
         return quarantine(path, reason)
     return quarantine_object(store, str(path).removeprefix(store.base + "/"), reason)
+
+
+def check_in(root: Path | str | Store, paths: Iterable[Path | str]) -> tuple[list[Path], list[Quarantined]]:
+    """:func:`check_files` of files named by their paths in ``root``'s filesystem (an object
+    store's: :func:`check_objects`): the good ones, and those quarantined instead."""
+    store = object_store(root)
+    if store is None:
+        good, bad = check_files(paths)
+        return [c.path for c in good], bad
+    prefix = store.base + "/"
+    rels, bad = check_objects(store, [str(p).removeprefix(prefix) for p in paths])
+    return [Path(store.path(r)) for r in rels], bad
+
+
+def quarantine_unreadable_in(root: Path | str | Store, paths: Iterable[Path | str],
+                             error: BaseException | None = None) -> list[Quarantined]:
+    """:func:`quarantine_unreadable` of files named by their paths in ``root``'s filesystem."""
+    store = object_store(root)
+    if store is None:
+        return quarantine_unreadable(paths, error)
+    prefix = store.base + "/"
+    return _quarantine_unreadable_objects(store, [str(p).removeprefix(prefix) for p in paths],
+                                          error if error is not None else LakeError(""))
 
 
 def quarantine_object(store: Store, rel: str, reason: str) -> Quarantined | None:
