@@ -298,3 +298,21 @@ def test_demo_with_a_bad_config_is_one_line_exit_2(tmp_path: Path) -> None:
     assert [ln for ln in result.output.splitlines() if ln.strip()] == [
         "config error: analytics.rules.stall_after_s: Input should be greater than 0"]
     assert not (tmp_path / "demo").exists()  # stopped before anything started
+
+
+def test_the_results_root_beside_an_object_store_lake() -> None:
+    from lagscope.config import resolve_results_root
+
+    assert resolve_results_root(None, "s3://b/prod/kafka/lake") == "s3://b/prod/kafka/results"
+    assert resolve_results_root(None, "s3://b/lake/") == "s3://b/results"
+    assert resolve_results_root("s3://b/r/", "s3://b/lake") == "s3://b/r"
+    assert resolve_results_root(None, "./lake") == Path("results")
+    assert resolve_results_root(None, "file:///srv/lake") == Path("/srv/results")
+    on_s3 = AnalyticsConfig(results="s3://b/findings")
+    assert resolve_results_root(None, "/srv/lake", on_s3) == "s3://b/findings"
+    assert resolve_results_root("/tmp/r", "s3://b/lake", on_s3) == Path("/tmp/r")  # the option wins
+    with pytest.raises(ConfigError, match="whole bucket"):
+        resolve_results_root(None, "s3://b")
+    # the commands that take local results only say so in one line
+    with pytest.raises(ConfigError, match=r"analytics.results is on an object store \(s3://b/findings\)"):
+        on_s3.results_path  # noqa: B018
