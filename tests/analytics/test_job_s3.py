@@ -3,8 +3,8 @@ server fixture: the same files committed to the bucket as the collector commits 
 same result tables as the local lake, the checkpoint and the carried state live in the bucket
 (one state version, no staging left), an uncommitted object is never read, and a committed
 object that fails to decode in a route task is quarantined in the bucket while the step goes on.
-The Spark tasks read and write through pyarrow's S3 filesystem: nothing goes through the local
-disk."""
+The Spark tasks read and write the lake, the staged results and the state through pyarrow's S3
+filesystem (the plan they are sent carries the stores)."""
 
 from __future__ import annotations
 
