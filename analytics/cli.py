@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import tempfile
 import time
 from pathlib import Path
 from typing import Annotated
@@ -22,8 +23,9 @@ import typer
 
 from lagscope.analytics.configured import with_overrides
 from lagscope.command import settings_or_exit
-from lagscope.config import resolve_results
+from lagscope.config import resolve_results_root
 from lagscope.errors import ConfigError
+from lagscope.storage import Store, is_object_url
 
 __all__ = ["register"]
 
@@ -39,11 +41,12 @@ def _parse_time(value: str, name: str) -> dt.datetime:
 
 
 def analyze(
-    lake: Annotated[Path | None, typer.Option(
-        help="The sample lake (folder written by the collector). Default: collector.lake of --config.")] = None,
-    results: Annotated[Path | None, typer.Option(
-        help="Where the result tables (and the checkpoint) go. Default: analytics.results of --config, "
-             "else 'results' beside the lake.")] = None,
+    lake: Annotated[str | None, typer.Option(
+        help="The sample lake: the folder (or s3://bucket/prefix, with the storage section of --config) the "
+             "collector writes. Default: collector.lake of --config.")] = None,
+    results: Annotated[str | None, typer.Option(
+        help="Where the result tables (and the checkpoint) go: a folder or s3://bucket/prefix. Default: "
+             "analytics.results of --config, else 'results' beside the lake.")] = None,
     since: Annotated[str | None, typer.Option(
         help="Batch: first UTC day (YYYY-MM-DD). Incremental: where the first run starts.")] = None,
     until: Annotated[str | None, typer.Option(
@@ -75,19 +78,21 @@ def analyze(
     progress: Annotated[bool, typer.Option(help="Log Spark progress while writing.")] = True,
 ) -> None:
     """Analyse the lake: lag trends, lag in seconds, rebalance windows, anomalies, status."""
-    from lagscope.analytics.job import run_batch, run_incremental
+    from lagscope.analytics.job import root_store, run_batch, run_incremental
     from lagscope.analytics.session import build_session
 
     cfg = settings_or_exit(config)
     acfg = cfg.analytics
     lake_option = "--lake" if lake is not None else "collector.lake"
-    lake = lake if lake is not None else cfg.collector.lake_path
-    results = resolve_results(results, lake, acfg)
+    lake_url = lake if lake is not None else cfg.collector.lake
+    # a local folder or an object store (the storage section): the job reads and writes both alike
+    lake_root = root_store(lake_url if is_object_url(lake_url) else lake_url.removeprefix("file://"), cfg.storage)
+    results_root = root_store(str(resolve_results_root(results, lake_root.url, acfg)), cfg.storage)
     master = master if master is not None else acfg.master
     shuffle_partitions = shuffle_partitions if shuffle_partitions is not None else (acfg.shuffle_partitions or 8)
     driver_memory = driver_memory if driver_memory is not None else acfg.driver_memory
-    if not lake.is_dir():
-        raise ConfigError(f"{lake_option} {lake}: no such folder")
+    if not lake_root.is_object_store and not Path(lake_root.base).is_dir():
+        raise ConfigError(f"{lake_option} {lake_url}: no such folder")
     if shuffle_partitions < 1:
         raise ConfigError("--shuffle-partitions must be at least 1")
     for name, value in (("--session-timeout-s", session_timeout_s), ("--heartbeat-s", heartbeat_s),
@@ -114,13 +119,13 @@ def analyze(
     owned = spark is None
     if spark is None:
         spark = build_session(master, shuffle_partitions=shuffle_partitions, driver_memory=driver_memory,
-                              log_file=results / "_logs" / "spark.log")
+                              log_file=_log_file(results_root))
     try:
         if incremental:
-            written = run_incremental(spark, lake, results, settings=settings, history_points=history_points,
+            written = run_incremental(spark, lake_root, results_root, settings=settings, history_points=history_points,
                                       until=end, since=start, clusters=cluster, progress=progress)
         else:
-            written = run_batch(spark, lake, results, since=first, until=last, settings=settings,
+            written = run_batch(spark, lake_root, results_root, since=first, until=last, settings=settings,
                                 history_points=history_points, clusters=cluster, progress=progress)
     finally:
         if owned:
@@ -128,22 +133,37 @@ def analyze(
     if not written:
         typer.echo("nothing new to analyse")
     for table, files in written.items():
-        typer.echo(f"{table}: {files} file(s) written under {results / table}")
+        typer.echo(f"{table}: {files} file(s) written under {results_root.url_of(table)}")
     for q in written.quarantined:
         typer.echo(f"analysed without {q.path} ({q.table}, unreadable: {q.reason}); "
                    f"quarantined: {q.moved_to or 'could not be moved'}")
 
 
+def _log_file(results: Store) -> Path:
+    """Where Spark's log goes: ``<results>/_logs/spark.log``, or for results on an object store
+    (no appending there) ``lagscope-logs/spark.log`` in the system's temporary folder."""
+    if results.is_object_store:
+        return Path(tempfile.gettempdir()) / "lagscope-logs" / "spark.log"
+    return Path(results.base) / "_logs" / "spark.log"
+
+
 def results_exporter_cmd(
-    results: Annotated[Path, typer.Option("--results", help="Root of the analytics' result tables.")],
+    results: Annotated[str, typer.Option(
+        "--results", help="Root of the analytics' result tables: a folder, or s3://bucket/prefix (with the "
+                          "storage section of --config).")],
     bind: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port (0: any free port).")] = 9309,
     refresh: Annotated[float, typer.Option(help="Re-read the result tables at most this often (s).")] = 15.0,
+    config: Annotated[Path | None, typer.Option(
+        "--config", "-c", dir_okay=False, help="lagscope.yaml: its storage section, for s3:// results.")] = None,
 ) -> None:
     """Serve the analytics' findings as Prometheus metrics until interrupted."""
     from lagscope.analytics.results_metrics import serve
+    from lagscope.storage import open_root
 
-    server, _ = serve(results, host=bind, port=port, refresh_s=refresh)
+    root = open_root(results, settings_or_exit(config).storage) if is_object_url(results) else Path(
+        results.removeprefix("file://"))
+    server, _ = serve(root, host=bind, port=port, refresh_s=refresh)
     typer.echo(f"serving http://{bind}:{server.server_port}/metrics (Ctrl-C stops)")
     try:
         while True:

@@ -39,8 +39,6 @@ from __future__ import annotations
 import datetime as dt
 import io
 import logging
-import os
-import shutil
 import threading
 import uuid
 import zlib
@@ -61,23 +59,23 @@ from lagscope.analytics import step as steps
 from lagscope.analytics.io import (
     Checkpoint,
     drop_provisional,
-    new_staging,
     publish_batch,
     publish_incremental,
     publish_provisional,
     read_checkpoint,
     spark_arrow_schema,
-    stage_arrow,
+    stage_objects,
     write_checkpoint,
 )
-from lagscope.config import AnalyticsConfig
+from lagscope.config import AnalyticsConfig, StorageConfig
 from lagscope.errors import ConfigError, DataExpired
 from lagscope.lag import HISTORY_POINTS
-from lagscope.lake import CheckedFile, Quarantined, check_files, is_missing_file, list_files, quarantine
-from lagscope.results import batch_tag, inc_tag, state_dir
+from lagscope.lake import CheckedFile, Quarantined, checked_files, is_missing_file, quarantine_in
+from lagscope.results import batch_tag, inc_tag
 from lagscope.retention import expired_through
+from lagscope.storage import Store, open_store
 
-__all__ = ["RESULT_TABLES", "STATE_PARTS", "StepFiles", "run_batch", "run_incremental", "run_provisional"]
+__all__ = ["RESULT_TABLES", "STATE_PARTS", "StepFiles", "root_store", "run_batch", "run_incremental", "run_provisional"]
 
 log = logging.getLogger(__name__)
 
@@ -119,15 +117,20 @@ class StepFiles(dict[str, int]):
 class _Plan:
     """What every task of a step needs (sent to the executors with the functions)."""
 
-    lake: str
+    #: the lake and the results root (a local folder or an object store: the tasks read and
+    #: write through their filesystems, so the executors need no shared disk)
+    lake: Store
+    results: Store
     settings: AnalyticsConfig
     #: lag in seconds: the newest end-offset points used per partition (``time_lag.history_points``)
     history_points: int
     as_of: dt.datetime
     buckets: int
     places: tuple[int, ...]
+    #: each result table's staging folder, relative to the results root
     staging: dict[str, str]
-    #: the state version folder to write (``None``: a batch, which carries no state)
+    #: the state version folder to write, relative to the results root (``None``: a batch or a
+    #: provisional step, which carry no state on)
     state_out: str | None
     #: incremental: the step's range ``[start, until)``; a batch reads whole days
     start: dt.datetime | None = None
@@ -164,13 +167,14 @@ def _read(plan: _Plan, table: str, path: str) -> pa.Table:
     """One file's rows that the step reads (a lake table: its range and columns; a state part:
     all of it)."""
     if table in STATE_PARTS:
-        return pq.read_table(path)
+        return pq.read_table(path, filesystem=plan.results.filesystem)
     where = None
     if plan.start is not None and plan.until is not None and table != "group_events":
         col, lo = ("record_ts", plan.start - COMMIT_LOOKBACK) if table == "commits" else ("sweep_ts", plan.start)
         where = (pc.field(col) >= pa.scalar(lo, _US)) & (pc.field(col) < pa.scalar(plan.until, _US))
-    return steps.read_files([path], spark_arrow_schema(table), Path(plan.lake) / table, where=where,
-                            columns=steps.READ_COLUMNS[table], dictionaries=_DICTIONARIES.get(table, ()))
+    return steps.read_files([path], spark_arrow_schema(table), plan.lake.path(table), where=where,
+                            columns=steps.READ_COLUMNS[table], dictionaries=_DICTIONARIES.get(table, ()),
+                            filesystem=plan.lake.filesystem)
 
 
 #: the string columns read as dictionaries (the offsets' rows are most of a step: their keys
@@ -272,24 +276,22 @@ def _run(plan: _Plan):  # type: ignore[no-untyped-def]
         for name, tbl in done.tables.items():
             if keep is not None:
                 tbl = tbl.filter(pc.is_in(tbl.column("date"), value_set=keep))
-            stage_arrow(Path(plan.staging[name]), name, tbl, part=part)
+            stage_objects(plan.results, plan.staging[name], name, tbl, part=part)
             names.append(name)
             counts.append(tbl.num_rows)
         if plan.state_out is not None:
             for name, tbl in done.state.items():
-                folder = Path(plan.state_out) / name
-                folder.mkdir(parents=True, exist_ok=True)
-                _write_atomic(tbl, folder / f"part-{part}.parquet")
+                plan.results.put(f"{plan.state_out}/{name}/part-{part}.parquet", _parquet(tbl))
         yield pa.RecordBatch.from_pydict({"tbl": pa.array(names, pa.string()), "rows": pa.array(counts, pa.int64()),
                                           "note": pa.nulls(len(names), pa.string())})
     return run
 
 
-def _write_atomic(table: pa.Table, path: Path) -> None:
-    """A state file written under a temporary name, then renamed (no reader sees half a file)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp, compression="snappy")
-    os.replace(tmp, path)
+def _parquet(table: pa.Table) -> bytes:
+    """A state part's file, whole (:meth:`Store.put` writes it so that no reader sees half of it)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="snappy")
+    return bytes(sink.getvalue().to_pybytes())
 
 
 def _empty(table: str) -> pa.Table:
@@ -323,17 +325,26 @@ def _placements(spark: SparkSession, buckets: int) -> tuple[int, ...]:
     return got
 
 
-def _bucket_count(spark: SparkSession, lake_files: dict[str, list[CheckedFile]], state: dict[str, list[str]]) -> int:
+def _bucket_count(spark: SparkSession, rows: dict[str, int]) -> int:
     """As many buckets as the machine's task slots, more when the step is large (about
-    :data:`BUCKET_ROWS` rows each, counted from the files' footers)."""
-    rows = sum(c.rows for checked in lake_files.values() for c in checked)
-    rows += sum(int(pq.read_metadata(p).num_rows) for paths in state.values() for p in paths)
-    return max(int(spark.sparkContext.defaultParallelism), -(-rows // BUCKET_ROWS), 1)
+    :data:`BUCKET_ROWS` rows each, counted from the files' footers: ``rows`` per file)."""
+    return max(int(spark.sparkContext.defaultParallelism), -(-sum(rows.values()) // BUCKET_ROWS), 1)
 
 
-def _state_files(results: Path, version: str) -> dict[str, list[str]]:
-    base = state_dir(results) / version
-    return {name: sorted(str(p) for p in (base / name).glob("*.parquet")) for name in STATE_PARTS}
+def _state_files(results: Store, version: str) -> dict[str, list[str]]:
+    """The parts of a state version (their paths in the results' filesystem)."""
+    return {name: [results.path(f"_state/{version}/{name}/{n}") for n in results.names(f"_state/{version}/{name}")
+                   if n.endswith(".parquet") and not n.startswith(".")] for name in STATE_PARTS}
+
+
+def _row_counts(lake_files: dict[str, list[CheckedFile]], state: dict[str, list[str]],
+                results: Store) -> dict[str, int]:
+    """Each file of a step and its rows (lake files: as checked; state parts: from their footers)."""
+    rows = {str(c.path): c.rows for checked in lake_files.values() for c in checked}
+    for paths in state.values():
+        for p in paths:
+            rows[p] = int(pq.read_metadata(p, filesystem=results.filesystem).num_rows)
+    return rows
 
 
 @contextmanager
@@ -367,13 +378,13 @@ def _progress(spark: SparkSession, enabled: bool, interval_s: float = 2.0) -> It
         th.join(timeout=interval_s * 2)
 
 
-def _execute(spark: SparkSession, files: dict[str, list[str]], plan: _Plan,
+def _execute(spark: SparkSession, files: dict[str, list[str]], sizes: dict[str, int], plan: _Plan,
              progress: bool) -> tuple[dict[str, int], list[Quarantined]]:
-    """Run the step's Spark job; returns the rows staged per table and the lake files the tasks
-    could not read, moved into quarantine."""
+    """Run the step's Spark job (``sizes``: each file's rows); returns the rows staged per table
+    and the lake files the tasks could not read, moved into quarantine."""
     tasks = [(name, path) for name, paths in files.items() for path in paths]
     # the largest files first, so that no task starts a big file last
-    tasks.sort(key=lambda t: -os.path.getsize(t[1]))
+    tasks.sort(key=lambda t: -sizes.get(t[1], 0))
     rows: dict[str, int] = dict.fromkeys(RESULT_TABLES, 0)
     moved: list[Quarantined] = []
     if not tasks:
@@ -385,7 +396,7 @@ def _execute(spark: SparkSession, files: dict[str, list[str]], plan: _Plan,
         for r in passed.collect():
             if r["tbl"] == _UNREADABLE:
                 path, reason = r["note"].split("\n", 1)
-                got = quarantine(path, reason)
+                got = quarantine_in(plan.lake, path, reason)
                 if got is not None:
                     moved.append(got)
                 continue
@@ -393,12 +404,19 @@ def _execute(spark: SparkSession, files: dict[str, list[str]], plan: _Plan,
     return rows, moved
 
 
-def _lake_files(lake: Path, table: str, clusters: Sequence[str] | None, since: dt.date,
+def _lake_files(lake: Store, table: str, clusters: Sequence[str] | None, since: dt.date,
                 until: dt.date, moved: list[Quarantined]) -> list[CheckedFile]:
-    """The live files of a lake table's wanted partitions (:func:`lagscope.lake.list_files`)
-    whose footers read (:func:`lagscope.lake.check_files`; the others go into quarantine and
-    onto ``moved``)."""
-    good, bad = check_files(list_files(lake, table, cluster=clusters or None, since=since, until=until))
+    """The live files of a lake table's wanted partitions whose footers read
+    (:func:`lagscope.lake.checked_files`: on an object store the committed ones; the others go
+    into quarantine and onto ``moved``). A file gone since its listing makes it list again."""
+    for _ in range(5):
+        try:
+            good, bad = checked_files(lake, table, cluster=clusters or None, since=since, until=until)
+        except FileNotFoundError:
+            continue  # compaction replaced its sources meanwhile: their rows are in its file
+        moved.extend(bad)
+        return good
+    good, bad = checked_files(lake, table, cluster=clusters or None, since=since, until=until)
     moved.extend(bad)
     return good
 
@@ -407,64 +425,94 @@ def _paths(checked: dict[str, list[CheckedFile]]) -> dict[str, list[str]]:
     return {name: [str(c.path) for c in files] for name, files in checked.items()}
 
 
-def _staging(results: Path) -> dict[str, Path]:
-    return {name: new_staging(results, name) for name in RESULT_TABLES}
+def root_store(root: Path | str | Store, storage: StorageConfig | None) -> Store:
+    """The :class:`~lagscope.storage.Store` of a lake or results root: a local folder, or an
+    ``s3://bucket/prefix`` opened with ``storage`` (the settings' ``storage`` section)."""
+    return root if isinstance(root, Store) else open_store(root, storage)
 
 
-def run_batch(spark: SparkSession, lake: Path | str, results: Path | str, *, since: dt.date, until: dt.date,
-              settings: AnalyticsConfig, history_points: int = HISTORY_POINTS,
-              clusters: Sequence[str] | None = None, progress: bool = True) -> StepFiles:
+def _staging(results: Store) -> dict[str, str]:
+    """A fresh staging folder per result table, relative to the results root."""
+    return {name: f".staging/{name}-{uuid.uuid4().hex[:12]}" for name in RESULT_TABLES}
+
+
+def _staged(results: Store, staging: dict[str, str]) -> dict[str, Path]:
+    """The staging folders as the publish functions take them (local: the folders; an object
+    store: relative to its root)."""
+    return {name: Path(rel) if results.is_object_store else Path(results.path(rel)) for name, rel in staging.items()}
+
+
+def _drop_staging(results: Store, staging: dict[str, str]) -> None:
+    for rel in staging.values():
+        try:
+            results.delete_folder(rel)
+        except OSError:
+            log.debug("could not delete the staging folder %s", results.url_of(rel), exc_info=True)
+
+
+def _expired_through(lake: Store, clusters: Sequence[str] | None) -> dt.date | None:
+    """:func:`lagscope.retention.expired_through` of the lake's offsets (an object store's lake
+    has no retention of lagscope's: none)."""
+    return None if lake.is_object_store else expired_through(Path(lake.base), "offsets", clusters)
+
+
+def run_batch(spark: SparkSession, lake: Path | str | Store, results: Path | str | Store, *, since: dt.date,
+              until: dt.date, settings: AnalyticsConfig, history_points: int = HISTORY_POINTS,
+              clusters: Sequence[str] | None = None, progress: bool = True,
+              storage: StorageConfig | None = None) -> StepFiles:
     """Analyse whole UTC days ``since … until`` and overwrite those days' result partitions (a
     batch is a first step over its range: no state in, none out). ``settings``: the ``analytics``
-    section; ``history_points``: ``time_lag.history_points`` (shared with the collector). Returns
-    files written.
+    section; ``history_points``: ``time_lag.history_points`` (shared with the collector). The lake
+    and the results are local folders or ``s3://`` URLs (opened with ``storage``), or
+    stores (:class:`~lagscope.storage.Store`). Returns files written.
     Raises :class:`DataExpired` when retention removed the whole range (a part: a warning)."""
     if until < since:
         raise ConfigError(f"--until {until} is before --since {since}")
-    lake, results = Path(lake), Path(results)
+    lake_root, results_root = root_store(lake, storage), root_store(results, storage)
     days = tuple((since + dt.timedelta(days=i)).isoformat() for i in range((until - since).days + 1))
     moved: list[Quarantined] = []
-    checked = {name: _lake_files(lake, name, clusters, since, until, moved) for name in LAKE_TABLES}
+    checked = {name: _lake_files(lake_root, name, clusters, since, until, moved) for name in LAKE_TABLES}
     files = _paths(checked)
-    gone = expired_through(lake, "offsets", clusters)
+    gone = _expired_through(lake_root, clusters)
     if not files["offsets"] and not files["members"]:
         if gone is not None and since <= gone:
             raise DataExpired(f"the lake's sweeps of {since} … {until} have expired: retention removed its days up "
                               f"to {gone} (collector.retention); analyse days after {gone}")
-        raise ConfigError(f"the lake {lake} has no sweeps between {since} and {until}")
+        raise ConfigError(f"the lake {lake_root.url} has no sweeps between {since} and {until}")
     if gone is not None and since <= gone:
         log.warning("the lake's sweeps of %s … %s have expired (retention removed its days up to %s, "
                     "collector.retention): this batch analyses what is left", since, min(gone, until), gone)
-    staging = _staging(results)
-    buckets = _bucket_count(spark, checked, {})
-    plan = _Plan(lake=str(lake), settings=settings, history_points=history_points, buckets=buckets,
-                 places=_placements(spark, buckets),
+    staging = _staging(results_root)
+    sizes = _row_counts(checked, {}, results_root)
+    buckets = _bucket_count(spark, sizes)
+    plan = _Plan(lake=lake_root, results=results_root, settings=settings, history_points=history_points,
+                 buckets=buckets, places=_placements(spark, buckets),
                  as_of=dt.datetime.combine(until + dt.timedelta(days=1), dt.time(), dt.UTC),
-                 staging={k: str(v) for k, v in staging.items()}, state_out=None, days=days,
-                 optional=_optional(lake))
+                 staging=staging, state_out=None, days=days, optional=_optional(lake_root))
     try:
-        rows, unreadable = _execute(spark, files, plan, progress)
+        rows, unreadable = _execute(spark, files, sizes, plan, progress)
         moved.extend(unreadable)
         log.info("batch %s … %s: %d buckets → %s%s", since, until, buckets,
                  ", ".join(f"{name} {n} rows" for name, n in sorted(rows.items())), _without(moved))
-        return StepFiles(publish_batch(results, staging, tag=batch_tag(since, until)), moved)
+        return StepFiles(publish_batch(results_root, _staged(results_root, staging), tag=batch_tag(since, until)),
+                         moved)
     finally:
-        for folder in staging.values():
-            shutil.rmtree(folder, ignore_errors=True)
+        _drop_staging(results_root, staging)
 
 
-def run_incremental(spark: SparkSession, lake: Path | str, results: Path | str, *, settings: AnalyticsConfig,
-                    until: dt.datetime, since: dt.datetime | None = None, history_points: int = HISTORY_POINTS,
-                    clusters: Sequence[str] | None = None, progress: bool = False) -> StepFiles:
+def run_incremental(spark: SparkSession, lake: Path | str | Store, results: Path | str | Store, *,
+                    settings: AnalyticsConfig, until: dt.datetime, since: dt.datetime | None = None,
+                    history_points: int = HISTORY_POINTS, clusters: Sequence[str] | None = None,
+                    progress: bool = False, storage: StorageConfig | None = None) -> StepFiles:
     """Analyse the sweeps in ``[checkpoint, until)`` (``until`` rounded down to the minute),
-    carrying the state; append the results and move the checkpoint (``settings`` and
-    ``history_points`` as for :func:`run_batch`). Returns files written
+    carrying the state; append the results and move the checkpoint (``settings``,
+    ``history_points``, the roots and ``storage`` as for :func:`run_batch`). Returns files written
     (empty when there was nothing new) and the lake files quarantined (:class:`StepFiles`).
     Re-running a step that crashed before its checkpoint moved replaces its files (they are named
     after its range) instead of adding to them."""
-    lake, results = Path(lake), Path(results)
+    lake_root, results_root = root_store(lake, storage), root_store(results, storage)
     until = until.astimezone(dt.UTC).replace(second=0, microsecond=0)
-    cp = read_checkpoint(results)
+    cp = read_checkpoint(results_root)
     if cp is not None:
         start = dt.datetime.fromisoformat(cp["watermark"])
     elif since is not None:
@@ -473,31 +521,33 @@ def run_incremental(spark: SparkSession, lake: Path | str, results: Path | str, 
         raise ConfigError("no checkpoint yet: give --since for the first incremental run")
     if until <= start:
         return StepFiles()
-    gone = expired_through(lake, "offsets", clusters)
+    gone = _expired_through(lake_root, clusters)
     if gone is not None and start.date() <= gone:
         log.warning("the lake's sweeps from %s to the end of %s have expired (retention removed them, "
                     "collector.retention) before the analytics read them: this step analyses what is left",
                     start.isoformat(), gone)
     version = f"v-{int(until.timestamp())}-{uuid.uuid4().hex[:6]}"
-    state_out = state_dir(results) / version
+    state_out = f"_state/{version}"
     try:
-        written, moved = _step(spark, lake, results, cp, settings=settings, history_points=history_points,
+        written, moved = _step(spark, lake_root, results_root, cp, settings=settings, history_points=history_points,
                                start=start, until=until, clusters=clusters, progress=progress, state_out=state_out,
-                               publish=lambda staging: publish_incremental(results, staging, tag=inc_tag(start, until),
+                               publish=lambda staging: publish_incremental(results_root, staging,
+                                                                           tag=inc_tag(start, until),
                                                                            clusters=clusters))
     except BaseException:
-        shutil.rmtree(state_out, ignore_errors=True)
+        _drop_staging(results_root, {"state": state_out})
         raise
-    write_checkpoint(results, Checkpoint(watermark=until.isoformat(), version=version))
-    drop_provisional(results)  # hidden since the watermark moved: cleanup
+    write_checkpoint(results_root, Checkpoint(watermark=until.isoformat(), version=version))
+    drop_provisional(results_root)  # hidden since the watermark moved: cleanup
     if moved:
         log.info("step %s … %s: analysed%s", start.isoformat(), until.isoformat(), _without(moved))
     return StepFiles(written, moved)
 
 
-def run_provisional(spark: SparkSession, lake: Path | str, results: Path | str, *, settings: AnalyticsConfig,
-                    until: dt.datetime, history_points: int = HISTORY_POINTS,
-                    clusters: Sequence[str] | None = None, progress: bool = False) -> StepFiles:
+def run_provisional(spark: SparkSession, lake: Path | str | Store, results: Path | str | Store, *,
+                    settings: AnalyticsConfig, until: dt.datetime, history_points: int = HISTORY_POINTS,
+                    clusters: Sequence[str] | None = None, progress: bool = False,
+                    storage: StorageConfig | None = None) -> StepFiles:
     """A *provisional step*: analyse the sweeps in ``[checkpoint, until)`` (``until`` not rounded:
     the minute in progress too) from the carried state, as :func:`run_incremental` would, and
     publish the result rows as ``pre-<from>-<to>-…`` (:func:`lagscope.analytics.io.publish_provisional`)
@@ -505,8 +555,8 @@ def run_provisional(spark: SparkSession, lake: Path | str, results: Path | str, 
     the next full step analyses the same sweeps again and replaces these rows
     (:mod:`lagscope.results`). Returns the files written; nothing without a checkpoint (a first
     step is a full one) or when ``until`` is not past it."""
-    lake, results = Path(lake), Path(results)
-    cp = read_checkpoint(results)
+    lake_root, results_root = root_store(lake, storage), root_store(results, storage)
+    cp = read_checkpoint(results_root)
     if cp is None:
         return StepFiles()
     start = dt.datetime.fromisoformat(cp["watermark"]).astimezone(dt.UTC)
@@ -514,19 +564,21 @@ def run_provisional(spark: SparkSession, lake: Path | str, results: Path | str, 
     until = until.replace(microsecond=until.microsecond // 1000 * 1000)  # the names hold milliseconds
     if until <= start:
         return StepFiles()
-    written, moved = _step(spark, lake, results, cp, settings=settings, history_points=history_points,
+    written, moved = _step(spark, lake_root, results_root, cp, settings=settings, history_points=history_points,
                            start=start, until=until, clusters=clusters, progress=progress, state_out=None,
-                           publish=lambda staging: publish_provisional(results, staging, start=start, until=until))
+                           publish=lambda staging: publish_provisional(results_root, staging, start=start,
+                                                                       until=until))
     return StepFiles(written, moved)
 
 
-def _step(spark: SparkSession, lake: Path, results: Path, cp: Checkpoint | None, *, settings: AnalyticsConfig,
+def _step(spark: SparkSession, lake: Store, results: Store, cp: Checkpoint | None, *, settings: AnalyticsConfig,
           history_points: int, start: dt.datetime, until: dt.datetime, clusters: Sequence[str] | None,
-          progress: bool, state_out: Path | None,
+          progress: bool, state_out: str | None,
           publish: Callable[[dict[str, Path]], dict[str, int]]) -> tuple[dict[str, int], list[Quarantined]]:
     """An incremental step's job over ``[start, until)`` from the state of ``cp``: the next state
-    into ``state_out`` (None: none, a provisional step), the result files staged and handed to
-    ``publish``. Returns what ``publish`` returned and the lake files quarantined."""
+    into ``state_out`` (relative to the results root; None: none, a provisional step), the result
+    files staged and handed to ``publish``. Returns what ``publish`` returned and the lake files
+    quarantined."""
     moved: list[Quarantined] = []
     checked: dict[str, list[CheckedFile]] = {}
     for name in LAKE_TABLES:
@@ -536,21 +588,17 @@ def _step(spark: SparkSession, lake: Path, results: Path, cp: Checkpoint | None,
     state = _state_files(results, cp["version"]) if cp is not None else {}
     files.update(state)
     staging = _staging(results)
-    buckets = _bucket_count(spark, checked, state)
-    plan = _Plan(lake=str(lake), settings=settings, history_points=history_points, buckets=buckets,
-                 places=_placements(spark, buckets), as_of=until,
-                 staging={k: str(v) for k, v in staging.items()},
-                 state_out=str(state_out) if state_out is not None else None, start=start, until=until,
-                 optional=_optional(lake))
+    sizes = _row_counts(checked, state, results)
+    buckets = _bucket_count(spark, sizes)
+    plan = _Plan(lake=lake, results=results, settings=settings, history_points=history_points, buckets=buckets,
+                 places=_placements(spark, buckets), as_of=until, staging=staging, state_out=state_out,
+                 start=start, until=until, optional=_optional(lake))
     try:
-        if state_out is not None:
-            state_out.mkdir(parents=True, exist_ok=True)
-        _, unreadable = _execute(spark, files, plan, progress)
+        _, unreadable = _execute(spark, files, sizes, plan, progress)
         moved.extend(unreadable)
-        return publish(staging), moved
+        return publish(_staged(results, staging)), moved
     finally:
-        for folder in staging.values():
-            shutil.rmtree(folder, ignore_errors=True)
+        _drop_staging(results, staging)
 
 
 def _without(moved: Sequence[Quarantined]) -> str:
@@ -560,5 +608,7 @@ def _without(moved: Sequence[Quarantined]) -> str:
     return f" without {len(moved)} unreadable file(s) (quarantined: {', '.join(str(q.path) for q in moved)})"
 
 
-def _optional(lake: Path) -> tuple[str, ...]:
-    return tuple(name for name in LAKE_TABLES[2:] if (lake / name).is_dir())
+def _optional(lake: Store) -> tuple[str, ...]:
+    """The commit stream's tables the lake has."""
+    present = set(lake.folders(""))
+    return tuple(name for name in LAKE_TABLES[2:] if name in present)

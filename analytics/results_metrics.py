@@ -75,7 +75,7 @@ from prometheus_client.registry import Collector
 
 from lagscope.delivery import DELIVERY_KINDS, account_rows
 from lagscope.errors import ConfigError, FileQuarantined, LakeError
-from lagscope.lake import check_files, is_missing_file, quarantine_unreadable
+from lagscope.lake import check_in, is_missing_file, quarantine_unreadable_in
 from lagscope.results import (
     FolderChange,
     TableChanges,
@@ -83,9 +83,11 @@ from lagscope.results import (
     event_rank,
     list_files,
     newest_step_files,
+    object_files,
     read_publish_state,
 )
 from lagscope.schema import RESULT_TABLES
+from lagscope.storage import Store
 
 __all__ = [
     "ADVICE_LABELS",
@@ -123,24 +125,28 @@ def _finite(value: Any) -> float | None:
 # reading one result file: only the columns, and for the series tables only the latest rows
 # --------------------------------------------------------------------------------------------
 
-def _batches(path: Path, table: str, columns: list[str], where: Any) -> Iterator[pa.RecordBatch]:
-    """The file's rows in record batches (one batch in memory at a time), in the table's types.
+def _batches(path: Path, table: str, columns: list[str], where: Any,
+             store: Store | None = None) -> Iterator[pa.RecordBatch]:
+    """The file's rows in record batches (one batch in memory at a time), in the table's types
+    (``store``: the object store whose filesystem ``path`` is in; None: a local file).
 
     A file that cannot be read (its footer, a newer major schema version, a page) is moved into
     quarantine (:func:`lagscope.lake.quarantine`) and raises :class:`FileQuarantined`: the
     table's reading is then taken again without it (batches of it may have been folded)."""
     import pyarrow.dataset as ds
 
-    good, bad = check_files([path])
+    root: Path | Store = store if store is not None else path
+    good, bad = check_in(root, [path])
     if bad:
         raise FileQuarantined(f"{path}: quarantined")
     if not good:
         return  # unreadable and could not be moved: left out (it was said once)
-    dataset = ds.dataset(str(path), format="parquet", schema=RESULT_TABLES[table].schema)
+    dataset = ds.dataset(str(path), format="parquet", schema=RESULT_TABLES[table].schema,
+                         filesystem=store.filesystem if store is not None else None)
     try:
         yield from dataset.to_batches(columns=columns, filter=where)
     except (pa.ArrowInvalid, OSError) as exc:
-        if is_missing_file(exc) or not quarantine_unreadable([path], exc):
+        if is_missing_file(exc) or not quarantine_unreadable_in(root, [path], exc):
             raise
         raise FileQuarantined(f"{path}: quarantined") from exc
 
@@ -152,12 +158,12 @@ def _epoch_s(column: pa.Array) -> list[float | None]:
 
 
 def _latest_per_key(path: Path, table: str, keys: list[str], ts: str, values: list[str],
-                    where: Any) -> Iterator[tuple[Any, ...]]:
+                    where: Any, store: Store | None = None) -> Iterator[tuple[Any, ...]]:
     """Per key, the file's row with the greatest ``ts`` (ties: the later row), as
     ``(*key, ts in Unix s, *values)``: per batch, sorted by time (a stable sort) and the last row
     of each key kept, so a step's file of a minute or a batch's file of a day costs one pass."""
     last = pc.ScalarAggregateOptions(skip_nulls=False)
-    for batch in _batches(path, table, [*keys, ts, *values], where):
+    for batch in _batches(path, table, [*keys, ts, *values], where, store):
         rows = pa.Table.from_batches([batch]).filter(pc.is_valid(batch.column(ts)))
         if not rows.num_rows:
             continue
@@ -398,7 +404,8 @@ def _folder_delivery(cluster: str, folder: _EventFolder) -> dict[tuple[str, ...]
 def _fold_series(spec: _TableSpec, series: dict[tuple[Any, ...], _Latest], change: FolderChange) -> None:
     where = spec.where() if spec.where else None
     for path in change.files:
-        for row in _latest_per_key(path, spec.name, list(spec.keys), spec.ts, list(spec.values), where):
+        for row in _latest_per_key(path, spec.name, list(spec.keys), spec.ts, list(spec.values), where,
+                                   change.store):
             key = (change.cluster, *row[:len(spec.keys)])
             ts = row[len(spec.keys)]
             cur = series.get(key)
@@ -411,11 +418,12 @@ def _unix(value: Any) -> Any:
     return value.timestamp() if isinstance(value, dt.datetime) else value
 
 
-def _event_rows(spec: _TableSpec, files: Iterable[Path]) -> Iterator[tuple[tuple[Any, ...], _Event]]:
+def _event_rows(spec: _TableSpec, files: Iterable[Path],
+                store: Store | None = None) -> Iterator[tuple[tuple[Any, ...], _Event]]:
     extra = spec.derive_columns() if spec.derive_columns else ()
     columns = list(dict.fromkeys([*spec.identity, "group_id", "as_of_ts", "end_ts", *spec.values, *extra]))
     for path in files:
-        for batch in _batches(path, spec.name, columns, None):
+        for batch in _batches(path, spec.name, columns, None, store):
             rows = batch.to_pylist()
             derived = spec.derive(rows) if spec.derive else None
             for i, row in enumerate(rows):
@@ -425,11 +433,12 @@ def _event_rows(spec: _TableSpec, files: Iterable[Path]) -> Iterator[tuple[tuple
                               values if derived is None else (*values, derived[i])))
 
 
-def _fold_event_files(spec: _TableSpec, folder: _EventFolder, files: Iterable[Path]) -> _EventFolder | None:
+def _fold_event_files(spec: _TableSpec, folder: _EventFolder, files: Iterable[Path],
+                      store: Store | None = None) -> _EventFolder | None:
     """``folder`` with the rows of ``files`` in (the current row per identity); None when a row
     is of an identity already folded into the totals (the folder must then be read again whole)."""
     held = dict(folder.held)
-    for ident, event in _event_rows(spec, files):
+    for ident, event in _event_rows(spec, files, store):
         cur = held.get(ident)
         if cur is None and folder.folded and _is_folded(folder, ident):
             return None
@@ -477,11 +486,12 @@ def _apply(spec: _TableSpec, state: _TableState, changes: TableChanges,
                 retired[counted] = retired.get(counted, 0) + n
     for change in changes.changed:
         key = (change.cluster, change.date)
-        folder = None if change.reset else _fold_event_files(spec, events.get(key, _EventFolder()), change.files)
+        folder = None if change.reset else _fold_event_files(spec, events.get(key, _EventFolder()), change.files,
+                                                             change.store)
         if folder is None:  # replaced, or a folded event written again: read it again whole
             files = change.files if change.reset else folder_files(*key)
             read += [] if change.reset else files
-            folder = _fold_event_files(spec, _EventFolder(), files)
+            folder = _fold_event_files(spec, _EventFolder(), files, change.store)
             assert folder is not None  # nothing folded in an empty folder
         events[key] = folder
     newest = max([state.newest_as_of, *(e.rank[0] for f in events.values() for e in f.held.values())])
@@ -512,7 +522,7 @@ def _overlay(spec: _TableSpec, state: _TableState, changes: TableChanges) -> tup
     events = dict(state.events)
     for change in pre:
         key = (change.cluster, change.date)
-        folder = _fold_event_files(spec, events.get(key, _EventFolder()), change.files)
+        folder = _fold_event_files(spec, events.get(key, _EventFolder()), change.files, change.store)
         if folder is not None:
             events[key] = folder
     return replace(state, events=events), read
@@ -574,7 +584,7 @@ def _apply_advice(held: Mapping[str, _Advice], changes: TableChanges,
         best: dict[float, list[tuple[str, ...]]] = {}
         for path in newest_step_files(change.files):
             read += 1
-            for batch in _batches(path, "advice", _ADVICE_COLUMNS, None):
+            for batch in _batches(path, "advice", _ADVICE_COLUMNS, None, change.store):
                 for r in batch.to_pylist():
                     best.setdefault(r["as_of_ts"].timestamp(), []).append(
                         (r["group_id"], r["rule"], r["setting"], r["current_value"] or "", r["suggested"],
@@ -624,9 +634,10 @@ class ResultsCollector(Collector):
     ``clock``: injectable monotonic clock (tests).
     """
 
-    def __init__(self, root: Path | str, *, refresh_s: float = 15.0,
+    def __init__(self, root: Path | str | Store, *, refresh_s: float = 15.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.root = Path(root)
+        #: a local folder, or the results on an object store (:mod:`lagscope.storage`)
+        self.root: Path | Store = root if isinstance(root, Store) else Path(root)
         self.refresh_s = refresh_s
         self._clock = clock
         self._lock = threading.Lock()
@@ -716,7 +727,11 @@ class ResultsCollector(Collector):
     def _folder_files(self, table: str) -> Callable[[str, str], list[Path]]:
         def files(cluster: str, date: str) -> list[Path]:
             day = dt.date.fromisoformat(date)
-            return list_files(self.root, table, cluster=cluster, since=day, until=day)
+            root = self.root
+            if isinstance(root, Store):
+                return [Path(root.path(u.removeprefix(root.url + "/")))
+                        for u in object_files(root, table, cluster=cluster, since=day, until=day)]
+            return list_files(root, table, cluster=cluster, since=day, until=day)
         return files
 
     def collect(self) -> Iterator[Any]:
@@ -900,7 +915,7 @@ def _advice_metrics(advice: Mapping[str, _Advice]) -> Iterator[Any]:
     yield info
 
 
-def serve(root: Path | str, *, host: str = "127.0.0.1", port: int = 9309,
+def serve(root: Path | str | Store, *, host: str = "127.0.0.1", port: int = 9309,
           refresh_s: float = 15.0, extra_collectors: Sequence[Any] = ()) -> tuple[Any, Any]:
     """Serve the results metrics on ``http://host:port/metrics`` (a daemon thread), with
     ``extra_collectors`` (e.g. the retention counters of ``lagscope run --component analytics``).
@@ -909,7 +924,7 @@ def serve(root: Path | str, *, host: str = "127.0.0.1", port: int = 9309,
     """
     from lagscope.lake import QUARANTINED  # this process's (tests replace it)
 
-    if not Path(root).is_dir():
+    if not isinstance(root, Store) and not Path(root).is_dir():
         log.warning("results metrics: the results folder %s does not exist (yet): no findings are exported "
                     "until the analytics write it", root)
     registry = CollectorRegistry()

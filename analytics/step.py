@@ -41,6 +41,8 @@ from lagscope.config import matches_any
 from lagscope.lag import BASIS_LSO, HISTORY_POINTS, lag_end, offset_lag
 
 if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+
     from lagscope.config import AnalyticsConfig
 
 __all__ = ["READ_COLUMNS", "StepInputs", "StepOutput", "read_files", "run_step"]
@@ -78,12 +80,14 @@ class StepOutput:
 # reading
 # --------------------------------------------------------------------------------------------
 
-def read_files(paths: Sequence[str], schema: pa.Schema, base: Path, *, where: ds.Expression | None = None,
-               columns: Sequence[str] | None = None, dictionaries: Sequence[str] = ()) -> pa.Table:
+def read_files(paths: Sequence[str], schema: pa.Schema, base: Path | str, *, where: ds.Expression | None = None,
+               columns: Sequence[str] | None = None, dictionaries: Sequence[str] = (),
+               filesystem: pafs.FileSystem | None = None) -> pa.Table:
     """The rows of lake files ``paths`` (Hive partitions under ``base`` give ``cluster`` and
     ``date``) in ``schema`` (columns an older file lacks read as null): only ``columns`` when
     given, only the rows ``where`` selects (files and row groups whose statistics rule them out
     are not read: a one-minute step reads its minute of a day's partition, not the day).
+    ``filesystem``: the one ``paths`` and ``base`` are in (an object store's; default: local).
     ``dictionaries``: string columns read as dictionaries, one dictionary for the whole table (the
     files' own dictionary pages, not a string per row: a batch reads tens of millions of rows)."""
     if dictionaries:
@@ -94,8 +98,8 @@ def read_files(paths: Sequence[str], schema: pa.Schema, base: Path, *, where: ds
         return got.select(list(columns)) if columns is not None else got
     part = ds.partitioning(pa.schema([("cluster", pa.string()), ("date", pa.string())]), flavor="hive")
     fmt = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(dictionary_columns=list(dictionaries)))
-    got = ds.dataset(list(paths), schema=schema, format=fmt, partitioning=part,
-                     partition_base_dir=str(base)).to_table(filter=where, columns=columns)
+    got = ds.dataset(list(paths), schema=schema, format=fmt, partitioning=part, partition_base_dir=str(base),
+                     filesystem=filesystem).to_table(filter=where, columns=columns)
     return got.unify_dictionaries() if dictionaries else got
 
 

@@ -502,8 +502,9 @@ class AnalyticsConfig(_Section):
     Command-line options override these settings."""
 
     results: str | None = Field(
-        None, description="Root of the result tables (local path or file:// URI); default: 'results' beside "
-                          "the collector's lake folder.")
+        None, description="Root of the result tables (local path, file:// URI, or s3://bucket/prefix with the "
+                          "storage section: so far written and read by lagscope analyze, the results exporter and "
+                          "the app's loaders); default: 'results' beside the collector's lake (folder or prefix).")
     master: str = Field("local[*]", description="Spark master: local[*], spark://host:7077, k8s://…, yarn.")
     shuffle_partitions: int | None = Field(
         None, ge=1, description="spark.sql.shuffle.partitions; default: 8 for analyze, 4 for run.")
@@ -549,8 +550,8 @@ class AnalyticsConfig(_Section):
             return v
         if not v.strip():
             raise ValueError("results must not be empty")
-        if "://" in v and not v.startswith("file://"):
-            raise ValueError(f"{v!r}: results are a local path (or file:// URI)")
+        if "://" in v and not v.startswith(("file://", "s3://")):
+            raise ValueError(f"{v!r}: results are a local path, a file:// URI or s3://bucket/prefix")
         return v
 
     @field_validator("driver_memory")
@@ -568,6 +569,11 @@ class AnalyticsConfig(_Section):
 
     @property
     def results_path(self) -> Path | None:
+        """The local results folder (None: beside the lake). Raises :class:`ConfigError` for
+        results on an object store, which the commands that take a local folder do not write yet."""
+        if self.results is not None and self.results.startswith("s3://"):
+            raise ConfigError(f"analytics.results is on an object store ({self.results}): this takes local results "
+                              "only so far (issue 24; lagscope analyze and results-exporter take s3://)")
         return None if self.results is None else Path(self.results.removeprefix("file://"))
 
     def backfill_s(self) -> float:
@@ -898,6 +904,27 @@ def resolve_results(results: Path | None, lake: Path, analytics: AnalyticsConfig
     if analytics is not None and analytics.results_path is not None:
         return analytics.results_path
     return lake.parent / "results"
+
+
+def resolve_results_root(results: str | Path | None, lake: str | Path,
+                         analytics: AnalyticsConfig | None = None) -> Path | str:
+    """:func:`resolve_results` for roots that may be on an object store: ``results`` when given,
+    else ``analytics.results``, else ``results`` beside the lake (``s3://b/p/lake`` →
+    ``s3://b/p/results``). An ``s3://`` root is returned as its URL, a local one as a path."""
+    chosen = results if results is not None else (analytics.results if analytics is not None else None)
+    if chosen is not None:
+        text = str(chosen)
+        return text.rstrip("/") if text.startswith("s3://") else Path(text.removeprefix("file://"))
+    text = str(lake)
+    if text.startswith("s3://"):
+        bucket, _, prefix = text.removeprefix("s3://").partition("/")
+        prefix = prefix.strip("/")
+        if not prefix:
+            raise ConfigError(f"the lake is a whole bucket ({text}): give the results' root (--results or "
+                              "analytics.results)")
+        parent = prefix.rpartition("/")[0]
+        return f"s3://{bucket}/{parent}/results" if parent else f"s3://{bucket}/results"
+    return Path(text.removeprefix("file://")).parent / "results"
 
 
 def load_config(path: str | Path | None = None, *, environ: Mapping[str, str] | None = None) -> Settings:

@@ -70,7 +70,9 @@ __all__ = [
     "QuarantineCounts",
     "Quarantined",
     "check_files",
+    "check_in",
     "check_objects",
+    "checked_files",
     "committed_names",
     "compacted_sources",
     "date_folders",
@@ -83,8 +85,10 @@ __all__ = [
     "object_store",
     "partition_dir",
     "quarantine",
+    "quarantine_in",
     "quarantine_object",
     "quarantine_unreadable",
+    "quarantine_unreadable_in",
     "read_live",
     "read_objects",
     "read_table",
@@ -686,12 +690,37 @@ def check_objects(store: Store, rels: Iterable[str]) -> tuple[list[str], list[Qu
     footer reads and whose schema version is not a newer major one (each footer read once per
     process: a file there is never rewritten under its name); the others are quarantined and
     returned second. A file gone since the listing raises FileNotFoundError: list again."""
-    good: list[str] = []
+    good, bad = _check_objects(store, rels)
+    return [rel for rel, _ in good], bad
+
+
+def checked_files(root: Path | str | Store, table: str, *, cluster: str | Iterable[str] | None = None,
+                  since: dt.date | None = None, until: dt.date | None = None
+                  ) -> tuple[list[CheckedFile], list[Quarantined]]:
+    """The live files of a lake table (:func:`list_files`; on an object store the committed ones,
+    :func:`object_files`) whose footers read, with their row counts, and those quarantined instead
+    (:func:`check_files`, :func:`check_objects`). A file's ``path`` is its path in the root's
+    filesystem: local, an absolute path; on an object store ``bucket/prefix/…`` (read it with the
+    :class:`~lagscope.storage.Store`'s ``filesystem``). A file gone since the listing raises
+    FileNotFoundError: list again."""
+    _check_lake_table(table)
+    store = object_store(root)
+    if store is None:
+        return check_files(list_files(_local(root), table, cluster=cluster, since=since, until=until))
+    rels = [f for d in object_date_folders(store, table, cluster, since, until) for f in _object_live(store, d)]
+    good, bad = _check_objects(store, rels)
+    return [CheckedFile(Path(store.path(rel)), rows) for rel, rows in good], bad
+
+
+def _check_objects(store: Store, rels: Iterable[str]) -> tuple[list[tuple[str, int]], list[Quarantined]]:
+    """:func:`check_objects` with each good file's row count."""
+    good: list[tuple[str, int]] = []
     bad: list[Quarantined] = []
     for rel in rels:
         key = (store.url_of(rel), -1, -1)
-        if hash(key) in _CHECKED.good:
-            good.append(rel)
+        known = _CHECKED.good.get(hash(key))
+        if known is not None:
+            good.append((rel, known))
             continue
         if key in _CHECKED.stuck:
             continue
@@ -710,7 +739,7 @@ def check_objects(store: Store, rels: Iterable[str]) -> tuple[list[str], list[Qu
                 bad.append(got)
             continue
         _CHECKED.put_good(key, rows)
-        good.append(rel)
+        good.append((rel, rows))
     return good, bad
 
 
@@ -733,6 +762,39 @@ def _quarantine_unreadable_objects(store: Store, rels: list[str], error: BaseExc
         if bad:
             return bad
     return bad
+
+
+def quarantine_in(root: Path | str | Store, path: Path | str, reason: str) -> Quarantined | None:
+    """:func:`quarantine` of a file named by its path in ``root``'s filesystem (as
+    :func:`checked_files` names it): a local file is renamed, an object store's file copied aside
+    (:func:`quarantine_object`)."""
+    store = object_store(root)
+    if store is None:
+        return quarantine(path, reason)
+    return quarantine_object(store, str(path).removeprefix(store.base + "/"), reason)
+
+
+def check_in(root: Path | str | Store, paths: Iterable[Path | str]) -> tuple[list[Path], list[Quarantined]]:
+    """:func:`check_files` of files named by their paths in ``root``'s filesystem (an object
+    store's: :func:`check_objects`): the good ones, and those quarantined instead."""
+    store = object_store(root)
+    if store is None:
+        good, bad = check_files(paths)
+        return [c.path for c in good], bad
+    prefix = store.base + "/"
+    rels, bad = check_objects(store, [str(p).removeprefix(prefix) for p in paths])
+    return [Path(store.path(r)) for r in rels], bad
+
+
+def quarantine_unreadable_in(root: Path | str | Store, paths: Iterable[Path | str],
+                             error: BaseException | None = None) -> list[Quarantined]:
+    """:func:`quarantine_unreadable` of files named by their paths in ``root``'s filesystem."""
+    store = object_store(root)
+    if store is None:
+        return quarantine_unreadable(paths, error)
+    prefix = store.base + "/"
+    return _quarantine_unreadable_objects(store, [str(p).removeprefix(prefix) for p in paths],
+                                          error if error is not None else LakeError(""))
 
 
 def quarantine_object(store: Store, rel: str, reason: str) -> Quarantined | None:

@@ -480,6 +480,8 @@ class FolderChange:
     files: tuple[Path, ...]
     reset: bool = False
     provisional: tuple[Path, ...] = ()
+    #: the object store the files are in (their paths are in its filesystem); None: local files
+    store: Store | None = None
 
 
 @dataclass(frozen=True)
@@ -516,18 +518,42 @@ class TableTail:
     stat-ing only new ones), so the reader reads each file once. Its memory is one mark per
     partition folder, whatever the number of files."""
 
-    def __init__(self, results: Path | str, table: str) -> None:
+    def __init__(self, results: Path | str | Store, table: str) -> None:
         _check_table(table)
-        self.results = Path(results)
+        #: the results on an object store (file paths in its filesystem), or None: a local folder
+        self.store = object_store(results)
+        self.results = Path(results.base) if isinstance(results, Store) else Path(results)
         self.table = table
         self._marks: dict[tuple[str, str], _Mark] = {}
+
+    def _folders(self) -> dict[Path, list[str]]:
+        """The visible names per partition folder (on an object store, folders as paths in its
+        filesystem)."""
+        if self.store is None:
+            return _listing(self.results, self.table, None, None, None)[1]
+        folders: dict[Path, list[str]] = {}
+        for rel in _object_listing(self.store, self.table, None, None, None):
+            folder, _, name = rel.rpartition("/")
+            folders.setdefault(Path(self.store.path(folder)), []).append(name)
+        return folders
+
+    def _mtime(self, path: Path) -> float:
+        """A file's modification time (FileNotFoundError: gone)."""
+        if self.store is None:
+            return path.stat().st_mtime
+        import pyarrow.fs as pafs
+
+        info = self.store.filesystem.get_file_info(str(path))
+        if info.type == pafs.FileType.NotFound or info.mtime is None:
+            raise FileNotFoundError(str(path))
+        return float(info.mtime.timestamp())
 
     def poll(self) -> TableChanges:
         """The changes since the last commit (nothing is committed: call :meth:`commit` once
         they have been read, so that a failed read is retried by the next poll). The marks
         follow the incremental and batch files only: a provisional file replaced or gone is no
         change to what was read (:attr:`FolderChange.provisional`)."""
-        _, folders = _listing(self.results, self.table, None, None, None)
+        folders = self._folders()
         changed: list[FolderChange] = []
         marks: dict[tuple[str, str], _Mark] = {}
         for folder, listed in folders.items():
@@ -536,7 +562,7 @@ class TableTail:
             pre = tuple(folder / n for n in listed if is_provisional(n))
             if not names:
                 if pre:
-                    changed.append(FolderChange(key[0], key[1], (), False, pre))
+                    changed.append(FolderChange(key[0], key[1], (), False, pre, self.store))
                 continue
             mark = self._marks.get(key)
             old = [n for n in names if mark is not None and n <= mark.last]
@@ -546,7 +572,7 @@ class TableTail:
             files: list[Path] = []
             for n in new:
                 try:
-                    newest = max(newest, (folder / n).stat().st_mtime)
+                    newest = max(newest, self._mtime(folder / n))
                 except FileNotFoundError:
                     continue  # deleted since the listing (a batch, retention): the next poll sees it
                 files.append(folder / n)
@@ -555,7 +581,7 @@ class TableTail:
             if kept:
                 marks[key] = _Mark(kept[-1], len(kept), hash(tuple(kept)), newest)
             if files or reset or pre:
-                changed.append(FolderChange(key[0], key[1], tuple(files), reset, pre))
+                changed.append(FolderChange(key[0], key[1], tuple(files), reset, pre, self.store))
         gone = tuple(sorted(set(self._marks) - set(marks)))
         newest_all = max((m.newest_mtime for m in marks.values()), default=None)
         return TableChanges(tuple(changed), gone, newest_all, marks)

@@ -120,7 +120,8 @@ INVALID = [
     # the backfill is a duration
     ({"backfill": "yesterday"}, "analytics.backfill: not a duration"),
     # the results are written locally
-    ({"results": "s3://bucket/results"}, "analytics.results: 's3://bucket/results': results are a local path"),
+    ({"results": "gs://bucket/results"}, "analytics.results: 'gs://bucket/results': results are a local path, a "
+                                         "file:// URI or s3://bucket/prefix"),
     # JVM memory sizes only
     ({"driver_memory": "two gigs"}, "analytics.driver_memory: 'two gigs' is not a JVM memory size"),
     # the loop interval must be positive
@@ -195,8 +196,9 @@ def test_analyze_takes_lake_results_master_and_rules_from_the_file(tmp_path: Pat
     session, batch = recorder.get("session"), recorder.get("batch")
     assert session == {"master": "local[3]", "shuffle_partitions": 3, "driver_memory": "768m",
                        "log_file": tmp_path / "res" / "_logs" / "spark.log"}
-    assert batch["lake"] == tmp_path / "lake"
-    assert batch["results"] == tmp_path / "res"
+    # the roots as the job opens them: local folders (an s3:// URL would be the bucket's store)
+    assert (batch["lake"].is_object_store, Path(batch["lake"].base)) == (False, tmp_path / "lake")
+    assert (batch["results"].is_object_store, Path(batch["results"].base)) == (False, tmp_path / "res")
     assert (batch["since"], batch["until"]) == (dt.date(2026, 11, 20), dt.date(2026, 11, 21))
     assert batch["settings"] == load_config(path).analytics
     assert batch["settings"].rules.stall_after_s == 33.0
@@ -217,7 +219,7 @@ def test_analyze_options_override_the_file(tmp_path: Path, recorder: Recorder) -
     assert recorder.get("session")["shuffle_partitions"] == 2
     assert recorder.get("session")["driver_memory"] == "768m"  # not given: the file's
     inc = recorder.get("incremental")
-    assert (inc["lake"], inc["results"]) == (other_lake, tmp_path / "r2")
+    assert (Path(inc["lake"].base), Path(inc["results"].base)) == (other_lake, tmp_path / "r2")
     s = inc["settings"]
     assert (s.rules.stall_after_s, s.rules.stop_after_s, s.rules.gap_k) == (15.0, 15.0, 4.0)
     assert (s.heartbeat_s, s.session_timeout_s) == (1.0, 12.0)
@@ -296,3 +298,21 @@ def test_demo_with_a_bad_config_is_one_line_exit_2(tmp_path: Path) -> None:
     assert [ln for ln in result.output.splitlines() if ln.strip()] == [
         "config error: analytics.rules.stall_after_s: Input should be greater than 0"]
     assert not (tmp_path / "demo").exists()  # stopped before anything started
+
+
+def test_the_results_root_beside_an_object_store_lake() -> None:
+    from lagscope.config import resolve_results_root
+
+    assert resolve_results_root(None, "s3://b/prod/kafka/lake") == "s3://b/prod/kafka/results"
+    assert resolve_results_root(None, "s3://b/lake/") == "s3://b/results"
+    assert resolve_results_root("s3://b/r/", "s3://b/lake") == "s3://b/r"
+    assert resolve_results_root(None, "./lake") == Path("results")
+    assert resolve_results_root(None, "file:///srv/lake") == Path("/srv/results")
+    on_s3 = AnalyticsConfig(results="s3://b/findings")
+    assert resolve_results_root(None, "/srv/lake", on_s3) == "s3://b/findings"
+    assert resolve_results_root("/tmp/r", "s3://b/lake", on_s3) == Path("/tmp/r")  # the option wins
+    with pytest.raises(ConfigError, match="whole bucket"):
+        resolve_results_root(None, "s3://b")
+    # the commands that take local results only say so in one line
+    with pytest.raises(ConfigError, match=r"analytics.results is on an object store \(s3://b/findings\)"):
+        on_s3.results_path  # noqa: B018

@@ -22,6 +22,7 @@ from lagscope.analytics.job import RESULT_TABLES, run_incremental
 from lagscope.cli import app
 from lagscope.config import AnalyticsConfig, AnalyticsRulesConfig
 from lagscope.lake import QuarantineCounts
+from lagscope.storage import open_store
 
 SETTINGS = AnalyticsConfig(rules=AnalyticsRulesConfig(stall_after_s=30, stop_after_s=30))
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -122,8 +123,8 @@ def test_a_route_task_names_a_file_it_cannot_read_instead_of_failing(tmp_path: P
     files = sample_lake(tmp_path, T0, sweeps=2)
     good, broken = files["offsets"]
     spoil(broken, "corrupt_page")
-    plan = job._Plan(lake=str(tmp_path), settings=SETTINGS, history_points=10, as_of=T0, buckets=1, places=(7,),
-                     staging={}, state_out=None)
+    plan = job._Plan(lake=open_store(tmp_path), results=open_store(tmp_path / "out"), settings=SETTINGS,
+                     history_points=10, as_of=T0, buckets=1, places=(7,), staging={}, state_out=None)
     listing = pa.RecordBatch.from_pydict({"tbl": ["offsets", "offsets"], "path": [str(good), str(broken)]})
     out = pa.Table.from_batches(list(job._route(plan)(iter([listing]))))
     tables = out.column("tbl").to_pylist()

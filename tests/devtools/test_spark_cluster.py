@@ -210,3 +210,97 @@ def test_check_on_a_lake_without_offsets_fails_clearly(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "no offsets table" in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------------------------
+# the whole pipeline on object storage (issue 24): simulator → collector → lake in the bucket →
+# `lagscope analyze` on this cluster → results in the bucket → the results exporter and the
+# results' loader, all on the real S3 server fixture
+# --------------------------------------------------------------------------------------------
+
+def _collect_into(bucket_lake: str, storage: Any, bootstrap: str, out: Path, interval_s: float) -> Any:
+    """Run the ``stall`` scenario while a collector sweeps its group into ``bucket_lake``;
+    returns the run's result (its drawn schedule and t0)."""
+    import threading
+    import time
+    import uuid
+
+    from lagscope.collector.loop import Collector
+    from lagscope.config import Settings
+    from lagscope.devtools.sim.runner import start_scenario
+
+    run_id = uuid.uuid4().hex[:6]
+    settings = Settings(**{
+        "clusters": [{"name": "sim", "bootstrap_servers": [bootstrap],
+                      "groups": {"include": [f"sim-stall-{run_id}.*"]}}],
+        "collector": {"interval_s": interval_s, "lake": bucket_lake, "compaction": {"enabled": False},
+                      "retention": 0},
+        "metrics": {"enabled": False}, "storage": storage.model_dump()})
+    collector = Collector(settings, metrics=False)
+    stop = threading.Event()
+    th = threading.Thread(target=collector.run, args=(stop,), daemon=True)
+    th.start()
+    try:
+        result = start_scenario("stall", bootstrap, out, run_id=run_id).wait()
+        time.sleep(2 * interval_s)
+    finally:
+        stop.set()
+        th.join(timeout=60)
+    return result
+
+
+@pytest.mark.kafka
+@pytest.mark.timeout(900)
+def test_the_pipeline_on_object_storage_finds_the_stall(spark_cluster: StandaloneCluster, bootstrap: str,
+                                                       s3_server: Any, s3_prefix: str, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from lagscope import lake as lakes
+    from lagscope.analytics.results_metrics import ResultsCollector
+    from lagscope.results import current_events, read_publish_state
+
+    creds = {k: v for k, v in s3_server.credentials.items() if v}
+    for key, value in creds.items():
+        monkeypatch.setenv(key, value)
+    lake_url, results_url = s3_server.url(f"{s3_prefix}/lake"), s3_server.url(f"{s3_prefix}/results")
+    run = _collect_into(lake_url, s3_server.storage_config(), bootstrap, tmp_path / "sim", 0.5)
+    assert not run.failures, run.failures
+    lake = s3_server.store(f"{s3_prefix}/lake")
+    days = sorted({f.rsplit("=", 1)[1] for f in lakes.object_date_folders(lake, "offsets", "sim", None, None)})
+    assert days, "the collector committed no offsets file to the bucket"
+    # `lagscope analyze` as a user runs it against the cluster: both roots s3://, the storage
+    # section and second-scale rules from the file, the keys from the environment
+    config = tmp_path / "lagscope.yaml"
+    config.write_text(f"storage: {{endpoint: '{s3_server.endpoint}', path_style: true, credentials: env}}\n"
+                      "analytics:\n  session_timeout_s: 3\n  heartbeat_s: 0.5\n  rebalance_timeout_s: 3\n"
+                      "  rules: {stall_after_s: 5, stop_after_s: 5}\n")
+    proc = subprocess.run([*LAGSCOPE, "analyze", "--config", str(config), "--lake", lake_url, "--results",
+                           results_url, "--since", days[0], "--until", days[-1], "--master", spark_cluster.master_url,
+                           "--shuffle-partitions", "2", "--driver-memory", "1g", "--no-progress"],
+                          capture_output=True, text=True, env={**spark_cluster.driver_env(), **creds}, timeout=600,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"written under {results_url}/anomalies" in proc.stdout, proc.stdout
+    assert s3_server.credentials["AWS_SECRET_ACCESS_KEY"] not in proc.stdout + proc.stderr
+    apps = [a["name"] for a in spark_cluster.status()["completedapps"] if a["state"] == "FINISHED"]
+    assert "lagscope-analytics" in apps  # on the cluster's executors
+    out = s3_server.store(f"{s3_prefix}/results")
+    assert read_publish_state(out).phase == "done"
+    assert out.folders(".staging") == []
+    # the finding: the member stops consuming at the drawn time and keeps committing the same
+    # offsets; the stall starts at its last commit with work pending (sweeps every 0.5 s)
+    (member,) = run.scenario.groups[0].members
+    (action,) = member.actions
+    fault = run.t0 + action.at
+    stalls = [e for e in current_events(out, "anomalies") if e["kind"] == "stall"]
+    assert stalls, [(e["kind"], e["group_id"]) for e in current_events(out, "anomalies")]
+    assert {e["group_id"] for e in stalls} == {run.names.group(run.scenario.groups[0].name)}
+    assert all(fault - 1.5 <= e["start_ts"].timestamp() <= fault + 1.5 for e in stalls), (fault, stalls)
+    # the results exporter over the bucket exports it
+    registry = CollectorRegistry()
+    registry.register(ResultsCollector(out))
+    exported = [s for family in registry.collect() for s in family.samples
+                if s.name == "lagscope_anomalies_total" and s.labels.get("kind") == "stall"]
+    assert {s.labels["group"] for s in exported} == {stalls[0]["group_id"]}
+    assert sum(s.value for s in exported) == len(stalls)  # each stall the loader sees, counted once
