@@ -180,17 +180,19 @@ def sweep_lag_seconds(offsets: pa.Table, read_committed_groups: tuple[str, ...] 
 
 
 def analyse(lakes: dict[str, tuple[Path, float]], rules: AnalyticsRulesConfig,
-            timeouts: dict[str, float]) -> dict[str, Any]:
+            timeouts: dict[str, float], *, commit_stream: bool = True, lag: bool = True) -> dict[str, Any]:
     """One analytics step over every scenario's lake at once (their groups are distinct), each
-    cut at its scenario's end (``lakes``: name → (lake, end epoch s))."""
+    cut at its scenario's end (``lakes``: name → (lake, end epoch s)); without the commit stream's
+    tables when ``commit_stream`` is False (sweeps only), without the per-sweep lag seconds when
+    ``lag`` is False."""
     tables = read_lakes(list(lakes.values()))
-    has_tail = tables["commits"] is not None and tables["group_events"] is not None
+    has_tail = commit_stream and tables["commits"] is not None and tables["group_events"] is not None
     settings = AnalyticsConfig(rules=rules, **timeouts)
     step = run_step(tables, commit_stream=has_tail, settings=settings)
     offsets, members = tables["offsets"], tables["members"]
     assert offsets is not None
     assert members is not None
-    lag_rows = sweep_lag_seconds(offsets).to_pylist()
+    lag_rows = sweep_lag_seconds(offsets).to_pylist() if lag else []
     status = step.tables["status"]
     status_rows = status.filter(status.column("partition").is_valid()).to_pylist()
     return {
@@ -240,11 +242,11 @@ def of_scenario(got: dict[str, Any], name: str, truth_path: Path) -> dict[str, A
 
 
 def score(name: str, truth_path: Path, got: dict[str, Any], interval_s: float,
-          rules: AnalyticsRulesConfig) -> ScenarioReport:
+          rules: AnalyticsRulesConfig, ti: Any = None) -> ScenarioReport:
     from lagscope.devtools.sim.runner import load_scenario
     from lagscope.devtools.sim.truth import TruthIndex, load
 
-    ti = TruthIndex(load(truth_path))
+    ti = ti if ti is not None else TruthIndex(load(truth_path))
     rep = ScenarioReport(name)
     # lag in seconds
     errs, kle_errs = [], []
@@ -444,19 +446,188 @@ def advice_lines(reports: list[ScenarioReport]) -> list[str]:
     return lines
 
 
+#: the skip matrix (issue 28): its scenarios, and the no-fault ones that are its negatives
+MATRIX_SCENARIOS = ("skip-matrix-seek", "skip-matrix-admin", "skip-matrix-oor")
+MATRIX_NEGATIVES = ("quiet-bursts", "burst-catchup")
+#: the targets of the skip matrix: recall at every size the commit stream proves, the count error
+TARGET_SKIP_RECALL = 0.95
+TARGET_SKIP_COUNT_ERROR = 0.05
+
+
+@dataclass
+class MatrixRun:
+    """One scenario run of the skip matrix: its truth's faults and the ``skip`` findings of each
+    analysis (``stream``: with the commit stream; ``sweeps``: sweeps only)."""
+
+    name: str
+    seed: int
+    prefix: str
+    faults: list[Any]
+    findings: dict[str, list[Any]] = field(default_factory=dict)
+    reports: dict[str, ScenarioReport] = field(default_factory=dict)
+
+
+def matrix_lines(runs: list[MatrixRun], mode: str, interval_s: float) -> list[str]:
+    """The skip matrix of one analysis ``mode`` (``stream`` or ``sweeps``): per cell, by size, the
+    negatives, and the smallest size found."""
+    from lagscope.devtools.sim import score as scoring
+
+    tol = 2 * interval_s + 1
+    cells, negatives = scoring.skip_cells(((r.faults, r.findings[mode]) for r in runs if mode in r.findings),
+                                          tolerance_s=tol)
+
+    def lost(c: Any) -> str:
+        return f"{min(c.lost)}–{max(c.lost)}" if c.lost else "–"
+
+    def size(n: int) -> str:
+        return f"{n:,}" if n else "–"
+
+    lines = ["| mechanism | size | spread | state | skips | lost (truth, per skip) | partitions | found | recall | "
+             "reported / lost | count error mean | max | false skips | delay p50 s | max s | cause right |",
+             "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for c in cells:
+        ratio = sum(c.reported) / sum(c.lost) if c.lost and sum(c.lost) else math.nan
+        lines.append(f"| {c.cell.mechanism} | {size(c.cell.size)} | {c.cell.spread} | {c.cell.state} | {c.skips} | "
+                     f"{lost(c)} | {c.partitions} | {c.found} | {_f(c.recall)} | {_f(ratio)} | "
+                     f"{_f(c.count_error_mean)} | {_f(c.count_error_max)} | {c.false_skips} | "
+                     f"{_f(c.delay(0.5), '.1f')} | {_f(max(c.delays, default=math.nan), '.1f')} | "
+                     f"{c.cause_right}/{c.findings} |")
+    # by size (and mechanism): the targets
+    lines += ["", "By size and mechanism (every spread and state; target: recall ≥ "
+              f"{TARGET_SKIP_RECALL:g}, count error ≤ {TARGET_SKIP_COUNT_ERROR:.0%}, 0 false skips):", "",
+              "| size | mechanism | skips | partitions | found | recall | count error max | false skips | "
+              "delay p50 s | p95 s | targets |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    groups: dict[tuple[int, str], list[Any]] = {}
+    for c in cells:
+        groups.setdefault((c.cell.size, c.cell.mechanism), []).append(c)
+    smallest: dict[str, list[int]] = {}
+    for (n, mech), cs in sorted(groups.items()):
+        parts = sum(c.partitions for c in cs)
+        found = sum(c.found for c in cs)
+        errs = [e for c in cs for e in c.count_errors]
+        delays = [d for c in cs for d in c.delays]
+        false = sum(c.false_skips for c in cs)
+        recall = found / parts if parts else math.nan
+        bad = ([] if recall >= TARGET_SKIP_RECALL else ["recall"]) + (
+            [] if not errs or max(errs) <= TARGET_SKIP_COUNT_ERROR else ["count"]) + (["false skips"] if false else [])
+        smallest.setdefault(mech, [])
+        if recall >= TARGET_SKIP_RECALL:
+            smallest[mech].append(n)
+        lines.append(f"| {size(n)} | {mech} | {sum(c.skips for c in cs)} | {parts} | {found} | {_f(recall)} | "
+                     f"{_f(max(errs, default=math.nan))} | {false} | {_f(_pctl(delays, 0.5), '.1f')} | "
+                     f"{_f(_pctl(delays, 0.95), '.1f')} | {'met' if not bad else 'missed: ' + ', '.join(bad)} |")
+    neg = {g: n for g, n in negatives.items()}
+    named = []
+    for r in runs:
+        for g in sorted({f.group for f in r.findings.get(mode, [])} | {g for g in neg if g.startswith(r.prefix)}):
+            if g in neg and g.startswith(r.prefix + "-"):
+                named.append(f"{r.name}#{r.seed} {g[len(r.prefix) + 1:]}: {neg[g]}")
+    lines += ["", "Negatives (groups with no skip: a caught-up consumer taking bursts, fast catch-up after a burst; "
+              "their groups in the matrix scenarios and the no-fault " + ", ".join(MATRIX_NEGATIVES) + "): false skips "
+              + (", ".join(named) if named else "none") + ".", "",
+              f"Sizes with recall ≥ {TARGET_SKIP_RECALL:g}, per mechanism (the smallest first): "
+              + ("; ".join(f"{m} {', '.join(size(n) for n in sorted(ns)) if ns else 'none'}"
+                           for m, ns in sorted(smallest.items())) or "none") + "."]
+    return lines
+
+
+def run_matrix(args: argparse.Namespace, rules: AnalyticsRulesConfig, timeouts: dict[str, float]) -> None:
+    """``--matrix``: the skip matrix scenarios and their negatives, with each seed; one analysis
+    with the commit stream and one from sweeps alone (``--sweeps-only``: that one only)."""
+    from lagscope.devtools.sim import score as scoring
+    from lagscope.devtools.sim.truth import RunInfo, TruthIndex, load
+
+    names = [n for n in args.scenarios.split(",") if n] if args.scenarios_given else [*MATRIX_SCENARIOS,
+                                                                                       *MATRIX_NEGATIVES]
+    modes = ["sweeps"] if args.sweeps_only else ["stream", "sweeps"]
+    load_start = os.getloadavg()
+    runs: list[MatrixRun] = []
+    with tempfile.TemporaryDirectory(prefix="lagscope-acc-") as tmp:
+        root = args.reuse or args.keep or Path(tmp)
+        for seed in range(1, args.seeds + 1):
+            base = root / f"seed-{seed}"
+            truths: dict[str, Path] = {}
+            for name in names:
+                truths[name] = base / name / "out" / "truth.jsonl"
+                if not args.reuse:
+                    truths[name] = collect(name, args.bootstrap, base / name, args.interval_s, seed).truth_path
+                    print(f"{name} seed {seed}: collected", file=sys.stderr, flush=True)
+                elif not truths[name].exists():
+                    sys.exit(f"--reuse {args.reuse}: no kept run of {name} seed {seed} ({truths[name]} missing)")
+            windows = {name: scenario_window(name, truths[name]) for name in names}
+            tis = {name: TruthIndex(load(truths[name])) for name in names}
+            seed_runs = []
+            for name in names:
+                ri = [r for r in tis[name].records if isinstance(r, RunInfo)]
+                prefix = f"sim-{name}-{ri[0].run_id}" if ri else f"sim-{name}"
+                seed_runs.append(MatrixRun(name, seed, prefix, tis[name].faults()))
+            for mode in modes:
+                got = analyse({n: (base / n / "lake", windows[n][1]) for n in names}, rules, timeouts,
+                              commit_stream=mode == "stream", lag=False)
+                for r in seed_runs:
+                    mine = of_scenario(got, r.name, truths[r.name])
+                    r.findings[mode] = [scoring.Finding.from_anomaly(a) for a in mine["anomalies"]]
+                    r.reports[mode] = score(r.name, truths[r.name], mine, args.interval_s, rules, ti=tis[r.name])
+                print(f"seed {seed}: analysed ({mode})", file=sys.stderr, flush=True)
+            runs += seed_runs
+    load_end = os.getloadavg()
+    titles = {"stream": "With the commit stream (sweeps + the `__consumer_offsets` tail)",
+              "sweeps": "From sweeps alone (no commit stream)"}
+    lines = [f"# skip matrix ({dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC)", "",
+             f"Command: `{' '.join(['.venv/bin/python', *sys.argv])}`"
+             + ("" if args.reuse else " (broker: a local Kafka 4.4.0)"), "",
+             f"Machine: {platform.machine()}, {os.cpu_count()} cores, load average {load_start[0]:.2f} at the start, "
+             f"{load_end[0]:.2f} at the end; sweeps every {args.interval_s:g} s; seeds "
+             f"{', '.join(str(s) for s in range(1, args.seeds + 1))}; scenarios {', '.join(names)}.", "",
+             "A cell is a skip's mechanism, nominal size (the backlog its action waited for), spread (one partition "
+             "or all four) and the consumer's state before it. Lost (truth): the messages the skip left unprocessed, "
+             "exact, summed over its partitions (a backlog grows while the action waits: lagging and admin cells "
+             "lose more than their nominal size). Partitions: those that lost messages, each a finding the truth calls "
+             "for; found: with a `skip` finding on it whose time is within 2 sweep intervals + 1 s of the skip. "
+             "Count error: |Σ magnitudes of the skip's findings − lost| / lost, per skip found. False skips: `skip` "
+             "findings matching no skip (in the cell of the group's nearest skip). Delay: the first finding's start "
+             "− the skip's start (≥ 0). Cause right: findings whose cause is the mechanism's (`seek`, `admin_reset`, "
+             "`out_of_range_reset`)."]
+    for mode in modes:
+        lines += ["", f"## {titles[mode]}", "", *matrix_lines(runs, mode, args.interval_s)]
+    for mode in modes:
+        reports = [r.reports[mode] for r in runs if mode in r.reports]
+        figs = scoring.figures([r.scored for r in reports if r.scored is not None],
+                               scoring.delay_budgets(rules, args.interval_s))
+        lines += ["", f"Other findings of these runs ({titles[mode].lower()}), per kind: "
+                  + "; ".join(f"{k.kind} expected {k.expected}, found {k.found}, findings {k.findings} "
+                              f"({k.findings - k.true_findings} false)" for k in figs) + "."]
+    lines += ["", "Notes (with the commit stream):" if "stream" in modes else "Notes:", ""]
+    for r in runs:
+        rep = r.reports.get(modes[0])
+        for n in (rep.notes if rep is not None else []):
+            lines.append(f"- {r.name}#{r.seed}: {n}")
+    print("\n".join(lines))
+
+
 def main() -> None:
     from lagscope.devtools.sim.runner import builtin_scenarios
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--scenarios", default=",".join(builtin_scenarios()),
-                    help="comma-separated scenario names (default: every built-in one)")
+    ap.add_argument("--scenarios", default=None,
+                    help="comma-separated scenario names (default: every built-in one but the skip matrix's; "
+                         "with --matrix: the matrix's and its negatives)")
     ap.add_argument("--seeds", type=int, default=3, help="run each scenario with seeds 1 … N (default 3)")
     ap.add_argument("--interval-s", type=float, default=0.5)
     ap.add_argument("--bootstrap", default=os.environ.get("LAGSCOPE_TEST_BOOTSTRAP"))
     ap.add_argument("--keep", type=Path, help="keep each run's lake and truth under this folder")
     ap.add_argument("--reuse", type=Path, help="analyse the lakes and truth kept by an earlier --keep run "
                                                "instead of running the scenarios again")
+    ap.add_argument("--matrix", action="store_true",
+                    help="the skip matrix only (issue 28): " + ", ".join((*MATRIX_SCENARIOS, *MATRIX_NEGATIVES))
+                         + "; per cell recall, count error, false skips, delay, with the commit stream and from "
+                           "sweeps alone")
+    ap.add_argument("--sweeps-only", action="store_true",
+                    help="analyse without the commit stream (the __consumer_offsets tail's tables)")
     args = ap.parse_args()
+    args.scenarios_given = args.scenarios is not None
+    if args.scenarios is None:
+        args.scenarios = ",".join(n for n in builtin_scenarios() if n not in MATRIX_SCENARIOS)
     if not args.bootstrap and not args.reuse:
         sys.exit("give --bootstrap or LAGSCOPE_TEST_BOOTSTRAP (a running broker)")
     if args.seeds < 1:
@@ -471,6 +642,9 @@ def main() -> None:
     rules = AnalyticsRulesConfig(stall_after_s=5.0, stop_after_s=5.0, gap_min_s=1.0, gap_mad_floor_s=0.2, gap_k=4,
                                  growth_min_minutes=5, warn_lag_s=5.0)
     timeouts = {"session_timeout_s": 3.0, "heartbeat_s": 0.5, "network_s": 0.5, "rebalance_timeout_s": 3.0}
+    if args.matrix:
+        run_matrix(args, rules, timeouts)
+        return
     reports = []
     with tempfile.TemporaryDirectory(prefix="lagscope-acc-") as tmp:
         root = args.reuse or args.keep or Path(tmp)
@@ -486,7 +660,8 @@ def main() -> None:
                     sys.exit(f"--reuse {args.reuse}: no kept run of {name} seed {seed} ({truths[name]} missing)")
             # one step per seed over that seed's lakes (a scenario's groups are found by its prefix)
             windows = {name: scenario_window(name, truths[name]) for name in names}
-            got = analyse({n: (base / n / "lake", windows[n][1]) for n in names}, rules, timeouts)
+            got = analyse({n: (base / n / "lake", windows[n][1]) for n in names}, rules, timeouts,
+                          commit_stream=not args.sweeps_only)
             for name in names:
                 reports.append(score(name, truths[name], of_scenario(got, name, truths[name]), args.interval_s,
                                      rules))

@@ -30,6 +30,8 @@ from lagscope.errors import ScenarioError
 __all__ = [
     "ACTION_KINDS",
     "DEFAULT_SEED",
+    "SKIP_MECHANISMS",
+    "SKIP_STATES",
     "Action",
     "Burst",
     "ExpectedAdvice",
@@ -65,8 +67,10 @@ class Burst(_Strict):
     ``every``, again every ``every`` seconds (``repeat`` times in all, or until the producer stops)."""
 
     at: float = Field(ge=0)
-    count: int = Field(ge=1, le=100_000)
+    count: int = Field(ge=1, le=200_000)
     every: float | None = Field(None, gt=0, description="Periodic: seconds between bursts.")
+    partition: int | None = Field(None, ge=0, description="Every message of the burst to this partition "
+                                                          "(default: the partitions in turn, as the steady sends).")
     repeat: int | None = Field(None, ge=1, description="Periodic: bursts in all (default: until the stop).")
 
     @model_validator(mode="after")
@@ -74,6 +78,12 @@ class Burst(_Strict):
         if self.repeat is not None and self.every is None:
             raise ValueError(f"burst at {self.at}s: repeat needs every")
         return self
+
+
+#: how a ``skip`` action loses the messages (see :class:`Action`)
+SKIP_MECHANISMS = ("seek", "admin_reset", "out_of_range")
+#: the consumer's state a ``skip`` action is labelled with (see :class:`Action`)
+SKIP_STATES = ("caught_up", "lagging", "catching_up")
 
 
 class Pause(_Strict):
@@ -155,13 +165,47 @@ class Action(_Strict):
     - ``stop``: from ``at`` (for ``duration`` s, or to the end) it stops consuming and commits nothing.
     - ``commit_gap``: keeps consuming but commits nothing for ``duration`` s.
     - ``rewind``: seek every assigned partition back ``messages`` from its last commit, commit that.
-    - ``skip``: seek every assigned partition to its end, commit that.
+    - ``skip``: messages the member never processes, on ``partitions`` (``all`` it holds, or
+      ``one``: the first it holds, topic and partition order), by a ``mechanism``:
+
+      - ``seek`` (default): seek the partitions to their end and commit that;
+      - ``admin_reset``: the runner stops every member of the group (each commits what it
+        processed and leaves), waits until the group is empty, runs Kafka's own
+        ``kafka-consumer-groups --reset-offsets --to-latest --execute`` (the pinned kafka-tools'
+        ConsumerGroupCommand) on the partitions, then restarts the members; resets run one after
+        another, never at once;
+      - ``out_of_range``: the member stops reading the partitions (it keeps committing the same
+        offset) until retention has deleted its position (the topic needs a short
+        ``retention.ms``), then reads again: the fetch is out of range and the client's
+        ``auto_offset_reset`` (which must be ``latest``) moves it to the end.
+
+      ``size``: the backlog to skip, summed over the partitions: from ``at`` the member holds
+      them (reads nothing from them; the runner has stopped the group for ``admin_reset``) until
+      their backlog is at least ``size`` (the scenario's producer supplies it, e.g. a burst), at
+      most ``wait_s``; with ``state: catching_up`` the member keeps reading until the backlog has
+      fallen to at most ``size`` (and above 0) instead. None: at once (``seek``), or when retention
+      has deleted the position (``out_of_range``). ``state``: what the consumer was doing before,
+      as the scenario sets it up (``caught_up``, ``lagging``, ``catching_up`` after a burst), a
+      label the skip matrix is scored by. The truth's ``skip`` fault records, per partition, the
+      exact messages never processed (``detail.skipped``).
     """
 
     kind: Literal["crash", "leave", "bounce", "stop_polling", "stall", "stop", "commit_gap", "rewind", "skip"]
     at: float = Field(ge=0)
     duration: float | None = Field(None, gt=0)
     messages: int | None = Field(None, ge=1, description="rewind: how many messages back.")
+    partitions: Literal["all", "one"] = Field("all", description="skip: every partition the member holds, or "
+                                                                  "the first one.")
+    mechanism: Literal["seek", "admin_reset", "out_of_range"] = Field(
+        "seek", description="skip: a seek to the end, an admin tool's reset of an emptied group, or the "
+                            "client's auto.offset.reset=latest after retention deleted its position.")
+    size: int | None = Field(None, ge=1, description="skip: the backlog (messages, over the partitions) to "
+                                                     "wait for before skipping.")
+    state: Literal["caught_up", "lagging", "catching_up"] | None = Field(
+        None, description="skip: the consumer's state before it (a label; catching_up waits for the backlog "
+                          "to fall to size).")
+    wait_s: float = Field(15.0, gt=0, le=300, description="skip: the longest wait for the backlog (or for "
+                                                          "retention), after which it skips what there is.")
 
     @model_validator(mode="after")
     def _check(self) -> Action:
@@ -169,6 +213,15 @@ class Action(_Strict):
             raise ValueError(f"action {self.kind} at {self.at}s needs a duration")
         if self.kind == "rewind" and self.messages is None:
             raise ValueError(f"action rewind at {self.at}s needs messages")
+        if self.kind != "skip":
+            # by value, not by the fields set: a dumped and re-read action names every field
+            changed = [f for f in ("partitions", "mechanism", "size", "state", "wait_s")
+                       if getattr(self, f) != type(self).model_fields[f].default]
+            if changed:
+                raise ValueError(f"action {self.kind} at {self.at}s: {', '.join(changed)} only apply to skip")
+        elif self.state == "catching_up" and self.size is None:
+            raise ValueError(f"action skip at {self.at}s: state catching_up needs a size (the backlog "
+                             "to wait for)")
         return self
 
 
@@ -189,6 +242,8 @@ class MemberSpec(_Strict):
                                                        "False: commit after every processed batch.")
     auto_commit_interval_ms: int = Field(1000, ge=50)
     max_poll_records: int = Field(50, ge=1)
+    auto_offset_reset: Literal["earliest", "latest"] = Field(
+        "earliest", description="Where the client starts without a committed offset, or after one out of range.")
     processing_delay_ms: float = Field(0.0, ge=0, description="Sleep per message (a slow consumer).")
     actions: list[Action] = Field(default_factory=list)
 
@@ -203,6 +258,10 @@ class MemberSpec(_Strict):
         for a in acts[:-1]:
             if a.kind in _TERMINAL:
                 raise ValueError(f"member {self.name}: nothing may follow {a.kind} at {a.at}s")
+        for a in acts:
+            if a.kind == "skip" and a.mechanism == "out_of_range" and self.auto_offset_reset != "latest":
+                raise ValueError(f"member {self.name}: skip by out_of_range at {a.at}s needs "
+                                 "auto_offset_reset: latest")
         return self
 
 
@@ -283,9 +342,13 @@ class Scenario(_Strict):
                 raise ValueError(f"producer {p.name}: unknown topic {p.topic!r}")
             if p.key_skew and p.keys is None:
                 raise ValueError(f"producer {p.name}: key_skew needs keys")
+            n_parts = next(t.partitions for t in self.topics if t.name == p.topic)
             for b in p.bursts:
                 if b.at > self.duration:
                     raise ValueError(f"producer {p.name}: burst at {b.at}s is after the end ({self.duration}s)")
+                if b.partition is not None and (b.partition >= n_parts or p.keys):
+                    raise ValueError(f"producer {p.name}: burst at {b.at}s: partition {b.partition} "
+                                     + ("is not one of the topic's" if not p.keys else "with keys"))
         for g in self.groups:
             for t in g.topics:
                 if t not in topics:

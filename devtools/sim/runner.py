@@ -40,6 +40,7 @@ from typing import Any
 
 from lagscope.devtools.sim.model import Scenario, load_scenario_file, randomise
 from lagscope.devtools.sim.truth import (
+    Commit,
     EndState,
     Fault,
     GroupOffset,
@@ -71,6 +72,13 @@ log = logging.getLogger(__name__)
 STARTUP_TIMEOUT_S = 60.0
 #: how long after the end the runner waits for members before it stops them
 END_GRACE_S = 20.0
+#: an admin reset: how long the runner waits for the group's members to stop, and for the group
+#: to be empty
+HOLD_TIMEOUT_S = 30.0
+#: the Kafka tool an admin reset runs (kafka-consumer-groups; kafka-tools 4.x)
+CONSUMER_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+#: the member a commit of the admin tool is recorded under in the truth
+ADMIN_TOOL = "kafka-consumer-groups"
 
 
 def builtin_scenarios() -> dict[str, Path]:
@@ -162,6 +170,8 @@ class _Runner:
         self.logs = self.out / "logs"
         self.procs: list[_Proc] = []
         self.faults: list[Fault] = []
+        #: the commits the admin tool wrote (the truth's commit records of resets)
+        self.tool_commits: list[Commit] = []
         self.members: dict[tuple[str, str], _Proc] = {}
         self.crashed: list[_Proc] = []
 
@@ -248,7 +258,7 @@ class _Runner:
             except KafkaUnavailable:
                 # keep what the processes recorded, without the end state, then fail
                 self._terminate([p for p in self.procs if p.popen.poll() is None], grace=15)
-                write_truth(truth, [info, *read_parts(self.parts), *self.faults])
+                write_truth(truth, [info, *read_parts(self.parts), *self.tool_commits, *self.faults])
                 raise
             # now the producers that hold a transaction open may abort it and go
             self._terminate([p for p in self.procs if p.popen.poll() is None], grace=15)
@@ -256,7 +266,7 @@ class _Runner:
             retention = {self.names.topic(t.name): float(t.configs["retention.ms"]) / 1000.0
                          for t in self.sc.topics if "retention.ms" in t.configs}
             overruns = retention_overruns(records, end_state, retention)
-            write_truth(truth, [info, *records, *self.faults, *overruns, end_state])
+            write_truth(truth, [info, *records, *self.tool_commits, *self.faults, *overruns, end_state])
             if self.cleanup:
                 self._cleanup(admin)
             return RunResult(self.sc, self.names, self.out, truth, t0, time.time(), end_state, stopped_early,
@@ -323,6 +333,12 @@ class _Runner:
                                                              self._member_cfg(g, m))
         t0 = self._start()
         end = t0 + self.sc.duration
+        resets = sorted(((t0 + a.at, g, m, a) for g in self.sc.groups for m in g.members for a in m.actions
+                         if a.kind == "skip" and a.mechanism == "admin_reset"), key=lambda e: e[0])
+        resetter = None
+        if resets:
+            resetter = threading.Thread(target=self._resets, args=(resets,), name="admin-resets", daemon=True)
+            resetter.start()
         crashes = sorted(((t0 + a.at, g, m) for g in self.sc.groups for m in g.members
                           for a in m.actions if a.kind == "crash"), key=lambda e: e[0])
         for when, g, m in crashes:
@@ -339,6 +355,8 @@ class _Runner:
             group = self.names.group(g.name)
             self.faults.append(Fault("crash", group, m.name, now, now, {"pid": proc.popen.pid, "was_alive": alive},
                                      self._held(proc, group, m.name)))
+        if resetter is not None:
+            resetter.join()
         members = [p for p in self.procs if p.role == "member"]
         producers = [p for p in self.procs if p.role == "producer" and not p.leave_open]
         self._wait(members + producers, end + END_GRACE_S)
@@ -350,6 +368,118 @@ class _Runner:
             log.warning("%d process(es) still running %.0fs after the end: stopping them", len(late), END_GRACE_S)
             self._terminate(late)
         return False, t0
+
+    # -- admin resets ------------------------------------------------------------------------
+    def _resets(self, resets: list[tuple[float, Any, Any, Any]]) -> None:
+        """Carry out the ``admin_reset`` skips in time order, one after another: a reset that is
+        late (the one before it took long) starts late, never at the same time as another."""
+        try:
+            admin = self._admin()
+        except KafkaUnavailable as exc:
+            log.warning("admin resets skipped: %s", exc)
+            return
+        try:
+            for n, (when, g, m, a) in enumerate(resets):
+                while time.time() < when:
+                    if self.stop_event.wait(max(0.0, min(0.1, when - time.time()))):
+                        return
+                try:
+                    self._admin_reset(admin, n, g, m, a)
+                except Exception as exc:  # a reset that fails is recorded, the run goes on
+                    log.warning("admin reset %d of %s failed: %s", n, g.name, exc)
+                    group = self.names.group(g.name)
+                    now = time.time()
+                    self.faults.append(Fault("admin_reset_failed", group, m.name, now, now, {"error": str(exc)}))
+                finally:
+                    (self.parts / f"hold-{self.names.group(g.name)}.json").unlink(missing_ok=True)
+        finally:
+            admin.close()
+
+    def _admin_reset(self, admin: Any, n: int, g: Any, m: Any, a: Any) -> None:
+        """One ``admin_reset`` skip (see :class:`lagscope.devtools.sim.model.Action`): stop the group's
+        members, wait until the group is empty (and, with a ``size``, for the backlog), reset its
+        offsets to the latest with Kafka's own tool, record what each commit replaced, restart them."""
+        from kafka import TopicPartition
+        from kafka.admin import OffsetSpec
+
+        from lagscope.devtools.broker import run_tool
+
+        group = self.names.group(g.name)
+        proc = self.members[(g.name, m.name)]
+        held = sorted(self._held(proc, group, m.name))
+        if not held:  # the member holds nothing: the group's topics, as its subscription
+            held = sorted((self.names.topic(t.name), p) for t in self.sc.topics if t.name in g.topics
+                          for p in range(t.partitions))
+        targets = held[:1] if a.partitions == "one" else held
+        rid = f"{n}"
+        live = [self.members[(g.name, mm.name)] for mm in g.members
+                if self.members[(g.name, mm.name)].popen.poll() is None]
+        hold = self.parts / f"hold-{group}.json"
+        tmp = self.parts / f".hold-{group}.tmp"
+        tmp.write_text(json.dumps({"id": rid}))
+        tmp.replace(hold)
+        stopping = time.time()
+        deadline = stopping + HOLD_TIMEOUT_S
+        while time.time() < deadline and not all(
+                (self.parts / f"{p.name}.jsonl.held-{rid}").exists() or p.popen.poll() is not None for p in live):
+            if self.stop_event.wait(0.05):
+                return
+        while time.time() < deadline:
+            desc = admin.describe_groups([group]).get(group) or {}
+            state = str(desc.get("group_state", desc.get("state", "")))
+            if state.lower() in ("empty", "dead"):
+                break
+            if self.stop_event.wait(0.1):
+                return
+        else:
+            raise ScenarioError(f"group {group} not empty {HOLD_TIMEOUT_S:.0f}s after its members were stopped")
+        tps = [TopicPartition(t, p) for t, p in targets]
+        if a.size is not None:
+            until = time.time() + a.wait_s
+            while time.time() < until:
+                ends = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.LATEST))
+                got = admin.list_group_offsets({group: None})[group]
+                backlog = sum(int(ends[tp].offset) - int(got[tp].offset) for tp in tps
+                              if got.get(tp) is not None and got[tp].offset >= 0)
+                if backlog >= a.size:
+                    break
+                if self.stop_event.wait(0.05):
+                    return
+        got = admin.list_group_offsets({group: None})[group]
+        before = {tp: int(got[tp].offset) for tp in tps if got.get(tp) is not None and got[tp].offset >= 0}
+        topics = sorted({t for t, _ in targets})
+        spec = [f"{t}:{','.join(str(p) for tt, p in targets if tt == t)}" for t in topics]
+        start = time.time()
+        out = run_tool(CONSUMER_GROUP_COMMAND, ["--bootstrap-server", self.bootstrap, "--group", group,
+                                                "--reset-offsets", "--to-latest", "--execute",
+                                                *[x for sp in spec for x in ("--topic", sp)]], timeout=120)
+        end = time.time()
+        if out.returncode != 0:
+            raise ScenarioError(f"the reset tool failed ({out.returncode}): {out.stderr.strip()[-400:]}")
+        after: dict[tuple[str, int], int] = {}
+        for line in out.stdout.splitlines():
+            f = line.split()
+            if len(f) == 4 and f[0] == group and f[2].isdigit() and f[3].lstrip("-").isdigit():
+                after[(f[1], int(f[2]))] = int(f[3])
+        if not after:
+            raise ScenarioError(f"the reset tool printed no new offsets: {out.stdout.strip()[-400:]}")
+        for (t, p), o in sorted(after.items()):
+            self.tool_commits.append(Commit(group, ADMIN_TOOL, t, p, o, end))
+        # what each commit replaced: the committed offset before the reset (the members committed
+        # what they had processed when they stopped)
+        prev = {(tp.topic, tp.partition): o for tp, o in before.items()}
+        skipped = {tp: max(0, o - prev[tp]) for tp, o in after.items() if tp in prev}
+        def key(tp: tuple[str, int]) -> str:
+            return f"{tp[0]}:{tp[1]}"
+
+        self.faults.append(Fault(
+            "skip", group, m.name, start, end,
+            {"mechanism": "admin_reset", "partitions": a.partitions, "size": a.size, "state": a.state,
+             "before": {key(tp): o for tp, o in prev.items()}, "after": {key(tp): o for tp, o in after.items()},
+             "skipped": {key(tp): x for tp, x in skipped.items()}, "stopped": stopping, "reset": rid,
+             "tool_s": round(end - start, 3)},
+            tuple(sorted(tp for tp, x in skipped.items() if x > 0))))
+        log.info("admin reset %s of %s: %s (tool %.1fs)", rid, group, skipped, end - start)
 
     def _held(self, proc: _Proc, group: str, member: str) -> tuple[tuple[str, int], ...]:
         """The partitions a member held when it was killed, from its truth part so far."""

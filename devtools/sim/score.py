@@ -76,6 +76,8 @@ __all__ = [
     "KindFigures",
     "Match",
     "RunScore",
+    "SkipCell",
+    "SkipCellFigures",
     "advice_figures",
     "delay_budgets",
     "expected_findings",
@@ -85,6 +87,8 @@ __all__ = [
     "real_events",
     "score_advice",
     "score_run",
+    "skip_cells",
+    "skip_faults",
 ]
 
 #: injected fault kind → the finding kind that reports it (the membership faults: a rebalance)
@@ -126,13 +130,18 @@ class Finding:
     end: float | None
     severity: str
     detail: str = ""
+    #: the anomaly's magnitude and cause (None for a rebalance window, or a row without them)
+    magnitude: float | None = None
+    cause: str | None = None
 
     @classmethod
     def from_anomaly(cls, row: Mapping[str, Any]) -> Finding:
         """A row of the ``anomalies`` table."""
+        mag = row.get("magnitude")
         return cls(str(row["kind"]), str(row["group_id"]), row.get("topic"), row.get("partition"),
                    _start(row), _epoch(row.get("end_ts")), str(row.get("severity") or "warning"),
-                   str(row.get("detail") or ""))
+                   str(row.get("detail") or ""), None if mag is None else float(mag),
+                   None if row.get("cause") is None else str(row["cause"]))
 
     @classmethod
     def from_rebalance(cls, row: Mapping[str, Any]) -> Finding:
@@ -477,3 +486,140 @@ def advice_figures(scores: Iterable[AdviceScore]) -> list[AdviceFigures]:
     return [AdviceFigures(rule, sum(k[1] == rule for r in runs for k in r.expected),
                           sum(k[1] == rule for r in runs for k in r.found),
                           sum(k[1] == rule for r in runs for k in r.unexpected)) for rule in rules]
+
+
+# --------------------------------------------------------------------------------------------
+# the skip matrix
+# --------------------------------------------------------------------------------------------
+
+#: a skip fault's mechanism → the ``cause`` its finding must give
+SKIP_CAUSE = {"seek": "seek", "admin_reset": "admin_reset", "out_of_range": "out_of_range_reset"}
+
+
+@dataclass(frozen=True, order=True)
+class SkipCell:
+    """One cell of the skip matrix: the skip's ``mechanism``, nominal ``size`` (the backlog its
+    action waited for; 0 when it named none), ``spread`` (``one`` partition or ``all``) and the
+    consumer's ``state`` before it (``-`` when unlabelled)."""
+
+    mechanism: str
+    size: int
+    spread: str
+    state: str
+
+
+@dataclass
+class SkipCellFigures:
+    """A cell over many runs (:func:`skip_cells`): its skips, the partitions that lost messages
+    (each one finding the truth calls for) and how many were found, the messages lost (the truth's
+    exact counts, summed per skip: min and max) against the magnitudes reported, the relative
+    count error per skip found (|reported − truth| / truth), the findings that match no skip
+    (false), the detection delay per skip found (its first finding's start − the skip's start,
+    ≥ 0), and the found findings whose cause is the mechanism's."""
+
+    cell: SkipCell
+    skips: int = 0
+    partitions: int = 0
+    found: int = 0
+    lost: list[int] = field(default_factory=list)
+    reported: list[float] = field(default_factory=list)
+    count_errors: list[float] = field(default_factory=list)
+    false_skips: int = 0
+    delays: list[float] = field(default_factory=list)
+    findings: int = 0
+    cause_right: int = 0
+
+    @property
+    def recall(self) -> float:
+        return self.found / self.partitions if self.partitions else math.nan
+
+    @property
+    def count_error_max(self) -> float:
+        return max(self.count_errors, default=math.nan)
+
+    @property
+    def count_error_mean(self) -> float:
+        return sum(self.count_errors) / len(self.count_errors) if self.count_errors else math.nan
+
+    def delay(self, q: float) -> float:
+        return _pctl(self.delays, q)
+
+
+def skip_faults(faults: Iterable[Fault]) -> list[Fault]:
+    """The skip faults that lost messages and say how many (``detail.skipped``: ``topic:partition``
+    → messages never processed), in time order."""
+    return sorted((f for f in faults if f.kind == "skip" and any(
+        int(n) > 0 for n in (f.detail.get("skipped") or {}).values())), key=lambda f: f.start)
+
+
+def _cell(f: Fault) -> SkipCell:
+    d = f.detail
+    return SkipCell(str(d.get("mechanism") or "seek"), int(d.get("size") or 0), str(d.get("partitions") or "all"),
+                    str(d.get("state") or "-"))
+
+
+def _lost(f: Fault) -> dict[tuple[str, int], int]:
+    out = {}
+    for k, n in (f.detail.get("skipped") or {}).items():
+        topic, _, p = str(k).rpartition(":")
+        if int(n) > 0:
+            out[(topic, int(p))] = int(n)
+    return out
+
+
+def skip_cells(runs: Iterable[tuple[Iterable[Fault], Iterable[Finding]]], *,
+               tolerance_s: float) -> tuple[list[SkipCellFigures], dict[str, int]]:
+    """The skip matrix over ``runs`` (each: the truth's faults, the run's findings): per cell
+    (:class:`SkipCell`) its figures (:class:`SkipCellFigures`), sorted by cell; and the false skips
+    of groups that had no skip (the negatives: bursts, catch-ups), per group.
+
+    A ``skip`` finding belongs to the skip of its group, on a partition that lost messages, whose
+    interval (within ``tolerance_s``) holds it — the nearest in time when several do; it is then
+    true for that skip (counted once per partition found, its magnitude added to the skip's
+    reported count). A skip finding that belongs to no skip is false: in the cell of its group's
+    nearest skip in time, or, in a group without skips, a negative's."""
+    cells: dict[SkipCell, SkipCellFigures] = {}
+    negatives: dict[str, int] = {}
+    for faults, findings in runs:
+        skips = skip_faults(faults)
+        by_group: dict[str, list[Fault]] = {}
+        for f in skips:
+            by_group.setdefault(f.group, []).append(f)
+        hits: dict[int, list[Finding]] = {i: [] for i in range(len(skips))}
+        index = {id(f): i for i, f in enumerate(skips)}
+        for x in findings:
+            if x.kind != "skip":
+                continue
+            mine = by_group.get(x.group, [])
+            if not mine:
+                negatives[x.group] = negatives.get(x.group, 0) + 1
+                continue
+            x_end = x.start if x.end is None else x.end
+
+            def gap(f: Fault, x: Finding = x, x_end: float = x_end) -> float:
+                return max(0.0, f.start - x_end, x.start - max(f.start, f.end))
+
+            owners = [f for f in mine if x.topic is not None and x.partition is not None
+                      and (x.topic, x.partition) in _lost(f) and gap(f) <= tolerance_s]
+            if owners:
+                hits[index[id(min(owners, key=gap))]].append(x)
+            else:
+                near = min(mine, key=gap)
+                fig = cells.setdefault(_cell(near), SkipCellFigures(_cell(near)))
+                fig.false_skips += 1
+        for i, f in enumerate(skips):
+            fig = cells.setdefault(_cell(f), SkipCellFigures(_cell(f)))
+            lost = _lost(f)
+            got = hits[i]
+            fig.skips += 1
+            fig.partitions += len(lost)
+            fig.found += len({(x.topic, x.partition) for x in got})
+            fig.lost.append(sum(lost.values()))
+            fig.findings += len(got)
+            fig.cause_right += sum(1 for x in got if x.cause == SKIP_CAUSE.get(fig.cell.mechanism))
+            if got:
+                rep = sum(x.magnitude or 0.0 for x in got)
+                fig.reported.append(rep)
+                fig.count_errors.append(abs(rep - sum(lost.values())) / sum(lost.values()))
+                fig.delays.append(max(0.0, min(x.start for x in got) - f.start))
+    return sorted(cells.values(), key=lambda c: (c.cell.mechanism, c.cell.size, c.cell.spread, c.cell.state)), negatives

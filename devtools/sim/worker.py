@@ -72,8 +72,15 @@ def _send_times(spec: ProducerSpec, t0: float, end: float, rng: random.Random | 
     """Every send time (epoch s), steady rate (ramped, cycled, paused as the spec says) plus
     bursts, sorted. With ``rng``, each steady send is late by a uniform fraction in
     ``[0, sends]`` of its interval (the same generator state gives the same times)."""
+    return [t for t, _ in _send_plan(spec, t0, end, rng, sends)]
+
+
+def _send_plan(spec: ProducerSpec, t0: float, end: float, rng: random.Random | None = None,
+               sends: float = 0.0) -> list[tuple[float, int | None]]:
+    """Every send as (time, partition), sorted by time: the partition a burst names (``Burst.partition``),
+    None for the others (the partitions in turn, or the key's). See :func:`_send_times`."""
     stop_rel = min(end - t0, spec.stop) if spec.stop is not None else end - t0
-    times: list[float] = []
+    times: list[tuple[float, int | None]] = []
 
     def late(step: float) -> float:
         return rng.uniform(0.0, sends) * step if (rng is not None and sends) else 0.0
@@ -81,7 +88,7 @@ def _send_times(spec: ProducerSpec, t0: float, end: float, rng: random.Random | 
     if spec.ramp_to is None and spec.cycle_s is None and not spec.pauses:
         if spec.rate > 0:  # a steady rate: exact times, no drift from summing intervals
             n = math.floor((stop_rel - spec.start) * spec.rate)
-            times.extend(t0 + spec.start + i / spec.rate + late(1.0 / spec.rate) for i in range(max(n, 0)))
+            times.extend((t0 + spec.start + i / spec.rate + late(1.0 / spec.rate), None) for i in range(max(n, 0)))
     elif spec.rate > 0 or (spec.ramp_to or 0) > 0:
         t = spec.start
         while t < stop_rel:
@@ -90,19 +97,19 @@ def _send_times(spec: ProducerSpec, t0: float, end: float, rng: random.Random | 
                 t += 0.01  # a pause, or a cycle's trough: look again a little later
                 continue
             step = 1.0 / r
-            times.append(t0 + t + late(step))
+            times.append((t0 + t + late(step), None))
             t += step
     for b in spec.bursts:
         n = 0
         at = b.at
         while at < stop_rel and (b.repeat is None or n < b.repeat):
             if not any(p.at <= at < p.at + p.duration for p in spec.pauses):
-                times.extend([t0 + at] * b.count)
+                times.extend([(t0 + at, b.partition)] * b.count)
             n += 1
             if b.every is None:
                 break
             at = b.at + n * b.every
-    times.sort()
+    times.sort(key=lambda e: e[0])
     return times
 
 
@@ -154,8 +161,10 @@ def run_producer(cfg: dict[str, Any], writer: TruthWriter) -> None:
             else:
                 writer.write(rec)
 
-    def send(i: int) -> None:
-        if spec.keys:
+    def send(i: int, partition: int | None = None) -> None:
+        if partition is not None:
+            fut = producer.send(topic, value=value, partition=partition)
+        elif spec.keys:
             k = i % spec.keys if cum is None else bisect.bisect_left(cum, rng.random() * cum[-1])
             fut = producer.send(topic, value=value, key=f"key-{k}".encode())
         else:
@@ -172,12 +181,12 @@ def run_producer(cfg: dict[str, Any], writer: TruthWriter) -> None:
     txn_no = 0
     in_txn = 0
     try:
-        for i, t in enumerate(_send_times(spec, t0, end, rng, float(cfg.get("sends", 0.0)))):
-            if not _sleep_until(t):
+        for i, (t, part) in enumerate(_send_plan(spec, t0, end, rng, float(cfg.get("sends", 0.0)))):
+            if t > time.time() and not _sleep_until(t):
                 break
             if spec.transactional and in_txn == 0:
                 producer.begin_transaction()
-            send(i)
+            send(i, part)
             if spec.transactional:
                 in_txn += 1
                 if in_txn >= spec.txn_records:
@@ -223,6 +232,30 @@ class _MemberState:
     mode_parts: dict[str, tuple[tuple[str, int], ...]] = field(default_factory=dict)
 
 
+@dataclass
+class _SkipJob:
+    """A ``skip`` action in progress (:class:`lagscope.devtools.sim.model.Action`): its partitions
+    (chosen when it began), the phase (``wait``: for the backlog, or for retention to delete the
+    position; ``reset``: for the client's out-of-range reset), what the member had processed and
+    what it has seen since."""
+
+    action: Action
+    started: float
+    targets: list[Any] = field(default_factory=list)
+    phase: str = "wait"
+    processed: dict[Any, int] = field(default_factory=dict)
+    #: out_of_range: the log start when the member read again, and when each partition's position
+    #: was first seen deleted
+    log_start: dict[Any, int] = field(default_factory=dict)
+    deleted_at: dict[Any, float] = field(default_factory=dict)
+    resumed: float = 0.0
+    #: catching_up: the backlog has been above ``size`` (the burst being caught up with)
+    seen_above: bool = False
+    #: out_of_range: the offset the client reset each partition to
+    jumped: dict[Any, int] = field(default_factory=dict)
+    last_check: float = 0.0
+
+
 class _Member:
     def __init__(self, cfg: dict[str, Any], writer: TruthWriter) -> None:
         self.spec = MemberSpec.model_validate(cfg["spec"])
@@ -237,6 +270,10 @@ class _Member:
         self.consumer: Any = None
         #: set while the consumer closes, so that the listener's revocation says so
         self.closing = False
+        self.skip_job: _SkipJob | None = None
+        #: the runner asks the group's members to stop (an admin reset) with this file
+        self.hold_file = Path(cfg["out"]).parent / f"hold-{self.group}.json"
+        self.hold_done = ""
 
     # -- client ---------------------------------------------------------------------------
     def _open(self) -> None:
@@ -259,7 +296,7 @@ class _Member:
             "max_poll_interval_ms": s.max_poll_interval_ms,
             "isolation_level": s.isolation_level,
             "enable_auto_commit": False,  # commits are explicit so that each one is observed
-            "auto_offset_reset": "earliest",
+            "auto_offset_reset": s.auto_offset_reset,
             "max_poll_records": s.max_poll_records,
             "request_timeout_ms": max(s.session_timeout_ms + 5000, 15000),
             **self.cfg.get("client_config", {}),
@@ -447,17 +484,175 @@ class _Member:
                        after={f"{tp.topic}:{tp.partition}": o for tp, o in offsets.items()})
             return True
         if a.kind == "skip":
-            if assignment:
-                c.seek_to_end(*assignment)
-            offsets = {tp: int(c.position(tp)) for tp in assignment}
-            before = {f"{tp.topic}:{tp.partition}": self.st.committed.get(tp, -1) for tp in assignment}
-            self.st.consumed.update(offsets)
-            self.commit(offsets)
-            self.fault("skip", now, time.time(), before=before,
-                       after={f"{tp.topic}:{tp.partition}": o for tp, o in offsets.items()})
+            # carried out by the loop (:meth:`skip_step`): it may wait for a backlog or for retention
+            self.skip_job = _SkipJob(a, now)
+            self.skip_step(None)
             return True
         # crash is carried out by the runner (SIGKILL); nothing to do here
         return True
+
+    # -- skips ----------------------------------------------------------------------------
+    def _processed(self, tp: Any) -> int:
+        """The offset after the last record of ``tp`` the member processed (its position when it has
+        processed none since it got the partition)."""
+        if tp in self.st.consumed:
+            return self.st.consumed[tp]
+        return int(self.consumer.position(tp, timeout_ms=5000))
+
+    def held_back(self) -> list[Any]:
+        """The partitions a skip in progress keeps the member from reading."""
+        j = self.skip_job
+        if j is None or j.phase != "wait" or (j.action.state == "catching_up" and j.action.mechanism == "seek"):
+            return []
+        return j.targets
+
+    def skip_step(self, batch: dict[Any, Any] | None) -> None:
+        """Advance the skip in progress (``batch``: what the last poll returned, for the
+        out-of-range reset)."""
+        j = self.skip_job
+        if j is None or self.consumer is None:
+            return
+        a, c, now = j.action, self.consumer, time.time()
+        if not j.targets:
+            held = sorted(c.assignment())
+            if not held:
+                if now > j.started + a.wait_s:
+                    log.warning("skip at %.1fs: the member holds no partition; nothing skipped", a.at)
+                    self.skip_job = None
+                return
+            j.targets = held[:1] if a.partitions == "one" else held
+        if a.mechanism == "out_of_range":
+            if not j.processed:
+                # from the processed offset: records the client fetched before the hold would still
+                # be returned after it, and read past what retention deletes meanwhile
+                j.processed = {tp: self._processed(tp) for tp in j.targets}
+                for tp, o in j.processed.items():
+                    c.seek(tp, o)
+            self._skip_out_of_range(j, batch, now)
+            return
+        timed_out = now > j.started + a.wait_s
+        if a.size is not None and not timed_out:
+            if now - j.last_check < 0.02:
+                return
+            j.last_check = now
+            ends = c.end_offsets(j.targets)
+            backlog = sum(max(0, int(ends[tp]) - self._processed(tp)) for tp in j.targets)
+            if a.state == "catching_up":
+                # the burst's backlog first, then the catch-up down to the size
+                j.seen_above = j.seen_above or backlog > a.size
+                ready = j.seen_above and 0 < backlog <= a.size
+            else:
+                ready = backlog >= a.size
+            if not ready:
+                return
+        # seek to the end and commit it: what lies between the processed offset and the end is
+        # never processed
+        start = time.time()
+        processed = {tp: self._processed(tp) for tp in j.targets}
+        c.seek_to_end(*j.targets)
+        after = {tp: int(c.position(tp, timeout_ms=5000)) for tp in j.targets}
+        before = {_k(tp): self.st.committed.get(tp, -1) for tp in j.targets}
+        self.st.consumed.update(after)
+        self.commit(after)
+        self._skip_fault(j, start, processed, after, before=before)
+
+    def _skip_out_of_range(self, j: _SkipJob, batch: dict[Any, Any] | None, now: float) -> None:
+        a, c = j.action, self.consumer
+        if j.phase == "wait":
+            if now - j.last_check < 0.1:
+                return
+            j.last_check = now
+            j.processed = {tp: self._processed(tp) for tp in j.targets}
+            begin = c.beginning_offsets(j.targets)
+            for tp in j.targets:
+                if int(begin[tp]) > j.processed[tp]:
+                    j.deleted_at.setdefault(tp, now)
+            gone = len(j.deleted_at) == len(j.targets)
+            if a.size is not None and gone:
+                ends = c.end_offsets(j.targets)
+                gone = sum(int(ends[tp]) - int(begin[tp]) for tp in j.targets) >= a.size
+            if gone or now > j.started + a.wait_s:
+                # read again: the fetch from a deleted position is out of range, and the client's
+                # auto_offset_reset (latest) moves the position to the end
+                j.log_start = {tp: int(begin[tp]) for tp in j.targets}
+                j.phase, j.resumed = "reset", now
+                return
+            return
+        for tp in j.targets:
+            if tp in j.jumped:
+                continue
+            # records the client had fetched before the hold are still returned after it: what
+            # the member processed grows until the fetch from a deleted offset resets it; the
+            # reset is a gap between the last processed offset and the next (a record, or the
+            # position when the poll returned none)
+            done = self.st.consumed.get(tp, j.processed[tp])
+            recs = (batch or {}).get(tp)
+            nxt = int(recs[0].offset) if recs else int(c.position(tp, timeout_ms=5000))
+            if nxt > done:
+                j.jumped[tp] = nxt
+                j.processed[tp] = done
+        if len(j.jumped) < len(j.targets) and now < j.resumed + a.wait_s:
+            return
+        for tp in j.targets:
+            if tp not in j.jumped:  # never reset: it read on from where it was
+                j.processed[tp] = self.st.consumed.get(tp, j.processed[tp])
+        after = {tp: j.jumped.get(tp, j.processed[tp]) for tp in j.targets}
+        for tp, o in after.items():
+            self.st.consumed[tp] = max(self.st.consumed.get(tp, o), o)
+        lost = {tp: max(0, j.log_start[tp] - j.processed[tp]) for tp in j.targets}
+        if any(lost.values()):
+            parts = tuple(_pairs([tp for tp in j.targets if lost[tp]]))
+            self.writer.write(Fault("retention_overrun", self.group, self.name,
+                                    min(j.deleted_at.values(), default=j.resumed), j.resumed,
+                                    {"lost": {_k(tp): n for tp, n in lost.items() if n}}, parts))
+        self._skip_fault(j, j.resumed, j.processed, after,
+                         log_start={_k(tp): o for tp, o in j.log_start.items()},
+                         reset_to={_k(tp): o for tp, o in j.jumped.items()})
+
+    def _skip_fault(self, j: _SkipJob, start: float, processed: dict[Any, int], after: dict[Any, int],
+                    **detail: Any) -> None:
+        """Record the skip: per partition the messages never processed (``skipped``: from the
+        processed offset, or from the log start where retention deleted what lay below it, to the
+        new offset); the fault names the partitions that lost any."""
+        a = j.action
+        floor = {tp: max(processed[tp], j.log_start.get(tp, processed[tp])) for tp in j.targets}
+        skipped = {tp: max(0, after[tp] - floor[tp]) for tp in j.targets}
+        self.skip_job = None
+        self.writer.write(Fault(
+            "skip", self.group, self.name, start, time.time(),
+            {"mechanism": a.mechanism, "partitions": a.partitions, "size": a.size, "state": a.state,
+             "processed": {_k(tp): o for tp, o in processed.items()},
+             "after": {_k(tp): o for tp, o in after.items()},
+             "skipped": {_k(tp): n for tp, n in skipped.items()}, **detail},
+            _pairs([tp for tp in j.targets if skipped[tp] > 0])))
+
+    # -- an admin reset's stop (the runner's) -----------------------------------------------
+    def hold_step(self) -> None:
+        """When the runner asks (its hold file names a reset this member has not stopped for):
+        commit what was processed, leave the group, say so, wait until the runner is done, join
+        again."""
+        try:
+            hold = json.loads(self.hold_file.read_text())
+        except (OSError, ValueError):
+            return
+        rid = str(hold.get("id", ""))
+        if not rid or rid == self.hold_done:
+            return
+        self.hold_done = rid
+        start = time.time()
+        if self.may_commit():
+            self.commit(self._current())
+        held = self.held()
+        self._close()
+        self.consumer = None
+        self.st.consumed.clear()
+        self.st.committed.clear()
+        Path(f"{self.cfg['out']}.held-{rid}").touch()
+        while self.hold_file.exists() and time.time() < self.end:
+            if _stop.wait(0.05):
+                break
+        self._open()
+        self.fault("admin_stop", start, time.time(), parts=held, reset=rid)
 
     def _current(self) -> dict[Any, int]:
         """What to commit now: the position after the last processed record of each partition.
@@ -490,25 +685,34 @@ class _Member:
         if s.join_at > 0:
             now = time.time()
             self.fault("join", now, now, scheduled=self.t0 + s.join_at)
-        actions = sorted((a for a in s.actions if a.kind != "crash"), key=lambda a: a.at)
+        # crashes and admin resets are carried out by the runner
+        actions = sorted((a for a in s.actions if a.kind != "crash"
+                          and not (a.kind == "skip" and a.mechanism == "admin_reset")), key=lambda a: a.at)
         delay = s.processing_delay_ms / 1000.0
         interval = s.auto_commit_interval_ms / 1000.0
         next_commit = time.time() + interval
         partial = False
         try:
             while not _stop.is_set() and time.time() < self.end:
-                while actions and time.time() >= self.t0 + actions[0].at and self._ready(actions[0]):
+                self.hold_step()
+                while (actions and self.skip_job is None and time.time() >= self.t0 + actions[0].at
+                       and self._ready(actions[0])):
                     if not self.run_action(actions.pop(0)):
                         return
+                self.skip_step(None)
                 now = time.time()
                 self._expire_modes(now)
                 c = self.consumer
                 idle = self.active("stall", now) or self.active("stop", now)
-                if idle:
-                    c.pause(*c.assignment())
-                elif c.paused():
-                    c.resume(*c.paused())
+                hold = set(c.assignment()) if idle else set(self.held_back()) & set(c.assignment())
+                if set(c.paused()) != hold:
+                    if c.paused():
+                        c.resume(*c.paused())
+                    if hold:
+                        c.pause(*hold)
                 batch = c.poll(timeout_ms=100, max_records=s.max_poll_records)
+                if self.skip_job is not None and self.skip_job.phase == "reset":
+                    self.skip_step(batch)
                 progressed = False
                 for tp, recs in batch.items():
                     for r in recs:
@@ -558,6 +762,11 @@ def _assignor(name: str) -> type:
     classes: dict[str, type] = {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor,
                                 "sticky": StickyPartitionAssignor, "cooperative-sticky": CooperativeStickyAssignor}
     return classes[name]
+
+
+def _k(tp: Any) -> str:
+    """A partition as the truth's details name it: ``topic:partition``."""
+    return f"{tp.topic}:{tp.partition}"
 
 
 def _pairs(tps: list[Any]) -> tuple[tuple[str, int], ...]:

@@ -24,6 +24,7 @@ from lagscope.devtools.sim.score import (
     real_events,
     score_advice,
     score_run,
+    skip_cells,
 )
 from lagscope.devtools.sim.truth import Assign, Commit, EndState, Fault, GroupOffset, PartitionEnd, Produce, Revoke
 
@@ -322,3 +323,79 @@ def test_advice_figures_per_rule() -> None:
     assert figs["session_timeout_crash"].unexpected == 0
     assert (figs["restart_storm"].expected, figs["restart_storm"].unexpected) == (0, 1)
     assert math.isnan(figs["restart_storm"].recall)
+
+
+def _skip(start: float, skipped: dict[int, int], *, mechanism: str = "seek", size: int = 100, spread: str = "all",
+          state: str = "caught_up", group: str = G, end: float | None = None) -> Fault:
+    return Fault("skip", group, "c1", start, start if end is None else end,
+                 {"mechanism": mechanism, "size": size, "partitions": spread, "state": state,
+                  "skipped": {f"{T}:{p}": n for p, n in skipped.items()}},
+                 tuple((T, p) for p, n in sorted(skipped.items()) if n > 0))
+
+
+def _skip_finding(start: float, partition: int, magnitude: float, *, cause: str = "seek", group: str = G,
+                  end: float | None = None) -> Finding:
+    return Finding("skip", group, T, partition, start, start if end is None else end, "critical", "", magnitude,
+                   cause)
+
+
+def test_skip_cells_recall_count_error_delay_and_cause() -> None:
+    seek = _skip(100.0, {0: 60, 1: 40})
+    admin = _skip(110.0, {0: 5, 1: 0}, mechanism="admin_reset", size=1, spread="one", end=111.5)
+    findings = [
+        _skip_finding(100.4, 0, 60), _skip_finding(100.4, 1, 38),   # both partitions, 2 short
+        _skip_finding(111.0, 0, 5, cause="admin_reset"),            # within the reset's interval
+    ]
+    cells, negatives = skip_cells([([seek, admin], findings)], tolerance_s=2.0)
+    by = {(c.cell.mechanism, c.cell.size, c.cell.spread): c for c in cells}
+    s = by[("seek", 100, "all")]
+    assert (s.skips, s.partitions, s.found, s.recall) == (1, 2, 2, 1.0)
+    assert s.lost == [100]
+    assert s.reported == [98.0]
+    assert s.count_errors == pytest.approx([0.02])
+    assert s.delays == pytest.approx([0.4])
+    assert (s.cause_right, s.findings, s.false_skips) == (2, 2, 0)
+    a = by[("admin_reset", 1, "one")]
+    # the partition that lost nothing calls for nothing
+    assert (a.partitions, a.found, a.count_errors, a.cause_right) == (1, 1, [0.0], 1)
+    assert negatives == {}
+
+
+def test_skip_cells_missed_false_and_negatives() -> None:
+    seek = _skip(100.0, {0: 10}, size=10, spread="one", state="lagging")
+    findings = [
+        _skip_finding(100.2, 1, 10),                      # a partition that lost nothing: false
+        _skip_finding(130.0, 0, 10),                      # long after the skip: false
+        _skip_finding(105.0, 0, 3, group="other"),        # a group without skips: a negative's
+    ]
+    cells, negatives = skip_cells([([seek], findings)], tolerance_s=3.0)
+    (c,) = cells
+    assert (c.partitions, c.found, c.false_skips) == (1, 0, 2)
+    assert math.isnan(c.recall) is False
+    assert c.recall == 0.0
+    assert math.isnan(c.count_error_max)
+    assert c.delays == []
+    assert c.reported == []
+    assert negatives == {"other": 1}
+
+
+def test_skip_cells_one_finding_per_skip_the_nearest() -> None:
+    # two skips of the same partition 4 s apart: each finding belongs to the nearest
+    first, second = _skip(100.0, {0: 10}, size=10), _skip(104.0, {0: 1000}, size=1000)
+    cells, _ = skip_cells([([first, second], [_skip_finding(103.5, 0, 990), _skip_finding(100.5, 0, 10)])],
+                          tolerance_s=3.0)
+    by = {c.cell.size: c for c in cells}
+    assert by[10].reported == [10.0]
+    assert by[1000].reported == [990.0]
+    assert by[1000].count_errors == pytest.approx([0.01])
+    # sweeps date a finding from the sweep before: no negative delay
+    assert by[1000].delays == [0.0]
+
+
+def test_a_skip_finding_from_an_anomaly_row_keeps_magnitude_and_cause() -> None:
+    ts = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    f = Finding.from_anomaly({"kind": "skip", "group_id": G, "topic": T, "partition": 1, "start_ts": ts,
+                              "end_ts": ts, "severity": "critical", "magnitude": 42.0, "cause": "admin_reset"})
+    assert (f.magnitude, f.cause) == (42.0, "admin_reset")
+    g = Finding.from_anomaly({"kind": "stall", "group_id": G, "start_ts": ts})
+    assert (g.magnitude, g.cause) == (None, None)

@@ -77,6 +77,25 @@ def _member(**kw: Any) -> dict[str, Any]:
     # a no-fault scenario expects no advice: there is nothing to fix
     ({"no_fault": True, "expect_advice": [{"group": "g", "rule": "max_poll_interval",
                                            "setting": "max.poll.interval.ms"}]}, "expects no advice"),
+    # the skip's own fields on another action are typos, not ignored
+    (_member(actions=[{"kind": "rewind", "at": 2, "messages": 5, "partitions": "one"}]), "only apply to skip"),
+    (_member(actions=[{"kind": "stall", "at": 2, "mechanism": "admin_reset"}]), "only apply to skip"),
+    (_member(actions=[{"kind": "stop", "at": 2, "size": 10}]), "only apply to skip"),
+    # a skip covers one partition or all, by a mechanism the simulator has
+    (_member(actions=[{"kind": "skip", "at": 2, "partitions": "two"}]), "partitions"),
+    (_member(actions=[{"kind": "skip", "at": 2, "mechanism": "rewind"}]), "mechanism"),
+    (_member(actions=[{"kind": "skip", "at": 2, "state": "asleep"}]), "state"),
+    (_member(actions=[{"kind": "skip", "at": 2, "size": 0}]), "size"),
+    # catching up waits for the backlog to fall to the size: it needs one
+    (_member(actions=[{"kind": "skip", "at": 2, "state": "catching_up"}]), "catching_up needs a size"),
+    # an out-of-range reset to the end is the client's auto_offset_reset=latest
+    (_member(actions=[{"kind": "skip", "at": 2, "mechanism": "out_of_range"}]), "needs auto_offset_reset: latest"),
+    (_member(auto_offset_reset="none"), "auto_offset_reset"),
+    # a burst names a partition of its topic, and no keys decide where it goes
+    ({"producers": [{"name": "p", "topic": "a", "bursts": [{"at": 1, "count": 5, "partition": 2}]}]},
+     "is not one of the topic's"),
+    ({"producers": [{"name": "p", "topic": "a", "keys": 4, "bursts": [{"at": 1, "count": 5, "partition": 0}]}]},
+     "with keys"),
 ])
 def test_invalid_scenarios_fail_with_one_line(tmp_path: Path, over: dict[str, Any], message: str) -> None:
     f = tmp_path / "s.yaml"
@@ -295,3 +314,37 @@ def test_retention_overruns_from_the_end_state() -> None:
     # without the topic's retention: from the group's last commit of the partition
     (f,) = truth.retention_overruns(recs, end, {})
     assert f.start == 16.0
+
+
+def test_skip_fields_default_to_the_old_skip_and_survive_a_seed(tmp_path: Path) -> None:
+    f = tmp_path / "s.yaml"
+    f.write_text(json.dumps(_base(**_member(auto_offset_reset="latest", actions=[
+        {"kind": "skip", "at": 2},
+        {"kind": "skip", "at": 4, "partitions": "one", "mechanism": "admin_reset", "size": 100,
+         "state": "lagging", "wait_s": 5},
+        {"kind": "skip", "at": 6, "mechanism": "out_of_range", "state": "catching_up", "size": 10},
+        {"kind": "rewind", "at": 7, "messages": 3}]))))
+    sc = load_scenario_file(f)
+    plain, admin, oor, _rewind = sc.groups[0].members[0].actions
+    # the old skip: every partition, a seek, at once
+    assert (plain.partitions, plain.mechanism, plain.size, plain.state) == ("all", "seek", None, None)
+    assert (admin.partitions, admin.mechanism, admin.size, admin.state, admin.wait_s) == (
+        "one", "admin_reset", 100, "lagging", 5)
+    assert oor.mechanism == "out_of_range"
+    assert sc.groups[0].members[0].auto_offset_reset == "latest"
+    # a seed's schedule is validated again from its dump: the other actions' defaults pass
+    drawn = randomise(sc, 4)
+    assert [a.mechanism for a in drawn.groups[0].members[0].actions] == ["seek", "admin_reset", "out_of_range", "seek"]
+    assert drawn.groups[0].members[0].actions[3].kind == "rewind"
+
+
+def test_a_burst_to_one_partition() -> None:
+    from lagscope.devtools.sim.worker import _send_plan
+
+    spec = ProducerSpec.model_validate({"name": "p", "topic": "a", "rate": 2,
+                                        "bursts": [{"at": 1.0, "count": 3, "partition": 1}, {"at": 2.0, "count": 2}]})
+    plan = _send_plan(spec, 100.0, 104.0)
+    assert [(t, p) for t, p in plan if p is not None] == [(101.0, 1)] * 3
+    # the steady sends and the other burst go to the partitions in turn (None)
+    assert sum(1 for _, p in plan if p is None) == 8 + 2
+    assert _send_times(spec, 100.0, 104.0) == [t for t, _ in plan]

@@ -22,8 +22,10 @@ from lagscope.devtools.sim.truth import Assign, Commit, EndState, Fault, Produce
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
-#: the demo runs a minute; it has its own (shorter) check in test_sim_cli.py
-SCENARIOS = [n for n in builtin_scenarios() if n != "demo"]
+#: the demo runs a minute; it has its own (shorter) check in test_sim_cli.py; the skip matrix's
+#: scenarios run minutes each: their mechanisms are checked on a short run in
+#: test_sim_skip_matrix.py, the matrix itself by benchmarks/analytics_accuracy.py --matrix
+SCENARIOS = [n for n in builtin_scenarios() if n != "demo" and not n.startswith("skip-matrix-")]
 PARALLEL = 4
 #: lag (messages) that still counts as caught up at the end: ~0.5 s of production per partition
 CAUGHT_UP = 12
