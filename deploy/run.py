@@ -82,7 +82,8 @@ class Component(Protocol):
 class _Periodic:
     """Runs ``step()`` every ``interval_s`` seconds (start to start) in a thread until stopped.
 
-    A failing step is logged and the next one scheduled; it never ends the loop.
+    A failing step is logged and the next one scheduled; it never ends the loop. A step that
+    sets :attr:`retry_now` has the next one start at once instead of at the next interval.
     """
 
     name = "periodic"
@@ -95,6 +96,8 @@ class _Periodic:
         self._thread: threading.Thread | None = None
         self.runs = 0
         self.failures = 0
+        #: set by a step: start the next one now rather than at the next interval (read once)
+        self.retry_now = False
 
     def setup(self) -> None:
         """Runs in the thread before the first step."""
@@ -116,6 +119,9 @@ class _Periodic:
                     self.failures += 1
                     log.exception("%s: the run failed; next one in %.0fs", self.name, self.interval_s)
                 self.runs += 1
+                if self.retry_now:
+                    self.retry_now = False
+                    continue
                 self.stopping.wait(max(0.0, began + self.interval_s - time.monotonic()))
         finally:
             self.teardown()
@@ -174,7 +180,9 @@ class AnalyticsLoop(_Periodic):
 
     The engine dying (the JVM out of memory or crashed, the SparkContext stopped) is survivable:
     the failed step's output was never published (the checkpoint did not move), so the loop
-    starts a new session and redoes the step. After ``max_failures`` failed steps in a row the
+    starts a new session and redoes the step: at once after a first failure (the new session's
+    start is the wait; the results are late by no more than one interval), at the next interval
+    after a second one in a row. After ``max_failures`` failed steps in a row the
     loop gives up: :attr:`fatal` holds one line naming the cause and the setting to change, and
     :meth:`is_healthy` turns false (``lagscope run`` and ``lagscope demo`` then exit non-zero).
     Spark's and the JVM's logs go to ``log_file``; the terminal gets one line per failure.
@@ -251,8 +259,11 @@ class AnalyticsLoop(_Periodic):
             log.error("%s", self.fatal)
             self.stopping.set()
         else:
-            log.error("analytics: the step failed (%s); retrying with a new Spark session (%d/%d; log: %s)",
-                      cause, self.consecutive_failures, self.max_failures, self.log_file)
+            # the first failure in a row (an engine killed mid-step) is redone now, on a new session
+            self.retry_now = self.consecutive_failures == 1
+            log.error("analytics: the step failed (%s); retrying with a new Spark session %s(%d/%d; log: %s)",
+                      cause, "now " if self.retry_now else "", self.consecutive_failures, self.max_failures,
+                      self.log_file)
 
     def step(self) -> None:
         from lagscope.analytics.job import run_incremental, run_provisional
@@ -359,7 +370,8 @@ class AlertsLoop(_Periodic):
         from lagscope.alerts import Outbox, Sender
 
         self._outbox = Outbox(self.outbox_path)
-        self._sender = Sender(self._outbox, self.config)
+        # a route that was down is probed every interval: its backlog goes within one of its return
+        self._sender = Sender(self._outbox, self.config, probe_s=self.interval_s)
         if not self.results.is_dir():
             log.warning("alerts: the results folder %s does not exist (yet): nothing is evaluated until the "
                         "analytics write it", self.results)

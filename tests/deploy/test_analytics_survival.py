@@ -6,12 +6,14 @@ the setting to change, and reports itself unhealthy (``lagscope run`` then exits
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import json
 import logging
 import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +79,44 @@ def test_a_success_resets_the_count(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert loop.fatal is None
     assert loop.failures == 4
     assert loop.consecutive_failures == 0
+
+
+def test_a_first_failure_is_redone_at_once_a_second_waits_for_the_interval(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # an engine killed mid-step: the step is redone on a new session at once, not an interval
+    # later (the soak's recovery bound, benchmarks/soak.py); a second failure in a row waits
+    (tmp_path / "lake").mkdir()
+    monkeypatch.setattr(run_mod.AnalyticsLoop, "_session", lambda self: object())
+    monkeypatch.setattr(run_mod.AnalyticsLoop, "_drop_session", lambda self: None)
+    import lagscope.analytics.job as job
+
+    outcomes = iter([_Boom("killed"), job.StepFiles(), _Boom("killed"), _Boom("again")])
+    calls: list[float] = []
+
+    def step(*_: Any, **__: Any) -> job.StepFiles:
+        calls.append(time.monotonic())
+        got = next(outcomes, job.StepFiles())
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    monkeypatch.setattr(job, "run_incremental", step)
+    loop = run_mod.AnalyticsLoop(tmp_path / "lake", tmp_path / "res", interval_s=2.0, master="local[1]",
+                                 max_failures=3, log_file=tmp_path / "spark.log", provisional=False)
+    loop.start()
+    try:
+        deadline = time.monotonic() + 20
+        while len(calls) < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        loop.stop()
+    assert len(calls) >= 5
+    gaps = [b - a for a, b in itertools.pairwise(calls)]
+    assert gaps[0] < 1.0          # failed → redone at once
+    assert gaps[1] >= 1.9         # succeeded → the next interval
+    assert gaps[2] < 1.0          # failed (first in a row) → at once
+    assert gaps[3] >= 1.9         # failed again (second in a row) → the next interval
+    assert loop.fatal is None
 
 
 _KILLED_JVM = textwrap.dedent("""
