@@ -370,8 +370,8 @@ class AlertsLoop(_Periodic):
         from lagscope.alerts import Outbox, Sender
 
         self._outbox = Outbox(self.outbox_path)
-        # a route that was down is probed every interval: its backlog goes within one of its return
-        self._sender = Sender(self._outbox, self.config, probe_s=self.interval_s)
+        # a route that was down is probed twice an interval: its backlog goes within one of its return
+        self._sender = Sender(self._outbox, self.config, probe_s=self.interval_s / 2)
         if not self.results.is_dir():
             log.warning("alerts: the results folder %s does not exist (yet): nothing is evaluated until the "
                         "analytics write it", self.results)
