@@ -102,12 +102,11 @@ RULES: dict[str, Any] = {"stall_after_s": 8.0, "stop_after_s": 15.0, "gap_min_s"
 COMPARED = ("lag_trends", "status", "anomalies", "rebalances")
 EVENT_TABLES = {"anomalies": ("key",), "rebalances": ("cluster", "group_id", "start_ts")}
 KINDS = ("kill", "broker", "bad_files", "disk_full", "engine", "receiver")
-#: the faults that stop the analytics' engine: its first step after them must start within one interval
+#: the faults that stop the analytics' engine: after them, the first results (of a new engine)
+#: must be written within one interval; after the others, which leave the steps going, the next
+#: step must begin within one interval (:func:`analytics_back`)
 ENGINE_FAULTS = ("kill", "engine")
-#: the others leave the steps going: the next step's provisional part (what the harness can see
-#: start) comes within one interval, later by the full step before it in the same round (seconds)
-FULL_STEP_SLACK_S = 5.0
-#: a sweep loop's own scheduling (start to start, on a busy machine)
+#: a loop's own scheduling (start to start, on a busy machine)
 SWEEP_JITTER_S = 0.5
 #: the verdict of an anomalies table whose episodes all match but some were judged differently
 RECLASSIFIED = "anomalies judged again by later steps"
@@ -856,11 +855,12 @@ class Soak:
             nxt = next((t for t in ok if t >= f.end), None)
             f.sweep_recovery_s = None if nxt is None else round(nxt - f.end, 2)
             step = self.watcher.first_step_after(f.end, self.o.sweep_interval_s)
-            f.analytics_recovery_s = None if step is None else round(step - f.end, 2)
+            f.detail["step_began_s"] = None if step is None else round(step - f.end, 2)
             res = self.watcher.first_result_after(f.end)
             f.detail["results_written_s"] = None if res is None else round(res - f.end, 2)
             full = self.watcher.first_result_after(f.end, prefix="inc-")
             f.detail["full_step_s"] = None if full is None else round(full - f.end, 2)
+            f.analytics_recovery_s = analytics_back(f)
             if f.kind == "receiver":
                 # the backlog: every notification created before the receiver came back
                 pending = _outbox_created_before(self.outbox, f.end)
@@ -1146,6 +1146,15 @@ def rss_fit(samples: list[tuple[float, int, float, float]], lives: list[dict[str
             "lives": out_lives}
 
 
+def analytics_back(f: FaultRecord) -> float | None:
+    """Seconds from a fault's end to the analytics' recovery: after a kill or an engine kill, the
+    first results written (the new engine's first step done); after the others, the first step
+    that began (its files are named after the lake it read, ``pre-<from>-<until>``)."""
+    key = "results_written_s" if f.kind in ENGINE_FAULTS else "step_began_s"
+    got = f.detail.get(key)
+    return None if got is None else float(got)
+
+
 def verdicts(r: SoakResult) -> dict[str, list[str]]:
     """Each property of the soak: its failures (empty: it held)."""
     o = r.opts
@@ -1155,7 +1164,7 @@ def verdicts(r: SoakResult) -> dict[str, list[str]]:
             if f.sweep_recovery_s is None or f.sweep_recovery_s > o["sweep_interval_s"] + SWEEP_JITTER_S:
                 out["recovery"].append(f"{f.kind} at {_hms(f.start)}: sweeps back after {f.sweep_recovery_s} s "
                                        f"(interval {o['sweep_interval_s']:g} s)")
-            bound = o["analytics_interval_s"] + (0.0 if f.kind in ENGINE_FAULTS else FULL_STEP_SLACK_S)
+            bound = o["analytics_interval_s"] + (0.0 if f.kind in ENGINE_FAULTS else SWEEP_JITTER_S)
             if f.analytics_recovery_s is None or f.analytics_recovery_s > bound:
                 out["recovery"].append(f"{f.kind} at {_hms(f.start)}: analytics back after {f.analytics_recovery_s} s "
                                        f"(interval {o['analytics_interval_s']:g} s)")
@@ -1242,10 +1251,10 @@ def report(r: SoakResult, command: str) -> str:
              f"**Verdict: {'every check held' if not v else 'FAILED: ' + ', '.join(sorted(v))}.**", "",
              f"Bounds: sweeps back within one sweep interval (+{SWEEP_JITTER_S:g} s of the loop's own scheduling) of "
              "the fault's end (for a kill: the restart), the first successful sweep that started after it (from "
-             "the lake's `sweeps`); analytics back: the first step that began after it (its provisional part, whose "
-             "files are named after what it read), within one analytics interval after a kill or an engine kill, "
-             f"+{FULL_STEP_SLACK_S:g} s after the faults that leave the steps going (the full step before the "
-             "provisional part in the same round); the receiver: its backlog delivered within one alerts interval.",
+             "the lake's `sweeps`); analytics back within one analytics interval: after a kill or an engine kill, "
+             "the first results written (a new Spark session, its first step done); after the faults that leave the "
+             "steps going, the first step that began after the fault (its files are named after the lake it read; "
+             f"+{SWEEP_JITTER_S:g} s); the receiver: its backlog delivered within one alerts interval.",
              "",
              "| fault | injected | lasted s | sweeps back s (≤ interval) | analytics back s (≤ interval) | "
              "other recovery | rows lost | duplicates |",
@@ -1320,7 +1329,12 @@ def report(r: SoakResult, command: str) -> str:
 def from_json(data: dict[str, Any]) -> SoakResult:
     """A result as ``--json`` kept it (to render its report again)."""
     data = {k: v for k, v in data.items() if k != "command"}
-    return SoakResult(**{**data, "faults": [FaultRecord(**f) for f in data["faults"]],
+    faults = [FaultRecord(**f) for f in data["faults"]]
+    for f in faults:
+        if "step_began_s" not in f.detail:  # kept before the detail held it: the recovery was the step's start
+            f.detail["step_began_s"] = f.analytics_recovery_s
+        f.analytics_recovery_s = analytics_back(f)
+    return SoakResult(**{**data, "faults": faults,
                          "load_start": tuple(data["load_start"]), "load_end": tuple(data["load_end"])})
 
 
