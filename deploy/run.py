@@ -200,7 +200,8 @@ class AnalyticsLoop(_Periodic):
                  driver_memory: str | None = None, max_failures: int = 3, log_file: Path | None = None,
                  clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
                  retention_days: int | None = None, removals: Removals | None = None,
-                 provisional: bool | None = None, provisional_settle_s: float = 0.0) -> None:
+                 provisional: bool | None = None, provisional_settle_s: float = 0.0,
+                 complete_before: Callable[[], dt.datetime | None] | None = None) -> None:
         super().__init__(interval_s)
         self.lake, self.results, self.master = lake, results, master
         self.settings = settings if settings is not None else AnalyticsConfig()
@@ -217,6 +218,10 @@ class AnalyticsLoop(_Periodic):
         #: up to ``provisional_settle_s`` before the clock (a sweep in progress is not in the lake yet)
         self.provisional = self.settings.provisional if provisional is None else provisional
         self.provisional_settle_s = provisional_settle_s
+        #: the collector's sweeps held in memory (the lake could not be written): the lake is complete
+        #: before the time this returns (None: complete), and no step goes past it (its sweeps would
+        #: be written behind a step that already passed their minute)
+        self.complete_before = complete_before
         self._last_prune: dt.datetime | None = None
         self.spark: Any = None
         self.files_written = 0
@@ -276,16 +281,22 @@ class AnalyticsLoop(_Periodic):
                 log.debug("analytics: no lake at %s yet", self.lake)
             return
         now = self.clock()
+        until = now
+        held = self.complete_before() if self.complete_before is not None else None
+        if held is not None and held < now:
+            log.info("analytics: sweeps from %s are held in memory (the lake cannot be written): this step "
+                     "stops there", held.isoformat())
+            until = held
         try:
             # `since` matters only for the very first run (no checkpoint yet): how far back to start
             written = run_incremental(self._session(), self.lake, self.results,
                                       settings=self.settings, history_points=self.history_points,
-                                      until=now, since=now - dt.timedelta(seconds=self.backfill_s))
+                                      until=until, since=now - dt.timedelta(seconds=self.backfill_s))
             if self.provisional:
                 # the minute in progress, at once: replaced by the full step that covers it
                 run_provisional(self._session(), self.lake, self.results, settings=self.settings,
                                 history_points=self.history_points,
-                                until=now - dt.timedelta(seconds=self.provisional_settle_s))
+                                until=min(until, now - dt.timedelta(seconds=self.provisional_settle_s)))
         except Exception as exc:
             if self.stopping.is_set():
                 raise
@@ -500,6 +511,8 @@ def build_components(settings: Settings, parts: set[Part], *, results: Path, out
             out.append(ResultsMetrics(results, settings.metrics.bind, settings.metrics.port, extra))
     if Part.alerts in parts:
         out.append(AlertsLoop(results, settings.alerts, outbox, interval_s=alerts_interval_s, app_url=settings.ui.url))
+    collector = CollectorComponent(settings, [on_collector] if on_collector is not None else None,
+                                   results=results, removals=removals) if Part.collector in parts else None
     if Part.analytics in parts:
         from lagscope.analytics.configured import with_overrides
 
@@ -516,10 +529,10 @@ def build_components(settings: Settings, parts: set[Part], *, results: Path, out
             backfill_s=acfg.backfill_s() if backfill_s is None else backfill_s,
             shuffle_partitions=acfg.shuffle_partitions or 4, driver_memory=acfg.driver_memory,
             retention_days=acfg.retention, removals=removals,
-            provisional_settle_s=settings.collector.interval_s))
-    if Part.collector in parts:
-        out.append(CollectorComponent(settings, [on_collector] if on_collector is not None else None,
-                                      results=results, removals=removals))
+            provisional_settle_s=settings.collector.interval_s,
+            complete_before=collector.collector.sink.holding_since if collector is not None else None))
+    if collector is not None:
+        out.append(collector)
     return out
 
 

@@ -173,3 +173,28 @@ def test_a_killed_jvm_is_replaced_and_the_step_redone(tmp_path: Path) -> None:
     # step 2 ([60 s, 120 s)) was redone and published: the checkpoint is at its end
     assert dt.datetime.fromisoformat(got["watermark"]) == dt.datetime(2026, 1, 1, 0, 2, tzinfo=dt.UTC)
     assert "\tat org.apache" not in done.stderr
+
+
+def test_a_step_stops_where_the_collector_holds_sweeps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the lake's disk is full: the collector holds its sweeps in memory from 12:00:40 and writes
+    # them when it can. A full step at 12:01:05 must not analyse the minute 12:00 without them
+    # (their rows would land behind its checkpoint, never analysed): it stops at 12:00:40, so
+    # the minute 12:00 waits; the provisional step too. Once written, the steps go on to now
+    (tmp_path / "lake").mkdir()
+    monkeypatch.setattr(run_mod.AnalyticsLoop, "_session", lambda self: object())
+    import lagscope.analytics.job as job
+
+    seen: list[tuple[str, dt.datetime]] = []
+    monkeypatch.setattr(job, "run_incremental", lambda *_, until, **__: seen.append(("full", until)) or job.StepFiles())
+    monkeypatch.setattr(job, "run_provisional", lambda *_, until, **__: seen.append(("pre", until)) or job.StepFiles())
+    now = dt.datetime(2026, 11, 27, 12, 1, 5, tzinfo=dt.UTC)
+    held: list[dt.datetime | None] = [now.replace(minute=0, second=40)]
+    loop = run_mod.AnalyticsLoop(tmp_path / "lake", tmp_path / "res", interval_s=30, master="local[1]",
+                                 clock=lambda: now, provisional=True, provisional_settle_s=5.0,
+                                 complete_before=lambda: held[0])
+    loop.step()
+    assert seen == [("full", held[0]), ("pre", held[0])]
+    seen.clear()
+    held[0] = None
+    loop.step()
+    assert seen == [("full", now), ("pre", now - dt.timedelta(seconds=5))]
