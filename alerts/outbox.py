@@ -163,6 +163,22 @@ class Outbox:
             db.execute("UPDATE outbox SET attempts = attempts + 1, last_error = ?, next_attempt_at = ? "
                        "WHERE id = ?", (error, next_attempt_at, entry_id))
 
+    def soonest_per_route(self) -> dict[str, Entry]:
+        """Per route with pending entries, the one whose next attempt comes first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, idempotency_key, route, finding_key, state, body, attempts, MIN(next_attempt_at) "
+                "FROM outbox WHERE delivered_at IS NULL AND dead_at IS NULL GROUP BY route").fetchall()
+        return {r[2]: Entry(*r) for r in rows}
+
+    def release(self, route: str, now: float) -> int:
+        """Make the pending entries of ``route`` that wait for a retry due at ``now`` (the route
+        answers again); returns how many."""
+        with self.transaction() as db:
+            cur = db.execute("UPDATE outbox SET next_attempt_at = ? WHERE route = ? AND delivered_at IS NULL "
+                             "AND dead_at IS NULL AND attempts > 0 AND next_attempt_at > ?", (now, route, now))
+            return int(cur.rowcount)
+
     def defer(self, entry_id: int, next_attempt_at: float) -> None:
         """Push an entry back without counting an attempt (rate limit)."""
         with self.transaction() as db:

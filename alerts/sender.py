@@ -16,6 +16,11 @@ secret, each request is signed::
 - any other 4xx → *dead* (retrying cannot fix a rejected request; it stays in the outbox with
   its error for ``lagscope alerts outbox``).
 
+A route that was down is noticed when it answers again, not only when each of its waiting
+entries' own backoff ends (which reaches minutes after a long outage): a route whose pending
+entries all wait for a retry is *probed* every ``probe_s`` seconds with its entry due soonest,
+and a delivery that succeeds makes the route's other waiting entries due at once.
+
 Rate limits defer an entry to when its route's window frees a slot; a deferral is not an
 attempt. Logs name the route and the host only: a webhook URL's path is often a secret
 (Slack), and secrets are never logged.
@@ -27,6 +32,7 @@ import email.utils
 import hashlib
 import hmac
 import logging
+import math
 import random
 import time
 from collections.abc import Callable
@@ -123,15 +129,19 @@ class Sender:
     """Delivers due outbox entries to their routes' webhooks.
 
     ``client``: an httpx.Client to use (default: a new one, closed by :meth:`close`).
-    ``clock``: wall clock in Unix seconds. ``rng``: for the jitter.
+    ``clock``: wall clock in Unix seconds. ``rng``: for the jitter. ``probe_s``: how often a
+    route whose every pending entry waits for a retry is tried anyway (module docstring).
     """
 
     def __init__(self, outbox: Outbox, config: AlertsConfig, *, client: httpx.Client | None = None,
                  backoff: Backoff | None = None, clock: Callable[[], float] = time.time,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None, probe_s: float = 30.0) -> None:
         self.outbox = outbox
         self.config = config
         self.backoff = backoff or Backoff()
+        self.probe_s = probe_s
+        #: when each route was last tried (by this sender: a new one probes at once)
+        self._last_try: dict[str, float] = {}
         self._clock = clock
         self._rng = rng or random.Random()
         self._own_client = client is None
@@ -150,7 +160,14 @@ class Sender:
     def deliver_due(self) -> DeliveryReport:
         """One pass: try every entry that is due now."""
         report = DeliveryReport()
-        for entry in self.outbox.due(self._clock()):
+        now = self._clock()
+        entries = self.outbox.due(now)
+        due_routes = {e.route for e in entries}
+        for route, entry in self.outbox.soonest_per_route().items():
+            # a probe: has the route come back before its entries' backoff ends?
+            if route not in due_routes and now - self._last_try.get(route, -math.inf) >= self.probe_s:
+                entries.append(entry)
+        for entry in entries:
             self._deliver(entry, report)
         return report
 
@@ -194,6 +211,7 @@ class Sender:
             self.outbox.defer(entry.id, until)
             report.deferred += 1
             return
+        self._last_try[entry.route] = now
         headers = {"Content-Type": "application/json", "Idempotency-Key": entry.idempotency_key,
                    "X-Lagscope-Attempt": str(entry.attempts + 1), **route.headers}
         try:
@@ -218,6 +236,10 @@ class Sender:
             self.outbox.mark_delivered(entry.id, self._clock())
             report.delivered += 1
             log.info("delivered %s (%s) to route %s", entry.finding_key, entry.state, route.name)
+            released = self.outbox.release(route.name, self._clock())
+            if released:
+                log.info("route %s answers again: %d notification(s) waiting for a retry are due now",
+                         route.name, released)
         elif status >= 500 or status in _RETRYABLE_STATUS:
             self._failed(entry, f"HTTP {status}", report, route, _retry_after(response, now))
         else:

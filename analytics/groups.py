@@ -598,7 +598,7 @@ def missed_generations(sw: _Sweeps, gens: pa.Table, windows: list[_Window]) -> l
     candidates (records whose members or generation differ from the group's previous record,
     inside its span of settled sweeps), which are few."""
     c = gens.filter(pc.greater(pc.list_value_length(gens.column("member_ids")).fill_null(0), 0))
-    if not c.num_rows:
+    if not c.num_rows or not len(sw.groups):  # no records, or no sweep to place them after
         return []
     g, ok = _codes(_gkey(c), sw.groups)
     gt = np.asarray(c.column("gen_t"), dtype=np.float64)

@@ -95,6 +95,15 @@ class LakeSink:
         """Sweeps waiting to be written (the lake could not be written when they came)."""
         return len(self._held)
 
+    def holding_since(self) -> dt.datetime | None:
+        """The time of the oldest sweep held in memory, None when every sweep is in the lake:
+        the lake is complete before it (the analytics of ``lagscope run`` stop there)."""
+        held = self._held
+        try:
+            return held[0][0].sweep_ts if held else None
+        except IndexError:  # written meanwhile (another thread)
+            return None
+
     def update(self, snapshot: Snapshot) -> None:
         self._held.append((snapshot, set()))
         self.flush()

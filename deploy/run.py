@@ -82,7 +82,8 @@ class Component(Protocol):
 class _Periodic:
     """Runs ``step()`` every ``interval_s`` seconds (start to start) in a thread until stopped.
 
-    A failing step is logged and the next one scheduled; it never ends the loop.
+    A failing step is logged and the next one scheduled; it never ends the loop. A step that
+    sets :attr:`retry_now` has the next one start at once instead of at the next interval.
     """
 
     name = "periodic"
@@ -95,6 +96,8 @@ class _Periodic:
         self._thread: threading.Thread | None = None
         self.runs = 0
         self.failures = 0
+        #: set by a step: start the next one now rather than at the next interval (read once)
+        self.retry_now = False
 
     def setup(self) -> None:
         """Runs in the thread before the first step."""
@@ -116,6 +119,9 @@ class _Periodic:
                     self.failures += 1
                     log.exception("%s: the run failed; next one in %.0fs", self.name, self.interval_s)
                 self.runs += 1
+                if self.retry_now:
+                    self.retry_now = False
+                    continue
                 self.stopping.wait(max(0.0, began + self.interval_s - time.monotonic()))
         finally:
             self.teardown()
@@ -174,7 +180,9 @@ class AnalyticsLoop(_Periodic):
 
     The engine dying (the JVM out of memory or crashed, the SparkContext stopped) is survivable:
     the failed step's output was never published (the checkpoint did not move), so the loop
-    starts a new session and redoes the step. After ``max_failures`` failed steps in a row the
+    starts a new session and redoes the step: at once after a first failure (the new session's
+    start is the wait; the results are late by no more than one interval), at the next interval
+    after a second one in a row. After ``max_failures`` failed steps in a row the
     loop gives up: :attr:`fatal` holds one line naming the cause and the setting to change, and
     :meth:`is_healthy` turns false (``lagscope run`` and ``lagscope demo`` then exit non-zero).
     Spark's and the JVM's logs go to ``log_file``; the terminal gets one line per failure.
@@ -192,7 +200,8 @@ class AnalyticsLoop(_Periodic):
                  driver_memory: str | None = None, max_failures: int = 3, log_file: Path | None = None,
                  clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
                  retention_days: int | None = None, removals: Removals | None = None,
-                 provisional: bool | None = None, provisional_settle_s: float = 0.0) -> None:
+                 provisional: bool | None = None, provisional_settle_s: float = 0.0,
+                 complete_before: Callable[[], dt.datetime | None] | None = None) -> None:
         super().__init__(interval_s)
         self.lake, self.results, self.master = lake, results, master
         self.settings = settings if settings is not None else AnalyticsConfig()
@@ -209,6 +218,10 @@ class AnalyticsLoop(_Periodic):
         #: up to ``provisional_settle_s`` before the clock (a sweep in progress is not in the lake yet)
         self.provisional = self.settings.provisional if provisional is None else provisional
         self.provisional_settle_s = provisional_settle_s
+        #: the collector's sweeps held in memory (the lake could not be written): the lake is complete
+        #: before the time this returns (None: complete), and no step goes past it (its sweeps would
+        #: be written behind a step that already passed their minute)
+        self.complete_before = complete_before
         self._last_prune: dt.datetime | None = None
         self.spark: Any = None
         self.files_written = 0
@@ -251,8 +264,11 @@ class AnalyticsLoop(_Periodic):
             log.error("%s", self.fatal)
             self.stopping.set()
         else:
-            log.error("analytics: the step failed (%s); retrying with a new Spark session (%d/%d; log: %s)",
-                      cause, self.consecutive_failures, self.max_failures, self.log_file)
+            # the first failure in a row (an engine killed mid-step) is redone now, on a new session
+            self.retry_now = self.consecutive_failures == 1
+            log.error("analytics: the step failed (%s); retrying with a new Spark session %s(%d/%d; log: %s)",
+                      cause, "now " if self.retry_now else "", self.consecutive_failures, self.max_failures,
+                      self.log_file)
 
     def step(self) -> None:
         from lagscope.analytics.job import run_incremental, run_provisional
@@ -265,16 +281,22 @@ class AnalyticsLoop(_Periodic):
                 log.debug("analytics: no lake at %s yet", self.lake)
             return
         now = self.clock()
+        until = now
+        held = self.complete_before() if self.complete_before is not None else None
+        if held is not None and held < now:
+            log.info("analytics: sweeps from %s are held in memory (the lake cannot be written): this step "
+                     "stops there", held.isoformat())
+            until = held
         try:
             # `since` matters only for the very first run (no checkpoint yet): how far back to start
             written = run_incremental(self._session(), self.lake, self.results,
                                       settings=self.settings, history_points=self.history_points,
-                                      until=now, since=now - dt.timedelta(seconds=self.backfill_s))
+                                      until=until, since=now - dt.timedelta(seconds=self.backfill_s))
             if self.provisional:
                 # the minute in progress, at once: replaced by the full step that covers it
                 run_provisional(self._session(), self.lake, self.results, settings=self.settings,
                                 history_points=self.history_points,
-                                until=now - dt.timedelta(seconds=self.provisional_settle_s))
+                                until=min(until, now - dt.timedelta(seconds=self.provisional_settle_s)))
         except Exception as exc:
             if self.stopping.is_set():
                 raise
@@ -359,7 +381,8 @@ class AlertsLoop(_Periodic):
         from lagscope.alerts import Outbox, Sender
 
         self._outbox = Outbox(self.outbox_path)
-        self._sender = Sender(self._outbox, self.config)
+        # a route that was down is probed twice an interval: its backlog goes within one of its return
+        self._sender = Sender(self._outbox, self.config, probe_s=self.interval_s / 2)
         if not self.results.is_dir():
             log.warning("alerts: the results folder %s does not exist (yet): nothing is evaluated until the "
                         "analytics write it", self.results)
@@ -488,6 +511,8 @@ def build_components(settings: Settings, parts: set[Part], *, results: Path, out
             out.append(ResultsMetrics(results, settings.metrics.bind, settings.metrics.port, extra))
     if Part.alerts in parts:
         out.append(AlertsLoop(results, settings.alerts, outbox, interval_s=alerts_interval_s, app_url=settings.ui.url))
+    collector = CollectorComponent(settings, [on_collector] if on_collector is not None else None,
+                                   results=results, removals=removals) if Part.collector in parts else None
     if Part.analytics in parts:
         from lagscope.analytics.configured import with_overrides
 
@@ -504,10 +529,10 @@ def build_components(settings: Settings, parts: set[Part], *, results: Path, out
             backfill_s=acfg.backfill_s() if backfill_s is None else backfill_s,
             shuffle_partitions=acfg.shuffle_partitions or 4, driver_memory=acfg.driver_memory,
             retention_days=acfg.retention, removals=removals,
-            provisional_settle_s=settings.collector.interval_s))
-    if Part.collector in parts:
-        out.append(CollectorComponent(settings, [on_collector] if on_collector is not None else None,
-                                      results=results, removals=removals))
+            provisional_settle_s=settings.collector.interval_s,
+            complete_before=collector.collector.sink.holding_since if collector is not None else None))
+    if collector is not None:
+        out.append(collector)
     return out
 
 

@@ -21,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import jsonschema
 import pytest
 from helpers.results_synthetic import Synthetic
@@ -283,3 +284,43 @@ def test_cli_evaluate_deliver_outbox(synthetic: Synthetic, tmp_path: Path, port:
     assert [ln for ln in failed.output.splitlines() if ln.strip()] == [
         "config error: alerts.routes[0].url: must be an http:// or https:// URL"]
     assert not (tmp_path / "other.sqlite").exists()
+
+
+def test_a_route_that_comes_back_gets_its_backlog_within_one_probe(tmp_path: Path) -> None:
+    # five notifications fail for ten minutes (the receiver is down): their own backoff has grown
+    # to minutes; the receiver returns, and they go within one probe interval, not minutes later
+    clock = [1_000_000.0]
+    up = [False]
+    sent: list[str] = []
+
+    def receiver(request: httpx.Request) -> httpx.Response:
+        if not up[0]:
+            raise httpx.ConnectError("connection refused", request=request)
+        sent.append(request.headers["Idempotency-Key"])
+        return httpx.Response(200)
+
+    config = AlertsConfig.model_validate({"routes": [{"name": "r", "url": "http://receiver.test/hook"}]})
+    with Outbox(tmp_path / "outbox.sqlite") as outbox:
+        with outbox.transaction() as db:
+            for i in range(5):
+                Outbox.enqueue_in(db, idempotency_key=f"k{i}", route="r", finding_key=f"f{i}", state="firing",
+                                  body=b"{}", now=clock[0])
+        sender = Sender(outbox, config, client=httpx.Client(transport=httpx.MockTransport(receiver)),
+                        backoff=Backoff(jitter=0.0), clock=lambda: clock[0], probe_s=5.0)
+        down_until = clock[0] + 600.0
+        tries = 0
+        while clock[0] < down_until:
+            tries += sender.deliver_due().failed
+            clock[0] += 1.0
+        waits = [float(e["next_attempt_at"]) - clock[0] for e in outbox.entries()]  # type: ignore[arg-type]
+        assert min(waits) > 60.0  # without a probe, the first retry would come minutes after the return
+        # the route was probed every 5 s meanwhile: one request per probe, no storm
+        assert tries <= 5 * 9 + 600 / 5 + 1
+        up[0] = True
+        back = clock[0]
+        while outbox.counts().pending and clock[0] < back + 60:
+            sender.deliver_due()
+            clock[0] += 1.0
+        assert sorted(sent) == [f"k{i}" for i in range(5)]
+        assert clock[0] - back <= 5.0 + 2.0
+        sender.close()

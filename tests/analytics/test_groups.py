@@ -707,3 +707,16 @@ def test_member_sweeps_of_many_groups_are_array_code() -> None:
     got = groups.member_sweeps(members)
     assert got.num_rows == 20_000
     assert (dt.datetime.now() - start).total_seconds() < 10
+
+
+def test_generation_records_of_groups_no_sweep_saw_are_no_window() -> None:
+    # the soak's first step (benchmarks/soak.py): a bucket of the per-group pass held the
+    # generation records of groups the step's sweeps never saw (the tail reads an hour back, the
+    # first sweep came later): missed_generations indexed an empty array and the step failed,
+    # three times in a row, and `lagscope run` exited 1
+    sweeps = groups._sorted_sweeps(groups.MSWEEP_SCHEMA.empty_table(), None)
+    row = {name: None for name in groups.GENERATION_SCHEMA.names}
+    gens = [{**row, "cluster": "c", "group_id": "g", "gen_t": float(t), "generation": gen, "member_ids": ids}
+            for t, gen, ids in ((10, 1, ["m1"]), (20, 2, ["m1", "m2"]))]
+    table = pa.Table.from_pylist(gens, schema=groups.GENERATION_SCHEMA)
+    assert groups.missed_generations(sweeps, table, []) == []

@@ -118,14 +118,17 @@ def test_a_sweep_held_after_a_failed_write_is_written_once(tmp_path: Path) -> No
     (lake / "members").mkdir(parents=True)
     (lake / "members" / "cluster=c1").write_text("a file where the cluster folder should be\n")
     sink = LakeSink(lake)
+    assert sink.holding_since() is None
     with pytest.raises(LakeError, match="1 sweep\\(s\\) held in memory"):
         sink.update(_at(0))
     assert sink.held == 1
+    assert sink.holding_since() == T0  # the lake is complete before the held sweep (the analytics stop there)
     assert sink.write_errors() == {("c1", "members"): 1}
     assert read_table(lake, "offsets").num_rows == 1
     (lake / "members" / "cluster=c1").unlink()
     sink.update(_at(1))
     assert sink.held == 0
+    assert sink.holding_since() is None
     for table in ("offsets", "members", "sweeps"):
         got = sorted(read_table(lake, table).column("sweep_ts").to_pylist())
         assert got == [T0, T0 + dt.timedelta(minutes=1)], table
