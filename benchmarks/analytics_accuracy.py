@@ -531,6 +531,20 @@ def matrix_lines(runs: list[MatrixRun], mode: str, interval_s: float) -> list[st
     return lines
 
 
+def seed_truths(args: argparse.Namespace, names: list[str], base: Path, seed: int) -> dict[str, Path]:
+    """Each scenario's truth for one seed: collected on the broker into ``base``, or with
+    ``--reuse`` the kept one (a missing one ends the run with one line)."""
+    truths: dict[str, Path] = {}
+    for name in names:
+        truths[name] = base / name / "out" / "truth.jsonl"
+        if not args.reuse:
+            truths[name] = collect(name, args.bootstrap, base / name, args.interval_s, seed).truth_path
+            print(f"{name} seed {seed}: collected", file=sys.stderr, flush=True)
+        elif not truths[name].exists():
+            sys.exit(f"--reuse {args.reuse}: no kept run of {name} seed {seed} ({truths[name]} missing)")
+    return truths
+
+
 def run_matrix(args: argparse.Namespace, rules: AnalyticsRulesConfig, timeouts: dict[str, float]) -> None:
     """``--matrix``: the skip matrix scenarios and their negatives, with each seed; one analysis
     with the commit stream and one from sweeps alone (``--sweeps-only``: that one only)."""
@@ -546,14 +560,7 @@ def run_matrix(args: argparse.Namespace, rules: AnalyticsRulesConfig, timeouts: 
         root = args.reuse or args.keep or Path(tmp)
         for seed in range(1, args.seeds + 1):
             base = root / f"seed-{seed}"
-            truths: dict[str, Path] = {}
-            for name in names:
-                truths[name] = base / name / "out" / "truth.jsonl"
-                if not args.reuse:
-                    truths[name] = collect(name, args.bootstrap, base / name, args.interval_s, seed).truth_path
-                    print(f"{name} seed {seed}: collected", file=sys.stderr, flush=True)
-                elif not truths[name].exists():
-                    sys.exit(f"--reuse {args.reuse}: no kept run of {name} seed {seed} ({truths[name]} missing)")
+            truths = seed_truths(args, names, base, seed)
             windows = {name: scenario_window(name, truths[name]) for name in names}
             tis = {name: TruthIndex(load(truths[name])) for name in names}
             seed_runs = []
@@ -650,14 +657,7 @@ def main() -> None:
         root = args.reuse or args.keep or Path(tmp)
         for seed in range(1, args.seeds + 1):
             base = root / f"seed-{seed}"
-            truths: dict[str, Path] = {}
-            for name in names:
-                truths[name] = base / name / "out" / "truth.jsonl"
-                if not args.reuse:
-                    truths[name] = collect(name, args.bootstrap, base / name, args.interval_s, seed).truth_path
-                    print(f"{name} seed {seed}: collected", file=sys.stderr, flush=True)
-                elif not truths[name].exists():
-                    sys.exit(f"--reuse {args.reuse}: no kept run of {name} seed {seed} ({truths[name]} missing)")
+            truths = seed_truths(args, names, base, seed)
             # one step per seed over that seed's lakes (a scenario's groups are found by its prefix)
             windows = {name: scenario_window(name, truths[name]) for name in names}
             got = analyse({n: (base / n / "lake", windows[n][1]) for n in names}, rules, timeouts,

@@ -90,14 +90,13 @@ from typing import Any
 
 import yaml
 
+from lagscope.devtools.spark_standalone import pid_alive
+
 log = logging.getLogger("soak")
 
 LAGSCOPE = [sys.executable, "-m", "lagscope.cli"]
 CLUSTER = "soak"
 ROUTE = "soak-receiver"
-#: rule thresholds for scenarios of a minute (the demo's, lagscope.devtools.demo.DEMO_RULES)
-RULES: dict[str, Any] = {"stall_after_s": 8.0, "stop_after_s": 15.0, "gap_min_s": 6.0, "gap_mad_floor_s": 0.5,
-                         "growth_min_minutes": 1, "warn_lag_s": 10.0, "storm_window_s": 120.0}
 #: the tables compared with the clean analysis (advice: every step rewrites it whole)
 COMPARED = ("lag_trends", "status", "anomalies", "rebalances")
 EVENT_TABLES = {"anomalies": ("key",), "rebalances": ("cluster", "group_id", "start_ts")}
@@ -244,20 +243,6 @@ def cpu_ticks(pid: int) -> int | None:
         return None
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie is dead
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 class Supervised:
     """``lagscope run`` under a supervisor: started, watched, restarted when it dies."""
 
@@ -299,9 +284,9 @@ class Supervised:
             self.proc.wait(timeout=30)
             self.lives[-1].update(end=killed_at, how="SIGKILL")
             deadline = time.time() + 5.0
-            while time.time() < deadline and any(alive(j) for j in jvms):
+            while time.time() < deadline and any(pid_alive(j) for j in jvms):
                 time.sleep(0.1)
-            orphans = [j for j in jvms if alive(j)]
+            orphans = [j for j in jvms if pid_alive(j)]
             for j in orphans:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(j, signal.SIGKILL)
@@ -443,7 +428,7 @@ class Watcher:
             if now - last_rss >= 2.0:
                 last_rss = now
                 pid = self.run.pid
-                if pid is not None and alive(pid):
+                if pid is not None and pid_alive(pid):
                     py = rss_mb(pid)
                     jvm = sum(rss_mb(j) or 0.0 for j in spark_jvms(pid))
                     if py is not None:
@@ -530,6 +515,9 @@ class Soak:
 
     # -- set-up ---------------------------------------------------------------------------
     def _settings(self, bootstrap: str, sink_url: str, metrics_port: int) -> dict[str, Any]:
+        # rule thresholds for scenarios of a minute: the demo's
+        from lagscope.devtools.demo import DEMO_RULES
+
         return {
             "clusters": [{"name": CLUSTER, "bootstrap_servers": [bootstrap], "groups": {"include": ["sim-.*"]},
                           "consumer_offsets_tail": {"enabled": True}}],
@@ -537,7 +525,7 @@ class Soak:
                           "request_timeout_ms": 3000},
             "metrics": {"bind": "127.0.0.1", "port": metrics_port},
             "analytics": {"master": "local[2]", "interval_s": self.o.analytics_interval_s, "shuffle_partitions": 2,
-                          "backfill": "10m", "session_timeout_s": 10.0, "rules": RULES},
+                          "backfill": "10m", "session_timeout_s": 10.0, "rules": DEMO_RULES},
             "alerts": {"routes": [{"name": ROUTE, "url": f"{sink_url}/{ROUTE}", "timeout_s": 5}]},
         }
 

@@ -274,11 +274,14 @@ def pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    with contextlib.suppress(OSError, IndexError):
+    try:
         # /proc/<pid>/stat: "pid (comm) state ..."; comm may hold spaces, so split after ')'
-        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-            return False
-    return True
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        # gone since the signal, where there is a /proc; without one the signal is all we know
+        return not Path("/proc/self").exists()
+    except (OSError, IndexError):
+        return True
 
 
 def stop_recorded(workdir: Path, grace: float = 20.0) -> ClusterState:

@@ -327,6 +327,18 @@ class _Member:
         finally:
             self.closing = False
 
+    def _step_out(self) -> tuple[tuple[str, int], ...]:
+        """Leave the group for a while (a bounce, an operator's hold): commit the position where
+        the member may, close the consumer and forget what it consumed; the partitions it held."""
+        if self.may_commit():
+            self.commit(self._current())
+        held = self.held()
+        self._close()
+        self.consumer = None
+        self.st.consumed.clear()
+        self.st.committed.clear()
+        return held
+
     def _listener(self) -> Any:
         from kafka import AsyncConsumerRebalanceListener
 
@@ -434,13 +446,7 @@ class _Member:
             self.fault("leave", now, now)
             return False
         if a.kind == "bounce":
-            if self.may_commit():
-                self.commit(self._current())
-            held = self.held()
-            self._close()
-            self.consumer = None
-            self.st.consumed.clear()
-            self.st.committed.clear()
+            held = self._step_out()
             _sleep_until(now + (a.duration or 0))
             self._open()
             self.fault("bounce", now, time.time(), parts=held, static=bool(self.cfg.get("group_instance_id")))
@@ -640,13 +646,7 @@ class _Member:
             return
         self.hold_done = rid
         start = time.time()
-        if self.may_commit():
-            self.commit(self._current())
-        held = self.held()
-        self._close()
-        self.consumer = None
-        self.st.consumed.clear()
-        self.st.committed.clear()
+        held = self._step_out()
         Path(f"{self.cfg['out']}.held-{rid}").touch()
         while self.hold_file.exists() and time.time() < self.end:
             if _stop.wait(0.05):
