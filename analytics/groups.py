@@ -202,8 +202,8 @@ class GroupInputs:
     :data:`COMMIT_COLUMNS` of ``commits`` (the step's and its look-back), ``cluster, group_id,
     kind, start_ts, end_ts, magnitude, key`` (and ``cause``, when there) of ``anomalies`` (all of
     whose columns pass through), :data:`lagscope.analytics.skips.ADVANCE_COLUMNS` of
-    ``advances`` and ``cluster, group_id, topic, partition, capacity`` of ``capacities`` (the
-    per-partition pass's, for the skip rules)."""
+    ``advances`` and ``cluster, group_id, topic, partition, t, capacity`` of ``capacities`` (the
+    per-partition pass's, for the skip rules: each partition's capacity from ``t`` on)."""
 
     members: pa.Table
     series: pa.Table

@@ -106,7 +106,8 @@ class Series:
     pending_t: F64
     idle_pending_s: F64
     rate: F64
-    busy_rate: F64        # rate over an interval with a backlog at both ends (lag > 0 before and after), else 0
+    busy_rate: F64        # rate over an interval with a backlog at both ends (lag > 0 before and after) that
+    #                       is no jump to the end (enrich's _without_jumps), else 0
     sat_rate: F64         # rate over a saturated interval (committed at its end < the log end at its start), else 0
     busy_max_before: F64  # the largest busy_rate of earlier rows (seeded by m_max_rate)
     sat_max_before: F64   # the largest sat_rate of earlier rows (seeded by m_sat_rate)
@@ -250,12 +251,41 @@ def _next(v: npt.NDArray, last: B, fill: object) -> npt.NDArray:  # type: ignore
     return out
 
 
+#: the default ``jump_factor`` of :func:`enrich` (the rules' ``skip_factor`` default)
+JUMP_FACTOR = 5.0
+
+
+def _without_jumps(rate: F64, to_end: B, seed: F64, key: I64, first: B, factor: float) -> F64:
+    """``rate`` (a busy interval's, else 0) with the *jumps* set to 0: an interval that ended at or
+    past the log end at its start (``to_end``) faster than ``factor`` × the largest rate kept
+    before it (seeded by ``seed``, a state row's carried maximum; −inf elsewhere). Such an advance
+    is what a seek to the end looks like, so it is never evidence of capacity itself; one with no
+    rate kept before it counts (nothing to judge it against: the first pace a consumer shows).
+    Causal, one pass per key in time order, computed as a fixed point: dropping a jump only lowers
+    the maxima after it, so starting from every rate kept, each round drops a superset of the
+    last, and the first round that drops nothing new is the sequential answer."""
+    out = rate.copy()
+    cand = np.flatnonzero(to_end & (rate > 0))
+    if not len(cand):
+        return out
+    dropped = np.zeros(len(rate), bool)
+    while True:
+        kept = shift(segmented_cummax(np.where(seed > -np.inf, seed, out), key), first, -np.inf)
+        jump = (kept[cand] > 0) & (rate[cand] > factor * kept[cand])
+        now = np.zeros(len(rate), bool)
+        now[cand[jump]] = True
+        if bool(np.array_equal(now, dropped)):
+            return out
+        dropped = now
+        out = np.where(dropped, 0.0, rate)
+
+
 def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, end: I64, end_ok: B,
            log_start: I64, log_start_ok: B, lso: I64, lso_ok: B, owner: I64, owned: B, rec_t: F64,
            m_change_t: F64, m_pending_t: F64, m_max_rate: F64, m_sat_rate: F64, m_rate: F64, m_ret_t: F64,
            m_end_t: F64,
            m_max_committed: I64, m_max_committed_ok: B, m_commit_t: F64, m_alive_t: F64,
-           m_drop_t: F64) -> Series:
+           m_drop_t: F64, jump_factor: float = JUMP_FACTOR) -> Series:
     """Prepared series rows (grouped by key, in time order, a key's state row first) → a
     :class:`Series` with every running value of
     the Spark SQL reference ``enrich_series`` (``tests/analytics/spark_series.py``), computed the same way."""
@@ -287,7 +317,9 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     # capacity is shown only by an interval busy from end to end: with a backlog before and after,
     # the consumer never waited for messages, so its advance measures what it can do
     busy = ~is_state & prev_lag_ok & (prev_lag > 0) & lag_ok & (lag > 0)
-    busy_rate = np.where(busy, fresh_rate, 0.0)
+    busy_rate = _without_jumps(np.where(busy, fresh_rate, 0.0), busy & prev_end_ok & (committed >= prev_end),
+                               np.where(is_state, np.where(np.isnan(m_max_rate), -np.inf, m_max_rate), -np.inf),
+                               key, first, jump_factor)
     # saturated: the committed offset at the end is still below the log end at the start, so the
     # messages were there all along and the consumer never waited: its advance is its pace. A
     # caught-up consumer shows lag at both ends of most intervals (records in flight) and its

@@ -227,9 +227,9 @@ def advances(s: Series, commits: Commits | None,
     """The positive advances a skip may hide (the rules: :mod:`lagscope.analytics.skips`): per
     commit in the step's range for keys the commit stream has, else per fresh sweep interval. Only
     those that could be one are returned: ``advance > 0`` and either ``unowned`` (an empty group's
-    reset, judged against the group's membership) or a demonstrated capacity that could not have
-    processed it at face value (``advance > capacity · (t1 − t0)``) with the new offset at the end
-    or everything before it lost to retention.
+    reset, judged against the group's membership), ``from_lost`` (everything before it lost to
+    retention: judged against the group's capacity) or a demonstrated capacity that could not have
+    processed it at face value (``advance > capacity · (t1 − t0)``) with the new offset at the end.
 
     - ``advance`` = new − max(everything committed before: the key's earlier commits, its sweeps'
       committed offsets and the carried highest; the log start known before it);
@@ -284,5 +284,7 @@ def advances(s: Series, commits: Commits | None,
     a = Advances(*(np.concatenate([getattr(p, f) for p in parts]) for f in Advances.__dataclass_fields__))
     with np.errstate(invalid="ignore"):
         unexplained = (a.capacity > 0) & (a.advance > np.floor(a.capacity * (a.t1 - a.t0)))
-    keep = np.flatnonzero(a.unowned | (unexplained & (a.at_end | a.from_lost)))
+    # an advance from below the log start is judged on the group's capacity, which a partition
+    # that showed none of its own may still have (rare: only after a retention overrun)
+    keep = np.flatnonzero(a.unowned | a.from_lost | (unexplained & a.at_end))
     return Advances(*(getattr(a, f)[keep] for f in Advances.__dataclass_fields__))

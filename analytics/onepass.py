@@ -42,9 +42,10 @@ Output (:data:`PASS_OUT`), one row kind per ``_o``:
 - :data:`OUT_ADVANCE`: the positive advances the per-group pass's skip rules judge
   (:func:`lagscope.analytics.np_points.advances`): ``start_t`` (t0), ``end_t`` (t1), ``advance``,
   ``capacity``, ``exact``, ``at_end``, ``from_lost``, ``unowned``;
-- :data:`OUT_CAPACITY`: each key's demonstrated capacity (``capacity``, messages/s, through its
-  last row; keys that showed none are left out): the group's summed capacity is what its
-  consumers could spend on any one partition;
+- :data:`OUT_CAPACITY`: each key's demonstrated capacity (``capacity``, messages/s) from each
+  row ``t`` where it changed (the running maximum: a state row's carried one first; keys that
+  showed none are left out): the skip rules sum a member's or group's partitions as they were
+  before the commit judged (causal: a batch and steps judge a commit alike);
 - the next step's state: :data:`OUT_SERIES` (each key's last row with its markers),
   :data:`OUT_HISTORY` (end-offset points: ``end`` = e, ``t`` = tc, ``tp``, ``ep``),
   :data:`OUT_ENTRY` (the last Burrow entries), :data:`OUT_GAP` (the learned gap samples),
@@ -197,8 +198,9 @@ def _ok_long(v: _F) -> tuple[_I, _B]:
     return np.where(ok, v, 0).astype(np.int64), ok
 
 
-def _series(rows: _Chunk, is_state: _B) -> Series:
-    """The chunk's series rows (state and fresh, in key and time order) enriched."""
+def _series(rows: _Chunk, is_state: _B, jump_factor: float) -> Series:
+    """The chunk's series rows (state and fresh, in key and time order) enriched (a jump to the end
+    beyond ``jump_factor`` × the rate before it, the rules' ``skip_factor``, is no capacity)."""
     cols: dict[str, object] = {"key": rows.key, "is_state": is_state}
     for name in ("committed", "end", "log_start", "lso"):
         cols[name], cols[f"{name}_ok"] = rows.long(name)
@@ -213,7 +215,7 @@ def _series(rows: _Chunk, is_state: _B) -> Series:
     for j, m in enumerate(_MARKERS_F):
         cols[m] = marks[:, j]
     cols["m_max_committed"], cols["m_max_committed_ok"] = _ok_long(marks[:, len(_MARKERS_F)])
-    return enrich(**cols)  # type: ignore[arg-type]
+    return enrich(**cols, jump_factor=jump_factor)  # type: ignore[arg-type]
 
 
 def _growth_minutes(minutes: pa.Table, mkey: _I, carried: _Chunk) -> np_growth.Minutes:
@@ -336,7 +338,7 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
     minutes = kernel.lag_seconds_table(sub, history_points=params.history_points)
 
     series_rows = _Chunk(tbl, ser_mask, keyno)
-    s = _series(series_rows, kind[ser_mask] == STATE)
+    s = _series(series_rows, kind[ser_mask] == STATE, params.rules.skip_factor)
     commits: Commits | None = None
     if params.commit_stream:
         cm = (kind == COMMIT) & has_series[keyno]  # a key's commits matter with its sweeps only
@@ -388,9 +390,13 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
         "exact": pa.array(adv.exact), "at_end": pa.array(adv.at_end), "from_lost": pa.array(adv.from_lost),
         "unowned": pa.array(adv.unowned)})
     cap = np_points.capacity_through(s)
-    _, last_row = key_bounds(s.key)
-    shown = np.flatnonzero(last_row & (cap > 0))
-    out.add(OUT_CAPACITY, s.key[shown], {"capacity": pa.array(cap[shown], pa.float64())})
+    first_row, _ = key_bounds(s.key)
+    # each time the running capacity changes (a state row's carried one first): the skip rules
+    # take a member's or group's capacity as it was before the commit they judge
+    prev_cap = np.where(first_row, 0.0, np.roll(cap, 1)) if s.n else cap
+    shown = np.flatnonzero((cap > 0) & (cap != prev_cap))
+    out.add(OUT_CAPACITY, s.key[shown], {"t": pa.array(s.t[shown], pa.float64()),
+                                         "capacity": pa.array(cap[shown], pa.float64())})
 
     # the next step's state
     last = np_state.state_rows(s)

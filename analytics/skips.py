@@ -78,7 +78,7 @@ import pyarrow.compute as pc
 from lagscope.analytics.arrays import dates, timestamps
 from lagscope.analytics.kseries import java_fixed
 
-__all__ = ["ADVANCE_COLUMNS", "Membership", "group_capacity", "membership", "rewind_causes", "skip_rows",
+__all__ = ["ADVANCE_COLUMNS", "Capacities", "Membership", "membership", "rewind_causes", "skip_rows",
            "wanted_groups"]
 
 _F = npt.NDArray[np.float64]
@@ -227,16 +227,51 @@ def rewind_causes(anomalies: pa.Table, members: Membership) -> pa.Table:
     return anomalies.set_column(at, anomalies.schema.field(at), pa.array(cause, anomalies.schema.field(at).type))
 
 
-def group_capacity(capacities: pa.Table | None) -> dict[str, float]:
-    """Per group (``cluster ␟ group_id``) the sum of its partitions' demonstrated capacities
-    (``cluster, group_id, capacity``: one row per partition that showed any)."""
-    if capacities is None or not capacities.num_rows:
-        return {}
-    cap = np.asarray(capacities.column("capacity").combine_chunks().fill_null(0.0), dtype=np.float64)
-    out: dict[str, float] = {}
-    for g, c in zip(_gkeys(capacities), cap.tolist(), strict=True):
-        out[g] = out.get(g, 0.0) + c
-    return out
+class Capacities:
+    """The partitions' demonstrated capacities over time (``cluster, group_id, topic, partition,
+    t, capacity``: each partition's running capacity from ``t`` on), read as they were strictly
+    before a time: a skip is judged on what the consumer showed before the commit, never on what
+    a later interval (or the skip itself) showed."""
+
+    def __init__(self, capacities: pa.Table | None) -> None:
+        self.n = 0 if capacities is None else capacities.num_rows
+        if capacities is None or not self.n:
+            self.uniq = pa.array([], pa.string())
+            return
+        keys = _joined(_gkey_array(capacities), _tps(capacities))
+        self.uniq = pc.unique(keys)
+        code = np.asarray(pc.index_in(keys, value_set=self.uniq), dtype=np.int64)
+        t = np.asarray(capacities.column("t").combine_chunks().fill_null(-np.inf), dtype=np.float64)
+        v = np.asarray(capacities.column("capacity").combine_chunks().fill_null(0.0), dtype=np.float64)
+        order = np.lexsort((t, code))
+        self.code, self.t, self.v = code[order], t[order], np.maximum(v[order], 0.0)
+        # each group's partitions (for the group's capacity)
+        self.by_group: dict[str, list[str]] = {}
+        for k in self.uniq.to_pylist():
+            self.by_group.setdefault(k.rsplit("\x1f", 1)[0], []).append(k)
+
+    def at(self, keys: pa.Array, t: _F) -> _F:
+        """The capacity of each ``group ␟ topic/partition`` of ``keys`` strictly before ``t``
+        (0 where none was shown by then)."""
+        if not self.n or not len(keys):
+            return np.zeros(len(keys))
+        q = np.asarray(pc.index_in(keys, value_set=self.uniq).fill_null(-1), dtype=np.int64)
+        _, rank = np.unique(np.concatenate((self.t, t)), return_inverse=True)
+        rank = rank.reshape(-1).astype(np.int64)
+        r = int(rank.max()) + 1
+        rows = self.code * r + rank[:self.n]
+        pos = np.searchsorted(rows, np.maximum(q, 0) * r + rank[self.n:], side="left") - 1
+        ok = (q >= 0) & (pos >= 0) & (self.code[np.maximum(pos, 0)] == q)
+        return np.where(ok, self.v[np.maximum(pos, 0)], 0.0)
+
+    def group_at(self, groups: list[str], t: _F) -> _F:
+        """Each group's summed capacity over its partitions strictly before ``t``."""
+        out = np.zeros(len(groups))
+        for i, (g, tt) in enumerate(zip(groups, t.tolist(), strict=True)):
+            parts = self.by_group.get(g)
+            if parts:
+                out[i] = float(self.at(pa.array(parts, pa.string()), np.full(len(parts), tt)).sum())
+        return out
 
 
 def _dense(code: _I) -> tuple[_I, int]:
@@ -262,24 +297,12 @@ def _joined(a: pa.Array, b: pa.Array) -> pa.Array:
     return pc.binary_join_element_wise(a, b, "\x1f")
 
 
-def _capacity_of(keys: pa.Array, capacities: pa.Table | None) -> _F:
-    """The demonstrated capacity (:func:`group_capacity`'s rows) of each ``group ␟ topic/partition``
-    of ``keys``; 0 where none was shown."""
-    if capacities is None or not capacities.num_rows or not len(keys):
-        return np.zeros(len(keys))
-    ck = _joined(_gkey_array(capacities), _tps(capacities))
-    cv = np.asarray(capacities.column("capacity").combine_chunks().fill_null(0.0), dtype=np.float64)
-    at = pc.index_in(keys, value_set=ck)
-    i = np.asarray(at.fill_null(-1), dtype=np.int64)
-    return np.where(i >= 0, np.maximum(cv[np.maximum(i, 0)], 0.0), 0.0) if len(cv) else np.zeros(len(keys))
-
-
-def _partition_capacity(adv: pa.Table, rows: _I, g: pa.Array, capacities: pa.Table | None) -> _F:
-    return _capacity_of(_joined(g, _tps(adv, rows)), capacities)
+def _partition_capacity(adv: pa.Table, rows: _I, g: pa.Array, caps: Capacities, t: _F) -> _F:
+    return caps.at(_joined(g, _tps(adv, rows)), t)
 
 
 def _request_capacity(g: pa.Array, tp: pa.Array, t1: _F, req: _I, n_req: int, own: _F, msweeps: pa.Table | None,
-                      capacities: pa.Table | None) -> _F:
+                      caps: Capacities) -> _F:
     """Per commit request (``req`` of each of its advances: group ``g``, partition ``tp``, time
     ``t1``, the partition's own capacity ``own``) the capacity it is judged against: the summed
     capacity of the partitions owned by the member(s) that own its partitions, at the group's
@@ -326,10 +349,15 @@ def _request_capacity(g: pa.Array, tp: pa.Array, t1: _F, req: _I, n_req: int, ow
     if not valid.any():
         return fallback
     parent, f_tp, f_owner = parent[valid], f_tp.filter(pa.array(valid)), f_owner.filter(pa.array(valid))
-    f_cap = _capacity_of(_joined(mgs.take(pa.array(parent)), f_tp), capacities)
+    f_key = _joined(mgs.take(pa.array(parent)), f_tp)
     ocode = np.asarray(pc.dictionary_encode(f_owner).indices, dtype=np.int64)
     pid, n_pairs = _dense(parent * (int(ocode.max()) + 1) + ocode)
-    pair_cap = _sums(pid, f_cap, n_pairs)
+    # each (sweep, owner) pair's partitions, to sum as they were before each request
+    by_pair = np.argsort(pid, kind="stable")
+    pair_start = np.searchsorted(pid[by_pair], np.arange(n_pairs), side="left")
+    pair_len = np.bincount(pid, minlength=n_pairs)
+    req_t = np.zeros(n_req)
+    req_t[req] = t1
     tps = pc.unique(pa.concat_arrays([f_tp, tp]))
     nt = len(tps)
     fk = parent * nt + np.asarray(pc.index_in(f_tp, value_set=tps), dtype=np.int64)
@@ -344,7 +372,14 @@ def _request_capacity(g: pa.Array, tp: pa.Array, t1: _F, req: _I, n_req: int, ow
         # each owner once per request, plus the partitions whose owner is unknown
         k = np.flatnonzero(found)
         u = np.unique(req[k] * n_pairs + f_pid[pos[k]])
-        by_owner = _sums(u // n_pairs, pair_cap[u % n_pairs], n_req)
+        u_req, u_pair = u // n_pairs, u % n_pairs
+        reps = pair_len[u_pair]
+        first = np.repeat(pair_start[u_pair], reps)
+        within = np.arange(int(reps.sum())) - np.repeat(np.cumsum(reps) - reps, reps)
+        entries = by_pair[first + within]
+        e_req = np.repeat(u_req, reps)
+        e_cap = caps.at(f_key.take(pa.array(entries)), req_t[e_req]) if len(entries) else np.zeros(0)
+        by_owner = _sums(e_req, e_cap, n_req)
         return by_owner + _sums(req[~found], own[~found], n_req)
 
     return np.maximum(fallback, np.maximum(at(before, before_ok), at(after, after_ok)))
@@ -353,13 +388,13 @@ def _request_capacity(g: pa.Array, tp: pa.Array, t1: _F, req: _I, n_req: int, ow
 def skip_rows(adv: pa.Table, members: Membership, capacities: pa.Table | None, msweeps: pa.Table | None, *,
               skip_factor: float, schema: pa.Schema) -> pa.Table:
     """The skips (module doc) of the advances ``adv`` (:data:`ADVANCE_COLUMNS`) given the
-    partitions' demonstrated ``capacities`` (``cluster, group_id, topic, partition, capacity``:
-    one row per partition that showed any) and the groups' member sweeps ``msweeps``
+    partitions' demonstrated ``capacities`` (``cluster, group_id, topic, partition, t, capacity``:
+    :class:`Capacities`) and the groups' member sweeps ``msweeps``
     (``cluster, group_id, t, owners``, carried ones included), as ``anomalies`` rows in ``schema``
     (the columns it has; ``as_of_ts`` left null)."""
     if not adv.num_rows:
         return schema.empty_table()
-    capacity = group_capacity(capacities)
+    caps = Capacities(capacities)
 
     def col(name: str) -> npt.NDArray[Any]:
         c = adv.column(name).combine_chunks()
@@ -374,18 +409,22 @@ def skip_rows(adv: pa.Table, members: Membership, capacities: pa.Table | None, m
     g = _gkeys(adv)
     n = adv.num_rows
     span = t1 - t0
-    g_cap = np.array([max(capacity.get(x, 0.0), 0.0) for x in g], dtype=np.float64)
-    g_cap = np.maximum(g_cap, cap)  # a partition's own capacity is part of its group's
     with np.errstate(invalid="ignore"):
         could = np.where(np.isfinite(span) & (cap > 0), np.floor(cap * span), np.nan)  # NaN: no capacity known
-        too_far = a > float(skip_factor) * g_cap * span  # False where unknown (NaN)
     known = ~np.isnan(could)
+    # the group's capacity before each advance that may be an out-of-range reset
+    g_cap = cap.copy()
+    li = np.flatnonzero(lost)
+    if len(li):
+        g_cap[li] = np.maximum(cap[li], caps.group_at([g[i] for i in li.tolist()], t1[li]))
+    with np.errstate(invalid="ignore"):
+        too_far = a > float(skip_factor) * g_cap * span  # False where unknown (NaN)
     # 1. an empty group's reset: the window is the commit (exact) or the sweep interval
     lo = np.where(exact, t1, t0)
     admin = np.array([bool(unowned[i]) and members.admin(g[i], float(lo[i]), float(t1[i])) for i in range(n)],
                      dtype=bool)
     # 2. out of range (retention) reset to the latest offset
-    oor = ~admin & lost & known & too_far
+    oor = ~admin & lost & (g_cap > 0) & too_far
     # 3. seek: per partition, then per commit request of the group
     cand = ~admin & ~oor & at_end & known
     seek = np.zeros(n, bool)
@@ -396,8 +435,8 @@ def skip_rows(adv: pa.Table, members: Membership, capacities: pa.Table | None, m
         gcode = np.asarray(pc.dictionary_encode(cg).indices, dtype=np.int64)
         _, tcode = np.unique(t1[ci], return_inverse=True)
         req, n_req = _dense((gcode * (int(tcode.max()) + 1) + tcode.reshape(-1)) * 2 + exact[ci])
-        own = np.maximum(cap[ci], _partition_capacity(adv, ci, cg, capacities))
-        bound = _request_capacity(cg, _tps(adv, ci), t1[ci], req, n_req, own, msweeps, capacities)
+        own = np.maximum(cap[ci], _partition_capacity(adv, ci, cg, caps, t1[ci]))
+        bound = _request_capacity(cg, _tps(adv, ci), t1[ci], req, n_req, own, msweeps, caps)
         total_a = _sums(req, a[ci].astype(np.float64), n_req)
         longest = np.full(n_req, -np.inf)
         np.maximum.at(longest, req, span[ci])

@@ -389,7 +389,7 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
                                                 "detail", "cause"])
     advances = part.get(onepass.OUT_ADVANCE, [*KEY, "start_t", "end_t", "advance", "capacity", "exact", "at_end",
                                               "from_lost", "unowned"])
-    capacities = part.get(onepass.OUT_CAPACITY, [*KEY, "capacity"])
+    capacities = part.get(onepass.OUT_CAPACITY, [*KEY, "t", "capacity"])
     grouped = groups.group_pass(groups.GroupInputs(
         members=inputs.members, series=series, carried_series=st.get("series"), carried_msweeps=st.get("msweeps"),
         recent_rebalances=st.get("recent_rebalances"), group_events=inputs.group_events, commits=inputs.commits,

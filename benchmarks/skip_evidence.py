@@ -1,9 +1,10 @@
 """What the skip rule saw, per skip of a kept skip-matrix run (``analytics_accuracy.py --matrix --keep``):
 for each partition a skip of the truth left messages unprocessed on, the advance the per-partition
 pass handed to the per-group skip rule (its span, the advance, the partition's own capacity before
-it), the member's (or group's) capacity the rule judged it against (the step's capacities, summed
-over the group's partitions, as ``skips.skip_rows`` sums them: at the end of the step) and whether
-a ``skip`` finding came of it. One analytics step as the benchmark runs it, with the commit stream.
+it), the group's capacity before the advance (the step's capacities, each partition's as it was
+strictly before the advance, summed over the group's partitions: the bound ``skips.skip_rows``
+uses for an out-of-range reset, and an upper bound of a member's for a seek) and whether a
+``skip`` finding came of it. One analytics step as the benchmark runs it, with the commit stream.
 
     .venv/bin/python benchmarks/skip_evidence.py KEPT/seed-1 skip-matrix-seek [--one]
 
@@ -47,11 +48,17 @@ def main() -> None:
     got = aa.analyse({args.scenario: (base / "lake", end)}, rules, timeouts, lag=False)
     found = [(a["group_id"], a["topic"], a["partition"], a["start_ts"].timestamp()) for a in got["anomalies"]
              if a["kind"] == "skip"]
-    capacity: dict[str, float] = {}
-    for r in seen["cap"]:
-        capacity[r["group_id"]] = capacity.get(r["group_id"], 0.0) + float(r["capacity"] or 0.0)
+    def capacity(group: str, before: float) -> float:
+        """The group's summed capacity strictly before ``before`` (each partition's latest row)."""
+        last: dict[tuple[str, int], tuple[float, float]] = {}
+        for r in seen["cap"]:
+            k = (r["topic"], r["partition"])
+            if r["group_id"] == group and r["t"] < before and r["t"] >= last.get(k, (-1e18, 0.0))[0]:
+                last[k] = (r["t"], float(r["capacity"] or 0.0))
+        return sum(v for _, v in last.values())
+
     print("| group | skip at s | size | spread | partition | lost (truth) | advance seen | span s | own capacity "
-          "before /s | member/group capacity (end of step) /s | 5 × it × span | found |")
+          "before /s | group capacity before /s | 5 × it × span | found |")
     print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for line in (base / "out" / "truth.jsonl").read_text().splitlines():
         f = json.loads(line)
@@ -66,7 +73,7 @@ def main() -> None:
                     and abs(a["end_t"] - f["end"]) < 1.5]
             a = min(near, key=lambda a: abs(a["end_t"] - f["end"]), default=None)
             hit = any(x[:3] == (g, topic, int(p)) and abs(x[3] - f["end"]) < 2 for x in found)
-            cap = capacity.get(g, 0.0)
+            cap = capacity(g, a["end_t"] if a is not None else f["end"])
             head = (f"| {g.split('-', 4)[-1]} | {f['start'] - t0:.1f} | {f['detail'].get('size')} | "
                     f"{f['detail'].get('partitions')} | {p} | {n} |")
             if a is None:

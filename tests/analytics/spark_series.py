@@ -100,7 +100,25 @@ def _with_markers(df: DataFrame) -> DataFrame:
     return df
 
 
-def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFrame:
+def _without_jumps(df: DataFrame, to_end: Column, before: WindowSpec, factor: float) -> DataFrame:
+    """``busy_rate`` with the jumps set to 0: a busy interval that ended at or past the log end at
+    its start (``to_end``) faster than ``factor`` × the largest busy rate kept before it (seeded by
+    a state row's ``m_max_rate``; none kept: it counts). Each kept maximum depends on the earlier
+    verdicts, so this is a fixed point, one round per pass: from every rate kept, a round drops a
+    superset of the last; the first that drops nothing new is the sequential answer."""
+    df = df.withColumns({"_raw": F.col("busy_rate"), "_to_end": to_end & (F.col("busy_rate") > 0),
+                         "_jump": F.lit(False)})
+    while True:
+        kept = F.coalesce(F.max(F.when(F.col("is_state"), F.col("m_max_rate")).otherwise(
+            F.col("busy_rate"))).over(before), F.lit(0.0))
+        df = df.withColumn("_was", F.col("_jump")).withColumn(
+            "_jump", F.col("_to_end") & (kept > 0) & (F.col("_raw") > F.lit(factor) * kept)).withColumn(
+            "busy_rate", F.when(F.col("_jump"), F.lit(0.0)).otherwise(F.col("_raw"))).localCheckpoint()
+        if df.where(F.col("_jump") != F.col("_was")).isEmpty():
+            return df.drop("_raw", "_to_end", "_jump", "_was")
+
+
+def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor: float = 5.0) -> DataFrame:
     """Add the running values to a series (optionally seeded by state rows).
 
     Added columns (all per key, in time order):
@@ -119,6 +137,9 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
     - ``rate``: consume rate over the last interval (messages/s, ≥ 0);
     - ``busy_rate``: ``rate`` when the partition had lag > 0 at both ends of the interval (a
       fresh row), else 0: what the consumer showed it can do (it never waited for messages);
+      0 for a jump to the end (an interval that ended at or past the log end at its start,
+      faster than ``jump_factor`` × the largest busy rate kept before it: a seek's own advance
+      is no evidence of capacity; :func:`_without_jumps`);
     - ``sat_rate``: ``rate`` when the interval was busy and its committed offset at the end is
       below the log end at its start (saturated: the messages were there all along), else 0;
     - ``busy_max_before`` / ``sat_max_before``: the largest ``busy_rate`` / ``sat_rate`` of
@@ -192,7 +213,9 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None) -> DataFram
             F.col("m_max_committed"), F.col("committed"))).otherwise(F.col("committed")),
     })
     busy = ~F.col("is_state") & (F.col("prev_lag") > 0) & (F.col("lag") > 0)
-    df = df.withColumn("busy_rate", F.when(busy, F.col("rate")).otherwise(F.lit(0.0)))
+    df = _without_jumps(df.withColumn("busy_rate", F.when(busy, F.col("rate")).otherwise(F.lit(0.0))),
+                        busy & F.coalesce(F.col("committed") >= F.col("prev_end"), F.lit(False)), before,
+                        jump_factor)
     sat = busy & (F.col("committed") < F.col("prev_end"))
     df = df.withColumn("sat_rate", F.when(sat, F.col("rate")).otherwise(F.lit(0.0)))
     df = df.withColumns({

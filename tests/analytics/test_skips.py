@@ -223,6 +223,62 @@ def test_a_large_seek_seen_by_sweeps_alone() -> None:
     assert _brief(got) == [("skip", "seek", 0, 30.0, 3600.0, "critical")]
 
 
+def _lagging_seeks_twice() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One partition produced at 20/s and consumed at 10/s (its capacity: saturated from the
+    first interval), a commit every second. At t=32 the consumer seeks to the end (1330 past its
+    offset), drains at 10/s again, and at t=52 seeks again (210 past it)."""
+    def end(t: float) -> int:
+        return 1000 + round(20 * t)
+
+    def committed(t: float) -> int:
+        s = int(t)
+        if s < 32:
+            return 10 * s
+        if s < 52:
+            return end(32) + 10 * (s - 32)
+        return end(52) + 10 * (s - 52)
+
+    sweeps = [(t, committed(t), end(t)) for t in SWEEPS]
+    return offsets_rows(sweeps), _commits("g", 0, [(float(t), committed(t)) for t in range(1, 71)])
+
+
+def test_a_seek_s_own_jump_is_no_capacity_for_the_next() -> None:
+    # the first seek's sweep interval (30 → 35: 300 → 1670, lag 1300 and 30 at its ends, 274/s)
+    # ends past where the log end was at its start (1600), faster than 5 × the 10/s kept before:
+    # a jump, no evidence of capacity. Counted as capacity it would bound the second seek by
+    # 5 × 274/s × 1 s, and the 210 it skipped would pass. Each minus the 10 that 10/s does in 1 s
+    offsets, commits = _lagging_seeks_twice()
+    got = _step(offsets, _stable(SWEEPS, [0]), commits)
+    assert [(r[1], r[3], r[4]) for r in _brief(got)] == [("seek", 32.0, 1320.0), ("seek", 52.0, 200.0)]
+    # incremental steps judge each commit the same way (the state carries the kept capacity)
+    split = _two_steps(offsets, _stable(SWEEPS, [0]), commits, split=42.0)
+    assert [(r["cause"], r["magnitude"]) for r in split] == [("seek", 200.0)]
+
+
+def test_a_later_capacity_does_not_hide_an_earlier_seek() -> None:
+    # one member owns two partitions drained at 10/s each (its capacity 20/s). At t=32 it seeks
+    # partition 0 to the end, 1330 past its offset in 1 s: beyond 5 × 20/s × 1 s. From t=40 it
+    # drains partition 1 (a backlog of 100,000) at 1,000/s, saturated: a capacity it shows only
+    # after the seek. Judged on the member's capacity at the end of the run (1,010/s), the seek
+    # would pass; it is judged on what the member had shown before it
+    def end(p: int, t: float) -> int:
+        return 1000 + round(20 * t) if p == 0 else 100_000 + round(20 * t)
+
+    def committed(p: int, t: float) -> int:
+        s = int(t)
+        if p == 0:
+            return 10 * s if s < 32 else end(0, 32) + 10 * (s - 32)
+        return 10 * s if s < 40 else 400 + 1000 * (s - 40)
+
+    offsets: list[dict[str, Any]] = []
+    commits: list[dict[str, Any]] = []
+    for p in (0, 1):
+        offsets += offsets_rows([(t, committed(p, t), end(p, t)) for t in SWEEPS], partition=p)
+        commits += _commits("g", p, [(float(t), committed(p, t)) for t in range(1, 71)], seq0=1000 * p)
+    got = _step(offsets, _stable(SWEEPS, [0, 1]), commits)
+    assert [(r[1], r[2], r[3], r[4]) for r in _brief(got)] == [("seek", 0, 32.0, 1320.0)]
+
+
 # a group of 20 members, 2 partitions each (member k owns 2k and 2k+1), every partition produced
 # at 10/s and drained at 15/s (its demonstrated capacity; backlog 400 at t=0, 200 at t=40),
 # commits every second: the member's capacity is 30/s, the group's 600/s
@@ -341,7 +397,7 @@ def test_a_request_is_judged_on_the_capacity_of_its_partitions_owner(
                     "start_t": [104.0], "end_t": [105.0], "advance": pa.array([jump], pa.int64()),
                     "capacity": [10.0], "exact": [True], "at_end": [True], "from_lost": [False], "unowned": [False]})
     caps = pa.table({"cluster": ["c"] * 12, "group_id": ["g"] * 12, "topic": ["t"] * 12,
-                     "partition": pa.array(range(12), pa.int32()), "capacity": [10.0] * 12})
+                     "partition": pa.array(range(12), pa.int32()), "t": [50.0] * 12, "capacity": [10.0] * 12})
     ms = pa.Table.from_pylist(sweeps, schema=pa.schema([
         ("cluster", pa.string()), ("group_id", pa.string()), ("t", pa.float64()),
         ("owners", pa.list_(pa.struct([("tp", pa.string()), ("owner", pa.string())])))]))
@@ -427,6 +483,34 @@ def test_an_out_of_range_reset_to_latest_after_retention(with_stream: bool) -> N
     skip = ("skip", "out_of_range_reset", 0, 32.5, 1145.0, "critical") if with_stream else (
         "skip", "out_of_range_reset", 0, 30.0, 1150.0, "critical")
     assert _brief(got) == [("retention_loss", "retention", 0, 30.0, 200.0, "critical"), skip]
+
+
+def test_an_out_of_range_reset_on_a_partition_that_showed_no_capacity_of_its_own() -> None:
+    # partition 0 is drained at 10/s with a growing backlog (the group's capacity); partition 1
+    # was caught up at 100 with nothing produced, then 1,000 arrive at t=20 while its consumer
+    # reads nothing from it (no capacity of its own: its saturated intervals advance 0). Retention
+    # moves its log start to 500 at t=30 (400 deleted unread), and at t=32.5 the client resets it
+    # to the end, 1,100: the 600 retained were never processed either. Beyond 5 × the group's
+    # 10/s × the 0.5 s since its last commit; its own capacity could have processed none of it
+    def end(p: int, t: float) -> int:
+        return 1000 + round(20 * t) if p == 0 else (100 if t < 20 else 1100)
+
+    def committed(p: int, t: float) -> int:
+        if p == 0:
+            return 10 * int(t)
+        return 100 if t < 32.5 else 1100
+
+    offsets: list[dict[str, Any]] = []
+    commits: list[dict[str, Any]] = []
+    for p in (0, 1):
+        offsets += offsets_rows([(t, committed(p, t), end(p, t), 500 if p == 1 and t >= 30 else 0)
+                                 for t in SWEEPS], partition=p)
+        cs = [(float(t), committed(p, t)) for t in range(1, 33)] + ([(32.5, 1100)] if p == 1 else []) + [
+            (float(t), committed(p, t)) for t in range(33, 71)]
+        commits += _commits("g", p, cs, seq0=1000 * p)
+    got = [r for r in _brief(_step(offsets, _stable(SWEEPS, [0, 1]), commits)) if r[2] == 1]
+    assert got == [("retention_loss", "retention", 1, 30.0, 400.0, "critical"),
+                   ("skip", "out_of_range_reset", 1, 32.5, 600.0, "critical")]
 
 
 def test_start_times_are_the_table_type() -> None:
