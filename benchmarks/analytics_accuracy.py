@@ -467,6 +467,18 @@ class MatrixRun:
     reports: dict[str, ScenarioReport] = field(default_factory=dict)
 
 
+#: cells no rule can prove from offsets: a caught-up consumer shows no pace (its intervals end
+#: caught up or wait for messages), so its jump to the end is indistinguishable from a burst it
+#: took in one commit (docs/analytics.md, "Skip")
+UNPROVABLE_STATES = {"seek": ("caught_up",), "out_of_range": ("caught_up",)}
+NOT_PROVABLE = "not provable from offsets"
+
+
+def provable(mechanism: str, state: str) -> bool:
+    """Whether offsets can prove a skip of this mechanism and state (:data:`UNPROVABLE_STATES`)."""
+    return state not in UNPROVABLE_STATES.get(mechanism, ())
+
+
 def matrix_lines(runs: list[MatrixRun], mode: str, interval_s: float) -> list[str]:
     """The skip matrix of one analysis ``mode`` (``stream`` or ``sweeps``): per cell, by size, the
     negatives, and the smallest size found."""
@@ -483,25 +495,35 @@ def matrix_lines(runs: list[MatrixRun], mode: str, interval_s: float) -> list[st
         return f"{n:,}" if n else "–"
 
     lines = ["| mechanism | size | spread | state | skips | lost (truth, per skip) | partitions | found | recall | "
-             "reported / lost | count error mean | max | false skips | delay p50 s | max s | cause right |",
-             "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "reported / lost | count error mean | max | false skips | delay p50 s | max s | cause right | provable |",
+             "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for c in cells:
         ratio = sum(c.reported) / sum(c.lost) if c.lost and sum(c.lost) else math.nan
         lines.append(f"| {c.cell.mechanism} | {size(c.cell.size)} | {c.cell.spread} | {c.cell.state} | {c.skips} | "
                      f"{lost(c)} | {c.partitions} | {c.found} | {_f(c.recall)} | {_f(ratio)} | "
                      f"{_f(c.count_error_mean)} | {_f(c.count_error_max)} | {c.false_skips} | "
                      f"{_f(c.delay(0.5), '.1f')} | {_f(max(c.delays, default=math.nan), '.1f')} | "
-                     f"{c.cause_right}/{c.findings} |")
+                     f"{c.cause_right}/{c.findings} | "
+                     f"{'yes' if provable(c.cell.mechanism, c.cell.state) else NOT_PROVABLE} |")
     # by size (and mechanism): the targets
-    lines += ["", "By size and mechanism (every spread and state; target: recall ≥ "
+    lines += ["", "By size and mechanism (every spread; the states offsets can prove, the caught-up cells of seeks "
+              f"and out-of-range resets counted apart as {NOT_PROVABLE}; target: recall ≥ "
               f"{TARGET_SKIP_RECALL:g}, count error ≤ {TARGET_SKIP_COUNT_ERROR:.0%}, 0 false skips):", "",
               "| size | mechanism | skips | partitions | found | recall | count error max | false skips | "
-              "delay p50 s | p95 s | targets |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+              f"delay p50 s | p95 s | targets | {NOT_PROVABLE}: partitions (found) |",
+              "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
     groups: dict[tuple[int, str], list[Any]] = {}
     for c in cells:
         groups.setdefault((c.cell.size, c.cell.mechanism), []).append(c)
     smallest: dict[str, list[int]] = {}
-    for (n, mech), cs in sorted(groups.items()):
+    for (n, mech), every in sorted(groups.items()):
+        cs = [c for c in every if provable(c.cell.mechanism, c.cell.state)]
+        apart = [c for c in every if not provable(c.cell.mechanism, c.cell.state)]
+        apart_s = f"{sum(c.partitions for c in apart)} ({sum(c.found for c in apart)})" if apart else "–"
+        if not cs:
+            lines.append(f"| {size(n)} | {mech} | {sum(c.skips for c in apart)} | – | – | – | – | "
+                         f"{sum(c.false_skips for c in apart)} | – | – | {NOT_PROVABLE} | {apart_s} |")
+            continue
         parts = sum(c.partitions for c in cs)
         found = sum(c.found for c in cs)
         errs = [e for c in cs for e in c.count_errors]
@@ -515,7 +537,8 @@ def matrix_lines(runs: list[MatrixRun], mode: str, interval_s: float) -> list[st
             smallest[mech].append(n)
         lines.append(f"| {size(n)} | {mech} | {sum(c.skips for c in cs)} | {parts} | {found} | {_f(recall)} | "
                      f"{_f(max(errs, default=math.nan))} | {false} | {_f(_pctl(delays, 0.5), '.1f')} | "
-                     f"{_f(_pctl(delays, 0.95), '.1f')} | {'met' if not bad else 'missed: ' + ', '.join(bad)} |")
+                     f"{_f(_pctl(delays, 0.95), '.1f')} | {'met' if not bad else 'missed: ' + ', '.join(bad)} | "
+                     f"{apart_s} |")
     neg = {g: n for g, n in negatives.items()}
     named = []
     for r in runs:
@@ -525,7 +548,8 @@ def matrix_lines(runs: list[MatrixRun], mode: str, interval_s: float) -> list[st
     lines += ["", "Negatives (groups with no skip: a caught-up consumer taking bursts, fast catch-up after a burst; "
               "their groups in the matrix scenarios and the no-fault " + ", ".join(MATRIX_NEGATIVES) + "): false skips "
               + (", ".join(named) if named else "none") + ".", "",
-              f"Sizes with recall ≥ {TARGET_SKIP_RECALL:g}, per mechanism (the smallest first): "
+              f"Sizes with recall ≥ {TARGET_SKIP_RECALL:g} over the provable cells, per mechanism (the smallest "
+              "first): "
               + ("; ".join(f"{m} {', '.join(size(n) for n in sorted(ns)) if ns else 'none'}"
                            for m, ns in sorted(smallest.items())) or "none") + "."]
     return lines
