@@ -47,10 +47,11 @@ Point events (one sweep interval, or one commit):
 - **skip**: messages the group never processed, from evidence of not processing, never from
   size (:mod:`lagscope.analytics.skips`, judged per group over the advances of
   :func:`lagscope.analytics.np_points.advances`): ``admin_reset`` (written while the group had no
-  members, after it had some; exact at any size), ``out_of_range_reset`` (everything before lay
+  members, after it had some; exact at any size with the commit stream), ``out_of_range_reset`` (everything before lay
   below the log start and the advance from it exceeds ``skip_factor`` × the group's demonstrated
   capacity × the interval), ``seek`` (to the end, beyond ``skip_factor`` × the capacity of the
   member that owns the request's partitions × the interval, per commit request of the group).
+  Capacities are those shown before the commit judged, a jump to the end never counting as one.
   Without demonstrated capacity (a consumer always caught up) no seek: a burst is never a skip.
   Magnitude = messages never processed; always critical; ``cause`` says which.
 - **commit_gap**: a gap between commits, with work pending, far beyond the partition's own

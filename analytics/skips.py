@@ -14,8 +14,9 @@ sweep interval. Each skip has a ``cause``; the first that holds wins:
    anything seen (a standalone committer: Flink's KafkaSource, ``assign()`` + ``commitSync``).
 2. ``out_of_range_reset``: everything committed before lay below the log start (a retention
    overrun, itself the ``retention_loss`` episode) and the advance from the log start is more
-   than ``skip_factor`` × the group's capacity × the interval could reach: the consumer was
-   reset to the latest offset (``auto.offset.reset=latest``).
+   than ``skip_factor`` × the group's capacity before it × the interval could reach: the
+   consumer was reset to the latest offset (``auto.offset.reset=latest``); judged even where the
+   partition showed no capacity of its own (a member that stopped reading it shows none there).
 3. ``seek``: the new offset is at or past the end known before it, and the advances are more than
    ``skip_factor`` × the *member's capacity* × the interval, judged per commit request of the
    group (the commits of one group at one commit timestamp; without the commit stream, one
@@ -28,14 +29,19 @@ sweep interval. Each skip has a ``cause``; the first that holds wins:
 *Demonstrated capacity* (:attr:`lagscope.analytics.kseries.Series.max_rate_before`, per
 partition): the largest rate over sweep intervals with a backlog at both ends, once the partition
 showed a saturated interval (committed at its end below the log end at its start: the consumer
-never waited for messages, so its advance measures what it can do). Lag at both ends alone does
+never waited for messages, so its advance measures what it can do), leaving out *jumps*: an
+interval that ended at or past the log end at its start faster than ``skip_factor`` × the rate
+kept before it (a seek's own advance is no evidence of capacity). Lag at both ends alone does
 not show it: a caught-up consumer a commit behind at every sweep advances at the producers' rate.
 An interval that ends caught up shows only a lower bound and counts for nothing. A partition
 that never showed capacity is never judged for ``seek`` or ``out_of_range_reset``: a caught-up
-consumer taking a burst, or a consumer catching up fast, is not a skip. Summed capacities take
-each partition's through the step (:data:`lagscope.analytics.onepass.OUT_CAPACITY`), because a
-consumer that shares its time between six busy partitions shows a sixth of its pace on each and
-can give a burst on one of them all of it:
+consumer taking a burst, or a consumer catching up fast, is not a skip. Every capacity is the
+one shown strictly before the commit judged (:class:`Capacities`, from
+:data:`lagscope.analytics.onepass.OUT_CAPACITY`: each partition's running capacity with the time
+it changed), so a batch and incremental steps judge a commit alike and a later, larger capacity
+never hides an earlier skip. Summed capacities, because a consumer that shares its time between
+six busy partitions shows a sixth of its pace on each and can give a burst on one of them all
+of it:
 
 - the *member's capacity* (``seek``): an OffsetCommit request is written by one member, for the
   partitions it owns (``commitSync()`` commits every assigned partition's position), so what it
