@@ -64,6 +64,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from lagscope.analytics.kseries import F64, I64, B, Series, asof, java_fixed, key_bounds
 
@@ -217,10 +219,9 @@ def _window_stats(e: Entries, n: int) -> _Windows:
     )
 
 
-def _longs(v: I64) -> Strs:
-    """``%d`` of longs."""
-    out: Strs = v.astype(str).astype(object)
-    return out
+def _longs(v: I64) -> pa.Array:
+    """``%d`` of longs (as Arrow strings: :func:`_cat` joins them without a Python string each)."""
+    return pc.cast(pa.array(v, pa.int64()), pa.string())
 
 
 def _fixed0(x: F64) -> Strs:
@@ -244,12 +245,10 @@ def _fixed0(x: F64) -> Strs:
     return out
 
 
-def _cat(*parts: Strs | str) -> Strs:
+def _cat(*parts: Strs | pa.Array | str) -> Strs:
     """Element-wise concatenation of string arrays and constants."""
-    acc: npt.NDArray = np.asarray(parts[0], dtype=np.str_)  # type: ignore[type-arg]
-    for p in parts[1:]:
-        acc = np.strings.add(acc, np.asarray(p, dtype=np.str_))
-    out: Strs = acc.astype(object)
+    arrays = [p if isinstance(p, str | pa.Array) else pa.array(p, pa.string()) for p in parts]
+    out: Strs = pc.binary_join_element_wise(*arrays, "").to_numpy(zero_copy_only=False)
     return out
 
 
