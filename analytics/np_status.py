@@ -116,7 +116,14 @@ class StatusRows:
 
 
 def _sorted(e: Entries) -> Entries:
-    """``e`` grouped by key in time order, carried entries first at equal times (stable)."""
+    """``e`` grouped by key in time order, carried entries first at equal times (stable); ``e``
+    itself when it already is (the fresh entries come so from the series: a check of each
+    neighbouring pair instead of a sort)."""
+    if e.n > 1:
+        dk, dt = np.diff(e.key), np.diff(e.t)
+        carried_after_fresh = ~e.is_state[:-1] & e.is_state[1:]
+        if bool(((dk > 0) | ((dk == 0) & ((dt > 0) | ((dt == 0) & ~carried_after_fresh)))).all()):
+            return e
     return e.take(np.lexsort((~e.is_state, e.t, e.key)).astype(np.int64))
 
 
@@ -252,6 +259,13 @@ def _cat(*parts: Strs | pa.Array | str) -> Strs:
     return out
 
 
+def _first_of(conds: list[B], names: list[str], default: str) -> Strs:
+    """``np.select(conds, names, default)`` as Python strings: the choice picked by its number
+    (no fixed-width string array per row)."""
+    out: Strs = np.array([*names, default], dtype=object)[np.select(conds, list(range(len(names))), len(names))]
+    return out
+
+
 def partition_status(s: Series, rows: I64, lag_s: F64, entries: Entries, *, n: int, stall_after_s: float,
                      stop_after_s: float, warn_lag_s: float) -> StatusRows:
     """The partition ``status`` rows of the minute rows ``rows`` (indices in ``s``:
@@ -281,10 +295,10 @@ def partition_status(s: Series, rows: I64, lag_s: F64, entries: Entries, *, n: i
     end_change_t = s.end_change_t[rows]
 
     # Burrow's rules, in order (np.select takes the first that holds)
-    burrow = np.select(
+    burrow = _first_of(
         [~has_w | lag0 | zero_lag, rewound, has_w & ((t - last_t) > (last_t - first_t)), stalled,
          has_w & ~lag_decreased],
-        ["OK", "REWIND", "STOP", "STALL", "WARN"], "OK").astype(object)
+        ["OK", "REWIND", "STOP", "STALL", "WARN"], "OK")
 
     growing = (np.where(np.isnan(lag_s), 0.0, lag_s) >= warn_lag_s) & has_w & ~lag_decreased & first_lag_ok & (
         lag > first_lag)
@@ -293,8 +307,8 @@ def partition_status(s: Series, rows: I64, lag_s: F64, entries: Entries, *, n: i
     held = s.lso_ok[rows] & committed_ok & s.end_ok[rows] & (committed == lso) & (lso < end)
     stop = ~owned & (pending >= stop_after_s)
     stall = owned & (pending >= stall_after_s)
-    own = np.select([lost, rewound_own, lag0 & idle, lag0, held, stop, stall, growing],
-                    ["ERR", "REWIND", "IDLE", "OK", "OK", "STOP", "STALL", "WARN"], "OK").astype(object)
+    own = _first_of([lost, rewound_own, lag0 & idle, lag0, held, stop, stall, growing],
+                    ["ERR", "REWIND", "IDLE", "OK", "OK", "STOP", "STALL", "WARN"], "OK")
 
     # the reason: the first case that holds (the last one: consuming); formatted per case, on
     # that case's rows only

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from lagscope.analytics.kseries import ffill_last, key_starts, segmented_cumsum
-from lagscope.analytics.np_status import _cat, _fixed0, _longs
+from lagscope.analytics.np_status import Entries, _cat, _first_of, _fixed0, _longs, _sorted
 
 
 def _keys(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -51,3 +51,30 @@ def test_reason_strings_are_printf_formats() -> None:
     assert list(got) == [f"no owner and no commit for {_fixed0(np.array([s]))[0]} s with lag {v:d}"
                          for s, v in zip(secs.tolist(), longs.tolist(), strict=True)]
     assert list(_cat("consuming; lag ", _longs(np.zeros(0, np.int64)))) == []
+
+
+def test_first_of_is_select() -> None:
+    rng = np.random.default_rng(5)
+    conds = [rng.random(300) < 0.2 for _ in range(4)]
+    names = ["ERR", "REWIND", "IDLE", "OK"]
+    got = _first_of(conds, names, "WARN")
+    assert got.dtype == object
+    assert list(got) == list(np.select(conds, names, "WARN"))
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_entries_sorted_by_key_time_and_carried_first(shuffle: bool) -> None:
+    rng = np.random.default_rng(7)
+    n = 400
+    key = np.sort(rng.integers(0, 20, n)).astype(np.int64)
+    t = np.round(rng.uniform(0, 50, n))  # ties on purpose
+    is_state = rng.random(n) < 0.3
+    order = np.lexsort((~is_state, t, key))
+    e = Entries(key=key, t=t, c=rng.integers(0, 9, n), lag=rng.integers(0, 9, n), lag_ok=rng.random(n) < 0.9,
+                rebased=rng.random(n) < 0.1, is_state=is_state).take(order)
+    if shuffle:
+        e = e.take(rng.permutation(n))
+    got = _sorted(e)
+    want = e.take(np.lexsort((~e.is_state, e.t, e.key)))
+    for f in ("key", "t", "c", "lag", "lag_ok", "rebased", "is_state"):
+        np.testing.assert_array_equal(getattr(got, f), getattr(want, f))
