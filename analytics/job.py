@@ -157,10 +157,22 @@ def bucket_of(cluster: pa.ChunkedArray | pa.Array, group_id: pa.ChunkedArray | p
         codes.append(np.asarray(enc.indices.fill_null(len(enc.dictionary)), dtype=np.int64))
         names.append([*enc.dictionary.to_pylist(), ""])
     pair = codes[0] * len(names[1]) + codes[1]
+
+    def hashed(distinct: npt.NDArray[np.int64]) -> npt.NDArray[np.int32]:
+        return np.array([zlib.crc32(f"{names[0][p // len(names[1])]}\0{names[1][p % len(names[1])]}".encode())
+                         % buckets for p in distinct.tolist()], dtype=np.int32)
+
+    span = len(names[0]) * len(names[1])
+    if span <= 4 * len(pair) + 4096:  # a table over every possible pair: no sort of the rows
+        seen = np.zeros(span, bool)
+        seen[pair] = True
+        distinct = np.flatnonzero(seen)
+        table = np.zeros(span, np.int32)
+        table[distinct] = hashed(distinct)
+        out: npt.NDArray[np.int32] = table[pair]
+        return out
     distinct, inverse = np.unique(pair, return_inverse=True)
-    hashed = np.array([zlib.crc32(f"{names[0][p // len(names[1])]}\0{names[1][p % len(names[1])]}".encode())
-                       % buckets for p in distinct.tolist()], dtype=np.int32)
-    return hashed[inverse.reshape(-1)] if len(distinct) else np.zeros(0, np.int32)
+    return hashed(distinct)[inverse.reshape(-1)] if len(distinct) else np.zeros(0, np.int32)
 
 
 def _read(plan: _Plan, table: str, path: str) -> pa.Table:
@@ -213,7 +225,8 @@ def _route(plan: _Plan):  # type: ignore[no-untyped-def]
                         continue
                     b = bucket_of(chunk.column("cluster"), chunk.column("group_id"), plan.buckets)
                     # one take puts each bucket's rows together; then a slice per bucket
-                    order = np.argsort(b, kind="stable")
+                    # (a stable sort of small integers is a radix sort: as int16, not int32)
+                    order = np.argsort(b.astype(np.int16) if plan.buckets <= 1 << 15 else b, kind="stable")
                     cut = np.flatnonzero(np.diff(b[order])) + 1
                     starts = np.concatenate([[0], cut])
                     ends = np.concatenate([cut, [len(b)]])

@@ -34,6 +34,7 @@ __all__ = [
     "ffill_last",
     "java_fixed",
     "key_bounds",
+    "key_starts",
     "segmented_cummax",
     "segmented_cumsum",
     "shift",
@@ -214,18 +215,30 @@ def key_bounds(key: I64) -> tuple[B, B]:
     return first, last
 
 
-def ffill_last(marks: F64, key: I64, *, before: bool = False) -> F64:
-    """Per key, the last non-NaN value of ``marks`` up to each row (``before``: up to the row
-    before it); NaN when there is none (Spark's ``last(…, ignorenulls)`` over a running frame)."""
-    n = len(marks)
-    idx = np.where(~np.isnan(marks), np.arange(n), -1)
-    acc = np.maximum.accumulate(idx) if n else idx
-    if before:
-        acc = np.concatenate(([-1], acc[:-1])) if n else acc
+def key_starts(key: I64) -> I64:
+    """For rows grouped by ``key``, the index of each row's key's first row."""
+    n = len(key)
+    if not n:
+        return np.zeros(0, np.int64)
     first, _ = key_bounds(key)
-    start = np.maximum.accumulate(np.where(first, np.arange(n), 0)) if n else idx
-    ok = acc >= start
-    return np.where(ok, marks[np.maximum(acc, 0)] if n else marks, _NAN)
+    return np.maximum.accumulate(np.where(first, np.arange(n), 0))
+
+
+def ffill_last(marks: F64, key: I64, *, before: bool = False, start: I64 | None = None) -> F64:
+    """Per key, the last non-NaN value of ``marks`` up to each row (``before``: up to the row
+    before it); NaN when there is none (Spark's ``last(…, ignorenulls)`` over a running frame).
+    ``start``: :func:`key_starts` of ``key`` when the caller has it (a series fills several
+    columns over the same keys)."""
+    n = len(marks)
+    if not n:
+        return marks.copy()
+    idx = np.where(~np.isnan(marks), np.arange(n), -1)
+    acc = np.maximum.accumulate(idx)
+    if before:
+        acc = np.concatenate(([-1], acc[:-1]))
+    if start is None:
+        start = key_starts(key)
+    return np.where(acc >= start, marks[np.maximum(acc, 0)], _NAN)
 
 
 def segmented_cummax(values: npt.NDArray, key: I64) -> npt.NDArray:  # type: ignore[type-arg]
@@ -347,13 +360,14 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     drop_mark = mark((is_state, m_drop_t), (de_ok & (de < 0), t))
     alive_mark = mark((is_state, m_alive_t), (owned & (changed | lag0), t))
 
-    change_t = ffill_last(change_mark, key)
-    prev_change_t = ffill_last(change_mark, key, before=True)
-    pending = ffill_last(pending_mark, key)
-    ret = ffill_last(ret_mark, key)
-    end_change_t = ffill_last(end_mark, key)
-    alive_t = ffill_last(alive_mark, key)
-    end_drop_t = ffill_last(drop_mark, key)
+    start = key_starts(key)
+    change_t = ffill_last(change_mark, key, start=start)
+    prev_change_t = ffill_last(change_mark, key, before=True, start=start)
+    pending = ffill_last(pending_mark, key, start=start)
+    ret = ffill_last(ret_mark, key, start=start)
+    end_change_t = ffill_last(end_mark, key, start=start)
+    alive_t = ffill_last(alive_mark, key, start=start)
+    end_drop_t = ffill_last(drop_mark, key, start=start)
     # the largest busy rate before the row (a state row's own seed is m_max_rate)
     rate_seed = np.where(is_state, nan_to(m_max_rate, -np.inf), busy_rate)
     rate_max = shift(segmented_cummax(rate_seed, key), first, -np.inf)
@@ -372,7 +386,7 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     cmax = shift(segmented_cummax(committed_seed, key), first, _LMIN)
     max_committed_before_ok = cmax != _LMIN
     drops = (de_ok & (de < 0)).astype(np.int64)
-    end_epoch = segmented_cumsum(drops, key)
+    end_epoch = segmented_cumsum(drops, key, start=start)
     pending_t = np.where(pending >= 0, pending, _NAN)
     ret_t = np.where(ret >= 0, ret, _NAN)
     # coalesce(end_drop_t > prev_change_t, False): NaN compares False
@@ -416,10 +430,10 @@ def asof(mark_key: I64, mark_t: F64, key: I64, t: F64) -> I64:
     return np.where(np.isnan(at), -1, np.nan_to_num(at, nan=-1.0)).astype(np.int64)
 
 
-def segmented_cumsum(values: I64, key: I64) -> I64:
-    """Per key, the running sum of ``values`` up to each row."""
+def segmented_cumsum(values: I64, key: I64, *, start: I64 | None = None) -> I64:
+    """Per key, the running sum of ``values`` up to each row (``start``: as :func:`ffill_last`'s)."""
     total = np.cumsum(values)
-    first, _ = key_bounds(key)
+    if not len(key):
+        return total
     base = total - values  # the sum before each row
-    start = np.maximum.accumulate(np.where(first, np.arange(len(key)), 0)) if len(key) else key
-    return total - base[start] if len(key) else total
+    return total - base[start if start is not None else key_starts(key)]

@@ -64,6 +64,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from lagscope.analytics.kseries import F64, I64, B, Series, asof, java_fixed, key_bounds
 
@@ -114,7 +116,14 @@ class StatusRows:
 
 
 def _sorted(e: Entries) -> Entries:
-    """``e`` grouped by key in time order, carried entries first at equal times (stable)."""
+    """``e`` grouped by key in time order, carried entries first at equal times (stable); ``e``
+    itself when it already is (the fresh entries come so from the series: a check of each
+    neighbouring pair instead of a sort)."""
+    if e.n > 1:
+        dk, dt = np.diff(e.key), np.diff(e.t)
+        carried_after_fresh = ~e.is_state[:-1] & e.is_state[1:]
+        if bool(((dk > 0) | ((dk == 0) & ((dt > 0) | ((dt == 0) & ~carried_after_fresh)))).all()):
+            return e
     return e.take(np.lexsort((~e.is_state, e.t, e.key)).astype(np.int64))
 
 
@@ -217,10 +226,9 @@ def _window_stats(e: Entries, n: int) -> _Windows:
     )
 
 
-def _longs(v: I64) -> Strs:
-    """``%d`` of longs."""
-    out: Strs = v.astype(str).astype(object)
-    return out
+def _longs(v: I64) -> pa.Array:
+    """``%d`` of longs (as Arrow strings: :func:`_cat` joins them without a Python string each)."""
+    return pc.cast(pa.array(v, pa.int64()), pa.string())
 
 
 def _fixed0(x: F64) -> Strs:
@@ -244,12 +252,17 @@ def _fixed0(x: F64) -> Strs:
     return out
 
 
-def _cat(*parts: Strs | str) -> Strs:
+def _cat(*parts: Strs | pa.Array | str) -> Strs:
     """Element-wise concatenation of string arrays and constants."""
-    acc: npt.NDArray = np.asarray(parts[0], dtype=np.str_)  # type: ignore[type-arg]
-    for p in parts[1:]:
-        acc = np.strings.add(acc, np.asarray(p, dtype=np.str_))
-    out: Strs = acc.astype(object)
+    arrays = [p if isinstance(p, str | pa.Array) else pa.array(p, pa.string()) for p in parts]
+    out: Strs = pc.binary_join_element_wise(*arrays, "").to_numpy(zero_copy_only=False)
+    return out
+
+
+def _first_of(conds: list[B], names: list[str], default: str) -> Strs:
+    """``np.select(conds, names, default)`` as Python strings: the choice picked by its number
+    (no fixed-width string array per row)."""
+    out: Strs = np.array([*names, default], dtype=object)[np.select(conds, list(range(len(names))), len(names))]
     return out
 
 
@@ -282,10 +295,10 @@ def partition_status(s: Series, rows: I64, lag_s: F64, entries: Entries, *, n: i
     end_change_t = s.end_change_t[rows]
 
     # Burrow's rules, in order (np.select takes the first that holds)
-    burrow = np.select(
+    burrow = _first_of(
         [~has_w | lag0 | zero_lag, rewound, has_w & ((t - last_t) > (last_t - first_t)), stalled,
          has_w & ~lag_decreased],
-        ["OK", "REWIND", "STOP", "STALL", "WARN"], "OK").astype(object)
+        ["OK", "REWIND", "STOP", "STALL", "WARN"], "OK")
 
     growing = (np.where(np.isnan(lag_s), 0.0, lag_s) >= warn_lag_s) & has_w & ~lag_decreased & first_lag_ok & (
         lag > first_lag)
@@ -294,8 +307,8 @@ def partition_status(s: Series, rows: I64, lag_s: F64, entries: Entries, *, n: i
     held = s.lso_ok[rows] & committed_ok & s.end_ok[rows] & (committed == lso) & (lso < end)
     stop = ~owned & (pending >= stop_after_s)
     stall = owned & (pending >= stall_after_s)
-    own = np.select([lost, rewound_own, lag0 & idle, lag0, held, stop, stall, growing],
-                    ["ERR", "REWIND", "IDLE", "OK", "OK", "STOP", "STALL", "WARN"], "OK").astype(object)
+    own = _first_of([lost, rewound_own, lag0 & idle, lag0, held, stop, stall, growing],
+                    ["ERR", "REWIND", "IDLE", "OK", "OK", "STOP", "STALL", "WARN"], "OK")
 
     # the reason: the first case that holds (the last one: consuming); formatted per case, on
     # that case's rows only

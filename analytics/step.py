@@ -360,8 +360,10 @@ def _run_pass(inp: pa.Table, params: onepass.PassParams, workers: int) -> pa.Tab
     return pa.concat_tables(outs)
 
 
-#: the largest chunk of the in-process pass (rows)
-_CHUNK_ROWS = 500_000
+#: the largest chunk of the in-process pass (rows): the pass is dozens of whole-column array
+#: operations, and a chunk's columns (1.2 MB per 150,000 doubles) that stay in the core's cache
+#: take about a fifth less CPU than 500,000-row chunks' (per-chunk fixed costs are ~2 %)
+_CHUNK_ROWS = 150_000
 
 
 def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetime,

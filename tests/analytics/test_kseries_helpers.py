@@ -1,0 +1,80 @@
+"""The per-key running helpers of :mod:`lagscope.analytics.kseries` and the status reasons'
+string helpers against plain Python loops (pure: no Spark)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from lagscope.analytics.kseries import ffill_last, key_starts, segmented_cumsum
+from lagscope.analytics.np_status import Entries, _cat, _first_of, _fixed0, _longs, _sorted
+
+
+def _keys(rng: np.random.Generator, n: int) -> np.ndarray:
+    return np.sort(rng.integers(0, max(1, n // 4), n)).astype(np.int64)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 17, 500])
+def test_key_starts_and_running_values_per_key(n: int) -> None:
+    rng = np.random.default_rng(n)
+    key = _keys(rng, n)
+    marks = np.where(rng.random(n) < 0.3, rng.normal(size=n), np.nan)
+    values = rng.integers(0, 3, n).astype(np.int64)
+    start = key_starts(key)
+    want_start, want_fill, want_before, want_sum = [], [], [], []
+    for i in range(n):
+        s = i
+        while s > 0 and key[s - 1] == key[i]:
+            s -= 1
+        want_start.append(s)
+        seen = [m for m in marks[s:i + 1] if not math.isnan(m)]
+        want_fill.append(seen[-1] if seen else math.nan)
+        seen_before = [m for m in marks[s:i] if not math.isnan(m)]
+        want_before.append(seen_before[-1] if seen_before else math.nan)
+        want_sum.append(int(values[s:i + 1].sum()))
+    assert start.tolist() == want_start
+    for given in (None, start):  # the same with and without the caller's starts
+        np.testing.assert_array_equal(ffill_last(marks, key, start=given), np.array(want_fill, np.float64))
+        np.testing.assert_array_equal(ffill_last(marks, key, before=True, start=given),
+                                      np.array(want_before, np.float64))
+        assert segmented_cumsum(values, key, start=given).tolist() == want_sum
+
+
+def test_reason_strings_are_printf_formats() -> None:
+    rng = np.random.default_rng(3)
+    longs = np.concatenate([rng.integers(-(2**63), 2**63 - 1, 200, dtype=np.int64), np.array([0, -1, 2**63 - 1])])
+    secs = rng.uniform(0, 1e5, len(longs))
+    got = _cat("no owner and no commit for ", _fixed0(secs), " s with lag ", _longs(longs))
+    assert got.dtype == object
+    assert list(got) == [f"no owner and no commit for {_fixed0(np.array([s]))[0]} s with lag {v:d}"
+                         for s, v in zip(secs.tolist(), longs.tolist(), strict=True)]
+    assert list(_cat("consuming; lag ", _longs(np.zeros(0, np.int64)))) == []
+
+
+def test_first_of_is_select() -> None:
+    rng = np.random.default_rng(5)
+    conds = [rng.random(300) < 0.2 for _ in range(4)]
+    names = ["ERR", "REWIND", "IDLE", "OK"]
+    got = _first_of(conds, names, "WARN")
+    assert got.dtype == object
+    assert list(got) == list(np.select(conds, names, "WARN"))
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_entries_sorted_by_key_time_and_carried_first(shuffle: bool) -> None:
+    rng = np.random.default_rng(7)
+    n = 400
+    key = np.sort(rng.integers(0, 20, n)).astype(np.int64)
+    t = np.round(rng.uniform(0, 50, n))  # ties on purpose
+    is_state = rng.random(n) < 0.3
+    order = np.lexsort((~is_state, t, key))
+    e = Entries(key=key, t=t, c=rng.integers(0, 9, n), lag=rng.integers(0, 9, n), lag_ok=rng.random(n) < 0.9,
+                rebased=rng.random(n) < 0.1, is_state=is_state).take(order)
+    if shuffle:
+        e = e.take(rng.permutation(n))
+    got = _sorted(e)
+    want = e.take(np.lexsort((~e.is_state, e.t, e.key)))
+    for f in ("key", "t", "c", "lag", "lag_ok", "rebased", "is_state"):
+        np.testing.assert_array_equal(getattr(got, f), getattr(want, f))
