@@ -209,7 +209,9 @@ def _route(plan: _Plan):  # type: ignore[no-untyped-def]
     """The route stage's function (``mapInArrow``): file rows in, blob rows out."""
     def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            for table, path in zip(batch.column("tbl").to_pylist(), batch.column("path").to_pylist(), strict=True):
+            pairs = ((t, p) for tbls, paths in zip(batch.column("tbl").to_pylist(), batch.column("path").to_pylist(),
+                                                   strict=True) for t, p in zip(tbls, paths, strict=True))
+            for table, path in pairs:
                 try:
                     rows = _read(plan, table, path)
                 except (OSError, pa.ArrowException) as exc:
@@ -391,18 +393,33 @@ def _progress(spark: SparkSession, enabled: bool, interval_s: float = 2.0) -> It
         th.join(timeout=interval_s * 2)
 
 
+def _deal(tasks: Sequence[tuple[str, str]], sizes: dict[str, int], slots: int) -> list[list[tuple[str, str]]]:
+    """``tasks`` (table, path) dealt into at most ``slots`` lists of about equal rows (``sizes``:
+    each file's rows): each file, the largest first, to the list with the fewest rows so far."""
+    dealt: list[list[tuple[str, str]]] = [[] for _ in range(max(1, min(slots, len(tasks))))]
+    load = [0] * len(dealt)
+    for task in sorted(tasks, key=lambda t: -sizes.get(t[1], 0)):
+        i = load.index(min(load))
+        dealt[i].append(task)
+        load[i] += max(1, sizes.get(task[1], 0))
+    return dealt
+
+
 def _execute(spark: SparkSession, files: dict[str, list[str]], sizes: dict[str, int], plan: _Plan,
              progress: bool) -> tuple[dict[str, int], list[Quarantined]]:
     """Run the step's Spark job (``sizes``: each file's rows); returns the rows staged per table
     and the lake files the tasks could not read, moved into quarantine."""
     tasks = [(name, path) for name, paths in files.items() for path in paths]
-    # the largest files first, so that no task starts a big file last
-    tasks.sort(key=lambda t: -sizes.get(t[1], 0))
     rows: dict[str, int] = dict.fromkeys(RESULT_TABLES, 0)
     moved: list[Quarantined] = []
     if not tasks:
         return rows, moved
-    listing = spark.createDataFrame(tasks, "tbl string, path string")
+    # one listing row per route task: the files dealt out by rows, so that every task slot reads
+    # its share (a local list is cut into slot-many runs of equal *count*: files listed by size
+    # put every big file in the first run, and one core read them all)
+    slices = _deal(tasks, sizes, int(spark.sparkContext.defaultParallelism))
+    listing = spark.createDataFrame([([t for t, _ in s], [p for _, p in s]) for s in slices],
+                                    "tbl array<string>, path array<string>")
     routed = listing.mapInArrow(_route(plan), "place int, tbl string, blob binary")
     passed = routed.repartition(plan.buckets, "place").mapInArrow(_run(plan), "tbl string, rows long, note string")
     with _progress(spark, progress):

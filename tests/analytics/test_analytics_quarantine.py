@@ -125,7 +125,7 @@ def test_a_route_task_names_a_file_it_cannot_read_instead_of_failing(tmp_path: P
     spoil(broken, "corrupt_page")
     plan = job._Plan(lake=open_store(tmp_path), results=open_store(tmp_path / "out"), settings=SETTINGS,
                      history_points=10, as_of=T0, buckets=1, places=(7,), staging={}, state_out=None)
-    listing = pa.RecordBatch.from_pydict({"tbl": ["offsets", "offsets"], "path": [str(good), str(broken)]})
+    listing = pa.RecordBatch.from_pydict({"tbl": [["offsets", "offsets"]], "path": [[str(good), str(broken)]]})
     out = pa.Table.from_batches(list(job._route(plan)(iter([listing]))))
     tables = out.column("tbl").to_pylist()
     assert tables == ["offsets", "!unreadable"]

@@ -1,4 +1,4 @@
-"""The route stage's bucket of a row (pure: no Spark session)."""
+"""The route stage's bucket of a row, and its tasks' share of the files (pure: no Spark session)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from lagscope.analytics import job
 from lagscope.analytics.job import bucket_of
 
 
@@ -37,3 +38,21 @@ def test_a_large_dictionary_few_rows_use() -> None:
     g = pa.DictionaryArray.from_arrays(pa.array([5, 99_999, 5, None], pa.int32()), names)
     c = pa.array(["a", "a", "b", "a"]).dictionary_encode()
     assert bucket_of(c, g, 13).tolist() == _want(["a", "a", "b", "a"], ["g5", "g99999", "g5", None], 13)
+
+
+def test_the_route_tasks_share_the_files_by_rows_not_by_count() -> None:
+    # 25 big offsets files and 25 small member files, as a batch lists them: each of two task
+    # slots gets half the rows (cut by count after sorting by size, one slot got every big file)
+    tasks = [("offsets", f"o{i}") for i in range(25)] + [("members", f"m{i}") for i in range(25)]
+    sizes = {f"o{i}": 2_000_000 for i in range(25)} | {f"m{i}": 2_000 for i in range(25)}
+    dealt = job._deal(tasks, sizes, 2)
+    assert sorted(t for s in dealt for t in s) == sorted(tasks)
+    load = [sum(sizes[p] for _, p in s) for s in dealt]
+    assert max(load) - min(load) <= 2_000_000
+    assert all(12 <= sum(t == "offsets" for t, _ in s) <= 13 for s in dealt)
+
+
+def test_no_empty_route_task_and_unknown_sizes_still_spread() -> None:
+    assert job._deal([("offsets", "a")], {}, 8) == [[("offsets", "a")]]
+    dealt = job._deal([("offsets", p) for p in "abcd"], {}, 2)
+    assert [len(s) for s in dealt] == [2, 2]
