@@ -1,13 +1,16 @@
 """A group's formation is no rebalance storm (lagscope.analytics.groups, ``formation``): the
 rebalances of a group growing from Empty, members only arriving, are reported as rebalance
 windows (issue 28) but do not count toward a storm; the first rebalance that loses a member ends
-the formation. One whole step (run_step) over member sweeps every 2 s, no Spark."""
+the formation. One whole step (run_step) over member sweeps every 2 s, no Spark; and the per-group
+pass against its Spark SQL statement (tests/analytics/spark_reference_groups.py) on the same
+groups."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pyarrow as pa
+import pytest
 from analytics_builders import at, members_rows
 from rebalance_cases import offsets
 
@@ -23,12 +26,10 @@ def _lake(name: str, rows: list[dict[str, Any]]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
-def _step(gens: list[tuple[int, int, list[str]]], until: int = 120) -> tuple[list[dict[str, Any]],
-                                                                              list[dict[str, Any]]]:
+def _sweeps(gens: list[tuple[int, int, list[str]]], until: int) -> list[tuple[Any, ...]]:
     """Sweeps every 2 s of the group's generations (``gens``: (from t, generation, members); no
-    members: Empty); each member owns partitions 0 and 1 in turn. The step's rebalance windows and
-    storms."""
-    sweeps = []
+    members: Empty); each member owns partitions 0 and 1 in turn."""
+    sweeps: list[tuple[Any, ...]] = []
     for t in range(0, until + 1, 2):
         _, gen, ms = [g for g in gens if g[0] <= t][-1]
         if not ms:
@@ -36,6 +37,13 @@ def _step(gens: list[tuple[int, int, list[str]]], until: int = 120) -> tuple[lis
             continue
         sweeps.append((t, "Stable", gen, [(m, None, [p for p in (0, 1) if p % len(ms) == i])
                                           for i, m in enumerate(ms)]))
+    return sweeps
+
+
+def _step(gens: list[tuple[int, int, list[str]]], until: int = 120) -> tuple[list[dict[str, Any]],
+                                                                              list[dict[str, Any]]]:
+    """One step over the group's sweeps (:func:`_sweeps`): its rebalance windows and storms."""
+    sweeps = _sweeps(gens, until)
     owners: dict[int, list[tuple[int, str | None]]] = {0: [(0, "m1")], 1: [(0, "m1")]}
     out = run_step(StepInputs(offsets=_lake("offsets", offsets("g", until, owners)),
                               members=_lake("members", members_rows(sweeps)), commits=None, group_events=None,
@@ -108,3 +116,28 @@ def test_a_restart_of_every_member_after_the_group_went_empty() -> None:
     assert len(rebalances) == 4
     (storm,) = storms
     assert storm["magnitude"] == 4.0
+
+
+@pytest.mark.spark
+def test_formation_equals_the_spark_statement(spark: Any) -> None:
+    from test_groups import Step, compare, inputs, reference
+
+    from lagscope.analytics import groups
+
+    churn = [(40, 5, ["m1", "m3", "m4"]), (50, 6, ["m1", "m2", "m3", "m4"]), (60, 7, ["m1", "m2", "m4"])]
+    cases = {
+        "alone": FORMATION, "churn": FORMATION + churn,
+        "loss": [(0, 0, []), (4, 1, ["m1"]), (10, 2, ["m1", "m2"]), (16, 3, ["m1"]), (22, 4, ["m1", "m3"]),
+                 (28, 5, ["m1", "m3", "m4"])],
+        "empty": [(0, 5, ["m1", "m2"]), (10, 6, ["m2"]), (16, 7, []), (22, 8, ["m1"]), (28, 9, ["m1", "m2"]),
+                  (40, 10, ["m1"])],
+        "before": [(0, 11, ["m1"]), *[(t, g + 10, ms) for t, g, ms in FORMATION[2:]]],
+    }
+    owners: dict[int, list[tuple[int, str | None]]] = {0: [(0, "m1")], 1: [(0, "m1")]}
+    step = Step(members=[r for name, gens in cases.items() for r in members_rows(_sweeps(gens, 80), group=name)],
+                offsets=[r for name in cases for r in offsets(name, 80, owners)])
+    inp = inputs(step)
+    out = groups.group_pass(inp, S)
+    compare(out, reference(spark, inp, S))
+    stormy = sorted(r["group_id"] for r in out.anomalies.to_pylist() if r["kind"] == "rebalance_storm")
+    assert stormy == ["before", "churn", "empty", "loss"]
