@@ -66,7 +66,9 @@ after the start − the last at or before it, within 900 s around the window; th
 
 **Storms** (:func:`storms`): ``storm_count`` rebalances starting within ``storm_window_s``
 (inclusive) of one another (a ``static_member_bounce`` window is no rebalance: the broker replaces
-a static member in place, without a new generation, so it never counts); consecutive stormy
+a static member in place, without a new generation, so it never counts; nor does a rebalance of
+the group's formation, :func:`formation`: members only arriving since the group was last seen
+Empty, docs/analytics.md "Rebalance storm"); consecutive stormy
 rebalances are one storm, from the first start in its first rebalance's window to the last end.
 Carried rebalances are context only: a storm of carried rebalances alone was reported by the step
 that saw it. :func:`storm_state` carries the rebalances the next step needs: those within the
@@ -128,8 +130,8 @@ if TYPE_CHECKING:
 
 __all__ = ["COMMIT_COLUMNS", "ESCALATE_AFTER", "GROUP_EVENT_COLUMNS", "MEMBER_COLUMNS", "MSWEEP_SCHEMA",
            "REBALANCE_COLUMNS", "RECENT_SCHEMA", "STARVED_SCHEMA", "GroupInputs", "GroupOutputs",
-           "drop_rebalance_outages", "generation_records", "group_pass", "judge_idle", "member_sweeps", "storm_state",
-           "storms", "sweep_windows"]
+           "drop_rebalance_outages", "formation", "generation_records", "group_pass", "judge_idle", "member_sweeps",
+           "storm_state", "storms", "sweep_windows"]
 
 _F = npt.NDArray[np.float64]
 _I = npt.NDArray[np.int64]
@@ -481,6 +483,8 @@ class _Window:
     quiet_from: float = 0.0
     source: str = "sweeps"
     from_records: bool = False  # a generation no sweep saw: a window from the records alone
+    #: a sweep between A and B saw the group Empty (no member): B's members arrived into it
+    through_empty: bool = False
 
     @property
     def hi(self) -> float:
@@ -548,6 +552,7 @@ def sweep_windows(sw: _Sweeps) -> list[_Window]:
     ids = _list_code(sw.ms.column("member_ids"))
     ai = np.where(a >= 0, a, 0)
     changed = sw.settled & (a >= 0) & ((gen != gen[ai]) | (ids != ids[ai]))
+    empty = np.cumsum(np.asarray(pc.fill_null(pc.equal(sw.ms.column("group_state"), "Empty"), False), dtype=bool))
     out = []
     cl, gr = sw.ms.column("cluster"), sw.ms.column("group_id")
     for i in np.flatnonzero(changed).tolist():
@@ -555,7 +560,7 @@ def sweep_windows(sw: _Sweeps) -> list[_Window]:
         nxt = float(sw.t[i + 1]) if i + 1 < n and not new_group[i + 1] else None
         out.append(_Window(g=int(g[i]), cluster=cl[i].as_py(), group_id=gr[i].as_py(), a=_snap(sw.ms, k),
                            b=_snap(sw.ms, i), b_prev_t=float(sw.t[i - 1]), b_next_t=nxt,
-                           a_next_t=float(sw.t[k + 1])))
+                           a_next_t=float(sw.t[k + 1]), through_empty=bool(empty[i - 1] > empty[k])))
     return out
 
 
@@ -949,6 +954,29 @@ def _commit_times(commits: pa.Table, groups: pa.Array, wanted: _I) -> _Times:
     t = seconds(pc.coalesce(_plain(c.column("commit_ts")).cast(_US), _plain(c.column("record_ts")).cast(_US)))
     return _Times.of(g[keep], _plain(c.column("topic")).cast(pa.string()),
                      _plain(c.column("partition")).cast(pa.int32()), t)
+
+
+def formation(rows: list[dict[str, Any]]) -> _B:
+    """Per rebalance row (``rows``: by group, then start; ``members_before``, ``members_after``,
+    ``generation_before``): whether it belongs to the group's formation (module doc, **Storms**):
+    it only adds members (every member before it is still there after it) and so did every
+    rebalance of the group since the group was last seen Empty: after a rebalance that left it
+    without a member or went through Empty (``_through_empty``: a sweep or generation record
+    between its sides without a member: its members before left, which counts, and its members
+    after arrived into the Empty group), or from one whose group had no member before it or whose
+    generation before was the group's first (1). Without such a sight of Empty (the group formed
+    before the step's data) no rebalance is its formation."""
+    out = np.zeros(len(rows), bool)
+    forming: dict[tuple[str, str], bool] = {}
+    for i, r in enumerate(rows):
+        k = (r["cluster"], r["group_id"])
+        before, after = r.get("members_before"), r.get("members_after")
+        from_empty = (before is not None and not len(before)) or r.get("generation_before") == 1
+        through = bool(r.get("_through_empty"))
+        adds = before is not None and after is not None and set(before) < set(after)
+        out[i] = adds and not through and (from_empty or forming.get(k, False))
+        forming[k] = bool(out[i]) or through or (after is not None and not len(after))
+    return out
 
 
 def _group_lags(series: pa.Table, at: pa.Table) -> pa.Table:
@@ -1458,14 +1486,20 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
             "members_before": w.a.member_ids, "members_after": w.b.member_ids,
             "partitions_moved": partitions_moved(w), "bound_s": bound,
             "observed_over_bound": observed / bound if bound != 0 else None, "messages_accumulated": acc,
-            "max_processing_gap_s": processing_gap(w, gaps_from)})
+            "max_processing_gap_s": processing_gap(w, gaps_from),
+            "_through_empty": w.through_empty or any(
+                r["member_ids"] is not None and not len(r["member_ids"]) and w.a.t < r["gen_t"] < w.b.t
+                for r in (recs.by_group.get(w.g, []) if gens is not None else []))})
         outages.append((w.cluster, w.group_id, _us(w.quiet_from), _us(w.end)))
-    rebalances = _rebalance_table(rows)
+    rebalances = _rebalance_table(rows)  # sorts ``rows`` as the table
 
     # storms over this step's windows and the carried ones; a static member's bounce is no
-    # rebalance (the member is replaced in place, the group's generation stays): it never counts
-    rebalanced = rebalances.filter(pc.invert(pc.fill_null(pc.equal(rebalances.column("cause"),
-                                                                   "static_member_bounce"), False)))
+    # rebalance (the member is replaced in place, the group's generation stays): it never counts,
+    # nor does a rebalance of the group's formation
+    forming = formation(rows)
+    rebalanced = rebalances.filter(pc.and_(
+        pc.invert(pc.fill_null(pc.equal(rebalances.column("cause"), "static_member_bounce"), False)),
+        pa.array(~forming)))
     parts = [rebalanced.select(["cluster", "group_id", "start_ts", "end_ts"])]
     flags = [np.zeros(rebalanced.num_rows, bool)]
     if inp.recent_rebalances is not None and inp.recent_rebalances.num_rows:

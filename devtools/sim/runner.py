@@ -13,7 +13,8 @@ Or in the background, e.g. while a collector samples the same cluster::
 
 How a run goes: create the topics (with their configs) → start one process per producer
 and per member (members that join later are started at their time) → carry out crashes
-(SIGKILL) at their time → when every member has ended, record the broker's end state
+(SIGKILL) at their time, watch the log starts of topics with a retention (50 ms polls, to date
+a retention loss by the deletion) → when every member has ended, record the broker's end state
 (ListOffsets, OffsetFetch) → stop the producers that hold a transaction open → merge the
 per-process truth parts into ``<out>/truth.jsonl`` (sorted by time, end_state last).
 ``<out>/run.json`` describes the run (scenario, names, t0); ``<out>/logs/`` keeps each
@@ -44,6 +45,7 @@ from lagscope.devtools.sim.truth import (
     EndState,
     Fault,
     GroupOffset,
+    LogStartMove,
     PartitionEnd,
     RunInfo,
     held_partitions,
@@ -156,6 +158,10 @@ class _Proc:
     leave_open: bool = False
 
 
+#: how often the runner reads the log starts of the topics with a retention (s)
+LOG_START_POLL_S = 0.05
+
+
 class _Runner:
     def __init__(self, scenario: Scenario, bootstrap: str, out_dir: Path, names: RunNames,
                  client_config: dict[str, Any], cleanup: bool, stop_event: threading.Event) -> None:
@@ -174,6 +180,10 @@ class _Runner:
         self.tool_commits: list[Commit] = []
         self.members: dict[tuple[str, str], _Proc] = {}
         self.crashed: list[_Proc] = []
+        #: the log start moves the watcher saw (:func:`~lagscope.devtools.sim.truth.retention_overruns`)
+        self.log_starts: list[LogStartMove] = []
+        self._watch_stop = threading.Event()
+        self._watcher: threading.Thread | None = None
 
     # -- helpers ----------------------------------------------------------------------------
     def _admin(self) -> Any:
@@ -250,12 +260,18 @@ class _Runner:
             self.parts.mkdir(exist_ok=True)
             self.logs.mkdir(exist_ok=True)
             self.create_topics(admin)
-            stopped_early, t0 = self._drive()
+            try:
+                stopped_early, t0 = self._drive()
+            except BaseException:
+                self._stop_watching()
+                raise
             info = RunInfo(self.sc.name, self.sc.seed, self.names.run_id, t0)
             truth = self.out / "truth.jsonl"
             try:
                 end_state = collect_end_state(admin, self.names, self.sc)
+                self._stop_watching()
             except KafkaUnavailable:
+                self._stop_watching()
                 # keep what the processes recorded, without the end state, then fail
                 self._terminate([p for p in self.procs if p.popen.poll() is None], grace=15)
                 write_truth(truth, [info, *read_parts(self.parts), *self.tool_commits, *self.faults])
@@ -265,7 +281,7 @@ class _Runner:
             records = read_parts(self.parts)
             retention = {self.names.topic(t.name): float(t.configs["retention.ms"]) / 1000.0
                          for t in self.sc.topics if "retention.ms" in t.configs}
-            overruns = retention_overruns(records, end_state, retention)
+            overruns = retention_overruns(records, end_state, retention, self.log_starts)
             write_truth(truth, [info, *records, *self.tool_commits, *self.faults, *overruns, end_state])
             if self.cleanup:
                 self._cleanup(admin)
@@ -333,6 +349,7 @@ class _Runner:
                                                              self._member_cfg(g, m))
         t0 = self._start()
         end = t0 + self.sc.duration
+        self._start_watching()
         resets = sorted(((t0 + a.at, g, m, a) for g in self.sc.groups for m in g.members for a in m.actions
                          if a.kind == "skip" and a.mechanism == "admin_reset"), key=lambda e: e[0])
         resetter = None
@@ -368,6 +385,56 @@ class _Runner:
             log.warning("%d process(es) still running %.0fs after the end: stopping them", len(late), END_GRACE_S)
             self._terminate(late)
         return False, t0
+
+    # -- the log starts of topics with a retention -------------------------------------------
+    def _start_watching(self) -> None:
+        """Poll the log start of every partition of the topics with a ``retention.ms`` every
+        :data:`LOG_START_POLL_S` until the end state is read: when the broker deletes, the truth
+        can date a retention loss by the deletion itself, not by the earliest moment the broker
+        may delete (it deletes whole closed segments at its retention check, later)."""
+        topics = [t for t in self.sc.topics if "retention.ms" in t.configs]
+        if not topics:
+            return
+        self._watcher = threading.Thread(target=self._watch_log_starts, args=(topics,), name="log-starts",
+                                         daemon=True)
+        self._watcher.start()
+
+    def _stop_watching(self) -> None:
+        self._watch_stop.set()
+        if self._watcher is not None:
+            self._watcher.join(timeout=10)
+
+    def _watch_log_starts(self, topics: list[Any]) -> None:
+        from kafka import TopicPartition
+        from kafka.admin import OffsetSpec
+        from kafka.errors import KafkaError
+
+        try:
+            admin = self._admin()
+        except KafkaUnavailable as exc:
+            log.warning("log starts not watched: %s", exc)
+            return
+        tps = [TopicPartition(self.names.topic(t.name), p) for t in topics for p in range(t.partitions)]
+        last: dict[Any, tuple[float, int]] = {}  # partition -> (sent time of the last poll, log start)
+        try:
+            while not self._watch_stop.is_set():
+                sent = time.time()
+                try:
+                    earliest = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.EARLIEST))
+                except KafkaError as exc:
+                    log.debug("log starts not read (%s)", exc)
+                    earliest = {}
+                seen = time.time()
+                for tp, info in earliest.items():
+                    o = int(info.offset)
+                    before = last.get(tp)
+                    if before is not None and o != before[1]:
+                        self.log_starts.append(LogStartMove(tp.topic, tp.partition, before[1], o, before[0], seen))
+                    if o >= 0:
+                        last[tp] = (sent, o)
+                self._watch_stop.wait(LOG_START_POLL_S)
+        finally:
+            admin.close()
 
     # -- admin resets ------------------------------------------------------------------------
     def _resets(self, resets: list[tuple[float, Any, Any, Any]]) -> None:

@@ -18,7 +18,8 @@ offsets are Kafka offsets (int); topic and group names are the real (prefixed) n
 - ``fault``    {kind, group, member, start, end, detail, partitions}: an injected fault or
   operation and the partitions it touches (the member's when it began); ``end`` equals
   ``start`` for instantaneous ones (crash, leave, join, rewind, skip). ``retention_overrun``
-  (member "") is the runner's, from the end state: messages deleted before the group read them.
+  (member "") is the runner's, from the end state: messages deleted before the group read them,
+  dated by the deletion the runner saw when it watched the partition's log start.
 - ``run``      {scenario, seed, run_id, ts}: the run itself: the scenario's name, the seed its
   timings, rates and send jitter were drawn from (the same seed gives the same schedule), and
   ``ts`` = t0, the scenario's time zero. The first line.
@@ -47,6 +48,7 @@ __all__ = [
     "EndState",
     "Fault",
     "GroupOffset",
+    "LogStartMove",
     "PartitionEnd",
     "Produce",
     "Rebalance",
@@ -311,24 +313,48 @@ def held_partitions(records: list[Record], group: str, member: str) -> tuple[tup
     return tuple(sorted(held))
 
 
-def retention_overruns(records: list[Record], end: EndState,
-                       retention_s: dict[str, float]) -> list[Fault]:
+@dataclass(frozen=True)
+class LogStartMove:
+    """A partition's log start seen to move from ``before`` to ``after`` (the broker deleted the
+    offsets between): after ``since`` (the time the poll that still saw ``before`` was sent) and
+    by ``seen`` (the time the poll that saw ``after`` was answered). The runner's, not a truth
+    record: it dates the ``retention_overrun`` faults."""
+
+    topic: str
+    partition: int
+    before: int
+    after: int
+    since: float
+    seen: float
+
+
+def retention_overruns(records: list[Record], end: EndState, retention_s: dict[str, float],
+                       log_starts: list[LogStartMove] | None = None) -> list[Fault]:
     """One ``retention_overrun`` fault per group whose committed offset is below the log start at
     the end: messages the broker deleted before the group read them. ``partitions`` the
-    partitions concerned, ``detail.lost`` ``"topic:partition"`` → messages deleted unread;
-    ``start``: the earliest time the loss can have begun, the CreateTime of the first unread
-    record + the topic's retention (``retention_s``: topic → s; without one, the group's last
-    commit of the partition); ``end``: the end state's time."""
+    partitions concerned, ``detail.lost`` ``"topic:partition"`` → messages deleted unread.
+
+    ``start``: when the loss began, the deletion of the first unread record (the end's committed
+    offset ``o``: every record before it was read): the earliest time the runner's watch of the
+    log starts (``log_starts``) allows, the send time of the last poll that still saw ``o`` in the
+    log (``detail.deleted_by``: the answer that saw it gone; the two are one poll interval apart).
+    Without a move that deleted ``o`` (no watch, or the deletion came after the watch ended): the
+    earliest time the loss can have begun, the CreateTime of the first unread record + the
+    topic's retention (``retention_s``: topic → s), else the group's last commit of the partition.
+    ``detail.deletable_at``: that earliest time, in every case; ``end``: the end state's time."""
     produced = {(r.topic, r.partition, r.offset): r.ts for r in records if isinstance(r, Produce)}
     last_commit: dict[tuple[str, str, int], float] = {}
     for r in records:
         if isinstance(r, Commit):
             k = (r.group, r.topic, r.partition)
             last_commit[k] = max(last_commit.get(k, r.ts), r.ts)
+    moves = sorted(log_starts or [], key=lambda m: m.seen)
     out: list[Fault] = []
     for g in sorted({c.group for c in end.committed}):
         lost: dict[str, int] = {}
         starts: list[float] = []
+        deletable: list[float] = []
+        seen: list[float] = []
         parts: list[tuple[str, int]] = []
         for (topic, p), o in sorted(end.committed_of(g).items()):
             log_start = end.end_of(topic, p).log_start
@@ -338,11 +364,21 @@ def retention_overruns(records: list[Record], end: EndState,
             lost[f"{topic}:{p}"] = log_start - o
             created = produced.get((topic, p, o))
             if created is not None and topic in retention_s:
-                starts.append(created + retention_s[topic])
+                may = created + retention_s[topic]
             else:
-                starts.append(last_commit.get((g, topic, p), end.ts))
+                may = last_commit.get((g, topic, p), end.ts)
+            deletable.append(may)
+            gone = next((m for m in moves if m.topic == topic and m.partition == p and m.before <= o < m.after), None)
+            if gone is not None:
+                starts.append(gone.since)
+                seen.append(gone.seen)
+            else:
+                starts.append(may)
         if parts:
-            out.append(Fault("retention_overrun", g, "", min(starts), end.ts, {"lost": lost}, tuple(parts)))
+            detail: dict[str, Any] = {"lost": lost, "deletable_at": min(deletable)}
+            if seen:
+                detail["deleted_by"] = min(seen)
+            out.append(Fault("retention_overrun", g, "", min(starts), end.ts, detail, tuple(parts)))
     return out
 
 

@@ -305,14 +305,50 @@ def transform_rebalances(
     grew = F.col("_lb") - F.col("_la")
     win = win.withColumn("messages_accumulated", F.when(grew.isNotNull(), F.greatest(F.lit(0), grew)).cast("long"))
     win = win.join(_processing_gaps(win, commits if commits is not None else changes), "_wid", "left")
+    # the group seen Empty between the sides (a sweep of a sweep window, a generation record
+    # without members): for the storms' formation (:func:`formation`)
+    sides = (F.col("cluster") == F.col("_ec")) & (F.col("group_id") == F.col("_eg")) & (
+        F.col("a.t") < F.col("_et")) & (F.col("_et") < F.col("b.t"))
+    empties = msweeps.where(F.col("group_state") == "Empty").select(
+        F.col("cluster").alias("_ec"), F.col("group_id").alias("_eg"), F.col("t").alias("_et"))
+    flagged = win.where(F.col("b_prev_t") != F.col("b.t")).join(empties, sides, "left_semi").select("_wid")
+    if generations is not None:
+        flagged = flagged.union(win.join(generations.where(F.size("member_ids") == 0).select(
+            F.col("cluster").alias("_ec"), F.col("group_id").alias("_eg"), F.col("gen_t").alias("_et")),
+            sides, "left_semi").select("_wid"))
+    win = win.join(flagged.distinct().withColumn("_through_empty", F.lit(True)), "_wid", "left").withColumn(
+        "_through_empty", F.coalesce(F.col("_through_empty"), F.lit(False)))
     out = win.select(
         *_G, _ts(F.col("_start")).alias("start_ts"), _ts(F.col("_end")).alias("end_ts"), "duration_s", "cause",
         "source", F.coalesce(F.col("a.generation"), F.col("_a_gen")).alias("generation_before"),
         F.coalesce(F.col("b.generation"), F.col("_b_gen")).alias("generation_after"),
         F.col("a.member_ids").alias("members_before"), F.col("b.member_ids").alias("members_after"),
         "partitions_moved", "bound_s", (F.col("_observed") / F.col("bound_s")).alias("observed_over_bound"),
-        "messages_accumulated", "max_processing_gap_s", _ts(F.col("_quiet_from")).alias("quiet_from_ts"))
+        "messages_accumulated", "max_processing_gap_s", _ts(F.col("_quiet_from")).alias("quiet_from_ts"),
+        "_through_empty")
     return out.withColumn("date", F.date_format("start_ts", "yyyy-MM-dd"))
+
+
+def formation(rb: DataFrame) -> DataFrame:
+    """``rb`` with ``_forming``: the rebalance belongs to its group's formation (it only adds
+    members, and so did every rebalance since the group was last seen Empty). By group in start
+    order: a row is a pure join (``_join``: its members before a proper subset of those after, not
+    through Empty); a chain starts at a row whose group had no member before it or whose
+    generation before was 1, and at the row after one that went through Empty or left the group
+    without a member; a pure join is formation when a chain started at or before it and no row
+    that is not a pure join lies between that start and it."""
+    w = Window.partitionBy(*_G).orderBy("start_ts", "end_ts")
+    before, after = F.col("members_before"), F.col("members_after")
+    join = (before.isNotNull() & after.isNotNull() & ~F.col("_through_empty")
+            & (F.size(F.array_except(before, after)) == 0) & (F.size(F.array_except(after, before)) > 0))
+    emptied = F.col("_through_empty") | (after.isNotNull() & (F.size(after) == 0))
+    starts = ((before.isNotNull() & (F.size(before) == 0)) | (F.col("generation_before") == 1)
+              | F.coalesce(F.lag(emptied).over(w), F.lit(False)))
+    r = rb.withColumn("_i", F.row_number().over(w)).withColumn("_join", join)
+    last_start = F.max(F.when(starts, F.col("_i"))).over(w.rowsBetween(Window.unboundedPreceding, 0))
+    last_break = F.max(F.when(~F.col("_join"), F.col("_i"))).over(w.rowsBetween(Window.unboundedPreceding, -1))
+    forming = F.col("_join") & last_start.isNotNull() & (last_start > F.coalesce(last_break, F.lit(0)))
+    return r.withColumn("_forming", forming).drop("_i", "_join")
 
 
 def _exact_bounds(win: DataFrame, commits: DataFrame) -> DataFrame:
@@ -566,8 +602,10 @@ def reference_group_pass(spark: SparkSession, *, members: pa.Table, series: pa.T
         network_s=settings.network_s, rebalance_timeout_s=settings.rebalance_timeout_s)
     rb_arrow = rb.toArrow()
     rb = spark.createDataFrame(rb_arrow, schema=rb.schema)
-    # a static member's bounce is no rebalance: it never counts toward a storm
-    recent_in = rb.where(F.coalesce(F.col("cause") != "static_member_bounce", F.lit(True))).select(
+    # a static member's bounce is no rebalance: it never counts toward a storm; nor does a
+    # rebalance of the group's formation
+    recent_in = formation(rb).where(F.coalesce(F.col("cause") != "static_member_bounce", F.lit(True))
+                                    & ~F.col("_forming")).select(
         "cluster", "group_id", "start_ts", "end_ts", F.lit(False).alias("is_state"))
     if st.get("recent_rebalances") is not None:
         recent_in = recent_in.unionByName(st["recent_rebalances"].select(
@@ -587,5 +625,6 @@ def reference_group_pass(spark: SparkSession, *, members: pa.Table, series: pa.T
             "cluster", "group_id", "t", "group_lag"))
     ms = ms.withColumn("is_state", F.lit(True)).join(lag_at, ["cluster", "group_id", "t"], "left")
     recent = storm_state(recent_in, count=p.storm_count, window_s=p.storm_window_s)
-    return {"rebalances": rb_arrow.drop_columns(["quiet_from_ts"]), "anomalies": out_anomalies.toArrow(),
+    return {"rebalances": rb_arrow.drop_columns(["quiet_from_ts", "_through_empty"]),
+            "anomalies": out_anomalies.toArrow(),
             "msweeps": ms.toArrow(), "recent_rebalances": recent.toArrow()}

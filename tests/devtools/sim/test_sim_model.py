@@ -310,10 +310,27 @@ def test_retention_overruns_from_the_end_state() -> None:
     (f,) = truth.retention_overruns(recs, end, {"t": 2.0})
     # g lost offsets 5..11 of t:0; its first unread record was created at 15 s, kept 2 s
     assert (f.kind, f.group, f.member, f.partitions) == ("retention_overrun", "g", "", (("t", 0),))
-    assert (f.start, f.end, f.detail) == (17.0, 40.0, {"lost": {"t:0": 7}})
+    assert (f.start, f.end, f.detail) == (17.0, 40.0, {"lost": {"t:0": 7}, "deletable_at": 17.0})
     # without the topic's retention: from the group's last commit of the partition
     (f,) = truth.retention_overruns(recs, end, {})
     assert f.start == 16.0
+
+
+def test_retention_overruns_dated_by_the_deletion_seen() -> None:
+    recs: list[truth.Record] = [*[truth.Produce("t", 0, o, 10.0 + o) for o in range(20)],
+                                truth.Commit("g", "m", "t", 0, 5, 16.0)]
+    end = truth.EndState(40.0, (truth.PartitionEnd("t", 0, 12, 20, 20),), (truth.GroupOffset("g", "t", 0, 5),))
+    moves = [truth.LogStartMove("t", 1, 0, 9, 17.0, 17.05),   # another partition
+             truth.LogStartMove("t", 0, 0, 4, 17.5, 17.55),   # deleted only what g had read
+             truth.LogStartMove("t", 0, 4, 9, 18.4, 18.46),   # deleted g's first unread record (5)
+             truth.LogStartMove("t", 0, 9, 12, 19.4, 19.45)]
+    (f,) = truth.retention_overruns(recs, end, {"t": 2.0}, moves)
+    # the broker may delete offset 5 from 17 s (created at 15 s, kept 2 s); it did between the
+    # polls sent at 18.4 s (5 still there) and answered at 18.46 s (gone): the loss is dated 18.4 s
+    assert (f.start, f.detail) == (18.4, {"lost": {"t:0": 7}, "deletable_at": 17.0, "deleted_by": 18.46})
+    # a deletion the watch did not see (it ended first): the earliest time it may have happened
+    (f,) = truth.retention_overruns(recs, end, {"t": 2.0}, moves[:2])
+    assert (f.start, f.detail) == (17.0, {"lost": {"t:0": 7}, "deletable_at": 17.0})
 
 
 def test_skip_fields_default_to_the_old_skip_and_survive_a_seed(tmp_path: Path) -> None:
