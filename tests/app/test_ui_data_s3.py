@@ -18,31 +18,15 @@ from lagscope import lake as sample_lake
 from lagscope.app import ENV_LAKE, ENV_RESULTS, ENV_STORAGE, data
 from lagscope.app import store as app_store
 from lagscope.app.params import TimeRange
-from lagscope.schema import SAMPLE_TABLES
 from lagscope.storage import Store
 
 WHOLE = TimeRange(fx.START, fx.END + dt.timedelta(minutes=1))
 
 
-def _upload(root: Path, store: Store) -> int:
-    """Every file under ``root`` put into ``store`` under the same relative path, each lake file
-    followed by its commit marker (as the collector writes a bucket lake). Returns the files put."""
-    n = 0
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        rel = path.relative_to(root).as_posix()
-        if any(part.startswith(".") for part in rel.split("/")):
-            continue
-        store.put(rel, path.read_bytes())
-        n += 1
-        if rel.split("/")[0] in SAMPLE_TABLES and path.suffix == ".parquet" and "/_" not in f"/{rel}":
-            store.put(f"{rel.rpartition('/')[0]}/{sample_lake.COMMIT_MARKER_PREFIX}{path.name}", b"{}")
-    return n
-
-
 @pytest.fixture
 def both(ui_lake: fx.FixtureLake, s3_server: S3Server, s3_prefix: str) -> tuple[data.Lake, data.Lake]:
     store = s3_server.store(f"{s3_prefix}/root")
-    assert _upload(ui_lake.root, store) > 10
+    assert fx.upload(ui_lake.root, store) > 10
     return data.Lake(ui_lake.root, ui_lake.root), data.Lake(store, store)
 
 
