@@ -481,9 +481,8 @@ def _drop_staging(results: Store, staging: dict[str, str]) -> None:
 
 
 def _expired_through(lake: Store, clusters: Sequence[str] | None) -> dt.date | None:
-    """:func:`lagscope.retention.expired_through` of the lake's offsets (an object store's lake
-    has no retention of lagscope's: none)."""
-    return None if lake.is_object_store else expired_through(Path(lake.base), "offsets", clusters)
+    """:func:`lagscope.retention.expired_through` of the lake's offsets (local or on an object store)."""
+    return expired_through(lake, "offsets", clusters)
 
 
 def run_batch(spark: SparkSession, lake: Path | str | Store, results: Path | str | Store, *, since: dt.date,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["DEFAULT_LAKE", "ENV_LAKE", "ENV_RESULTS", "MAIN_SCRIPT"]
+__all__ = ["DEFAULT_LAKE", "ENV_LAKE", "ENV_RESULTS", "ENV_STORAGE", "MAIN_SCRIPT"]
 
 #: the script ``streamlit run`` executes
 MAIN_SCRIPT = Path(__file__).with_name("main.py")
@@ -19,5 +19,8 @@ MAIN_SCRIPT = Path(__file__).with_name("main.py")
 #: environment variables that tell the app where to read (set by ``lagscope ui``)
 ENV_LAKE = "LAGSCOPE_UI_LAKE"
 ENV_RESULTS = "LAGSCOPE_UI_RESULTS"
+#: the settings' ``storage`` section (JSON: endpoint, region, path-style, which credential source;
+#: never a secret) for an ``s3://`` lake or results root
+ENV_STORAGE = "LAGSCOPE_UI_STORAGE"
 #: the sample lake root when neither ``--lake`` nor ``LAGSCOPE_UI_LAKE`` says otherwise
 DEFAULT_LAKE = Path(".lagscope") / "lake"

@@ -4,6 +4,14 @@ Pure functions: a connection, a :class:`Lake` and the selection in, a new pandas
 out. Nothing here knows about Streamlit (the cached wrappers are in :mod:`.store`), so the
 benchmarks and the tests call these directly.
 
+A root on an object store (a :class:`~lagscope.storage.Store` of ``s3://bucket/prefix``): the same
+partition folders are chosen and the same live files listed (the committed lake files,
+:func:`lagscope.lake.object_files`; the visible result files, :func:`lagscope.results.object_files`),
+read through the store's pyarrow filesystem into one Arrow table per scan
+(:func:`lagscope.lake.read_objects`, which checks footers and quarantines like a local read), and
+the same SQL runs over that table (DuckDB queries an Arrow table in place; no httpfs). The
+filters are then applied after the read, not pushed into it.
+
 Efficiency: the partition folders to read (``<table>/cluster=<c>/date=<d>``) are chosen here,
 from the cluster and the dates of the time range, so no other folder is even listed, and
 their live files are listed by the core (:func:`lagscope.lake.list_files` for the sample lake,
@@ -19,7 +27,7 @@ statistics). SQL text is never built from values: only from the fixed column lis
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +42,7 @@ from lagscope import results as result_tables
 from lagscope.app.params import TimeRange
 from lagscope.errors import LakeError
 from lagscope.schema import RESULT_TABLES, TABLES
+from lagscope.storage import Store
 
 __all__ = [
     "Lake",
@@ -65,10 +74,10 @@ EVENT_LOOKBACK = dt.timedelta(days=1)
 class Lake:
     """Where the app reads: the sample lake (collector) and the result tables (analytics)."""
 
-    samples: Path
-    results: Path
+    samples: Path | Store
+    results: Path | Store
 
-    def root_of(self, table: str) -> Path:
+    def root_of(self, table: str) -> Path | Store:
         return self.results if table in RESULT_TABLES else self.samples
 
     def files(self, table: str, clusters: Iterable[str], dates: Iterable[dt.date]) -> list[str]:
@@ -78,16 +87,63 @@ class Lake:
         names = list(clusters)
         if not days or not names:
             return []
+        root = self.root_of(table)
+        if isinstance(root, Store):
+            return _object_files(root, table, names, days)
         for _ in range(_LIST_ATTEMPTS):
             if table in RESULT_TABLES:
-                paths = result_tables.list_files(self.results, table, cluster=names, since=days[0], until=days[-1])
+                paths = result_tables.list_files(root, table, cluster=names, since=days[0], until=days[-1])
             else:
-                paths = sample_lake.list_files(self.samples, table, cluster=names, since=days[0], until=days[-1])
+                paths = sample_lake.list_files(root, table, cluster=names, since=days[0], until=days[-1])
             try:  # unreadable footers go into quarantine (lagscope.lake.check_files)
                 return [str(c.path) for c in sample_lake.check_files(paths)[0]]
             except FileNotFoundError:
                 continue  # replaced since the listing (compaction, a batch): list again
         return [str(p) for p in paths]
+
+
+class _Objects(list[str]):
+    """The files of one scan of a root on an object store (URLs), and where they are: bound where a
+    local scan binds its file list, read into Arrow by :func:`_run`."""
+
+    def __init__(self, urls: Iterable[str], store: Store, table: str, relist: Callable[[], list[str]]) -> None:
+        super().__init__(urls)
+        self.store = store
+        self.table = table
+        self._relist = relist
+
+    def arrow(self) -> pa.Table:
+        """The files' rows (with ``cluster`` and ``date``), read through the store's filesystem; one
+        that cannot be read is quarantined and left out, and the files are listed again when one
+        was replaced since (:func:`lagscope.lake.read_objects`)."""
+        prefix = self.store.url.rstrip("/") + "/"
+        listed = [list(self)]
+
+        def listing() -> list[str]:
+            urls = listed.pop() if listed else self._relist()
+            return [u.removeprefix(prefix) for u in urls]
+
+        return sample_lake.read_objects(listing, self.store, self.table)
+
+
+def _object_files(store: Store, table: str, clusters_: list[str], days: list[dt.date]) -> _Objects:
+    """:meth:`Lake.files` of a root on an object store: the committed live lake files or the
+    visible result files, as URLs."""
+    lister = result_tables.object_files if table in RESULT_TABLES else sample_lake.object_files
+
+    def relist() -> list[str]:
+        return lister(store, table, cluster=clusters_, since=days[0], until=days[-1])
+
+    return _Objects(relist(), store, table, relist)
+
+
+def _date_folders(root: Path | Store, table: str, cluster: str) -> list[dt.date]:
+    """The dates of ``table``'s partitions of ``cluster``, oldest first (local or object store)."""
+    if isinstance(root, Store):
+        names = [f.rpartition("/")[2] for f in sample_lake.object_date_folders(root, table, cluster, None, None)]
+    else:
+        names = [f.name for f in sample_lake.date_folders(root, table, cluster=cluster)]
+    return sorted(dt.date.fromisoformat(n.removeprefix("date=")) for n in names)
 
 
 def connect() -> duckdb.DuckDBPyConnection:
@@ -101,7 +157,11 @@ def clusters(lake: Lake) -> list[str]:
     """Clusters that have data in any table, sorted."""
     names: set[str] = set()
     for table in TABLES:
-        base = lake.root_of(table) / table
+        root = lake.root_of(table)
+        if isinstance(root, Store):
+            names.update(n.removeprefix("cluster=") for n in root.folders(table) if n.startswith("cluster="))
+            continue
+        base = root / table
         if base.is_dir():
             names.update(p.name.removeprefix("cluster=") for p in base.glob("cluster=*") if p.is_dir())
     return sorted(names)
@@ -119,8 +179,7 @@ def _scan(lake: Lake, table: str, clusters_: Sequence[str], dates: Iterable[dt.d
     files = lake.files(table, clusters_, dates)
     if not files:
         return None
-    return ("read_parquet(?, hive_partitioning = true, union_by_name = true, "
-            "hive_types = {'cluster': VARCHAR, 'date': VARCHAR})", files)
+    return (f"{_SCAN_HEAD}?{_SCAN_TAIL}", files)
 
 
 def _empty(table: str, extra: Sequence[str] = ()) -> pd.DataFrame:
@@ -140,7 +199,8 @@ def _query(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any]) -> p
         try:
             return _run(con, sql, params)
         except duckdb.Error as exc:
-            lists = [i for i, p in enumerate(params) if isinstance(p, list) and p]
+            # an object store's files are read (and quarantined when unreadable) before the query
+            lists = [i for i, p in enumerate(params) if isinstance(p, list) and p and not isinstance(p, _Objects)]
             moved = sample_lake.quarantine_unreadable([f for i in lists for f in params[i]], exc)
             if not moved:
                 raise
@@ -153,9 +213,40 @@ def _query(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any]) -> p
     return _run(con, sql, params)
 
 
+#: the scan of :func:`_scan` after its ``?`` (the file list)
+_SCAN_HEAD = "read_parquet("
+_SCAN_TAIL = ", hive_partitioning = true, union_by_name = true, hive_types = {'cluster': VARCHAR, 'date': VARCHAR})"
+
+
+def _bind_objects(cur: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any]) -> tuple[str, list[Any]]:
+    """``sql`` and ``params`` with each scan of an object store's files (:class:`_Objects`)
+    replaced by an Arrow table registered on ``cur`` (``read_parquet(?, …)`` → its name, the file
+    list dropped from the parameters). The SQL text of the queries has no ``?`` in literals: the
+    ``n``-th ``?`` is the ``n``-th parameter."""
+    pieces = sql.split("?")
+    if len(pieces) != len(params) + 1:
+        raise LakeError(f"a query has {len(pieces) - 1} placeholders for {len(params)} parameters")
+    out, bound = [pieces[0]], []
+    for i, value in enumerate(params):
+        after = pieces[i + 1]
+        if isinstance(value, _Objects):
+            if not (out[-1].endswith(_SCAN_HEAD) and after.startswith(_SCAN_TAIL)):
+                raise LakeError("an object store's file list is bound outside a read_parquet scan")
+            name = f"objects_{i}"
+            cur.register(name, value.arrow())
+            out[-1] = out[-1].removesuffix(_SCAN_HEAD)
+            out.append(name + after.removeprefix(_SCAN_TAIL))
+            continue
+        out.append("?" + after)
+        bound.append(value)
+    return "".join(out), bound
+
+
 def _run(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any]) -> pd.DataFrame:
     cur = con.cursor()  # one cursor per call: Streamlit sessions run in threads
     try:
+        if any(isinstance(p, _Objects) for p in params):
+            sql, params = _bind_objects(cur, sql, params)
         relation = cur.sql(sql, params=list(params))
         assert relation is not None  # a SELECT always has a result
         frame: pd.DataFrame = relation.to_arrow_table().to_pandas()
@@ -170,10 +261,10 @@ def data_end(con: duckdb.DuckDBPyConnection, lake: Lake, cluster: str | None) ->
     newest: dt.datetime | None = None
     for table, column in (("lag_trends", "window_start"), ("status", "eval_ts"), ("offsets", "sweep_ts")):
         for c in cluster_list:
-            folders = sample_lake.date_folders(lake.root_of(table), table, cluster=c)
-            if not folders:
+            dates = _date_folders(lake.root_of(table), table, c)
+            if not dates:
                 continue
-            scan = _scan(lake, table, [c], [dt.date.fromisoformat(folders[-1].name.removeprefix("date="))])
+            scan = _scan(lake, table, [c], [dates[-1]])
             if scan is None:
                 continue
             df = _query(con, f"SELECT max({column}) AS ts FROM {scan[0]}", [scan[1]])  # noqa: S608

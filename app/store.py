@@ -5,12 +5,15 @@ The app is read-only: it opens the lake's Parquet files and nothing else. Where 
 comes from the environment that ``lagscope ui`` sets:
 
 - ``LAGSCOPE_UI_LAKE``: the sample lake root (default ``.lagscope/lake``)
-- ``LAGSCOPE_UI_RESULTS``: the result tables root (default: the sample lake root)
+- ``LAGSCOPE_UI_RESULTS``: the result tables root (default: ``results`` beside the lake)
+- ``LAGSCOPE_UI_STORAGE``: the ``storage`` section (JSON) for a root that is an ``s3://`` URL,
+  whose credentials the AWS SDK finds in the environment as configured (never in this variable)
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import os
 from pathlib import Path
 
@@ -18,9 +21,10 @@ import duckdb
 import pandas as pd
 import streamlit as st
 
-from lagscope.app import DEFAULT_LAKE, ENV_LAKE, ENV_RESULTS, data
+from lagscope.app import DEFAULT_LAKE, ENV_LAKE, ENV_RESULTS, ENV_STORAGE, data
 from lagscope.app.params import TimeRange
-from lagscope.config import resolve_results
+from lagscope.config import StorageConfig, resolve_results_root
+from lagscope.storage import Store, is_object_url, open_store
 
 __all__ = [
     "CACHE_TTL_S",
@@ -53,10 +57,22 @@ CACHE_TTL_S = 60
 
 
 def current_lake() -> data.Lake:
-    samples = Path(os.environ.get(ENV_LAKE) or DEFAULT_LAKE)
-    given = os.environ.get(ENV_RESULTS)
-    results = Path(given) if given else resolve_results(None, samples)
-    return data.Lake(samples, results)
+    samples = os.environ.get(ENV_LAKE) or str(DEFAULT_LAKE)
+    results = os.environ.get(ENV_RESULTS) or str(resolve_results_root(None, samples))
+    return _lake(samples, results)
+
+
+@functools.lru_cache(maxsize=8)
+def _root(where: str) -> Path | Store:
+    """A root of the app: a local folder, or the store of an ``s3://`` URL opened with the
+    ``storage`` section of ``LAGSCOPE_UI_STORAGE`` (opened once per process)."""
+    if not is_object_url(where):
+        return Path(where)
+    return open_store(where, StorageConfig.model_validate_json(os.environ.get(ENV_STORAGE) or "{}"))
+
+
+def _name(root: Path | Store) -> str:
+    return root.url if isinstance(root, Store) else str(root)
 
 
 @st.cache_resource
@@ -65,11 +81,11 @@ def _connection() -> duckdb.DuckDBPyConnection:
 
 
 def _lake(samples: str, results: str) -> data.Lake:
-    return data.Lake(Path(samples), Path(results))
+    return data.Lake(_root(samples), _root(results))
 
 
 def _key(lake: data.Lake) -> tuple[str, str]:
-    return str(lake.samples), str(lake.results)
+    return _name(lake.samples), _name(lake.results)
 
 
 @st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)

@@ -155,7 +155,8 @@ def sidebar(lake: Lake, sel: Selection) -> Context:
         st.caption(f"{window.start:%Y-%m-%d %H:%M} → {window.end:%Y-%m-%d %H:%M} UTC")
         if end is not None:
             st.caption(f"Newest data: {end:%Y-%m-%d %H:%M:%S} UTC")
-        st.caption(f"Lake: `{lake.samples}`  \nResults: `{lake.results}`")
+        st.caption(f"Lake: `{getattr(lake.samples, 'url', lake.samples)}`  \n"
+                   f"Results: `{getattr(lake.results, 'url', lake.results)}`")
     return Context(lake=lake, sel=sel, window=window, clusters=all_clusters, data_end=end)
 
 

@@ -18,9 +18,12 @@ def burrow_api_cmd(
     config: Annotated[Path | None, typer.Option(
         "--config", "-c", help="lagscope.yaml (docs/configuration.md): burrow_api, clusters, collector.lake.",
         dir_okay=False)] = None,
-    results: Annotated[Path | None, typer.Option(
-        help="Result tables root. Default: analytics.results, else 'results' beside the lake folder.")] = None,
-    lake: Annotated[Path | None, typer.Option(help="The sample lake. Default: collector.lake.")] = None,
+    results: Annotated[str | None, typer.Option(
+        help="Result tables root (a folder or s3://bucket/prefix). Default: analytics.results, else 'results' "
+             "beside the lake.")] = None,
+    lake: Annotated[str | None, typer.Option(
+        help="The sample lake (a folder or s3://bucket/prefix, with the storage section). "
+             "Default: collector.lake.")] = None,
     bind: Annotated[str | None, typer.Option(help="Address to listen on. (config: burrow_api.bind)")] = None,
     port: Annotated[int | None, typer.Option(help="Port, 0 for any free one. (config: burrow_api.port)")] = None,
 ) -> None:
@@ -32,8 +35,9 @@ def burrow_api_cmd(
     stop = threading.Event()
     with stop_on_signals(stop, lambda name: None):
         api.start()
-        typer.echo(f"Burrow API on {api.url} (lake {api.refresher.builder.lake}, results "
-                   f"{api.refresher.builder.results}); SIGTERM stops it", err=True)
+        builder = api.refresher.builder
+        typer.echo(f"Burrow API on {api.url} (lake {getattr(builder.lake, 'url', builder.lake)}, results "
+                   f"{getattr(builder.results, 'url', builder.results)}); SIGTERM stops it", err=True)
         try:
             while not stop.wait(1.0):
                 if not api.is_healthy():

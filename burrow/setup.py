@@ -7,20 +7,23 @@ from pathlib import Path
 
 from lagscope.burrow.server import BurrowApi
 from lagscope.burrow.snapshot import SnapshotBuilder, SnapshotRefresher, cluster_infos
-from lagscope.config import Settings, parse_duration, resolve_results
+from lagscope.config import Settings, parse_duration, resolve_results_root
+from lagscope.storage import open_root
 
 __all__ = ["build_api"]
 
 
-def build_api(settings: Settings, *, results: Path | None = None, lake: Path | None = None,
+def build_api(settings: Settings, *, results: Path | str | None = None, lake: Path | str | None = None,
               bind: str | None = None, port: int | None = None) -> BurrowApi:
     """The API over ``lake`` (default: the collector's) and ``results`` (default: as every
     command resolves them), with the ``burrow_api`` section's settings; ``bind``/``port``
     override the section's. Its window is the analytics' Burrow window (``rules.burrow_window``),
-    so that the entries shown are as many as the status was evaluated on."""
+    so that the entries shown are as many as the status was evaluated on. Either root may be an
+    ``s3://`` URL (opened with the ``storage`` section)."""
     cfg = settings.burrow_api
-    lake_root = lake if lake is not None else settings.collector.lake_path
-    results_root = resolve_results(results, settings.collector.lake_path, settings.analytics)
+    lake_root = open_root(str(lake if lake is not None else settings.collector.lake), settings.storage)
+    results_root = open_root(str(resolve_results_root(results, settings.collector.lake, settings.analytics)),
+                             settings.storage)
     builder = SnapshotBuilder(
         lake_root, results_root, intervals=settings.analytics.rules.burrow_window,
         history_s=parse_duration(cfg.history), expire_group_s=parse_duration(cfg.expire_group),

@@ -50,6 +50,7 @@ import pyarrow.compute as pc
 
 from lagscope.errors import LakeError
 from lagscope.schema import RESULT_TABLES
+from lagscope.storage import Store
 
 __all__ = [
     "ClusterInfo",
@@ -223,6 +224,13 @@ def _same_as_previous(rows: pa.Table, columns: Iterable[str]) -> np.ndarray[Any,
     return same
 
 
+def _root(root: Path | str | Store) -> Path | Store:
+    """A local folder as a Path; an object store's root as its :class:`~lagscope.storage.Store`."""
+    if isinstance(root, Store):
+        return root if root.is_object_store else Path(root.base)
+    return Path(root)
+
+
 class SnapshotBuilder:
     """Builds :class:`Snapshot` values from a lake and a results folder, incrementally.
 
@@ -230,7 +238,7 @@ class SnapshotBuilder:
     the snapshots it returns. ``clock`` (epoch seconds) is injectable for tests.
     """
 
-    def __init__(self, lake: Path | str, results: Path | str, *, intervals: int = 10,
+    def __init__(self, lake: Path | str | Store, results: Path | str | Store, *, intervals: int = 10,
                  history_s: float = 3600.0, expire_group_s: float = 7 * 86400.0,
                  status_source: StatusSource = "burrow",
                  clusters: Mapping[str, ClusterInfo] | None = None,
@@ -240,7 +248,8 @@ class SnapshotBuilder:
         if read_rows < 1:
             raise ValueError(f"read_rows must be at least 1, not {read_rows}")
         self.read_rows = read_rows
-        self.lake, self.results = Path(lake), Path(results)
+        #: a local folder, or a :class:`~lagscope.storage.Store` (an object store's lake or results)
+        self.lake, self.results = _root(lake), _root(results)
         self.intervals = intervals
         self.history_s = history_s
         self.expire_group_s = expire_group_s
@@ -261,11 +270,15 @@ class SnapshotBuilder:
 
     # -- change detection -----------------------------------------------------------------------
 
-    def _stamp(self, root: Path, table: str, since: dt.date) -> tuple[Any, ...]:
+    def _stamp(self, root: Path | Store, table: str, since: dt.date) -> tuple[Any, ...]:
         """(path, mtime, size) of the table's live files in date folders from ``since`` on (the
-        lake's, or the results' published ones): a refresh reads only when this changed."""
+        lake's, or the results' published ones): a refresh reads only when this changed. On an
+        object store the files' URLs (a file there is never rewritten under its name)."""
         from lagscope import lake, results
 
+        if isinstance(root, Store):
+            lister = results.object_files if table in RESULT_TABLES else lake.object_files
+            return tuple(sorted(lister(root, table, since=since)))
         listing = results.list_files if table in RESULT_TABLES else lake.list_files
         out: list[tuple[str, int, int]] = []
         for path in listing(root, table, since=since):

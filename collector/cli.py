@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from lagscope.config import ClusterConfig, Settings, format_validation_error, load_config, resolve_results
+from lagscope.config import ClusterConfig, Settings, format_validation_error, load_config, resolve_results_root
 from lagscope.errors import ConfigError, LagscopeError
 from lagscope.signals import stop_on_signals
 
@@ -157,8 +157,9 @@ lake_app = typer.Typer(help="The sample lake and the result tables: retention.",
 @lake_app.command("prune")
 def prune_cmd(
     config: ConfigOpt = None,
-    lake: Annotated[Path | None, typer.Option("--lake", help="The lake. Default: collector.lake.")] = None,
-    results: Annotated[Path | None, typer.Option(
+    lake: Annotated[str | None, typer.Option(
+        "--lake", help="The lake (a folder or s3://bucket/prefix). Default: collector.lake.")] = None,
+    results: Annotated[str | None, typer.Option(
         "--results", help="The result tables. Default: analytics.results, else 'results' beside the lake.")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be removed; remove nothing.")] = False,
 ) -> None:
@@ -167,17 +168,24 @@ def prune_cmd(
     analytics.retention days, as the collector and the analytics loop do hourly."""
     from lagscope.retention import analytics_keep_from, prune
     from lagscope.schema import RESULT_TABLES, SAMPLE_TABLES
+    from lagscope.storage import Store, open_root
 
     settings = _load(config)
-    lake_root = lake if lake is not None else settings.collector.lake_path
-    results_root = resolve_results(results, lake_root, settings.analytics)
-    if not lake_root.is_dir():
+    lake_root = open_root(lake if lake is not None else settings.collector.lake, settings.storage)
+    results_root = open_root(str(resolve_results_root(results, lake if lake is not None else settings.collector.lake,
+                                                      settings.analytics)), settings.storage)
+    if isinstance(lake_root, Path) and not lake_root.is_dir():
         raise ConfigError(f"--lake {lake_root}: no such folder")
     targets = ((lake_root, SAMPLE_TABLES, settings.collector.retention, "lake", "collector.retention"),
                (results_root, RESULT_TABLES, settings.analytics.retention, "results", "analytics.retention"))
     for root, tables, days, label, setting in targets:
+        where = root.url if isinstance(root, Store) else root
         if not days:
-            typer.echo(f"{label} {root}: kept forever ({setting} is {days})")
+            typer.echo(f"{label} {where}: kept forever ({setting} is {days})")
+            continue
+        if label == "results" and isinstance(root, Store):
+            typer.echo(f"results {where}: not pruned: the result tables' retention on an object store is not "
+                       "done yet (issue 24)")
             continue
         keep_from = analytics_keep_from(results_root) if label == "lake" else None
         done = prune(root, tables, days=days, keep_from=keep_from, dry_run=dry_run, label=label)
@@ -187,7 +195,7 @@ def prune_cmd(
         verb = "would remove" if dry_run else "removed"
         held = (f"; {done.kept_for_analytics} expired partition(s) kept until the analytics read them"
                 if done.kept_for_analytics else "")
-        typer.echo(f"{label} {root}: {verb} {len(done.removed)} partition(s) older than {days} days "
+        typer.echo(f"{label} {where}: {verb} {len(done.removed)} partition(s) older than {days} days "
                    f"(+1 day of margin), {done.bytes} bytes{held}")
 
 

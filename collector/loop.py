@@ -41,12 +41,12 @@ from lagscope.collector.kafka_client import ClusterClient
 from lagscope.collector.model import Snapshot
 from lagscope.collector.rows import ColumnRows
 from lagscope.collector.sweep import collector_id, failed_snapshot, sweep
-from lagscope.config import ClusterConfig, Settings, resolve_results
+from lagscope.config import ClusterConfig, Settings, resolve_results, resolve_results_root
 from lagscope.errors import ConfigError, LagscopeError, LakeError
 from lagscope.lake import write_rows, write_table
 from lagscope.retention import RUN_EVERY_S, Removals, analytics_keep_from, prune
 from lagscope.schema import MEMBERS, OFFSETS, SAMPLE_TABLES, SWEEPS
-from lagscope.storage import Store, open_root
+from lagscope.storage import Store, open_root, open_store
 
 __all__ = ["MAX_HELD_ROWS", "RECONNECT_AFTER", "Collector", "LakeSink", "SnapshotReceiver"]
 
@@ -228,13 +228,13 @@ class Collector:
         self._clock = clock
         self._last_compaction = clock()
         self._last_prune: float | None = None  # None: prune at the first iteration
-        self._said_no_retention = False
         #: the maintenance thread (compaction or retention), one at a time
         self._maintenance: threading.Thread | None = None
-        #: the results, whose checkpoint retention honours (None: the lake is on an object store,
-        #: where the collector applies no retention yet)
-        self.results = (None if isinstance(self.lake_root, Store)
-                        else resolve_results(results, cfg.lake_path, settings.analytics))
+        #: the results, whose checkpoint retention honours (a Store when the lake is on an object
+        #: store: the results' root resolved as ``lagscope analyze`` does, opened with the same storage)
+        self.results: Path | Store = (
+            resolve_results(results, cfg.lake_path, settings.analytics) if not isinstance(self.lake_root, Store)
+            else open_store(resolve_results_root(results, cfg.lake, settings.analytics), settings.storage))
         self.removals = removals if removals is not None else Removals()
         for c in settings.clusters:
             self.removals.watch([c.name], ("offsets", "members", "sweeps")
@@ -384,16 +384,9 @@ class Collector:
         return True
 
     def _prune(self) -> None:
-        if self.results is None:
-            if not self._said_no_retention:
-                self._said_no_retention = True
-                log.warning("retention of the lake skipped: the collector removes no partition of a lake on an "
-                            "object store yet (%s); a bucket lifecycle rule can expire old objects",
-                            self.settings.collector.lake)
-            return
         try:
             keep_from = analytics_keep_from(self.results)
-            prune(self.settings.collector.lake_path, SAMPLE_TABLES, days=self.settings.collector.retention,
+            prune(self.lake_root, SAMPLE_TABLES, days=self.settings.collector.retention,
                   keep_from=keep_from, removals=self.removals, label="lake")
         except LagscopeError as exc:  # e.g. an unreadable checkpoint: nothing is removed until it is readable
             log.error("retention of the lake skipped: %s; will retry in %.0fs", exc, RUN_EVERY_S)

@@ -22,6 +22,7 @@ import pyarrow.dataset as ds
 from lagscope import lake
 from lagscope.errors import LakeError
 from lagscope.schema import SAMPLE_TABLES
+from lagscope.storage import Store
 
 __all__ = ["list_files", "read"]
 
@@ -43,7 +44,7 @@ def list_files(root: Path | str, table: str, *, cluster: str | Iterable[str] | N
     return lake.list_files(root, table, cluster=cluster, since=_utc_date(start), until=_utc_date(end))
 
 
-def read(root: Path | str, table: str, *, cluster: str | Iterable[str] | None = None,
+def read(root: Path | str | Store, table: str, *, cluster: str | Iterable[str] | None = None,
          start: dt.datetime | None = None, end: dt.datetime | None = None,
          columns: list[str] | None = None) -> pa.Table:
     """Rows of ``table`` (``start <= ts <= end`` when given, on the column its date partition comes

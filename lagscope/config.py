@@ -341,8 +341,8 @@ class CollectorConfig(_Section):
     interval_s: float = Field(15.0, gt=0, description="Seconds between sweep starts.")
     lake: str = Field("./lake", description="Root of the sample lake: a local path (or file:// URI), or "
                                             "s3://bucket/prefix on an object store (the storage section; so far the "
-                                            "collector's sweeps and compaction, not the commit-log tail nor "
-                                            "retention, docs/architecture.md).")
+                                            "collector's sweeps, compaction and retention, not the commit-log "
+                                            "tail, docs/architecture.md).")
     request_timeout_ms: int = Field(10000, ge=100, description="Timeout of each Kafka request (ms).")
     sweep_timeout_s: float | None = Field(
         None, gt=0, description="Give up a sweep after this long; default: the interval, at least 3 request timeouts.")

@@ -430,26 +430,38 @@ def newest_step_files(files: Iterable[Path]) -> list[Path]:
     return [f for f in files if f not in tos or tos[f] == top]
 
 
-def current_advice(results: Path | str, *, cluster: str | Iterable[str] | None = None,
+def current_advice(results: Path | str | Store, *, cluster: str | Iterable[str] | None = None,
                    group: str | None = None) -> list[dict[str, Any]]:
     """The current ``advice`` rows: per cluster, the rows of its latest ``as_of_ts`` (every step
     writes the advice of every group it analysed, so a group absent there has none), unless an
     incremental or provisional step published after them (the checkpoint's watermark, or the
     visible provisional step's end, is later): that step found no advice in the cluster. Reads
     the cluster's latest date folder only (a row's date is that of the last instant its step
-    analysed, ``as_of_ts`` − 1 ms), of it the newest step's files (:func:`newest_step_files`)."""
+    analysed, ``as_of_ts`` − 1 ms), of it the newest step's files (:func:`newest_step_files`).
+    Results on an object store: the same, through the store (:func:`object_files`)."""
     state = read_publish_state(results)
     out: list[dict[str, Any]] = []
     latest: dict[str, dt.date] = {}
-    for folder in date_folders(results, "advice", cluster=cluster):
+    store = object_store(results)
+    folders = ([Path(f) for f in object_date_folders(store, "advice", cluster, None, None)] if store is not None
+               else date_folders(_local(results), "advice", cluster=cluster))
+    for folder in folders:
         c = folder.parent.name.removeprefix("cluster=")
         day = dt.date.fromisoformat(folder.name.removeprefix("date="))
         latest[c] = max(day, latest.get(c, day))
+
     def newest(cluster: str, day: dt.date) -> Callable[[], list[Path]]:
-        return lambda: newest_step_files(list_files(results, "advice", cluster=cluster, since=day, until=day))
+        return lambda: newest_step_files(list_files(_local(results), "advice", cluster=cluster, since=day,
+                                                    until=day))
+
+    def newest_objects(store: Store, cluster: str, day: dt.date) -> Callable[[], list[str]]:
+        return lambda: [str(p) for p in newest_step_files(
+            Path(f) for f in _object_listing(store, "advice", cluster, day, day))]
 
     for c, day in sorted(latest.items()):
-        rows = read_live(newest(c, day), results, "advice").to_pylist()
+        table = (read_objects(newest_objects(store, c, day), store, "advice") if store is not None
+                 else read_live(newest(c, day), _local(results), "advice"))
+        rows = table.to_pylist()
         if not rows:
             continue
         top = max(r["as_of_ts"] for r in rows)

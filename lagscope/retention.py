@@ -24,6 +24,22 @@ Removal of one partition, each step atomic on a POSIX file system::
 A crash during 3 leaves the rest in the trash, which the next run deletes first. One pruner per
 root at a time (an advisory lock on ``<root>/_state/retention.lock``); a second one skips its run.
 A dry run lists what would go and touches nothing.
+
+On an object store (a :class:`~lagscope.storage.Store` or an ``s3://`` root) the same rule
+decides, the newest modification time being the newest ``LastModified`` of the partition's
+objects, and the analytics' checkpoint is the ``_state/checkpoint.json`` object of the results.
+There is no rename, so a partition goes file by file, each file invisible before it is gone::
+
+    1. record the dates about to go in the <root>/_state/retention.json object (put whole)
+    2. delete the commit markers (``_committed.<name>``): the sweep files' first, the compacted
+       files' last (a compacted file hides the sources it names while its marker is there: no
+       row is ever read twice)                                   ← from here no reader lists it
+    3. delete the objects, then the folder; log one line with the bytes freed
+
+A reader that listed a file just before its marker went finds it gone and lists again, as after a
+compaction; a crash during 2 or 3 leaves objects no reader lists, in a partition that is still
+expired: the next run deletes them. There is no lock on a bucket: two pruners of one lake (e.g.
+sharded collectors) delete the same objects, which is harmless.
 """
 
 from __future__ import annotations
@@ -42,6 +58,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lagscope.errors import LakeError
+from lagscope.storage import Store, is_object_url, open_store
 
 __all__ = [
     "RUN_EVERY_S",
@@ -75,19 +92,26 @@ def checkpoint_file(results: Path | str) -> Path:
     return Path(results) / _STATE / "checkpoint.json"
 
 
-def analytics_keep_from(results: Path | str) -> dt.date | None:
+def analytics_keep_from(results: Path | str | Store) -> dt.date | None:
     """The first lake date the analytics' next incremental step may read: the day before its
     checkpoint's watermark (a step reads the lake's partitions from the watermark's date, the
     commits from 15 minutes before the watermark: the day before covers both). ``None`` without
     a checkpoint. An unreadable checkpoint raises :class:`LakeError` (prune nothing then: the
-    analytics would fail on it too, and must not find their input gone once it is repaired)."""
-    path = checkpoint_file(results)
+    analytics would fail on it too, and must not find their input gone once it is repaired).
+    ``results`` on an object store: its ``_state/checkpoint.json`` object."""
+    store = _object_store(results)
+    path: Path | str
     try:
-        text = path.read_text()
+        if store is not None:
+            path = store.url_of(f"{_STATE}/checkpoint.json")
+            text = store.get(f"{_STATE}/checkpoint.json").decode()
+        else:
+            path = checkpoint_file(results.base if isinstance(results, Store) else results)
+            text = path.read_text()
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        raise LakeError(f"cannot read the analytics checkpoint {path}: {exc.strerror}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LakeError(f"cannot read the analytics checkpoint {path}: {exc}") from exc
     try:
         watermark = dt.datetime.fromisoformat(json.loads(text)["watermark"])
     except (ValueError, KeyError, TypeError) as exc:
@@ -107,7 +131,8 @@ class Removal:
     table: str
     cluster: str
     date: dt.date
-    path: Path
+    #: the partition's folder (on an object store: its URL)
+    path: Path | str
     files: int
     bytes: int
 
@@ -186,10 +211,33 @@ def _write_record(root: Path, record: dict[str, dict[str, str]]) -> None:
     os.replace(tmp, path)
 
 
-def expired_through(root: Path | str, table: str, clusters: Iterable[str] | None = None) -> dt.date | None:
+def _object_store(root: Path | str | Store) -> Store | None:
+    """The object store ``root`` names, or None for a local folder."""
+    if isinstance(root, Store):
+        return root if root.is_object_store else None
+    return open_store(root) if is_object_url(root) else None
+
+
+def _read_store_record(store: Store) -> dict[str, dict[str, str]]:
+    """:func:`_read_record` of an object store's ``_state/retention.json`` object."""
+    rel = f"{_STATE}/{_RECORD}"
+    try:
+        data = json.loads(store.get(rel))
+        removed = data["removed_through"]
+        return {str(t): {str(c): str(d) for c, d in by_cluster.items()} for t, by_cluster in removed.items()}
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise LakeError(f"unreadable retention record {store.url_of(rel)}: {exc}") from exc
+
+
+def expired_through(root: Path | str | Store, table: str, clusters: Iterable[str] | None = None) -> dt.date | None:
     """The newest date of ``table`` that retention removed under ``root`` (of any of ``clusters``,
     or of any cluster), or None: a day up to it that is missing was removed (or never written)."""
-    by_cluster = _read_record(Path(root)).get(table, {})
+    store = _object_store(root)
+    record = (_read_store_record(store) if store is not None
+              else _read_record(Path(root.base if isinstance(root, Store) else root)))
+    by_cluster = record.get(table, {})
     wanted = set(clusters) if clusters else None
     dates = [dt.date.fromisoformat(d) for c, d in by_cluster.items() if wanted is None or c in wanted]
     return max(dates) if dates else None
@@ -265,20 +313,27 @@ def _exclusive(root: Path) -> Iterator[bool]:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
-def prune(root: Path | str, tables: Iterable[str], *, days: int | None, now: dt.datetime | None = None,
+def prune(root: Path | str | Store, tables: Iterable[str], *, days: int | None, now: dt.datetime | None = None,
           keep_from: dt.date | None = None, dry_run: bool = False, removals: Removals | None = None,
           label: str = "lake") -> PruneResult:
     """Remove the expired date partitions of ``tables`` under ``root`` (see the module docstring).
 
     ``days``: 0 or None keeps everything. ``keep_from``: no partition of this date or later goes
     (the analytics' next step reads from it). ``label`` names the root in the log lines (lake,
-    results). Each removal is logged with the bytes freed and counted in ``removals``.
+    results). Each removal is logged with the bytes freed and counted in ``removals``. ``root`` on
+    an object store (a :class:`~lagscope.storage.Store`, an ``s3://`` URL): see the module docstring.
     """
-    root = Path(root)
+    if days is not None and days < 0:
+        raise ValueError(f"retention days must be 0 (keep everything) or more, not {days}")
+    store = _object_store(root)
+    if store is not None:
+        if not days:
+            return PruneResult(dry_run=dry_run)
+        limit = horizon(now or dt.datetime.now(dt.UTC), days)
+        return _prune_store(store, tables, limit, keep_from, dry_run=dry_run, removals=removals, label=label)
+    root = Path(root.base if isinstance(root, Store) else root)
     if not days or not root.is_dir():
         return PruneResult(dry_run=dry_run)
-    if days < 0:
-        raise ValueError(f"retention days must be 0 (keep everything) or more, not {days}")
     limit = horizon(now or dt.datetime.now(dt.UTC), days)
     if dry_run:
         return _prune(root, tables, limit, keep_from, dry_run=True, removals=None, label=label)
@@ -344,3 +399,103 @@ def _prune(root: Path, tables: Iterable[str], limit: dt.datetime, keep_from: dt.
         log.info("retention: removed %s %s cluster=%s date=%s (%d files, %d bytes freed)", label, r.table,
                  r.cluster, r.date.isoformat(), r.files, r.bytes)
     return PruneResult(tuple(done), held, leftovers, False)
+
+
+# ------------------------------------------------------------------------------------------------
+# pruning on an object store (module docstring)
+
+
+def _store_partitions(store: Store, tables: Iterable[str]) -> Iterator[tuple[str, str, dt.date, str]]:
+    """``(table, cluster, date, folder relative to the root)`` of every date partition there."""
+    for table in sorted(tables):
+        for cname in store.folders(table):
+            if not cname.startswith("cluster="):
+                continue
+            for dname in store.folders(f"{table}/{cname}"):
+                try:
+                    day = dt.date.fromisoformat(dname.removeprefix("date="))
+                except ValueError:
+                    continue  # not a partition lagscope wrote: not its to remove
+                yield table, cname.removeprefix("cluster="), day, f"{table}/{cname}/{dname}"
+
+
+def _store_usage(store: Store, folder: str) -> tuple[float, list[tuple[str, int]]]:
+    """``(newest LastModified, [(path relative to the folder, bytes)])`` of a partition's objects
+    (no object: newest is minus infinity)."""
+    import pyarrow.fs as pafs
+
+    base = store.path(folder)
+    try:
+        infos = store.filesystem.get_file_info(pafs.FileSelector(base, recursive=True, allow_not_found=True))
+    except FileNotFoundError:
+        infos = []
+    newest = float("-inf")
+    objects: list[tuple[str, int]] = []
+    for info in infos:
+        if info.type != pafs.FileType.File:
+            continue
+        objects.append((info.path.removeprefix(base + "/"), int(info.size or 0)))
+        if info.mtime is not None:
+            newest = max(newest, info.mtime.timestamp())
+    return newest, sorted(objects)
+
+
+def _store_delete(store: Store, folder: str, objects: list[tuple[str, int]]) -> None:
+    """Delete a partition's objects: the commit markers first (the sweep files', then the
+    compacted files'), then the rest, then the folder."""
+    from lagscope.lake import COMMIT_MARKER_PREFIX, COMPACT_PREFIX
+
+    rels = [rel for rel, _ in objects]
+    markers = [r for r in rels if r.rpartition("/")[2].startswith(COMMIT_MARKER_PREFIX)]
+    markers.sort(key=lambda r: r.rpartition("/")[2].removeprefix(COMMIT_MARKER_PREFIX).startswith(COMPACT_PREFIX))
+    for rel in markers:
+        store.delete(f"{folder}/{rel}")
+    for rel in rels:
+        if rel not in markers:
+            store.delete(f"{folder}/{rel}")
+    store.delete_folder(folder)
+
+
+def _prune_store(store: Store, tables: Iterable[str], limit: dt.datetime, keep_from: dt.date | None, *,
+                 dry_run: bool, removals: Removals | None, label: str) -> PruneResult:
+    """:func:`_prune` of a root on an object store."""
+    import pyarrow as pa
+
+    expired: list[tuple[Removal, str, list[tuple[str, int]]]] = []
+    held = 0
+    limit_ts = limit.timestamp()
+    for table, cluster, day, folder in _store_partitions(store, tables):
+        if day >= limit.date():
+            continue
+        newest, objects = _store_usage(store, folder)
+        if newest >= limit_ts:
+            continue  # still written to: never removed
+        if keep_from is not None and day >= keep_from:
+            held += 1
+            continue
+        expired.append((Removal(table, cluster, day, store.url_of(folder), len(objects),
+                                sum(n for _, n in objects)), folder, objects))
+    if held:
+        log.warning("retention: keeping %d expired %s partition(s) from %s on: the analytics' next step reads "
+                    "them (they go once its checkpoint has passed them)", held, label, keep_from)
+    if dry_run or not expired:
+        return PruneResult(tuple(r for r, _, _ in expired), held, 0, dry_run)
+    record = _read_store_record(store)
+    for r, _, _ in expired:  # the intent first: a reader that finds a day missing knows it expired
+        by_cluster = record.setdefault(r.table, {})
+        if r.date.isoformat() > by_cluster.get(r.cluster, ""):
+            by_cluster[r.cluster] = r.date.isoformat()
+    store.put(f"{_STATE}/{_RECORD}", json.dumps({"removed_through": record}, indent=1, sort_keys=True).encode())
+    done: list[Removal] = []
+    for r, folder, objects in sorted(expired, key=lambda e: (e[0].date, e[0].table, e[0].cluster)):
+        try:
+            _store_delete(store, folder, objects)
+        except (OSError, pa.ArrowException) as exc:
+            log.error("retention: cannot remove %s (what is left goes at the next run): %s", r.path, exc)
+            continue
+        done.append(r)
+        if removals is not None:
+            removals.add(r)
+        log.info("retention: removed %s %s cluster=%s date=%s (%d files, %d bytes freed)", label, r.table,
+                 r.cluster, r.date.isoformat(), r.files, r.bytes)
+    return PruneResult(tuple(done), held, 0, False)

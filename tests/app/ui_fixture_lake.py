@@ -269,3 +269,11 @@ def _results(root: Path, history: dict[tuple[str, str, str, int], list[tuple[dt.
          "current_amount": 600.0, "expected_amount": 7200.0, "evidence": "2 minutes at risk",
          "evidence_count": 2, "confidence": "low", "as_of_ts": END},
     ], date=END.date())
+
+
+
+def upload(root: Path, store: Any) -> int:
+    """The fixture lake under ``root`` put into a bucket (:func:`helpers.s3server.put_tree`)."""
+    from helpers.s3server import put_tree
+
+    return put_tree(root, store)

@@ -257,3 +257,87 @@ def test_the_environment_overrides_the_mounted_settings(compose: dict[str, Any],
     settings = load_config(host_path(collector, "/etc/lagscope/lagscope.yaml"),
                            environ={**collector["environment"], "PATH": os.environ.get("PATH", "")})
     assert settings.clusters[0].bootstrap_servers == ["broker-1:9094", "broker-2:9094"]
+
+
+BUCKET_FILE = COMPOSE_DIR / "compose.bucket.yaml"
+BUCKET_ENV_EXAMPLE = COMPOSE_DIR / "bucket.env.example"
+
+
+def _merged_with_bucket(env: dict[str, str] | None = None) -> dict[str, Any]:
+    """compose.yaml with compose.bucket.yaml over it, as `docker compose -f … -f …` merges them:
+    a service's command and env_file replaced, its environment merged key by key."""
+    base = load_compose(env)
+    over = interpolate(yaml.safe_load(BUCKET_FILE.read_text()), env or {})
+    for name, svc in over["services"].items():
+        target = base["services"][name]
+        for key, value in svc.items():
+            if key == "environment":
+                target[key] = {**target.get(key, {}), **value}
+            else:
+                target[key] = value
+    return base
+
+
+def _env_file(path: Path) -> dict[str, str]:
+    out = {}
+    for line in path.read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            key, _, value = line.partition("=")
+            out[key.strip()] = value.strip()
+    return out
+
+
+def _shell_commands(script: str) -> list[list[str]]:
+    """The lagscope command lines of a service's `sh -c` script (its `$(…)` and `$VAR` words
+    stand for values)."""
+    import shlex
+
+    out = []
+    for part in re.split(r"[;&]|\bdo\b|\bdone\b", script):
+        words = shlex.split(part)
+        if words and words[0] == "lagscope":
+            out.append(["2026-01-01T00:00:00Z" if w.startswith("$(") else
+                        "s3://b/p/results" if w.startswith("$") else w for w in words])
+    return out
+
+
+def test_the_bucket_override_points_every_lagscope_service_at_the_bucket(tmp_path: Path) -> None:
+    doc = _merged_with_bucket()
+    assert schema_errors(doc) == []
+    assert schema_errors(interpolate(yaml.safe_load(BUCKET_FILE.read_text()), {})) == []
+    # the credentials and the roots come from the env file only: none is written in a compose file
+    for path in (COMPOSE_FILE, BUCKET_FILE):
+        assert not re.search(r"AWS_(ACCESS|SECRET|SESSION)", path.read_text()), path
+    example = _env_file(BUCKET_ENV_EXAMPLE)
+    assert example["AWS_ACCESS_KEY_ID"] == example["AWS_SECRET_ACCESS_KEY"] == ""  # placeholders, no value
+    for ignore in (".gitignore", ".dockerignore"):  # neither committed nor copied into an image
+        assert "deploy/compose/bucket.env" in (ROOT / ignore).read_text().splitlines()
+    bucket_env = {**example, "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}
+    services = doc["services"]
+    root: Any = typer.main.get_command(lagscope_app)
+    commands = 0
+    for name in ("collector", "analytics", "app"):
+        svc = services[name]
+        assert svc["env_file"] == ["./bucket.env"]
+        # the env file's variables, then the service's environment (compose's order of precedence)
+        environ = {**bucket_env, **svc["environment"]}
+        settings = load_config(host_path(svc, "/etc/lagscope/lagscope.yaml"), environ=environ)
+        assert settings.collector.lake == "s3://lagscope/kafka/lake"
+        assert settings.analytics.results == "s3://lagscope/kafka/results"
+        assert (settings.storage.endpoint, settings.storage.path_style) == ("http://minio:9000", True)
+        assert settings.storage.credentials == "env"
+        # the __consumer_offsets tail is refused on a bucket lake: off here
+        assert not settings.clusters[0].consumer_offsets_tail.enabled
+        command = svc["command"]
+        lines = _shell_commands(command[2]) if command[0] == "sh" else [command]
+        for line in lines:
+            assert "--config" in line
+            assert "--lake" not in line  # the roots are the settings' (the env file)
+            sub = root.commands[line[1]]
+            sub.make_context(line[1], list(line[2:]))
+            commands += 1
+    assert commands == 4  # collect, results-exporter, analyze, ui
+    assert [c[1] for c in _shell_commands(services["analytics"]["command"][2])] == ["results-exporter", "analyze"]
+    assert "9840" in services["analytics"]["command"][2]  # where Prometheus scrapes the findings
+    # another env file by name
+    assert _merged_with_bucket({"LAGSCOPE_BUCKET_ENV": "/etc/b.env"})["services"]["app"]["env_file"] == ["/etc/b.env"]

@@ -165,6 +165,15 @@ def test_validators_reject_broken_manifests(full: list[dict[str, Any]], kind: st
         (["--set", "lake.persistence.enabled=false"], "needs the lake on a shared volume"),
         # the alert routes are config.alerts now (lagscope's settings): the old top-level key is refused
         (["--set", "alerts.lookback_s=60"], "additional properties 'alerts' not allowed"),
+        # a bucket needs its name; credentials are never a value of the chart
+        (["--set", "objectStore.enabled=true"], "objectStore"),
+        (["--set", "objectStore.enabled=true,objectStore.bucket=bucket-1,objectStore.accessKey=x"],
+         "additional properties 'accessKey' not allowed"),
+        (["--set", "objectStore.enabled=true,objectStore.bucket=bucket-1,objectStore.endpoint=minio:9000"],
+         "objectStore/endpoint"),
+        # the alert routes need lagscope run, which reads a local lake only so far
+        (["--set", "objectStore.enabled=true,objectStore.bucket=bucket-1,config.alerts.routes[0].name=a,"
+                   "config.alerts.routes[0].url=https://h.example.org"], "alerts.routes need lagscope run"),
     ],
 )
 def test_bad_values_fail_the_render_with_a_clear_message(args: list[str], message: str) -> None:
@@ -319,3 +328,83 @@ def test_prometheus_rule_carries_the_repository_rules_and_they_pass_promtool(
     assert proc.returncode == 0, proc.stdout + proc.stderr
     count = sum(len(g["rules"]) for g in groups)
     assert re.search(rf"SUCCESS: {count} rules found", proc.stdout + proc.stderr)
+
+
+def _all_env(container: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(container.get("env", []))
+
+
+def test_the_bucket_values_reach_every_container_and_the_settings_open_the_bucket(
+        tmp_path: Path, s3_server: Any, s3_prefix: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """objectStore: the s3 roots, the storage section and the credentials' Secret reach the
+    collector, the app, the CronJob's retention and its spark-submit (driver and executors); no
+    volume is shared; the settings a container loads open the bucket (the real S3 server)."""
+    from lagscope import lake
+    from lagscope.storage import open_store
+
+    values = {"objectStore": {"enabled": True, "bucket": s3_server.bucket, "prefix": f"/{s3_prefix}/",
+                              "endpoint": s3_server.endpoint, "region": "eu-west-1", "pathStyle": True,
+                              "credentials": "env", "credentialsSecret": "lagscope-bucket",
+                              "checksumWhenRequired": True},
+              "lake": {"persistence": {"enabled": False}}, "existingSecret": "lagscope-secrets"}
+    docs = render(tmp_path, values)
+    for doc in docs:
+        assert core_errors(doc) is None
+    lake_url = f"s3://{s3_server.bucket}/{s3_prefix}/lake"
+    results_url = f"s3://{s3_server.bucket}/{s3_prefix}/results"
+    assert by_kind(docs, "PersistentVolumeClaim") == []
+    (configmap,) = by_kind(docs, "ConfigMap")
+    (tmp_path / "lagscope.yaml").write_text(configmap["data"]["lagscope.yaml"])
+    (cron,) = by_kind(docs, "CronJob")
+    pods = [_pod(d) for d in [*by_kind(docs, "Deployment"), cron]]
+    containers = [c for pod in pods for c in [*pod["spec"].get("initContainers", []), *pod["spec"]["containers"]]]
+    assert len(containers) == 4  # collector, app, retention, spark driver
+    for pod in pods:
+        assert all("persistentVolumeClaim" not in v for v in pod["spec"]["volumes"])
+    for container in containers:
+        env = _container_env(container)
+        # never a credential inline: only the Secret's names
+        assert not {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"} & {e["name"] for e in
+                                                                                       _all_env(container)}
+        assert [r["secretRef"]["name"] for r in container["envFrom"]] == ["lagscope-secrets", "lagscope-bucket"]
+        assert env["AWS_REQUEST_CHECKSUM_CALCULATION"] == "when_required"
+        settings = load_config(tmp_path / "lagscope.yaml", environ=env)
+        assert (settings.collector.lake, settings.analytics.results) == (lake_url, results_url)
+        assert (settings.storage.endpoint, settings.storage.region) == (s3_server.endpoint, "eu-west-1")
+        assert (settings.storage.path_style, settings.storage.credentials) == (True, "env")
+        args = container["args"]
+        if "--lake" in args:
+            assert args[args.index("--lake") + 1] == lake_url
+        if "--results" in args:
+            assert args[args.index("--results") + 1] == results_url
+    by_name = {c["name"]: c for c in containers}
+    collector, app, prune, driver = (by_name[n] for n in ("collector", "app", "retention", "spark-driver"))
+    assert collector["args"][:4] == ["lagscope", "collect", "--config", "/etc/lagscope/lagscope.yaml"]
+    assert app["args"][:3] == ["lagscope", "ui", "--config"]
+    assert prune["args"][:3] == ["lagscope", "lake", "prune"]
+    for c in (collector, app, prune):
+        _cli_parses(c["args"][1:])
+    args = driver["args"]
+    entry = next(a for a in args if a.endswith(".py"))
+    assert args[args.index(entry) + 1:args.index(entry) + 8] == [
+        "analyze", "--config", "/etc/lagscope/lagscope.yaml", "--lake", lake_url, "--results", results_url]
+    _cli_parses(args[args.index(entry) + 1:])
+    confs = [args[i + 1] for i, a in enumerate(args) if a == "--conf"]
+    assert "spark.kubernetes.executor.secretKeyRef.AWS_ACCESS_KEY_ID=lagscope-bucket:AWS_ACCESS_KEY_ID" in confs
+    assert "spark.kubernetes.executor.secretKeyRef.AWS_SECRET_ACCESS_KEY=lagscope-bucket:AWS_SECRET_ACCESS_KEY" in confs
+    assert "spark.executorEnv.AWS_REQUEST_CHECKSUM_CALCULATION=when_required" in confs
+    assert not [c for c in confs if "persistentVolumeClaim" in c or "fs.s3a" in c]
+    # what the collector's settings open is the bucket: a sweep file written through them is read back
+    # through the app's (the Secret's variables stand in the environment, as envFrom puts them)
+    for k, v in s3_server.credentials.items():
+        monkeypatch.setenv(k, v)
+    mine = load_config(tmp_path / "lagscope.yaml", environ=_container_env(collector))
+    theirs = load_config(tmp_path / "lagscope.yaml", environ=_container_env(app))
+    import pyarrow as pa
+
+    from lagscope.schema import SWEEPS
+    row = {"sweep_ts": dt.datetime(2026, 5, 1, 12, tzinfo=dt.UTC), "duration_ms": 1.0, "ok": True}
+    lake.write_rows(open_store(mine.collector.lake, mine.storage), SWEEPS, "prod", [row])
+    got = lake.read_table(open_store(theirs.collector.lake, theirs.storage), "sweeps")
+    assert got.column("ok").to_pylist() == [True]
+    assert isinstance(got, pa.Table)

@@ -149,3 +149,23 @@ class S3Server:
 
         env = {k: v for k, v in self.credentials.items() if v}
         return open_store(self.url(prefix), self.storage_config(), environ=env)
+
+
+def put_tree(root: Path, store: Any) -> int:
+    """Every file under the local folder ``root`` put into ``store`` (a
+    :class:`lagscope.storage.Store`) under the same relative path, each lake file followed by its
+    commit marker (as the collector writes a bucket lake); hidden files left out. Returns the
+    files put."""
+    from lagscope.lake import COMMIT_MARKER_PREFIX
+    from lagscope.schema import SAMPLE_TABLES
+
+    n = 0
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = path.relative_to(root).as_posix()
+        if any(part.startswith(".") for part in rel.split("/")):
+            continue
+        store.put(rel, path.read_bytes())
+        n += 1
+        if rel.split("/")[0] in SAMPLE_TABLES and path.suffix == ".parquet" and "/_" not in f"/{rel}":
+            store.put(f"{rel.rpartition('/')[0]}/{COMMIT_MARKER_PREFIX}{path.name}", b"{}")
+    return n

@@ -49,10 +49,66 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- default (printf "%s-lake" (include "lagscope.fullname" .)) .Values.lake.persistence.existingClaim -}}
 {{- end -}}
 
+{{/* where the lake and the results are: s3://<bucket>/<prefix>/{lake,results} with objectStore
+     enabled, else under the lake volume's mount path */}}
+{{- define "lagscope.objectPrefix" -}}
+{{- $prefix := trimAll "/" .Values.objectStore.prefix -}}
+{{- if $prefix -}}
+{{- printf "s3://%s/%s" .Values.objectStore.bucket $prefix -}}
+{{- else -}}
+{{- printf "s3://%s" .Values.objectStore.bucket -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "lagscope.lakeRoot" -}}
+{{- if .Values.objectStore.enabled -}}
+{{- printf "%s/lake" (include "lagscope.objectPrefix" .) -}}
+{{- else -}}
+{{- printf "%s/lake" .Values.lake.mountPath -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "lagscope.resultsRoot" -}}
+{{- if .Values.objectStore.enabled -}}
+{{- printf "%s/results" (include "lagscope.objectPrefix" .) -}}
+{{- else -}}
+{{- printf "%s/results" .Values.lake.mountPath -}}
+{{- end -}}
+{{- end -}}
+
+{{/* whether the lake is a shared volume (a PVC): not with objectStore enabled */}}
+{{- define "lagscope.sharedVolume" -}}
+{{- if and .Values.lake.persistence.enabled (not .Values.objectStore.enabled) -}}true{{- end -}}
+{{- end -}}
+
 {{/* environment of every lagscope container */}}
 {{- define "lagscope.env" -}}
 - name: LAGSCOPE_COLLECTOR__LAKE
-  value: {{ printf "%s/lake" .Values.lake.mountPath | quote }}
+  value: {{ include "lagscope.lakeRoot" . | quote }}
+{{- if .Values.objectStore.enabled }}
+# the bucket (docs/operations.md "Running on a Spark cluster with an object-store lake"); the
+# credentials come from objectStore.credentialsSecret or the pod's identity, never from here
+- name: LAGSCOPE_ANALYTICS__RESULTS
+  value: {{ include "lagscope.resultsRoot" . | quote }}
+{{- with .Values.objectStore.endpoint }}
+- name: LAGSCOPE_STORAGE__ENDPOINT
+  value: {{ . | quote }}
+{{- end }}
+- name: LAGSCOPE_STORAGE__REGION
+  value: {{ .Values.objectStore.region | quote }}
+{{- if not (kindIs "invalid" .Values.objectStore.pathStyle) }}
+- name: LAGSCOPE_STORAGE__PATH_STYLE
+  value: {{ .Values.objectStore.pathStyle | quote }}
+{{- end }}
+- name: LAGSCOPE_STORAGE__CREDENTIALS
+  value: {{ .Values.objectStore.credentials | quote }}
+{{- if .Values.objectStore.checksumWhenRequired }}
+- name: AWS_REQUEST_CHECKSUM_CALCULATION
+  value: when_required
+- name: AWS_RESPONSE_CHECKSUM_VALIDATION
+  value: when_required
+{{- end }}
+{{- end }}
 - name: HOME
   value: /tmp
 {{- with .Values.extraEnv }}
@@ -61,10 +117,18 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- end -}}
 
 {{- define "lagscope.envFrom" -}}
-{{- if .Values.existingSecret }}
+{{- $bucketSecret := and .Values.objectStore.enabled .Values.objectStore.credentialsSecret -}}
+{{- if or .Values.existingSecret $bucketSecret }}
 envFrom:
+{{- if .Values.existingSecret }}
   - secretRef:
       name: {{ .Values.existingSecret }}
+{{- end }}
+{{- if $bucketSecret }}
+  # AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN) of the bucket
+  - secretRef:
+      name: {{ .Values.objectStore.credentialsSecret }}
+{{- end }}
 {{- end }}
 {{- end -}}
 
@@ -74,7 +138,7 @@ envFrom:
   configMap:
     name: {{ include "lagscope.fullname" . }}
 - name: lake
-{{- if .Values.lake.persistence.enabled }}
+{{- if include "lagscope.sharedVolume" . }}
   persistentVolumeClaim:
     claimName: {{ include "lagscope.lakeClaim" . }}
 {{- else }}
