@@ -143,7 +143,7 @@ MEMBER_COLUMNS = ("cluster", "group_id", "sweep_ts", "group_state", "generation"
 GROUP_EVENT_COLUMNS = ("cluster", "group_id", "record_type", "value_version", "generation", "members", "record_ts")
 COMMIT_COLUMNS = ("cluster", "group_id", "topic", "partition", "committed_offset", "commit_ts", "record_ts")
 SERIES_COLUMNS = ("cluster", "group_id", "topic", "partition", "t", "committed", "lag", "owner")
-CARRIED_SERIES_COLUMNS = ("cluster", "group_id", "topic", "partition", "committed", "owner", "m_change_t",
+CARRIED_SERIES_COLUMNS = ("cluster", "group_id", "topic", "partition", "t", "committed", "owner", "m_change_t",
                           "m_alive_t")
 
 #: a departed member gone within this of its last progress left (unless a quarter of the session
@@ -196,7 +196,7 @@ _IDLE_KINDS = ("stall", "stop")
 class GroupInputs:
     """One step's rows of a set of whole groups (pyarrow). Columns read: :data:`MEMBER_COLUMNS`
     of ``members``, :data:`SERIES_COLUMNS` of ``series`` (``step.prepare``),
-    :data:`CARRIED_SERIES_COLUMNS` of ``carried_series`` (``m_alive_t`` optional), every
+    :data:`CARRIED_SERIES_COLUMNS` of ``carried_series`` (``t`` and ``m_alive_t`` optional), every
     :data:`MSWEEP_SCHEMA` column of ``carried_msweeps``, :data:`RECENT_SCHEMA` of
     ``recent_rebalances``, :data:`GROUP_EVENT_COLUMNS` of ``group_events``,
     :data:`COMMIT_COLUMNS` of ``commits`` (the step's and its look-back), ``cluster, group_id,
@@ -1232,8 +1232,12 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
         ev_p.append(pcar[has])
         ev_t.append(ch[has])
         ev_o.append(oc[has])
-    # the rows' owners as of any time: the latest row of the partition at or before it
-    row_t = np.where(np.isneginf(rt), -1e300, rt)
+    # the rows' owners as of any time: the latest row of the partition at or before it (a carried
+    # row at its own time, the previous step's last sweep: an episode that ends at the step's first
+    # sweep was owned by the owner it carries, as one pass sees it)
+    ct = (np.asarray(_plain(c.column("t")).cast(pa.float64()).fill_null(-1e300), dtype=np.float64)
+          if nc and "t" in c.column_names else np.full(nc, -1e300))
+    row_t = np.concatenate([st, ct])
     if nk:
         kt = seconds(pc.coalesce(_plain(k.column("commit_ts")).cast(_US), _plain(k.column("record_ts")).cast(_US)))
         kv, _ = longs(k.column("committed_offset"))
