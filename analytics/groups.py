@@ -188,7 +188,7 @@ REBALANCE_SCHEMA = pa.schema([
 REBALANCE_COLUMNS = REBALANCE_SCHEMA.names
 
 _TIMED_OUT = ("session_timeout", "max_poll_interval")
-_OUTAGE_KINDS = ("stall", "stop", "commit_gap")
+_OUTAGE_KINDS = ("stall", "stop", "starved", "commit_gap")
 _IDLE_KINDS = ("stall", "stop")
 
 
@@ -1175,11 +1175,13 @@ class _Progress:
 
 def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Table | None, groups: pa.Array,
                      ep_topic: pa.Array, ep_partition: pa.Array, ep_q_g: _I, ep_q_t: _F,
-                     ep_start: _F) -> tuple[_Progress, _I, _I]:
+                     ep_start: _F) -> tuple[_Progress, _I, _I, _F]:
     """The progress events of the groups ``groups`` (see :class:`_Progress`), and per episode (its
     group ``ep_q_g``, partition ``ep_topic``/``ep_partition``, from ``ep_start``) its partition's
-    code and its owner's code at ``ep_q_t``: the owner of the partition's latest row with an owner
-    at or before it, when that row is at or after ``ep_start`` (−1: none)."""
+    code, its owner's code at ``ep_q_t``: the owner of the partition's latest row with an owner
+    at or before it, when that row is at or after ``ep_start`` (−1: none), and since when that
+    owner held the partition: the first of its rows since the partition's last row of another
+    owner (−inf: all of the rows the step has)."""
     def rows_of(table: pa.Table | None) -> tuple[pa.Table, _I]:
         if table is None or not table.num_rows:
             return pa.table({"topic": pa.array([], pa.string()), "partition": pa.array([], pa.int32())}), np.zeros(
@@ -1260,12 +1262,24 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
     ep_row = np.where(ep_at >= 0, owned_rows[np.maximum(ep_at, 0)] if len(owned_rows) else -1, -1)
     inside = (ep_row >= 0) & (row_t[np.maximum(ep_row, 0)] >= ep_start if len(row_t) else False)
     ep_owner = np.where(inside, ro[np.maximum(ep_row, 0)] if len(ro) else -1, -1)
+    # each owned row's tenure: the first row of its run of rows of the same owner (rows without an
+    # owner between them do not end it; the step's first row of a partition: since −inf)
+    since_of = np.full(len(rp), -np.inf)
+    if len(owned_rows):
+        o = owned_rows[np.lexsort((row_t[owned_rows], rp[owned_rows]))]
+        new_run = np.ones(len(o), bool)
+        new_run[1:] = (rp[o][1:] != rp[o][:-1]) | (ro[o][1:] != ro[o][:-1])
+        first_of_p = np.ones(len(o), bool)
+        first_of_p[1:] = rp[o][1:] != rp[o][:-1]
+        run_t = np.where(first_of_p, -np.inf, row_t[o])
+        since_of[o] = run_t[np.maximum.accumulate(np.where(new_run, np.arange(len(o)), 0))]
+    ep_since = np.where(inside, since_of[np.maximum(ep_row, 0)] if len(since_of) else -np.inf, -np.inf)
     p_all = np.concatenate(ev_p)
     # the group of each event: the partition code's group
     g_of_p = np.zeros(int(pcode.max()) + 1 if len(pcode) else 0, np.int64)
     g_of_p[pcode] = gg
     return _Progress(g=g_of_p[p_all], p=p_all, owner=np.concatenate(ev_o).astype(np.int64),
-                     t=np.concatenate(ev_t)), pe, ep_owner
+                     t=np.concatenate(ev_t)), pe, ep_owner, ep_since
 
 
 def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, commits: pa.Table | None, *,
@@ -1289,7 +1303,7 @@ def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, 
     seen = np.where(closed, end, start + mag)
     # the owner: of the partition's last row inside the episode (before the sweep that ended it)
     q_t = np.where(closed, end - 1e-6, seen)
-    ev, ep_p, ep_owner = _progress_events(series, carried, commits, groups, ep.column("topic"),
+    ev, ep_p, ep_owner, ep_since = _progress_events(series, carried, commits, groups, ep.column("topic"),
                                           ep.column("partition"), eg, q_t, start)
     # events of the same owner (group, owner) and of the whole group, on other partitions
     no = int(max(ev.owner.max(initial=-1), ep_owner.max(initial=-1))) + 2
@@ -1304,9 +1318,13 @@ def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, 
     by_group = _count_within(ev.g, ev.t, eg, after, seen) - _count_within(ev.p, ev.t, ep_p, after, seen)
     starved = (ep_owner >= 0) & (by_owner > 0)
     others = by_group > 0
-    # from when a status row may say so: the owner's first progress in the episode (a row before
-    # it could not know; a later step or a batch says the same for it)
-    first = _first_from(ev_go, ev.t, ep_go, after)
+    # from when a status row may say so: the owner's first progress in the episode once it held the
+    # partition (a row before could not know who would own it, nor of that progress; a later step
+    # or a batch says the same for it), else from when it took the partition over (it had progressed
+    # elsewhere in the episode before)
+    from_t = np.maximum(after, ep_since)
+    first = _first_from(ev_go, ev.t, ep_go, from_t)
+    first = np.where(np.isnan(first), from_t, first)
 
     k_all = np.asarray(kind.to_pylist(), dtype=object)
     sev_all = np.asarray(_plain(anomalies.column("severity")).cast(pa.string()).to_pylist(), dtype=object)
@@ -1487,8 +1505,12 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
                       "group_id": pa.array([o[1] for o in outages], pa.string()),
                       "q0_us": pa.array([o[2] for o in outages], pa.int64()),
                       "q1_us": pa.array([o[3] for o in outages], pa.int64())})
-    quiet = drop_rebalance_outages(inp.anomalies, out_q)
-    judged, starved = judge_idle(quiet, inp.series, inp.carried_series, inp.commits, stall_after_s=p.stall_after_s)
+    # judged before the outages are dropped: whether an episode ends inside an outage may be known
+    # only after the step (an open one), while the status rows of a starved partition must say the
+    # same whatever a later sweep shows
+    judged, starved = judge_idle(inp.anomalies, inp.series, inp.carried_series, inp.commits,
+                                 stall_after_s=p.stall_after_s)
+    judged = drop_rebalance_outages(judged, out_q)
     anomalies = pa.concat_tables([judged, storm_rows.cast(judged.schema)]) if storm_rows.num_rows else judged
     # skips (and the rewinds an empty group's reset wrote): judged with the group's membership
     members = skips.membership(sw.ms, inp.group_events, skips.wanted_groups(anomalies, inp.advances))
