@@ -1160,6 +1160,23 @@ def _first_from(ev_code: _I, ev_t: _F, q_code: _I, lo: _F) -> _F:
     return out
 
 
+def _first_elsewhere(ev_owner: _I, ev_part: _I, ev_t: _F, q_owner: _I, q_part: _I, lo: _F) -> _F:
+    """Per query, the time of the first event of its owner at or after ``lo`` on a partition other
+    than its own (NaN: none); ``*_part`` codes say the owner and the partition together. The
+    events on the query's own partition are skipped one at a time (a stalled partition has few)."""
+    first = _first_from(ev_owner, ev_t, q_owner, lo)
+    own = _first_from(ev_part, ev_t, q_part, lo)
+    todo = ~np.isnan(first) & (own == first)
+    while todo.any():
+        i = np.flatnonzero(todo)
+        nxt = np.nextafter(first[i], np.inf)
+        first[i] = _first_from(ev_owner, ev_t, q_owner[i], nxt)
+        own_i = _first_from(ev_part, ev_t, q_part[i], nxt)
+        todo[:] = False
+        todo[i] = ~np.isnan(first[i]) & (own_i == first[i])
+    return first
+
+
 @dataclass
 class _Progress:
     """Commit progress of the partitions of some groups: one event per committed-offset change
@@ -1323,7 +1340,7 @@ def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, 
     # or a batch says the same for it), else from when it took the partition over (it had progressed
     # elsewhere in the episode before)
     from_t = np.maximum(after, ep_since)
-    first = _first_from(ev_go, ev.t, ep_go, from_t)
+    first = _first_elsewhere(ev_go, ev_go * np_ + ev.p, ev.t, ep_go, ep_go * np_ + ep_p, from_t)
     first = np.where(np.isnan(first), from_t, first)
 
     k_all = np.asarray(kind.to_pylist(), dtype=object)
