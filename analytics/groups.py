@@ -1162,18 +1162,21 @@ def _first_from(ev_code: _I, ev_t: _F, q_code: _I, lo: _F) -> _F:
 
 def _first_elsewhere(ev_owner: _I, ev_part: _I, ev_t: _F, q_owner: _I, q_part: _I, lo: _F) -> _F:
     """Per query, the time of the first event of its owner at or after ``lo`` on a partition other
-    than its own (NaN: none); ``*_part`` codes say the owner and the partition together. The
-    events on the query's own partition are skipped one at a time (a stalled partition has few)."""
+    than its own (NaN: none); ``*_part`` codes say the owner and the partition together. A time
+    whose events are all on the query's own partition is skipped (a stalled partition has few)."""
     first = _first_from(ev_owner, ev_t, q_owner, lo)
-    own = _first_from(ev_part, ev_t, q_part, lo)
-    todo = ~np.isnan(first) & (own == first)
-    while todo.any():
-        i = np.flatnonzero(todo)
-        nxt = np.nextafter(first[i], np.inf)
-        first[i] = _first_from(ev_owner, ev_t, q_owner[i], nxt)
-        own_i = _first_from(ev_part, ev_t, q_part[i], nxt)
-        todo[:] = False
-        todo[i] = ~np.isnan(first[i]) & (own_i == first[i])
+    idx = np.arange(len(q_owner))
+    while len(idx):
+        f = first[idx]
+        ok = ~np.isnan(f)
+        idx, f = idx[ok], f[ok]
+        if not len(idx):
+            break
+        own_only = _count_within(ev_owner, ev_t, q_owner[idx], f, f) == _count_within(ev_part, ev_t, q_part[idx],
+                                                                                      f, f)
+        idx = idx[own_only]
+        if len(idx):
+            first[idx] = _first_from(ev_owner, ev_t, q_owner[idx], first[idx] + 1e-6)  # the next µs
     return first
 
 
@@ -1223,10 +1226,16 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
     gg = np.concatenate([sg, cg, kg, ep_q_g])
     pcode, _ = _dense(key_code(pa.array(gg), topic, part)) if len(gg) else (np.zeros(0, np.int64), 0)
     ps, pcar, pk, pe = np.split(pcode, [ns, ns + nc, ns + nc + nk])
-    owners = pa.concat_arrays([col(s, "owner", pa.string()), col(c, "owner", pa.string())])
+    # a carried row's owner, the owner of its key's latest row with one (``owner_last``: the
+    # member that held the partition before it left) and of its last change (``change_owner``)
+    def opt(name: str) -> pa.Array:
+        return col(c, name, pa.string()) if name in c.column_names else pa.nulls(nc, pa.string())
+
+    owners = pa.concat_arrays([col(s, "owner", pa.string()), col(c, "owner", pa.string()), opt("owner_last"),
+                               opt("change_owner")])
     ocode = np.asarray(pc.dictionary_encode(owners).indices.fill_null(-1), dtype=np.int64) if len(owners) else (
         np.zeros(0, np.int64))
-    os_, oc = ocode[:ns], ocode[ns:]
+    os_, oc, oc_last, oc_change = np.split(ocode, [ns, ns + nc, ns + 2 * nc])
 
     # the series rows, each key's carried row first (at −∞): a change from the row before
     st = np.asarray(_plain(s.column("t")).fill_null(np.nan), dtype=np.float64) if ns else np.zeros(0)
@@ -1250,7 +1259,7 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
         has = ~np.isnan(ch)
         ev_p.append(pcar[has])
         ev_t.append(ch[has])
-        ev_o.append(oc[has])
+        ev_o.append(np.where(oc_change >= 0, oc_change, oc)[has] if "change_owner" in c.column_names else oc[has])
     # the rows' owners as of any time: the latest row of the partition at or before it (a carried
     # row at its own time, the previous step's last sweep: an episode that ends at the step's first
     # sweep was owned by the owner it carries, as one pass sees it)
@@ -1274,6 +1283,12 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
     # the episode's owner: of the partition's latest row with an owner at or before ep_q_t, if that
     # row lies inside the episode (a consumer that left at the end of its run leaves rows without
     # an owner behind it: the member that held the partition through the episode is still its owner)
+    if nc and "owner_last_t" in c.column_names:  # the carried last owned rows, at their own time
+        lt = np.asarray(_plain(c.column("owner_last_t")).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
+        has = (oc_last >= 0) & ~np.isnan(lt)
+        rp = np.concatenate([rp, pcar[has]])
+        row_t = np.concatenate([row_t, lt[has]])
+        ro = np.concatenate([ro, oc_last[has]])
     owned_rows = np.flatnonzero(ro >= 0)
     ep_at = asof(rp[owned_rows], row_t[owned_rows], pe, ep_q_t)
     ep_row = np.where(ep_at >= 0, owned_rows[np.maximum(ep_at, 0)] if len(owned_rows) else -1, -1)

@@ -8,9 +8,9 @@ open at the end of the previous step keeps its start):
 
 - **lagging**: lag > 0 (a null lag is 0), unless the group is held at an open transaction
   (``committed = lso < end``: a read_committed group has nothing to consume).
-- **silent** (only with the commit stream): the commit stream knows the key (it has records of
-  it, or the state row carries ``m_commit_t``) and the key's last commit record at or before
-  the row is ``stop_after_s`` or more ago (or there is none).
+- **silent** (only with the commit stream): the commit stream knows the key (it has a record of
+  it at or before the row, or the state row carries ``m_commit_t``) and the key's last commit
+  record at or before the row is ``stop_after_s`` or more ago.
 - **stall**: lagging, owned, not silent, and ``idle_pending_s ≥ stall_after_s`` (the committed
   offset has not moved while work was pending; with the commit stream the group still commits
   the same offset: Burrow's STALL).
@@ -124,18 +124,18 @@ def last_commit_t(s: Series, commits: Commits | None) -> tuple[F64, B]:
     """Per series row: ``last_commit_t``, the time of the key's last commit record at or before
     the row (a commit at the row's own time counts; a state row's ``m_commit_t`` counts as a
     commit record older than the step's commits), NaN when there is none; and
-    ``commits_known``, the commit stream has records of the key (any record, even one without a
-    time, or a state row's ``m_commit_t``). Without the commit stream (``None``): all NaN, all
+    ``commits_known``, the commit stream has a record of the key at or before the row (or the
+    state row carries ``m_commit_t``): from the key's first record on, so that a row is judged
+    the same whether a later record is in its step or not. Without the commit stream (``None``): all NaN, all
     False (Spark's ``_with_last_commit``)."""
     if commits is None:
         return np.full(s.n, _NAN), np.zeros(s.n, bool)
     sk, st = _state_marks(s)
     mk = np.concatenate([commits.key, sk])
     mt = np.concatenate([commits.t, st])
-    size = max(s.n_keys, int(mk.max()) + 1 if len(mk) else 0)
-    known_key = np.zeros(size, bool)
-    known_key[mk] = True
-    return _asof(mk, mt, s.key, s.t), known_key[s.key]
+    lct = _asof(mk, mt, s.key, s.t)
+    # known from the key's first record on: what a row knows, whatever a later step reads
+    return lct, ~np.isnan(lct)
 
 
 def commit_marker(s: Series, commits: Commits | None) -> F64:

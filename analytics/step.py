@@ -364,6 +364,54 @@ def _run_pass(inp: pa.Table, params: onepass.PassParams, workers: int) -> pa.Tab
 _CHUNK_ROWS = 500_000
 
 
+def _with_owners(state: pa.Table, series: pa.Table, carried: pa.Table | None) -> pa.Table:
+    """``state`` (the next state's series rows) with what the group pass needs to judge an episode
+    that outlives its owner across steps, as one pass would: ``owner_last``/``owner_last_t`` the
+    member of the key's latest row with an owner (this step's, else the carried one) and its time,
+    and ``change_owner`` the owner of the row of the key's last commit change (``m_change_t``)."""
+    cols = [*KEY, "t", "owner"]
+
+    def plain(t: pa.Table, names: Sequence[str]) -> pa.Table:
+        """``names`` of ``t`` (a key, a time, an owner) as plain strings, int32 and float64."""
+        out = {}
+        for name, col in zip(cols, names, strict=True):
+            typ = pa.int32() if name == "partition" else pa.float64() if name == "t" else pa.string()
+            out[name] = t.column(col).cast(typ)
+        return pa.table(out)
+
+    rows = [plain(series, cols)]
+    if carried is not None and carried.num_rows:
+        rows.append(plain(carried, cols))
+        if "owner_last" in carried.column_names:
+            rows.append(plain(carried, [*KEY, "owner_last_t", "owner_last"]))
+    both = pa.concat_tables(rows)
+    owned = both.filter(pc.is_valid(both.column("owner")))
+    owned = owned.take(pc.sort_indices(owned, [("t", "ascending")]))
+    last = owned.group_by(KEY, use_threads=False).aggregate([("owner", "last"), ("t", "last")])
+    last = pa.table({**{k: last.column(k) for k in KEY}, "owner_last": last.column("owner_last"),
+                     "owner_last_t": last.column("t_last")})
+    # the owner of the last change: this step's row at m_change_t, else the one carried
+    fresh = plain(series, cols).group_by([*KEY, "t"], use_threads=False).aggregate([("owner", "last")])
+    fresh = pa.table({**{k: fresh.column(k) for k in KEY}, "m_change_t": fresh.column("t"),
+                      "_fresh": fresh.column("owner_last")})
+    base = pa.table({**{k: plain(state, cols).column(k) for k in KEY},
+                     "m_change_t": state.column("m_change_t").cast(pa.float64()),
+                     "_i": pa.array(np.arange(state.num_rows), pa.int64())})
+    got = base.join(last, KEY, join_type="left outer").join(fresh, [*KEY, "m_change_t"], join_type="left outer")
+    change = got.column("_fresh")
+    if carried is not None and carried.num_rows and "change_owner" in carried.column_names:
+        prev = plain(carried, [*KEY, "m_change_t", "change_owner"])
+        prev = pa.table({**{k: prev.column(k) for k in KEY}, "m_change_t": prev.column("t"),
+                         "_carried": prev.column("owner")})
+        got = got.join(prev, [*KEY, "m_change_t"], join_type="left outer")
+        change = pc.coalesce(got.column("_fresh"), got.column("_carried"))
+    got = got.append_column("_change", change)
+    got = got.take(pc.sort_indices(got, [("_i", "ascending")]))
+    return (state.append_column("owner_last", got.column("owner_last"))
+            .append_column("owner_last_t", got.column("owner_last_t"))
+            .append_column("change_owner", got.column("_change")))
+
+
 def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetime,
              history_points: int = HISTORY_POINTS, workers: int = 1, with_state: bool = True) -> StepOutput:
     """One step over ``inputs`` (whole groups: every row of each of its groups, see the module
@@ -428,6 +476,7 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
                                    "m_end_t", "m_max_committed", "m_commit_t", "m_alive_t", "m_drop_t",
                                    "m_idle")},
         "is_state": pa.array(np.ones(last.num_rows, bool))})
+    series_state = _with_owners(series_state, series, st.get("series"))
     hist = part.get(onepass.OUT_HISTORY, [*KEY, "end", "t", "tp", "ep"])
     mins = part.get(onepass.OUT_MINUTE_STATE, [*KEY, "window_start", "lag", "produce_rate", "consume_rate",
                                                "m_g_start", "m_g_lag0", "m_g_n"])

@@ -39,7 +39,7 @@ def last_commit_marker(last_rows: DataFrame, commits: DataFrame) -> DataFrame:
 
 def _with_last_commit(enriched: DataFrame, commits: DataFrame | None) -> DataFrame:
     """Add ``last_commit_t`` (time of the key's last commit record at or before the row) and
-    ``commits_known`` (the commit stream has records of the key) to the series rows; a state
+    ``commits_known`` (the commit stream has a record of the key at or before the row) to the series rows; a state
     row's ``m_commit_t`` counts as a commit record (one older than the step's commits)."""
     if commits is None:
         return enriched.withColumn("last_commit_t", F.lit(None).cast("double")).withColumn(
@@ -51,7 +51,7 @@ def _with_last_commit(enriched: DataFrame, commits: DataFrame | None) -> DataFra
     df = enriched.withColumn("_src", F.lit(1)).unionByName(marks, allowMissingColumns=True)
     upto = Window.partitionBy(*KEY).orderBy("t", "_src").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     df = (df.withColumn("last_commit_t", F.last(F.when(F.col("_src") == 0, F.col("t")), ignorenulls=True).over(upto))
-          .withColumn("commits_known", F.min("_src").over(Window.partitionBy(*KEY)) == 0))
+          .withColumn("commits_known", F.col("last_commit_t").isNotNull()))
     return df.where(F.col("_src") == 1).drop("_src")
 
 
