@@ -125,17 +125,21 @@ def last_commit_t(s: Series, commits: Commits | None) -> tuple[F64, B]:
     the row (a commit at the row's own time counts; a state row's ``m_commit_t`` counts as a
     commit record older than the step's commits), NaN when there is none; and
     ``commits_known``, the commit stream has a record of the key at or before the row (or the
-    state row carries ``m_commit_t``): from the key's first record on, so that a row is judged
-    the same whether a later record is in its step or not. Without the commit stream (``None``): all NaN, all
-    False (Spark's ``_with_last_commit``)."""
+    state row carries ``m_commit_t``, or it has a record without a time): from the key's first
+    record on, so that a row is judged the same whether a later record is in its step or not.
+    Without the commit stream (``None``): all NaN, all False (Spark's ``_with_last_commit``)."""
     if commits is None:
         return np.full(s.n, _NAN), np.zeros(s.n, bool)
     sk, st = _state_marks(s)
     mk = np.concatenate([commits.key, sk])
     mt = np.concatenate([commits.t, st])
     lct = _asof(mk, mt, s.key, s.t)
-    # known from the key's first record on: what a row knows, whatever a later step reads
-    return lct, ~np.isnan(lct)
+    # known from the key's first record on (what a row knows, whatever a later step reads), or
+    # by a record without a time (it is no earlier or later than any row)
+    size = max(s.n_keys, int(mk.max()) + 1 if len(mk) else 0)
+    timeless = np.zeros(size, bool)
+    timeless[commits.key[np.isnan(commits.t)]] = True
+    return lct, ~np.isnan(lct) | timeless[s.key]
 
 
 def commit_marker(s: Series, commits: Commits | None) -> F64:
