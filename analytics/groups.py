@@ -163,6 +163,14 @@ MSWEEP_SCHEMA = pa.schema([
     ("settled", pa.bool_()), ("is_state", pa.bool_()), ("group_lag", pa.int64()),
 ])
 
+#: the state part ``outages``: the rebalance outages (µs) a later step's anomalies may lie in
+OUTAGE_SCHEMA = pa.schema([("cluster", pa.string()), ("group_id", pa.string()), ("q0_us", pa.int64()),
+                           ("q1_us", pa.int64())])
+#: how long after its end an outage is carried: an anomaly it explains ends by then (a stall or
+#: stop by its end, a commit gap at most the shorter threshold later) and is reported by a step
+#: that reads the sweep after it
+OUTAGE_CARRY_S = 300.0
+
 #: the state part ``recent_rebalances``
 RECENT_SCHEMA = pa.schema([("cluster", pa.string()), ("group_id", pa.string()), ("start_ts", _MS),
                            ("end_ts", _MS)])
@@ -215,6 +223,7 @@ class GroupInputs:
     anomalies: pa.Table
     advances: pa.Table | None = None
     capacities: pa.Table | None = None
+    outages: pa.Table | None = None
 
 
 @dataclass
@@ -228,6 +237,7 @@ class GroupOutputs:
     msweeps: pa.Table
     recent_rebalances: pa.Table
     starved: pa.Table = field(default_factory=lambda: STARVED_SCHEMA.empty_table())
+    outages: pa.Table = field(default_factory=lambda: OUTAGE_SCHEMA.empty_table())
 
 
 # --------------------------------------------------------------------------------------------
@@ -1536,7 +1546,15 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
     out_q = pa.table({"cluster": pa.array([o[0] for o in outages], pa.string()),
                       "group_id": pa.array([o[1] for o in outages], pa.string()),
                       "q0_us": pa.array([o[2] for o in outages], pa.int64()),
-                      "q1_us": pa.array([o[3] for o in outages], pa.int64())})
+                      "q1_us": pa.array([o[3] for o in outages], pa.int64())}, schema=OUTAGE_SCHEMA)
+    # with the outages an earlier step found: an anomaly that ends after its step (a commit gap
+    # closed by the next commit, an episode closed by the next sweep) is explained as one pass
+    # explains it
+    if inp.outages is not None and inp.outages.num_rows:
+        carried_q = pa.table({name: _plain(inp.outages.column(name)).cast(f.type)
+                              for name, f in zip(OUTAGE_SCHEMA.names, OUTAGE_SCHEMA, strict=True)})
+        out_q = pa.concat_tables([out_q, carried_q]).group_by(OUTAGE_SCHEMA.names, use_threads=False).aggregate(
+            []).select(OUTAGE_SCHEMA.names).cast(OUTAGE_SCHEMA)
     # judged before the outages are dropped: whether an episode ends inside an outage may be known
     # only after the step (an open one), while the status rows of a starved partition must say the
     # same whatever a later sweep shows
@@ -1555,8 +1573,22 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
             anomalies = pa.concat_tables([anomalies, found])
 
     return GroupOutputs(rebalances=rebalances, anomalies=anomalies, msweeps=_msweeps_state(kept, lags, carried_lag),
+                        outages=_outage_state(out_q, inp.series),
                         recent_rebalances=storm_state(recent_in, is_state, count=p.storm_count,
                                                       window_s=p.storm_window_s), starved=starved)
+
+
+def _outage_state(outages: pa.Table, series: pa.Table) -> pa.Table:
+    """The outages the next step carries: those ending within :data:`OUTAGE_CARRY_S` of the
+    step's last sweep (all of them when the step has none)."""
+    if not outages.num_rows or not series.num_rows:
+        return outages
+    t = np.asarray(_plain(series.column("t")).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
+    last = float(np.nanmax(t)) if np.isfinite(t).any() else np.nan
+    if np.isnan(last):
+        return outages
+    q1, _ = longs(outages.column("q1_us"))
+    return outages.filter(pa.array(q1 >= _us(last - OUTAGE_CARRY_S)))
 
 
 def _bool(col: pa.ChunkedArray) -> pa.Array:

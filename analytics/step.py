@@ -440,7 +440,8 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
     capacities = part.get(onepass.OUT_CAPACITY, [*KEY, "capacity"])
     grouped = groups.group_pass(groups.GroupInputs(
         members=inputs.members, series=series, carried_series=st.get("series"), carried_msweeps=st.get("msweeps"),
-        recent_rebalances=st.get("recent_rebalances"), group_events=inputs.group_events, commits=inputs.commits,
+        recent_rebalances=st.get("recent_rebalances"), outages=st.get("outages"), group_events=inputs.group_events,
+        commits=inputs.commits,
         anomalies=anomalies(anomaly_in, as_of), advances=advances, capacities=capacities), settings)
     tables = {
         "lag_trends": lag_trends(minutes),
@@ -494,6 +495,7 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
             "is_state": pa.array(np.ones(mins.num_rows, bool))}),
         "msweeps": grouped.msweeps,
         "recent_rebalances": grouped.recent_rebalances,
+        "outages": grouped.outages,
         "advice_evidence": advised.evidence,
         "advice_groups": advised.groups,
     }
