@@ -1286,10 +1286,14 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
         adv = np.zeros(nk, bool)
         adv[1:] = ksame[1:] & (kv_o[1:] > kv_o[:-1])
         kidx = korder[adv]
-        at = asof(rp, row_t, pk[kidx], kt[kidx])
+        # a commit's owner: of the partition's row at or before it; a commit before the step's
+        # rows (the look-back) belongs to the carried row's owner, else its last owner
+        k_row_t = np.where(np.isneginf(rt), -1e300, rt)
+        k_ro = np.concatenate([os_, np.where(oc >= 0, oc, oc_last)])
+        at = asof(rp, k_row_t, pk[kidx], kt[kidx])
         ev_p.append(pk[kidx])
         ev_t.append(kt[kidx])
-        ev_o.append(np.where(at >= 0, ro[np.maximum(at, 0)] if len(ro) else -1, -1))
+        ev_o.append(np.where(at >= 0, k_ro[np.maximum(at, 0)] if len(k_ro) else -1, -1))
     # the episode's owner: of the partition's latest row with an owner at or before ep_q_t, if that
     # row lies inside the episode (a consumer that left at the end of its run leaves rows without
     # an owner behind it: the member that held the partition through the episode is still its owner)

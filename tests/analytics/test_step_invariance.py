@@ -124,7 +124,7 @@ def _differences(whole: list[steps.StepOutput], outs: list[steps.StepOutput]) ->
     return found
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(20))
 def test_steps_cut_at_any_minute_equal_one_pass(seed: int) -> None:
     lake, with_commits = _lake(seed)
     end = at(MINUTES * 60)
@@ -146,7 +146,7 @@ def test_the_inputs_hold_every_kind_of_episode() -> None:
     # episodes open at a step's end (cut through by a boundary)
     kinds: set[str] = set()
     crossing = 0
-    for seed in range(12):
+    for seed in range(20):
         lake, with_commits = _lake(seed)
         rows = _run(lake, None, at(MINUTES * 60), None, with_commits).tables["anomalies"].to_pylist()
         kinds |= {r["kind"] for r in rows}
