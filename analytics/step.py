@@ -368,48 +368,66 @@ def _with_owners(state: pa.Table, series: pa.Table, carried: pa.Table | None) ->
     """``state`` (the next state's series rows) with what the group pass needs to judge an episode
     that outlives its owner across steps, as one pass would: ``owner_last``/``owner_last_t`` the
     member of the key's latest row with an owner (this step's, else the carried one) and its time,
-    and ``change_owner`` the owner of the row of the key's last commit change (``m_change_t``)."""
-    cols = [*KEY, "t", "owner"]
+    and ``change_owner`` the owner of the row of the key's last commit change (``m_change_t``:
+    this step's row at that time, else the carried one). In numpy over one coding of the keys."""
+    def strings(t: pa.Table, name: str) -> pa.Array:
+        return t.column(name).combine_chunks().cast(pa.string())
 
-    def plain(t: pa.Table, names: Sequence[str]) -> pa.Table:
-        """``names`` of ``t`` (a key, a time, an owner) as plain strings, int32 and float64."""
-        out = {}
-        for name, col in zip(cols, names, strict=True):
-            typ = pa.int32() if name == "partition" else pa.float64() if name == "t" else pa.string()
-            out[name] = t.column(col).cast(typ)
-        return pa.table(out)
-
-    rows = [plain(series, cols)]
-    if carried is not None and carried.num_rows:
-        rows.append(plain(carried, cols))
+    parts: list[tuple[pa.Table, str, str]] = [(state, "t", "owner"), (series, "t", "owner")]
+    has_carried = carried is not None and carried.num_rows > 0
+    if has_carried:
+        assert carried is not None
+        parts.append((carried, "t", "owner"))
         if "owner_last" in carried.column_names:
-            rows.append(plain(carried, [*KEY, "owner_last_t", "owner_last"]))
-    both = pa.concat_tables(rows)
-    owned = both.filter(pc.is_valid(both.column("owner")))
-    owned = owned.take(pc.sort_indices(owned, [("t", "ascending")]))
-    last = owned.group_by(KEY, use_threads=False).aggregate([("owner", "last"), ("t", "last")])
-    last = pa.table({**{k: last.column(k) for k in KEY}, "owner_last": last.column("owner_last"),
-                     "owner_last_t": last.column("t_last")})
-    # the owner of the last change: this step's row at m_change_t, else the one carried
-    fresh = plain(series, cols).group_by([*KEY, "t"], use_threads=False).aggregate([("owner", "last")])
-    fresh = pa.table({**{k: fresh.column(k) for k in KEY}, "m_change_t": fresh.column("t"),
-                      "_fresh": fresh.column("owner_last")})
-    base = pa.table({**{k: plain(state, cols).column(k) for k in KEY},
-                     "m_change_t": state.column("m_change_t").cast(pa.float64()),
-                     "_i": pa.array(np.arange(state.num_rows), pa.int64())})
-    got = base.join(last, KEY, join_type="left outer").join(fresh, [*KEY, "m_change_t"], join_type="left outer")
-    change = got.column("_fresh")
-    if carried is not None and carried.num_rows and "change_owner" in carried.column_names:
-        prev = plain(carried, [*KEY, "m_change_t", "change_owner"])
-        prev = pa.table({**{k: prev.column(k) for k in KEY}, "m_change_t": prev.column("t"),
-                         "_carried": prev.column("owner")})
-        got = got.join(prev, [*KEY, "m_change_t"], join_type="left outer")
-        change = pc.coalesce(got.column("_fresh"), got.column("_carried"))
-    got = got.append_column("_change", change)
-    got = got.take(pc.sort_indices(got, [("_i", "ascending")]))
-    return (state.append_column("owner_last", got.column("owner_last"))
-            .append_column("owner_last_t", got.column("owner_last_t"))
-            .append_column("change_owner", got.column("_change")))
+            parts.append((carried, "owner_last_t", "owner_last"))
+        if "change_owner" in carried.column_names:
+            parts.append((carried, "m_change_t", "change_owner"))
+    sizes = [t.num_rows for t, _, _ in parts]
+    code = key_code(*(pa.concat_arrays([strings(t, k) if k != "partition" else t.column(k).combine_chunks().cast(
+        pa.int32()) for t, _, _ in parts]) for k in KEY))
+    when = np.concatenate([doubles(t.column(c).cast(pa.float64())) for t, c, _ in parts])
+    owner = pa.concat_arrays([strings(t, o) for t, _, o in parts])
+    owned = np.asarray(owner.is_valid(), dtype=bool) & ~np.isnan(when)
+    src = np.repeat(np.arange(len(parts)), sizes)
+    n = state.num_rows
+    st_code = code[:n]
+
+    def pick(rows: _I, at_t: _F | None) -> _I:
+        """Per state row: the index (−1: none) of its key's latest row of ``rows`` (with ``at_t``:
+        its key's last row of ``rows`` at exactly that time)."""
+        q_t = np.full(n, np.inf) if at_t is None else at_t
+        ks = np.concatenate([code[rows], st_code])
+        ts = np.concatenate([when[rows], q_t])
+        is_q = np.concatenate([np.zeros(len(rows), bool), np.ones(n, bool)])
+        ref = np.concatenate([rows, np.arange(n)])
+        order = np.lexsort((is_q, ts, ks))  # a query after the rows of its key and time
+        ks, ts, is_q, ref = ks[order], ts[order], is_q[order], ref[order]
+        # the latest row before each position (in key and time order), carried forward
+        row_pos = np.where(~is_q, np.arange(len(order)), -1)
+        prev = np.maximum.accumulate(row_pos) if len(order) else row_pos
+        out = np.full(n, -1, np.int64)
+        qi = np.flatnonzero(is_q)
+        p = prev[qi]
+        ok = (p >= 0) & (ks[np.maximum(p, 0)] == ks[qi])
+        if at_t is not None:
+            ok &= ts[np.maximum(p, 0)] == ts[qi]
+        out[ref[qi[ok]]] = ref[p[ok]]
+        return out
+
+    last = pick(np.flatnonzero(owned & (src > 0)), None)
+    change_t = doubles(state.column("m_change_t"))
+    fresh = pick(np.flatnonzero(owned & (src == 1)), change_t)
+    if has_carried and "change_owner" in carried.column_names:  # type: ignore[union-attr]
+        prev = pick(np.flatnonzero(owned & (src == len(parts) - 1)), change_t)
+        fresh = np.where(fresh >= 0, fresh, prev)
+
+    def taken(i: _I) -> pa.Array:
+        return pc.if_else(pa.array(i >= 0), owner.take(pa.array(np.maximum(i, 0))), pa.nulls(n, pa.string())) if len(
+            owner) else pa.nulls(n, pa.string())
+
+    return (state.append_column("owner_last", taken(last))
+            .append_column("owner_last_t", nullable_doubles(np.where(last >= 0, when[np.maximum(last, 0)], np.nan)))
+            .append_column("change_owner", taken(fresh)))
 
 
 def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetime,
