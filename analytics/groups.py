@@ -145,7 +145,7 @@ MEMBER_COLUMNS = ("cluster", "group_id", "sweep_ts", "group_state", "generation"
 GROUP_EVENT_COLUMNS = ("cluster", "group_id", "record_type", "value_version", "generation", "members", "record_ts")
 COMMIT_COLUMNS = ("cluster", "group_id", "topic", "partition", "committed_offset", "commit_ts", "record_ts")
 SERIES_COLUMNS = ("cluster", "group_id", "topic", "partition", "t", "committed", "lag", "owner")
-CARRIED_SERIES_COLUMNS = ("cluster", "group_id", "topic", "partition", "committed", "owner", "m_change_t",
+CARRIED_SERIES_COLUMNS = ("cluster", "group_id", "topic", "partition", "t", "committed", "owner", "m_change_t",
                           "m_alive_t")
 
 #: a departed member gone within this of its last progress left (unless a quarter of the session
@@ -164,6 +164,14 @@ MSWEEP_SCHEMA = pa.schema([
     ("instances", pa.list_(_INSTANCE)), ("owners", pa.list_(_OWNER)),
     ("settled", pa.bool_()), ("is_state", pa.bool_()), ("group_lag", pa.int64()),
 ])
+
+#: the state part ``outages``: the rebalance outages (µs) a later step's anomalies may lie in
+OUTAGE_SCHEMA = pa.schema([("cluster", pa.string()), ("group_id", pa.string()), ("q0_us", pa.int64()),
+                           ("q1_us", pa.int64())])
+#: how long after its end an outage is carried: an anomaly it explains ends by then (a stall or
+#: stop by its end, a commit gap at most the shorter threshold later) and is reported by a step
+#: that reads the sweep after it
+OUTAGE_CARRY_S = 300.0
 
 #: the state part ``recent_rebalances``
 RECENT_SCHEMA = pa.schema([("cluster", pa.string()), ("group_id", pa.string()), ("start_ts", _MS),
@@ -190,7 +198,7 @@ REBALANCE_SCHEMA = pa.schema([
 REBALANCE_COLUMNS = REBALANCE_SCHEMA.names
 
 _TIMED_OUT = ("session_timeout", "max_poll_interval")
-_OUTAGE_KINDS = ("stall", "stop", "commit_gap")
+_OUTAGE_KINDS = ("stall", "stop", "starved", "commit_gap")
 _IDLE_KINDS = ("stall", "stop")
 
 
@@ -198,7 +206,7 @@ _IDLE_KINDS = ("stall", "stop")
 class GroupInputs:
     """One step's rows of a set of whole groups (pyarrow). Columns read: :data:`MEMBER_COLUMNS`
     of ``members``, :data:`SERIES_COLUMNS` of ``series`` (``step.prepare``),
-    :data:`CARRIED_SERIES_COLUMNS` of ``carried_series`` (``m_alive_t`` optional), every
+    :data:`CARRIED_SERIES_COLUMNS` of ``carried_series`` (``t`` and ``m_alive_t`` optional), every
     :data:`MSWEEP_SCHEMA` column of ``carried_msweeps``, :data:`RECENT_SCHEMA` of
     ``recent_rebalances``, :data:`GROUP_EVENT_COLUMNS` of ``group_events``,
     :data:`COMMIT_COLUMNS` of ``commits`` (the step's and its look-back), ``cluster, group_id,
@@ -217,6 +225,7 @@ class GroupInputs:
     anomalies: pa.Table
     advances: pa.Table | None = None
     capacities: pa.Table | None = None
+    outages: pa.Table | None = None
 
 
 @dataclass
@@ -230,6 +239,7 @@ class GroupOutputs:
     msweeps: pa.Table
     recent_rebalances: pa.Table
     starved: pa.Table = field(default_factory=lambda: STARVED_SCHEMA.empty_table())
+    outages: pa.Table = field(default_factory=lambda: OUTAGE_SCHEMA.empty_table())
 
 
 # --------------------------------------------------------------------------------------------
@@ -1188,6 +1198,26 @@ def _first_from(ev_code: _I, ev_t: _F, q_code: _I, lo: _F) -> _F:
     return out
 
 
+def _first_elsewhere(ev_owner: _I, ev_part: _I, ev_t: _F, q_owner: _I, q_part: _I, lo: _F) -> _F:
+    """Per query, the time of the first event of its owner at or after ``lo`` on a partition other
+    than its own (NaN: none); ``*_part`` codes say the owner and the partition together. A time
+    whose events are all on the query's own partition is skipped (a stalled partition has few)."""
+    first = _first_from(ev_owner, ev_t, q_owner, lo)
+    idx = np.arange(len(q_owner))
+    while len(idx):
+        f = first[idx]
+        ok = ~np.isnan(f)
+        idx, f = idx[ok], f[ok]
+        if not len(idx):
+            break
+        own_only = _count_within(ev_owner, ev_t, q_owner[idx], f, f) == _count_within(ev_part, ev_t, q_part[idx],
+                                                                                      f, f)
+        idx = idx[own_only]
+        if len(idx):
+            first[idx] = _first_from(ev_owner, ev_t, q_owner[idx], first[idx] + 1e-6)  # the next µs
+    return first
+
+
 @dataclass
 class _Progress:
     """Commit progress of the partitions of some groups: one event per committed-offset change
@@ -1203,11 +1233,13 @@ class _Progress:
 
 def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Table | None, groups: pa.Array,
                      ep_topic: pa.Array, ep_partition: pa.Array, ep_q_g: _I, ep_q_t: _F,
-                     ep_start: _F) -> tuple[_Progress, _I, _I]:
+                     ep_start: _F) -> tuple[_Progress, _I, _I, _F]:
     """The progress events of the groups ``groups`` (see :class:`_Progress`), and per episode (its
     group ``ep_q_g``, partition ``ep_topic``/``ep_partition``, from ``ep_start``) its partition's
-    code and its owner's code at ``ep_q_t``: the owner of the partition's latest row with an owner
-    at or before it, when that row is at or after ``ep_start`` (−1: none)."""
+    code, its owner's code at ``ep_q_t``: the owner of the partition's latest row with an owner
+    at or before it, when that row is at or after ``ep_start`` (−1: none), and since when that
+    owner held the partition: the first of its rows since the partition's last row of another
+    owner (−inf: all of the rows the step has)."""
     def rows_of(table: pa.Table | None) -> tuple[pa.Table, _I]:
         if table is None or not table.num_rows:
             return pa.table({"topic": pa.array([], pa.string()), "partition": pa.array([], pa.int32())}), np.zeros(
@@ -1232,10 +1264,16 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
     gg = np.concatenate([sg, cg, kg, ep_q_g])
     pcode, _ = _dense(key_code(pa.array(gg), topic, part)) if len(gg) else (np.zeros(0, np.int64), 0)
     ps, pcar, pk, pe = np.split(pcode, [ns, ns + nc, ns + nc + nk])
-    owners = pa.concat_arrays([col(s, "owner", pa.string()), col(c, "owner", pa.string())])
+    # a carried row's owner, the owner of its key's latest row with one (``owner_last``: the
+    # member that held the partition before it left) and of its last change (``change_owner``)
+    def opt(name: str) -> pa.Array:
+        return col(c, name, pa.string()) if name in c.column_names else pa.nulls(nc, pa.string())
+
+    owners = pa.concat_arrays([col(s, "owner", pa.string()), col(c, "owner", pa.string()), opt("owner_last"),
+                               opt("change_owner")])
     ocode = np.asarray(pc.dictionary_encode(owners).indices.fill_null(-1), dtype=np.int64) if len(owners) else (
         np.zeros(0, np.int64))
-    os_, oc = ocode[:ns], ocode[ns:]
+    os_, oc, oc_last, oc_change = np.split(ocode, [ns, ns + nc, ns + 2 * nc])
 
     # the series rows, each key's carried row first (at −∞): a change from the row before
     st = np.asarray(_plain(s.column("t")).fill_null(np.nan), dtype=np.float64) if ns else np.zeros(0)
@@ -1259,9 +1297,13 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
         has = ~np.isnan(ch)
         ev_p.append(pcar[has])
         ev_t.append(ch[has])
-        ev_o.append(oc[has])
-    # the rows' owners as of any time: the latest row of the partition at or before it
-    row_t = np.where(np.isneginf(rt), -1e300, rt)
+        ev_o.append(np.where(oc_change >= 0, oc_change, oc)[has] if "change_owner" in c.column_names else oc[has])
+    # the rows' owners as of any time: the latest row of the partition at or before it (a carried
+    # row at its own time, the previous step's last sweep: an episode that ends at the step's first
+    # sweep was owned by the owner it carries, as one pass sees it)
+    ct = (np.asarray(_plain(c.column("t")).cast(pa.float64()).fill_null(-1e300), dtype=np.float64)
+          if nc and "t" in c.column_names else np.full(nc, -1e300))
+    row_t = np.concatenate([st, ct])
     if nk:
         kt = seconds(pc.coalesce(_plain(k.column("commit_ts")).cast(_US), _plain(k.column("record_ts")).cast(_US)))
         kv, _ = longs(k.column("committed_offset"))
@@ -1272,24 +1314,46 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
         adv = np.zeros(nk, bool)
         adv[1:] = ksame[1:] & (kv_o[1:] > kv_o[:-1])
         kidx = korder[adv]
-        at = asof(rp, row_t, pk[kidx], kt[kidx])
+        # a commit's owner: of the partition's row at or before it; a commit before the step's
+        # rows (the look-back) belongs to the carried row's owner, else its last owner
+        k_row_t = np.where(np.isneginf(rt), -1e300, rt)
+        k_ro = np.concatenate([os_, np.where(oc >= 0, oc, oc_last)])
+        at = asof(rp, k_row_t, pk[kidx], kt[kidx])
         ev_p.append(pk[kidx])
         ev_t.append(kt[kidx])
-        ev_o.append(np.where(at >= 0, ro[np.maximum(at, 0)] if len(ro) else -1, -1))
+        ev_o.append(np.where(at >= 0, k_ro[np.maximum(at, 0)] if len(k_ro) else -1, -1))
     # the episode's owner: of the partition's latest row with an owner at or before ep_q_t, if that
     # row lies inside the episode (a consumer that left at the end of its run leaves rows without
     # an owner behind it: the member that held the partition through the episode is still its owner)
+    if nc and "owner_last_t" in c.column_names:  # the carried last owned rows, at their own time
+        lt = np.asarray(_plain(c.column("owner_last_t")).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
+        has = (oc_last >= 0) & ~np.isnan(lt)
+        rp = np.concatenate([rp, pcar[has]])
+        row_t = np.concatenate([row_t, lt[has]])
+        ro = np.concatenate([ro, oc_last[has]])
     owned_rows = np.flatnonzero(ro >= 0)
     ep_at = asof(rp[owned_rows], row_t[owned_rows], pe, ep_q_t)
     ep_row = np.where(ep_at >= 0, owned_rows[np.maximum(ep_at, 0)] if len(owned_rows) else -1, -1)
     inside = (ep_row >= 0) & (row_t[np.maximum(ep_row, 0)] >= ep_start if len(row_t) else False)
     ep_owner = np.where(inside, ro[np.maximum(ep_row, 0)] if len(ro) else -1, -1)
+    # each owned row's tenure: the first row of its run of rows of the same owner (rows without an
+    # owner between them do not end it; the step's first row of a partition: since −inf)
+    since_of = np.full(len(rp), -np.inf)
+    if len(owned_rows):
+        o = owned_rows[np.lexsort((row_t[owned_rows], rp[owned_rows]))]
+        new_run = np.ones(len(o), bool)
+        new_run[1:] = (rp[o][1:] != rp[o][:-1]) | (ro[o][1:] != ro[o][:-1])
+        first_of_p = np.ones(len(o), bool)
+        first_of_p[1:] = rp[o][1:] != rp[o][:-1]
+        run_t = np.where(first_of_p, -np.inf, row_t[o])
+        since_of[o] = run_t[np.maximum.accumulate(np.where(new_run, np.arange(len(o)), 0))]
+    ep_since = np.where(inside, since_of[np.maximum(ep_row, 0)] if len(since_of) else -np.inf, -np.inf)
     p_all = np.concatenate(ev_p)
     # the group of each event: the partition code's group
     g_of_p = np.zeros(int(pcode.max()) + 1 if len(pcode) else 0, np.int64)
     g_of_p[pcode] = gg
     return _Progress(g=g_of_p[p_all], p=p_all, owner=np.concatenate(ev_o).astype(np.int64),
-                     t=np.concatenate(ev_t)), pe, ep_owner
+                     t=np.concatenate(ev_t)), pe, ep_owner, ep_since
 
 
 def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, commits: pa.Table | None, *,
@@ -1313,7 +1377,7 @@ def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, 
     seen = np.where(closed, end, start + mag)
     # the owner: of the partition's last row inside the episode (before the sweep that ended it)
     q_t = np.where(closed, end - 1e-6, seen)
-    ev, ep_p, ep_owner = _progress_events(series, carried, commits, groups, ep.column("topic"),
+    ev, ep_p, ep_owner, ep_since = _progress_events(series, carried, commits, groups, ep.column("topic"),
                                           ep.column("partition"), eg, q_t, start)
     # events of the same owner (group, owner) and of the whole group, on other partitions
     no = int(max(ev.owner.max(initial=-1), ep_owner.max(initial=-1))) + 2
@@ -1328,9 +1392,13 @@ def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, 
     by_group = _count_within(ev.g, ev.t, eg, after, seen) - _count_within(ev.p, ev.t, ep_p, after, seen)
     starved = (ep_owner >= 0) & (by_owner > 0)
     others = by_group > 0
-    # from when a status row may say so: the owner's first progress in the episode (a row before
-    # it could not know; a later step or a batch says the same for it)
-    first = _first_from(ev_go, ev.t, ep_go, after)
+    # from when a status row may say so: the owner's first progress in the episode once it held the
+    # partition (a row before could not know who would own it, nor of that progress; a later step
+    # or a batch says the same for it), else from when it took the partition over (it had progressed
+    # elsewhere in the episode before)
+    from_t = np.maximum(after, ep_since)
+    first = _first_elsewhere(ev_go, ev_go * np_ + ev.p, ev.t, ep_go, ep_go * np_ + ep_p, from_t)
+    first = np.where(np.isnan(first), from_t, first)
 
     k_all = np.asarray(kind.to_pylist(), dtype=object)
     sev_all = np.asarray(_plain(anomalies.column("severity")).cast(pa.string()).to_pylist(), dtype=object)
@@ -1516,9 +1584,21 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
     out_q = pa.table({"cluster": pa.array([o[0] for o in outages], pa.string()),
                       "group_id": pa.array([o[1] for o in outages], pa.string()),
                       "q0_us": pa.array([o[2] for o in outages], pa.int64()),
-                      "q1_us": pa.array([o[3] for o in outages], pa.int64())})
-    quiet = drop_rebalance_outages(inp.anomalies, out_q)
-    judged, starved = judge_idle(quiet, inp.series, inp.carried_series, inp.commits, stall_after_s=p.stall_after_s)
+                      "q1_us": pa.array([o[3] for o in outages], pa.int64())}, schema=OUTAGE_SCHEMA)
+    # with the outages an earlier step found: an anomaly that ends after its step (a commit gap
+    # closed by the next commit, an episode closed by the next sweep) is explained as one pass
+    # explains it
+    if inp.outages is not None and inp.outages.num_rows:
+        carried_q = pa.table({name: _plain(inp.outages.column(name)).cast(f.type)
+                              for name, f in zip(OUTAGE_SCHEMA.names, OUTAGE_SCHEMA, strict=True)})
+        out_q = pa.concat_tables([out_q, carried_q]).group_by(OUTAGE_SCHEMA.names, use_threads=False).aggregate(
+            []).select(OUTAGE_SCHEMA.names).cast(OUTAGE_SCHEMA)
+    # judged before the outages are dropped: whether an episode ends inside an outage may be known
+    # only after the step (an open one), while the status rows of a starved partition must say the
+    # same whatever a later sweep shows
+    judged, starved = judge_idle(inp.anomalies, inp.series, inp.carried_series, inp.commits,
+                                 stall_after_s=p.stall_after_s)
+    judged = drop_rebalance_outages(judged, out_q)
     anomalies = pa.concat_tables([judged, storm_rows.cast(judged.schema)]) if storm_rows.num_rows else judged
     # skips (and the rewinds an empty group's reset wrote): judged with the group's membership
     members = skips.membership(sw.ms, inp.group_events, skips.wanted_groups(anomalies, inp.advances))
@@ -1531,8 +1611,22 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
             anomalies = pa.concat_tables([anomalies, found])
 
     return GroupOutputs(rebalances=rebalances, anomalies=anomalies, msweeps=_msweeps_state(kept, lags, carried_lag),
+                        outages=_outage_state(out_q, inp.series),
                         recent_rebalances=storm_state(recent_in, is_state, count=p.storm_count,
                                                       window_s=p.storm_window_s), starved=starved)
+
+
+def _outage_state(outages: pa.Table, series: pa.Table) -> pa.Table:
+    """The outages the next step carries: those ending within :data:`OUTAGE_CARRY_S` of the
+    step's last sweep (all of them when the step has none)."""
+    if not outages.num_rows or not series.num_rows:
+        return outages
+    t = np.asarray(_plain(series.column("t")).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
+    last = float(np.nanmax(t)) if np.isfinite(t).any() else np.nan
+    if np.isnan(last):
+        return outages
+    q1, _ = longs(outages.column("q1_us"))
+    return outages.filter(pa.array(q1 >= _us(last - OUTAGE_CARRY_S)))
 
 
 def _bool(col: pa.ChunkedArray) -> pa.Array:

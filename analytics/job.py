@@ -83,7 +83,7 @@ log = logging.getLogger(__name__)
 #: the lake tables a step reads; the last two are the commit stream's (optional)
 LAKE_TABLES = ("offsets", "members", "commits", "group_events")
 #: the parts of a step's carried state (see the module doc)
-STATE_PARTS = ("series", "history", "gaps", "entries", "minutes", "msweeps", "recent_rebalances",
+STATE_PARTS = ("series", "history", "gaps", "entries", "minutes", "msweeps", "recent_rebalances", "outages",
                "advice_evidence", "advice_groups")
 RESULT_TABLES = ("lag_trends", "rebalances", "anomalies", "status", "advice")
 

@@ -8,9 +8,9 @@ open at the end of the previous step keeps its start):
 
 - **lagging**: lag > 0 (a null lag is 0), unless the group is held at an open transaction
   (``committed = lso < end``: a read_committed group has nothing to consume).
-- **silent** (only with the commit stream): the commit stream knows the key (it has records of
-  it, or the state row carries ``m_commit_t``) and the key's last commit record at or before
-  the row is ``stop_after_s`` or more ago (or there is none).
+- **silent** (only with the commit stream): the commit stream knows the key (it has a record of
+  it at or before the row, or the state row carries ``m_commit_t``) and the key's last commit
+  record at or before the row is ``stop_after_s`` or more ago.
 - **stall**: lagging, owned, not silent, and ``idle_pending_s ≥ stall_after_s`` (the committed
   offset has not moved while work was pending; with the commit stream the group still commits
   the same offset: Burrow's STALL).
@@ -54,7 +54,7 @@ import numpy as np
 
 from lagscope.analytics.kseries import F64, I64, B, Commits, Found, Series, asof, java_fixed, key_bounds
 
-__all__ = ["commit_marker", "episodes", "last_commit_t", "spark_round"]
+__all__ = ["commit_marker", "episodes", "idle_code", "last_commit_t", "spark_round"]
 
 _NAN = float("nan")
 _LMIN = np.iinfo(np.int64).min
@@ -124,18 +124,22 @@ def last_commit_t(s: Series, commits: Commits | None) -> tuple[F64, B]:
     """Per series row: ``last_commit_t``, the time of the key's last commit record at or before
     the row (a commit at the row's own time counts; a state row's ``m_commit_t`` counts as a
     commit record older than the step's commits), NaN when there is none; and
-    ``commits_known``, the commit stream has records of the key (any record, even one without a
-    time, or a state row's ``m_commit_t``). Without the commit stream (``None``): all NaN, all
-    False (Spark's ``_with_last_commit``)."""
+    ``commits_known``, the commit stream has a record of the key at or before the row (or the
+    state row carries ``m_commit_t``, or it has a record without a time): from the key's first
+    record on, so that a row is judged the same whether a later record is in its step or not.
+    Without the commit stream (``None``): all NaN, all False (Spark's ``_with_last_commit``)."""
     if commits is None:
         return np.full(s.n, _NAN), np.zeros(s.n, bool)
     sk, st = _state_marks(s)
     mk = np.concatenate([commits.key, sk])
     mt = np.concatenate([commits.t, st])
+    lct = _asof(mk, mt, s.key, s.t)
+    # known from the key's first record on (what a row knows, whatever a later step reads), or
+    # by a record without a time (it is no earlier or later than any row)
     size = max(s.n_keys, int(mk.max()) + 1 if len(mk) else 0)
-    known_key = np.zeros(size, bool)
-    known_key[mk] = True
-    return _asof(mk, mt, s.key, s.t), known_key[s.key]
+    timeless = np.zeros(size, bool)
+    timeless[commits.key[np.isnan(commits.t)]] = True
+    return lct, ~np.isnan(lct) | timeless[s.key]
 
 
 def commit_marker(s: Series, commits: Commits | None) -> F64:
@@ -164,10 +168,23 @@ def _bits(v: F64) -> I64:
     return np.where(np.isnan(v), _NAN, v + 0.0).view(np.int64)
 
 
-def episodes(s: Series, commits: Commits | None, *, stall_after_s: float, stop_after_s: float) -> Found:
+def idle_code(kind: I64, why: I64) -> F64:
+    """The ``m_idle`` marker of an idle episode of ``kind`` (stall 0, stop 1) and reason ``why``."""
+    return (kind * 4 + why).astype(np.float64)
+
+
+def episodes(s: Series, commits: Commits | None, *, stall_after_s: float, stop_after_s: float,
+             carried_idle: F64 | None = None, idle_out: F64 | None = None) -> Found:
     """stall, stop and retention_loss episodes of the chunk (see the module doc for the rules
     and the output; Spark's ``transform_episodes``). ``commits``: the commit stream's records of
-    the chunk's keys, or ``None`` without it."""
+    the chunk's keys, or ``None`` without it.
+
+    ``carried_idle``: per row of ``s``, the ``m_idle`` marker a state row carries (NaN: none), the
+    kind and reason (:func:`idle_code`) of the idle episode its previous step left open: the
+    episode keeps them (its first mark was in that step, and its rows are not here: a stall whose
+    owner then left stays the stall one pass sees, not a stop judged from the rows after the
+    boundary). ``idle_out`` (length ``s.n_keys``), when given, receives per key the marker of the
+    episode open at its last row (NaN: none), for the next state row."""
     lct, known = last_commit_t(s, commits)
     # held at an open transaction: committed = LSO < end (nulls: false)
     at_lso = s.lso_ok & s.committed_ok & s.end_ok & (s.committed == s.lso) & (s.lso < s.end)
@@ -183,6 +200,8 @@ def episodes(s: Series, commits: Commits | None, *, stall_after_s: float, stop_a
     # the marks: loss rows (class 0) and stuck rows (class 1)
     loss_rows = np.flatnonzero(s.lost)
     idle_rows = np.flatnonzero(stall | stop)
+    if idle_out is not None:
+        idle_out[:] = np.nan
     if len(loss_rows) + len(idle_rows) == 0:
         return Found.empty()
     row = np.concatenate([loss_rows, idle_rows])
@@ -216,6 +235,15 @@ def episodes(s: Series, commits: Commits | None, *, stall_after_s: float, stop_a
 
     ep_kind = kind[first_mark]
     ep_why = why[row[first_mark]]
+    if carried_idle is not None:  # an episode open at the previous step's end keeps its first mark's judgement
+        code = carried_idle[row[first_mark]]
+        keep = (cls[first_mark] == 1) & ~np.isnan(code)
+        ep_kind = np.where(keep, np.nan_to_num(code) // 4, ep_kind).astype(np.int64)
+        ep_why = np.where(keep, np.nan_to_num(code) % 4, ep_why).astype(np.int64)
+    if idle_out is not None:
+        _, last_row = key_bounds(s.key)
+        open_mark = (cls == 1) & last_row[row]
+        idle_out[key[open_mark]] = idle_code(ep_kind, ep_why)[g[open_mark]]
     ep_start = groups[:, 2].copy().view(np.float64)
     is_loss = ep_kind == _LOSS
     dur = np.where(np.isnan(end_t), last_t, end_t) - ep_start

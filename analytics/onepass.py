@@ -83,15 +83,16 @@ _MARKERS_F = ["m_change_t", "m_pending_t", "m_max_rate", "m_sat_rate", "m_rate",
               "m_alive_t", "m_drop_t"]
 _US = pa.timestamp("us", tz="UTC")
 
-#: a carried state row's ``x``
-STATE_X = (*_MARKERS_F, "m_max_committed")
+#: a carried state row's ``x`` (``m_idle``: the kind and reason of the idle episode open at the
+#: row, :func:`lagscope.analytics.np_episodes.idle_code`; read by the episodes, not the series)
+STATE_X = (*_MARKERS_F, "m_max_committed", "m_idle")
 #: a carried minute's ``x`` (``m_g_start`` in epoch seconds)
 MINUTE_X = ("produce_rate", "consume_rate", "m_g_start", "m_g_lag0", "m_g_n")
 
 #: ``x``: up to :data:`X_WIDTH` values of a state row or carried minute (a struct, not a list: a
 #: null list on every sweep row made Spark's conversion to Arrow five times slower; a null
 #: struct costs about what no column does)
-X_WIDTH = 11
+X_WIDTH = 12
 X_TYPE = pa.struct([(f"x{i}", pa.float64()) for i in range(X_WIDTH)])
 
 #: the packed values of ``b`` (little-endian float64, row after row): a Burrow entry, a gap sample
@@ -109,7 +110,7 @@ PASS_OUT = pa.schema([
     ("_o", pa.int8()), *_KEY_FIELDS, *kernel.LAG_SECONDS_OUT,
     ("burrow_status", pa.string()), ("status", pa.string()), ("reason", pa.string()),
     ("owner_h", pa.int64()), ("rec_ts", _US), ("lso", pa.int64()),
-    *((m, pa.float64()) for m in _MARKERS_F), ("m_max_committed", pa.int64()),
+    *((m, pa.float64()) for m in _MARKERS_F), ("m_max_committed", pa.int64()), ("m_idle", pa.float64()),
     ("tp", pa.float64()), ("ep", pa.int64()),
     ("kind", pa.string()), ("start_t", pa.float64()), ("end_t", pa.float64()), ("severity", pa.string()),
     ("magnitude", pa.float64()), ("unit", pa.string()), ("detail", pa.string()), ("cause", pa.string()),
@@ -198,9 +199,10 @@ def _ok_long(v: _F) -> tuple[_I, _B]:
     return np.where(ok, v, 0).astype(np.int64), ok
 
 
-def _series(rows: _Chunk, is_state: _B, jump_factor: float) -> Series:
+def _series(rows: _Chunk, is_state: _B, jump_factor: float) -> tuple[Series, _F]:
     """The chunk's series rows (state and fresh, in key and time order) enriched (a jump to the end
-    beyond ``jump_factor`` × the rate before it, the rules' ``skip_factor``, is no capacity)."""
+    beyond ``jump_factor`` × the rate before it, the rules' ``skip_factor``, is no capacity), and
+    per row the carried ``m_idle`` (NaN but on state rows)."""
     cols: dict[str, object] = {"key": rows.key, "is_state": is_state}
     for name in ("committed", "end", "log_start", "lso"):
         cols[name], cols[f"{name}_ok"] = rows.long(name)
@@ -215,7 +217,7 @@ def _series(rows: _Chunk, is_state: _B, jump_factor: float) -> Series:
     for j, m in enumerate(_MARKERS_F):
         cols[m] = marks[:, j]
     cols["m_max_committed"], cols["m_max_committed_ok"] = _ok_long(marks[:, len(_MARKERS_F)])
-    return enrich(**cols, jump_factor=jump_factor)  # type: ignore[arg-type]
+    return enrich(**cols, jump_factor=jump_factor), marks[:, len(_MARKERS_F) + 1]  # type: ignore[arg-type]
 
 
 def _growth_minutes(minutes: pa.Table, mkey: _I, carried: _Chunk) -> np_growth.Minutes:
@@ -338,7 +340,7 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
     minutes = kernel.lag_seconds_table(sub, history_points=params.history_points)
 
     series_rows = _Chunk(tbl, ser_mask, keyno)
-    s = _series(series_rows, kind[ser_mask] == STATE, params.rules.skip_factor)
+    s, carried_idle = _series(series_rows, kind[ser_mask] == STATE, params.rules.skip_factor)
     commits: Commits | None = None
     if params.commit_stream:
         cm = (kind == COMMIT) & has_series[keyno]  # a key's commits matter with its sweeps only
@@ -366,8 +368,10 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
 
     # anomalies
     jumps = np_points.commit_jumps(s, commits) if commits is not None else None
+    idle = np.full(n_keys, np.nan)
     found = [
-        np_episodes.episodes(s, commits, stall_after_s=p.stall_after_s, stop_after_s=p.stop_after_s),
+        np_episodes.episodes(s, commits, stall_after_s=p.stall_after_s, stop_after_s=p.stop_after_s,
+                             carried_idle=carried_idle, idle_out=idle),
         np_points.point_events(s, commits, jumps=jumps),
     ]
     gaps = np_gaps.commit_gaps(s, commits)
@@ -411,7 +415,8 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
         "rec_ts": _micros(last.rec_t), "lso": kernel.nullable(last.lso, last.lso_ok, pa.int64()),
         **{m: _nan_null(getattr(last, m)) for m in _MARKERS_F if m != "m_commit_t"},
         "m_commit_t": _nan_null(marker[last.key]),
-        "m_max_committed": kernel.nullable(last.m_max_committed, last.m_max_committed_ok, pa.int64())})
+        "m_max_committed": kernel.nullable(last.m_max_committed, last.m_max_committed_ok, pa.int64()),
+        "m_idle": _nan_null(idle[last.key])})
     hist_in = _Chunk(tbl, (kind == HISTORY) & has_series[keyno], keyno)
     fresh_points = np_state.history_points(s)
     if len(hist_in):

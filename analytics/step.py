@@ -366,6 +366,72 @@ def _run_pass(inp: pa.Table, params: onepass.PassParams, workers: int) -> pa.Tab
 _CHUNK_ROWS = 150_000
 
 
+def _with_owners(state: pa.Table, series: pa.Table, carried: pa.Table | None) -> pa.Table:
+    """``state`` (the next state's series rows) with what the group pass needs to judge an episode
+    that outlives its owner across steps, as one pass would: ``owner_last``/``owner_last_t`` the
+    member of the key's latest row with an owner (this step's, else the carried one) and its time,
+    and ``change_owner`` the owner of the row of the key's last commit change (``m_change_t``:
+    this step's row at that time, else the carried one). In numpy over one coding of the keys."""
+    def strings(t: pa.Table, name: str) -> pa.Array:
+        return t.column(name).combine_chunks().cast(pa.string())
+
+    parts: list[tuple[pa.Table, str, str]] = [(state, "t", "owner"), (series, "t", "owner")]
+    has_carried = carried is not None and carried.num_rows > 0
+    if has_carried:
+        assert carried is not None
+        parts.append((carried, "t", "owner"))
+        if "owner_last" in carried.column_names:
+            parts.append((carried, "owner_last_t", "owner_last"))
+        if "change_owner" in carried.column_names:
+            parts.append((carried, "m_change_t", "change_owner"))
+    sizes = [t.num_rows for t, _, _ in parts]
+    code = key_code(*(pa.concat_arrays([strings(t, k) if k != "partition" else t.column(k).combine_chunks().cast(
+        pa.int32()) for t, _, _ in parts]) for k in KEY))
+    when = np.concatenate([doubles(t.column(c).cast(pa.float64())) for t, c, _ in parts])
+    owner = pa.concat_arrays([strings(t, o) for t, _, o in parts])
+    owned = np.asarray(owner.is_valid(), dtype=bool) & ~np.isnan(when)
+    src = np.repeat(np.arange(len(parts)), sizes)
+    n = state.num_rows
+    st_code = code[:n]
+
+    def pick(rows: _I, at_t: _F | None) -> _I:
+        """Per state row: the index (−1: none) of its key's latest row of ``rows`` (with ``at_t``:
+        its key's last row of ``rows`` at exactly that time)."""
+        q_t = np.full(n, np.inf) if at_t is None else at_t
+        ks = np.concatenate([code[rows], st_code])
+        ts = np.concatenate([when[rows], q_t])
+        is_q = np.concatenate([np.zeros(len(rows), bool), np.ones(n, bool)])
+        ref = np.concatenate([rows, np.arange(n)])
+        order = np.lexsort((is_q, ts, ks))  # a query after the rows of its key and time
+        ks, ts, is_q, ref = ks[order], ts[order], is_q[order], ref[order]
+        # the latest row before each position (in key and time order), carried forward
+        row_pos = np.where(~is_q, np.arange(len(order)), -1)
+        prev = np.maximum.accumulate(row_pos) if len(order) else row_pos
+        out = np.full(n, -1, np.int64)
+        qi = np.flatnonzero(is_q)
+        p = prev[qi]
+        ok = (p >= 0) & (ks[np.maximum(p, 0)] == ks[qi])
+        if at_t is not None:
+            ok &= ts[np.maximum(p, 0)] == ts[qi]
+        out[ref[qi[ok]]] = ref[p[ok]]
+        return out
+
+    last = pick(np.flatnonzero(owned & (src > 0)), None)
+    change_t = doubles(state.column("m_change_t"))
+    fresh = pick(np.flatnonzero(owned & (src == 1)), change_t)
+    if has_carried and "change_owner" in carried.column_names:  # type: ignore[union-attr]
+        prev = pick(np.flatnonzero(owned & (src == len(parts) - 1)), change_t)
+        fresh = np.where(fresh >= 0, fresh, prev)
+
+    def taken(i: _I) -> pa.Array:
+        return pc.if_else(pa.array(i >= 0), owner.take(pa.array(np.maximum(i, 0))), pa.nulls(n, pa.string())) if len(
+            owner) else pa.nulls(n, pa.string())
+
+    return (state.append_column("owner_last", taken(last))
+            .append_column("owner_last_t", nullable_doubles(np.where(last >= 0, when[np.maximum(last, 0)], np.nan)))
+            .append_column("change_owner", taken(fresh)))
+
+
 def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetime,
              history_points: int = HISTORY_POINTS, workers: int = 1, with_state: bool = True) -> StepOutput:
     """One step over ``inputs`` (whole groups: every row of each of its groups, see the module
@@ -394,7 +460,8 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
     capacities = part.get(onepass.OUT_CAPACITY, [*KEY, "t", "capacity"])
     grouped = groups.group_pass(groups.GroupInputs(
         members=inputs.members, series=series, carried_series=st.get("series"), carried_msweeps=st.get("msweeps"),
-        recent_rebalances=st.get("recent_rebalances"), group_events=inputs.group_events, commits=inputs.commits,
+        recent_rebalances=st.get("recent_rebalances"), outages=st.get("outages"), group_events=inputs.group_events,
+        commits=inputs.commits,
         anomalies=anomalies(anomaly_in, as_of), advances=advances, capacities=capacities), settings)
     tables = {
         "lag_trends": lag_trends(minutes),
@@ -427,8 +494,10 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
         "lag": last.column("lag"), "owner": owner, "group_state": pa.nulls(last.num_rows, pa.string()),
         "rec_ts": last.column("rec_ts").cast(_MS, safe=False), "lso": last.column("lso"),
         **{m: markers[m] for m in ("m_change_t", "m_pending_t", "m_max_rate", "m_sat_rate", "m_rate", "m_ret_t",
-                                   "m_end_t", "m_max_committed", "m_commit_t", "m_alive_t", "m_drop_t")},
+                                   "m_end_t", "m_max_committed", "m_commit_t", "m_alive_t", "m_drop_t",
+                                   "m_idle")},
         "is_state": pa.array(np.ones(last.num_rows, bool))})
+    series_state = _with_owners(series_state, series, st.get("series"))
     hist = part.get(onepass.OUT_HISTORY, [*KEY, "end", "t", "tp", "ep"])
     mins = part.get(onepass.OUT_MINUTE_STATE, [*KEY, "window_start", "lag", "produce_rate", "consume_rate",
                                                "m_g_start", "m_g_lag0", "m_g_n"])
@@ -446,6 +515,7 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
             "is_state": pa.array(np.ones(mins.num_rows, bool))}),
         "msweeps": grouped.msweeps,
         "recent_rebalances": grouped.recent_rebalances,
+        "outages": grouped.outages,
         "advice_evidence": advised.evidence,
         "advice_groups": advised.groups,
     }

@@ -39,7 +39,7 @@ def last_commit_marker(last_rows: DataFrame, commits: DataFrame) -> DataFrame:
 
 def _with_last_commit(enriched: DataFrame, commits: DataFrame | None) -> DataFrame:
     """Add ``last_commit_t`` (time of the key's last commit record at or before the row) and
-    ``commits_known`` (the commit stream has records of the key) to the series rows; a state
+    ``commits_known`` (the commit stream has a record of the key at or before the row) to the series rows; a state
     row's ``m_commit_t`` counts as a commit record (one older than the step's commits)."""
     if commits is None:
         return enriched.withColumn("last_commit_t", F.lit(None).cast("double")).withColumn(
@@ -51,7 +51,8 @@ def _with_last_commit(enriched: DataFrame, commits: DataFrame | None) -> DataFra
     df = enriched.withColumn("_src", F.lit(1)).unionByName(marks, allowMissingColumns=True)
     upto = Window.partitionBy(*KEY).orderBy("t", "_src").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     df = (df.withColumn("last_commit_t", F.last(F.when(F.col("_src") == 0, F.col("t")), ignorenulls=True).over(upto))
-          .withColumn("commits_known", F.min("_src").over(Window.partitionBy(*KEY)) == 0))
+          .withColumn("commits_known", F.col("last_commit_t").isNotNull() | (F.max(
+              F.when((F.col("_src") == 0) & F.col("t").isNull(), 1).otherwise(0)).over(Window.partitionBy(*KEY)) == 1)))
     return df.where(F.col("_src") == 1).drop("_src")
 
 
@@ -88,6 +89,16 @@ def transform_episodes(enriched: DataFrame, *, stall_after_s: float, stop_after_
     # is both): one row per condition, each with its own episode identity
     loss = df.where(F.col("lost")).select(*df.columns, F.lit("retention_loss").alias("_kind"),
                                           F.lit("loss").alias("_cls"), F.col("ret_t").alias("_s"))
+    if "m_idle" in df.columns:
+        # a state row carries the kind and reason of the idle episode its step left open
+        # (np_episodes.idle_code: kind · 4 + reason): the episode keeps them
+        carried = F.col("is_state") & F.col("m_idle").isNotNull()
+        code = F.col("m_idle").cast("long")
+        idle_kind = F.when(idle_kind.isNotNull() & carried,
+                           F.when(F.floor(code / 4) == 0, F.lit("stall")).otherwise(F.lit("stop"))).otherwise(idle_kind)
+        why = F.when(carried, F.element_at(F.array(F.lit("no owner"), F.lit("owner assigned, no commits"),
+                                                   F.lit("owner still assigned")), (code % 4 + 1).cast("int"))
+                     ).otherwise(why)
     stuck = df.where(idle_kind.isNotNull()).select(*df.columns, idle_kind.alias("_kind"),
                                                    F.lit("idle").alias("_cls"), (F.col("t") - idle).alias("_s"))
     marks = loss.unionByName(stuck).withColumn("_why", why).withColumn("_start", F.round(F.col("_s"), 3)).withColumn(

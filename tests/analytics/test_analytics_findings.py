@@ -452,10 +452,6 @@ def _arrow(rows: list[dict[str, Any]], table: Any) -> Any:
     return got.select([c for c in steps.READ_COLUMNS[table.name] if c in got.column_names])
 
 
-@pytest.mark.xfail(strict=True, reason="a stall carried into a step whose state row has no owner (it left) is "
-                                       "judged again there: a new stop, 'no owner', beside the stall left open; "
-                                       "one pass keeps the stall of its first mark (found by the soak, "
-                                       "docs/operations.md#soak-what-lagscope-run-survives)")
 def test_a_stall_whose_owner_leaves_is_the_same_finding_in_steps_as_in_one_pass() -> None:
     # committed stays at 30 while the end grows: a stall from t=10 (owner m1 assigned); m1 leaves
     # at t=100 (the group Empty, no owner). One pass: the episode is the stall of its first mark,
