@@ -268,29 +268,54 @@ def _next(v: npt.NDArray, last: B, fill: object) -> npt.NDArray:  # type: ignore
 JUMP_FACTOR = 5.0
 
 
+#: rounds of :func:`_without_jumps`' vectorised fixed point before the keys still changing are
+#: walked one candidate at a time (a round settles at least one more jump of a key; a run of
+#: jumps, a caught-up consumer's producers stepping up and staying up, would take one each)
+_JUMP_ROUNDS = 4
+
+
 def _without_jumps(rate: F64, to_end: B, seed: F64, key: I64, first: B, factor: float) -> F64:
     """``rate`` (a busy interval's, else 0) with the *jumps* set to 0: an interval that ended at or
     past the log end at its start (``to_end``) faster than ``factor`` × the largest rate kept
     before it (seeded by ``seed``, a state row's carried maximum; −inf elsewhere). Such an advance
     is what a seek to the end looks like, so it is never evidence of capacity itself; one with no
     rate kept before it counts (nothing to judge it against: the first pace a consumer shows).
-    Causal, one pass per key in time order, computed as a fixed point: dropping a jump only lowers
-    the maxima after it, so starting from every rate kept, each round drops a superset of the
-    last, and the first round that drops nothing new is the sequential answer."""
+    Causal: the answer of one walk per key in time order. Computed first as a fixed point:
+    dropping a jump only lowers the maxima after it, so starting from every rate kept, each round
+    drops a superset of the last, and a key whose drops a round leaves unchanged has its answer.
+    The keys still changing after :data:`_JUMP_ROUNDS` rounds are walked, their candidates only
+    (every other rate is kept whatever the verdicts: its running maximum is one vector pass)."""
     out = rate.copy()
-    cand = np.flatnonzero(to_end & (rate > 0))
+    seeded = seed > -np.inf
+    cand = np.flatnonzero(to_end & (rate > 0) & ~seeded)  # a carried row is judged by its own step
     if not len(cand):
         return out
-    dropped = np.zeros(len(rate), bool)
-    while True:
-        kept = shift(segmented_cummax(np.where(seed > -np.inf, seed, out), key), first, -np.inf)
-        jump = (kept[cand] > 0) & (rate[cand] > factor * kept[cand])
-        now = np.zeros(len(rate), bool)
-        now[cand[jump]] = True
-        if bool(np.array_equal(now, dropped)):
+    dropped = np.zeros(len(cand), bool)
+    for _ in range(_JUMP_ROUNDS):
+        kept = shift(segmented_cummax(np.where(seeded, seed, out), key), first, -np.inf)[cand]
+        now = (kept > 0) & (rate[cand] > factor * kept)
+        moving = now != dropped
+        if not moving.any():
             return out
         dropped = now
-        out = np.where(dropped, 0.0, rate)
+        out[cand] = np.where(dropped, 0.0, rate[cand])
+    walk = cand[np.isin(key[cand], key[cand[moving]])]
+    is_cand = np.zeros(len(rate), bool)
+    is_cand[cand] = True
+    base = shift(segmented_cummax(np.where(seeded, seed, np.where(is_cand, -np.inf, rate)), key), first,
+                 -np.inf)[walk]
+    verdict = np.zeros(len(walk), bool)
+    at, top = None, -np.inf  # the key walked, the largest candidate kept in it so far
+    for i, (k, b, r) in enumerate(zip(key[walk].tolist(), base.tolist(), rate[walk].tolist(), strict=True)):
+        if k != at:
+            at, top = k, -np.inf
+        m = max(b, top)
+        if m > 0 and r > factor * m:
+            verdict[i] = True
+        else:
+            top = max(top, r)
+    out[walk] = np.where(verdict, 0.0, rate[walk])
+    return out
 
 
 def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, end: I64, end_ok: B,

@@ -210,7 +210,10 @@ def pass_input(series: pa.Table, owner_codes: _I, state: dict[str, pa.Table], co
     st = state.get("series")
     if st is not None and st.num_rows:
         assert state_owner_codes is not None
-        marks = [doubles(st.column(m)) if m in st.column_names else np.full(st.num_rows, np.nan)
+        # a state written before jumps were told apart (it has no m_idle) carries an m_max_rate that
+        # may hold a seek's own advance: it is learned again instead, or it would hide skips for good
+        stale = {"m_max_rate"} if "m_idle" not in st.column_names else set()
+        marks = [doubles(st.column(m)) if m in st.column_names and m not in stale else np.full(st.num_rows, np.nan)
                  for m in onepass.STATE_X]
         parts.append(_rows(st, onepass.STATE, {
             "t": st.column("t"), "committed": st.column("committed"), "end": st.column("end"),

@@ -78,3 +78,56 @@ def test_entries_sorted_by_key_time_and_carried_first(shuffle: bool) -> None:
     want = e.take(np.lexsort((~e.is_state, e.t, e.key)))
     for f in ("key", "t", "c", "lag", "lag_ok", "rebased", "is_state"):
         np.testing.assert_array_equal(getattr(got, f), getattr(want, f))
+
+
+def _jumps_walked(rate: list[float], to_end: list[bool], seed: list[float], key: list[int],
+                  factor: float) -> list[float]:
+    """The definition, one row at a time per key: a candidate faster than factor × the largest
+    rate kept before it (the seed included) is dropped; one with none kept before it counts."""
+    out, top, at = [], -math.inf, None
+    for r, e, s, k in zip(rate, to_end, seed, key, strict=True):
+        if k != at:
+            at, top = k, -math.inf
+        if s > -math.inf:
+            top = max(top, s)
+            out.append(r)
+            continue
+        if e and r > 0 and top > 0 and r > factor * top:
+            out.append(0.0)
+            continue
+        out.append(r)
+        top = max(top, r)
+    return out
+
+
+@pytest.mark.parametrize("rounds", [1, 4])
+@pytest.mark.parametrize("case", range(40))
+def test_jumps_are_the_walk_of_the_definition(case: int, rounds: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lagscope.analytics import kseries
+    monkeypatch.setattr(kseries, "_JUMP_ROUNDS", rounds)
+    rng = np.random.default_rng(case)
+    n = int(rng.integers(1, 120))
+    key = np.sort(rng.integers(0, 5, n))
+    first = np.r_[True, key[1:] != key[:-1]]
+    rate = np.where(rng.random(n) < 0.3, 0.0, np.round(10 ** rng.uniform(0, 3, n), 1))
+    to_end = rng.random(n) < 0.5
+    seed = np.where(first & (rng.random(n) < 0.4), np.round(10 ** rng.uniform(0, 2, n), 1), -np.inf)
+    got = kseries._without_jumps(rate, to_end, seed, key, first, 5.0)
+    assert got.tolist() == _jumps_walked(rate.tolist(), to_end.tolist(), seed.tolist(), key.tolist(), 5.0)
+
+
+def test_a_run_of_jumps_takes_a_bounded_number_of_vector_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a caught-up consumer whose producers step up tenfold and stay there: every interval after the
+    # first is a jump against the 10/s kept before it. The fixed point settles one per round; the
+    # rows left are walked instead of taking 2,000 rounds over the whole chunk
+    from lagscope.analytics import kseries
+    calls = []
+    real = kseries.segmented_cummax
+    monkeypatch.setattr(kseries, "segmented_cummax", lambda v, k: calls.append(1) or real(v, k))
+    n = 2_000
+    rate = np.r_[10.0, np.full(n - 1, 100.0)]
+    key = np.zeros(n, np.int64)
+    first = np.r_[True, np.zeros(n - 1, bool)]
+    got = kseries._without_jumps(rate, np.ones(n, bool), np.full(n, -np.inf), key, first, 5.0)
+    assert got.tolist() == [10.0] + [0.0] * (n - 1)
+    assert len(calls) <= kseries._JUMP_ROUNDS + 1

@@ -558,3 +558,33 @@ def test_an_admin_reset_after_the_members_left_in_an_earlier_step() -> None:
     got = _two_steps(offsets, members, commits, split=24.0)
     assert [(r["cause"], (r["start_ts"] - at(0)).total_seconds(), r["magnitude"]) for r in got] == [
         ("admin_reset", 32.0, 7.0)]
+
+
+def test_a_state_from_before_jumps_were_told_apart_learns_its_capacity_again() -> None:
+    # a state written by a release before the jump rule (no m_idle column) may carry a seek's own
+    # advance as m_max_rate: the first seek's 274/s here. Trusted, it would hide the second seek
+    # (210 < 5 × 274/s × 1 s) for good; it is learned again instead (10/s) and the seek is found.
+    # The same inflated value in a current state is trusted: the layout, not the value, decides
+    offsets, commits = _lagging_seeks_twice()
+    members = _stable(SWEEPS, [0])
+
+    def part(rows: list[dict[str, Any]], first: bool) -> list[dict[str, Any]]:
+        return [r for r in rows if (r["sweep_ts"] < at(42.0)) == first]
+
+    def second(state: dict[str, pa.Table]) -> list[tuple[Any, ...]]:
+        out = run_step(StepInputs(offsets=_lake("offsets", part(offsets, False)),
+                                  members=_lake("members", part(members, False)),
+                                  commits=_lake("commits", commits), group_events=None, state=state),
+                       settings=SETTINGS, as_of=at(1000))
+        return [(r["cause"], r["magnitude"]) for r in out.tables["anomalies"].to_pylist() if r["kind"] == "skip"]
+
+    state = run_step(StepInputs(offsets=_lake("offsets", part(offsets, True)),
+                                members=_lake("members", part(members, True)),
+                                commits=_lake("commits", commits), group_events=None, state={}),
+                     settings=SETTINGS, as_of=at(42.0)).state
+    series = state["series"]
+    inflated = series.set_column(series.schema.get_field_index("m_max_rate"), "m_max_rate",
+                                 pa.array([274.0] * series.num_rows, pa.float64()))
+    assert second({**state, "series": inflated}) == []
+    old = inflated.drop_columns(["m_idle"])
+    assert second({**state, "series": old}) == [("seek", 200.0)]
