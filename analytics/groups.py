@@ -168,8 +168,9 @@ MSWEEP_SCHEMA = pa.schema([
 #: the state part ``outages``: the rebalance outages (µs) a later step's anomalies may lie in
 OUTAGE_SCHEMA = pa.schema([("cluster", pa.string()), ("group_id", pa.string()), ("q0_us", pa.int64()),
                            ("q1_us", pa.int64())])
-#: how long after its end an outage is carried: an anomaly it explains ends by then (a stall or
-#: stop by its end, a commit gap at most the shorter threshold later) and is reported by a step
+#: how long after its end an outage is carried, at least: an anomaly it explains ends by then (a
+#: stall or stop by its end, a commit gap at most the shorter of the stall and stop thresholds
+#: later: :func:`_outage_state` carries that long when it is longer) and is reported by a step
 #: that reads the sweep after it
 OUTAGE_CARRY_S = 300.0
 
@@ -1611,14 +1612,15 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
             anomalies = pa.concat_tables([anomalies, found])
 
     return GroupOutputs(rebalances=rebalances, anomalies=anomalies, msweeps=_msweeps_state(kept, lags, carried_lag),
-                        outages=_outage_state(out_q, inp.series),
+                        outages=_outage_state(out_q, inp.series,
+                                              max(OUTAGE_CARRY_S, min(p.stall_after_s, p.stop_after_s) + 1.0)),
                         recent_rebalances=storm_state(recent_in, is_state, count=p.storm_count,
                                                       window_s=p.storm_window_s), starved=starved)
 
 
-def _outage_state(outages: pa.Table, series: pa.Table) -> pa.Table:
-    """The outages the next step carries: those ending within :data:`OUTAGE_CARRY_S` of the
-    step's last sweep (all of them when the step has none)."""
+def _outage_state(outages: pa.Table, series: pa.Table, carry_s: float = OUTAGE_CARRY_S) -> pa.Table:
+    """The outages the next step carries: those ending within ``carry_s`` of the step's last
+    sweep (all of them when the step has none)."""
     if not outages.num_rows or not series.num_rows:
         return outages
     t = np.asarray(_plain(series.column("t")).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
@@ -1626,7 +1628,7 @@ def _outage_state(outages: pa.Table, series: pa.Table) -> pa.Table:
     if np.isnan(last):
         return outages
     q1, _ = longs(outages.column("q1_us"))
-    return outages.filter(pa.array(q1 >= _us(last - OUTAGE_CARRY_S)))
+    return outages.filter(pa.array(q1 >= _us(last - carry_s)))
 
 
 def _bool(col: pa.ChunkedArray) -> pa.Array:
