@@ -345,7 +345,7 @@ def test_the_bucket_values_reach_every_container_and_the_settings_open_the_bucke
     values = {"objectStore": {"enabled": True, "bucket": s3_server.bucket, "prefix": f"/{s3_prefix}/",
                               "endpoint": s3_server.endpoint, "region": "eu-west-1", "pathStyle": True,
                               "credentials": "env", "credentialsSecret": "lagscope-bucket",
-                              "checksumWhenRequired": True},
+                              "checksumWhenRequired": True, "sessionToken": True},
               "lake": {"persistence": {"enabled": False}}, "existingSecret": "lagscope-secrets"}
     docs = render(tmp_path, values)
     for doc in docs:
@@ -392,8 +392,14 @@ def test_the_bucket_values_reach_every_container_and_the_settings_open_the_bucke
     confs = [args[i + 1] for i, a in enumerate(args) if a == "--conf"]
     assert "spark.kubernetes.executor.secretKeyRef.AWS_ACCESS_KEY_ID=lagscope-bucket:AWS_ACCESS_KEY_ID" in confs
     assert "spark.kubernetes.executor.secretKeyRef.AWS_SECRET_ACCESS_KEY=lagscope-bucket:AWS_SECRET_ACCESS_KEY" in confs
+    assert "spark.kubernetes.executor.secretKeyRef.AWS_SESSION_TOKEN=lagscope-bucket:AWS_SESSION_TOKEN" in confs
     assert "spark.executorEnv.AWS_REQUEST_CHECKSUM_CALCULATION=when_required" in confs
     assert not [c for c in confs if "persistentVolumeClaim" in c or "fs.s3a" in c]
+    # permanent keys (the default): the executors are not told to expect a token the Secret lacks
+    plain = render(tmp_path, {**values, "objectStore": {**values["objectStore"], "sessionToken": False}})
+    (plain_cron,) = by_kind(plain, "CronJob")
+    plain_args = [a for c in _pod(plain_cron)["spec"]["containers"] for a in c["args"]]
+    assert not [a for a in plain_args if "AWS_SESSION_TOKEN" in a]
     # what the collector's settings open is the bucket: a sweep file written through them is read back
     # through the app's (the Secret's variables stand in the environment, as envFrom puts them)
     for k, v in s3_server.credentials.items():
