@@ -58,7 +58,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lagscope.errors import LakeError
-from lagscope.storage import Store, is_object_url, open_store
+from lagscope.lake import object_store
+from lagscope.storage import Store
 
 __all__ = [
     "RUN_EVERY_S",
@@ -99,7 +100,7 @@ def analytics_keep_from(results: Path | str | Store) -> dt.date | None:
     a checkpoint. An unreadable checkpoint raises :class:`LakeError` (prune nothing then: the
     analytics would fail on it too, and must not find their input gone once it is repaired).
     ``results`` on an object store: its ``_state/checkpoint.json`` object."""
-    store = _object_store(results)
+    store = object_store(results)
     path: Path | str
     try:
         if store is not None:
@@ -211,13 +212,6 @@ def _write_record(root: Path, record: dict[str, dict[str, str]]) -> None:
     os.replace(tmp, path)
 
 
-def _object_store(root: Path | str | Store) -> Store | None:
-    """The object store ``root`` names, or None for a local folder."""
-    if isinstance(root, Store):
-        return root if root.is_object_store else None
-    return open_store(root) if is_object_url(root) else None
-
-
 def _read_store_record(store: Store) -> dict[str, dict[str, str]]:
     """:func:`_read_record` of an object store's ``_state/retention.json`` object."""
     rel = f"{_STATE}/{_RECORD}"
@@ -234,7 +228,7 @@ def _read_store_record(store: Store) -> dict[str, dict[str, str]]:
 def expired_through(root: Path | str | Store, table: str, clusters: Iterable[str] | None = None) -> dt.date | None:
     """The newest date of ``table`` that retention removed under ``root`` (of any of ``clusters``,
     or of any cluster), or None: a day up to it that is missing was removed (or never written)."""
-    store = _object_store(root)
+    store = object_store(root)
     record = (_read_store_record(store) if store is not None
               else _read_record(Path(root.base if isinstance(root, Store) else root)))
     by_cluster = record.get(table, {})
@@ -325,7 +319,7 @@ def prune(root: Path | str | Store, tables: Iterable[str], *, days: int | None, 
     """
     if days is not None and days < 0:
         raise ValueError(f"retention days must be 0 (keep everything) or more, not {days}")
-    store = _object_store(root)
+    store = object_store(root)
     if store is not None:
         if not days:
             return PruneResult(dry_run=dry_run)
