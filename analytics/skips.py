@@ -241,6 +241,8 @@ class Capacities:
 
     def __init__(self, capacities: pa.Table | None) -> None:
         self.n = 0 if capacities is None else capacities.num_rows
+        #: each group's partitions (for the group's capacity)
+        self.by_group: dict[str, list[str]] = {}
         if capacities is None or not self.n:
             self.uniq = pa.array([], pa.string())
             return
@@ -251,8 +253,6 @@ class Capacities:
         v = np.asarray(capacities.column("capacity").combine_chunks().fill_null(0.0), dtype=np.float64)
         order = np.lexsort((t, code))
         self.code, self.t, self.v = code[order], t[order], np.maximum(v[order], 0.0)
-        # each group's partitions (for the group's capacity)
-        self.by_group: dict[str, list[str]] = {}
         for k in self.uniq.to_pylist():
             self.by_group.setdefault(k.rsplit("\x1f", 1)[0], []).append(k)
 

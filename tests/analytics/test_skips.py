@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from analytics_builders import at, members_rows, offsets_rows
@@ -588,3 +589,12 @@ def test_a_state_from_before_jumps_were_told_apart_learns_its_capacity_again() -
     assert second({**state, "series": inflated}) == []
     old = inflated.drop_columns(["m_idle"])
     assert second({**state, "series": old}) == [("seek", 200.0)]
+
+
+def test_a_step_where_no_partition_showed_capacity_judges_out_of_range_advances_on_none() -> None:
+    # a step whose partitions showed no capacity at all (a caught-up group; or, as the retention
+    # test found, a step after its lake was pruned) still asks the group's capacity of an
+    # out-of-range advance: it is 0, never an error
+    caps = skips.Capacities(None)
+    assert caps.group_at(["c\x1fg"], np.array([10.0])).tolist() == [0.0]
+    assert caps.at(pa.array(["c\x1fg\x1ft/0"]), np.array([10.0])).tolist() == [0.0]
