@@ -18,7 +18,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    session = build_session("local[2]", app_name="lagscope-tests", shuffle_partitions=2, driver_memory="3g")
+    # 4g: one session serves every Spark test of the run; at 3g a reference statement late in a full
+    # run failed with AGGREGATE_OUT_OF_MEMORY that passes alone (the session's heap is shared)
+    session = build_session("local[2]", app_name="lagscope-tests", shuffle_partitions=2, driver_memory="4g")
     try:
         yield session
     finally:
