@@ -53,7 +53,7 @@ import os
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -192,14 +192,19 @@ def _record_path(root: Path) -> Path:
 def _read_record(root: Path) -> dict[str, dict[str, str]]:
     """``{table: {cluster: newest date removed}}`` (empty when nothing was ever removed)."""
     path = _record_path(root)
+    return _parsed_record(path.read_text, str(path))
+
+
+def _parsed_record(read: Callable[[], str | bytes], where: str) -> dict[str, dict[str, str]]:
+    """The record ``read`` returns, parsed (empty when it does not exist; ``where``: its name in
+    the error)."""
     try:
-        data = json.loads(path.read_text())
-        removed = data["removed_through"]
+        removed = json.loads(read())["removed_through"]
         return {str(t): {str(c): str(d) for c, d in by_cluster.items()} for t, by_cluster in removed.items()}
     except FileNotFoundError:
         return {}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise LakeError(f"unreadable retention record {path}: {exc}") from exc
+        raise LakeError(f"unreadable retention record {where}: {exc}") from exc
 
 
 def _write_record(root: Path, record: dict[str, dict[str, str]]) -> None:
@@ -215,14 +220,7 @@ def _write_record(root: Path, record: dict[str, dict[str, str]]) -> None:
 def _read_store_record(store: Store) -> dict[str, dict[str, str]]:
     """:func:`_read_record` of an object store's ``_state/retention.json`` object."""
     rel = f"{_STATE}/{_RECORD}"
-    try:
-        data = json.loads(store.get(rel))
-        removed = data["removed_through"]
-        return {str(t): {str(c): str(d) for c, d in by_cluster.items()} for t, by_cluster in removed.items()}
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise LakeError(f"unreadable retention record {store.url_of(rel)}: {exc}") from exc
+    return _parsed_record(lambda: store.get(rel), store.url_of(rel))
 
 
 def expired_through(root: Path | str | Store, table: str, clusters: Iterable[str] | None = None) -> dt.date | None:

@@ -17,6 +17,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -42,40 +43,48 @@ def _free_port() -> int:
         return port
 
 
+@contextmanager
+def serving_ui(args: list[str], log: Path, env: dict[str, str] | None = None) -> Iterator[str]:
+    """``lagscope ui <args>`` on a free loopback port (its output into ``log``), yielding its URL
+    once healthy, stopped by its PID on leaving."""
+    executable = str(LAGSCOPE) if LAGSCOPE.exists() else shutil.which("lagscope")
+    assert executable, "the lagscope command is not installed"
+    port = _free_port()
+    with log.open("w") as out:
+        proc = subprocess.Popen([executable, "ui", *args, "--port", str(port)], stdout=out,
+                                stderr=subprocess.STDOUT, env=env)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 90
+            while True:
+                assert proc.poll() is None, f"lagscope ui exited with {proc.returncode}"
+                try:
+                    with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
+                        if resp.read() == b"ok":
+                            break
+                except OSError:
+                    pass
+                assert time.monotonic() < deadline, "lagscope ui did not become healthy in 90 s"
+                time.sleep(0.5)
+            yield url
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=15)
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``lagscope ui`` on a free loopback port, stopped by its PID at teardown."""
     root = tmp_path_factory.mktemp("ui-browser-lake")
     fx.build(root)
-    port = _free_port()
-    log = (tmp_path_factory.mktemp("ui-log") / "streamlit.log").open("w")
-    executable = str(LAGSCOPE) if LAGSCOPE.exists() else shutil.which("lagscope")
-    assert executable, "the lagscope command is not installed"
     # the fixture lake holds its result tables under the same root (not beside it, the default)
-    proc = subprocess.Popen([executable, "ui", "--lake", str(root), "--results", str(root), "--port", str(port)],
-                            stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert proc.poll() is None, f"lagscope ui exited with {proc.returncode}"
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as resp:
-                    if resp.read() == b"ok":
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "lagscope ui did not become healthy in 90 s"
-            time.sleep(0.5)
+    with serving_ui(["--lake", str(root), "--results", str(root)],
+                    tmp_path_factory.mktemp("ui-log") / "streamlit.log") as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
-        log.close()
 
 
 @pytest.fixture(scope="module")

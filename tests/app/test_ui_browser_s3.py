@@ -8,9 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
-import subprocess
 import time
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode
@@ -18,7 +16,7 @@ from urllib.parse import urlencode
 import pytest
 import ui_fixture_lake as fx
 import yaml
-from test_ui_browser import LAGSCOPE, _click, _free_port, _h1, _wait_for, browser  # noqa: F401  (a fixture)
+from test_ui_browser import _click, _h1, _wait_for, browser, serving_ui  # noqa: F401  (a fixture)
 
 from lagscope.app.params import to_ms
 
@@ -35,36 +33,11 @@ def s3_ui(tmp_path_factory: pytest.TempPathFactory, s3_server: Any) -> Iterator[
     shutil.rmtree(root)  # the app can read nothing but the bucket
     config = tmp_path_factory.mktemp("ui-s3-config") / "lagscope.yaml"
     config.write_text(yaml.safe_dump({"storage": {"endpoint": s3_server.endpoint, "credentials": "env"}}))
-    port = _free_port()
-    log = (tmp_path_factory.mktemp("ui-s3-log") / "streamlit.log").open("w")
-    executable = str(LAGSCOPE) if LAGSCOPE.exists() else shutil.which("lagscope")
-    assert executable, "the lagscope command is not installed"
     url = s3_server.url(prefix)
     env = {**os.environ, **{k: v for k, v in s3_server.credentials.items() if v}}
-    proc = subprocess.Popen([executable, "ui", "--config", str(config), "--lake", url, "--results", url,
-                             "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, env=env)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert proc.poll() is None, f"lagscope ui exited with {proc.returncode}"
-            try:
-                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as resp:
-                    if resp.read() == b"ok":
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "lagscope ui did not become healthy in 90 s"
-            time.sleep(0.5)
+    with serving_ui(["--config", str(config), "--lake", url, "--results", url],
+                    tmp_path_factory.mktemp("ui-s3-log") / "streamlit.log", env=env) as base:
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
-        log.close()
 
 
 def test_overview_group_and_a_rebalance_from_the_bucket(s3_ui: str, browser: Any) -> None:  # noqa: F811
