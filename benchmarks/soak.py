@@ -129,6 +129,8 @@ class SoakOptions:
     kills: int | None = None
     disk_full_s: float | None = None
     receiver_down_s: float | None = None
+    #: False: no fault at all (``--no-faults``): one life of the process, for its memory over time
+    faults: bool = True
 
 
 @dataclass
@@ -148,12 +150,15 @@ def scaled(opts: SoakOptions) -> tuple[int, float, float]:
     return kills, disk, receiver
 
 
-def plan(opts: SoakOptions) -> tuple[list[Planned], Planned]:
-    """The faults of lane A in order, each with the random gap before it, and the receiver's outage.
+def plan(opts: SoakOptions) -> tuple[list[Planned], Planned | None]:
+    """The faults of lane A in order, each with the random gap before it, and the receiver's outage
+    (none of either without faults).
 
     Lane A's faults stop sweeps or analytics: one at a time, each followed by one analytics
     interval for its recovery (plus its own duration and the broker's restart). The slack left in
     the run is shared out at random (from the seed) between the gaps."""
+    if not opts.faults:
+        return [], None
     rng = random.Random(opts.seed)
     kills, disk_s, receiver_s = scaled(opts)
     lane = [Planned("kill", 0.0) for _ in range(kills)]
@@ -747,9 +752,10 @@ class Soak:
         self.work.mkdir(parents=True, exist_ok=True)
         load_start = os.getloadavg()
         lane, receiver = plan(self.o)
-        schedule = [dataclasses.asdict(p) for p in lane] + [dataclasses.asdict(receiver)]
-        log.info("schedule (seed %d): %s; receiver down %.0f s at +%.0f s", self.o.seed,
-                 ", ".join(f"{p.kind}+{p.at_s:.0f}s" for p in lane), receiver.duration_s, receiver.at_s)
+        schedule = [dataclasses.asdict(p) for p in [*lane, *([receiver] if receiver else [])]]
+        log.info("schedule (seed %d): %s", self.o.seed,
+                 ", ".join(f"{p.kind}+{p.at_s:.0f}s ({p.duration_s:.0f} s)" for p in [*lane, receiver] if p)
+                 or "no faults")
         mounted = False
         began = ended = time.time()
         watermark = first_start = None
@@ -777,8 +783,8 @@ class Soak:
             threads = [threading.Thread(target=self._scenarios, args=(self.broker.bootstrap,), daemon=True,
                                         name="soak-scenarios"),
                        threading.Thread(target=self._lane, args=(lane, began), daemon=True, name="soak-faults"),
-                       threading.Thread(target=self._receiver_lane, args=(receiver, began), daemon=True,
-                                        name="soak-receiver")]
+                       *([threading.Thread(target=self._receiver_lane, args=(receiver, began), daemon=True,
+                                           name="soak-receiver")] if receiver else [])]
             for t in threads:
                 t.start()
             self._wait_until(began + self.o.minutes * 60.0)
@@ -1160,7 +1166,7 @@ def verdicts(r: SoakResult) -> dict[str, list[str]]:
             out["recovery"].append(f"receiver at {_hms(f.start)}: backlog delivered after {f.alerts_recovery_s} s "
                                    f"(interval {o['alerts_interval_s']:g} s; {f.detail})")
     kinds = {f.kind for f in r.faults}
-    for k in KINDS:
+    for k in KINDS if o.get("faults", True) else ():
         if k not in kinds:
             out["faults"].append(f"no {k} fault was injected")
     if r.unexpected_exits:
@@ -1196,7 +1202,7 @@ def verdicts(r: SoakResult) -> dict[str, list[str]]:
     if a["pending"] or a["dead"]:
         out["alerts"].append(f"pending {a['pending']}, dead {a['dead']}")
     q = r.quarantine
-    if q["missing"] or q["unexpected"] or q["dropped"] == 0:
+    if q["missing"] or q["unexpected"] or (q["dropped"] == 0 and o.get("faults", True)):
         out["quarantine"].append(f"dropped {q['dropped']}, missing {q['missing']}, unexpected {q['unexpected']}")
     if r.problems:
         out["harness"].extend(r.problems)
@@ -1225,7 +1231,8 @@ def _range(xs: list[float | None]) -> str:
 def report(r: SoakResult, command: str) -> str:
     o = r.opts
     v = verdicts(r)
-    lines = [f"# Soak of `lagscope run` under faults ({_hms(r.began)[:5]}–{_hms(r.ended)[:5]} UTC, "
+    title = "under faults" if o.get("faults", True) else "without faults (its memory over one life)"
+    lines = [f"# Soak of `lagscope run` {title} ({_hms(r.began)[:5]}–{_hms(r.ended)[:5]} UTC, "
              f"{dt.datetime.fromtimestamp(r.began, dt.UTC):%Y-%m-%d})", "",
              "```bash", command, "```", "",
              f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
@@ -1338,6 +1345,8 @@ def main() -> int:
     ap.add_argument("--sweep-interval", type=float, default=5.0)
     ap.add_argument("--analytics-interval", type=float, default=30.0)
     ap.add_argument("--alerts-interval", type=float, default=5.0)
+    ap.add_argument("--no-faults", action="store_true",
+                    help="inject nothing: one life of lagscope run, for its memory over the whole run")
     ap.add_argument("--workdir", type=Path, default=None, help="default: a new folder under /tmp, kept")
     ap.add_argument("--report", type=Path, default=None, help="the Markdown report (default: stdout)")
     ap.add_argument("--json", type=Path, default=None, help="every figure as JSON")
@@ -1361,7 +1370,7 @@ def main() -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="soak-"))
     opts = SoakOptions(workdir, minutes=args.minutes, seed=args.seed, scenario=args.scenario,
                        sweep_interval_s=args.sweep_interval, analytics_interval_s=args.analytics_interval,
-                       alerts_interval_s=args.alerts_interval)
+                       alerts_interval_s=args.alerts_interval, faults=not args.no_faults)
     result = run_soak(opts)
     command = "flock /tmp/lagscope-heavy.lock .venv/bin/python benchmarks/soak.py " + " ".join(sys.argv[1:])
     text = report(result, command)

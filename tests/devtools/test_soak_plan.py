@@ -1,0 +1,40 @@
+"""The soak's fault schedule (benchmarks/soak.py ``plan``), without running anything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from helpers.benchmarks import load_benchmark
+
+soak = load_benchmark("soak")
+
+
+def test_the_schedule_has_every_fault_once_and_the_scaled_kills_and_is_the_seeds() -> None:
+    opts = soak.SoakOptions(Path("/nowhere"), minutes=30.0, seed=7)
+    lane, receiver = soak.plan(opts)
+    kinds = [p.kind for p in lane]
+    assert kinds.count("kill") == 10
+    assert {k for k in kinds if k != "kill"} == {"broker", "bad_files", "disk_full", "engine"}
+    assert receiver is not None
+    assert receiver.kind == "receiver"
+    assert receiver.duration_s == 300.0
+    # the first fault after the warm-up (a first step done), the receiver back before the run ends
+    assert lane[0].at_s >= opts.analytics_interval_s + 20.0
+    assert receiver.at_s + receiver.duration_s <= opts.minutes * 60.0
+    again, _ = soak.plan(soak.SoakOptions(Path("/nowhere"), minutes=30.0, seed=7))
+    assert [(p.kind, p.at_s) for p in again] == [(p.kind, p.at_s) for p in lane]
+    other, _ = soak.plan(soak.SoakOptions(Path("/nowhere"), minutes=30.0, seed=8))
+    assert [(p.kind, p.at_s) for p in other] != [(p.kind, p.at_s) for p in lane]
+
+
+def test_without_faults_nothing_is_planned() -> None:
+    lane, receiver = soak.plan(soak.SoakOptions(Path("/nowhere"), minutes=30.0, faults=False))
+    assert lane == []
+    assert receiver is None
+
+
+def test_a_run_too_short_for_its_faults_is_refused_with_what_it_needs() -> None:
+    import pytest
+
+    with pytest.raises(SystemExit, match="cannot hold"):
+        soak.plan(soak.SoakOptions(Path("/nowhere"), minutes=2.0))
