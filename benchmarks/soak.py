@@ -68,6 +68,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import errno
+import itertools
 import json
 import logging
 import math
@@ -395,6 +396,7 @@ class Watcher:
         self.results, self.run, self.dropped = results, run, dropped
         self.files: dict[str, float] = {}
         self.rss: list[tuple[float, int, float, float]] = []  # (t, pid, python MB, JVMs MB)
+        self.load: list[tuple[float, float]] = []  # (t, the 1-minute load average)
         self.stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="soak-watcher", daemon=True)
         self.restarts: list[float] = []
@@ -432,6 +434,7 @@ class Watcher:
                     d["quarantined_at"] = now
             if now - last_rss >= 2.0:
                 last_rss = now
+                self.load.append((now, os.getloadavg()[0]))
                 pid = self.run.pid
                 if pid is not None and pid_alive(pid):
                     py = rss_mb(pid)
@@ -490,6 +493,8 @@ class SoakResult:
     rss: dict[str, Any]
     problems: list[str]
     logs: dict[str, str]
+    #: the 1-minute load average sampled over the run: mean, max, seconds above QUIET_LOAD
+    load_during: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -833,7 +838,7 @@ class Soak:
             alerts=check_alerts(self.outbox, self.hooks),
             quarantine=check_quarantine(lake, self.results, self.dropped, self.work / "lakefs" / "lake"),
             results=compare_results(self.config, lake, self.results, self.work / "clean", first_start, watermark),
-            rss=rss_fit(self.watcher.rss, self.run.lives),
+            rss=rss_fit(self.watcher.rss, self.run.lives), load_during=load_summary(self.watcher.load),
             problems=self.problems, logs={"run": str(self.work / "run.log")})
 
     def _recoveries(self, lake: Path) -> None:
@@ -1140,6 +1145,20 @@ def rss_fit(samples: list[tuple[float, int, float, float]], lives: list[dict[str
             "lives": out_lives}
 
 
+#: above this 1-minute load average (on 2 cores) a timing figure is not a result (benchmarks/README)
+QUIET_LOAD = 2.5
+
+
+def load_summary(samples: list[tuple[float, float]]) -> dict[str, Any]:
+    """The load average over the run: its mean, its maximum and how long it was above QUIET_LOAD
+    (each sample stands for the time to the next one)."""
+    if not samples:
+        return {}
+    above = sum(b[0] - a[0] for a, b in itertools.pairwise(samples) if a[1] > QUIET_LOAD)
+    return {"samples": len(samples), "mean": round(sum(x for _, x in samples) / len(samples), 2),
+            "max": round(max(x for _, x in samples), 2), "above_quiet_s": round(above, 1)}
+
+
 def analytics_back(f: FaultRecord) -> float | None:
     """Seconds from a fault's end to the analytics' recovery: after a kill or an engine kill, the
     first results written (the new engine's first step done); after the others, the first step
@@ -1213,6 +1232,17 @@ def verdicts(r: SoakResult) -> dict[str, list[str]]:
 # the report
 
 
+def _load_line(ld: dict[str, Any]) -> str:
+    if not ld:
+        return "."
+    line = (f"; over the run (1 min, every 2 s) mean {ld['mean']:.2f}, max {ld['max']:.2f}, above "
+            f"{QUIET_LOAD:g} for {ld['above_quiet_s'] / 60:.1f} min.")
+    if ld["above_quiet_s"] > 0:
+        line += (f" **The machine was not quiet for the whole run: its timings (the recoveries) are not a "
+                 f"result above load {QUIET_LOAD:g}.**")
+    return line
+
+
 def _hms(t: float) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%H:%M:%S")
 
@@ -1237,7 +1267,7 @@ def report(r: SoakResult, command: str) -> str:
              "```bash", command, "```", "",
              f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
              f"`uptime` load average at start {' / '.join(f'{x:.2f}' for x in r.load_start)}, at end "
-             f"{' / '.join(f'{x:.2f}' for x in r.load_end)} (1 / 5 / 15 min).", "",
+             f"{' / '.join(f'{x:.2f}' for x in r.load_end)} (1 / 5 / 15 min)" + _load_line(r.load_during), "",
              f"{(r.ended - r.began) / 60:.1f} minutes of `lagscope run` (seed {o['seed']}): sweeps every "
              f"{o['sweep_interval_s']:g} s with the `__consumer_offsets` tail, an analytics step every "
              f"{o['analytics_interval_s']:g} s (Spark local[2], provisional steps on), alerts every "

@@ -38,3 +38,14 @@ def test_a_run_too_short_for_its_faults_is_refused_with_what_it_needs() -> None:
 
     with pytest.raises(SystemExit, match="cannot hold"):
         soak.plan(soak.SoakOptions(Path("/nowhere"), minutes=2.0))
+
+
+def test_the_load_over_the_run_says_how_long_it_was_not_quiet() -> None:
+    samples = [(0.0, 1.0), (2.0, 3.0), (4.0, 3.5), (6.0, 2.0), (8.0, 1.0)]
+    got = soak.load_summary(samples)
+    assert got["max"] == 3.5
+    assert got["mean"] == 2.1
+    assert got["above_quiet_s"] == 4.0  # the samples at 2 s and 4 s, each until the next
+    assert soak.load_summary([]) == {}
+    assert "not quiet" in soak._load_line(got)
+    assert "not quiet" not in soak._load_line(soak.load_summary([(0.0, 1.0), (2.0, 2.4)]))
