@@ -1115,6 +1115,14 @@ def _slope(points: list[tuple[float, float]]) -> float | None:
     return sum((p[0] - mx) * (p[1] - my) for p in points) / sxx
 
 
+def _means_by(samples: list[tuple[float, float, float]], start: float, width_s: float, col: int) -> list[float]:
+    """The mean of column ``col`` of ``samples`` in each ``width_s`` from ``start`` (empty spans left out)."""
+    spans: dict[int, list[float]] = collections.defaultdict(list)
+    for x in samples:
+        spans[int((x[0] - start) // width_s)].append(x[col])
+    return [round(sum(v) / len(v), 1) for _, v in sorted(spans.items())]
+
+
 def rss_fit(samples: list[tuple[float, int, float, float]], lives: list[dict[str, Any]]) -> dict[str, Any]:
     """Slopes in MB per hour: over the whole run and per life, of the Python process and of its
     JVM; the longest life's first and last minute's means."""
@@ -1134,7 +1142,10 @@ def rss_fit(samples: list[tuple[float, int, float, float]], lives: list[dict[str
                           "samples": len(s), "py_mb_first": round(warm[0][1], 1) if warm else None,
                           "py_mb_last": round(warm[-1][1], 1) if warm else None,
                           "py_slope_mb_per_h": per_h(_slope([(x[0], x[1]) for x in warm])),
-                          "jvm_slope_mb_per_h": per_h(_slope([(x[0], x[2]) for x in warm if x[2] > 0]))})
+                          "jvm_slope_mb_per_h": per_h(_slope([(x[0], x[2]) for x in warm if x[2] > 0])),
+                          # the shape: a warm-up levels off, a leak keeps its slope
+                          "py_mb_by_5min": _means_by(warm, life["start"], 300.0, 1),
+                          "jvm_mb_by_5min": _means_by(warm, life["start"], 300.0, 2)})
     warm_all = [(t, py, jvm) for t, pid, py, jvm in samples
                 if any(life["pid"] == pid and t >= life["start"] + 60.0 for life in lives)]
     return {"samples": len(samples),
@@ -1338,6 +1349,9 @@ def report(r: SoakResult, command: str) -> str:
         lines.append(f"  The longest life ({longest['minutes']} min): Python {longest['py_mb_first']} → "
                      f"{longest['py_mb_last']} MB, slope {_fmt(longest['py_slope_mb_per_h'])} MB/h; JVM slope "
                      f"{_fmt(longest['jvm_slope_mb_per_h'])} MB/h.")
+        if longest.get("py_mb_by_5min"):
+            lines.append(f"  Its mean per 5 minutes: Python {' → '.join(map(str, longest['py_mb_by_5min']))} MB; "
+                         f"JVM {' → '.join(map(str, longest['jvm_mb_by_5min']))} MB.")
     lines.append(f"- **Process**: {len(r.lives)} lives of `lagscope run`, {len(r.unexpected_exits)} exits of its own.")
     if v:
         lines += ["", "## Failures", ""] + [f"- {k}: {x}" for k, xs in sorted(v.items()) for x in xs]

@@ -49,3 +49,11 @@ def test_the_load_over_the_run_says_how_long_it_was_not_quiet() -> None:
     assert soak.load_summary([]) == {}
     assert "not quiet" in soak._load_line(got)
     assert "not quiet" not in soak._load_line(soak.load_summary([(0.0, 1.0), (2.0, 2.4)]))
+
+
+def test_the_memory_shape_is_the_mean_of_each_five_minutes() -> None:
+    samples = [(100.0 + t, 200.0 + t / 60.0, 500.0) for t in range(0, 900, 2)]
+    got = soak._means_by(samples, 100.0, 300.0, 1)
+    assert len(got) == 3
+    assert got[0] < got[1] < got[2]
+    assert abs(got[2] - got[1] - 5.0) < 0.1  # 1 MB a minute
