@@ -207,7 +207,7 @@ class Collector:
                  receivers: list[SnapshotReceiver] | None = None,
                  metrics: bool | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 results: Path | None = None,
+                 results: Path | Store | None = None,
                  removals: Removals | None = None) -> None:
         self.settings = settings
         cfg = settings.collector
@@ -230,7 +230,8 @@ class Collector:
         #: the results, whose checkpoint retention honours (a Store when the lake is on an object
         #: store: the results' root resolved as ``lagscope analyze`` does, opened with the same storage)
         self.results: Path | Store = (
-            resolve_results(results, cfg.lake_path, settings.analytics) if not isinstance(self.lake_root, Store)
+            results if isinstance(results, Store)
+            else resolve_results(results, cfg.lake_path, settings.analytics) if not isinstance(self.lake_root, Store)
             else open_store(resolve_results_root(results, cfg.lake, settings.analytics), settings.storage))
         self.removals = removals if removals is not None else Removals()
         for c in settings.clusters:
