@@ -838,12 +838,17 @@ class CommitLogTailer:
         _write_json_atomic(Path(self.state_file), state)
 
     def _read_state_text(self) -> str | None:
-        """The state file's text, None when there is none (raises OSError when unreadable)."""
+        """The state file's text, None when there is none (raises OSError when unreadable; on an
+        object store a failed request is :class:`LakeError`, retried by :meth:`run` like any
+        other: the object is not known to be bad)."""
         if self._store is not None:
             try:
-                return self._store.get(_state_rel(self.cluster)).decode()
+                data = self._store.get(_state_rel(self.cluster))
             except FileNotFoundError:
                 return None
+            except OSError as exc:
+                raise LakeError(f"cannot read the commit log positions {self.state_file}: {exc}") from exc
+            return data.decode()
         path = Path(self.state_file)
         return path.read_text() if path.exists() else None
 

@@ -20,7 +20,8 @@ from helpers.s3server import S3Server
 from test_commitlog import T0, Crash, _append, _drain, _factory, _mixed_log, offset_key, offset_value
 
 from lagscope import lake
-from lagscope.collector.commitlog import CommitLogTailer
+from lagscope.collector.commitlog import CommitLogStateError, CommitLogTailer
+from lagscope.errors import LakeError
 from lagscope.storage import Store
 
 HERE = Path(__file__).resolve().parent
@@ -118,7 +119,8 @@ import sys, threading, time
 sys.path[:0] = [{here!r}]
 from test_commitlog import _factory, _mixed_log
 from helpers.s3server import S3Server
-from lagscope.collector.commitlog import CommitLogTailer
+from lagscope.collector.commitlog import CommitLogStateError, CommitLogTailer
+from lagscope.errors import LakeError
 from lagscope.config import StorageConfig
 from lagscope.storage import open_store
 
@@ -169,3 +171,26 @@ def test_sigkill_during_writes_then_restart_every_row_once(store: Store, s3_serv
     assert len(commits) == len(set(commits)) == n + 1  # the commits and the tombstone, each once
     events = _keys(store, "group_events")
     assert len(events) == len(set(events)) == n // 5
+
+
+def test_a_failed_read_of_the_positions_object_is_retried_not_fatal(store: Store,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    log = _mixed_log(10)
+    _drain(CommitLogTailer("x:1", store, "c1", start="earliest", consumer_factory=_factory(log)))
+    real_get = Store.get
+    failures = [OSError("When reading information for key 'x': AWS Error NETWORK_CONNECTION")]
+
+    def get(self: Store, rel: str) -> bytes:
+        if failures:
+            raise failures.pop()
+        return real_get(self, rel)
+
+    monkeypatch.setattr(Store, "get", get)
+    t = CommitLogTailer("x:1", store, "c1", start="earliest", consumer_factory=_factory(log))
+    with pytest.raises(LakeError) as err:  # run() retries a LakeError after its backoff …
+        t.open()
+    assert not isinstance(err.value, CommitLogStateError)  # … a CommitLogStateError would stop the tail
+    t.close()
+    _drain(t)  # the next attempt reads the positions: nothing is read or written again
+    assert t.stats.records == 0
+    assert len(_keys(store)) == 11
