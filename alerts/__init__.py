@@ -10,7 +10,7 @@ The routes are the ``alerts`` section of lagscope's settings (:class:`lagscope.c
 See docs/alerting.md for the payload formats, signatures and delivery guarantees.
 """
 
-from lagscope.alerts.findings import Finding, findings_from_results
+from lagscope.alerts.findings import Finding, findings_from_results, results_exist
 from lagscope.alerts.notify import EnqueueReport, enqueue_findings, idempotency_key, route_wants
 from lagscope.alerts.outbox import Outbox
 from lagscope.alerts.payloads import GENERIC_SCHEMA_PATH, render
@@ -28,6 +28,7 @@ __all__ = [
     "findings_from_results",
     "idempotency_key",
     "render",
+    "results_exist",
     "route_wants",
     "sign",
     "verify_signature",

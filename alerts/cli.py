@@ -6,6 +6,11 @@
 - ``alerts run``: evaluate + deliver every ``--interval`` seconds until interrupted.
 - ``alerts outbox``: what is pending, delivered and dead.
 
+``--results`` is a folder or ``s3://bucket/prefix`` (opened with the ``storage`` section of
+``--config``). The outbox is always a local SQLite file: it is the alerting process's own state
+(what it queued, delivered and still owes), written at every transition inside a transaction;
+an object store has neither transactions nor locks, and no other process reads the outbox.
+
 The Prometheus alert rules (:mod:`lagscope.alerts.prometheus_rules`) are written by
 ``lagscope dashboards rules``, beside the Grafana dashboards that show the same metrics.
 """
@@ -22,6 +27,7 @@ import typer
 
 from lagscope.command import settings_or_exit
 from lagscope.errors import ConfigError, LakeError
+from lagscope.storage import open_root
 
 __all__ = ["register"]
 
@@ -29,11 +35,15 @@ log = logging.getLogger(__name__)
 
 alerts_app = typer.Typer(help="Alert webhooks from the analytics' findings.", no_args_is_help=True)
 
-_Results = Annotated[Path, typer.Option("--results", help="Root of the analytics' result tables.")]
+_Results = Annotated[str, typer.Option(
+    "--results", help="Root of the analytics' result tables: a folder, or s3://bucket/prefix (with the storage "
+                      "section of --config).")]
 _Config = Annotated[Path, typer.Option(
     "--config", help="lagscope's settings (YAML, docs/configuration.md): its alerts section (the routes) and "
                      "ui.url (the app's base URL for links).", dir_okay=False)]
-_Outbox = Annotated[Path, typer.Option("--outbox", help="The outbox file (SQLite); created when missing.")]
+_Outbox = Annotated[Path, typer.Option(
+    "--outbox", help="The outbox file (SQLite, a local path: the alerting process's own state); created when "
+                     "missing.")]
 
 
 
@@ -44,7 +54,7 @@ def evaluate_cmd(results: _Results, config: _Config, outbox: _Outbox) -> None:
 
     settings = settings_or_exit(config)
     now = dt.datetime.now(dt.UTC)
-    findings = findings_from_results(results, now)
+    findings = findings_from_results(open_root(results, settings.storage), now)
     with Outbox(outbox) as box:
         report = enqueue_findings(box, settings.alerts, findings, now, app_url=settings.ui.url)
     typer.echo(f"{len(findings)} findings, {report.transitions} transitions, {report.queued} notifications queued")
@@ -76,12 +86,13 @@ def run_cmd(
     interval: Annotated[float, typer.Option(help="Seconds between evaluations.")] = 60.0,
 ) -> None:
     """Evaluate and deliver every ``--interval`` seconds until interrupted (Ctrl-C)."""
-    from lagscope.alerts import Outbox, Sender, enqueue_findings, findings_from_results
+    from lagscope.alerts import Outbox, Sender, enqueue_findings, findings_from_results, results_exist
 
     settings = settings_or_exit(config)
     alerts = settings.alerts
     alerts.check_secrets()
-    if not results.is_dir():
+    root = open_root(results, settings.storage)
+    if not results_exist(root):
         log.warning("alerts: the results folder %s does not exist (yet): nothing is evaluated until the analytics "
                     "write it (what the outbox holds is still delivered)", results)
     with Outbox(outbox) as box, Sender(box, alerts) as sender:
@@ -89,8 +100,8 @@ def run_cmd(
             while True:
                 now = dt.datetime.now(dt.UTC)
                 try:
-                    if results.is_dir():  # said once above; an evaluation would resolve every firing alert
-                        enqueue_findings(box, alerts, findings_from_results(results, now), now,
+                    if results_exist(root):  # said once above; an evaluation would resolve every firing alert
+                        enqueue_findings(box, alerts, findings_from_results(root, now), now,
                                          app_url=settings.ui.url)
                 except LakeError as exc:  # a failing evaluation is logged and retried next round
                     log.error("alerts: cannot read the results: %s", exc)

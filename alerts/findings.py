@@ -37,7 +37,9 @@ from typing import Any, Literal
 
 from lagscope.delivery import account_rows
 from lagscope.errors import LakeError
+from lagscope.lake import object_store
 from lagscope.results import current_advice, current_events, current_rows, latest_rows, read
+from lagscope.storage import Store
 
 __all__ = [
     "ADVICE_KINDS",
@@ -208,13 +210,32 @@ def with_advice(findings: Iterable[Finding], advice: Iterable[Mapping[str, Any]]
             if f.kind in ADVICE_KINDS else f for f in findings]
 
 
-def findings_from_results(root: Path | str, now: dt.datetime) -> list[Finding]:
-    """Every finding in the result tables under ``root`` (raises LakeError when unreadable).
+def results_exist(root: Path | str | Store) -> bool:
+    """Whether there are result tables to evaluate at ``root``: a local folder that exists, or an
+    object-store prefix (a :class:`~lagscope.storage.Store`, an ``s3://`` URL) holding any object
+    (a prefix exists only through its objects). Raises LakeError when the store cannot be listed
+    (no such bucket, refused credentials)."""
+    store = object_store(root)
+    if store is None:
+        return Path(root.base if isinstance(root, Store) else root).is_dir()
+    import pyarrow as pa
 
-    A root that does not exist is an error, not "no findings": that would resolve every alert
-    still firing (a mistyped ``--results``, a volume not mounted yet)."""
-    if not Path(root).is_dir():
-        raise LakeError(f"no result tables at {root}: no such folder")
+    try:
+        return bool(store.folders("") or store.names(""))
+    except (OSError, pa.ArrowException) as exc:
+        raise LakeError(f"cannot list the results at {store.url}: {exc}") from exc
+
+
+def findings_from_results(root: Path | str | Store, now: dt.datetime) -> list[Finding]:
+    """Every finding in the result tables under ``root`` (a folder, or an object store: a
+    :class:`~lagscope.storage.Store`; raises LakeError when unreadable).
+
+    A root that does not exist (on an object store: a prefix without any object) is an error, not
+    "no findings": that would resolve every alert still firing (a mistyped ``--results``, a volume
+    not mounted yet)."""
+    if not results_exist(root):
+        raise LakeError(f"no result tables at {root.url if isinstance(root, Store) else root}: "
+                        "no such folder" + (" (no object under the prefix)" if object_store(root) else ""))
     import pyarrow.dataset as ds
 
     group_level = ~ds.field("topic").is_valid() & ~ds.field("partition").is_valid()

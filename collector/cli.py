@@ -183,10 +183,6 @@ def prune_cmd(
         if not days:
             typer.echo(f"{label} {where}: kept forever ({setting} is {days})")
             continue
-        if label == "results" and isinstance(root, Store):
-            typer.echo(f"results {where}: not pruned: the result tables' retention on an object store is not "
-                       "done yet (issue 24)")
-            continue
         keep_from = analytics_keep_from(results_root) if label == "lake" else None
         done = prune(root, tables, days=days, keep_from=keep_from, dry_run=dry_run, label=label)
         for r in done.removed if dry_run else ():

@@ -21,6 +21,13 @@ What it does (see docs/commitlog.md):
   touch), then the lake files are written (atomically, by :mod:`lagscope.lake`), then the state
   file is rewritten with the new positions. A restart that finds an intent reads back the rows
   of those ranges that did reach the lake and does not write them again.
+- **On an object store** (a :class:`~lagscope.storage.Store` lake, ``s3://bucket/prefix``) the
+  same protocol runs through the store: the state file is one object put whole over the old one
+  at each of the two steps (no reader ever sees half of it: a PUT replaces an object or does not),
+  and the lake files are put whole, then made visible by their commit markers
+  (:func:`lagscope.lake.write_table`). A tail killed after a file's object but before its marker
+  leaves an object no reader lists (nor the restart's read-back: those rows are written again, in
+  a new file, once); killed after the marker, the read-back finds the rows and skips them.
 - **Filters** groups as the sweeps do: a group outside the cluster's ``groups`` include/exclude
   (:meth:`lagscope.config.GroupFilter.matches`, the one predicate both use) is decoded, counted
   in ``TailStats.excluded`` and never written.
@@ -75,6 +82,7 @@ from lagscope.collector.offsets_codec import (
 )
 from lagscope.errors import KafkaUnavailable, LagscopeError, LakeError, RecordDecodeError
 from lagscope.schema import COMMITS, GROUP_EVENTS
+from lagscope.storage import Store
 
 if TYPE_CHECKING:
     from lagscope.config import ClusterConfig
@@ -305,7 +313,12 @@ def _day(days_since_epoch: int) -> dt.date:
 
 def state_path(lake_root: Path | str, cluster: str) -> Path:
     """``<lake>/_state/commitlog/<cluster>.json``."""
-    return Path(lake_root) / "_state" / "commitlog" / f"{cluster}.json"
+    return Path(lake_root) / _state_rel(cluster)
+
+
+def _state_rel(cluster: str) -> str:
+    """The state file's path relative to the lake's root (the object's key under an object store's root)."""
+    return f"_state/commitlog/{cluster}.json"
 
 
 def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
@@ -407,7 +420,7 @@ class CommitLogTailer:
     :meth:`flush`, :meth:`close`; or :meth:`run` until a stop event, in a thread.
     """
 
-    def __init__(self, client: str | Mapping[str, Any], lake_root: Path | str, cluster: str, *,
+    def __init__(self, client: str | Mapping[str, Any], lake_root: Path | str | Store, cluster: str, *,
                  start: str | StartPosition = "1h", flush_records: int = 20_000,
                  flush_interval_s: float = 5.0, poll_timeout_ms: int = 500,
                  max_poll_records: int = 5000,
@@ -415,10 +428,15 @@ class CommitLogTailer:
                  lag_every_s: float = 5.0,
                  consumer_factory: ConsumerFactory = _kafka_consumer,
                  clock: Callable[[], float] = time.time) -> None:
-        lake.partition_dir(lake_root, "commits", cluster, dt.date(2000, 1, 1))  # validates the name
+        lake.partition_dir("/", "commits", cluster, dt.date(2000, 1, 1))  # validates the name
         self.client_options: dict[str, Any] = (
             {"bootstrap_servers": client} if isinstance(client, str) else dict(client))
-        self.lake_root = Path(lake_root)
+        #: the lake's object store (an ``s3://`` root or an object-store :class:`Store`), else None
+        self._store = lake.object_store(lake_root)
+        #: the lake: the object store, or the local folder
+        self.lake_root: Path | Store = (
+            self._store if self._store is not None
+            else Path(lake_root.base if isinstance(lake_root, Store) else lake_root))
         self.cluster = cluster
         self._start_spec = start
         self.start = parse_start(start, now=clock())  # validated now; a duration is re-read at open()
@@ -456,8 +474,11 @@ class CommitLogTailer:
 
     # -- lifecycle ----------------------------------------------------------------------------
     @property
-    def state_file(self) -> Path:
-        return state_path(self.lake_root, self.cluster)
+    def state_file(self) -> Path | str:
+        """The positions file: its local path, or its URL on an object store."""
+        if self._store is not None:
+            return self._store.url_of(_state_rel(self.cluster))
+        return state_path(Path(str(self.lake_root)), self.cluster)
 
     @property
     def positions(self) -> dict[int, int]:
@@ -805,19 +826,39 @@ class CommitLogTailer:
 
     # -- state --------------------------------------------------------------------------------
     def _save_state(self, positions: Mapping[int, int], pending: Mapping[str, Any] | None) -> None:
-        _write_json_atomic(self.state_file, {
+        state = {
             "version": _STATE_VERSION, "cluster": self.cluster,
             "updated": dt.datetime.now(dt.UTC).isoformat(),
             "positions": {str(p): o for p, o in sorted(positions.items())},
             "pending": pending,
-        })
+        }
+        if self._store is not None:  # one object put whole over the old one (module docstring)
+            self._store.put(_state_rel(self.cluster), json.dumps(state, sort_keys=True).encode())
+            return
+        _write_json_atomic(Path(self.state_file), state)
+
+    def _read_state_text(self) -> str | None:
+        """The state file's text, None when there is none (raises OSError when unreadable; on an
+        object store a failed request is :class:`LakeError`, retried by :meth:`run` like any
+        other: the object is not known to be bad)."""
+        if self._store is not None:
+            try:
+                data = self._store.get(_state_rel(self.cluster))
+            except FileNotFoundError:
+                return None
+            except OSError as exc:
+                raise LakeError(f"cannot read the commit log positions {self.state_file}: {exc}") from exc
+            return data.decode()
+        path = Path(self.state_file)
+        return path.read_text() if path.exists() else None
 
     def _load_state(self) -> dict[str, Any]:
         path = self.state_file
-        if not path.exists():
-            return {}
         try:
-            state: dict[str, Any] = json.loads(path.read_text())
+            text = self._read_state_text()
+            if text is None:
+                return {}
+            state: dict[str, Any] = json.loads(text)
             if state.get("version") != _STATE_VERSION or not isinstance(state.get("positions"), dict):
                 raise ValueError("unexpected layout")
             for k, v in state["positions"].items():
@@ -931,7 +972,7 @@ class CommitLogTailer:
                 self.close()
 
     @classmethod
-    def from_config(cls, cluster: ClusterConfig, lake_root: Path | str, **kwargs: Any) -> CommitLogTailer:
+    def from_config(cls, cluster: ClusterConfig, lake_root: Path | str | Store, **kwargs: Any) -> CommitLogTailer:
         """A tailer for one configured cluster (``consumer_offsets_tail.start``, its security, and
         its ``groups`` filter: the groups the sweeps skip are not recorded either)."""
         groups = cluster.groups
@@ -959,8 +1000,8 @@ class CommitLogService:
         >>> service.stop()                                                   # doctest: +SKIP
     """
 
-    def __init__(self, clusters: Iterable[ClusterConfig], lake_root: Path | str, *,
-                 tailer_factory: Callable[[ClusterConfig, Path | str], CommitLogTailer] | None = None
+    def __init__(self, clusters: Iterable[ClusterConfig], lake_root: Path | str | Store, *,
+                 tailer_factory: Callable[[ClusterConfig, Path | str | Store], CommitLogTailer] | None = None
                  ) -> None:
         make = tailer_factory or CommitLogTailer.from_config
         self.tailers: dict[str, CommitLogTailer] = {

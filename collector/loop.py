@@ -42,7 +42,7 @@ from lagscope.collector.model import Snapshot
 from lagscope.collector.rows import ColumnRows
 from lagscope.collector.sweep import collector_id, failed_snapshot, sweep
 from lagscope.config import ClusterConfig, Settings, resolve_results, resolve_results_root
-from lagscope.errors import ConfigError, LagscopeError, LakeError
+from lagscope.errors import LagscopeError, LakeError
 from lagscope.lake import write_rows, write_table
 from lagscope.retention import RUN_EVERY_S, Removals, analytics_keep_from, prune
 from lagscope.schema import MEMBERS, OFFSETS, SAMPLE_TABLES, SWEEPS
@@ -207,7 +207,7 @@ class Collector:
                  receivers: list[SnapshotReceiver] | None = None,
                  metrics: bool | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 results: Path | None = None,
+                 results: Path | Store | None = None,
                  removals: Removals | None = None) -> None:
         self.settings = settings
         cfg = settings.collector
@@ -215,9 +215,6 @@ class Collector:
         self._factory = client_factory or (lambda c: ClusterClient(c, request_timeout_ms=cfg.request_timeout_ms))
         #: the lake: a local folder or an object store (the settings' storage section)
         self.lake_root = open_root(cfg.lake, settings.storage)
-        if isinstance(self.lake_root, Store) and any(c.consumer_offsets_tail.enabled for c in settings.clusters):
-            raise ConfigError(f"clusters[].consumer_offsets_tail needs a local collector.lake so far, not "
-                              f"{cfg.lake} (issue 24)")
         self.sink = LakeSink(self.lake_root)
         self.receivers: list[SnapshotReceiver] = list(receivers) if receivers is not None else [self.sink]
         self._metrics_enabled = settings.metrics.enabled if metrics is None else metrics
@@ -233,7 +230,8 @@ class Collector:
         #: the results, whose checkpoint retention honours (a Store when the lake is on an object
         #: store: the results' root resolved as ``lagscope analyze`` does, opened with the same storage)
         self.results: Path | Store = (
-            resolve_results(results, cfg.lake_path, settings.analytics) if not isinstance(self.lake_root, Store)
+            results if isinstance(results, Store)
+            else resolve_results(results, cfg.lake_path, settings.analytics) if not isinstance(self.lake_root, Store)
             else open_store(resolve_results_root(results, cfg.lake, settings.analytics), settings.storage))
         self.removals = removals if removals is not None else Removals()
         for c in settings.clusters:
@@ -259,7 +257,7 @@ class Collector:
         if self.commitlog is None and any(c.consumer_offsets_tail.enabled for c in self.settings.clusters):
             from lagscope.collector.commitlog import CommitLogService
 
-            self.commitlog = CommitLogService(self.settings.clusters, self.settings.collector.lake_path).start()
+            self.commitlog = CommitLogService(self.settings.clusters, self.lake_root).start()
             if self.metrics_server is not None:  # the tails' statistics on the same /metrics
                 from lagscope.collector.metrics import CommitLogCollector
 

@@ -24,6 +24,12 @@ thread:
 - ``burrow-api``: Burrow's HTTP API v3 from the lake and the results (:mod:`lagscope.burrow`)
   on ``burrow_api.bind:port``; a default part when ``burrow_api.enabled``.
 
+The lake and the results may be local folders or ``s3://bucket/prefix`` (the ``storage``
+section): every part reads and writes them through :mod:`lagscope.storage` alike. The alerts'
+outbox is always a local file (SQLite: the alerting process's own transactional state, which no
+other process reads; an object store has no transactions or locks), and Spark's log goes to the
+system's temporary folder when the results are in a bucket (no appending to an object).
+
 Start order is downstream first (results metrics, alerts, analytics, then the collector), so
 nothing produces before its consumer is up; a start that fails stops what already started.
 SIGTERM or SIGINT stops them in reverse: the collector finishes its sweep and flushes the
@@ -39,6 +45,7 @@ import contextlib
 import datetime as dt
 import logging
 import re
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -49,12 +56,13 @@ from typing import Annotated, Any, Protocol
 import typer
 
 from lagscope.command import settings_or_exit
-from lagscope.config import AlertsConfig, AnalyticsConfig, Settings, parse_duration, resolve_results
+from lagscope.config import AlertsConfig, AnalyticsConfig, Settings, parse_duration, resolve_results_root
 from lagscope.errors import ConfigError, LagscopeError
 from lagscope.lag import HISTORY_POINTS
 from lagscope.retention import RUN_EVERY_S, Removals, prune
 from lagscope.schema import RESULT_TABLES
 from lagscope.signals import stop_on_signals
+from lagscope.storage import Store, open_root
 
 __all__ = [
     "AlertsLoop",
@@ -67,6 +75,25 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+
+def _where(root: Path | Store) -> str:
+    """A root as the log lines name it (a store by its URL, never its credentials)."""
+    return root.url if isinstance(root, Store) else str(root)
+
+
+def _exists(root: Path | Store) -> bool:
+    """Whether a lake or results root holds anything yet: a local folder that exists, or an
+    object-store prefix with any object under it (a prefix exists only through its objects)."""
+    if not isinstance(root, Store):
+        return root.is_dir()
+    import pyarrow as pa
+
+    try:
+        return bool(root.folders("") or root.names(""))
+    except (OSError, pa.ArrowException) as exc:
+        log.warning("cannot list %s: %s", root.url, " ".join(str(exc).split()))
+        return False
 
 
 class Component(Protocol):
@@ -147,7 +174,7 @@ class CollectorComponent:
     name = "collector"
 
     def __init__(self, settings: Settings, extra_collectors: list[Any] | None = None, *,
-                 results: Path | None = None, removals: Removals | None = None) -> None:
+                 results: Path | Store | None = None, removals: Removals | None = None) -> None:
         from lagscope.collector.loop import Collector
 
         self.collector = Collector(settings, results=results, removals=removals)
@@ -194,7 +221,7 @@ class AnalyticsLoop(_Periodic):
 
     name = "analytics"
 
-    def __init__(self, lake: Path, results: Path, *, interval_s: float, master: str,
+    def __init__(self, lake: Path | Store, results: Path | Store, *, interval_s: float, master: str,
                  settings: AnalyticsConfig | None = None, history_points: int = HISTORY_POINTS,
                  backfill_s: float = 86400.0, shuffle_partitions: int = 4,
                  driver_memory: str | None = None, max_failures: int = 3, log_file: Path | None = None,
@@ -210,7 +237,9 @@ class AnalyticsLoop(_Periodic):
         self.shuffle_partitions = shuffle_partitions
         self.driver_memory = driver_memory or self.settings.driver_memory
         self.max_failures = max_failures
-        self.log_file = log_file if log_file is not None else results / "_logs" / "spark.log"
+        self.log_file = log_file if log_file is not None else (
+            Path(tempfile.gettempdir()) / "lagscope-logs" / "spark.log" if isinstance(results, Store)
+            else results / "_logs" / "spark.log")
         self.clock = clock
         self.retention_days = retention_days
         self.removals = removals if removals is not None else Removals()
@@ -273,12 +302,12 @@ class AnalyticsLoop(_Periodic):
     def step(self) -> None:
         from lagscope.analytics.job import run_incremental, run_provisional
 
-        if not self.lake.is_dir():
+        if not _exists(self.lake):
             if self.runs == 0:
                 log.warning("analytics: the lake %s does not exist (yet): nothing to analyse until the collector "
-                            "writes it", self.lake)
+                            "writes it", _where(self.lake))
             else:
-                log.debug("analytics: no lake at %s yet", self.lake)
+                log.debug("analytics: no lake at %s yet", _where(self.lake))
             return
         now = self.clock()
         until = now
@@ -366,7 +395,7 @@ class AlertsLoop(_Periodic):
 
     name = "alerts"
 
-    def __init__(self, results: Path, config: AlertsConfig, outbox: Path, *, interval_s: float,
+    def __init__(self, results: Path | Store, config: AlertsConfig, outbox: Path, *, interval_s: float,
                  app_url: str) -> None:
         super().__init__(interval_s)
         self.results, self.outbox_path = results, outbox
@@ -383,9 +412,9 @@ class AlertsLoop(_Periodic):
         self._outbox = Outbox(self.outbox_path)
         # a route that was down is probed twice an interval: its backlog goes within one of its return
         self._sender = Sender(self._outbox, self.config, probe_s=self.interval_s / 2)
-        if not self.results.is_dir():
+        if not _exists(self.results):
             log.warning("alerts: the results folder %s does not exist (yet): nothing is evaluated until the "
-                        "analytics write it", self.results)
+                        "analytics write it", _where(self.results))
 
     def step(self) -> None:
         from lagscope.alerts import enqueue_findings, findings_from_results
@@ -393,7 +422,7 @@ class AlertsLoop(_Periodic):
 
         now = dt.datetime.now(dt.UTC)
         try:
-            if self.results.is_dir():  # missing: said once at start (an evaluation would resolve every alert)
+            if _exists(self.results):  # missing: said once at start (an evaluation would resolve every alert)
                 enqueue_findings(self._outbox, self.config, findings_from_results(self.results, now), now,
                                  app_url=self.app_url)
         except LakeError as exc:  # a table being rewritten: try next round
@@ -414,7 +443,8 @@ class ResultsMetrics:
 
     name = "results-metrics"
 
-    def __init__(self, results: Path, bind: str, port: int, extra_collectors: list[Any] | None = None) -> None:
+    def __init__(self, results: Path | Store, bind: str, port: int,
+                 extra_collectors: list[Any] | None = None) -> None:
         self.results, self.bind, self.port = results, bind, port
         self.extra_collectors = list(extra_collectors or [])
         self._server: Any = None
@@ -479,14 +509,16 @@ class Part(StrEnum):
     burrow_api = "burrow-api"
 
 
-def build_components(settings: Settings, parts: set[Part], *, results: Path, outbox: Path,
+def build_components(settings: Settings, parts: set[Part], *, results: Path | Store, outbox: Path,
                      master: str | None = None, analytics_interval_s: float | None = None,
                      alerts_interval_s: float = 30.0, results_metrics: bool = True,
                      backfill_s: float | None = None) -> list[Any]:
     """The components for ``parts``, downstream first (see the module docstring).
 
     ``master``, ``analytics_interval_s``, ``backfill_s``: None takes the ``analytics`` section's
-    value (as do the rule thresholds, timeouts and Spark sizing, which have no option here)."""
+    value (as do the rule thresholds, timeouts and Spark sizing, which have no option here).
+    ``results``: a local folder or a :class:`~lagscope.storage.Store`; the lake is the collector's
+    (``collector.lake``, opened with the ``storage`` section)."""
     if Part.collector in parts and not settings.clusters:
         raise ConfigError("clusters: at least one cluster is required to collect")
     if Part.alerts in parts and not settings.alerts.routes:
@@ -495,7 +527,7 @@ def build_components(settings: Settings, parts: set[Part], *, results: Path, out
     if Part.burrow_api in parts:  # a reader of the lake and the results: downstream of everything
         from lagscope.burrow import build_api
 
-        out.append(build_api(settings, results=results))
+        out.append(build_api(settings, results=_where(results)))
     # what retention removes, from the collector (lake) and the analytics loop (results), on one /metrics
     removals = Removals()
     on_collector: Any = None
@@ -521,7 +553,7 @@ def build_components(settings: Settings, parts: set[Part], *, results: Path, out
         if acfg.retention:
             removals.watch([c.name for c in settings.clusters], RESULT_TABLES)
         out.append(AnalyticsLoop(
-            settings.collector.lake_path, results,
+            open_root(settings.collector.lake, settings.storage), results,
             interval_s=acfg.interval_s if analytics_interval_s is None else analytics_interval_s,
             master=acfg.master if master is None else master,
             settings=with_overrides(acfg, extra_read_committed=rc),
@@ -542,10 +574,12 @@ def run(
     component: Annotated[list[Part] | None, typer.Option(
         "--component", help="Run only these parts (repeatable). Default: collector and analytics, "
                             "plus alerts when alerts.routes is set, plus burrow-api when burrow_api.enabled.")] = None,
-    results: Annotated[Path | None, typer.Option(
-        help="Result tables root. Default: analytics.results, else 'results' beside the lake folder.")] = None,
+    results: Annotated[str | None, typer.Option(
+        help="Result tables root: a folder or s3://bucket/prefix. Default: analytics.results, else 'results' "
+             "beside the lake.")] = None,
     outbox: Annotated[Path | None, typer.Option(
-        help="The alerts' durable outbox (SQLite). Default: alerts-outbox.sqlite beside the results.")] = None,
+        help="The alerts' durable outbox (SQLite, always a local file). Default: alerts-outbox.sqlite beside "
+             "local results; with results on an object store, in the current folder.")] = None,
     master: Annotated[str | None, typer.Option(
         help="Spark master for the analytics loop. (config: analytics.master)")] = None,
     analytics_interval: Annotated[float | None, typer.Option(
@@ -569,8 +603,10 @@ def run(
     parts = set(component) if component else {Part.collector, Part.analytics} \
         | ({Part.alerts} if settings.alerts.routes else set()) \
         | ({Part.burrow_api} if settings.burrow_api.enabled else set())
-    results_root = resolve_results(results, settings.collector.lake_path, settings.analytics)
-    outbox_file = outbox or results_root.parent / "alerts-outbox.sqlite"
+    lake = settings.collector.lake
+    results_root = open_root(str(resolve_results_root(results, lake, settings.analytics)), settings.storage)
+    outbox_file = outbox or (Path("alerts-outbox.sqlite").absolute() if isinstance(results_root, Store)
+                             else results_root.parent / "alerts-outbox.sqlite")
     components = build_components(settings, parts, results=results_root, outbox=outbox_file,
                                   master=master, analytics_interval_s=analytics_interval,
                                   alerts_interval_s=alerts_interval, results_metrics=results_metrics,
@@ -580,7 +616,9 @@ def run(
     with stop_on_signals(stop, lambda name: log.info("received %s; stopping", name)):
         runner.start()
         typer.echo(f"lagscope running: {', '.join(c.name for c in components)} "
-                   f"(lake {settings.collector.lake_path}, results {results_root}); SIGTERM stops it", err=True)
+                   f"(lake {lake}, results {_where(results_root)}"
+                   + (f", alerts outbox {outbox_file}" if Part.alerts in parts else "") + "); SIGTERM stops it",
+                   err=True)
         try:
             code = runner.wait(stop)
         finally:

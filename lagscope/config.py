@@ -340,9 +340,9 @@ class CollectorConfig(_Section):
 
     interval_s: float = Field(15.0, gt=0, description="Seconds between sweep starts.")
     lake: str = Field("./lake", description="Root of the sample lake: a local path (or file:// URI), or "
-                                            "s3://bucket/prefix on an object store (the storage section; so far the "
-                                            "collector's sweeps, compaction and retention, not the commit-log "
-                                            "tail, docs/architecture.md).")
+                                            "s3://bucket/prefix on an object store (the storage section; the sweeps, "
+                                            "the __consumer_offsets tail, compaction and retention write there "
+                                            "alike, docs/operations.md).")
     request_timeout_ms: int = Field(10000, ge=100, description="Timeout of each Kafka request (ms).")
     sweep_timeout_s: float | None = Field(
         None, gt=0, description="Give up a sweep after this long; default: the interval, at least 3 request timeouts.")
@@ -504,8 +504,9 @@ class AnalyticsConfig(_Section):
 
     results: str | None = Field(
         None, description="Root of the result tables (local path, file:// URI, or s3://bucket/prefix with the "
-                          "storage section: so far written and read by lagscope analyze, the results exporter and "
-                          "the app's loaders); default: 'results' beside the collector's lake (folder or prefix).")
+                          "storage section: written and read by lagscope analyze and lagscope run, read by the results "
+                          "exporter, the alerts, the Burrow API and the app's loaders); default: 'results' beside "
+                          "the collector's lake (folder or prefix).")
     master: str = Field("local[*]", description="Spark master: local[*], spark://host:7077, k8s://…, yarn.")
     shuffle_partitions: int | None = Field(
         None, ge=1, description="spark.sql.shuffle.partitions; default: 8 for analyze, 4 for run.")

@@ -34,7 +34,14 @@ There is no rename, so a partition goes file by file, each file invisible before
     2. delete the commit markers (``_committed.<name>``): the sweep files' first, the compacted
        files' last (a compacted file hides the sources it names while its marker is there: no
        row is ever read twice)                                   ← from here no reader lists it
-    3. delete the objects, then the folder; log one line with the bytes freed
+    3. delete the objects, oldest first (by LastModified), then the folder; log one line with
+       the bytes freed
+
+The result tables have no commit markers (their publish markers decide what is visible) and an
+open anomaly or rebalance is written again by every step into the partition of its first day, so
+of one identity an older row may lie in an older file of the same partition: deleted oldest
+first, a reader during a removal always finds each identity's newest row while any of its rows is
+left, never an older state of it (an alert would fire again for an anomaly long closed).
 
 A reader that listed a file just before its marker went finds it gone and lists again, as after a
 compaction; a crash during 2 or 3 leaves objects no reader lists, in a partition that is still
@@ -412,8 +419,8 @@ def _store_partitions(store: Store, tables: Iterable[str]) -> Iterator[tuple[str
 
 
 def _store_usage(store: Store, folder: str) -> tuple[float, list[tuple[str, int]]]:
-    """``(newest LastModified, [(path relative to the folder, bytes)])`` of a partition's objects
-    (no object: newest is minus infinity)."""
+    """``(newest LastModified, [(path relative to the folder, bytes)])`` of a partition's objects,
+    oldest first (then by name; no object: newest is minus infinity)."""
     import pyarrow.fs as pafs
 
     base = store.path(folder)
@@ -422,19 +429,20 @@ def _store_usage(store: Store, folder: str) -> tuple[float, list[tuple[str, int]
     except FileNotFoundError:
         infos = []
     newest = float("-inf")
-    objects: list[tuple[str, int]] = []
+    objects: list[tuple[float, str, int]] = []
     for info in infos:
         if info.type != pafs.FileType.File:
             continue
-        objects.append((info.path.removeprefix(base + "/"), int(info.size or 0)))
-        if info.mtime is not None:
-            newest = max(newest, info.mtime.timestamp())
-    return newest, sorted(objects)
+        when = info.mtime.timestamp() if info.mtime is not None else float("-inf")
+        objects.append((when, info.path.removeprefix(base + "/"), int(info.size or 0)))
+        newest = max(newest, when)
+    return newest, [(rel, size) for _, rel, size in sorted(objects)]
 
 
 def _store_delete(store: Store, folder: str, objects: list[tuple[str, int]]) -> None:
     """Delete a partition's objects: the commit markers first (the sweep files', then the
-    compacted files'), then the rest, then the folder."""
+    compacted files'), then the rest in the order given (:func:`_store_usage`'s, oldest first),
+    then the folder."""
     from lagscope.lake import COMMIT_MARKER_PREFIX, COMPACT_PREFIX
 
     rels = [rel for rel, _ in objects]

@@ -181,12 +181,22 @@ def test_the_collector_writes_its_sweeps_to_the_lake_url_of_its_settings(
     assert s3_server.store(s3_prefix).folders("") == ["lake"]
 
 
-def test_the_commit_log_tail_on_an_object_store_is_refused_at_start(s3_server: S3Server, s3_prefix: str,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_commit_log_tail_writes_the_collectors_bucket(s3_server: S3Server, s3_prefix: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from lagscope.collector import commitlog
+
     for k, v in s3_server.credentials.items():
         monkeypatch.setenv(k, v)
     settings = _s3_settings(s3_server, s3_server.url(f"{s3_prefix}/lake"), consumer_offsets_tail={"enabled": True})
-    with pytest.raises(ConfigError, match=r"consumer_offsets_tail needs a local collector\.lake"):
-        Collector(settings, client_factory=_DeadClient)
+    roots: list[Any] = []
+    monkeypatch.setattr(commitlog.CommitLogTailer, "run", lambda self, stop, **_: roots.append(self.lake_root))
+    collector = Collector(settings, client_factory=_DeadClient).start()  # no refusal: the tail starts
+    try:
+        (tailer,) = collector.commitlog.tailers.values()
+        assert tailer.lake_root is collector.lake_root  # the same store: the same bucket and credentials
+        assert tailer.state_file == s3_server.url(f"{s3_prefix}/lake/_state/commitlog/c1.json")
+    finally:
+        collector.stop()
+    assert roots == [collector.lake_root]
     with pytest.raises(ConfigError, match="on an object store"):
         _ = settings.collector.lake_path  # what reads a local lake says it does not read this one

@@ -326,8 +326,8 @@ def test_the_bucket_override_points_every_lagscope_service_at_the_bucket(tmp_pat
         assert settings.analytics.results == "s3://lagscope/kafka/results"
         assert (settings.storage.endpoint, settings.storage.path_style) == ("http://minio:9000", True)
         assert settings.storage.credentials == "env"
-        # the __consumer_offsets tail is refused on a bucket lake: off here
-        assert not settings.clusters[0].consumer_offsets_tail.enabled
+        # the __consumer_offsets tail writes a bucket lake too: lagscope.yaml's setting holds
+        assert settings.clusters[0].consumer_offsets_tail.enabled
         command = svc["command"]
         lines = _shell_commands(command[2]) if command[0] == "sh" else [command]
         for line in lines:

@@ -171,9 +171,6 @@ def test_validators_reject_broken_manifests(full: list[dict[str, Any]], kind: st
          "additional properties 'accessKey' not allowed"),
         (["--set", "objectStore.enabled=true,objectStore.bucket=bucket-1,objectStore.endpoint=minio:9000"],
          "objectStore/endpoint"),
-        # the alert routes need lagscope run, which reads a local lake only so far
-        (["--set", "objectStore.enabled=true,objectStore.bucket=bucket-1,config.alerts.routes[0].name=a,"
-                   "config.alerts.routes[0].url=https://h.example.org"], "alerts.routes need lagscope run"),
     ],
 )
 def test_bad_values_fail_the_render_with_a_clear_message(args: list[str], message: str) -> None:
@@ -414,3 +411,26 @@ def test_the_bucket_values_reach_every_container_and_the_settings_open_the_bucke
     got = lake.read_table(open_store(theirs.collector.lake, theirs.storage), "sweeps")
     assert got.column("ok").to_pylist() == [True]
     assert isinstance(got, pa.Table)
+
+
+def test_bucket_with_alert_routes_runs_the_collector_and_alerts_with_a_local_outbox(tmp_path: Path) -> None:
+    """objectStore and config.alerts.routes: the collector pod runs `lagscope run` with the
+    collector and alerts parts on the bucket's results, its outbox a file on the pod's own volume
+    (never in the bucket)."""
+    values = {"objectStore": {"enabled": True, "bucket": "bucket-1", "prefix": "kafka", "credentials": "env"},
+              "lake": {"persistence": {"enabled": False}},
+              "config": {"alerts": {"routes": [{"name": "a", "url": "https://h.example.org"}]}}}
+    docs = render(tmp_path, values)
+    collector = next(d for d in by_kind(docs, "Deployment") if d["metadata"]["name"].endswith("collector"))
+    pod = _pod(collector)["spec"]
+    args = pod["containers"][0]["args"]
+    assert args[:4] == ["lagscope", "run", "--config", "/etc/lagscope/lagscope.yaml"]
+    assert [args[i + 1] for i, a in enumerate(args) if a == "--component"] == ["collector", "alerts"]
+    assert args[args.index("--results") + 1] == "s3://bucket-1/kafka/results"
+    outbox = args[args.index("--outbox") + 1]
+    assert not outbox.startswith("s3://")
+    mounts = {m["mountPath"]: m["name"] for m in pod["containers"][0]["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mount = next(p for p in mounts if outbox.startswith(p + "/"))
+    assert "emptyDir" in volumes[mounts[mount]]  # the pod's own volume: no PVC, no bucket
+    _cli_parses(args[1:])
