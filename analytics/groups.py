@@ -106,7 +106,9 @@ sweep is before its *release*: start + the session bound of :func:`bound_of` for
 (session timeout + heartbeat + network; the session of the group's generation record in force at
 the start, as :func:`record_timeouts` takes it, else the default), or, when the group is
 rebalancing then (its member sweep at or before the release, or the first after it, not settled),
-its first settled sweep after that, at most the rebalance timeout later. Once released it is
+its first settled sweep after that, at most the rebalance timeout later; and at the latest when
+the partition is first seen without an owner outside a rebalance (its member is gone: nobody is
+left for the broker to expire, a stop). Once released it is
 reported with its own start and key (the detection waits the bound instead of ``stall_after_s``,
 only for a crashed-looking owner); a closed one is reported as it is (its owner resumed: alive;
 or the rebalance's outage dropped it). An owner with activity elsewhere is unaffected (``starved``).
@@ -1257,7 +1259,7 @@ class _Progress:
 
 def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Table | None, groups: pa.Array,
                      ep_topic: pa.Array, ep_partition: pa.Array, ep_q_g: _I, ep_q_t: _F,
-                     ep_start: _F) -> tuple[_Progress, _I, _I, _F, _Progress]:
+                     ep_start: _F) -> tuple[_Progress, _I, _I, _F, _Progress, _F]:
     """The progress events of the groups ``groups`` (see :class:`_Progress`), and per episode (its
     group ``ep_q_g``, partition ``ep_topic``/``ep_partition``, from ``ep_start``) its partition's
     code, its owner's code at ``ep_q_t``: the owner of the partition's latest row with an owner
@@ -1265,7 +1267,8 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
     owner held the partition: the first of its rows since the partition's last row of another
     owner (−inf: all of the rows the step has); last, the *activity* events: the progress events
     and every commit record (one that commits the same offset too: its member is alive), each
-    with its owner as the progress events have it."""
+    with its owner as the progress events have it; and per episode the time of its partition's
+    first row after ``ep_start`` without an owner (NaN: none)."""
     def rows_of(table: pa.Table | None) -> tuple[pa.Table, _I]:
         if table is None or not table.num_rows:
             return pa.table({"topic": pa.array([], pa.string()), "partition": pa.array([], pa.int32())}), np.zeros(
@@ -1355,6 +1358,8 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
     # the episode's owner: of the partition's latest row with an owner at or before ep_q_t, if that
     # row lies inside the episode (a consumer that left at the end of its run leaves rows without
     # an owner behind it: the member that held the partition through the episode is still its owner)
+    unowned = np.flatnonzero(ro < 0)
+    ep_lost = _first_from(rp[unowned], row_t[unowned], pe, ep_start + 1e-6)
     if nc and "owner_last_t" in c.column_names:  # the carried last owned rows, at their own time
         lt = np.asarray(_plain(c.column("owner_last_t")).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
         has = (oc_last >= 0) & ~np.isnan(lt)
@@ -1387,7 +1392,7 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
     a_p = np.concatenate([p_all, *act_p])
     activity = _Progress(g=g_of_p[a_p], p=a_p, owner=np.concatenate([progress.owner, *act_o]).astype(np.int64),
                          t=np.concatenate([progress.t, *act_t]))
-    return progress, pe, ep_owner, ep_since, activity
+    return progress, pe, ep_owner, ep_since, activity, ep_lost
 
 
 def _timeout_of(gens: pa.Table | None, groups: pa.Array, eg: _I, t: _F, default_s: float,
@@ -1463,7 +1468,7 @@ def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, 
     seen = np.where(closed, end, start + mag)
     # the owner: of the partition's last row inside the episode (before the sweep that ended it)
     q_t = np.where(closed, end - 1e-6, seen)
-    ev, ep_p, ep_owner, ep_since, act = _progress_events(series, carried, commits, groups, ep.column("topic"),
+    ev, ep_p, ep_owner, ep_since, act, lost = _progress_events(series, carried, commits, groups, ep.column("topic"),
                                                          ep.column("partition"), eg, q_t, start)
     # events of the same owner (group, owner) and of the whole group, on other partitions
     no = int(max(ev.owner.max(initial=-1), ep_owner.max(initial=-1), act.owner.max(initial=-1))) + 2
@@ -1494,6 +1499,12 @@ def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, 
     # lasts until it settles (the window then owns the outage), at most the rebalance timeout
     release = _rebalancing_until(sweeps, _gkey(ep), release, release + _timeout_of(
         gens, groups, eg, start, rebalance_timeout_s, "rebalance_timeout_s"))
+    # a partition seen without an owner outside a rebalance: its member is gone, nobody is left
+    # for the broker to expire (a stop)
+    lost_ok = ~np.isnan(lost)
+    in_rebalance = lost_ok & (_rebalancing_until(sweeps, _gkey(ep), np.where(lost_ok, lost, 0.0),
+                                                 np.full(len(lost), np.inf)) != np.where(lost_ok, lost, 0.0))
+    release = np.where(lost_ok & ~in_rebalance, np.fmin(release, lost), release)
     first_act = _first_from(act.g * no + (act.owner + 1), act.t, ep_go, after)
     silent = (ep_owner >= 0) & ~(first_act <= seen)
     held = silent & ~starved & ~closed & (seen < release)

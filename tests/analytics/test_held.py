@@ -131,3 +131,24 @@ def test_an_owner_alive_on_another_partition_is_not_held() -> None:
     offsets = [r for r in offsets if r["partition"] != 1] + offsets_rows(
         [(t, 100 + 5 * t, 1000) for t in T], partition=1, owner="m1")
     assert idle(run(offsets, members, 46)) == [(0, "starved", "info", at(30))]
+
+
+def test_a_partition_left_without_an_owner_outside_a_rebalance_is_not_held() -> None:
+    # m1 stops progressing at 20 s and its partition shows no owner from 22 s on, while the group
+    # is not rebalancing (no member sweep says so): the member is gone, nobody is left for the
+    # broker to expire: a stop once stop_after_s has passed, though m1's session (60 s here)
+    # would have held a silent owner until 82 s; its status STOP
+    settings = S.model_copy(update={"session_timeout_s": 60})
+    offsets = offsets_rows([(t, 100 + 5 * min(t, 20), 1000, 0, "m1" if t <= 20 else None) for t in T])
+    out = step.run_step(step.StepInputs(
+        offsets=lake("offsets", [r for r in offsets if r["sweep_ts"] < at(46)]),
+        members=lake("members", []), commits=None, group_events=None, state={}), settings=settings, as_of=at(46))
+    assert idle(out) == [(0, "stop", "critical", at(20))]
+    assert status_of(out, 0)[at(44)][0] == "STOP"
+    # the same partition still owned by the silent m1: held
+    owned = offsets_rows([(t, 100 + 5 * min(t, 20), 1000) for t in T])
+    held = step.run_step(step.StepInputs(
+        offsets=lake("offsets", [r for r in owned if r["sweep_ts"] < at(46)]),
+        members=lake("members", []), commits=None, group_events=None, state={}), settings=settings, as_of=at(46))
+    assert idle(held) == []
+    assert status_of(held, 0)[at(44)][0] == "OK"
