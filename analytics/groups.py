@@ -1502,8 +1502,8 @@ def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, 
     # a partition seen without an owner outside a rebalance: its member is gone, nobody is left
     # for the broker to expire (a stop)
     lost_ok = ~np.isnan(lost)
-    in_rebalance = lost_ok & (_rebalancing_until(sweeps, _gkey(ep), np.where(lost_ok, lost, 0.0),
-                                                 np.full(len(lost), np.inf)) != np.where(lost_ok, lost, 0.0))
+    lost_t = np.where(lost_ok, lost, start)  # (a time near the others: the searches' keys stay small)
+    in_rebalance = lost_ok & (_rebalancing_until(sweeps, _gkey(ep), lost_t, np.full(len(lost), np.inf)) != lost_t)
     release = np.where(lost_ok & ~in_rebalance, np.fmin(release, lost), release)
     first_act = _first_from(act.g * no + (act.owner + 1), act.t, ep_go, after)
     silent = (ep_owner >= 0) & ~(first_act <= seen)

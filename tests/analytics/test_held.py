@@ -152,3 +152,47 @@ def test_a_partition_left_without_an_owner_outside_a_rebalance_is_not_held() -> 
         members=lake("members", []), commits=None, group_events=None, state={}), settings=settings, as_of=at(46))
     assert idle(held) == []
     assert status_of(held, 0)[at(44)][0] == "OK"
+
+
+def test_the_session_bound_is_the_groups_own_from_its_generation_record() -> None:
+    # the default session here is 5 s (a bound of 7 s: released at 37 s), but the group's
+    # generation record (__consumer_offsets) says its members' session is 20 s: the bound is
+    # 22 s, so at 46 s the silent m1's stall is still held; without the record, it is reported
+    import rebalance_cases as rc
+
+    settings = S.model_copy(update={"session_timeout_s": 5})
+    offsets, members = crash(removed=False)
+    gen = [rc.record("g", 0.0, 1, [rc.member("m1", session_ms=20000, parts=(0, 1)),
+                                   rc.member("m2", session_ms=20000, parts=(2, 3))])]
+
+    def stalls(events: list[dict[str, Any]] | None) -> list[tuple[Any, ...]]:
+        return idle(step.run_step(step.StepInputs(
+            offsets=lake("offsets", [r for r in offsets if r["sweep_ts"] < at(46)]),
+            members=lake("members", [r for r in members if r["sweep_ts"] < at(46)]), commits=None,
+            group_events=lake("group_events", events) if events is not None else None, state={}),
+            settings=settings, as_of=at(46)))
+
+    assert stalls(gen) == []
+    assert stalls(None) == [(0, "stall", "warning", at(30)), (1, "stall", "warning", at(30))]
+
+
+def test_an_owner_committing_the_same_offset_is_alive_and_not_held() -> None:
+    # with the commit stream: m1 keeps committing partitions 0 and 1 every 2 s, the same offset
+    # from 30 s on. It is alive (a crashed member commits nothing): its stalls are reported at
+    # stall_after_s, not held for its session bound. Silent instead (no record after 30 s): held
+    offsets, members = crash(removed=False)
+
+    def commits(alive: bool) -> list[dict[str, Any]]:
+        return [{"cluster": "c", "date": "2026-01-01", "group_id": "g", "topic": "t", "partition": p,
+                 "committed_offset": 100 + 5 * min(t, 30), "commit_ts": at(t), "record_ts": at(t),
+                 "source_partition": 0, "source_offset": i}
+                for i, (t, p) in enumerate((t, p) for t in range(0, 46, 2) for p in (0, 1)) if alive or t <= 30]
+
+    def at_46(alive: bool) -> list[tuple[Any, ...]]:
+        return idle(step.run_step(step.StepInputs(
+            offsets=lake("offsets", [r for r in offsets if r["sweep_ts"] < at(46)]),
+            members=lake("members", [r for r in members if r["sweep_ts"] < at(46)]),
+            commits=lake("commits", commits(alive)), group_events=None, state={}), settings=S, as_of=at(46)))
+
+    assert [(p, k) for p, k, _, _ in at_46(True)] == [(0, "stall"), (1, "stall")]
+    assert at_46(False) == []
