@@ -18,7 +18,14 @@ only the current row of each identity counts (:func:`lagscope.results.current_ro
   ``status|cluster|group|STATUS``; firing while the group is in a bad status (WARN, REWIND:
   warning; ERR, STOP, STALL: critical); OK and IDLE fire nothing. A change from WARN to STALL
   resolves the WARN key and fires the STALL key. Status has no explicit end: its resolution
-  is detected by the dispatcher (a key that was firing and is no longer reported).
+  is detected by the dispatcher (a key that was firing and is no longer reported). **Full
+  steps only**: :func:`findings_from_results` reads the status rows of the full (incremental or
+  batch) steps, never a provisional step's (``pre-…`` files, docs/analytics.md "Provisional
+  steps"). A group status is a point in time — a provisional step's is its last sweep's, a
+  full step's the minute's last sweep's — so a lag spike or rewind over by the minute's end
+  would fire and resolve within the minute; a provisional status row is shown (the app, the
+  results exporter's metrics) but neither fires nor resolves an alert. The anomalies and the
+  rebalance windows of a provisional step alert as they come (the fast path).
 
 Findings of rebalance-related kinds (:data:`ADVICE_KINDS`: ``rebalance``, ``rebalance_storm``)
 carry their group's current advice as one line (:func:`advice_line`, from
@@ -242,7 +249,9 @@ def findings_from_results(root: Path | str | Store, now: dt.datetime) -> list[Fi
     found = [
         *findings_from_anomalies(current_events(root, "anomalies")),
         *findings_from_rebalances(current_events(root, "rebalances"), now),
-        *findings_from_status(read(root, "status", filter=group_level).to_pylist()),
+        # group status from the full steps only: a provisional step's status is its last sweep's
+        # point in time, shown (app, metrics) but neither fired nor resolved on (module doc)
+        *findings_from_status(read(root, "status", filter=group_level, provisional=False).to_pylist()),
     ]
     if not any(f.kind in ADVICE_KINDS for f in found):
         return found

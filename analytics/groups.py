@@ -96,6 +96,26 @@ the same one, and a later step that sees the owner's progress (a judgement only 
 ``starved`` and ``warning`` as the window grows) rewrites that row rather than leaving it open.
 The ``starved`` episodes go to the status table (:data:`STARVED_SCHEMA`).
 
+**Held** (:func:`judge_idle`): a stall or stop whose owner shows no *activity* on any partition
+since the episode's start (no progress as above, and with the commit stream no commit record at
+all, not even of the same offset: a member that commits is alive) looks crashed. A SIGKILLed
+member keeps its partitions until the broker expires its session, so until then a crash and a
+consumer stuck alive look the same, and the rebalance that removes a crashed member owns its
+outage (**Outages**). Such an episode is held — not reported — while it is open and its last
+sweep is before its *release*: start + the session bound of :func:`bound_of` for a crashed member
+(session timeout + heartbeat + network; the session of the group's generation record in force at
+the start, as :func:`record_timeouts` takes it, else the default), or, when the group is
+rebalancing then (its member sweep at or before the release, or the first after it, not settled),
+its first settled sweep after that, at most the rebalance timeout later; and at the latest when
+the partition is first seen without an owner outside a rebalance (its member is gone: nobody is
+left for the broker to expire, a stop). Once released it is
+reported with its own start and key (the detection waits the bound instead of ``stall_after_s``,
+only for a crashed-looking owner); a closed one is reported as it is (its owner resumed: alive;
+or the rebalance's outage dropped it). An owner with activity elsewhere is unaffected (``starved``).
+A status row is held while its owner looked crashed: a ``STALL``/``STOP`` row of the episode
+before min(release, the owner's first activity after the start) (:data:`HELD_SCHEMA`; the status
+table makes it ``OK`` with :data:`lagscope.analytics.status.HELD_REASON`).
+
 **Outages** (:func:`drop_rebalance_outages`): a stall, stop or commit gap of a group that starts
 at or after a rebalance's ``quiet_from`` − 1 s and ends (an open one: start + magnitude s) by its
 end + 1 s is that rebalance: dropped (every row with its key); so is a commit gap that starts
@@ -128,7 +148,7 @@ from lagscope.analytics.kseries import asof, java_fixed
 if TYPE_CHECKING:
     from lagscope.config import AnalyticsConfig
 
-__all__ = ["COMMIT_COLUMNS", "ESCALATE_AFTER", "GROUP_EVENT_COLUMNS", "MEMBER_COLUMNS", "MSWEEP_SCHEMA",
+__all__ = ["COMMIT_COLUMNS", "ESCALATE_AFTER", "GROUP_EVENT_COLUMNS", "HELD_SCHEMA", "MEMBER_COLUMNS", "MSWEEP_SCHEMA",
            "REBALANCE_COLUMNS", "RECENT_SCHEMA", "STARVED_SCHEMA", "GroupInputs", "GroupOutputs",
            "drop_rebalance_outages", "formation", "generation_records", "group_pass", "judge_idle", "member_sweeps",
            "storm_state", "storms", "sweep_windows"]
@@ -186,6 +206,10 @@ ESCALATE_AFTER = 5.0
 STARVED_SCHEMA = pa.schema([("cluster", pa.string()), ("group_id", pa.string()), ("topic", pa.string()),
                             ("partition", pa.int32()), ("start_ts", _MS), ("end_ts", _MS), ("from_ts", _MS),
                             ("warn_ts", _MS)])
+#: the stalls and stops whose owner looked crashed (module doc, **Held**): a status row of the
+#: partition inside one (start ≤ eval ≤ end, an open one without end) before ``until_ts`` is held
+HELD_SCHEMA = pa.schema([("cluster", pa.string()), ("group_id", pa.string()), ("topic", pa.string()),
+                         ("partition", pa.int32()), ("start_ts", _MS), ("end_ts", _MS), ("until_ts", _MS)])
 
 #: the ``rebalances`` rows out (``lagscope.schema.REBALANCES`` without ``as_of_ts``, plus ``cluster``, ``date``)
 REBALANCE_SCHEMA = pa.schema([
@@ -240,6 +264,7 @@ class GroupOutputs:
     msweeps: pa.Table
     recent_rebalances: pa.Table
     starved: pa.Table = field(default_factory=lambda: STARVED_SCHEMA.empty_table())
+    held: pa.Table = field(default_factory=lambda: HELD_SCHEMA.empty_table())
     outages: pa.Table = field(default_factory=lambda: OUTAGE_SCHEMA.empty_table())
 
 
@@ -1234,13 +1259,16 @@ class _Progress:
 
 def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Table | None, groups: pa.Array,
                      ep_topic: pa.Array, ep_partition: pa.Array, ep_q_g: _I, ep_q_t: _F,
-                     ep_start: _F) -> tuple[_Progress, _I, _I, _F]:
+                     ep_start: _F) -> tuple[_Progress, _I, _I, _F, _Progress, _F]:
     """The progress events of the groups ``groups`` (see :class:`_Progress`), and per episode (its
     group ``ep_q_g``, partition ``ep_topic``/``ep_partition``, from ``ep_start``) its partition's
     code, its owner's code at ``ep_q_t``: the owner of the partition's latest row with an owner
     at or before it, when that row is at or after ``ep_start`` (−1: none), and since when that
     owner held the partition: the first of its rows since the partition's last row of another
-    owner (−inf: all of the rows the step has)."""
+    owner (−inf: all of the rows the step has); last, the *activity* events: the progress events
+    and every commit record (one that commits the same offset too: its member is alive), each
+    with its owner as the progress events have it; and per episode the time of its partition's
+    first row after ``ep_start`` without an owner (NaN: none)."""
     def rows_of(table: pa.Table | None) -> tuple[pa.Table, _I]:
         if table is None or not table.num_rows:
             return pa.table({"topic": pa.array([], pa.string()), "partition": pa.array([], pa.int32())}), np.zeros(
@@ -1319,13 +1347,19 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
         # rows (the look-back) belongs to the carried row's owner, else its last owner
         k_row_t = np.where(np.isneginf(rt), -1e300, rt)
         k_ro = np.concatenate([os_, np.where(oc >= 0, oc, oc_last)])
-        at = asof(rp, k_row_t, pk[kidx], kt[kidx])
+        at = asof(rp, k_row_t, pk, kt)
+        k_owner = np.where(at >= 0, k_ro[np.maximum(at, 0)] if len(k_ro) else -1, -1)
         ev_p.append(pk[kidx])
         ev_t.append(kt[kidx])
-        ev_o.append(np.where(at >= 0, k_ro[np.maximum(at, 0)] if len(k_ro) else -1, -1))
+        ev_o.append(k_owner[kidx])
+        act_p, act_t, act_o = [pk], [kt], [k_owner]
+    else:
+        act_p, act_t, act_o = [], [], []
     # the episode's owner: of the partition's latest row with an owner at or before ep_q_t, if that
     # row lies inside the episode (a consumer that left at the end of its run leaves rows without
     # an owner behind it: the member that held the partition through the episode is still its owner)
+    unowned = np.flatnonzero(ro < 0)
+    ep_lost = _first_from(rp[unowned], row_t[unowned], pe, ep_start + 1e-6)
     if nc and "owner_last_t" in c.column_names:  # the carried last owned rows, at their own time
         lt = np.asarray(_plain(c.column("owner_last_t")).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
         has = (oc_last >= 0) & ~np.isnan(lt)
@@ -1353,20 +1387,76 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
     # the group of each event: the partition code's group
     g_of_p = np.zeros(int(pcode.max()) + 1 if len(pcode) else 0, np.int64)
     g_of_p[pcode] = gg
-    return _Progress(g=g_of_p[p_all], p=p_all, owner=np.concatenate(ev_o).astype(np.int64),
-                     t=np.concatenate(ev_t)), pe, ep_owner, ep_since
+    progress = _Progress(g=g_of_p[p_all], p=p_all, owner=np.concatenate(ev_o).astype(np.int64),
+                         t=np.concatenate(ev_t))
+    a_p = np.concatenate([p_all, *act_p])
+    activity = _Progress(g=g_of_p[a_p], p=a_p, owner=np.concatenate([progress.owner, *act_o]).astype(np.int64),
+                         t=np.concatenate([progress.t, *act_t]))
+    return progress, pe, ep_owner, ep_since, activity, ep_lost
+
+
+def _timeout_of(gens: pa.Table | None, groups: pa.Array, eg: _I, t: _F, default_s: float,
+                column: str = "session_timeout_s") -> _F:
+    """Per episode (its group ``eg``, at ``t``), the timeout ``column`` in force: of the group's
+    latest generation record with one at or before ``t``, else its first (as
+    :func:`record_timeouts` takes them for a window), else ``default_s``."""
+    out = np.full(len(eg), float(default_s))
+    if gens is None or not gens.num_rows or not len(eg):
+        return out
+    g = gens.filter(pc.is_valid(gens.column(column)))
+    if not g.num_rows:
+        return out
+    code, ok = _codes(_gkey(g), groups)
+    gt = np.asarray(g.column("gen_t"), dtype=np.float64)[ok]
+    sv = np.asarray(g.column(column), dtype=np.float64)[ok]
+    code = code[ok]
+    if not len(code):
+        return out
+    order = np.lexsort((gt, code))
+    first_of = np.full(len(groups), np.nan)
+    firsts = order[np.r_[True, code[order][1:] != code[order][:-1]]]
+    first_of[code[firsts]] = sv[firsts]
+    i = asof(code, gt, eg, t)
+    out = np.where(i >= 0, sv[np.maximum(i, 0)], first_of[eg])
+    return np.where(np.isnan(out), float(default_s), out)
+
+
+def _rebalancing_until(sw: _Sweeps | None, ep_groups: pa.Array, t: _F, cap: _F) -> _F:
+    """Per episode (its group key in ``ep_groups``, at ``t``): ``t`` unless the group was
+    rebalancing then — its latest member sweep at or before ``t``, or its first after ``t`` (the
+    first that can show what the broker did by ``t``), is not settled — and else the time of its
+    first settled sweep after that, at most ``cap`` (the rebalance ends there)."""
+    if sw is None or not len(sw.t) or not len(t):
+        return t.copy()
+    g, ok = _codes(ep_groups, sw.groups)
+    g = np.where(ok, g, -1)
+    i = asof(sw.g, sw.t, g, t)
+    before = ok & (i >= 0) & ~sw.settled[np.maximum(i, 0)]
+    t_next = _first_from(sw.g, sw.t, g, t)
+    has_next = ok & ~np.isnan(t_next)
+    j = asof(sw.g, sw.t, g, np.where(has_next, t_next, t))
+    after = has_next & (j >= 0) & ~sw.settled[np.maximum(j, 0)]
+    settled_next = _first_from(sw.g[sw.settled], sw.t[sw.settled], g, np.where(after, t_next, t))
+    return np.where(before | after, np.fmin(settled_next, cap), t)
 
 
 def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, commits: pa.Table | None, *,
-               stall_after_s: float) -> tuple[pa.Table, pa.Table]:
-    """``anomalies`` with each stall and stop judged across its group (module doc, **Starved**),
-    and the ``starved`` episodes (:data:`STARVED_SCHEMA`) for the status table. ``series``:
-    :data:`SERIES_COLUMNS` rows of the step; ``carried``: the carried series rows
-    (:data:`CARRIED_SERIES_COLUMNS`); ``commits``: :data:`COMMIT_COLUMNS` rows, or None."""
+               stall_after_s: float, gens: pa.Table | None = None, session_timeout_s: float = 0.0,
+               heartbeat_s: float = 0.0, network_s: float = 0.0, rebalance_timeout_s: float = 0.0,
+               sweeps: _Sweeps | None = None) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """``anomalies`` with each stall and stop judged across its group (module doc, **Starved**)
+    and those a crashed-looking owner's session may still explain held back (module doc,
+    **Held**), the ``starved`` episodes (:data:`STARVED_SCHEMA`) and the ``held`` ones
+    (:data:`HELD_SCHEMA`) for the status table. ``series``: :data:`SERIES_COLUMNS` rows of the
+    step; ``carried``: the carried series rows (:data:`CARRIED_SERIES_COLUMNS`); ``commits``:
+    :data:`COMMIT_COLUMNS` rows, or None; ``gens``: :func:`generation_records` (the session
+    and rebalance timeouts; None: ``session_timeout_s`` and ``rebalance_timeout_s`` for every
+    group), ``heartbeat_s`` and ``network_s`` the rest of the session bound (:func:`bound_of`);
+    ``sweeps``: the member sweeps (a group rebalancing at the release holds on until it settles)."""
     kind = _plain(anomalies.column("kind")).cast(pa.string())
     cand = _flag(pc.is_in(kind, value_set=pa.array(_IDLE_KINDS)))
     if not cand.any():
-        return anomalies, STARVED_SCHEMA.empty_table()
+        return anomalies, STARVED_SCHEMA.empty_table(), HELD_SCHEMA.empty_table()
     idx = np.flatnonzero(cand)
     ep = anomalies.take(pa.array(idx))
     groups = pc.unique(_gkey(ep))
@@ -1378,10 +1468,10 @@ def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, 
     seen = np.where(closed, end, start + mag)
     # the owner: of the partition's last row inside the episode (before the sweep that ended it)
     q_t = np.where(closed, end - 1e-6, seen)
-    ev, ep_p, ep_owner, ep_since = _progress_events(series, carried, commits, groups, ep.column("topic"),
-                                          ep.column("partition"), eg, q_t, start)
+    ev, ep_p, ep_owner, ep_since, act, lost = _progress_events(series, carried, commits, groups, ep.column("topic"),
+                                                         ep.column("partition"), eg, q_t, start)
     # events of the same owner (group, owner) and of the whole group, on other partitions
-    no = int(max(ev.owner.max(initial=-1), ep_owner.max(initial=-1))) + 2
+    no = int(max(ev.owner.max(initial=-1), ep_owner.max(initial=-1), act.owner.max(initial=-1))) + 2
     np_ = int(max(ev.p.max(initial=-1), ep_p.max(initial=-1))) + 1
     ev_go = ev.g * no + (ev.owner + 1)
     ep_go = eg * no + (ep_owner + 1)
@@ -1400,6 +1490,28 @@ def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, 
     from_t = np.maximum(after, ep_since)
     first = _first_elsewhere(ev_go, ev_go * np_ + ev.p, ev.t, ep_go, ep_go * np_ + ep_p, from_t)
     first = np.where(np.isnan(first), from_t, first)
+
+    # held: an owner with no activity on any partition since the episode's start (no progress, no
+    # commit record) looks crashed; until its session bound has passed since then, the broker may
+    # still remove it, and the rebalance that follows owns the outage (module doc, **Held**)
+    release = start + _timeout_of(gens, groups, eg, start, session_timeout_s) + (heartbeat_s + network_s)
+    # the broker removed it within the bound: the group is rebalancing at the release; the hold
+    # lasts until it settles (the window then owns the outage), at most the rebalance timeout
+    release = _rebalancing_until(sweeps, _gkey(ep), release, release + _timeout_of(
+        gens, groups, eg, start, rebalance_timeout_s, "rebalance_timeout_s"))
+    # a partition seen without an owner outside a rebalance: its member is gone, nobody is left
+    # for the broker to expire (a stop)
+    lost_ok = ~np.isnan(lost)
+    lost_t = np.where(lost_ok, lost, start)  # (a time near the others: the searches' keys stay small)
+    in_rebalance = lost_ok & (_rebalancing_until(sweeps, _gkey(ep), lost_t, np.full(len(lost), np.inf)) != lost_t)
+    release = np.where(lost_ok & ~in_rebalance, np.fmin(release, lost), release)
+    first_act = _first_from(act.g * no + (act.owner + 1), act.t, ep_go, after)
+    silent = (ep_owner >= 0) & ~(first_act <= seen)
+    held = silent & ~starved & ~closed & (seen < release)
+    # a status row is held while its owner looked crashed, until the release (or the owner's
+    # first activity, which shows it alive)
+    held_until = np.fmin(release, first_act)
+    status_held = (ep_owner >= 0) & (held_until > start)
 
     k_all = np.asarray(kind.to_pylist(), dtype=object)
     sev_all = np.asarray(_plain(anomalies.column("severity")).cast(pa.string()).to_pylist(), dtype=object)
@@ -1420,6 +1532,18 @@ def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, 
     for name, values in (("kind", k_all), ("severity", sev_all), ("detail", det_all)):
         i = out.schema.get_field_index(name)
         out = out.set_column(i, out.schema.field(name), pa.array(values.tolist(), out.schema.field(name).type))
+    if held.any():
+        out = out.filter(pa.array(~np.isin(np.arange(out.num_rows), idx[held])))
+    hi_ = np.flatnonzero(status_held)
+    hsub = ep.take(pa.array(hi_))
+    held_eps = pa.table({
+        "cluster": _plain(hsub.column("cluster")).cast(pa.string()),
+        "group_id": _plain(hsub.column("group_id")).cast(pa.string()),
+        "topic": _plain(hsub.column("topic")).cast(pa.string()),
+        "partition": _plain(hsub.column("partition")).cast(pa.int32()),
+        "start_ts": _plain(hsub.column("start_ts")).cast(_MS, safe=False),
+        "end_ts": _plain(hsub.column("end_ts")).cast(_MS, safe=False),
+        "until_ts": timestamps(held_until[hi_])}, schema=HELD_SCHEMA)
     si = np.flatnonzero(starved)
     sub = ep.take(pa.array(si))
     return out, pa.table({
@@ -1430,7 +1554,7 @@ def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, 
         "start_ts": _plain(sub.column("start_ts")).cast(_MS, safe=False),
         "end_ts": _plain(sub.column("end_ts")).cast(_MS, safe=False),
         "from_ts": timestamps(np.fmax(first[si], start[si])),
-        "warn_ts": timestamps(start[si] + ESCALATE_AFTER * stall_after_s)}, schema=STARVED_SCHEMA)
+        "warn_ts": timestamps(start[si] + ESCALATE_AFTER * stall_after_s)}, schema=STARVED_SCHEMA), held_eps
 
 
 def drop_rebalance_outages(anomalies: pa.Table, outages: pa.Table) -> pa.Table:
@@ -1597,8 +1721,11 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
     # judged before the outages are dropped: whether an episode ends inside an outage may be known
     # only after the step (an open one), while the status rows of a starved partition must say the
     # same whatever a later sweep shows
-    judged, starved = judge_idle(inp.anomalies, inp.series, inp.carried_series, inp.commits,
-                                 stall_after_s=p.stall_after_s)
+    judged, starved, held = judge_idle(inp.anomalies, inp.series, inp.carried_series, inp.commits,
+                                       stall_after_s=p.stall_after_s, gens=gens,
+                                       session_timeout_s=settings.session_timeout_s,
+                                       heartbeat_s=settings.heartbeat_s, network_s=settings.network_s,
+                                       rebalance_timeout_s=settings.rebalance_timeout_s, sweeps=sw)
     judged = drop_rebalance_outages(judged, out_q)
     anomalies = pa.concat_tables([judged, storm_rows.cast(judged.schema)]) if storm_rows.num_rows else judged
     # skips (and the rewinds an empty group's reset wrote): judged with the group's membership
@@ -1615,7 +1742,7 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
                         outages=_outage_state(out_q, inp.series,
                                               max(OUTAGE_CARRY_S, min(p.stall_after_s, p.stop_after_s) + 1.0)),
                         recent_rebalances=storm_state(recent_in, is_state, count=p.storm_count,
-                                                      window_s=p.storm_window_s), starved=starved)
+                                                      window_s=p.storm_window_s), starved=starved, held=held)
 
 
 def _outage_state(outages: pa.Table, series: pa.Table, carry_s: float = OUTAGE_CARRY_S) -> pa.Table:

@@ -64,7 +64,8 @@ from lagscope.analytics.arrays import nullable_doubles as _nn
 from lagscope.analytics.arrays import seconds as _secs
 from lagscope.analytics.kseries import asof
 
-__all__ = ["BURROW_RANK", "OWN_RANK", "STARVED_REASON", "STATUS_COLUMNS", "starved_rows", "status"]
+__all__ = ["BURROW_RANK", "HELD_REASON", "OWN_RANK", "STARVED_REASON", "STATUS_COLUMNS", "held_rows",
+           "starved_rows", "status"]
 
 _I = npt.NDArray[np.int64]
 _B = npt.NDArray[np.bool_]
@@ -95,6 +96,10 @@ def _rank(col: pa.ChunkedArray, ranks: dict[str, int]) -> _I:
 
 #: the reason's prefix of a partition row inside a starved episode
 STARVED_REASON = "starved (its owner commits progress on its other partitions): "
+#: the reason's prefix of a partition row held while its owner looks crashed (the broker may still
+#: remove it: lagscope.analytics.groups, **Held**)
+HELD_REASON = ("held (its owner is silent on all its partitions, within its session bound: the broker may "
+               "still remove it): ")
 
 
 def starved_rows(minutes: pa.Table, starved: pa.Table) -> tuple[_B, _B]:
@@ -122,20 +127,52 @@ def starved_rows(minutes: pa.Table, starved: pa.Table) -> tuple[_B, _B]:
     return inside, inside & (t >= warn[j])
 
 
-def status(minutes: pa.Table, starved: pa.Table | None = None) -> pa.Table:
+def held_rows(minutes: pa.Table, held: pa.Table) -> _B:
+    """Per minute row: whether it is a ``STALL`` or ``STOP`` row inside one of its partition's
+    ``held`` episodes (:data:`lagscope.analytics.groups.HELD_SCHEMA`: start ≤ eval ≤ end, an open
+    one without end) before its ``until_ts`` (the owner's session bound past its start, or its
+    first activity)."""
+    n = minutes.num_rows
+    if not n or not held.num_rows:
+        return np.zeros(n, bool)
+    cols = ("cluster", "group_id", "topic", "partition")
+    code = _key_code(*[pa.concat_arrays([minutes.column(c).combine_chunks().cast(held.schema.field(c).type),
+                                         held.column(c).combine_chunks()]) for c in cols])
+    mk, hk = code[:n], code[n:]
+    t = _secs(minutes.column("ts"))
+    start, end, until = _secs(held.column("start_ts")), _secs(held.column("end_ts")), _secs(held.column("until_ts"))
+    i = asof(hk, start, mk, t)
+    j = np.maximum(i, 0)
+    bad = _dict_codes(minutes.column("status"))
+    name = np.array([*bad[1], None], dtype=object)[bad[0]]
+    return ((i >= 0) & ((np.isnan(end[j])) | (t <= end[j])) & (t < until[j])
+            & np.isin(name, ["STALL", "STOP"]))
+
+
+def _rewrite(minutes: pa.Table, inside: _B, new_status: npt.NDArray[np.str_], prefix: str) -> pa.Table:
+    st = minutes.column("status").combine_chunks().cast(pa.string())
+    rs = minutes.column("reason").combine_chunks().cast(pa.string())
+    new_st = pc.if_else(pa.array(inside), pa.array(new_status), st)
+    new_rs = pc.if_else(pa.array(inside), pc.binary_join_element_wise(
+        pa.array([prefix] * minutes.num_rows, pa.string()), rs, ""), rs)
+    minutes = minutes.set_column(minutes.schema.get_field_index("status"), "status", new_st)
+    return minutes.set_column(minutes.schema.get_field_index("reason"), "reason", new_rs)
+
+
+def status(minutes: pa.Table, starved: pa.Table | None = None, held: pa.Table | None = None) -> pa.Table:
     """The ``status`` table: each minute row's evaluation and the group rows. ``starved``: the
     per-group pass's starved episodes; a ``STALL``/``STOP`` row inside one is ``OK`` (``WARN``
-    from the episode's ``warn_ts`` on), its reason prefixed with :data:`STARVED_REASON`."""
+    from the episode's ``warn_ts`` on), its reason prefixed with :data:`STARVED_REASON`.
+    ``held``: its held episodes; a ``STALL``/``STOP`` row inside one before its ``until_ts`` is
+    ``OK``, its reason prefixed with :data:`HELD_REASON`."""
+    if held is not None and held.num_rows:
+        inside = held_rows(minutes, held)
+        if inside.any():
+            minutes = _rewrite(minutes, inside, np.full(minutes.num_rows, "OK"), HELD_REASON)
     if starved is not None and starved.num_rows:
         inside, late = starved_rows(minutes, starved)
         if inside.any():
-            st = minutes.column("status").combine_chunks().cast(pa.string())
-            rs = minutes.column("reason").combine_chunks().cast(pa.string())
-            new_st = pc.if_else(pa.array(inside), pa.array(np.where(late, "WARN", "OK")), st)
-            new_rs = pc.if_else(pa.array(inside), pc.binary_join_element_wise(
-                pa.array([STARVED_REASON] * minutes.num_rows, pa.string()), rs, ""), rs)
-            minutes = minutes.set_column(minutes.schema.get_field_index("status"), "status", new_st)
-            minutes = minutes.set_column(minutes.schema.get_field_index("reason"), "reason", new_rs)
+            minutes = _rewrite(minutes, inside, np.where(late, "WARN", "OK"), STARVED_REASON)
     eval_ts = minutes.column("ts").combine_chunks()
     parts = pa.table({
         "cluster": minutes.column("cluster"), "eval_ts": eval_ts.cast(_MS, safe=False),

@@ -470,7 +470,7 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
         "lag_trends": lag_trends(minutes),
         "rebalances": _stamped(grouped.rebalances, as_of),
         "anomalies": _stamped(grouped.anomalies, as_of),
-        "status": status(minutes, grouped.starved),
+        "status": status(minutes, grouped.starved, grouped.held),
     }
     # advice: from the tables above, the member sweeps, the generation records and the carried evidence
     advised = advice.advise(advice.AdviceInputs(

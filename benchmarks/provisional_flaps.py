@@ -16,9 +16,10 @@ step, no Spark.
 
 The alerts are the findings :mod:`alerts.findings` makes of the visible rows: an anomaly's key
 (kind, group, topic, partition, start), a rebalance window's (group, start), the group status's
-(group, status: WARN/REWIND warning, STALL/STOP/ERR critical). A **flap** is a key that a
-provisional step made fire (the alerting would send it) and that no full step reports: once the
-full step replaces the provisional rows the key is gone and the alert resolves. Split into
+(group, status: WARN/REWIND warning, STALL/STOP/ERR critical) of the full steps only (the alerts
+read no provisional status; ``--status-from-provisional``: as they did before, from every step).
+A **flap** is a key that a provisional step made fire (the alerting would send it) and that no
+full step reports: once the full step replaces the provisional rows the key is gone and the alert resolves. Split into
 *retracted* (no full step has a finding of that kind on that group, topic and partition, or that
 status of the group) and *re-keyed* (the full step has it, under another start: the alert
 resolves and fires again under the new key). Rates per hour of replayed traffic (the scenarios'
@@ -81,12 +82,13 @@ def cut(tables: dict[str, pa.Table | None], start: float, until: float) -> steps
                             group_events=out["group_events"], state={})
 
 
-def alerts_of(tables: dict[str, pa.Table], now: dt.datetime) -> list[Finding]:
-    """The findings :func:`alerts.findings.findings_from_results` makes of one step's tables."""
-    status = tables["status"].to_pylist()
+def alerts_of(tables: dict[str, pa.Table], now: dt.datetime, *, status: bool = True) -> list[Finding]:
+    """The findings :func:`alerts.findings.findings_from_results` makes of one step's tables
+    (``status=False``: a provisional step's, whose group status the alerts do not read)."""
+    rows = tables["status"].to_pylist() if status else []
     return [*findings_from_anomalies(tables["anomalies"].to_pylist()),
             *findings_from_rebalances(tables["rebalances"].to_pylist(), now),
-            *findings_from_status([r for r in status if r.get("topic") is None and r.get("partition") is None])]
+            *findings_from_status([r for r in rows if r.get("topic") is None and r.get("partition") is None])]
 
 
 def _where(f: Finding) -> tuple[Any, ...]:
@@ -110,10 +112,13 @@ class Replay:
     full_steps: int = 0
     flaps: list[Flap] = field(default_factory=list)
     fired: collections.Counter[tuple[str, str]] = field(default_factory=collections.Counter)
+    #: per anomaly kind confirmed by a full step: when a step (provisional or full) first showed
+    #: it, after its start (s): how long the finding took to be published
+    shown_after: dict[str, list[float]] = field(default_factory=lambda: collections.defaultdict(list))
 
 
 def replay(seed: int, lakes: dict[str, tuple[Path, float]], every_s: float, settle_s: float,
-           settings: AnalyticsConfig, rep: Replay) -> None:
+           settings: AnalyticsConfig, rep: Replay, status_provisional: bool = False) -> None:
     tables = read_lakes(list(lakes.values()))
     sweeps = tables["offsets"]
     assert sweeps is not None
@@ -124,6 +129,7 @@ def replay(seed: int, lakes: dict[str, tuple[Path, float]], every_s: float, sett
     full_keys: set[str] = set()
     full_where: set[tuple[Any, ...]] = set()
     shown: dict[str, tuple[Finding, float]] = {}  # provisional keys → (finding, first shown)
+    first: dict[str, tuple[Finding, float]] = {}  # every step's keys → (finding, first shown)
     now = t_lo + every_s
     while checkpoint < t_hi:
         while checkpoint + 60 <= now:  # the incremental step: every minute that has ended
@@ -133,6 +139,7 @@ def replay(seed: int, lakes: dict[str, tuple[Path, float]], every_s: float, sett
             state = out.state
             for f in alerts_of(out.tables, _ts(checkpoint + 60)):
                 full_keys.add(f.key)
+                first.setdefault(f.key, (f, now))
                 full_where.add(_where(f))
             # the full step also reports every group-level status of the minute, not only the last
             st = out.tables["status"]
@@ -146,10 +153,14 @@ def replay(seed: int, lakes: dict[str, tuple[Path, float]], every_s: float, sett
             inp.state = state
             out = steps.run_step(inp, settings=settings, as_of=_ts(until), with_state=False)
             rep.provisional_steps += 1
-            for f in alerts_of(out.tables, _ts(until)):
+            for f in alerts_of(out.tables, _ts(until), status=status_provisional):
+                first.setdefault(f.key, (f, now))
                 if f.key not in shown and f.key not in full_keys:
                     shown[f.key] = (f, now)
         now += every_s
+    for key, (f, at) in first.items():
+        if key in full_keys and f.source == "anomalies":
+            rep.shown_after[f.kind].append(at - f.starts_at.timestamp())
     for key, (f, at) in shown.items():
         scenario = next((n for n in lakes if f.group.startswith(f"sim-{n}-")), "?")
         rep.fired[(f.source if f.source != "anomalies" else f.kind, f.severity)] += 1
@@ -165,6 +176,8 @@ def main() -> None:
     ap.add_argument("--scenarios", default="", help="comma-separated (default: every one kept)")
     ap.add_argument("--every-s", type=float, default=1.5, help="the analytics loop's interval (s)")
     ap.add_argument("--settle-s", type=float, default=0.5, help="a provisional step ends this long before now")
+    ap.add_argument("--status-from-provisional", action="store_true",
+                    help="alert on a provisional step's group status too (the alerts before they read full steps only)")
     args = ap.parse_args()
     settings = AnalyticsConfig(rules=RULES, **TIMEOUTS)
     rep = Replay()
@@ -176,7 +189,8 @@ def main() -> None:
         for n in names:  # one scenario at a time (its groups are its own): steps over its span only
             start, end = scenario_window(n, base / n / "out" / "truth.jsonl")
             traffic_s += end - start
-            replay(seed, {n: (base / n / "lake", end)}, args.every_s, args.settle_s, settings, rep)
+            replay(seed, {n: (base / n / "lake", end)}, args.every_s, args.settle_s, settings, rep,
+                   args.status_from_provisional)
         print(f"seed {seed}: {rep.provisional_steps} provisional and {rep.full_steps} full steps so far, "
               f"{len(rep.flaps)} flaps", file=sys.stderr, flush=True)
     hours = traffic_s / 3600
@@ -195,6 +209,15 @@ def main() -> None:
         print(f"| {kind} | {sev} | {rep.fired[(kind, sev)]} | {len(mine)} | "
               f"{sum(fl.how == 'retracted' for fl in mine)} | {sum(fl.how == 're-keyed' for fl in mine)} | "
               f"{len(mine) / hours:.1f} |")
+    print()
+    print("When each anomaly a full step confirmed was first shown (by a provisional or a full step), "
+          "after its start:\n")
+    print("| kind | findings | p50 s | p95 s | max s |")
+    print("|---|---:|---:|---:|---:|")
+    for kind, xs in sorted(rep.shown_after.items()):
+        q = sorted(xs)
+        print(f"| {kind} | {len(q)} | {q[len(q) // 2]:.1f} | {q[min(len(q) - 1, math.ceil(0.95 * len(q)) - 1)]:.1f} | "
+              f"{q[-1]:.1f} |")
     print()
     for fl in rep.flaps:
         print(f"- {fl.scenario}#{fl.seed}: {fl.how} {fl.finding.severity} {fl.finding.key} "

@@ -339,10 +339,13 @@ def _utc(when: dt.datetime) -> dt.datetime:
 
 def read(results: Path | str | Store, table: str, *, cluster: str | Iterable[str] | None = None,
          group: str | None = None, since: dt.datetime | None = None, until: dt.datetime | None = None,
-         columns: list[str] | None = None, filter: ds.Expression | None = None) -> pa.Table:
+         columns: list[str] | None = None, filter: ds.Expression | None = None,
+         provisional: bool = True) -> pa.Table:
     """Rows of result ``table`` from its live files, with ``cluster`` and ``date``: of the given
     clusters and group, with their time (:data:`TIME_COLUMN`) in ``[since, until)`` (naive times
-    are UTC), and ``filter`` (a pyarrow dataset expression) when given.
+    are UTC), and ``filter`` (a pyarrow dataset expression) when given. ``provisional=False``:
+    the full steps' rows only (a visible provisional step's files left out: the group-status
+    alerts, :func:`lagscope.alerts.findings.findings_from_results`).
 
     An absent table reads as an empty table with the right schema; a file that cannot be read (a
     newer major schema version, a broken footer or page) is moved into quarantine and the rest is
@@ -362,10 +365,12 @@ def read(results: Path | str | Store, table: str, *, cluster: str | Iterable[str
     last = _utc(until).date() if until is not None else None
     store = object_store(results)
     if store is not None:
-        return read_objects(lambda: _object_listing(store, table, cluster, first, last), store, table,
-                            columns=columns, filter=expr)
+        return read_objects(lambda: [f for f in _object_listing(store, table, cluster, first, last)
+                                     if provisional or not is_provisional(f.rsplit("/", 1)[-1])],
+                            store, table, columns=columns, filter=expr)
     local = _local(results)
-    return read_live(lambda: list_files(local, table, cluster=cluster, since=first, until=last),
+    return read_live(lambda: [f for f in list_files(local, table, cluster=cluster, since=first, until=last)
+                              if provisional or not is_provisional(f.name)],
                      local, table, columns=columns, filter=expr)
 
 

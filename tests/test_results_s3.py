@@ -92,6 +92,19 @@ def test_a_batch_is_hidden_while_moving_and_replaces_when_in(store: Store) -> No
     assert folder.startswith("status/cluster=prod/date=")
 
 
+def test_a_provisional_step_is_read_unless_left_out(store: Store) -> None:
+    # a provisional step's files, visible while the marker names them from the watermark on, are
+    # read by default and left out with provisional=False (the group-status alerts' read)
+    write_synthetic(store, "prod", "orders-svc", "orders", NOW)  # type: ignore[arg-type]
+    before = results.read(store, "status").num_rows
+    start, until = NOW - dt.timedelta(minutes=1), NOW
+    store.put("_state/checkpoint.json", json.dumps({"watermark": start.isoformat()}).encode())
+    _copy_as(store, "status", f"{results.pre_tag(start, until)}-00000.parquet")
+    results.write_provisional_marker(store, start, until)
+    assert results.read(store, "status").num_rows == 2 * before
+    assert results.read(store, "status", provisional=False).num_rows == before
+
+
 def test_an_unreadable_marker_is_an_error_naming_it(store: Store) -> None:
     store.put("_state/checkpoint.json", b"{not json")
     with pytest.raises(LakeError, match=r"s3://.*/_state/checkpoint\.json"):

@@ -359,6 +359,36 @@ def test_findings_come_from_published_steps_only(tmp_path: Path) -> None:
     assert found == {("anomalies", "firing"), ("status", "firing")}
 
 
+def test_group_status_alerts_come_from_full_steps_only(tmp_path: Path) -> None:
+    # a group status is a point in time: a provisional step's is its last sweep's. Its rows are
+    # shown (read with the rest) but fire and resolve nothing; its anomalies alert as they come
+    from helpers.results_steps import publish_provisional_step, publish_step
+
+    from lagscope import results
+
+    w0, w1 = NOW - dt.timedelta(minutes=2), NOW - dt.timedelta(minutes=1)
+    publish_step(tmp_path, "prod", w0, w1, {"status": [status("orders-svc", w1 - dt.timedelta(seconds=1), "OK", "OK"),
+                                                       status("billing", w1 - dt.timedelta(seconds=1), "STALL",
+                                                              "STALL")]})
+    # mid-minute: orders-svc rewound (over by the minute's end), billing's stall is over
+    mid = w1 + dt.timedelta(seconds=20)
+    rewind = anomaly("prod", "orders-svc", "orders", "rewind", mid, mid, "warning", as_of=mid)
+    publish_provisional_step(tmp_path, "prod", w1, mid, {"anomalies": [rewind], "status": [
+        status("orders-svc", mid, "REWIND", "REWIND"), status("billing", mid, "OK", "OK")]})
+    assert {r["status"] for r in results.read(tmp_path, "status").to_pylist()} == {"OK", "STALL", "REWIND"}
+    assert {r["status"] for r in results.read(tmp_path, "status", provisional=False).to_pylist()} == {"OK", "STALL"}
+    found = {(f.source, f.kind, f.group, f.labels.get("status")): f.state for f in findings_from_results(tmp_path, mid)}
+    assert found == {("anomalies", "rewind", "orders-svc", None): "resolved",
+                     ("status", "status", "billing", "STALL"): "firing"}
+    # the full step over the minute: its status is the minute's end's
+    publish_step(tmp_path, "prod", w1, NOW, {"anomalies": [{**rewind, "as_of_ts": NOW}], "status": [
+        status("orders-svc", NOW - dt.timedelta(seconds=1), "OK", "OK"),
+        status("billing", NOW - dt.timedelta(seconds=1), "WARN", "WARN")]})
+    found = {(f.source, f.kind, f.group, f.labels.get("status")): f.state for f in findings_from_results(tmp_path, NOW)}
+    assert found == {("anomalies", "rewind", "orders-svc", None): "resolved",
+                     ("status", "status", "billing", "WARN"): "firing"}
+
+
 @pytest.mark.parametrize(("row", "expected"), [
     # written before the cause column: a skip is a seek; commit-timed (start == end): exact
     ({"kind": "skip", "magnitude": 512.0, "end": 0}, (512, 0, "seek", True)),

@@ -130,6 +130,19 @@ def same(got: list[dict[str, Any]], want: list[dict[str, Any]], what: str) -> No
 MSWEEP_COLUMNS = groups.MSWEEP_SCHEMA.names
 
 
+def _unheld(anomalies: pa.Table, held: pa.Table) -> pa.Table:
+    """``anomalies`` without the open stalls and stops of an episode in ``held`` (same partition
+    and start) last seen (start + magnitude s) before its ``until_ts``."""
+    until = {(r["cluster"], r["group_id"], r["topic"], r["partition"], r["start_ts"]): r["until_ts"]
+             for r in _ms(held).to_pylist() if r["end_ts"] is None}
+    keep = []
+    for r in _ms(anomalies).to_pylist():
+        u = until.get((r["cluster"], r["group_id"], r["topic"], r["partition"], r["start_ts"]))
+        keep.append(not (r["kind"] in ("stall", "stop") and r["end_ts"] is None and u is not None
+                         and r["start_ts"] + dt.timedelta(seconds=r["magnitude"] or 0.0) < u))
+    return anomalies.filter(pa.array(keep, pa.bool_()))
+
+
 def compare(out: groups.GroupOutputs, ref: dict[str, pa.Table]) -> None:
     same(rows(out.rebalances, groups.REBALANCE_COLUMNS, ["cluster", "group_id", "start_ts", "end_ts"]),
          rows(ref["rebalances"], groups.REBALANCE_COLUMNS, ["cluster", "group_id", "start_ts", "end_ts"]),
@@ -137,9 +150,13 @@ def compare(out: groups.GroupOutputs, ref: dict[str, pa.Table]) -> None:
     # the statement stops at the outages a rebalance explains: the stalls' and stops' judgement
     # across the group (kind, severity, detail: starved, or a warning beside a progressing member)
     # is checked by hand-computed cases (test_starved.py, test_starved_from_the_commit_stream)
+    # is checked by hand-computed cases (test_starved.py, test_starved_from_the_commit_stream), and
+    # so is its hold of an open stall or stop whose owner looks crashed (test_held.py): the
+    # statement's rows of the episodes the pass held (``out.held``: open, last seen before its
+    # release) are left out
     judged = ("kind", "severity", "detail")
     cols = [c for c in [*ANOMALY_COLUMNS, "date"] if c not in judged]
-    same(rows(out.anomalies, cols, ["key"]), rows(ref["anomalies"], cols, ["key"]), "anomalies")
+    same(rows(out.anomalies, cols, ["key"]), rows(_unheld(ref["anomalies"], out.held), cols, ["key"]), "anomalies")
     idle = ("stall", "stop", "starved")
     mine = out.anomalies.filter(pa.compute.invert(pa.compute.is_in(out.anomalies.column("kind"), pa.array(idle))))
     theirs = ref["anomalies"].filter(pa.compute.invert(pa.compute.is_in(ref["anomalies"].column("kind"),
