@@ -1533,28 +1533,28 @@ def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, 
         i = out.schema.get_field_index(name)
         out = out.set_column(i, out.schema.field(name), pa.array(values.tolist(), out.schema.field(name).type))
     if held.any():
-        out = out.filter(pa.array(~np.isin(np.arange(out.num_rows), idx[held])))
+        keep = np.ones(out.num_rows, dtype=bool)
+        keep[idx[held]] = False
+        out = out.filter(pa.array(keep))
     hi_ = np.flatnonzero(status_held)
-    hsub = ep.take(pa.array(hi_))
-    held_eps = pa.table({
-        "cluster": _plain(hsub.column("cluster")).cast(pa.string()),
-        "group_id": _plain(hsub.column("group_id")).cast(pa.string()),
-        "topic": _plain(hsub.column("topic")).cast(pa.string()),
-        "partition": _plain(hsub.column("partition")).cast(pa.int32()),
-        "start_ts": _plain(hsub.column("start_ts")).cast(_MS, safe=False),
-        "end_ts": _plain(hsub.column("end_ts")).cast(_MS, safe=False),
-        "until_ts": timestamps(held_until[hi_])}, schema=HELD_SCHEMA)
+    held_eps = pa.table({**_episode_columns(ep, hi_), "until_ts": timestamps(held_until[hi_])}, schema=HELD_SCHEMA)
     si = np.flatnonzero(starved)
-    sub = ep.take(pa.array(si))
     return out, pa.table({
-        "cluster": _plain(sub.column("cluster")).cast(pa.string()),
-        "group_id": _plain(sub.column("group_id")).cast(pa.string()),
-        "topic": _plain(sub.column("topic")).cast(pa.string()),
-        "partition": _plain(sub.column("partition")).cast(pa.int32()),
-        "start_ts": _plain(sub.column("start_ts")).cast(_MS, safe=False),
-        "end_ts": _plain(sub.column("end_ts")).cast(_MS, safe=False),
+        **_episode_columns(ep, si),
         "from_ts": timestamps(np.fmax(first[si], start[si])),
         "warn_ts": timestamps(start[si] + ESCALATE_AFTER * stall_after_s)}, schema=STARVED_SCHEMA), held_eps
+
+
+def _episode_columns(ep: pa.Table, rows: np.ndarray) -> dict[str, pa.Array]:
+    """The identity of the idle episodes at ``rows`` (cluster, group, topic, partition, start and
+    end), as the starved and held tables carry it."""
+    sub = ep.take(pa.array(rows))
+    return {"cluster": _plain(sub.column("cluster")).cast(pa.string()),
+            "group_id": _plain(sub.column("group_id")).cast(pa.string()),
+            "topic": _plain(sub.column("topic")).cast(pa.string()),
+            "partition": _plain(sub.column("partition")).cast(pa.int32()),
+            "start_ts": _plain(sub.column("start_ts")).cast(_MS, safe=False),
+            "end_ts": _plain(sub.column("end_ts")).cast(_MS, safe=False)}
 
 
 def drop_rebalance_outages(anomalies: pa.Table, outages: pa.Table) -> pa.Table:
