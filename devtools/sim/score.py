@@ -14,8 +14,13 @@ group, partitions and time, and the injected fault it stems from:
   member held when it began; a stall or a stop also on those it was assigned while it lasted (a
   stalled member that a rebalance gives a partition stalls that one too). A commit gap only
   once the partition has ``gap_min_samples`` gaps before it (the commits of the truth): a gap is
-  abnormal against the partition's learned normal, and before that there is none (such a gap
-  is a real event, :func:`real_events`);
+  abnormal against the partition's learned normal, and before that there is none; and only on
+  the partitions where the truth's gap is above the floor the rule states for them
+  (:func:`gap_verdicts`: median + ``gap_k`` × max(1.4826 × MAD, ``gap_mad_floor_s``) of the
+  partition's gaps, and ≥ ``gap_min_s``): a pause whose gap stays within that is normal by the
+  rule's definition. Such gaps are real events (:func:`real_events`), counted apart as *below
+  the rule's floor* (:func:`gap_faults`), as the skip matrix counts the skips offsets cannot
+  prove;
 - retention_loss: the runner's ``retention_overrun`` fault (committed below the log start at the
   end); in a truth without one, derived from the end state over the whole run;
 - rebalance: every rebalance of the truth (:meth:`TruthIndex.rebalances`) after the group formed
@@ -60,6 +65,7 @@ that lists none (every no-fault scenario) must lead to no advice at all. Over ma
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -73,6 +79,8 @@ __all__ = [
     "AdviceScore",
     "Expected",
     "Finding",
+    "GapFault",
+    "GapVerdict",
     "KindFigures",
     "Match",
     "RunScore",
@@ -83,12 +91,16 @@ __all__ = [
     "expected_findings",
     "fault_verdicts",
     "figures",
+    "gap_faults",
+    "gap_verdicts",
     "own_thresholds",
+    "partition_gaps",
     "real_events",
     "score_advice",
     "score_run",
     "skip_cells",
     "skip_faults",
+    "stated_gap_floor",
 ]
 
 #: injected fault kind → the finding kind that reports it (the membership faults: a rebalance)
@@ -235,14 +247,28 @@ def _formed(ti: TruthIndex, group: str) -> float:
     return max(firsts.values(), default=-math.inf)
 
 
+def _gap_partitions(ti: TruthIndex, f: Fault, rules: AnalyticsRulesConfig, until: float | None,
+                    detectable: bool) -> tuple[tuple[str, int], ...]:
+    """The partitions of a commit-gap fault whose gap the rule can report (``detectable``: above its
+    floor, or a stall by its length) or cannot (below the floor, or no normal yet)."""
+    return tuple((v.topic, v.partition) for v in gap_verdicts(ti, f, rules, until)
+                 if (v.verdict in (GAP_ABOVE, GAP_STALL)) is detectable)
+
+
 def expected_findings(ti: TruthIndex, rules: AnalyticsRulesConfig, *,
-                      first_settled: Mapping[str, float] | None = None) -> list[Expected]:
-    """Every finding the run's truth calls for (see the module docstring), in time order."""
+                      first_settled: Mapping[str, float] | None = None,
+                      gap_until: float | None = None) -> list[Expected]:
+    """Every finding the run's truth calls for (see the module docstring), in time order
+    (``gap_until``: where the commit gaps' normal is learned up to, :func:`gap_verdicts`)."""
     out: list[Expected] = []
     faults = ti.faults()
     for f in faults:
-        if f.kind in FINDING_OF and not (f.kind == "commit_gap" and _unlearned(ti, f, rules)):
+        if f.kind in FINDING_OF:
             held = f.partitions
+            if f.kind == "commit_gap":
+                held = _gap_partitions(ti, f, rules, gap_until, True)
+                if not held:
+                    continue
             if f.kind in ("stall", "stop"):
                 gained = {tp for r in ti.assignments(f.group, f.member)
                           if isinstance(r, Assign) and f.start < r.ts <= max(f.start, f.end) for tp in r.partitions}
@@ -312,16 +338,179 @@ def _unlearned(ti: TruthIndex, f: Fault, rules: AnalyticsRulesConfig) -> bool:
     return all(n.get(tp, 0) - 1 < rules.gap_min_samples for tp in f.partitions)
 
 
+# --------------------------------------------------------------------------------------------
+# commit gaps against the rule's floor
+# --------------------------------------------------------------------------------------------
+
+#: a commit-gap fault's verdict on one partition (:func:`gap_verdicts`)
+GAP_ABOVE = "above the rule's floor"
+GAP_BELOW = "below the rule's floor"
+GAP_UNLEARNED = "no normal yet"
+GAP_STALL = "a stall by the rule"
+
+
+@dataclass(frozen=True)
+class GapVerdict:
+    """One commit-gap fault on one of its partitions, against the rule (:func:`gap_verdicts`):
+    the truth's gap, the partition's normal as the rule learns it from the truth's gaps, the
+    threshold the rule states for it, and whether the rule can report the gap at all."""
+
+    fault: Fault
+    topic: str
+    partition: int
+    #: the truth's gap: from the partition's last commit at or before the pause's start to its
+    #: first commit after it (to ``until`` when none came: ``open``); None without a commit before
+    gap_s: float | None
+    open: bool
+    #: the median and MAD of the partition's gaps with work pending, and their number
+    median_s: float
+    mad_s: float
+    samples: int
+    #: the rule's floor for this partition: max(median + gap_k × max(1.4826 × MAD, gap_mad_floor_s), gap_min_s)
+    floor_s: float
+    verdict: str
+
+    @property
+    def margin_s(self) -> float:
+        """How far the gap is above (> 0) or below the floor."""
+        return math.nan if self.gap_s is None else self.gap_s - self.floor_s
+
+
+def _median(xs: list[float]) -> float:
+    """The rule's median (analytics/np_gaps.py): the mean of the two middle values of an even count."""
+    s = sorted(xs)
+    n = len(s)
+    return (s[(n - 1) // 2] + s[n // 2]) / 2 if n else math.nan
+
+
+def partition_gaps(ti: TruthIndex, group: str, topic: str, partition: int,
+                   until: float = math.inf) -> list[tuple[float, float]]:
+    """The truth's commit gaps of one partition with work pending, as the rule takes them from the
+    commit stream: ``(end, gap_s)`` for each commit up to ``until`` after a previous commit of the
+    group, when the group had lag just before it (analytics/np_gaps.py: the last sweep before the
+    commit had lag > 0; the truth knows the lag at every instant)."""
+    cs = [c for c in ti.commits(group, topic, partition) if c.ts <= until]
+    return [(b.ts, b.ts - a.ts) for a, b in itertools.pairwise(cs)
+            if (ti.lag_at(group, topic, partition, math.nextafter(b.ts, -math.inf)) or 0) > 0]
+
+
+def stated_gap_floor(rules: AnalyticsRulesConfig, cadence_s: float) -> float:
+    """The commit-gap threshold the rule states for a partition committing exactly every
+    ``cadence_s`` (median = the cadence, MAD 0): max(cadence + gap_k × gap_mad_floor_s, gap_min_s)."""
+    return max(cadence_s + rules.gap_k * rules.gap_mad_floor_s, rules.gap_min_s)
+
+
+def gap_verdicts(ti: TruthIndex, f: Fault, rules: AnalyticsRulesConfig,
+                 until: float | None = None) -> list[GapVerdict]:
+    """Per partition of a ``commit_gap`` fault: the truth's gap spanning the pause against the
+    floor the rule states for that partition (:class:`GapVerdict`).
+
+    The partition's normal is learned as one step over the run learns it (the accuracy
+    benchmark's): the median and MAD of every gap of the truth's commits with work pending up to
+    ``until`` (default: the truth's end), the injected ones included. The verdict:
+    ``GAP_UNLEARNED`` when the partition had fewer than ``gap_min_samples`` gaps before the fault
+    (the causal rule has no normal yet; as :func:`expected_findings`); ``GAP_STALL`` when the gap
+    is at least ``min(stall_after_s, stop_after_s)`` (the stall or stop rule reports it);
+    ``GAP_ABOVE`` when it is beyond the floor (``gap > median + gap_k × max(1.4826 × MAD,
+    gap_mad_floor_s)`` and ``≥ gap_min_s``), ``GAP_BELOW`` otherwise (the rule calls it normal:
+    no commit_gap finding can report it)."""
+    t_end = until if until is not None else (ti.end_state.ts if ti.end_state is not None else math.inf)
+    unlearned = _unlearned(ti, f, rules)
+    out = []
+    for topic, p in f.partitions:
+        cs = [c.ts for c in ti.commits(f.group, topic, p) if c.ts <= t_end]
+        before = [t for t in cs if t <= f.start]
+        after = [t for t in cs if t > f.start]
+        gap = None if not before else (after[0] if after else t_end) - before[-1]
+        gaps = [g for _, g in partition_gaps(ti, f.group, topic, p, t_end)]
+        med = _median(gaps)
+        mad = _median([abs(g - med) for g in gaps])
+        threshold = med + rules.gap_k * max(1.4826 * mad, rules.gap_mad_floor_s) if gaps else math.nan
+        if unlearned or gap is None or len(gaps) < rules.gap_min_samples:
+            verdict = GAP_UNLEARNED
+        elif gap >= min(rules.stall_after_s, rules.stop_after_s):
+            verdict = GAP_STALL
+        elif gap > threshold and gap >= rules.gap_min_s:
+            verdict = GAP_ABOVE
+        else:
+            verdict = GAP_BELOW
+        out.append(GapVerdict(f, topic, p, gap, bool(before) and not after, med, mad, len(gaps),
+                              max(threshold, rules.gap_min_s), verdict))
+    return out
+
+
+@dataclass(frozen=True)
+class GapFault:
+    """A commit-gap fault of one run scored against the rule's floor (:func:`gap_faults`)."""
+
+    fault: Fault
+    verdicts: tuple[GapVerdict, ...]
+    #: a commit_gap finding reported it (credited to it when it was expected, else one matching it)
+    found: bool
+    #: from the fault's start to that finding's start (≥ 0; None: not found)
+    delay: float | None
+
+    @property
+    def verdict(self) -> str:
+        """The fault's: the first of above, a stall, below, no normal yet that one of its partitions has."""
+        got = {v.verdict for v in self.verdicts}
+        return next((v for v in (GAP_ABOVE, GAP_STALL, GAP_BELOW) if v in got), GAP_UNLEARNED)
+
+    @property
+    def gap_s(self) -> float:
+        """The largest of its partitions' gaps (NaN: none known)."""
+        return max((v.gap_s for v in self.verdicts if v.gap_s is not None), default=math.nan)
+
+    @property
+    def floor_s(self) -> float:
+        """The floor of the partition with the largest gap."""
+        known = [v for v in self.verdicts if v.gap_s is not None]
+        return max(known, key=lambda v: v.gap_s or 0.0).floor_s if known else math.nan
+
+
+def gap_faults(ti: TruthIndex, rules: AnalyticsRulesConfig, scored: RunScore, *, tolerance_s: float,
+               gap_until: float | None = None) -> list[GapFault]:
+    """Every ``commit_gap`` fault of a run with its verdicts (:func:`gap_verdicts`) and whether it
+    was found: by the finding credited to it when the truth called for one (``scored``, from
+    :func:`score_run` with :func:`expected_findings` and the same ``gap_until``), else by any
+    commit_gap finding that matches it on the partitions the rule cannot report it on (found
+    anyway: a finding below the rule's own floor)."""
+    out = []
+    faults = ti.faults("commit_gap")
+    whole = [Expected("commit_gap", f.group, f.partitions, f.start, max(f.start, f.end), f) for f in faults]
+    # each commit_gap finding belongs to the fault it matches that is nearest it in time (as
+    # score_run credits): pauses a tolerance apart are not found by each other's findings
+    nearest: dict[int, list[Finding]] = {}
+    for x in sorted((x for x in [*scored.matched, *scored.unmatched, *scored.informational]
+                     if x.kind == "commit_gap"), key=lambda x: x.start):
+        near = min((i for i, e in enumerate(whole) if matches(e, x, tolerance_s)),
+                   key=lambda i: _distance(whole[i], x), default=None)
+        if near is not None:
+            nearest.setdefault(near, []).append(x)
+    for i, f in enumerate(faults):
+        vs = tuple(gap_verdicts(ti, f, rules, gap_until))
+        credited = [m.finding for m in scored.matches if m.expected.fault == f and m.finding is not None]
+        if not credited:
+            apart = {(v.topic, v.partition) for v in vs if v.verdict not in (GAP_ABOVE, GAP_STALL)}
+            credited = [x for x in nearest.get(i, []) if x.partition is None or (x.topic, x.partition) in apart]
+        first = credited[0] if credited else None
+        out.append(GapFault(f, vs, first is not None, None if first is None else max(0.0, first.start - f.start)))
+    return out
+
+
 def real_events(ti: TruthIndex, *, first_settled: Mapping[str, float] | None = None,
-                rules: AnalyticsRulesConfig | None = None) -> list[Expected]:
+                rules: AnalyticsRulesConfig | None = None, gap_until: float | None = None) -> list[Expected]:
     """What really happened that the truth calls for no finding about (module docstring): as
     group-level ``rebalance`` events, each group's rebalances up to its formation (the members'
     first assignments, or ``first_settled``) and each static member's bounce; with ``rules``,
-    the commit gaps before their partitions had a learned normal."""
+    the commit gaps the rule cannot report (:func:`gap_verdicts`: before their partitions had a
+    learned normal, or below the rule's floor), on those partitions."""
     out = []
     if rules is not None:
-        out += [Expected("commit_gap", f.group, f.partitions, f.start, max(f.start, f.end), f)
-                for f in ti.faults("commit_gap") if _unlearned(ti, f, rules)]
+        for f in ti.faults("commit_gap"):
+            apart = _gap_partitions(ti, f, rules, gap_until, False)
+            if apart:
+                out.append(Expected("commit_gap", f.group, apart, f.start, max(f.start, f.end), f))
     for g in sorted({r.group for r in ti.records if isinstance(r, Assign)}):
         formed = max(_formed(ti, g), (first_settled or {}).get(g, -math.inf))
         out += [Expected("rebalance", g, (), r.start, r.end) for r in ti.rebalances(g) if r.start <= formed]

@@ -131,8 +131,9 @@ def test_recall_precision_and_delay_of_one_run() -> None:
     assert figs["stall"].delay_budget == pytest.approx(2 * 0.5 + 5.0)
 
 
-#: c1's commits of partition 0 every 0.5 s from 100 s: 5 gaps (RULES' gap_min_samples) by 102.5 s
-_COMMITS = [Commit(G, "c1", T, 0, 10 + n, 100.0 + 0.5 * n) for n in range(6)]
+#: c1's commits of partition 0 every 0.5 s from 100 s: 5 gaps (RULES' gap_min_samples) by 102.5 s,
+#: each with work pending (the end, one message a second, above the committed offset)
+_COMMITS = [Commit(G, "c1", T, 0, n // 2, 100.0 + 0.5 * n) for n in range(6)]
 
 
 def test_a_commit_gap_before_the_partition_has_a_normal_calls_for_nothing() -> None:
