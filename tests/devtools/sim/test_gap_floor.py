@@ -1,8 +1,9 @@
 """Commit-gap faults against the rule's floor (lagscope.devtools.sim.score.gap_verdicts and what
-the scorer expects from them). Pure Python."""
+the scorer expects from them), and the commit-gap size sweep scenario. Pure Python."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 from lagscope.analytics import np_gaps
 from lagscope.config import AnalyticsRulesConfig
 from lagscope.devtools.sim import truth
+from lagscope.devtools.sim.runner import load_scenario
 from lagscope.devtools.sim.score import (
     GAP_ABOVE,
     GAP_BELOW,
@@ -26,6 +28,7 @@ from lagscope.devtools.sim.score import (
     stated_gap_floor,
 )
 from lagscope.devtools.sim.truth import Commit, EndState, Fault, GroupOffset, PartitionEnd, Produce
+from tests.helpers.benchmarks import load_benchmark
 
 #: the accuracy benchmark's commit-gap settings (benchmarks/analytics_accuracy.py, bench_rules)
 RULES = AnalyticsRulesConfig(stall_after_s=5.0, stop_after_s=5.0, gap_min_s=1.0, gap_mad_floor_s=0.2, gap_k=4)
@@ -141,3 +144,23 @@ def test_the_stated_floor_of_a_cadence() -> None:
     assert stated_gap_floor(RULES, 0.1) == pytest.approx(1.0)  # gap_min_s
     assert stated_gap_floor(AnalyticsRulesConfig(), 5.0) == pytest.approx(11.0)  # the defaults: 5 + 6 × 1
 
+
+def test_the_sweep_pauses_are_the_stated_multiples_and_stay_commit_gaps() -> None:
+    load_benchmark("rebalance_accuracy")  # analytics_accuracy imports it by name
+    rules = load_benchmark("analytics_accuracy").bench_rules()
+    sc = load_scenario("commit-gaps-sweep")
+    (group,) = sc.groups
+    (member,) = group.members
+    cadence = member.auto_commit_interval_ms / 1000
+    floor = stated_gap_floor(rules, cadence)
+    pauses = [(a.at, a.duration or 0.0) for a in member.actions if a.kind == "commit_gap"]
+    assert sorted(round(d / floor, 6) for _, d in pauses) == [0.5] * 3 + [1.0] * 3 + [2.0] * 3 + [4.0] * 3
+    # a pause's gap is at most the pause + one commit interval + a poll (0.1 s): under the stall rule
+    assert max(d for _, d in pauses) + cadence + 0.1 < min(rules.stall_after_s, rules.stop_after_s)
+    # the smallest pause's gap is at most its pause + cadence + a poll: below gap_min_s whatever the normal
+    assert min(d for _, d in pauses) + cadence + 0.1 < rules.gap_min_s
+    # apart from each other by more than the scorer's tolerance (2 sweep intervals of 0.5 s + 1 s),
+    # the last well before the end (the step cuts the lake there)
+    ends = sorted((a, a + d) for a, d in pauses)
+    assert all(b[0] - a[1] > 2 * 0.5 + 1 - 0.05 for a, b in itertools.pairwise(ends))
+    assert sc.duration - ends[-1][1] >= 2.0
