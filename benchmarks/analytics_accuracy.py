@@ -469,9 +469,11 @@ def gap_lines(reports: list[ScenarioReport], rules: AnalyticsRulesConfig) -> tup
              "neither expected nor false; one of "
              f"{min(rules.stall_after_s, rules.stop_after_s):g} s or more is a stall by the rule. Size: the "
              "scenario's pause ÷ the floor the rule states for the member's commit cadence (median = the cadence, "
-             "MAD 0).", "",
+             "MAD 0). Rule's gap: the magnitude of the finding that found it (the gap the rule measured from the "
+             "commit stream).", "",
              "| scenario | seed | at s | pause s | size × | gap s | normal median s (MAD) | floor s | margin s | "
-             "verdict | found | delay s |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|"]
+             "verdict | found | delay s | rule's gap s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---:|"]
 
     def size_of(pause: float, cadence: float) -> float:
         return pause / scoring.stated_gap_floor(rules, cadence) if not math.isnan(pause + cadence) else math.nan
@@ -483,7 +485,8 @@ def gap_lines(reports: list[ScenarioReport], rules: AnalyticsRulesConfig) -> tup
         lines.append(f"| {r.name} | {r.seed} | {g.fault.start - r.t0:.1f} | {_f(pause, '.3g')} | "
                      f"{_f(size_of(pause, cadence), '.2f')} | {_f(g.gap_s)} | {normal} | {_f(g.floor_s)} | "
                      f"{_f(g.gap_s - g.floor_s, '+.2f')} | {g.verdict} | {'yes' if g.found else 'no'} | "
-                     f"{'–' if g.delay is None else f'{g.delay:.1f}'} |")
+                     f"{'–' if g.delay is None else f'{g.delay:.1f}'} | "
+                     f"{'–' if g.measured_s is None else f'{g.measured_s:.2f}'} |")
     lines += ["", "Per scenario and pause size (target: recall ≥ "
               f"{TARGET_RECALL:g} of the faults above the rule's floor, every size):", "",
               "| scenario | pause s | size × | faults | above the floor | found | recall | delay p50 s | p95 s | "

@@ -449,6 +449,8 @@ class GapFault:
     found: bool
     #: from the fault's start to that finding's start (≥ 0; None: not found)
     delay: float | None
+    #: that finding's magnitude: the gap the rule measured (s; None: not found, or none given)
+    measured_s: float | None = None
 
     @property
     def verdict(self) -> str:
@@ -494,7 +496,8 @@ def gap_faults(ti: TruthIndex, rules: AnalyticsRulesConfig, scored: RunScore, *,
             apart = {(v.topic, v.partition) for v in vs if v.verdict not in (GAP_ABOVE, GAP_STALL)}
             credited = [x for x in nearest.get(i, []) if x.partition is None or (x.topic, x.partition) in apart]
         first = credited[0] if credited else None
-        out.append(GapFault(f, vs, first is not None, None if first is None else max(0.0, first.start - f.start)))
+        out.append(GapFault(f, vs, first is not None, None if first is None else max(0.0, first.start - f.start),
+                            None if first is None else first.magnitude))
     return out
 
 

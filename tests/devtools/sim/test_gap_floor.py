@@ -102,13 +102,14 @@ def test_a_gap_below_the_floor_is_counted_apart() -> None:
     assert [e.fault for e in real_events(ti, rules=RULES) if e.kind == "commit_gap"] == [below]
     # a finding on the one below the floor is neither true nor false; the one above, found
     on_below = Finding("commit_gap", G, T, 0, 110.0, 111.1, "warning")
-    on_above = Finding("commit_gap", G, T, 0, 115.0, 117.1, "warning")
+    on_above = Finding("commit_gap", G, T, 0, 115.0, 117.1, "warning", magnitude=2.1)
     s = score_run(expected_findings(ti, RULES), [on_below, on_above], tolerance_s=2.0,
                   real=real_events(ti, rules=RULES))
     assert (s.matched, s.unmatched, s.informational) == ([on_above], [], [on_below])
     got = {g.fault.start: g for g in gap_faults(ti, RULES, s, tolerance_s=2.0)}
     assert (got[below.start].verdict, got[below.start].found) == (GAP_BELOW, True)
     assert (got[above.start].verdict, got[above.start].found, got[above.start].delay) == (GAP_ABOVE, True, 0.0)
+    assert (got[above.start].measured_s, got[below.start].measured_s) == (2.1, None)
     assert (got[stall.start].verdict, got[stall.start].found) == (GAP_STALL, False)
     # within a wide tolerance the finding of the one above also matches the one below, but it
     # belongs to the nearest: the one below is not found by it
