@@ -10,7 +10,7 @@ The routes are the ``alerts`` section of lagscope's settings (:class:`lagscope.c
 See docs/alerting.md for the payload formats, signatures and delivery guarantees.
 """
 
-from lagscope.alerts.findings import Finding, findings_from_results, results_exist
+from lagscope.alerts.findings import Finding, FindingsReader, findings_from_results, results_exist
 from lagscope.alerts.notify import EnqueueReport, enqueue_findings, idempotency_key, route_wants
 from lagscope.alerts.outbox import Outbox
 from lagscope.alerts.payloads import GENERIC_SCHEMA_PATH, render
@@ -22,6 +22,7 @@ __all__ = [
     "DeliveryReport",
     "EnqueueReport",
     "Finding",
+    "FindingsReader",
     "Outbox",
     "Sender",
     "enqueue_findings",

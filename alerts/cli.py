@@ -86,12 +86,13 @@ def run_cmd(
     interval: Annotated[float, typer.Option(help="Seconds between evaluations.")] = 60.0,
 ) -> None:
     """Evaluate and deliver every ``--interval`` seconds until interrupted (Ctrl-C)."""
-    from lagscope.alerts import Outbox, Sender, enqueue_findings, findings_from_results, results_exist
+    from lagscope.alerts import FindingsReader, Outbox, Sender, enqueue_findings, results_exist
 
     settings = settings_or_exit(config)
     alerts = settings.alerts
     alerts.check_secrets()
     root = open_root(results, settings.storage)
+    reader = FindingsReader(root)  # each evaluation reads only the result files new since the last
     if not results_exist(root):
         log.warning("alerts: the results folder %s does not exist (yet): nothing is evaluated until the analytics "
                     "write it (what the outbox holds is still delivered)", results)
@@ -101,8 +102,7 @@ def run_cmd(
                 now = dt.datetime.now(dt.UTC)
                 try:
                     if results_exist(root):  # said once above; an evaluation would resolve every firing alert
-                        enqueue_findings(box, alerts, findings_from_results(root, now), now,
-                                         app_url=settings.ui.url)
+                        enqueue_findings(box, alerts, reader.findings(now), now, app_url=settings.ui.url)
                 except LakeError as exc:  # a failing evaluation is logged and retried next round
                     log.error("alerts: cannot read the results: %s", exc)
                 sender.run(max_seconds=interval, until_empty=False)

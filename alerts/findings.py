@@ -45,13 +45,21 @@ from typing import Any, Literal
 from lagscope.delivery import account_rows
 from lagscope.errors import LakeError
 from lagscope.lake import object_store
-from lagscope.results import current_advice, current_events, current_rows, latest_rows, read
+from lagscope.results import (
+    EVENT_IDENTITY,
+    TableTail,
+    current_advice,
+    current_rows,
+    event_rank,
+    latest_rows,
+)
 from lagscope.storage import Store
 
 __all__ = [
     "ADVICE_KINDS",
     "SEVERITIES",
     "Finding",
+    "FindingsReader",
     "advice_line",
     "findings_from_anomalies",
     "findings_from_rebalances",
@@ -235,24 +243,125 @@ def results_exist(root: Path | str | Store) -> bool:
 
 def findings_from_results(root: Path | str | Store, now: dt.datetime) -> list[Finding]:
     """Every finding in the result tables under ``root`` (a folder, or an object store: a
-    :class:`~lagscope.storage.Store`; raises LakeError when unreadable).
+    :class:`~lagscope.storage.Store`; raises LakeError when unreadable): one
+    :class:`FindingsReader`'s first evaluation (a long-lived loop keeps the reader instead, and
+    reads only what changed).
 
     A root that does not exist (on an object store: a prefix without any object) is an error, not
     "no findings": that would resolve every alert still firing (a mistyped ``--results``, a volume
     not mounted yet)."""
-    if not results_exist(root):
-        raise LakeError(f"no result tables at {root.url if isinstance(root, Store) else root}: "
-                        "no such folder" + (" (no object under the prefix)" if object_store(root) else ""))
-    import pyarrow.dataset as ds
+    return FindingsReader(root).findings(now)
 
-    group_level = ~ds.field("topic").is_valid() & ~ds.field("partition").is_valid()
-    found = [
-        *findings_from_anomalies(current_events(root, "anomalies")),
-        *findings_from_rebalances(current_events(root, "rebalances"), now),
-        # group status from the full steps only: a provisional step's status is its last sweep's
-        # point in time, shown (app, metrics) but neither fired nor resolved on (module doc)
-        *findings_from_status(read(root, "status", filter=group_level, provisional=False).to_pylist()),
-    ]
-    if not any(f.kind in ADVICE_KINDS for f in found):
-        return found
-    return with_advice(found, current_advice(root))
+
+#: the tables the findings come from
+_TABLES = ("anomalies", "rebalances", "status")
+_Folder = tuple[str, str]
+
+
+class FindingsReader:
+    """The findings of the result tables under ``root``, read incrementally: each
+    :meth:`findings` reads only the files that are new since the one before, per table and date
+    folder, through :class:`lagscope.results.TableTail` (the results exporter's follower), and
+    folds them into what it keeps — per folder, the current row of each rebalance window and
+    anomaly (:func:`lagscope.results.current_rows`) and each group's latest full-step status row —
+    so its cost and its memory follow the new files and the identities, not the tables' rows.
+
+    A folder whose files changed under it (a batch replaced a day) is read again whole; a folder
+    gone (retention, a batch) is forgotten; a visible provisional step's files are read at every
+    evaluation and laid over what is kept, for that evaluation only (the next provisional step or
+    the full step replaces them). Status rows come from the full steps only (module docstring).
+    The findings equal :func:`findings_from_results`'s over the same files (tested). A read that
+    fails keeps the state of the evaluation before, and the next one tries again."""
+
+    def __init__(self, root: Path | str | Store) -> None:
+        self.root = root
+        self._tails = {t: TableTail(root, t) for t in _TABLES}
+        #: per table and (cluster, date): identity → the current row (status: (cluster, group) → latest)
+        self._kept: dict[str, dict[_Folder, dict[Any, dict[str, Any]]]] = {t: {} for t in _TABLES}
+        #: the files read by the last evaluation (tests, the soak's diagnostics)
+        self.files_read = 0
+
+    def _read(self, table: str, files: Iterable[Path], store: Store | None) -> list[dict[str, Any]]:
+        import pyarrow.dataset as ds
+
+        from lagscope.lake import read_live, read_objects
+
+        paths = list(files)
+        if not paths:
+            return []
+        self.files_read += len(paths)
+        where = ~ds.field("topic").is_valid() & ~ds.field("partition").is_valid() if table == "status" else None
+        if store is not None:
+            base = store.path().rstrip("/") + "/"
+            rels = [str(p).removeprefix(base) for p in paths]
+            tbl = read_objects(lambda: rels, store, table, filter=where)
+        else:
+            root = Path(self.root.base if isinstance(self.root, Store) else self.root)
+            # listed again after a file is quarantined or vanishes: the ones still there (a file gone
+            # since the poll is the next poll's change: its folder is read again)
+            tbl = read_live(lambda: [p for p in paths if p.exists()], root, table, filter=where)
+        rows: list[dict[str, Any]] = tbl.to_pylist()
+        return rows
+
+    @staticmethod
+    def _fold(table: str, into: dict[Any, dict[str, Any]], rows: Iterable[dict[str, Any]]) -> None:
+        if table == "status":
+            for r in rows:
+                if r.get("eval_ts") is None:
+                    continue
+                k = (r["cluster"], r["group_id"])
+                cur = into.get(k)
+                if cur is None or r["eval_ts"] >= cur["eval_ts"]:
+                    into[k] = r
+            return
+        cols = EVENT_IDENTITY[table]
+        for r in rows:
+            k = tuple(r[c] for c in cols)
+            cur = into.get(k)
+            if cur is None or event_rank(r) >= event_rank(cur):
+                into[k] = r
+
+    def findings(self, now: dt.datetime) -> list[Finding]:
+        """The findings now (see the class docstring); raises LakeError when the root does not
+        exist or a table cannot be read."""
+        root = self.root
+        if not results_exist(root):
+            raise LakeError(f"no result tables at {root.url if isinstance(root, Store) else root}: "
+                            "no such folder" + (" (no object under the prefix)" if object_store(root) else ""))
+        self.files_read = 0
+        kept: dict[str, dict[_Folder, dict[Any, dict[str, Any]]]] = {}
+        provisional: dict[str, list[dict[str, Any]]] = {t: [] for t in _TABLES}
+        polls = {}
+        for table in _TABLES:  # all read before anything is kept: a failed read changes nothing
+            changes = polls[table] = self._tails[table].poll()
+            folders = dict(self._kept[table])
+            for folder in changes.gone:
+                folders.pop(folder, None)
+            for ch in changes.changed:
+                key = (ch.cluster, ch.date)
+                if ch.files or ch.reset:
+                    into = {} if ch.reset or key not in folders else dict(folders[key])
+                    self._fold(table, into, self._read(table, ch.files, ch.store))
+                    folders[key] = into
+                if ch.provisional and table != "status":  # status: the full steps' only
+                    provisional[table].extend(self._read(table, ch.provisional, ch.store))
+            kept[table] = folders
+        for table in _TABLES:
+            self._tails[table].commit(polls[table])
+        self._kept = kept
+
+        def rows(table: str) -> list[dict[str, Any]]:
+            return [r for folder in kept[table].values() for r in folder.values()] + provisional[table]
+
+        def current(table: str) -> list[Mapping[str, Any]]:
+            cols = EVENT_IDENTITY[table]
+            return current_rows(rows(table), lambda r: tuple(r[c] for c in cols))
+
+        found = [
+            *findings_from_anomalies(current("anomalies")),
+            *findings_from_rebalances(current("rebalances"), now),
+            *findings_from_status(rows("status")),
+        ]
+        if not any(f.kind in ADVICE_KINDS for f in found):
+            return found
+        return with_advice(found, current_advice(root))

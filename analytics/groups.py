@@ -133,6 +133,7 @@ Times are epoch seconds (floats, µs resolution); a timestamp out is ``timestamp
 from __future__ import annotations
 
 import decimal
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -1257,9 +1258,28 @@ class _Progress:
     t: _F
 
 
+def _silences(rp: _I, t: _F, forget_after_s: float) -> _I:
+    """Per row (partition code ``rp``, time ``t``), its partition's *generation*: the silences
+    longer than ``forget_after_s`` between the partition's rows before it (a partition silent that
+    long is forgotten and comes back as a new one, :func:`lagscope.analytics.step.generations`)."""
+    gen = np.zeros(len(rp), np.int64)
+    if len(rp) < 2 or not np.isfinite(forget_after_s):
+        return gen
+    o = np.lexsort((t, rp))
+    brk = np.zeros(len(o), bool)
+    brk[1:] = (rp[o][1:] == rp[o][:-1]) & (t[o][1:] - t[o][:-1] > forget_after_s)
+    if not brk.any():
+        return gen
+    first = np.ones(len(o), bool)
+    first[1:] = rp[o][1:] != rp[o][:-1]
+    run = np.cumsum(brk)
+    gen[o] = run - np.maximum.accumulate(np.where(first, run, 0))
+    return gen
+
+
 def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Table | None, groups: pa.Array,
                      ep_topic: pa.Array, ep_partition: pa.Array, ep_q_g: _I, ep_q_t: _F,
-                     ep_start: _F) -> tuple[_Progress, _I, _I, _F, _Progress, _F]:
+                     ep_start: _F, forget_after_s: float = math.inf) -> tuple[_Progress, _I, _I, _F, _Progress, _F]:
     """The progress events of the groups ``groups`` (see :class:`_Progress`), and per episode (its
     group ``ep_q_g``, partition ``ep_topic``/``ep_partition``, from ``ep_start``) its partition's
     code, its owner's code at ``ep_q_t``: the owner of the partition's latest row with an owner
@@ -1318,6 +1338,12 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
     same[1:] = rp_o[1:] == rp_o[:-1]
     moved = np.zeros(len(order), bool)
     moved[1:] = same[1:] & ok_o[1:] & ok_o[:-1] & (rv_o[1:] != rv_o[:-1])
+    if np.isfinite(forget_after_s) and len(order):  # no progress across a silence past the horizon
+        real_t = np.concatenate([st, np.asarray(_plain(c.column("t")).cast(pa.float64()).fill_null(-1e300),
+                                                dtype=np.float64) if nc and "t" in c.column_names
+                                 else np.full(nc, -1e300)])
+        gen_o = _silences(rp, real_t, forget_after_s)[order]
+        moved[1:] &= gen_o[1:] == gen_o[:-1]
     idx = order[moved]
     ev_p, ev_t, ev_o = [rp[idx]], [rt[idx]], [ro[idx]]
     # the carried rows' last change (before the step)
@@ -1376,10 +1402,12 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
     since_of = np.full(len(rp), -np.inf)
     if len(owned_rows):
         o = owned_rows[np.lexsort((row_t[owned_rows], rp[owned_rows]))]
+        # a partition back after a silence past the horizon is a new one: its tenure starts afresh
+        gen = _silences(rp, row_t, forget_after_s)[o]
         new_run = np.ones(len(o), bool)
-        new_run[1:] = (rp[o][1:] != rp[o][:-1]) | (ro[o][1:] != ro[o][:-1])
+        new_run[1:] = (rp[o][1:] != rp[o][:-1]) | (ro[o][1:] != ro[o][:-1]) | (gen[1:] != gen[:-1])
         first_of_p = np.ones(len(o), bool)
-        first_of_p[1:] = rp[o][1:] != rp[o][:-1]
+        first_of_p[1:] = (rp[o][1:] != rp[o][:-1]) | (gen[1:] != gen[:-1])
         run_t = np.where(first_of_p, -np.inf, row_t[o])
         since_of[o] = run_t[np.maximum.accumulate(np.where(new_run, np.arange(len(o)), 0))]
     ep_since = np.where(inside, since_of[np.maximum(ep_row, 0)] if len(since_of) else -np.inf, -np.inf)
@@ -1443,7 +1471,7 @@ def _rebalancing_until(sw: _Sweeps | None, ep_groups: pa.Array, t: _F, cap: _F) 
 def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, commits: pa.Table | None, *,
                stall_after_s: float, gens: pa.Table | None = None, session_timeout_s: float = 0.0,
                heartbeat_s: float = 0.0, network_s: float = 0.0, rebalance_timeout_s: float = 0.0,
-               sweeps: _Sweeps | None = None) -> tuple[pa.Table, pa.Table, pa.Table]:
+               sweeps: _Sweeps | None = None, forget_after_s: float = math.inf) -> tuple[pa.Table, pa.Table, pa.Table]:
     """``anomalies`` with each stall and stop judged across its group (module doc, **Starved**)
     and those a crashed-looking owner's session may still explain held back (module doc,
     **Held**), the ``starved`` episodes (:data:`STARVED_SCHEMA`) and the ``held`` ones
@@ -1469,7 +1497,8 @@ def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, 
     # the owner: of the partition's last row inside the episode (before the sweep that ended it)
     q_t = np.where(closed, end - 1e-6, seen)
     ev, ep_p, ep_owner, ep_since, act, lost = _progress_events(series, carried, commits, groups, ep.column("topic"),
-                                                         ep.column("partition"), eg, q_t, start)
+                                                         ep.column("partition"), eg, q_t, start,
+                                                         forget_after_s)
     # events of the same owner (group, owner) and of the whole group, on other partitions
     no = int(max(ev.owner.max(initial=-1), ep_owner.max(initial=-1), act.owner.max(initial=-1))) + 2
     np_ = int(max(ev.p.max(initial=-1), ep_p.max(initial=-1))) + 1
@@ -1725,7 +1754,8 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
                                        stall_after_s=p.stall_after_s, gens=gens,
                                        session_timeout_s=settings.session_timeout_s,
                                        heartbeat_s=settings.heartbeat_s, network_s=settings.network_s,
-                                       rebalance_timeout_s=settings.rebalance_timeout_s, sweeps=sw)
+                                       rebalance_timeout_s=settings.rebalance_timeout_s, sweeps=sw,
+                                       forget_after_s=p.forget_horizon_s())
     judged = drop_rebalance_outages(judged, out_q)
     anomalies = pa.concat_tables([judged, storm_rows.cast(judged.schema)]) if storm_rows.num_rows else judged
     # skips (and the rewinds an empty group's reset wrote): judged with the group's membership

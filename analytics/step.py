@@ -21,6 +21,7 @@ tables, the member sweeps, the generation records and the evidence carried from 
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -198,11 +199,58 @@ def _rows(keys: pa.Table, kind: int, cols: dict[str, Any]) -> pa.Table:
     return pa.table(out)
 
 
+def generations(code: _I, kind: _I, t: _F, forget_after_s: float) -> _I:
+    """Per pass input row, its key's *generation*: a key whose series row (a sweep, or the carried
+    state row) comes more than ``forget_after_s`` after the key's previous one starts afresh, as a
+    new key (0 for the rows before any such silence, then 1, …). A commit record belongs to the
+    generation of the key's first series row at or after it (after the last one: the last
+    generation); the carried state's other rows (end-offset points, Burrow entries, gap samples,
+    the last minute) to the carried state row's, the key's first (0)."""
+    gen = np.zeros(len(code), np.int64)
+    is_series = (kind == onepass.STATE) | (kind == onepass.SWEEP)
+    si = np.flatnonzero(is_series)
+    if len(si) < 2:
+        return gen
+    si = si[np.lexsort((t[si], code[si]))]
+    sc, st = code[si], t[si]
+    same = sc[1:] == sc[:-1]
+    new = np.zeros(len(si), bool)
+    new[1:] = same & (st[1:] - st[:-1] > forget_after_s)
+    if not new.any():
+        return gen
+    starts = np.ones(len(si), bool)
+    starts[1:] = ~same
+    run = np.cumsum(new)
+    g = run - np.maximum.accumulate(np.where(starts, run, 0))  # the silences before it, within its key
+    gen[si] = g
+    ci = np.flatnonzero(kind == onepass.COMMIT)
+    if len(ci):
+        # each commit: the first series row of its key at or after it (ties: the commit first)
+        ks = np.concatenate([sc, code[ci]])
+        ts = np.concatenate([st, t[ci]])
+        is_c = np.concatenate([np.zeros(len(si), bool), np.ones(len(ci), bool)])
+        gs = np.concatenate([g, np.zeros(len(ci), np.int64)])
+        order = np.lexsort((~is_c, ts, ks))
+        ks, is_c, gs = ks[order], is_c[order], gs[order]
+        n = len(order)
+        pos = np.where(~is_c, np.arange(n), n)
+        nxt = np.minimum.accumulate(pos[::-1])[::-1]  # the next series row's position (n: none)
+        prv = np.maximum.accumulate(np.where(~is_c, np.arange(n), -1))  # the previous one's (-1: none)
+        at = np.flatnonzero(is_c)
+        nx, pv = nxt[at], prv[at]
+        nx_ok = (nx < n) & (ks[np.minimum(nx, n - 1)] == ks[at])
+        pv_ok = (pv >= 0) & (ks[np.maximum(pv, 0)] == ks[at])
+        cg = np.where(nx_ok, gs[np.minimum(nx, n - 1)], np.where(pv_ok, gs[np.maximum(pv, 0)], 0))
+        gen[ci[order[at] - len(si)]] = cg
+    return gen
+
+
 def pass_input(series: pa.Table, owner_codes: _I, state: dict[str, pa.Table], commits: pa.Table | None,
-               state_owner_codes: _I | None) -> pa.Table:
+               state_owner_codes: _I | None, forget_after_s: float = math.inf) -> pa.Table:
     """The pass's input (:data:`lagscope.analytics.onepass.PASS_IN`) in key, kind and time order:
-    ``_h`` a code of the key (:func:`_key_code`), ``_k`` = code · 16 + kind (the pass needs whole keys
-    together, not a particular hash)."""
+    ``_h`` a code of the key (:func:`_key_code`) and its generation (:func:`generations`: a key
+    silent for more than ``forget_after_s`` comes back as a new one), ``_k`` = code · 16 + kind (the
+    pass needs whole keys together, not a particular hash)."""
     parts = [_rows(series, onepass.SWEEP, {
         "t": series.column("t"), "committed": series.column("committed"), "end": series.column("end"),
         "log_start": series.column("log_start"), "rec_t": series.column("rec_t"), "lso": series.column("lso"),
@@ -251,8 +299,13 @@ def pass_input(series: pa.Table, owner_codes: _I, state: dict[str, pa.Table], co
                                col if pa.types.is_dictionary(col.type) else pc.dictionary_encode(col))
     code = key_code(*(rows.column(k) for k in KEY))
     kind = np.asarray(rows.column("_kind"), dtype=np.int64)
-    k = (code << onepass.KIND_BITS) | kind
     t = doubles(rows.column("t"))
+    if math.isfinite(forget_after_s):
+        gen = generations(code, kind, t, forget_after_s)
+        if gen.any():  # a key and each generation of it: a key of its own to the pass
+            _, code = np.unique(code * (int(gen.max()) + 1) + gen, return_inverse=True)
+            code = code.astype(np.int64)
+    k = (code << onepass.KIND_BITS) | kind
     order = pa.array(np.lexsort((t, k)))
     rows = rows.drop_columns(["_kind"]).append_column("_h", pa.array(code, pa.int64())).append_column(
         "_k", pa.array(k, pa.int64())).select(onepass.PASS_IN.names)
@@ -435,6 +488,48 @@ def _with_owners(state: pa.Table, series: pa.Table, carried: pa.Table | None) ->
             .append_column("change_owner", taken(fresh)))
 
 
+def close_at_silence(episodes: pa.Table, series: pa.Table, carried: pa.Table | None,
+                     forget_after_s: float) -> pa.Table:
+    """``episodes`` (the per-group pass's starved or held ones: KEY, ``start_ts``, ``end_ts``) with
+    each open one (no end) ended at its partition's last row before a silence longer than
+    ``forget_after_s`` that follows its start: a partition back after such a silence is a new one
+    (:func:`generations`), which an episode of the one before does not reach (its status rows)."""
+    if not episodes.num_rows or not math.isfinite(forget_after_s):
+        return episodes
+    end = seconds(episodes.column("end_ts"))
+    open_ = np.isnan(end)
+    if not open_.any():
+        return episodes
+    parts = [series.select([*KEY, "t"])]
+    if carried is not None and carried.num_rows:
+        parts.append(carried.select([*KEY, "t"]))
+
+    def col(t: pa.Table, name: str) -> pa.Array:
+        c = t.column(name).combine_chunks()
+        return c.cast(pa.int32()) if name == "partition" else (
+            c.dictionary_decode() if pa.types.is_dictionary(c.type) else c).cast(pa.string())
+
+    rows_t = np.concatenate([doubles(p.column("t").cast(pa.float64())) for p in parts])
+    code = key_code(*(pa.concat_arrays([col(p, k) for p in [*parts, episodes]]) for k in KEY))
+    n = len(rows_t)
+    rk, ek = code[:n], code[n:]
+    start = seconds(episodes.column("start_ts"))
+    o = np.lexsort((rows_t, rk))
+    rk, rt = rk[o], rows_t[o]
+    for i in np.flatnonzero(open_):
+        lo, hi = np.searchsorted(rk, ek[i], "left"), np.searchsorted(rk, ek[i], "right")
+        t = rt[lo:hi]
+        gaps = np.flatnonzero((np.diff(t) > forget_after_s) & (t[1:] > start[i]))
+        if len(gaps):
+            end[i] = t[gaps[0]]
+    if np.array_equal(np.isnan(end), open_):
+        return episodes
+    at = episodes.schema.get_field_index("end_ts")
+    ok = ~np.isnan(end)
+    us = pa.array(np.rint(np.nan_to_num(end) * 1e6).astype(np.int64), pa.int64(), mask=~ok).cast(_US)
+    return episodes.set_column(at, "end_ts", us.cast(episodes.schema.field("end_ts").type, safe=False))
+
+
 def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetime,
              history_points: int = HISTORY_POINTS, workers: int = 1, with_state: bool = True) -> StepOutput:
     """One step over ``inputs`` (whole groups: every row of each of its groups, see the module
@@ -446,7 +541,8 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
     series = prepare(inputs.offsets, settings.read_committed_groups)
     commits = commit_records(inputs.commits) if inputs.commits is not None else None
     owners, state_owners, owner_names = _owner_codes(series, st.get("series"))
-    inp = pass_input(series, owners, st, commits, state_owners)
+    forget_s = p.forget_horizon_s()
+    inp = pass_input(series, owners, st, commits, state_owners, forget_s)
     params = onepass.PassParams(rules=p, history_points=history_points,
                                 commit_stream=commits is not None)
     passed = _run_pass(inp, params, workers)
@@ -470,7 +566,8 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
         "lag_trends": lag_trends(minutes),
         "rebalances": _stamped(grouped.rebalances, as_of),
         "anomalies": _stamped(grouped.anomalies, as_of),
-        "status": status(minutes, grouped.starved, grouped.held),
+        "status": status(minutes, close_at_silence(grouped.starved, series, st.get("series"), forget_s),
+                         close_at_silence(grouped.held, series, st.get("series"), forget_s)),
     }
     # advice: from the tables above, the member sweeps, the generation records and the carried evidence
     advised = advice.advise(advice.AdviceInputs(
@@ -484,7 +581,20 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
 
     # the next state (the columns the Spark step writes)
     last = part.get(onepass.OUT_SERIES, [*KEY, "ts", "t", "committed", "end", "log_start", "lag", "owner_h", "rec_ts",
-                                         "lso", *onepass.STATE_X])
+                                         "lso", *onepass.STATE_X, "_h"])
+    # a key silent for longer than the horizon is forgotten (its group or topic gone): its state
+    # rows go, every part of them (by the pass's key, ``_h``: one generation of the key)
+    silent = doubles(last.column("t")) < as_of.timestamp() - forget_s
+    forgotten: pa.Array | None = None
+    if silent.any():
+        forgotten = last.column("_h").combine_chunks().filter(pa.array(silent))
+        last = last.filter(pa.array(~silent))
+
+    def kept(tbl: pa.Table) -> pa.Table:
+        if forgotten is None:
+            return tbl.drop_columns(["_h"])
+        return tbl.filter(pc.invert(pc.is_in(tbl.column("_h"), value_set=forgotten))).drop_columns(["_h"])
+
     oc, oc_ok = longs(last.column("owner_h"))
     # the owners' names (none at all when no partition of the step had an owner)
     owner = owner_names.take(pa.array(np.where(oc_ok, oc, 0))).cast(pa.string()) if len(owner_names) else pa.nulls(
@@ -501,15 +611,15 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
                                    "m_idle")},
         "is_state": pa.array(np.ones(last.num_rows, bool))})
     series_state = _with_owners(series_state, series, st.get("series"))
-    hist = part.get(onepass.OUT_HISTORY, [*KEY, "end", "t", "tp", "ep"])
-    mins = part.get(onepass.OUT_MINUTE_STATE, [*KEY, "window_start", "lag", "produce_rate", "consume_rate",
-                                               "m_g_start", "m_g_lag0", "m_g_n"])
+    hist = kept(part.get(onepass.OUT_HISTORY, [*KEY, "end", "t", "tp", "ep", "_h"]))
+    mins = kept(part.get(onepass.OUT_MINUTE_STATE, [*KEY, "window_start", "lag", "produce_rate", "consume_rate",
+                                                    "m_g_start", "m_g_lag0", "m_g_n", "_h"]))
     state = {
         "series": series_state,
         "history": pa.table({**{k: hist.column(k) for k in KEY}, "e": hist.column("end"), "tc": hist.column("t"),
                              "tp": hist.column("tp"), "ep": hist.column("ep")}),
-        "gaps": part.get(onepass.OUT_GAP, [*KEY, "b"]),
-        "entries": part.get(onepass.OUT_ENTRY, [*KEY, "b"]),
+        "gaps": kept(part.get(onepass.OUT_GAP, [*KEY, "b", "_h"])),
+        "entries": kept(part.get(onepass.OUT_ENTRY, [*KEY, "b", "_h"])),
         "minutes": pa.table({
             **{k: mins.column(k) for k in KEY}, "window_start": mins.column("window_start").cast(_MS, safe=False),
             "lag_last": mins.column("lag"), "produce_rate": mins.column("produce_rate"),

@@ -132,6 +132,13 @@ class SoakOptions:
     receiver_down_s: float | None = None
     #: False: no fault at all (``--no-faults``): one life of the process, for its memory over time
     faults: bool = True
+    #: True (``--steady``): one run of the scenario for the whole soak (its duration stretched to the
+    #: run's), so the groups and topics are the same from start to end; else runs of a minute back
+    #: to back, each with new groups and topics
+    steady: bool = False
+    #: seconds between the samples of ``benchmarks/memtrace.py`` (``--trace-memory``): lagscope run
+    #: under tracemalloc, its memory by source line into ``<workdir>/memtrace``; None: not traced
+    trace_memory_s: float | None = None
 
 
 @dataclass
@@ -149,6 +156,21 @@ def scaled(opts: SoakOptions) -> tuple[int, float, float]:
     disk = opts.disk_full_s if opts.disk_full_s is not None else (60.0 if opts.minutes >= 15 else 20.0)
     receiver = opts.receiver_down_s if opts.receiver_down_s is not None else max(30.0, min(300.0, 300.0 * scale))
     return kills, disk, receiver
+
+
+#: the longest a simulator scenario may last (its model's bound)
+SCENARIO_MAX_S = 3600.0
+
+
+def steady_scenario(name: str, opts: SoakOptions) -> Any:
+    """The scenario ``name`` stretched to the whole soak (``--steady``): its duration the run's
+    length plus two minutes for the drain (at most an hour, the simulator's bound), everything else
+    as the file says: its faults happen once, in its first minute, then its groups keep consuming
+    what its producers keep sending, the same groups and topics to the end."""
+    from lagscope.devtools.sim.runner import load_scenario
+
+    sc = load_scenario(name)
+    return sc.model_copy(update={"duration": min(SCENARIO_MAX_S, max(sc.duration, opts.minutes * 60.0 + 120.0))})
 
 
 def plan(opts: SoakOptions) -> tuple[list[Planned], Planned | None]:
@@ -581,6 +603,7 @@ class Soak:
         from lagscope.devtools.sim.runner import start_scenario
 
         i = 0
+        scenario = steady_scenario(self.o.scenario, self.o) if self.o.steady else self.o.scenario
         while not self.stopping.is_set():
             i += 1
             seed = self.rng.randrange(1, 10**6)
@@ -588,7 +611,9 @@ class Soak:
             rec: dict[str, Any] = {"n": i, "seed": seed, "out": str(out), "start": time.time()}
             self.scenarios.append(rec)
             try:
-                run = start_scenario(self.o.scenario, bootstrap, out, seed=seed, cleanup=True)
+                # steady: a run cut short (an error) starts again under the same names
+                run = start_scenario(scenario, bootstrap, out, seed=seed, cleanup=True,
+                                     run_id=f"steady{self.o.seed}" if self.o.steady else None)
                 rec["prefix"] = run.names.prefix
                 while not run.done():
                     if self.stopping.wait(0.5):
@@ -775,7 +800,11 @@ class Soak:
             self._start_sink()
             self.config.write_text(yaml.safe_dump(self._settings(self.broker.bootstrap, self.sink.url, metrics_port)))
             env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONUNBUFFERED": "1"}
-            self.run = Supervised([*LAGSCOPE, "run", "--config", str(self.config), "--results", str(self.results),
+            lagscope = LAGSCOPE
+            if self.o.trace_memory_s:
+                lagscope = [sys.executable, str(Path(__file__).with_name("memtrace.py")), "--out",
+                            str(self.work / "memtrace"), "--every", str(self.o.trace_memory_s), "--"]
+            self.run = Supervised([*lagscope, "run", "--config", str(self.config), "--results", str(self.results),
                                    "--outbox", str(self.outbox), "--alerts-interval", str(self.o.alerts_interval_s)],
                                   env, self.work / "run.log")
             self.watcher = Watcher(self.results, self.run, self.dropped)
@@ -1283,7 +1312,9 @@ def report(r: SoakResult, command: str) -> str:
              f"{o['sweep_interval_s']:g} s with the `__consumer_offsets` tail, an analytics step every "
              f"{o['analytics_interval_s']:g} s (Spark local[2], provisional steps on), alerts every "
              f"{o['alerts_interval_s']:g} s to a webhook receiver; the lake on a {o['tmpfs_mb']} MB tmpfs; "
-             f"{len(r.scenarios)} runs of the simulator's `{o['scenario']}` scenario back to back.", "",
+             + (f"one run of the simulator's `{o['scenario']}` scenario stretched to the whole soak (`--steady`: "
+              "the same groups and topics throughout)" if o.get("steady") else
+              f"{len(r.scenarios)} runs of the simulator's `{o['scenario']}` scenario back to back") + ".", "",
              f"**Verdict: {'every check held' if not v else 'FAILED: ' + ', '.join(sorted(v))}.**", "",
              f"Bounds: sweeps back within one sweep interval (+{SWEEP_JITTER_S:g} s of the loop's own scheduling) of "
              "the fault's end (for a kill: the restart), the first successful sweep that started after it (from "
@@ -1391,6 +1422,12 @@ def main() -> int:
     ap.add_argument("--alerts-interval", type=float, default=5.0)
     ap.add_argument("--no-faults", action="store_true",
                     help="inject nothing: one life of lagscope run, for its memory over the whole run")
+    ap.add_argument("--steady", action="store_true",
+                    help="one run of --scenario stretched to the whole soak: the same groups and topics "
+                         "throughout (default: a new run, new groups and topics, every minute or so)")
+    ap.add_argument("--trace-memory", type=float, default=None, metavar="SECONDS",
+                    help="run lagscope run under benchmarks/memtrace.py (tracemalloc), a sample every SECONDS "
+                         "into <workdir>/memtrace (its RSS then includes tracemalloc's overhead)")
     ap.add_argument("--workdir", type=Path, default=None, help="default: a new folder under /tmp, kept")
     ap.add_argument("--report", type=Path, default=None, help="the Markdown report (default: stdout)")
     ap.add_argument("--json", type=Path, default=None, help="every figure as JSON")
@@ -1414,7 +1451,8 @@ def main() -> int:
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="soak-"))
     opts = SoakOptions(workdir, minutes=args.minutes, seed=args.seed, scenario=args.scenario,
                        sweep_interval_s=args.sweep_interval, analytics_interval_s=args.analytics_interval,
-                       alerts_interval_s=args.alerts_interval, faults=not args.no_faults)
+                       alerts_interval_s=args.alerts_interval, faults=not args.no_faults, steady=args.steady,
+                       trace_memory_s=args.trace_memory)
     result = run_soak(opts)
     command = "flock /tmp/lagscope-heavy.lock .venv/bin/python benchmarks/soak.py " + " ".join(sys.argv[1:])
     text = report(result, command)

@@ -404,12 +404,15 @@ class AlertsLoop(_Periodic):
         self.config, self.app_url = config, app_url
         self._outbox: Any = None
         self._sender: Any = None
+        self._reader: Any = None
         self.delivered = 0
 
     def setup(self) -> None:
-        from lagscope.alerts import Outbox, Sender
+        from lagscope.alerts import FindingsReader, Outbox, Sender
 
         self._outbox = Outbox(self.outbox_path)
+        # each evaluation reads only the result files new since the one before (not every table whole)
+        self._reader = FindingsReader(self.results)
         # a route that was down is probed twice an interval: its backlog goes within one of its return
         self._sender = Sender(self._outbox, self.config, probe_s=self.interval_s / 2)
         if not _exists(self.results):
@@ -417,13 +420,13 @@ class AlertsLoop(_Periodic):
                         "analytics write it", _where(self.results))
 
     def step(self) -> None:
-        from lagscope.alerts import enqueue_findings, findings_from_results
+        from lagscope.alerts import enqueue_findings
         from lagscope.errors import LakeError
 
         now = dt.datetime.now(dt.UTC)
         try:
             if _exists(self.results):  # missing: said once at start (an evaluation would resolve every alert)
-                enqueue_findings(self._outbox, self.config, findings_from_results(self.results, now), now,
+                enqueue_findings(self._outbox, self.config, self._reader.findings(now), now,
                                  app_url=self.app_url)
         except LakeError as exc:  # a table being rewritten: try next round
             log.warning("alerts: cannot read the results: %s", exc)

@@ -457,6 +457,24 @@ class AnalyticsRulesConfig(_Section):
     warn_lag_s: float = Field(
         30.0, ge=0, description="status WARN: lag in seconds at least this and growing over the window (s).")
     burrow_window: int = Field(10, ge=2, description="status: offset commits per evaluation window (Burrow's).")
+    forget_after_s: float = Field(
+        3600.0, gt=0, description="A partition without a sweep for this long (its group or topic deleted, or no "
+                                  "longer swept) is forgotten: a step drops its carried state, and a sweep after "
+                                  "such a silence starts it afresh, as a new partition, in a batch as in the steps. "
+                                  "Never less than the longest window a rule reads (the stall and stop thresholds, "
+                                  "the storm window, the lag-growth run, the 15 minutes of commit records a step "
+                                  "reads before its range): the larger of the two is used (s).")
+
+    def forget_horizon_s(self) -> float:
+        """The silence after which a partition is forgotten: ``forget_after_s``, at least the longest
+        window a rule reads (:data:`COMMIT_LOOKBACK_S` of commit records among them)."""
+        return max(self.forget_after_s, self.stall_after_s, self.stop_after_s, self.storm_window_s,
+                   (self.growth_min_minutes + 1) * 60.0, COMMIT_LOOKBACK_S)
+
+
+#: the commit records an incremental step reads from before its range (s;
+#: ``lagscope.analytics.job.COMMIT_LOOKBACK``)
+COMMIT_LOOKBACK_S = 900.0
 
 
 class AdviceRulesConfig(_Section):

@@ -57,3 +57,38 @@ def test_the_memory_shape_is_the_mean_of_each_five_minutes() -> None:
     assert len(got) == 3
     assert got[0] < got[1] < got[2]
     assert abs(got[2] - got[1] - 5.0) < 0.1  # 1 MB a minute
+
+
+def test_steady_stretches_one_scenario_over_the_run_with_the_same_groups_and_topics() -> None:
+    from lagscope.devtools.sim.runner import load_scenario
+
+    demo = load_scenario("demo")
+    sc = soak.steady_scenario("demo", soak.SoakOptions(Path("/nowhere"), minutes=25.0, steady=True, faults=False))
+    assert sc.duration == 25 * 60 + 120  # the run and its drain
+    assert [t.name for t in sc.topics] == [t.name for t in demo.topics]
+    assert [g.name for g in sc.groups] == [g.name for g in demo.groups]
+    assert [p.rate for p in sc.producers] == [p.rate for p in demo.producers]
+    # the simulator's bound: an hour at most
+    assert soak.steady_scenario("demo", soak.SoakOptions(Path("/nowhere"), minutes=120.0)).duration == 3600
+
+
+def test_memtrace_summarises_what_grew_per_hour() -> None:
+    memtrace = load_benchmark("memtrace")
+    assert memtrace.child_kind("/usr/lib/jvm/bin/java -cp spark org.apache.spark.deploy.SparkSubmit") == "jvm"
+    assert memtrace.child_kind("/work/.venv/bin/python -m pyspark.daemon") == "pyspark_worker"
+    assert memtrace.child_kind("/bin/sh -c true") == "other"
+    assert memtrace.fit_mb_per_h([(0.0, 100.0), (1800.0, 110.0), (3600.0, 120.0)]) == 20.0
+    assert memtrace.fit_mb_per_h([(0.0, 100.0), (60.0, 100.0)]) is None
+    samples = [
+        {"t": 1000.0, "age_s": 240.0, "traced_mb": 50.0},  # the baseline: no "grown" yet
+        {"t": 1900.0, "age_s": 1140.0, "traced_mb": 52.0, "baseline_t": 1000.0,
+         "grown": [{"where": "a.py:1", "mb": 3.0, "blocks": 10, "d_mb": 1.0, "d_blocks": 5}]},
+        {"t": 2800.0, "age_s": 2040.0, "traced_mb": 54.0, "baseline_t": 1000.0,
+         "grown": [{"where": "a.py:1", "mb": 4.0, "blocks": 20, "d_mb": 2.0, "d_blocks": 15},
+                   {"where": "b.py:7", "mb": 1.0, "blocks": 1, "d_mb": -0.5, "d_blocks": -1},
+                   {"where": "c.py:3", "mb": 9.0, "blocks": 90, "d_mb": 3.0, "d_blocks": 30}]},
+    ]
+    table = memtrace.growth_table(samples)
+    # the last sample's growth since the baseline, largest first, per hour over the 1800 s between them
+    assert [(r["where"], r["mb_per_h"]) for r in table] == [("c.py:3", 6.0), ("a.py:1", 4.0), ("b.py:7", -1.0)]
+    assert memtrace.growth_table(samples[:1]) == []

@@ -1,0 +1,141 @@
+"""A partition silent for longer than the horizon (``analytics.rules.forget_after_s``, at least the
+longest window a rule reads) is forgotten: the step after the horizon drops its carried state, so
+the state is bounded by the partitions swept within the horizon, not by every partition ever seen
+(issue 26: ``lagscope run``'s memory over hours); and a partition that comes back after such a
+silence is judged as a new one — the same way by the steps and by one pass over everything."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from analytics_builders import at
+from test_step_invariance import _arrow, random_group
+
+from lagscope.analytics import onepass
+from lagscope.analytics import step as steps
+from lagscope.config import COMMIT_LOOKBACK_S, AnalyticsConfig, AnalyticsRulesConfig
+from lagscope.schema import COMMITS, MEMBERS, OFFSETS
+
+SETTINGS = AnalyticsConfig(rules=AnalyticsRulesConfig(stall_after_s=15, stop_after_s=15, gap_min_samples=10_000,
+                                                      growth_min_minutes=2, storm_window_s=60,
+                                                      forget_after_s=60))
+HORIZON_S = SETTINGS.rules.forget_horizon_s()
+LIFE_MIN = 6  # test_step_invariance.MINUTES: one life of a group
+#: the second life of g0 starts this many minutes after the first ended: a silence past the horizon
+BACK_MIN = LIFE_MIN + int(HORIZON_S // 60) + 2
+END_MIN = BACK_MIN + LIFE_MIN
+IDENTITY = {"anomalies": ("key",), "status": ("eval_ts", "group_id", "topic", "partition"),
+            "lag_trends": ("window_start", "group_id", "topic", "partition")}
+TIME = {"anomalies": "start_ts", "status": "eval_ts", "lag_trends": "window_start"}
+
+
+def _shifted(rows: list[dict[str, Any]], by: dt.timedelta) -> list[dict[str, Any]]:
+    return [{k: (v + by if isinstance(v, dt.datetime) else v) for k, v in r.items()} for r in rows]
+
+
+def _lake(seed: int) -> dict[str, list[dict[str, Any]]]:
+    """g0 lives twice (minutes 0–6, then again from BACK_MIN, its partitions the same names); g1
+    lives once, in the first six minutes, and never comes back."""
+    rng = random.Random(seed)
+    lake: dict[str, list[dict[str, Any]]] = {"offsets": [], "members": [], "commits": []}
+    second = random_group(rng, "g0")
+    for name, rows in [*random_group(rng, "g0").items(), *random_group(rng, "g1").items()]:
+        lake[name] += rows
+    for name, rows in second.items():
+        lake[name] += _shifted(rows, dt.timedelta(minutes=BACK_MIN))
+    return lake
+
+
+def _run(lake: dict[str, list[dict[str, Any]]], lo: dt.datetime | None, hi: dt.datetime,
+         state: dict[str, pa.Table] | None, with_commits: bool) -> steps.StepOutput:
+    def rows(table: str, col: str, since: dt.datetime | None) -> list[dict[str, Any]]:
+        return [r for r in lake[table] if (since is None or r[col] >= since) and r[col] < hi]
+
+    commits = None
+    if with_commits:  # as the job reads them: from COMMIT_LOOKBACK before the step's start
+        commits = _arrow(rows("commits", "commit_ts", None if lo is None else lo - dt.timedelta(
+            seconds=COMMIT_LOOKBACK_S)), COMMITS)
+    return steps.run_step(steps.StepInputs(offsets=_arrow(rows("offsets", "sweep_ts", lo), OFFSETS),
+                                           members=_arrow(rows("members", "sweep_ts", lo), MEMBERS),
+                                           commits=commits, group_events=None, state=state or {}),
+                          settings=SETTINGS, as_of=hi)
+
+
+def _seen(outs: list[steps.StepOutput], table: str, since: dt.datetime | None = None) -> dict[tuple[Any, ...], Any]:
+    seen: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for out in outs:
+        for r in out.tables[table].to_pylist():
+            if since is not None and r[TIME[table]] < since:
+                continue
+            r.pop("as_of_ts", None)
+            seen[tuple(r[c] for c in IDENTITY[table])] = r
+    return seen
+
+
+def _state_groups(state: dict[str, pa.Table]) -> dict[str, set[str]]:
+    return {name: set(state[name].column("group_id").to_pylist())
+            for name in ("series", "history", "entries", "gaps", "minutes")}
+
+
+def test_the_horizon_is_at_least_every_window_a_rule_reads() -> None:
+    rules = AnalyticsRulesConfig(forget_after_s=1.0, stall_after_s=1200.0)
+    assert rules.forget_horizon_s() == 1200.0
+    assert AnalyticsRulesConfig(forget_after_s=1.0).forget_horizon_s() >= COMMIT_LOOKBACK_S
+    assert AnalyticsRulesConfig().forget_horizon_s() == 3600.0
+    from lagscope.analytics.job import COMMIT_LOOKBACK
+
+    assert COMMIT_LOOKBACK.total_seconds() == COMMIT_LOOKBACK_S
+
+
+def test_a_silence_past_the_horizon_starts_a_new_generation_of_the_key() -> None:
+    s, c = onepass.SWEEP, onepass.COMMIT
+    code = np.array([1, 1, 1, 1, 1, 2, 2, 2])
+    kind = np.array([s, s, c, c, s, s, s, c])
+    t = np.array([0.0, 10.0, 50.0, 500.0, 600.0, 0.0, 300.0, 700.0])
+    # key 1: a silence of 590 s > 100 before its third sweep; the commit at 50 s goes with the
+    # sweep after it (600 s: the new generation), as does the one at 500 s; key 2: 300 s apart
+    # (a new generation), its commit after its last sweep goes with that sweep's generation
+    assert steps.generations(code, kind, t, 100.0).tolist() == [0, 0, 1, 1, 1, 0, 1, 1]
+    assert steps.generations(code, kind, t, 1000.0).tolist() == [0] * 8
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_key_back_after_the_horizon_is_new_alike_in_steps_and_in_one_pass(seed: int) -> None:
+    lake, with_commits = _lake(seed), seed % 2 == 0
+    end = at(END_MIN * 60)
+    whole = [_run(lake, None, end, None, with_commits)]
+    outs: list[steps.StepOutput] = []
+    state: dict[str, pa.Table] | None = None
+    lo = None
+    forgotten_at = None
+    for m in range(1, END_MIN + 1):
+        hi = at(60 * m)
+        out = _run(lake, lo, hi, state, with_commits)
+        outs.append(out)
+        state, lo = out.state, hi
+        held = _state_groups(state)
+        if m < LIFE_MIN + HORIZON_S / 60:  # within the horizon of the first life's last sweep: kept
+            assert held["series"] == {"g0", "g1"}, m
+        elif m < BACK_MIN:  # past it, before g0 comes back: nothing of either is carried
+            assert all(not groups for groups in held.values()), (m, held)
+            forgotten_at = forgotten_at or m
+        else:
+            assert "g1" not in set().union(*held.values())
+    assert forgotten_at is not None
+    for table in IDENTITY:
+        one, split = _seen(whole, table), _seen(outs, table)
+        assert one == split, table
+    # the second life is judged as a new key: as one pass over the second life alone judges it
+    back = at(BACK_MIN * 60)
+    first_life_end = at(LIFE_MIN * 60)
+    second = {k: [r for r in v if min(x for x in r.values() if isinstance(x, dt.datetime)) >= first_life_end]
+              for k, v in lake.items()}
+    alone = [_run(second, None, end, None, with_commits)]
+    for table in IDENTITY:
+        assert _seen(whole, table, back) == _seen(alone, table, back), table
+    assert _seen(alone, "anomalies", back) or _seen(alone, "status", back)
