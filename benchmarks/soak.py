@@ -33,7 +33,11 @@ a time, each followed by a wait of one analytics interval for the recovery:
 
 and, in a lane of its own, ``receiver``: the webhook receiver down for five minutes (scaled).
 
-When the time is up, the scenario in progress is stopped, the tail drains, the outbox drains,
+When the time is up, no fault is injected any more, and the run goes on until the recovery of
+every fault has been seen (:func:`end_wait`: the analytics' results or step after it, the bad
+files quarantined), for at most one analytics step (allowed one interval), one interval and
+:data:`END_MARGIN_S` after that fault's end; the fault plan itself is not lengthened. Then the
+scenario in progress is stopped, the tail drains, the outbox drains,
 ``lagscope run`` gets SIGTERM, the lake is copied off the tmpfs (always unmounted, in a
 ``finally``), and the checks run:
 
@@ -85,6 +89,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,6 +115,9 @@ ENGINE_FAULTS = ("kill", "engine")
 SWEEP_JITTER_S = 0.5
 #: the verdict of an anomalies table whose episodes all match but some were judged differently
 RECLASSIFIED = "anomalies judged again by later steps"
+#: the run's end waits for the last faults' recoveries up to one analytics step (allowed one
+#: interval) + one interval + this after the fault's end (:func:`end_wait`)
+END_MARGIN_S = 10.0
 
 
 # ------------------------------------------------------------------------------------------
@@ -517,6 +525,8 @@ class SoakResult:
     logs: dict[str, str]
     #: the 1-minute load average sampled over the run: mean, max, seconds above QUIET_LOAD
     load_during: dict[str, Any] = field(default_factory=dict)
+    #: seconds the run went on past its planned minutes for the last faults' recoveries
+    end_waited_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -539,6 +549,10 @@ class Soak:
         self.dropped: list[dict[str, Any]] = []
         self.problems: list[str] = []
         self.stopping = threading.Event()
+        #: set at the planned end: no fault is injected after it (the run waits for recoveries)
+        self.no_more_faults = threading.Event()
+        #: seconds the end waited past the planned minutes for the faults' recoveries
+        self.end_waited_s = 0.0
         self.broker: Any = None
         self.sink: Any = None
         self.sink_lock = threading.Lock()
@@ -627,9 +641,10 @@ class Soak:
                 self.stopping.wait(2.0)
 
     # -- the faults ---------------------------------------------------------------------------
-    def _wait_until(self, t: float) -> bool:
+    def _wait_until(self, t: float, also: threading.Event | None = None) -> bool:
+        """Sleep until ``t``; False when stopped first (or ``also`` was set)."""
         while time.time() < t:
-            if self.stopping.wait(min(0.5, t - time.time())):
+            if self.stopping.wait(min(0.5, t - time.time())) or (also is not None and also.is_set()):
                 return False
         return True
 
@@ -728,7 +743,7 @@ class Soak:
         when = t0
         for p in lane:
             when += p.at_s
-            if not self._wait_until(when):
+            if not self._wait_until(when, also=self.no_more_faults) or self.no_more_faults.is_set():
                 return
             log.info("fault %s", p.kind)
             try:
@@ -754,6 +769,27 @@ class Soak:
             when = time.time() + self.o.analytics_interval_s + 5.0
 
     # -- the end ------------------------------------------------------------------------------
+    def _seen(self, f: FaultRecord) -> bool:
+        assert self.watcher is not None
+        w = self.watcher
+        return recovery_seen(f, w.first_result_after, lambda t: w.first_step_after(t, self.o.sweep_interval_s),
+                             self.dropped)
+
+    def _wait_for_recoveries(self, lane: threading.Thread) -> None:
+        """At the planned end: no more faults (the one in progress finishes); the run goes on
+        until every fault's recovery has been seen, bounded (:func:`end_wait`)."""
+        self.no_more_faults.set()
+        planned_end = time.time()
+        lane.join(240)
+        said = False
+        while (until := end_wait(list(self.faults), self._seen, self.o.analytics_interval_s, time.time())) is not None:
+            if not said:
+                log.info("the end waits for the recovery of the last fault(s), until %s at most", _hms(until))
+                said = True
+            if self.stopping.wait(min(1.0, max(0.0, until - time.time()))):
+                break
+        self.end_waited_s = round(time.time() - planned_end, 1)
+
     def _drain(self, port: int, timeout: float = 60.0) -> None:
         """Wait for the tail to have read everything and the outbox to be empty."""
         deadline = time.time() + timeout
@@ -822,6 +858,7 @@ class Soak:
             for t in threads:
                 t.start()
             self._wait_until(began + self.o.minutes * 60.0)
+            self._wait_for_recoveries(threads[1])
             self.stopping.set()
             for t in threads:
                 t.join(240)
@@ -868,7 +905,7 @@ class Soak:
             quarantine=check_quarantine(lake, self.results, self.dropped, self.work / "lakefs" / "lake"),
             results=compare_results(self.config, lake, self.results, self.work / "clean", first_start, watermark),
             rss=rss_fit(self.watcher.rss, self.run.lives), load_during=load_summary(self.watcher.load),
-            problems=self.problems, logs={"run": str(self.work / "run.log")})
+            problems=self.problems, logs={"run": str(self.work / "run.log")}, end_waited_s=self.end_waited_s)
 
     def _recoveries(self, lake: Path) -> None:
         """Each fault's recovery: the first successful sweep that started after it ended, the
@@ -1208,6 +1245,32 @@ def analytics_back(f: FaultRecord) -> float | None:
     return None if got is None else float(got)
 
 
+def recovery_seen(f: FaultRecord, first_result_after: Callable[[float], float | None],
+                  first_step_after: Callable[[float], float | None], dropped: list[dict[str, Any]]) -> bool:
+    """Whether what :func:`analytics_back` measures for ``f`` has happened yet (polled while the
+    run goes on): after a kill or an engine kill, results written after it; after the others, a
+    step begun after it (for bad files: and each of them quarantined). The receiver's recovery is
+    its backlog, measured after the run from the webhooks (delivered within an alerts interval)."""
+    if f.kind == "receiver":
+        return True
+    if f.kind in ENGINE_FAULTS:
+        return first_result_after(f.end) is not None
+    if f.kind == "bad_files" and not all("quarantined_at" in d for d in dropped if d["at"] == f.start):
+        return False
+    return first_step_after(f.end) is not None
+
+
+def end_wait(faults: list[FaultRecord], seen: Callable[[FaultRecord], bool], analytics_interval_s: float,
+             now: float) -> float | None:
+    """Until when the run's end waits (None: not at all): while the recovery of a fault is not
+    seen yet, up to one analytics step (allowed one interval), one interval and
+    :data:`END_MARGIN_S` after that fault's end; a recovery not seen by then is the verdict's
+    (the run does not wait longer)."""
+    bounds = [f.end + 2 * analytics_interval_s + END_MARGIN_S for f in faults if not seen(f)]
+    latest = max(bounds, default=None)
+    return latest if latest is not None and latest > now else None
+
+
 def verdicts(r: SoakResult) -> dict[str, list[str]]:
     """Each property of the soak: its failures (empty: it held)."""
     o = r.opts
@@ -1313,8 +1376,10 @@ def report(r: SoakResult, command: str) -> str:
              f"{o['analytics_interval_s']:g} s (Spark local[2], provisional steps on), alerts every "
              f"{o['alerts_interval_s']:g} s to a webhook receiver; the lake on a {o['tmpfs_mb']} MB tmpfs; "
              + (f"one run of the simulator's `{o['scenario']}` scenario stretched to the whole soak (`--steady`: "
-              "the same groups and topics throughout)" if o.get("steady") else
-              f"{len(r.scenarios)} runs of the simulator's `{o['scenario']}` scenario back to back") + ".", "",
+                "the same groups and topics throughout)" if o.get("steady") else
+                f"{len(r.scenarios)} runs of the simulator's `{o['scenario']}` scenario back to back")
+             + (f"; the end waited {r.end_waited_s:g} s past the planned {o['minutes']:g} minutes for the last "
+                "fault's recovery" if r.end_waited_s else "") + ".", "",
              f"**Verdict: {'every check held' if not v else 'FAILED: ' + ', '.join(sorted(v))}.**", "",
              f"Bounds: sweeps back within one sweep interval (+{SWEEP_JITTER_S:g} s of the loop's own scheduling) of "
              "the fault's end (for a kill: the restart), the first successful sweep that started after it (from "

@@ -34,6 +34,10 @@ What it does (see docs/commitlog.md):
 - **Reports** its progress in :class:`TailStats` (records read, decoded, skipped by reason, lag
   behind the topic's end, newest record time, errors), served on ``/metrics`` as
   ``lagscope_commitlog_*`` (:class:`lagscope.collector.metrics.CommitLogCollector`).
+- **Says how complete the lake is** (:attr:`CommitLogTailer.watermark`): each lag check asks the
+  partitions' end offsets at a time ``t``; once the tail has read up to those ends and flushed
+  what it read, every record appended before ``t`` is in the lake, and ``t`` is its watermark.
+  ``lagscope run``'s full analytics steps stop there (docs/analytics.md).
 - **Degrades**: without READ on ``__consumer_offsets`` (TopicAuthorizationFailed) it logs one
   warning and stops; the collector carries on with sweeps only.
 """
@@ -375,6 +379,10 @@ class TailStats:
     lag_records: int | None = None
     #: True while connected and assigned (between a successful open and the next close)
     connected: bool = False
+    #: the tail's completeness watermark (epoch s, this process's clock): every record appended to
+    #: __consumer_offsets before it is in the lake (or was skipped by design); None until the
+    #: first caught-up check after start (:meth:`CommitLogTailer.watermark`)
+    watermark_s: float | None = None
 
     def snapshot(self) -> dict[str, Any]:
         """A copy, safe to take from another thread while the tail runs."""
@@ -393,7 +401,8 @@ class TailStats:
                 "unknown_versions": unknown, "undecoded_types": undecoded, "excluded": self.excluded,
                 "errors": self.errors, "lake_write_errors": write_errors,
                 "last_record_ts_ms": self.last_record_ts_ms,
-                "lag_records": self.lag_records, "connected": self.connected}
+                "lag_records": self.lag_records, "connected": self.connected,
+                "watermark_s": self.watermark_s}
 
 
 ConsumerFactory = Callable[..., Any]
@@ -471,6 +480,11 @@ class CommitLogTailer:
         self._carried: _Pending | None = None
         self._topic_names: dict[uuid.UUID, str] = {}
         self._last_topic_refresh = 0.0
+        #: the last lag check not read through yet: (its time, the end offsets it saw)
+        self._probe: tuple[float, dict[int, int]] | None = None
+        #: a check read through whose records are still in the buffer: its time (the watermark
+        #: once the buffer is flushed)
+        self._read_through: float | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
     @property
@@ -479,6 +493,57 @@ class CommitLogTailer:
         if self._store is not None:
             return self._store.url_of(_state_rel(self.cluster))
         return state_path(Path(str(self.lake_root)), self.cluster)
+
+    @property
+    def watermark(self) -> float | None:
+        """Every record appended to ``__consumer_offsets`` before this time (epoch s, the tail's
+        clock) is in the lake, or was skipped by design (excluded, undecodable); None until the
+        first lag check after start has been read through and flushed (a few seconds: one
+        ``lag_every_s`` and one ``flush_interval_s`` at most when the tail keeps up).
+
+        It stays where it is while the tail cannot read or write (a broker or lake outage): the
+        lake is not known to be complete after it. While ``__consumer_offsets`` does not exist
+        yet, each check that finds it missing is the watermark (there is nothing to read)."""
+        return self.stats.watermark_s
+
+    def _advance_watermark(self, t: float) -> None:
+        if self.stats.watermark_s is None or t > self.stats.watermark_s:
+            self.stats.watermark_s = t
+
+    def _note_ends(self, t: float, ends: Mapping[int, int]) -> None:
+        """A lag check at ``t`` saw these end offsets: a probe, unless an older one is still
+        being read through (kept: under a steady stream, newer ends would always lie ahead)."""
+        if self._probe is None:
+            self._probe = (t, dict(ends))
+        self._check_probe()
+
+    def _check_probe(self) -> None:
+        """The probe read through (every partition's position at its end): its time becomes the
+        watermark now when nothing is buffered, else at the next flush."""
+        probe = self._probe
+        consumer = self._consumer
+        if probe is None or consumer is None:
+            return
+        t, ends = probe
+        from kafka import TopicPartition
+
+        try:
+            for p, end in ends.items():
+                at = self._positions.get(p, 0)
+                if at < end:
+                    # the consumer's position passes control records (transaction markers) too,
+                    # which are never returned as records
+                    at = max(at, int(consumer.position(TopicPartition(OFFSETS_TOPIC, p)) or 0))
+                if at < end:
+                    return
+        except Exception as exc:  # a statistic's probe: never a reason to stop tailing
+            log.debug("commit log tail of %s: cannot read the positions: %s", self.cluster, exc)
+            return
+        self._probe = None
+        if self._ranges:
+            self._read_through = t if self._read_through is None else max(t, self._read_through)
+        else:
+            self._advance_watermark(t)
 
     @property
     def positions(self) -> dict[int, int]:
@@ -537,6 +602,8 @@ class CommitLogTailer:
             raise self._wrap(exc) from exc
         self._committed = dict(self._positions)
         self.stats.connected = True
+        self._probe = None
+        self._last_lag = -math.inf  # a first lag check (the watermark's probe) at the first poll
         log.info("commit log tail of %s: %d partitions from %s", self.cluster, len(tps),
                  "saved positions" if saved else self._describe_start())
 
@@ -738,6 +805,7 @@ class CommitLogTailer:
     def run_once(self, timeout_ms: int | None = None) -> int:
         """Poll once, flush when due; returns the number of records read."""
         n = self.poll_batch(timeout_ms)
+        self._check_probe()
         if self.is_flush_due():
             self.flush()
         if self._clock() - self._last_lag >= self.lag_every_s:
@@ -746,8 +814,9 @@ class CommitLogTailer:
 
     def measure_lag(self) -> int | None:
         """Records of ``__consumer_offsets`` not read yet (Σ end offset − position), into
-        ``stats.lag_records``; None (and the last value kept) when the broker does not answer."""
-        self._last_lag = self._clock()
+        ``stats.lag_records``; None (and the last value kept) when the broker does not answer.
+        The ends asked at this time are also the watermark's probe (:attr:`watermark`)."""
+        asked = self._last_lag = self._clock()
         if self._consumer is None:
             return None
         from kafka import TopicPartition
@@ -755,6 +824,7 @@ class CommitLogTailer:
         tps = [TopicPartition(OFFSETS_TOPIC, p) for p in self._positions]
         try:
             ends = self._consumer.end_offsets(tps)
+            self._note_ends(asked, {tp.partition: int(ends[tp]) for tp in tps})
             lag = sum(max(0, int(ends[tp]) - max(self._positions[tp.partition], int(self._consumer.position(tp))))
                       for tp in tps)
         except Exception as exc:  # a statistic: never a reason to stop tailing
@@ -814,6 +884,9 @@ class CommitLogTailer:
         positions = self._positions
         self._seen = {s for s in self._seen if s[2] >= positions.get(s[1], 0)} if carried is not None else set()
         self.stats.flushes += 1
+        if self._read_through is not None:  # what was read through that check is in the lake now
+            self._advance_watermark(self._read_through)
+            self._read_through = None
 
     @contextlib.contextmanager
     def _counting_failures(self, table: str) -> Iterator[None]:
@@ -948,6 +1021,7 @@ class CommitLogTailer:
                     return
                 except CommitLogTopicMissing as exc:
                     self._topic_born_after_start = True
+                    self._advance_watermark(now)  # nothing was appended to it before this check
                     if not warned_missing:
                         log.warning("%s; the tail checks again (backing off to every %.0fs) and the "
                                     "collector carries on with sweeps meanwhile", exc, missing_topic_retry_s)
@@ -987,6 +1061,8 @@ class CommitLogTailer:
         self._ranges = {}
         self._buffered = 0
         self._positions = dict(self._committed)
+        self._probe = None  # a new one after the next open
+        self._read_through = None  # its records are read again
 
 
 class CommitLogService:
@@ -1008,6 +1084,7 @@ class CommitLogService:
             c.name: make(c, lake_root) for c in clusters if c.consumer_offsets_tail.enabled}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._thread_of: dict[str, threading.Thread] = {}
 
     def start(self) -> CommitLogService:
         self._stop.clear()
@@ -1016,7 +1093,20 @@ class CommitLogService:
                                   name=f"lagscope-commitlog-{name}")
             th.start()
             self._threads.append(th)
+            self._thread_of[name] = th
         return self
+
+    def watermarks(self) -> dict[str, float | None]:
+        """Per cluster whose tail runs: its watermark (:attr:`CommitLogTailer.watermark`, epoch s;
+        None before its first). A tail stopped for good (no READ access, an unreadable positions
+        file: ``disabled_reason``) or whose thread has ended is left out: nothing more will come
+        from it, so nothing waits for it."""
+        out: dict[str, float | None] = {}
+        for name, tailer in self.tailers.items():
+            th = self._thread_of.get(name)
+            if tailer.disabled_reason is None and th is not None and th.is_alive():
+                out[name] = tailer.watermark
+        return out
 
     def stats(self) -> dict[str, dict[str, Any]]:
         """Per cluster: the tail's counters and, when it stopped for good, why."""

@@ -264,6 +264,16 @@ class Collector:
                 self.metrics_server.registry.register(CommitLogCollector(self.commitlog.stats))
         return self
 
+    def tail_watermarks(self) -> dict[str, dt.datetime | None]:
+        """Per cluster whose ``__consumer_offsets`` tail is on and running: the time before which
+        every record it reads is in the lake (:meth:`CommitLogService.watermarks`), None before
+        its first (or before the tails start). A tail stopped for good is left out."""
+        commitlog = self.commitlog
+        if commitlog is None:
+            return {c.name: None for c in self.settings.clusters if c.consumer_offsets_tail.enabled}
+        return {name: None if t is None else dt.datetime.fromtimestamp(t, dt.UTC)
+                for name, t in commitlog.watermarks().items()}
+
     def stop(self) -> None:
         maintenance, self._maintenance = self._maintenance, None
         if maintenance is not None:

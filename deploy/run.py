@@ -14,6 +14,9 @@ thread:
   (whole minutes), then (``analytics.provisional``) one
   :func:`~lagscope.analytics.job.run_provisional` step over the minute in progress,
   in one Spark session kept for the life of the process (``analytics.master``, or ``--master``);
+  a full step stops where the lake is complete (:func:`full_step_end`: before sweeps the
+  collector holds in memory and before each ``__consumer_offsets`` tail's watermark, waiting
+  :data:`TAIL_WAIT_S` at most for a tail);
   hourly, the result tables' date partitions older than ``analytics.retention`` days go.
 - ``alerts``: every ``--alerts-interval`` seconds, turns the result tables' findings into
   notifications in the durable outbox and delivers them to ``alerts.routes`` (retried with
@@ -48,7 +51,8 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Protocol
@@ -71,10 +75,71 @@ __all__ = [
     "Component",
     "ResultsMetrics",
     "Runner",
+    "StepEnd",
+    "full_step_end",
     "register",
 ]
 
 log = logging.getLogger(__name__)
+
+#: how far behind now a full analytics step waits for a ``__consumer_offsets`` tail whose
+#: watermark does not move (a tail that cannot read the broker or write the lake): past it the
+#: step goes on without the tail's records after ``now - TAIL_WAIT_S`` and says so
+TAIL_WAIT_S = 120.0
+
+
+@dataclass(frozen=True)
+class StepEnd:
+    """Where a full step stops (:func:`full_step_end`) and why, when not at ``now``."""
+
+    until: dt.datetime
+    #: what stopped it before now: ``sweeps held`` or ``tail <cluster>`` (empty: now)
+    bound_by: str = ""
+    #: the tails the step went on without (their watermark older than the bound): cluster ->
+    #: their watermark (None: none yet)
+    overdue: dict[str, dt.datetime | None] = field(default_factory=dict)
+
+    def note(self, now: dt.datetime, wait_s: float) -> str:
+        """One line for the step's summary: the tails it did not wait for, whose records it may
+        lack (their watermark, if any, before the whole minutes it analyses); empty when none."""
+        minute = self.until.replace(second=0, microsecond=0)
+        late = {c: t for c, t in self.overdue.items() if t is None or t < minute}
+        if not late:
+            return ""
+        tails = ", ".join(f"{c} ({_tail_state(now, t)})" for c, t in sorted(late.items()))
+        return (f"analysed up to {minute.isoformat()} without waiting longer for the __consumer_offsets tail of "
+                f"{tails}: a full step waits at most {wait_s:.0f} s for a tail")
+
+
+def _tail_state(now: dt.datetime, mark: dt.datetime | None) -> str:
+    if mark is None:
+        return "no watermark yet"
+    return f"complete before {mark.isoformat()}, {(now - mark).total_seconds():.0f} s ago"
+
+
+def full_step_end(now: dt.datetime, *, held: dt.datetime | None = None,
+                  tails: Mapping[str, dt.datetime | None] | None = None,
+                  tail_wait_s: float = TAIL_WAIT_S) -> StepEnd:
+    """Where a full step of ``lagscope run`` stops: the lake is complete before it.
+
+    ``held``: the oldest sweep the collector holds in memory (None: none); ``tails``: each running
+    ``__consumer_offsets`` tail's watermark (every record read before it is in the lake; None: none
+    yet). The end is the earliest of ``now``, ``held`` and each tail's watermark, but no tail holds
+    it further back than ``now - tail_wait_s``: a tail that cannot catch up (its broker or lake
+    failing) must not stop the analytics for ever; the step then goes on without that tail's
+    later records (:attr:`StepEnd.overdue`)."""
+    until, bound_by = now, ""
+    if held is not None and held < until:
+        until, bound_by = held, "sweeps held"
+    floor = now - dt.timedelta(seconds=tail_wait_s)
+    overdue: dict[str, dt.datetime | None] = {}
+    for cluster, mark in sorted((tails or {}).items()):
+        if mark is None or mark < floor:
+            overdue[cluster] = mark
+            mark = floor
+        if mark < until:
+            until, bound_by = mark, f"tail {cluster}"
+    return StepEnd(until, bound_by, overdue)
 
 
 def _where(root: Path | Store) -> str:
@@ -228,7 +293,9 @@ class AnalyticsLoop(_Periodic):
                  clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
                  retention_days: int | None = None, removals: Removals | None = None,
                  provisional: bool | None = None, provisional_settle_s: float = 0.0,
-                 complete_before: Callable[[], dt.datetime | None] | None = None) -> None:
+                 complete_before: Callable[[], dt.datetime | None] | None = None,
+                 tail_watermarks: Callable[[], Mapping[str, dt.datetime | None]] | None = None,
+                 tail_wait_s: float = TAIL_WAIT_S) -> None:
         super().__init__(interval_s)
         self.lake, self.results, self.master = lake, results, master
         self.settings = settings if settings is not None else AnalyticsConfig()
@@ -251,6 +318,13 @@ class AnalyticsLoop(_Periodic):
         #: before the time this returns (None: complete), and no step goes past it (its sweeps would
         #: be written behind a step that already passed their minute)
         self.complete_before = complete_before
+        #: the running __consumer_offsets tails' watermarks (the collector's): a full step stops at
+        #: the earliest, or at ``tail_wait_s`` before now when one lags further (:func:`full_step_end`)
+        self.tail_watermarks = tail_watermarks
+        self.tail_wait_s = tail_wait_s
+        #: the last step's end and what set it; the tails it went on without (its summary's words)
+        self.last_end: StepEnd | None = None
+        self.last_overdue = ""
         self._last_prune: dt.datetime | None = None
         self.spark: Any = None
         self.files_written = 0
@@ -310,12 +384,17 @@ class AnalyticsLoop(_Periodic):
                 log.debug("analytics: no lake at %s yet", _where(self.lake))
             return
         now = self.clock()
-        until = now
         held = self.complete_before() if self.complete_before is not None else None
         if held is not None and held < now:
             log.info("analytics: sweeps from %s are held in memory (the lake cannot be written): this step "
                      "stops there", held.isoformat())
-            until = held
+        end = self.last_end = full_step_end(
+            now, held=held, tails=self.tail_watermarks() if self.tail_watermarks is not None else None,
+            tail_wait_s=self.tail_wait_s)
+        until = end.until
+        if end.bound_by.startswith("tail"):
+            log.debug("analytics: the full step stops at %s (%s)", until.isoformat(),
+                      "waited for the tail as long as it may" if end.overdue else f"the {end.bound_by}'s watermark")
         try:
             # `since` matters only for the very first run (no checkpoint yet): how far back to start
             written = run_incremental(self._session(), self.lake, self.results,
@@ -323,9 +402,11 @@ class AnalyticsLoop(_Periodic):
                                       until=until, since=now - dt.timedelta(seconds=self.backfill_s))
             if self.provisional:
                 # the minute in progress, at once: replaced by the full step that covers it
+                # (held sweeps stop it too; the tails do not: it is replaced by the full step)
                 run_provisional(self._session(), self.lake, self.results, settings=self.settings,
                                 history_points=self.history_points,
-                                until=min(until, now - dt.timedelta(seconds=self.provisional_settle_s)))
+                                until=min(held if held is not None and held < now else now,
+                                          now - dt.timedelta(seconds=self.provisional_settle_s)))
         except Exception as exc:
             if self.stopping.is_set():
                 raise
@@ -333,10 +414,14 @@ class AnalyticsLoop(_Periodic):
             return
         self.consecutive_failures = 0
         self.files_written += sum(written.values())
+        # a full step done without a tail it waited for as long as it may: said in its summary
+        overdue = self.last_overdue = end.note(now, self.tail_wait_s) if written else ""
         if written or written.quarantined:
-            log.info("analytics: %s%s", ", ".join(f"{t} {n} file(s)" for t, n in sorted(written.items())),
-                     f"; analysed without {len(written.quarantined)} unreadable lake file(s), quarantined: "
-                     + ", ".join(str(q.path) for q in written.quarantined) if written.quarantined else "")
+            log.log(logging.WARNING if overdue else logging.INFO, "analytics: %s%s%s",
+                    ", ".join(f"{t} {n} file(s)" for t, n in sorted(written.items())),
+                    f"; analysed without {len(written.quarantined)} unreadable lake file(s), quarantined: "
+                    + ", ".join(str(q.path) for q in written.quarantined) if written.quarantined else "",
+                    f"; {overdue}" if overdue else "")
         self.maybe_prune(now)
 
     def maybe_prune(self, now: dt.datetime) -> None:
@@ -565,7 +650,8 @@ def build_components(settings: Settings, parts: set[Part], *, results: Path | St
             shuffle_partitions=acfg.shuffle_partitions or 4, driver_memory=acfg.driver_memory,
             retention_days=acfg.retention, removals=removals,
             provisional_settle_s=settings.collector.interval_s,
-            complete_before=collector.collector.sink.holding_since if collector is not None else None))
+            complete_before=collector.collector.sink.holding_since if collector is not None else None,
+            tail_watermarks=collector.collector.tail_watermarks if collector is not None else None))
     if collector is not None:
         out.append(collector)
     return out

@@ -377,6 +377,51 @@ def test_transactional_commits_only_when_the_transaction_commits(bootstrap: str,
     assert sorted(uncommitted) == [100, 101, 102, 103, 104, 105]
 
 
+def test_the_watermark_passes_transaction_markers_and_every_commit_before_it_is_in_the_lake(
+        bootstrap: str, unique: str, tmp_path: Path) -> None:
+    # the partition ends with a transaction marker, which no poll returns: the watermark must
+    # still pass it (the consumer's position does), and once it is past a time, every commit
+    # the coordinator acknowledged before that time is in the lake already
+    from kafka import KafkaProducer
+
+    _create_topic(bootstrap, unique, 1)
+    start = _start_iso()
+    tp = TopicPartition(unique, 0)
+    tailer = CommitLogTailer(bootstrap, tmp_path, "wm", start=start, flush_interval_s=0.3, lag_every_s=0.3,
+                             poll_timeout_ms=100)
+    assert tailer.watermark is None
+    stop = threading.Event()
+    tail = threading.Thread(target=tailer.run, args=(stop,), kwargs={"error_backoff_s": 0.5}, daemon=True)
+    tail.start()
+    try:
+        producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"{unique}-tx")
+        producer.init_transactions()
+        for i in range(4):
+            producer.begin_transaction()
+            producer.send(unique, f"out-{i}".encode(), partition=0)
+            producer.send_offsets_to_transaction({tp: OffsetAndMetadata(200 + i, "", -1)}, unique)
+            if i % 2 == 0:
+                producer.commit_transaction()
+            else:
+                producer.abort_transaction()
+        producer.close()
+        acknowledged = time.time()  # every commit above was acknowledged before this
+        deadline = time.monotonic() + 30
+        while (tailer.watermark is None or tailer.watermark < acknowledged) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        mark = tailer.watermark
+        # read while the tail runs: what the analytics would read at this moment
+        seen = sorted(r["committed_offset"] for r in _group_rows(tmp_path, "commits", "wm", unique))
+    finally:
+        stop.set()
+        tail.join(30)
+    assert mark is not None
+    assert mark >= acknowledged, "the watermark did not pass the transactions' markers"
+    assert mark <= time.time()
+    assert seen == [200, 202]
+    assert tailer.stats.snapshot()["watermark_s"] >= mark
+
+
 @pytest.mark.slow
 def test_sim_crash_commits_and_session_timeout_rebalance(bootstrap: str, tmp_path: Path) -> None:
     from lagscope.devtools.sim import run_scenario, truth

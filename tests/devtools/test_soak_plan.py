@@ -92,3 +92,65 @@ def test_memtrace_summarises_what_grew_per_hour() -> None:
     # the last sample's growth since the baseline, largest first, per hour over the 1800 s between them
     assert [(r["where"], r["mb_per_h"]) for r in table] == [("c.py:3", 6.0), ("a.py:1", 4.0), ("b.py:7", -1.0)]
     assert memtrace.growth_table(samples[:1]) == []
+
+
+def _watcher(files: dict[str, float]) -> object:
+    w = soak.Watcher(Path("/nowhere"), None, [])  # type: ignore[arg-type]
+    w.files = files
+    return w
+
+
+def test_the_end_waits_for_the_last_faults_recovery_and_no_longer_than_its_bound() -> None:
+    # the record's case: bad files dropped 51 s before the planned end; their step began 18 s
+    # after them and had not written its files when the run ended: the recovery went unmeasured
+    interval = 30.0
+    fault = soak.FaultRecord("bad_files", 1000.0, 1000.0)
+    dropped = [{"path": "/x", "at": 1000.0}, {"path": "/y", "at": 1000.0}]
+    files: dict[str, float] = {"/r/inc-1-2-00000.parquet": 990.0}
+    w = _watcher(files)
+
+    def seen(f: soak.FaultRecord) -> bool:
+        return soak.recovery_seen(f, w.first_result_after, lambda t: w.first_step_after(t, 5.0), dropped)
+
+    bound = 1000.0 + 2 * interval + soak.END_MARGIN_S
+    assert soak.end_wait([fault], seen, interval, now=1051.0) == bound
+    # quarantined, but no step after it yet: still waiting
+    for d in dropped:
+        d["quarantined_at"] = 1018.0
+    assert soak.end_wait([fault], seen, interval, now=1060.0) == bound
+    # its provisional step's files (named after the lake it read, 18 s after the fault, less the
+    # 5-s settle) are written: seen, the end does not wait
+    files["/r/pre-1795809600000-1013000-00000.parquet"] = 1062.0
+    assert soak.end_wait([fault], seen, interval, now=1063.0) is None
+    # a recovery never seen: the wait ends at the bound (the verdict then says it was not seen)
+    assert soak.end_wait([soak.FaultRecord("broker", 1100.0, 1116.0)], seen, interval, now=1150.0) == \
+        1116.0 + 2 * interval + soak.END_MARGIN_S
+    assert soak.end_wait([soak.FaultRecord("broker", 1100.0, 1116.0)], seen, interval, now=1186.0) is None
+
+
+def test_after_a_kill_the_end_waits_for_the_new_engines_first_results() -> None:
+    files: dict[str, float] = {"/r/pre-1-900000-00000.parquet": 901.0}
+    w = _watcher(files)
+
+    def seen(f: soak.FaultRecord) -> bool:
+        return soak.recovery_seen(f, w.first_result_after, lambda t: w.first_step_after(t, 5.0), [])
+
+    kill = soak.FaultRecord("kill", 1000.0, 1001.0)
+    receiver = soak.FaultRecord("receiver", 700.0, 1000.0)  # its backlog is measured after the run
+    assert seen(receiver)
+    assert soak.end_wait([receiver, kill], seen, 30.0, now=1010.0) == 1001.0 + 60.0 + soak.END_MARGIN_S
+    files["/r/inc-1-2-00000.parquet"] = 1020.0  # a full step's files after the restart
+    assert soak.end_wait([receiver, kill], seen, 30.0, now=1021.0) is None
+
+
+def test_the_plan_is_not_lengthened_by_the_end_wait() -> None:
+    # the 5-minute CI soak keeps its plan: every fault, with its recovery, inside the minutes
+    opts = soak.SoakOptions(Path("/nowhere"), minutes=5.0, seed=5, kills=1)
+    lane, receiver = soak.plan(opts)
+    at = 0.0
+    for p in lane:
+        at += p.at_s
+        assert at + p.duration_s + opts.analytics_interval_s + 5.0 <= opts.minutes * 60.0
+        at += p.duration_s + opts.analytics_interval_s + 5.0
+    assert receiver is not None
+    assert receiver.at_s + receiver.duration_s <= opts.minutes * 60.0
