@@ -68,6 +68,7 @@ from lagscope.analytics.session import build_session
 from lagscope.config import AnalyticsConfig
 from lagscope.lake import write_table
 from lagscope.schema import COMMITS, GROUP_EVENTS, MEMBERS, OFFSETS
+from lagscope.storage import Store
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 #: the cluster name of every synthetic lake
@@ -139,7 +140,7 @@ def members_batch(groups: int, t0: dt.datetime, sweeps: int, interval_s: float,
     return pa.Table.from_pylist(rows, schema=MEMBERS.schema)
 
 
-def write_lake(root: Path, *, keys: int, groups: int, sweeps: int, interval_s: float, t0: dt.datetime,
+def write_lake(root: Path | Store, *, keys: int, groups: int, sweeps: int, interval_s: float, t0: dt.datetime,
                chunk_sweeps: int) -> int:
     """The batch's lake: ``sweeps`` sweeps of ``keys`` partitions, in files of ``chunk_sweeps``
     sweeps. Returns the offset rows written."""
@@ -153,7 +154,7 @@ def write_lake(root: Path, *, keys: int, groups: int, sweeps: int, interval_s: f
     return total
 
 
-def incremental_lake(root: Path, *, keys: int, groups: int, days: int, t_hist: dt.datetime,
+def incremental_lake(root: Path | Store, *, keys: int, groups: int, days: int, t_hist: dt.datetime,
                      rebalanced: int, every_min: int) -> dt.datetime:
     """``days`` of history (one sweep of ``keys`` partitions every ``every_min`` minutes from
     ``t_hist``, with its member sweep) and then the step's sweep, at which ``rebalanced`` groups
@@ -167,6 +168,17 @@ def incremental_lake(root: Path, *, keys: int, groups: int, days: int, t_hist: d
     write_table(root, OFFSETS, CLUSTER, offsets_batch(keys, groups, step_t, 1, 60, seed=999))
     write_table(root, MEMBERS, CLUSTER, members_batch(groups, step_t, 1, 60, rebalanced=range(rebalanced)))
     return step_t
+
+
+def prime_incremental(spark: SparkSession, lake: Path | Store, results: Path | Store, *, t_hist: dt.datetime,
+                      step_t: dt.datetime, every_min: int) -> None:
+    """Prime ``results`` for the timed step at ``step_t`` over an :func:`incremental_lake`: the
+    history in one step, then one step over its last sweep alone (as `lagscope run` steps every
+    minute: the carried state is then in a steady step's layout, not split in as many files as the
+    history's step had buckets); the step before the timed one ends at the timed one's sweep."""
+    last_t = step_t - dt.timedelta(minutes=every_min)
+    run_incremental(spark, lake, results, settings=AnalyticsConfig(), since=t_hist, until=last_t)
+    run_incremental(spark, lake, results, settings=AnalyticsConfig(), until=step_t)
 
 
 #: the demo scenario's groups (devtools/sim/scenarios/demo.yaml): name → (topic, partitions,
@@ -462,12 +474,8 @@ def incremental_section(spark: SparkSession, heap: JvmHeap, args: argparse.Names
         root = work / f"inc-{i}"
         step_t = incremental_lake(root, keys=keys, groups=args.groups, days=days, t_hist=t_hist, rebalanced=moved,
                                   every_min=args.history_every_min)
-        # the history in one step, then one step over its last sweep alone (as `lagscope run` steps every
-        # minute: the carried state is then in a steady step's layout, not split in as many files as the
-        # history's step had buckets); the step before the timed one ends at the timed one's sweep
-        last_t = step_t - dt.timedelta(minutes=args.history_every_min)
-        run_incremental(spark, root, root / "primed", settings=AnalyticsConfig(), since=t_hist, until=last_t)
-        run_incremental(spark, root, root / "primed", settings=AnalyticsConfig(), until=step_t)
+        prime_incremental(spark, root, root / "primed", t_hist=t_hist, step_t=step_t,
+                          every_min=args.history_every_min)
         primed[label] = (root, step_t)
     prime_s = time.perf_counter() - t
     times: dict[str, list[tuple[float, float]]] = {label: [] for label in variants}
