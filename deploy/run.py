@@ -48,7 +48,7 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Protocol
@@ -60,6 +60,7 @@ from lagscope.config import AlertsConfig, AnalyticsConfig, Settings, parse_durat
 from lagscope.errors import ConfigError, LagscopeError
 from lagscope.lag import HISTORY_POINTS
 from lagscope.retention import RUN_EVERY_S, Removals, prune
+from lagscope.s3a import session_conf
 from lagscope.schema import RESULT_TABLES
 from lagscope.signals import stop_on_signals
 from lagscope.storage import Store, open_root
@@ -228,7 +229,8 @@ class AnalyticsLoop(_Periodic):
                  clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
                  retention_days: int | None = None, removals: Removals | None = None,
                  provisional: bool | None = None, provisional_settle_s: float = 0.0,
-                 complete_before: Callable[[], dt.datetime | None] | None = None) -> None:
+                 complete_before: Callable[[], dt.datetime | None] | None = None,
+                 spark_conf: Mapping[str, str] | None = None) -> None:
         super().__init__(interval_s)
         self.lake, self.results, self.master = lake, results, master
         self.settings = settings if settings is not None else AnalyticsConfig()
@@ -252,6 +254,8 @@ class AnalyticsLoop(_Periodic):
         #: be written behind a step that already passed their minute)
         self.complete_before = complete_before
         self._last_prune: dt.datetime | None = None
+        #: more settings for the session (the s3a connector's, :func:`lagscope.s3a.session_conf`)
+        self.spark_conf = dict(spark_conf or {})
         self.spark: Any = None
         self.files_written = 0
         self.consecutive_failures = 0
@@ -270,7 +274,8 @@ class AnalyticsLoop(_Periodic):
 
         if self.spark is None:
             self.spark = build_session(self.master, shuffle_partitions=self.shuffle_partitions,
-                                       driver_memory=self.driver_memory, log_file=self.log_file)
+                                       driver_memory=self.driver_memory, log_file=self.log_file,
+                                       extra_conf=self.spark_conf)
         return self.spark
 
     def _drop_session(self) -> None:
@@ -552,8 +557,9 @@ def build_components(settings: Settings, parts: set[Part], *, results: Path | St
         rc = [p for c in settings.clusters for p in c.read_committed_groups]
         if acfg.retention:
             removals.watch([c.name for c in settings.clusters], RESULT_TABLES)
+        lake_root = open_root(settings.collector.lake, settings.storage)
         out.append(AnalyticsLoop(
-            open_root(settings.collector.lake, settings.storage), results,
+            lake_root, results,
             interval_s=acfg.interval_s if analytics_interval_s is None else analytics_interval_s,
             master=acfg.master if master is None else master,
             settings=with_overrides(acfg, extra_read_committed=rc),
@@ -562,7 +568,8 @@ def build_components(settings: Settings, parts: set[Part], *, results: Path | St
             shuffle_partitions=acfg.shuffle_partitions or 4, driver_memory=acfg.driver_memory,
             retention_days=acfg.retention, removals=removals,
             provisional_settle_s=settings.collector.interval_s,
-            complete_before=collector.collector.sink.holding_since if collector is not None else None))
+            complete_before=collector.collector.sink.holding_since if collector is not None else None,
+            spark_conf=session_conf(settings.storage, lake_root, results)))
     if collector is not None:
         out.append(collector)
     return out
