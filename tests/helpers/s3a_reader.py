@@ -48,7 +48,8 @@ def main(config: str, results_url: str, scratch_url: str, out_dir: str) -> None:
             listed = spark.read.option("basePath", folder).parquet(*files)
             pq.write_table(listed.toArrow(), out / f"{table}.files.parquet")
         hadoop = spark.sparkContext._jsc.hadoopConfiguration()  # type: ignore[union-attr]
-        seen = {k: hadoop.get(k.removeprefix("spark.hadoop.")) for k in conf if k.startswith("spark.hadoop.")}
+        seen = {k.removeprefix("spark.hadoop."): hadoop.get(k.removeprefix("spark.hadoop."))
+                for k in conf if k.startswith("spark.hadoop.")}
         (out / "conf.json").write_text(json.dumps({"spark": conf, "hadoop": seen}))
     finally:
         spark.stop()
