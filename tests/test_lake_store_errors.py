@@ -110,7 +110,7 @@ def _one_file(store: Store) -> str:
             for i in range(3)]
     lake.write_rows(store, SWEEPS, "prod", rows)
     (rel,) = lake.object_files(store, "sweeps")
-    return str(rel).removeprefix(store.base + "/")
+    return str(rel).removeprefix(store.url + "/")
 
 
 def _quarantine(root: Path) -> list[Path]:
