@@ -9,6 +9,7 @@
 # Built from the locked environment (uv.lock), without the development tools.
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+ARG MAVEN_IMAGE=maven:3.9-eclipse-temurin-17
 
 FROM ${PYTHON_IMAGE} AS build
 ENV UV_COMPILE_BYTECODE=1 UV_LINK_MODE=copy UV_PYTHON_DOWNLOADS=never UV_PROJECT_ENVIRONMENT=/opt/lagscope/.venv
@@ -29,6 +30,13 @@ COPY deploy/ deploy/
 COPY devtools/ devtools/
 RUN uv sync --frozen --no-dev --no-editable
 
+# Spark's s3a:// connector: the jars deploy/spark/pom.xml pins (hadoop-aws of pyspark's Hadoop
+# and its AWS SDK), from Maven Central, onto the driver's and executors' class path
+# (`lagscope spark s3a-conf --jars /opt/lagscope/s3a-jars`, the Helm chart's CronJob)
+FROM ${MAVEN_IMAGE} AS s3a-jars
+COPY deploy/spark/pom.xml /src/pom.xml
+RUN mvn -q -B -f /src/pom.xml -Ds3a.jars=/opt/s3a-jars dependency:copy-dependencies
+
 FROM ${PYTHON_IMAGE}
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openjdk-17-jre-headless tini procps \
@@ -38,11 +46,13 @@ RUN apt-get update \
 COPY --from=build /opt/lagscope/.venv /opt/lagscope/.venv
 COPY deploy/docker/entrypoint.sh /opt/lagscope/entrypoint.sh
 COPY deploy/spark/entry.py /opt/lagscope/spark-entry.py
+COPY --from=s3a-jars /opt/s3a-jars /opt/lagscope/s3a-jars
 ENV PATH=/opt/lagscope/.venv/bin:$PATH \
     SPARK_HOME=/opt/lagscope/.venv/lib/python3.11/site-packages/pyspark \
     PYSPARK_PYTHON=/opt/lagscope/.venv/bin/python \
     PYSPARK_DRIVER_PYTHON=/opt/lagscope/.venv/bin/python \
-    PYTHONUNBUFFERED=1
+    PYTHONUNBUFFERED=1 \
+    LAGSCOPE_S3A_JARS=/opt/lagscope/s3a-jars
 USER 10001:10001
 WORKDIR /var/lib/lagscope
 # collector /metrics, the app, the webhook sink, the Spark driver and block manager

@@ -80,6 +80,7 @@ def analyze(
     """Analyse the lake: lag trends, lag in seconds, rebalance windows, anomalies, status."""
     from lagscope.analytics.job import root_store, run_batch, run_incremental
     from lagscope.analytics.session import build_session
+    from lagscope.s3a import session_conf
 
     cfg = settings_or_exit(config)
     acfg = cfg.analytics
@@ -119,7 +120,8 @@ def analyze(
     owned = spark is None
     if spark is None:
         spark = build_session(master, shuffle_partitions=shuffle_partitions, driver_memory=driver_memory,
-                              log_file=_log_file(results_root))
+                              log_file=_log_file(results_root),
+                              extra_conf=session_conf(cfg.storage, lake_root, results_root))
     try:
         if incremental:
             written = run_incremental(spark, lake_root, results_root, settings=settings, history_points=history_points,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -51,11 +52,12 @@ def _log_to(log_file: Path) -> str:
 
 def build_session(master: str = "local[*]", *, app_name: str = "lagscope-analytics",
                   shuffle_partitions: int = 8, driver_memory: str = _DRIVER_MEMORY,
-                  log_file: Path | None = None) -> SparkSession:
+                  log_file: Path | None = None, extra_conf: Mapping[str, str] | None = None) -> SparkSession:
     """A session configured for the lake: every timestamp is UTC, Parquet timestamps are written
     as int64 milliseconds (``timestamp[ms, tz=UTC]`` for pyarrow and DuckDB readers), result
     partitions are overwritten dynamically, and the web UI stays off. ``log_file``: Spark's and
-    the JVM's logs go there instead of the terminal."""
+    the JVM's logs go there instead of the terminal. ``extra_conf``: more settings, e.g. the
+    ``s3a://`` connector's of :func:`lagscope.s3a.spark_conf` (given when the JVM starts)."""
     # the Python workers (the vectorised passes) run this interpreter, with lagscope and its
     # numpy and pyarrow, unless PYSPARK_PYTHON names another (a cluster's executors); PySpark
     # takes it from the environment only (not from spark.pyspark.python) when it starts
@@ -81,6 +83,8 @@ def build_session(master: str = "local[*]", *, app_name: str = "lagscope-analyti
             f" -Dlog4j2.configurationFile=file:{_log_to(log_file)}" if log_file is not None else ""))
         .config("spark.executor.extraJavaOptions", "-Duser.timezone=UTC")
     )
+    for key, value in (extra_conf or {}).items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -64,6 +64,7 @@ from lagscope.config import AlertsConfig, AnalyticsConfig, Settings, parse_durat
 from lagscope.errors import ConfigError, LagscopeError
 from lagscope.lag import HISTORY_POINTS
 from lagscope.retention import RUN_EVERY_S, Removals, prune
+from lagscope.s3a import session_conf
 from lagscope.schema import RESULT_TABLES
 from lagscope.signals import stop_on_signals
 from lagscope.storage import Store, open_root
@@ -295,7 +296,7 @@ class AnalyticsLoop(_Periodic):
                  provisional: bool | None = None, provisional_settle_s: float = 0.0,
                  complete_before: Callable[[], dt.datetime | None] | None = None,
                  tail_watermarks: Callable[[], Mapping[str, dt.datetime | None]] | None = None,
-                 tail_wait_s: float = TAIL_WAIT_S) -> None:
+                 tail_wait_s: float = TAIL_WAIT_S, spark_conf: Mapping[str, str] | None = None) -> None:
         super().__init__(interval_s)
         self.lake, self.results, self.master = lake, results, master
         self.settings = settings if settings is not None else AnalyticsConfig()
@@ -326,6 +327,8 @@ class AnalyticsLoop(_Periodic):
         self.last_end: StepEnd | None = None
         self.last_overdue = ""
         self._last_prune: dt.datetime | None = None
+        #: more settings for the session (the s3a connector's, :func:`lagscope.s3a.session_conf`)
+        self.spark_conf = dict(spark_conf or {})
         self.spark: Any = None
         self.files_written = 0
         self.consecutive_failures = 0
@@ -344,7 +347,8 @@ class AnalyticsLoop(_Periodic):
 
         if self.spark is None:
             self.spark = build_session(self.master, shuffle_partitions=self.shuffle_partitions,
-                                       driver_memory=self.driver_memory, log_file=self.log_file)
+                                       driver_memory=self.driver_memory, log_file=self.log_file,
+                                       extra_conf=self.spark_conf)
         return self.spark
 
     def _drop_session(self) -> None:
@@ -640,8 +644,9 @@ def build_components(settings: Settings, parts: set[Part], *, results: Path | St
         rc = [p for c in settings.clusters for p in c.read_committed_groups]
         if acfg.retention:
             removals.watch([c.name for c in settings.clusters], RESULT_TABLES)
+        lake_root = open_root(settings.collector.lake, settings.storage)
         out.append(AnalyticsLoop(
-            open_root(settings.collector.lake, settings.storage), results,
+            lake_root, results,
             interval_s=acfg.interval_s if analytics_interval_s is None else analytics_interval_s,
             master=acfg.master if master is None else master,
             settings=with_overrides(acfg, extra_read_committed=rc),
@@ -651,7 +656,8 @@ def build_components(settings: Settings, parts: set[Part], *, results: Path | St
             retention_days=acfg.retention, removals=removals,
             provisional_settle_s=settings.collector.interval_s,
             complete_before=collector.collector.sink.holding_since if collector is not None else None,
-            tail_watermarks=collector.collector.tail_watermarks if collector is not None else None))
+            tail_watermarks=collector.collector.tail_watermarks if collector is not None else None,
+            spark_conf=session_conf(settings.storage, lake_root, results)))
     if collector is not None:
         out.append(collector)
     return out

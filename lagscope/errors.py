@@ -47,7 +47,7 @@ class BrokerError(LagscopeError):
 
 
 class JarsUnavailable(BrokerError):
-    """The Kafka jars are not in the cache and Maven could not fetch them."""
+    """Jars (Kafka's, or the s3a connector's) are not in their cache and Maven could not fetch them."""
 
 
 class KafkaUnavailable(LagscopeError):

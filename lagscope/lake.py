@@ -689,7 +689,9 @@ def check_objects(store: Store, rels: Iterable[str]) -> tuple[list[str], list[Qu
     """:func:`check_files` on an object store: of the listed files (relative paths), those whose
     footer reads and whose schema version is not a newer major one (each footer read once per
     process: a file there is never rewritten under its name); the others are quarantined and
-    returned second. A file gone since the listing raises FileNotFoundError: list again."""
+    returned second. A file gone since the listing raises FileNotFoundError: list again; a read
+    the store itself fails (the network, a throttled store) raises :class:`LakeError` and
+    quarantines nothing: the caller's step is retried later."""
     good, bad = _check_objects(store, rels)
     return [rel for rel, _ in good], bad
 
@@ -732,7 +734,7 @@ def _check_objects(store: Store, rels: Iterable[str]) -> tuple[list[tuple[str, i
         except (OSError, pa.ArrowException) as exc:
             if is_missing_file(exc):
                 raise FileNotFoundError(store.url_of(rel)) from exc
-            rows, problem = 0, f"unreadable Parquet footer: {_one_line(exc)}"
+            rows, problem = _footer_from_bytes(store, rel)
         if problem is not None:
             got = quarantine_object(store, rel, problem)
             if got is not None:
@@ -741,6 +743,29 @@ def _check_objects(store: Store, rels: Iterable[str]) -> tuple[list[tuple[str, i
         _CHECKED.put_good(key, rows)
         good.append((rel, rows))
     return good, bad
+
+
+def _footer_from_bytes(store: Store, rel: str) -> tuple[int, str | None]:
+    """After a footer read failed: the object fetched whole and its footer parsed in memory, to
+    tell the store's failure from the object's. The fetch failing (the network, a throttled or
+    unavailable store) raises :class:`LakeError`: the object is kept and the step is retried
+    later; the parse failing (a truncated object, not Parquet, a bad footer) is the object's
+    problem (quarantine). Returns the rows and the problem (None: the object is good; the first
+    failure was a passing one)."""
+    try:
+        data = store.get(rel)
+    except FileNotFoundError:
+        raise
+    except (OSError, pa.ArrowException) as exc:
+        if is_missing_file(exc):
+            raise FileNotFoundError(store.url_of(rel)) from exc
+        raise LakeError(f"cannot read {store.url_of(rel)} from the store (kept, not quarantined; "
+                        f"the step is retried): {_one_line(exc)}") from exc
+    try:
+        meta = pq.read_metadata(pa.BufferReader(data))
+    except (OSError, pa.ArrowException) as exc:
+        return 0, f"unreadable Parquet footer: {_one_line(exc)}"
+    return int(meta.num_rows), _version_problem(meta.metadata)
 
 
 def _quarantine_unreadable_objects(store: Store, rels: list[str], error: BaseException) -> list[Quarantined]:

@@ -2,6 +2,7 @@
 # Installs everything lagscope needs on a fresh machine (Python 3.11, Java 17, Maven, Debian):
 #   - uv (from PyPI) and the locked Python environment in .venv
 #   - the Apache Kafka jars (Maven Central) into deploy/kafka/.cache
+#   - Spark's s3a connector jars (hadoop-aws, AWS SDK; Maven Central) into deploy/spark/.cache
 #   - with --system: Debian's prometheus (and promtool) and chromium, for the integration tests,
 #     Debian's burrow (1.2.1) and zookeeper (Burrow needs one), to check lagscope's Burrow API
 #     against the real Burrow, and, built from the Go module proxy into .tools/bin: Helm and
@@ -28,6 +29,8 @@ uv sync --frozen --quiet
 
 .venv/bin/lagscope broker fetch >/dev/null
 .venv/bin/lagscope broker fetch --version 3.9.2 --no-tools >/dev/null
+# Spark's s3a:// connector: hadoop-aws of pyspark's Hadoop and its AWS SDK jars (deploy/spark/pom.xml)
+.venv/bin/lagscope spark jars >/dev/null
 
 if [ "$system" = 1 ]; then
   need=()

@@ -391,7 +391,10 @@ def test_the_bucket_values_reach_every_container_and_the_settings_open_the_bucke
     assert "spark.kubernetes.executor.secretKeyRef.AWS_SECRET_ACCESS_KEY=lagscope-bucket:AWS_SECRET_ACCESS_KEY" in confs
     assert "spark.kubernetes.executor.secretKeyRef.AWS_SESSION_TOKEN=lagscope-bucket:AWS_SESSION_TOKEN" in confs
     assert "spark.executorEnv.AWS_REQUEST_CHECKSUM_CALCULATION=when_required" in confs
-    assert not [c for c in confs if "persistentVolumeClaim" in c or "fs.s3a" in c]
+    assert not [c for c in confs if "persistentVolumeClaim" in c]
+    # Spark's own s3a://: the set `lagscope spark s3a-conf` gives for the settings the driver loads,
+    # the jars where the image has them
+    assert _s3a_confs(confs) == _s3a_expected(load_config(tmp_path / "lagscope.yaml", environ=_container_env(driver)))
     # permanent keys (the default): the executors are not told to expect a token the Secret lacks
     plain = render(tmp_path, {**values, "objectStore": {**values["objectStore"], "sessionToken": False}})
     (plain_cron,) = by_kind(plain, "CronJob")
@@ -411,6 +414,49 @@ def test_the_bucket_values_reach_every_container_and_the_settings_open_the_bucke
     got = lake.read_table(open_store(theirs.collector.lake, theirs.storage), "sweeps")
     assert got.column("ok").to_pylist() == [True]
     assert isinstance(got, pa.Table)
+
+
+IMAGE_S3A_JARS = "/opt/lagscope/s3a-jars"
+
+
+def _s3a_confs(confs: list[str]) -> dict[str, str]:
+    """The CronJob's s3a settings: the class path and the fs.s3a keys of its --conf values."""
+    return dict(c.split("=", 1) for c in confs if "fs.s3a." in c or "extraClassPath" in c)
+
+
+def _s3a_expected(settings: Any) -> dict[str, str]:
+    from lagscope import s3a
+
+    args = s3a.submit_args(settings.storage, IMAGE_S3A_JARS)
+    return dict(a.split("=", 1) for a in args[1::2])
+
+
+@pytest.mark.parametrize("store", [
+    {"endpoint": "", "region": "eu-central-1", "pathStyle": None, "credentials": "default"},
+    {"endpoint": "https://minio.example.org:9000", "pathStyle": None, "credentials": "anonymous"},
+    {"endpoint": "http://minio.storage.svc:9000/", "pathStyle": False, "credentials": "env"},
+])
+def test_the_cronjob_gives_spark_s3a_as_lagscope_spark_s3a_conf_does(tmp_path: Path, store: dict[str, Any]) -> None:
+    """Every endpoint, path-style and credentials choice: the CronJob's spark-submit carries the
+    s3a settings the storage section it loads gives, and the image holds the jars there."""
+    values = {"objectStore": {"enabled": True, "bucket": "bucket-1", **store},
+              "lake": {"persistence": {"enabled": False}}}
+    docs = render(tmp_path, values)
+    (configmap,) = by_kind(docs, "ConfigMap")
+    (tmp_path / "lagscope.yaml").write_text(configmap["data"]["lagscope.yaml"])
+    (cron,) = by_kind(docs, "CronJob")
+    (driver,) = _pod(cron)["spec"]["containers"]
+    args = driver["args"]
+    confs = [args[i + 1] for i, a in enumerate(args) if a == "--conf"]
+    settings = load_config(tmp_path / "lagscope.yaml", environ=_container_env(driver))
+    assert settings.storage.credentials == store["credentials"]
+    got = _s3a_confs(confs)
+    assert got == _s3a_expected(settings)
+    assert ("spark.hadoop.fs.s3a.endpoint" in got) == bool(store["endpoint"])
+    assert not [c for c in confs if "secret" in c.lower() and "secretKeyRef" not in c]
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert f"COPY --from=s3a-jars /opt/s3a-jars {IMAGE_S3A_JARS}" in dockerfile
+    assert f"LAGSCOPE_S3A_JARS={IMAGE_S3A_JARS}" in dockerfile
 
 
 def test_bucket_with_alert_routes_runs_the_collector_and_alerts_with_a_local_outbox(tmp_path: Path) -> None:
