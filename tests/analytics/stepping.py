@@ -9,6 +9,7 @@ import datetime as dt
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 
 from lagscope.analytics import step
@@ -43,9 +44,23 @@ def run_step(offsets: DataFrame, members: DataFrame, *, settings: AnalyticsConfi
     assert mem is not None
     done = step.run_step(step.StepInputs(offsets=off, members=mem, commits=_arrow(commits, "commits"),
                                          group_events=_arrow(group_events, "group_events"), state=state or {}),
-                         settings=settings, as_of=as_of or dt.datetime.now(dt.UTC))
+                         settings=settings, as_of=as_of or _step_end(off, state or {}))
     return StepResult(tables={name: _frame(spark, name, t) for name, t in done.tables.items()}, state=done.state,
                       arrow=done.tables)
+
+
+def _step_end(offsets: pa.Table, state: dict[str, pa.Table]) -> dt.datetime:
+    """Where an incremental step over ``offsets`` would end (its ``until``): the minute after its
+    newest sweep, else after the carried state's newest row (now, without either). Not the clock:
+    a step forgets a partition silent for longer than the horizon before its end, and these
+    tests' sweeps are from 2026-01-01."""
+    carried = state.get("series")
+    for tbl, col in ((offsets, "sweep_ts"), (carried, "ts")):
+        if tbl is not None and tbl.num_rows and col in tbl.column_names:
+            newest = pc.max(tbl.column(col)).as_py()
+            if newest is not None:
+                return newest.replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
+    return dt.datetime.now(dt.UTC)
 
 
 def _frame(spark: SparkSession, name: str, table: pa.Table) -> DataFrame:
