@@ -19,7 +19,7 @@ DOCS.append(ROOT / "deploy" / "spark" / "README.md")
 _LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 _FENCE = re.compile(r"```[a-z]*\n(.*?)```", re.DOTALL)
 _INLINE = re.compile(r"`([^`\n]+)`")
-_COMMAND = re.compile(r"(?:^|&& |; |\| |\$ )\s*lagscope ([a-z][a-z-]*)(?: ([a-z][a-z-]*))?", re.MULTILINE)
+_COMMAND = re.compile(r"(?:^|&& |; |\| |\$ )\s*lagscope ([a-z][a-z0-9-]*)(?: ([a-z][a-z0-9-]*))?", re.MULTILINE)
 
 
 def shown_commands(text: str) -> list[tuple[str, str]]:
