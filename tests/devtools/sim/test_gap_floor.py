@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from helpers.benchmarks import load_benchmark
 
 from lagscope.analytics import np_gaps
 from lagscope.config import AnalyticsRulesConfig
@@ -28,7 +29,6 @@ from lagscope.devtools.sim.score import (
     stated_gap_floor,
 )
 from lagscope.devtools.sim.truth import Commit, EndState, Fault, GroupOffset, PartitionEnd, Produce
-from tests.helpers.benchmarks import load_benchmark
 
 #: the accuracy benchmark's commit-gap settings (benchmarks/analytics_accuracy.py, bench_rules)
 RULES = AnalyticsRulesConfig(stall_after_s=5.0, stop_after_s=5.0, gap_min_s=1.0, gap_mad_floor_s=0.2, gap_k=4)
