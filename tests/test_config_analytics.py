@@ -195,7 +195,7 @@ def test_analyze_takes_lake_results_master_and_rules_from_the_file(tmp_path: Pat
     assert result.exit_code == 0, result.output
     session, batch = recorder.get("session"), recorder.get("batch")
     assert session == {"master": "local[3]", "shuffle_partitions": 3, "driver_memory": "768m",
-                       "log_file": tmp_path / "res" / "_logs" / "spark.log"}
+                       "log_file": tmp_path / "res" / "_logs" / "spark.log", "extra_conf": {}}
     # the roots as the job opens them: local folders (an s3:// URL would be the bucket's store)
     assert (batch["lake"].is_object_store, Path(batch["lake"].base)) == (False, tmp_path / "lake")
     assert (batch["results"].is_object_store, Path(batch["results"].base)) == (False, tmp_path / "res")
@@ -234,7 +234,7 @@ def test_analyze_without_a_config_keeps_the_old_defaults(tmp_path: Path, recorde
     assert result.exit_code == 0, result.output
     assert recorder.get("session") == {"master": "local[*]", "shuffle_partitions": 8,
                                        "driver_memory": "1g",
-                                       "log_file": tmp_path / "r" / "_logs" / "spark.log"}
+                                       "log_file": tmp_path / "r" / "_logs" / "spark.log", "extra_conf": {}}
     assert recorder.get("batch")["settings"] == AnalyticsConfig()
 
 
