@@ -16,7 +16,7 @@ folder and on the bucket, the disk and S3 runs alternating:
 2. **the incremental step** over one new sweep of ``--incremental-rows`` partitions after one day
    of history (``incremental_lake``, one sweep every ``--history-every-min`` minutes), each root
    primed as analytics_speed primes it (``prime_incremental``), each timed step from a copy of the
-   primed results (a server-side copy on the bucket), ``--incremental-runs`` times each, warm
+   primed results (on the bucket each object read and put whole), ``--incremental-runs`` times each, warm
    session;
 3. **the collector's sweep write**: the collector's own row builder (``build_snapshot``, what a
    sweep hands on) over ``--sweep-partitions`` group-partitions shaped as sweep_bench's ``10k``
@@ -244,8 +244,8 @@ def incremental_section(spark: Any, heap: JvmHeap, args: argparse.Namespace,
             f"generation and member set in it) after one day of history (analytics_speed's `incremental_lake`: a "
             f"sweep every {args.history_every_min} minutes, {sweeps} in the day), each root primed by "
             f"`prime_incremental` (lake written and primed in {primed_s['disk']:.1f} s on disk, "
-            f"{primed_s['s3']:.1f} s on S3); each timed step from a copy of the primed results (on the bucket a "
-            f"server-side copy per object), after a 3 s pause; warm session (local[2], {args.shuffle_partitions} "
+            f"{primed_s['s3']:.1f} s on S3); each timed step from a copy of the primed results (on the bucket each "
+            f"object read and put whole), after a 3 s pause; warm session (local[2], {args.shuffle_partitions} "
             f"shuffle partitions); disk and S3 alternating, {args.incremental_runs} runs each.", "", *HEADER,
             side_by_side("incremental step, 1 new sweep, 1 day of history", keys, disk, s3), "",
             f"Result rows the last timed step added, {same_rows(added['disk'], added['s3'])}.", ""]
