@@ -132,6 +132,7 @@ t.open()
 print("ready", flush=True)
 while True:  # flushes every two records until killed; once at the end it idles
     t.run_once(0)
+    print("polled", flush=True)  # the parent kills after a number of these, during the next writes
     if t.measure_lag() == 0:
         t.flush()
         print("done", flush=True)
@@ -145,12 +146,18 @@ def test_sigkill_during_writes_then_restart_every_row_once(store: Store, s3_serv
     env = {**os.environ, **{k: v for k, v in s3_server.credentials.items() if v},
            "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent)])}
     mid_run = 0  # kills that found the tail before its end
-    for delay in (0.4, 0.7, 1.1, 0.5, 0.9):
+    # each kill lands a few polls into a life (not after a fixed time, which a fast or a loaded
+    # machine turns into "after the end" or "before the first write"), at a point inside the
+    # writes that follow the poll it waited for
+    for polls, pause in ((3, 0.0), (6, 0.004), (2, 0.011), (8, 0.002), (5, 0.007)):
         proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
         try:
             assert proc.stdout is not None
             assert proc.stdout.readline().strip() == "ready"
-            time.sleep(delay)
+            seen = 0
+            while seen < polls and (line := proc.stdout.readline().strip()) not in ("", "done"):
+                seen += line == "polled"
+            time.sleep(pause)
             if proc.poll() is None:
                 os.kill(proc.pid, signal.SIGKILL)
         finally:
