@@ -477,13 +477,35 @@ class Watcher:
         return min(after) if after else None
 
     def first_step_after(self, t: float, settle_s: float) -> float | None:
-        """When the first analytics step that began after ``t`` read the lake: a provisional step's
-        files are named after the end of what it read (``pre-<from>-<until>``), ``until`` being
-        the step's start less ``settle_s`` (the collector's interval; lagscope.deploy.run)."""
-        began = [int(m.group(1)) / 1000.0 + settle_s for p in self.files
-                 if (m := re.match(r"pre-\d+-(\d+)-", os.path.basename(p)))]
+        """When the first analytics step that began after ``t`` read the lake, from the line each
+        step writes to the analytics' trace (``analytics step began …``, in the results'
+        ``_logs/pyspark.log``; lagscope.deploy.run): its provisional end plus ``settle_s`` (the
+        collector's interval, by which that end trails the step's start), which held sweeps keep
+        earlier: a step stopped at sweeps held since before ``t`` has not seen past the fault.
+
+        Not from the provisional files' names: a step in the first ``settle_s`` of a minute writes
+        none (its full step already reached the minute's start, past its provisional end)."""
+        began = [b if pre is None else pre + settle_s for b, pre in step_ends(self.results / "_logs" / "pyspark.log")]
         after = [b for b in began if b >= t]
         return min(after) if after else None
+
+
+_STEP_LINE = re.compile(r"analytics step began (\S+): full step until \S+(?: \([^)]*\))?, provisional until (\S+)")
+
+
+def step_ends(trace_log: Path) -> list[tuple[float, float | None]]:
+    """Each analytics step's start and provisional end (epoch s; None without provisional steps),
+    from its trace line."""
+    try:
+        text = trace_log.read_text(errors="replace")
+    except OSError:
+        return []
+    out = []
+    for m in _STEP_LINE.finditer(text):
+        began, pre = m.groups()
+        out.append((dt.datetime.fromisoformat(began).timestamp(),
+                    None if pre == "-" else dt.datetime.fromisoformat(pre).timestamp()))
+    return out
 
 
 # ------------------------------------------------------------------------------------------
@@ -1127,8 +1149,50 @@ def compare_results(config: Path, lake: Path, live: Path, clean: Path, since: st
                          "only_clean": [_show(r) for r in only_clean[:5]]}
         if table == "anomalies":
             tables[table].update(episodes(a, b))
+            if diff:  # what the lake held of the first differing keys, and when each row got there
+                tables[table]["evidence"] = [lake_evidence(lake, live / "_logs" / "pyspark.log", r)
+                                             for r in (only_live + only_clean)[:2]]
     out["tables"] = tables
     return out
+
+
+def lake_evidence(lake: Path, trace_log: Path, row: dict[str, Any], around_s: float = 60.0) -> dict[str, Any]:
+    """The lake's rows of ``row``'s partition within ``around_s`` of its start — its sweeps'
+    offsets and its commit records — each with the time its file was written (the file's mtime),
+    and the analytics steps that began in that span (their trace lines): what a step could have
+    read when it judged the row, against what the clean run read."""
+    import pyarrow.parquet as pq
+
+    start = row["start_ts"].timestamp() if isinstance(row["start_ts"], dt.datetime) else \
+        dt.datetime.fromisoformat(str(row["start_ts"])).timestamp()
+    lo, hi = start - around_s, start + around_s
+
+    def rows(table: str, ts: str, cols: list[str]) -> list[str]:
+        found = []
+        for path in sorted((lake / table / f"cluster={CLUSTER}").glob("date=*/*.parquet")):
+            try:
+                data = pq.read_table(path, columns=[ts, "group_id", "topic", "partition", *cols]).to_pylist()
+                written = path.stat().st_mtime
+            except Exception:  # a quarantined or unreadable file: not evidence
+                continue
+            for r in data:
+                if r[ts] is None:
+                    continue
+                t = r[ts].timestamp()
+                if (r["group_id"], r["topic"], r["partition"]) == (row["group_id"], row["topic"], row["partition"]) \
+                        and lo <= t <= hi:
+                    found.append((t, f"{_hms(t)}.{int(t * 1000) % 1000:03d} "
+                                  + " ".join(f"{c}={r[c]}" for c in cols) + f" (file written {written - t:+.1f} s)"))
+        return [x for _, x in sorted(found)]
+
+    steps = []
+    for began, pre in step_ends(trace_log):
+        if lo <= began <= hi + 60.0:
+            steps.append(f"{_hms(began)} (provisional until {'-' if pre is None else _hms(pre)})")
+    return {"key": f"{row['group_id']}/{row['topic']}/{row['partition']}", "start": _show(row)["start_ts"],
+            "sweeps": rows("offsets", "sweep_ts", ["committed_offset", "log_end_offset", "member_id"]),
+            "commits": rows("commits", "commit_ts", ["committed_offset", "source_offset"]),
+            "steps": steps}
 
 
 def episodes(live: list[dict[str, Any]], clean: list[dict[str, Any]]) -> dict[str, Any]:
@@ -1239,7 +1303,7 @@ def load_summary(samples: list[tuple[float, float]]) -> dict[str, Any]:
 def analytics_back(f: FaultRecord) -> float | None:
     """Seconds from a fault's end to the analytics' recovery: after a kill or an engine kill, the
     first results written (the new engine's first step done); after the others, the first step
-    that began (its files are named after the lake it read, ``pre-<from>-<until>``)."""
+    that began (the line each step writes to the analytics' trace, with where it read the lake to)."""
     key = "results_written_s" if f.kind in ENGINE_FAULTS else "step_began_s"
     got = f.detail.get(key)
     return None if got is None else float(got)
@@ -1303,7 +1367,9 @@ def verdicts(r: SoakResult) -> dict[str, list[str]]:
                 f"{len(v['reclassified'])} of {v['episodes_clean']} episodes, e.g. {v['reclassified'][:1]}")
         elif not v["equal"]:
             out["results"].append(f"{t}: live {v['live']} rows, clean {v['clean']}; only live {v['only_live'][:2]}, "
-                                  f"only clean {v['only_clean'][:2]}")
+                                  f"only clean {v['only_clean'][:2]}"
+                                  + "".join(f"; the lake around {e['key']} from {e['start']}: {e}"
+                                            for e in v.get("evidence", [])))
         if t in ("lag_trends", "status") and v["live"] == 0:
             out["results"].append(f"{t}: no rows at all")
     c = r.commits
@@ -1385,7 +1451,7 @@ def report(r: SoakResult, command: str) -> str:
              "the fault's end (for a kill: the restart), the first successful sweep that started after it (from "
              "the lake's `sweeps`); analytics back within one analytics interval: after a kill or an engine kill, "
              "the first results written (a new Spark session, its first step done); after the faults that leave the "
-             "steps going, the first step that began after the fault (its files are named after the lake it read; "
+             "steps going, the first step that began after the fault and read the lake past it (the analytics' trace; "
              f"+{SWEEP_JITTER_S:g} s); the receiver: its backlog delivered within one alerts interval.",
              "",
              "| fault | injected | lasted s | sweeps back s (≤ interval) | analytics back s (≤ interval) | "

@@ -396,6 +396,15 @@ class AnalyticsLoop(_Periodic):
             now, held=held, tails=self.tail_watermarks() if self.tail_watermarks is not None else None,
             tail_wait_s=self.tail_wait_s)
         until = end.until
+        # the provisional step's end: the minute in progress, less a sweep that may still be being
+        # written; held sweeps stop it too, the tails do not (it is replaced by the full step)
+        pre_until = min(held if held is not None and held < now else now,
+                        now - dt.timedelta(seconds=self.provisional_settle_s))
+        # one line per step in the trace (Spark's log folder), also when a step writes nothing:
+        # when each step began and where it stopped (the soak times the recoveries from it)
+        trace.info("analytics step began %s: full step until %s%s, provisional until %s", now.isoformat(),
+                   until.isoformat(), f" ({end.bound_by})" if end.bound_by else "",
+                   pre_until.isoformat() if self.provisional else "-")
         if end.bound_by.startswith("tail"):
             log.debug("analytics: the full step stops at %s (%s)", until.isoformat(),
                       "waited for the tail as long as it may" if end.overdue else f"the {end.bound_by}'s watermark")
@@ -406,11 +415,8 @@ class AnalyticsLoop(_Periodic):
                                       until=until, since=now - dt.timedelta(seconds=self.backfill_s))
             if self.provisional:
                 # the minute in progress, at once: replaced by the full step that covers it
-                # (held sweeps stop it too; the tails do not: it is replaced by the full step)
                 run_provisional(self._session(), self.lake, self.results, settings=self.settings,
-                                history_points=self.history_points,
-                                until=min(held if held is not None and held < now else now,
-                                          now - dt.timedelta(seconds=self.provisional_settle_s)))
+                                history_points=self.history_points, until=pre_until)
         except Exception as exc:
             if self.stopping.is_set():
                 raise

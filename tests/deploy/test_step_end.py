@@ -123,6 +123,36 @@ def test_held_sweeps_still_stop_both_steps(tmp_path: Path, stubbed: list[tuple[s
     assert loop.last_end.bound_by == "sweeps held"
 
 
+def test_each_step_traces_its_start_and_where_its_steps_stop(
+        tmp_path: Path, stubbed: list[tuple[str, dt.datetime]]) -> None:
+    # one line per step in the analytics' trace, written before the step runs (a step that writes
+    # no file, or fails, has one too): the soak times the recoveries from it
+    loop = _loop(tmp_path, {"soak": _s(7)}, complete_before=lambda: _s(40))
+    lines: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    trace = logging.getLogger("lagscope.analytics.trace")
+    keep, level = Keep(), trace.level
+    trace.addHandler(keep)  # its own handler: the trace does not propagate once a session has run
+    trace.setLevel(logging.INFO)
+    try:
+        loop.step()
+        loop.complete_before = None
+        loop.step()
+    finally:
+        trace.removeHandler(keep)
+        trace.setLevel(level)
+    assert lines == [
+        f"analytics step began {NOW.isoformat()}: full step until {_s(40).isoformat()} (sweeps held), "
+        f"provisional until {_s(40).isoformat()}",
+        f"analytics step began {NOW.isoformat()}: full step until {_s(7).isoformat()} (tail soak), "
+        f"provisional until {_s(5).isoformat()}",
+    ]
+
+
 def test_lagscope_run_wires_the_collectors_tails_into_the_analytics(tmp_path: Path) -> None:
     from lagscope.config import load_config
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
+import pytest
 from helpers.benchmarks import load_benchmark
 
 soak = load_benchmark("soak")
@@ -94,20 +96,35 @@ def test_memtrace_summarises_what_grew_per_hour() -> None:
     assert memtrace.growth_table(samples[:1]) == []
 
 
-def _watcher(files: dict[str, float]) -> object:
-    w = soak.Watcher(Path("/nowhere"), None, [])  # type: ignore[arg-type]
+def _watcher(files: dict[str, float], results: Path = Path("/nowhere")) -> object:
+    w = soak.Watcher(results, None, [])  # type: ignore[arg-type]
     w.files = files
     return w
 
 
-def test_the_end_waits_for_the_last_faults_recovery_and_no_longer_than_its_bound() -> None:
+def _iso(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).isoformat()
+
+
+def _trace_step(results: Path, began: float, full_until: float, pre_until: float | None, bound: str = "") -> None:
+    """The line lagscope run's analytics loop writes to its trace at each step's start."""
+    log = results / "_logs" / "pyspark.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as f:
+        f.write(f"2026-11-28 00:51:03,800 INFO lagscope.analytics.trace: analytics step began {_iso(began)}: "
+                f"full step until {_iso(full_until)}{f' ({bound})' if bound else ''}, provisional until "
+                f"{'-' if pre_until is None else _iso(pre_until)}\n")
+
+
+def test_the_end_waits_for_the_last_faults_recovery_and_no_longer_than_its_bound(tmp_path: Path) -> None:
     # the record's case: bad files dropped 51 s before the planned end; their step began 18 s
     # after them and had not written its files when the run ended: the recovery went unmeasured
     interval = 30.0
     fault = soak.FaultRecord("bad_files", 1000.0, 1000.0)
     dropped = [{"path": "/x", "at": 1000.0}, {"path": "/y", "at": 1000.0}]
     files: dict[str, float] = {"/r/inc-1-2-00000.parquet": 990.0}
-    w = _watcher(files)
+    w = _watcher(files, tmp_path)
+    _trace_step(tmp_path, 985.0, 960.0, 980.0)  # a step before the fault
 
     def seen(f: soak.FaultRecord) -> bool:
         return soak.recovery_seen(f, w.first_result_after, lambda t: w.first_step_after(t, 5.0), dropped)
@@ -118,9 +135,9 @@ def test_the_end_waits_for_the_last_faults_recovery_and_no_longer_than_its_bound
     for d in dropped:
         d["quarantined_at"] = 1018.0
     assert soak.end_wait([fault], seen, interval, now=1060.0) == bound
-    # its provisional step's files (named after the lake it read, 18 s after the fault, less the
-    # 5-s settle) are written: seen, the end does not wait
-    files["/r/pre-1795809600000-1013000-00000.parquet"] = 1062.0
+    # a step began 18 s after the fault (its provisional end 5 s before that: the settle): seen,
+    # the end does not wait
+    _trace_step(tmp_path, 1018.0, 960.0, 1013.0)
     assert soak.end_wait([fault], seen, interval, now=1063.0) is None
     # a recovery never seen: the wait ends at the bound (the verdict then says it was not seen)
     assert soak.end_wait([soak.FaultRecord("broker", 1100.0, 1116.0)], seen, interval, now=1150.0) == \
@@ -128,9 +145,10 @@ def test_the_end_waits_for_the_last_faults_recovery_and_no_longer_than_its_bound
     assert soak.end_wait([soak.FaultRecord("broker", 1100.0, 1116.0)], seen, interval, now=1186.0) is None
 
 
-def test_after_a_kill_the_end_waits_for_the_new_engines_first_results() -> None:
+def test_after_a_kill_the_end_waits_for_the_new_engines_first_results(tmp_path: Path) -> None:
     files: dict[str, float] = {"/r/pre-1-900000-00000.parquet": 901.0}
-    w = _watcher(files)
+    w = _watcher(files, tmp_path)
+    _trace_step(tmp_path, 1010.0, 960.0, 1005.0)  # a step began: not what a kill's recovery waits for
 
     def seen(f: soak.FaultRecord) -> bool:
         return soak.recovery_seen(f, w.first_result_after, lambda t: w.first_step_after(t, 5.0), [])
@@ -154,3 +172,58 @@ def test_the_plan_is_not_lengthened_by_the_end_wait() -> None:
         at += p.duration_s + opts.analytics_interval_s + 5.0
     assert receiver is not None
     assert receiver.at_s + receiver.duration_s <= opts.minutes * 60.0
+
+
+def test_a_step_began_is_seen_from_its_trace_also_when_it_wrote_no_provisional_file(tmp_path: Path) -> None:
+    # CI's case: steps at 3.8 s past each minute; their full step reached the minute's start, past
+    # the provisional end (the start less the 5-s settle), so they wrote no provisional file and a
+    # recovery read from those files waited for the step after (40 s for a broker outage)
+    w = _watcher({}, tmp_path)
+    minute = 1_795_827_060.0
+    fault_end = minute - 6.3
+    _trace_step(tmp_path, minute - 26.2, minute - 60.0, minute - 31.2, "tail soak")
+    _trace_step(tmp_path, minute + 3.8, minute, minute - 1.2)
+    _trace_step(tmp_path, minute + 33.8, minute, minute + 28.8)
+    assert w.first_step_after(fault_end, 5.0) == pytest.approx(minute + 3.8)  # type: ignore[attr-defined]
+
+
+def test_a_step_stopped_at_sweeps_held_since_before_the_fault_has_not_recovered(tmp_path: Path) -> None:
+    # the lake's disk full: sweeps held in memory from 990 on; the step at 1012 reads to 990 only
+    w = _watcher({}, tmp_path)
+    _trace_step(tmp_path, 1012.0, 990.0, 990.0, "sweeps held")
+    assert w.first_step_after(1000.0, 5.0) is None  # type: ignore[attr-defined]
+    _trace_step(tmp_path, 1042.0, 990.0, 1037.0)
+    assert w.first_step_after(1000.0, 5.0) == pytest.approx(1042.0)  # type: ignore[attr-defined]
+    # without provisional steps a step counts from its start
+    _trace_step(tmp_path, 1030.0, 1020.0, None)
+    assert w.first_step_after(1000.0, 5.0) == pytest.approx(1030.0)  # type: ignore[attr-defined]
+
+
+def test_a_differing_anomaly_comes_with_what_the_lake_held_of_its_partition(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    t0 = dt.datetime(2026, 11, 28, 0, 50, 37, 98000, tzinfo=dt.UTC)
+
+    def write(table: str, ts: str, rows: list[dict[str, object]]) -> None:
+        folder = tmp_path / "lake" / table / f"cluster={soak.CLUSTER}" / "date=2026-11-28"
+        folder.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_pylist(rows), folder / "f.parquet")
+
+    key = {"group_id": "audit", "topic": "payments", "partition": 0}
+    write("offsets", "sweep_ts", [
+        {"sweep_ts": t0 + dt.timedelta(seconds=s), **key, "committed_offset": 10, "log_end_offset": 30,
+         "member_id": "m1"} for s in (0, 20, 300)] + [
+        {"sweep_ts": t0, **key, "partition": 1, "committed_offset": 1, "log_end_offset": 1, "member_id": "m1"}])
+    write("commits", "commit_ts", [
+        {"commit_ts": t0 + dt.timedelta(seconds=21), **key, "committed_offset": 12, "source_offset": 7},
+        {"commit_ts": None, **key, "committed_offset": None, "source_offset": 8}])  # a tombstone
+    _trace_step(tmp_path / "res", t0.timestamp() + 26.7, t0.timestamp() - 37.0, t0.timestamp() + 21.7)
+    got = soak.lake_evidence(tmp_path / "lake", tmp_path / "res" / "_logs" / "pyspark.log",
+                             {**key, "start_ts": t0})
+    assert got["key"] == "audit/payments/0"
+    assert [x.split(" ")[0] for x in got["sweeps"]] == ["00:50:37.098", "00:50:57.098"]  # not 5 min later
+    assert "committed_offset=10 log_end_offset=30 member_id=m1 (file written" in got["sweeps"][0]
+    assert len(got["commits"]) == 1
+    assert got["commits"][0].startswith("00:50:58.098 committed_offset=12 source_offset=7")
+    assert got["steps"] == ["00:51:03 (provisional until 00:50:58)"]
