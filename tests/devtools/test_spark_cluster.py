@@ -9,6 +9,7 @@ SparkContext with the rest of the test session.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import random
 import subprocess
 import sys
@@ -20,8 +21,9 @@ import pyarrow.parquet as pq
 import pytest
 from helpers.history import make_history
 
+from lagscope import s3a
 from lagscope.devtools.spark_standalone import ClusterState, StandaloneCluster, pid_alive, stop_recorded
-from lagscope.errors import SparkClusterError
+from lagscope.errors import JarsUnavailable, SparkClusterError
 from lagscope.lake import write_rows
 from lagscope.results import read
 from lagscope.schema import OFFSETS, RESULT_TABLES
@@ -29,13 +31,20 @@ from lagscope.schema import OFFSETS, RESULT_TABLES
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 LAGSCOPE = [sys.executable, "-m", "lagscope.cli"]
+S3A_READER = Path(__file__).resolve().parents[1] / "helpers" / "s3a_reader.py"
 T0 = dt.datetime(2026, 11, 20, 23, 50, tzinfo=dt.UTC)  # the sweeps cross midnight: two date partitions
 
 
 @pytest.fixture(scope="module")
-def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory, s3_server: Any) -> Iterator[StandaloneCluster]:
     cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-cluster"), workers=1, worker_cores=2)
-    cluster.start()
+    # the S3 server's keys in the daemons' environment, as a node's (spark-env.sh, a pod's env):
+    # the executors' s3a credential provider reads them there, never from Spark's configuration
+    with pytest.MonkeyPatch.context() as env:
+        for key, value in s3_server.credentials.items():
+            if value:
+                env.setenv(key, value)
+        cluster.start()
     try:
         yield cluster
     finally:
@@ -218,6 +227,11 @@ def test_check_on_a_lake_without_offsets_fails_clearly(tmp_path: Path) -> None:
 # results' loader, all on the real S3 server fixture
 # --------------------------------------------------------------------------------------------
 
+def _texts(table: Any, columns: list[str]) -> list[tuple[str, ...]]:
+    """The rows over ``columns``, each value as text (partition values and timestamps alike), sorted."""
+    return sorted(tuple(str(r[c]) for c in columns) for r in table.select(columns).to_pylist())
+
+
 def _collect_into(bucket_lake: str, storage: Any, bootstrap: str, out: Path, interval_s: float) -> Any:
     """Run the ``stall`` scenario while a collector sweeps its group into ``bucket_lake``;
     returns the run's result (its drawn schedule and t0)."""
@@ -304,3 +318,32 @@ def test_the_pipeline_on_object_storage_finds_the_stall(spark_cluster: Standalon
                 if s.name == "lagscope_anomalies_total" and s.labels.get("kind") == "stall"]
     assert {s.labels["group"] for s in exported} == {stalls[0]["group_id"]}
     assert sum(s.value for s in exported) == len(stalls)  # each stall the loader sees, counted once
+
+    # Spark's own s3a:// on the cluster's executors (the pinned hadoop-aws jars, shipped to them by
+    # spark.jars): a user's program writes a table to the bucket and reads every result table
+    # back, the same rows as pyarrow's read of the same objects
+    try:
+        s3a.jars()
+    except JarsUnavailable as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the s3a jars are missing in CI (scripts/setup.sh fetches them): {exc}")
+        pytest.skip(str(exc))
+    scratch = s3_server.url(f"{s3_prefix}/mine/numbers")
+    got = tmp_path / "s3a"
+    ran = subprocess.run([sys.executable, str(S3A_READER), str(config), results_url, scratch, str(got),
+                          spark_cluster.master_url], env={**spark_cluster.driver_env(), **creds},
+                         capture_output=True, text=True, timeout=600, check=False)
+    assert ran.returncode == 0, ran.stdout + ran.stderr[-4000:]
+    apps = [a["name"] for a in spark_cluster.status()["completedapps"] if a["state"] == "FINISHED"]
+    assert "lagscope-s3a-test" in apps  # its reads and writes ran on the cluster's executors
+    assert sorted(tuple(r.values()) for r in pq.read_table(got / "scratch.parquet").to_pylist()) == \
+        [(1, "one"), (2, "two"), (3, "three")]
+    for table in RESULT_TABLES:
+        want = read(out, table)
+        if not want.num_rows:
+            continue
+        columns = want.schema.names
+        for how in ("folder", "files"):
+            spark_read = pq.read_table(got / f"{table}.{how}.parquet")
+            assert sorted(spark_read.schema.names) == sorted(columns), (table, how)
+            assert _texts(spark_read, columns) == _texts(want, columns), (table, how)

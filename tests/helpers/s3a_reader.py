@@ -1,7 +1,7 @@
 """A user's Spark program over lagscope's bucket, run as its own process by tests/analytics/test_s3a.py
 (a new JVM: ``spark.jars`` is taken when the JVM starts, and the tests' shared session has none):
 
-    python tests/helpers/s3a_reader.py CONFIG RESULTS_URL SCRATCH_URL OUT_DIR
+    python tests/helpers/s3a_reader.py CONFIG RESULTS_URL SCRATCH_URL OUT_DIR [MASTER]
 
 The session is lagscope's (``build_session``) with the ``s3a://`` settings lagscope derives from
 CONFIG's ``storage`` section (``lagscope.s3a.spark_conf``). It writes a small table to
@@ -9,7 +9,9 @@ SCRATCH_URL through ``s3a://`` and reads it back, then reads every result table 
 RESULTS_URL through ``s3a://`` twice: the table's folder as a user names it, and the files
 lagscope's readers take (``lagscope.results.object_files``). Each read is written to OUT_DIR as a
 local Parquet file (``<name>.parquet``) for the test to compare with pyarrow's read of the same
-objects; OUT_DIR/conf.json holds the session's s3a settings.
+objects; OUT_DIR/conf.json holds the session's s3a settings. MASTER (default ``local[2]``): a
+standalone cluster's ``spark://…`` runs the reads and writes on its executors (the connector's
+jars shipped to them by ``spark.jars``, the keys from their own environment).
 """
 
 from __future__ import annotations
@@ -26,12 +28,12 @@ from lagscope.config import load_config
 from lagscope.storage import open_store
 
 
-def main(config: str, results_url: str, scratch_url: str, out_dir: str) -> None:
+def main(config: str, results_url: str, scratch_url: str, out_dir: str, master: str = "local[2]") -> None:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     settings = load_config(Path(config))
     conf = s3a.spark_conf(settings.storage)
-    spark = build_session("local[2]", app_name="lagscope-s3a-test", shuffle_partitions=2, extra_conf=conf)
+    spark = build_session(master, app_name="lagscope-s3a-test", shuffle_partitions=2, extra_conf=conf)
     try:
         # partition values as the folders spell them (a cluster named "01" stays a string)
         spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
@@ -56,4 +58,4 @@ def main(config: str, results_url: str, scratch_url: str, out_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    main(*sys.argv[1:6])
