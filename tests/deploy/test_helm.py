@@ -608,7 +608,8 @@ def test_the_outbox_moves_off_the_lake_claim_once_with_its_wal(tmp_path: Path) -
     script, old, new = init["args"][2:]
     assert old == str(lake / "alerts-outbox.sqlite")
     assert new == pod["containers"][0]["args"][pod["containers"][0]["args"].index("--outbox") + 1]
-    assert {m["name"]: m["mountPath"] for m in init["volumeMounts"]} == {"lake": str(lake), "outbox": str(new_dir)}
+    assert {m["name"]: m["mountPath"] for m in init["volumeMounts"]} == {"lake": str(lake), "outbox": str(new_dir),
+                                                                         "tmp": "/tmp"}
     # the old outbox as a SIGKILL leaves it: its last transactions in the WAL only
     killed = tmp_path / "killed"
     killed.mkdir()
