@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +172,14 @@ def test_validators_reject_broken_manifests(full: list[dict[str, Any]], kind: st
          "additional properties 'accessKey' not allowed"),
         (["--set", "objectStore.enabled=true,objectStore.bucket=bucket-1,objectStore.endpoint=minio:9000"],
          "objectStore/endpoint"),
+        # the outbox's claim: a Kubernetes quantity, one writer, an absolute mount of its own
+        (["--set", "collector.outbox.persistence.size=lots"], "collector/outbox/persistence/size"),
+        (["--set-json", 'collector.outbox.persistence.accessModes=["ReadWriteMany"]'],
+         "collector/outbox/persistence/accessModes"),
+        (["--set", "collector.outbox.mountPath=outbox"], "collector/outbox/mountPath"),
+        (["--set", "collector.outbox.persistence.enabeld=true"], "additional properties 'enabeld' not allowed"),
+        (["--set-json", 'config.alerts.routes=[{"name":"a","url":"https://h.example.org"}]',
+          "--set", "collector.outbox.mountPath=/var/lib/lagscope/"], "must differ from lake.mountPath"),
     ],
 )
 def test_bad_values_fail_the_render_with_a_clear_message(args: list[str], message: str) -> None:
@@ -459,24 +468,179 @@ def test_the_cronjob_gives_spark_s3a_as_lagscope_spark_s3a_conf_does(tmp_path: P
     assert f"LAGSCOPE_S3A_JARS={IMAGE_S3A_JARS}" in dockerfile
 
 
+ROUTES = {"alerts": {"routes": [{"name": "a", "url": "https://h.example.org"}]}}
+BUCKET = {"enabled": True, "bucket": "bucket-1", "prefix": "kafka", "credentials": "env"}
+
+
+def _collector_pod(docs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    collector = next(d for d in by_kind(docs, "Deployment") if d["metadata"]["name"].endswith("collector"))
+    return collector, _pod(collector)["spec"]
+
+
+def _outbox_volume(pod: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The --outbox file of the collector and the volume it is on (the deepest mount above it)."""
+    container = pod["containers"][0]
+    args = container["args"]
+    outbox = args[args.index("--outbox") + 1]
+    mounts = [m for m in container["volumeMounts"] if outbox.startswith(m["mountPath"].rstrip("/") + "/")]
+    assert mounts, f"the outbox {outbox} is on no volume (the root filesystem is read-only)"
+    mount = max(mounts, key=lambda m: len(m["mountPath"]))
+    return outbox, next(v for v in pod["volumes"] if v["name"] == mount["name"])
+
+
 def test_bucket_with_alert_routes_runs_the_collector_and_alerts_with_a_local_outbox(tmp_path: Path) -> None:
     """objectStore and config.alerts.routes: the collector pod runs `lagscope run` with the
-    collector and alerts parts on the bucket's results, its outbox a file on the pod's own volume
-    (never in the bucket)."""
-    values = {"objectStore": {"enabled": True, "bucket": "bucket-1", "prefix": "kafka", "credentials": "env"},
-              "lake": {"persistence": {"enabled": False}},
-              "config": {"alerts": {"routes": [{"name": "a", "url": "https://h.example.org"}]}}}
+    collector and alerts parts on the bucket's results, its outbox a local file (never in the
+    bucket) on its own claim, which outlives the pod."""
+    values = {"objectStore": BUCKET, "lake": {"persistence": {"enabled": False}}, "config": ROUTES}
     docs = render(tmp_path, values)
-    collector = next(d for d in by_kind(docs, "Deployment") if d["metadata"]["name"].endswith("collector"))
-    pod = _pod(collector)["spec"]
+    collector, pod = _collector_pod(docs)
     args = pod["containers"][0]["args"]
     assert args[:4] == ["lagscope", "run", "--config", "/etc/lagscope/lagscope.yaml"]
     assert [args[i + 1] for i, a in enumerate(args) if a == "--component"] == ["collector", "alerts"]
     assert args[args.index("--results") + 1] == "s3://bucket-1/kafka/results"
-    outbox = args[args.index("--outbox") + 1]
+    outbox, volume = _outbox_volume(pod)
     assert not outbox.startswith("s3://")
-    mounts = {m["mountPath"]: m["name"] for m in pod["containers"][0]["volumeMounts"]}
-    volumes = {v["name"]: v for v in pod["volumes"]}
-    mount = next(p for p in mounts if outbox.startswith(p + "/"))
-    assert "emptyDir" in volumes[mounts[mount]]  # the pod's own volume: no PVC, no bucket
+    assert volume["persistentVolumeClaim"]["claimName"] == "rel-lagscope-outbox"
+    assert [c["metadata"]["name"] for c in by_kind(docs, "PersistentVolumeClaim")] == ["rel-lagscope-outbox"]
+    assert "initContainers" not in pod  # no lake claim, so no earlier outbox to move
+    assert collector["spec"]["strategy"] == {"type": "Recreate"}
+    assert [e for e in map(core_errors, docs) if e] == []
     _cli_parses(args[1:])
+
+
+@pytest.mark.parametrize("lake", ["volume", "bucket"])
+def test_alert_routes_put_the_outbox_on_its_own_read_write_once_claim(tmp_path: Path, lake: str) -> None:
+    """With routes the outbox is on a claim of its own, whether the lake is a claim or a bucket:
+    ReadWriteOnce with the size and class asked for, mounted in the collector only, --outbox
+    inside that mount; the collector is Recreate'd (one replica), so one pod writes it."""
+    values: dict[str, Any] = {"config": ROUTES, "collector": {"outbox": {
+        "mountPath": "/data/outbox", "persistence": {"size": "2Gi", "storageClass": "fast-ssd"}}}}
+    if lake == "bucket":
+        values["objectStore"] = BUCKET
+    docs = render(tmp_path, values)
+    claims = {c["metadata"]["name"]: c for c in by_kind(docs, "PersistentVolumeClaim")}
+    assert sorted(claims) == (["rel-lagscope-lake", "rel-lagscope-outbox"] if lake == "volume"
+                              else ["rel-lagscope-outbox"])
+    spec = claims["rel-lagscope-outbox"]["spec"]
+    assert spec == {"accessModes": ["ReadWriteOnce"], "storageClassName": "fast-ssd",
+                    "resources": {"requests": {"storage": "2Gi"}}}
+    assert claims["rel-lagscope-outbox"]["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    collector, pod = _collector_pod(docs)
+    assert collector["spec"]["replicas"] == 1
+    assert collector["spec"]["strategy"] == {"type": "Recreate"}
+    outbox, volume = _outbox_volume(pod)
+    assert outbox == "/data/outbox/alerts-outbox.sqlite"
+    assert volume == {"name": "outbox", "persistentVolumeClaim": {"claimName": "rel-lagscope-outbox"}}
+    # the other pods do not mount it (a ReadWriteOnce claim would pin them to the collector's node)
+    for doc in [*by_kind(docs, "Deployment"), *by_kind(docs, "CronJob")]:
+        if doc is not collector:
+            assert "rel-lagscope-outbox" not in str(_pod(doc)["spec"]["volumes"])
+    assert [e for e in map(core_errors, docs) if e] == []
+    _cli_parses(pod["containers"][0]["args"][1:])
+
+
+def test_an_existing_claim_is_the_outbox_volume_as_is(tmp_path: Path) -> None:
+    values = {"config": ROUTES, "collector": {"outbox": {"persistence": {"existingClaim": "my-outbox"}}}}
+    docs = render(tmp_path, values)
+    assert [c["metadata"]["name"] for c in by_kind(docs, "PersistentVolumeClaim")] == ["rel-lagscope-lake"]
+    _, pod = _collector_pod(docs)
+    outbox, volume = _outbox_volume(pod)
+    assert volume["persistentVolumeClaim"] == {"claimName": "my-outbox"}
+    assert outbox == "/var/lib/lagscope-outbox/alerts-outbox.sqlite"
+
+
+@pytest.mark.parametrize("lake", ["volume", "bucket"])
+def test_outbox_persistence_disabled_keeps_the_outbox_under_the_lake_mount(tmp_path: Path, lake: str) -> None:
+    """collector.outbox.persistence.enabled=false: the render before the outbox had a claim, the
+    file under lake.mountPath: on the lake's claim, or with a bucket on the pod's emptyDir."""
+    values: dict[str, Any] = {"config": ROUTES, "collector": {"outbox": {"persistence": {"enabled": False}}}}
+    if lake == "bucket":
+        values["objectStore"] = BUCKET
+    docs = render(tmp_path, values)
+    assert "rel-lagscope-outbox" not in [c["metadata"]["name"] for c in by_kind(docs, "PersistentVolumeClaim")]
+    _, pod = _collector_pod(docs)
+    outbox, volume = _outbox_volume(pod)
+    assert outbox == "/var/lib/lagscope/alerts-outbox.sqlite"
+    assert volume["name"] == "lake"
+    if lake == "bucket":
+        assert volume == {"name": "lake", "emptyDir": {}}
+    else:
+        assert volume["persistentVolumeClaim"] == {"claimName": "rel-lagscope-lake"}
+    assert "outbox" not in [v["name"] for v in pod["volumes"]]
+    assert "initContainers" not in pod
+    _cli_parses(pod["containers"][0]["args"][1:])
+
+
+def test_without_routes_there_is_no_outbox(tmp_path: Path) -> None:
+    for values in ({}, {"objectStore": BUCKET}):
+        docs = render(tmp_path, values)
+        assert "rel-lagscope-outbox" not in [c["metadata"]["name"] for c in by_kind(docs, "PersistentVolumeClaim")]
+        _, pod = _collector_pod(docs)
+        assert "--outbox" not in pod["containers"][0]["args"]
+        assert "outbox" not in [v["name"] for v in pod["volumes"]]
+
+
+def _outbox_rows(path: Path) -> tuple[list[dict[str, object]], dict[str, Any]]:
+    from lagscope.alerts import Outbox
+
+    with Outbox(path) as box, box.transaction() as db:
+        states = Outbox.states_in(db)
+    with Outbox(path) as box:
+        return box.entries(), states
+
+
+def test_the_outbox_moves_off_the_lake_claim_once_with_its_wal(tmp_path: Path) -> None:
+    """Upgrading a release whose outbox was on the lake's claim: the collector's init container
+    (run here with the rendered script and paths) copies it onto the new claim with what its WAL
+    still held (a collector killed before a checkpoint), renames the old file, and does nothing
+    once the new outbox exists."""
+    from lagscope.alerts import Outbox
+
+    lake, new_dir = tmp_path / "lake", tmp_path / "outbox"
+    lake.mkdir()
+    new_dir.mkdir()
+    docs = render(tmp_path, {"config": ROUTES, "lake": {"mountPath": str(lake)},
+                             "collector": {"outbox": {"mountPath": str(new_dir)}}})
+    _, pod = _collector_pod(docs)
+    (init,) = pod["initContainers"]
+    assert init["args"][:2] == ["python", "-c"]
+    script, old, new = init["args"][2:]
+    assert old == str(lake / "alerts-outbox.sqlite")
+    assert new == pod["containers"][0]["args"][pod["containers"][0]["args"].index("--outbox") + 1]
+    assert {m["name"]: m["mountPath"] for m in init["volumeMounts"]} == {"lake": str(lake), "outbox": str(new_dir),
+                                                                         "tmp": "/tmp"}
+    # the old outbox as a SIGKILL leaves it: its last transactions in the WAL only
+    killed = tmp_path / "killed"
+    killed.mkdir()
+    box = Outbox(tmp_path / "live.sqlite")
+    with box.transaction() as db:
+        Outbox.enqueue_in(db, idempotency_key="k1", route="a", finding_key="orders/stall", state="firing",
+                          body=b"{}", now=100.0)
+        Outbox.set_state_in(db, "orders/stall", "firing", 1, "{}", 100.0)
+    for suffix in ("", "-wal"):
+        (killed / f"alerts-outbox.sqlite{suffix}").write_bytes((tmp_path / f"live.sqlite{suffix}").read_bytes())
+    box.close()
+    (tmp_path / "main-only").mkdir()
+    (tmp_path / "main-only" / "o.sqlite").write_bytes((killed / "alerts-outbox.sqlite").read_bytes())
+    assert _outbox_rows(tmp_path / "main-only" / "o.sqlite")[0] == []  # the rows are in the WAL only
+    for suffix in ("", "-wal"):
+        (lake / f"alerts-outbox.sqlite{suffix}").write_bytes((killed / f"alerts-outbox.sqlite{suffix}").read_bytes())
+    expected = _outbox_rows(killed / "alerts-outbox.sqlite")
+    assert [e["idempotency_key"] for e in expected[0]] == ["k1"]
+
+    def move() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", script, old, new], capture_output=True, text=True,
+                              timeout=60, check=True)
+
+    assert "moved" in move().stdout
+    assert not Path(old).exists()
+    assert Path(old + ".moved").exists()
+    assert _outbox_rows(Path(new)) == expected
+    # the next start: the new outbox exists, nothing is moved, even if an old file is there again
+    with Outbox(new) as box, box.transaction() as db:
+        Outbox.set_state_in(db, "orders/stall", "resolved", 1, "{}", 200.0)
+    Path(old).write_bytes(b"")
+    assert move().stdout == ""
+    assert Path(old).read_bytes() == b""
+    assert _outbox_rows(Path(new))[1]["orders/stall"].state == "resolved"

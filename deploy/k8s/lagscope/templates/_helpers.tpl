@@ -81,6 +81,30 @@ app.kubernetes.io/component: {{ index . 1 }}
 {{- if and .Values.lake.persistence.enabled (not .Values.objectStore.enabled) -}}true{{- end -}}
 {{- end -}}
 
+{{/* whether the collector runs the alerts part: config.alerts has routes */}}
+{{- define "lagscope.alerts" -}}
+{{- if dig "alerts" "routes" list .Values.config -}}true{{- end -}}
+{{- end -}}
+
+{{/* whether the alerts' outbox is on its own claim (collector.outbox.persistence) */}}
+{{- define "lagscope.outboxVolume" -}}
+{{- if and (include "lagscope.alerts" .) .Values.collector.outbox.persistence.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{- define "lagscope.outboxClaim" -}}
+{{- default (printf "%s-outbox" (include "lagscope.fullname" .)) .Values.collector.outbox.persistence.existingClaim -}}
+{{- end -}}
+
+{{/* the outbox file: on its claim, else under the lake's mount (the lake's claim, or the pod's
+     emptyDir with a bucket) where `lagscope run` puts it by default beside the results */}}
+{{- define "lagscope.outboxFile" -}}
+{{- if include "lagscope.outboxVolume" . -}}
+{{- printf "%s/alerts-outbox.sqlite" .Values.collector.outbox.mountPath -}}
+{{- else -}}
+{{- printf "%s/alerts-outbox.sqlite" .Values.lake.mountPath -}}
+{{- end -}}
+{{- end -}}
+
 {{/* environment of every lagscope container */}}
 {{- define "lagscope.env" -}}
 - name: LAGSCOPE_COLLECTOR__LAKE
