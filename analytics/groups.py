@@ -57,6 +57,19 @@ midpoint of the two records (with the commit stream: the surviving members' revo
 its end B's record, its cause from the member sets (new members: ``join``), and its
 ``messages_accumulated`` null.
 
+**Carried records** (:func:`generation_state`, :func:`with_carried_records`): a step reads the
+``group_events`` of its UTC days only (from its start's day on, whole), so the record in force at
+a window's A, or the one that ends it, may be on an earlier day than the step's start (a group
+whose last generation change is from yesterday; a rebalance across midnight). The state part
+``generations`` carries what the next step's windows read of the records: per group, the latest
+record at or before its last settled member sweep (any window's A is at or after it) and every
+record after that sweep (the generations of a rebalance still open: the record that ends it,
+those no sweep saw) written before the step's end (a later one is among the next step's own); of
+a group swept within the horizon (``forget_after_s``) only, and of the records after its last
+settled sweep those within the horizon. The per-group pass takes a group's carried records older
+than its first record of the step (the step reads the later ones again) before its own: the
+windows, timeouts and held stalls of the steps are those of one pass.
+
 **Partitions moved**: B's partitions whose owner (instance id, else member id) is not A's.
 **Messages accumulated**: max(0, group lag at B − at A), the group lag Σ lag of the sweep's rows
 (each partition once); null when either is unknown (a window from the records alone has no
@@ -252,13 +265,18 @@ class GroupInputs:
     advances: pa.Table | None = None
     capacities: pa.Table | None = None
     outages: pa.Table | None = None
+    #: the state part ``generations`` carried in (module doc, **Carried records**)
+    carried_generations: pa.Table | None = None
+    #: the step's end (epoch s): the carried records are those before it; None: no end
+    until: float | None = None
 
 
 @dataclass
 class GroupOutputs:
     """The ``rebalances`` rows (:data:`REBALANCE_SCHEMA`), the anomalies (the input's columns:
     those a rebalance explains dropped, storms added) and the next state parts ``msweeps``
-    (:data:`MSWEEP_SCHEMA`) and ``recent_rebalances`` (:data:`RECENT_SCHEMA`)."""
+    (:data:`MSWEEP_SCHEMA`), ``recent_rebalances`` (:data:`RECENT_SCHEMA`), ``outages`` and
+    ``generations`` (:data:`GENERATION_STATE_SCHEMA`)."""
 
     rebalances: pa.Table
     anomalies: pa.Table
@@ -267,6 +285,7 @@ class GroupOutputs:
     starved: pa.Table = field(default_factory=lambda: STARVED_SCHEMA.empty_table())
     held: pa.Table = field(default_factory=lambda: HELD_SCHEMA.empty_table())
     outages: pa.Table = field(default_factory=lambda: OUTAGE_SCHEMA.empty_table())
+    generations: pa.Table = field(default_factory=lambda: GENERATION_STATE_SCHEMA.empty_table())
 
 
 # --------------------------------------------------------------------------------------------
@@ -305,6 +324,17 @@ def _codes(keys: pa.Array, groups: pa.Array) -> tuple[_I, _B]:
     """Each key's index in ``groups`` and whether it is there."""
     idx, ok = longs(pc.index_in(keys, value_set=groups))
     return idx, ok
+
+
+def _is_in(col: pa.ChunkedArray | pa.Array, values: pa.Array) -> _B:
+    """Whether each row's string is one of ``values`` (null: no); a dictionary column's values
+    are looked up once each."""
+    c = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if pa.types.is_dictionary(c.type):
+        hit = np.append(np.asarray(pc.is_in(c.dictionary.cast(pa.string()), value_set=values).fill_null(False),
+                                   dtype=bool), False)
+        return hit[np.asarray(c.indices.fill_null(len(c.dictionary)), dtype=np.int64)]
+    return np.asarray(pc.is_in(c.cast(pa.string()), value_set=values).fill_null(False), dtype=bool)
 
 
 def _tp(topic: pa.Array, partition: pa.Array) -> pa.Array:
@@ -412,6 +442,11 @@ GENERATION_SCHEMA = pa.schema([
 ])
 
 
+#: the state part ``generations`` (module doc, **Carried records**): records, and ``seen_t`` the
+#: group's last sweep (offsets or members row, s)
+GENERATION_STATE_SCHEMA: pa.Schema = pa.schema([*GENERATION_SCHEMA, pa.field("seen_t", pa.float64())])
+
+
 def generation_records(group_events: pa.Table) -> pa.Table:
     """``group_events`` → the records the windows use (:data:`GENERATION_SCHEMA`), ``gen_t`` the
     record time (s):
@@ -477,6 +512,74 @@ def generation_records(group_events: pa.Table) -> pa.Table:
         "member_ids": pc.if_else(none, pa.nulls(n, member_ids.type), member_ids),
         "instances": pc.if_else(none, pa.nulls(n, instances.type), instances),
         "owners": pc.if_else(none, pa.nulls(n, owners.type), owners)}, schema=GENERATION_SCHEMA)
+
+
+def with_carried_records(gens: pa.Table, carried: pa.Table | None) -> pa.Table:
+    """The step's generation records ``gens`` (:data:`GENERATION_SCHEMA`) with, before them, each
+    group's carried ones (state part ``generations``) older than the group's first record in
+    ``gens``: the step reads the ``group_events`` of its days whole, so a carried record of one of
+    those days is among its own (module doc, **Carried records**)."""
+    if carried is None or not carried.num_rows:
+        return gens
+    c = carried.select(GENERATION_SCHEMA.names).cast(GENERATION_SCHEMA)
+    if gens.num_rows:
+        own = _gkey(gens)
+        groups = pc.unique(own)
+        code, _ = _codes(own, groups)
+        first = np.full(len(groups), np.inf)
+        np.fmin.at(first, code, np.asarray(gens.column("gen_t"), dtype=np.float64))
+        cc, ok = _codes(_gkey(c), groups)
+        ct = np.asarray(c.column("gen_t"), dtype=np.float64)
+        c = c.filter(pa.array(~ok | (ct < first[np.where(ok, cc, 0)])))
+    return pa.concat_tables([c, gens.select(GENERATION_SCHEMA.names).cast(GENERATION_SCHEMA)]) if c.num_rows else gens
+
+
+def generation_state(gens: pa.Table, sw: _Sweeps, series: pa.Table, carried: pa.Table | None, *,
+                     until: float | None, horizon_s: float) -> pa.Table:
+    """The state part ``generations`` (:data:`GENERATION_STATE_SCHEMA`; module doc, **Carried
+    records**) from ``gens`` (the step's records with the carried ones,
+    :func:`with_carried_records`): of each group whose last sweep (``series``' rows, member sweeps
+    ``sw``, the carried ``seen_t``) is within ``horizon_s`` of ``until`` (the step's end, s; None:
+    no end, nothing forgotten), its records before ``until``: the latest at or before its last
+    settled member sweep (all of that time), and those after it within the horizon."""
+    if not gens.num_rows:
+        return GENERATION_STATE_SCHEMA.empty_table()
+    end = until if until is not None else math.inf
+    lo = end - horizon_s if until is not None else -math.inf
+    keys = _gkey(gens)
+    groups = pc.unique(keys)
+    g, _ = _codes(keys, groups)
+    ng = len(groups)
+    seen = np.full(ng, -np.inf)
+    settled = np.full(ng, -np.inf)
+    if len(sw.t):
+        sg, ok = _codes(sw.groups, groups)  # sw's group codes → these groups
+        at = sg[sw.g]
+        hit = ok[sw.g]
+        t = sw.t
+        np.fmax.at(seen, at[hit], t[hit])
+        s = hit & sw.settled
+        np.fmax.at(settled, at[s], t[s])
+    if series.num_rows:
+        # only the rows of groups with records (a step's series is most of its rows)
+        mine = series.filter(pa.array(_is_in(series.column("group_id"),
+                                             pc.unique(_plain(gens.column("group_id")).cast(pa.string())))))
+        if mine.num_rows:
+            rg, ok = _codes(_gkey(mine), groups)
+            rt = np.asarray(_plain(mine.column("t")).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
+            np.fmax.at(seen, rg[ok], rt[ok])
+    if carried is not None and carried.num_rows and "seen_t" in carried.column_names:
+        cg, ok = _codes(_gkey(carried), groups)
+        ct = np.asarray(_plain(carried.column("seen_t")).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
+        np.fmax.at(seen, cg[ok], ct[ok])
+    gt = np.asarray(gens.column("gen_t"), dtype=np.float64)
+    before = gt < end
+    at_or_before = before & (gt <= settled[g])
+    latest = np.full(ng, -np.inf)
+    np.fmax.at(latest, g[at_or_before], gt[at_or_before])
+    keep = (seen[g] >= lo) & before & ((at_or_before & (gt == latest[g])) | ((gt > settled[g]) & (gt >= lo)))
+    kept = gens.filter(pa.array(keep)).select(GENERATION_SCHEMA.names).cast(GENERATION_SCHEMA)
+    return kept.append_column("seen_t", pa.array(seen[g[keep]], pa.float64())).cast(GENERATION_STATE_SCHEMA)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1645,6 +1748,8 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
     fresh = member_sweeps(inp.members.select(list(MEMBER_COLUMNS)))
     sw = _sorted_sweeps(fresh, inp.carried_msweeps)
     gens = generation_records(inp.group_events) if inp.group_events is not None else None
+    if gens is not None:  # with the records of earlier days the step does not read (module doc)
+        gens = with_carried_records(gens, inp.carried_generations)
     windows = sweep_windows(sw)
     wanted = {w.g for w in windows}
     recs = _records(gens, sw.groups, wanted) if gens is not None and wanted else _Records({})
@@ -1772,7 +1877,10 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
                         outages=_outage_state(out_q, inp.series,
                                               max(OUTAGE_CARRY_S, min(p.stall_after_s, p.stop_after_s) + 1.0)),
                         recent_rebalances=storm_state(recent_in, is_state, count=p.storm_count,
-                                                      window_s=p.storm_window_s), starved=starved, held=held)
+                                                      window_s=p.storm_window_s), starved=starved, held=held,
+                        generations=generation_state(gens, sw, inp.series, inp.carried_generations, until=inp.until,
+                                                     horizon_s=p.forget_horizon_s()) if gens is not None else
+                        GENERATION_STATE_SCHEMA.empty_table())
 
 
 def _outage_state(outages: pa.Table, series: pa.Table, carry_s: float = OUTAGE_CARRY_S) -> pa.Table:

@@ -30,7 +30,9 @@ sweep row per partition with its running markers (``series``), the end-offset po
 needed for lag in seconds (``history``), the learned commit gaps and the Burrow entries
 (``gaps``, ``entries``, packed one value per partition), the last minute per partition
 (``minutes``), each group's member sweeps since its last settled one (``msweeps``), the
-rebalances of the storm window (``recent_rebalances``), the advice's evidence within the results'
+rebalances of the storm window (``recent_rebalances``), the rebalance outages of the last minutes
+(``outages``), each group's generation records from the one in force at its last settled sweep
+on (``generations``: a step reads the group records of its own days only), the advice's evidence within the results'
 retention window and each group's settings as last seen (``advice_evidence``, ``advice_groups``).
 """
 
@@ -84,7 +86,7 @@ log = logging.getLogger(__name__)
 LAKE_TABLES = ("offsets", "members", "commits", "group_events")
 #: the parts of a step's carried state (see the module doc)
 STATE_PARTS = ("series", "history", "gaps", "entries", "minutes", "msweeps", "recent_rebalances", "outages",
-               "advice_evidence", "advice_groups")
+               "generations", "advice_evidence", "advice_groups")
 RESULT_TABLES = ("lag_trends", "rebalances", "anomalies", "status", "advice")
 
 #: how far before an incremental step's start its commits reach (the commit before a step's

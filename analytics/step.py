@@ -560,7 +560,7 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
     grouped = groups.group_pass(groups.GroupInputs(
         members=inputs.members, series=series, carried_series=st.get("series"), carried_msweeps=st.get("msweeps"),
         recent_rebalances=st.get("recent_rebalances"), outages=st.get("outages"), group_events=inputs.group_events,
-        commits=inputs.commits,
+        commits=inputs.commits, carried_generations=st.get("generations"), until=as_of.timestamp(),
         anomalies=anomalies(anomaly_in, as_of), advances=advances, capacities=capacities), settings)
     tables = {
         "lag_trends": lag_trends(minutes),
@@ -629,6 +629,7 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
         "msweeps": grouped.msweeps,
         "recent_rebalances": grouped.recent_rebalances,
         "outages": grouped.outages,
+        "generations": grouped.generations,
         "advice_evidence": advised.evidence,
         "advice_groups": advised.groups,
     }

@@ -143,6 +143,49 @@ def test_incremental_step_after_midnight_reads_the_commit_lookback(spark: SparkS
     assertDataFrameEqual(rewinds, spark.createDataFrame([(at(m + 5), 150.0)], schema))
 
 
+@pytest.mark.timeout(1200)
+def test_a_step_after_midnight_has_the_generation_record_of_the_day_before(spark: SparkSession,
+                                                                          tmp_path: Path) -> None:
+    # midnight M (2026-01-02). Generation 1 ({m1, m2}; m2's 45-s session and 90-s rebalance
+    # timeout the group's largest) was written at M−30 min, in the previous day's partition; m2
+    # leaves at M+15 s (10 s after its last progress: within a quarter of its session, a leave),
+    # generation 2 ({m1}) at M+25 s. The step [M, M+60 s) reads the group records of its own day
+    # only: the record in force at the window's A (M+10 s) is carried from the step before, so the
+    # window's generation before is 1 and its timeouts generation 1's (a leave's bound: the
+    # rebalance timeout, 90 s; not generation 2's 20 s nor the default 300 s)
+    from lagscope.schema import GROUP_EVENTS
+
+    lake, inc = tmp_path / "lake", tmp_path / "inc"
+    m = 86400
+    drop = {"cluster", "date"}
+
+    def member(mid: str, session_s: int, rebalance_s: int, parts: list[int]) -> dict[str, object]:
+        return {"member_id": mid, "group_instance_id": None, "client_id": "c", "host": "h",
+                "session_timeout_ms": session_s * 1000, "rebalance_timeout_ms": rebalance_s * 1000,
+                "assignment": [{"topic": "t", "partition": p} for p in parts]}
+
+    for n, (t, gen, ms) in enumerate([(-1800, 1, [member("m1", 8, 20, [0]), member("m2", 45, 90, [1])]),
+                                      (25, 2, [member("m1", 8, 20, [0, 1])])]):
+        write_rows(lake, GROUP_EVENTS, "c", [{"group_id": "g", "record_type": "group_metadata", "generation": gen,
+                                              "members": ms, "record_ts": at(m + t), "source_partition": 0,
+                                              "source_offset": n, "value_version": 3}])
+    for t in range(-60, 51, 10):
+        state, mem = (("Stable", [("m1", None, [0]), ("m2", None, [1])]) if t <= 10 else
+                      ("PreparingRebalance", [("m1", None, [0])]) if t == 20 else ("Stable", [("m1", None, [0, 1])]))
+        p1 = "m2" if t <= 10 else None if t == 20 else "m1"
+        write_rows(lake, OFFSETS, "c", [{k: v for k, v in r.items() if k not in drop}
+                                        for r in [*offsets_rows([(m + t, 10 * t + 990, 10 * t + 1000, 0, "m1")]),
+                                                  *offsets_rows([(m + t, 10 * t + 990, 10 * t + 1000, 0, p1)],
+                                                                partition=1)]])
+        write_rows(lake, MEMBERS, "c", [{k: v for k, v in r.items() if k not in drop}
+                                        for r in members_rows([(m + t, state, None, mem)])])
+    run_incremental(spark, lake, inc, settings=SETTINGS, since=at(m - 60), until=at(m))
+    run_incremental(spark, lake, inc, settings=SETTINGS, until=at(m + 60))
+    got = [(r["cause"], r["generation_before"], r["generation_after"], r["bound_s"])
+           for r in _read(spark, inc, "rebalances").collect()]
+    assert got == [("leave", 1, 2, 90.0)]
+
+
 def test_a_step_is_a_handful_of_spark_jobs_whatever_its_history(spark: SparkSession, tmp_path: Path) -> None:
     # route → one shuffle → the passes, plus the placement lookup the first time a bucket count
     # is seen: counted with Spark's status tracker, for a first step and for a
