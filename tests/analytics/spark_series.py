@@ -49,6 +49,7 @@ STATE_MARKERS: dict[str, T.DataType] = {
     "m_commit_t": T.DoubleType(),   # time of the last commit record (commit stream) up to the row
     "m_alive_t": T.DoubleType(),    # time of the last progress of an owner (commit change or caught up)
     "m_drop_t": T.DoubleType(),     # time of the last sweep that saw the end offset go down
+    "m_prev_end": T.LongType(),     # the end offset at the sweep before the row (a saturation test reads it)
 }
 
 
@@ -125,6 +126,7 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
 
     - ``window_start``: the sweep's minute;
     - ``prev_t``, ``prev_committed``, ``prev_end``, ``prev_lag``, ``prev_log_start``: the previous row;
+    - ``prev2_end``: the end two rows before (after a state row: its carried ``m_prev_end``);
     - ``next_t``: the next row's time (null at the last row);
     - ``dt`` (s), ``dc`` (Δ committed), ``de`` (Δ end);
     - ``changed``: the committed offset differs from the previous row's;
@@ -141,7 +143,8 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
       faster than ``jump_factor`` × the largest busy rate kept before it: a seek's own advance
       is no evidence of capacity; :func:`_without_jumps`);
     - ``sat_rate``: ``rate`` when the interval was busy and its committed offset at the end is
-      below the log end at its start (saturated: the messages were there all along), else 0;
+      below the log end two rows before (``prev2_end``; saturated over two sweep intervals: the
+      messages were there all along, whatever a commit's timing), else 0;
     - ``busy_max_before`` / ``sat_max_before``: the largest ``busy_rate`` / ``sat_rate`` of
       earlier rows (seeded by ``m_max_rate`` / ``m_sat_rate``);
     - ``max_rate_before``: the demonstrated capacity, ``busy_max_before`` once a saturated
@@ -179,6 +182,8 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
         "next_t": F.lead("t").over(w),
         "prev_committed": F.lag("committed").over(w),
         "prev_end": F.lag("end").over(w),
+        "prev2_end": F.when(F.lag("is_state").over(w), F.lag("m_prev_end").over(w)).otherwise(
+            F.lag("end", 2).over(w)),
         "prev_lag": F.lag("lag").over(w),
         "prev_log_start": F.lag("log_start").over(w),
         "_prev_lost": F.coalesce(F.lag(lost).over(w), F.lit(False)),
@@ -216,7 +221,7 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
     df = _without_jumps(df.withColumn("busy_rate", F.when(busy, F.col("rate")).otherwise(F.lit(0.0))),
                         busy & F.coalesce(F.col("committed") >= F.col("prev_end"), F.lit(False)), before,
                         jump_factor)
-    sat = busy & (F.col("committed") < F.col("prev_end"))
+    sat = busy & F.coalesce(F.col("committed") < F.col("prev2_end"), F.lit(False))
     df = df.withColumn("sat_rate", F.when(sat, F.col("rate")).otherwise(F.lit(0.0)))
     df = df.withColumns({
         "_rate_seed": F.when(F.col("is_state"), F.col("m_max_rate")).otherwise(F.col("busy_rate")),
