@@ -28,8 +28,9 @@ sweep interval. Each skip has a ``cause``; the first that holds wins:
 
 *Demonstrated capacity* (:attr:`lagscope.analytics.kseries.Series.max_rate_before`, per
 partition): the largest rate over sweep intervals with a backlog at both ends, once the partition
-showed a saturated interval (committed at its end below the log end at its start: the consumer
-never waited for messages, so its advance measures what it can do), leaving out *jumps*: an
+showed a saturated interval (committed at its end below the log end two sweeps before: the
+consumer never waited for messages, so its advance measures what it can do; over one interval a
+commit's timing can fake both, docs/analytics.md "Skip"), leaving out *jumps*: an
 interval that ended at or past the log end at its start faster than ``skip_factor`` × the rate
 kept before it (a seek's own advance is no evidence of capacity). Lag at both ends alone does
 not show it: a caught-up consumer a commit behind at every sweep advances at the producers' rate.
