@@ -83,8 +83,6 @@ class Series:
     m_commit_t: F64
     m_alive_t: F64
     m_drop_t: F64
-    m_prev_end: I64       # the end at the sweep before the state row (for its successor's saturation test)
-    m_prev_end_ok: B
     # enriched (per key, in time order)
     minute: I64           # floor(t / 60): the sweep's minute (window_start = minute · 60 s)
     prev_t: F64
@@ -93,8 +91,6 @@ class Series:
     prev_committed_ok: B
     prev_end: I64
     prev_end_ok: B
-    prev2_end: I64        # the end two sweeps before (a state row's successor: its carried m_prev_end)
-    prev2_end_ok: B
     prev_lag: I64
     prev_lag_ok: B
     prev_log_start: I64
@@ -113,12 +109,10 @@ class Series:
     rate: F64
     busy_rate: F64        # rate over an interval with a backlog at both ends (lag > 0 before and after) that
     #                       is no jump to the end (enrich's _without_jumps), else 0
-    sat_rate: F64         # rate over a busy interval saturated over two sweep intervals (committed at its end <
-    #                       the log end two sweeps before: prev2_end), else 0
+    sat_rate: F64         # rate over a saturated interval (committed at its end < the log end at its start), else 0
     busy_max_before: F64  # the largest busy_rate of earlier rows (seeded by m_max_rate)
     sat_max_before: F64   # the largest sat_rate of earlier rows (seeded by m_sat_rate)
-    max_rate_before: F64  # demonstrated capacity: busy_max_before once a saturated interval (sat_rate > 0) was
-    #                       seen, else 0
+    max_rate_before: F64  # demonstrated capacity: busy_max_before once a saturated interval was seen, else 0
     prev_rate: F64
     max_committed_before: I64
     max_committed_before_ok: B
@@ -280,10 +274,11 @@ JUMP_FACTOR = 5.0
 _JUMP_ROUNDS = 4
 
 
-def _without_jumps(rate: F64, to_end: B, seed: F64, key: I64, first: B, factor: float) -> F64:
+def _without_jumps(rate: F64, to_end: B, seed: F64, key: I64, first: B, factor: float, floor: F64) -> F64:
     """``rate`` (a busy interval's, else 0) with the *jumps* set to 0: an interval that ended at or
     past the log end at its start (``to_end``) faster than ``factor`` × the largest rate kept
-    before it (seeded by ``seed``, a state row's carried maximum; −inf elsewhere). Such an advance
+    before it (seeded by ``seed``, a state row's carried maximum; −inf elsewhere) and than
+    ``factor`` × its own ``floor`` (the producers' rate over the interval). Such an advance
     is what a seek to the end looks like, so it is never evidence of capacity itself; one with no
     rate kept before it counts (nothing to judge it against: the first pace a consumer shows).
     Causal: the answer of one walk per key in time order. Computed first as a fixed point:
@@ -299,7 +294,7 @@ def _without_jumps(rate: F64, to_end: B, seed: F64, key: I64, first: B, factor: 
     dropped = np.zeros(len(cand), bool)
     for _ in range(_JUMP_ROUNDS):
         kept = shift(segmented_cummax(np.where(seeded, seed, out), key), first, -np.inf)[cand]
-        now = (kept > 0) & (rate[cand] > factor * kept)
+        now = (kept > 0) & (rate[cand] > factor * np.maximum(kept, floor[cand]))
         moving = now != dropped
         if not moving.any():
             return out
@@ -312,11 +307,12 @@ def _without_jumps(rate: F64, to_end: B, seed: F64, key: I64, first: B, factor: 
                  -np.inf)[walk]
     verdict = np.zeros(len(walk), bool)
     at, top = None, -np.inf  # the key walked, the largest candidate kept in it so far
-    for i, (k, b, r) in enumerate(zip(key[walk].tolist(), base.tolist(), rate[walk].tolist(), strict=True)):
+    for i, (k, b, r, f) in enumerate(zip(key[walk].tolist(), base.tolist(), rate[walk].tolist(),
+                                         floor[walk].tolist(), strict=True)):
         if k != at:
             at, top = k, -np.inf
         m = max(b, top)
-        if m > 0 and r > factor * m:
+        if m > 0 and r > factor * max(m, f):
             verdict[i] = True
         else:
             top = max(top, r)
@@ -324,12 +320,17 @@ def _without_jumps(rate: F64, to_end: B, seed: F64, key: I64, first: B, factor: 
     return out
 
 
+def nan_to0(v: F64) -> F64:
+    """``v`` with NaN as 0."""
+    return np.where(np.isnan(v), 0.0, v)
+
+
 def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, end: I64, end_ok: B,
            log_start: I64, log_start_ok: B, lso: I64, lso_ok: B, owner: I64, owned: B, rec_t: F64,
            m_change_t: F64, m_pending_t: F64, m_max_rate: F64, m_sat_rate: F64, m_rate: F64, m_ret_t: F64,
            m_end_t: F64,
            m_max_committed: I64, m_max_committed_ok: B, m_commit_t: F64, m_alive_t: F64,
-           m_drop_t: F64, m_prev_end: I64, m_prev_end_ok: B, jump_factor: float = JUMP_FACTOR) -> Series:
+           m_drop_t: F64, jump_factor: float = JUMP_FACTOR) -> Series:
     """Prepared series rows (grouped by key, in time order, a key's state row first) → a
     :class:`Series` with every running value of
     the Spark SQL reference ``enrich_series`` (``tests/analytics/spark_series.py``), computed the same way."""
@@ -343,9 +344,6 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     next_t = np.where(~last, _next(t, last, 0.0), _NAN)
     prev_committed, prev_committed_ok = shift(committed, first, 0), shift(committed_ok, first, False)
     prev_end, prev_end_ok = shift(end, first, 0), shift(end_ok, first, False)
-    # two sweeps before: the previous row's prev_end, a state row's carried m_prev_end
-    prev2_end = shift(np.where(is_state, m_prev_end, prev_end), first, 0)
-    prev2_end_ok = shift(np.where(is_state, m_prev_end_ok, prev_end_ok), first, False)
     prev_lag, prev_lag_ok = shift(lag, first, 0), shift(lag_ok, first, False)
     prev_ls, prev_ls_ok = shift(log_start, first, 0), shift(log_start_ok, first, False)
     dt = t - prev_t  # NaN at a key's first row
@@ -364,20 +362,25 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     # capacity is shown only by an interval busy from end to end: with a backlog before and after,
     # the consumer never waited for messages, so its advance measures what it can do
     busy = ~is_state & prev_lag_ok & (prev_lag > 0) & lag_ok & (lag > 0)
+    # an advance to the end is a jump only beyond the factor × the producers' rate over the interval
+    # too: a consumer that keeps up reads about what was written (plus the lag it had), so a rate
+    # kept before that is lower (one interval whose commit landed early) does not make its every
+    # later interval a jump
+    with np.errstate(divide="ignore", invalid="ignore"):
+        produced = np.where((dt > 0) & de_ok & (de > 0), de / dt, 0.0)
     busy_rate = _without_jumps(np.where(busy, fresh_rate, 0.0), busy & prev_end_ok & (committed >= prev_end),
                                np.where(is_state, np.where(np.isnan(m_max_rate), -np.inf, m_max_rate), -np.inf),
-                               key, first, jump_factor)
-    # saturated: the committed offset at the end is still below the log end *two sweeps* before,
-    # so the messages were there all along and the consumer never waited: its advance is its pace.
-    # A caught-up consumer shows lag at both ends of most intervals (records in flight) and its
-    # advance is then the producers' rate, not what it can do. Over one interval a committed offset
-    # proves neither: it is the position at the last commit, so with commits as frequent as the
-    # sweeps a caught-up consumer's commit can trail the end by an interval's production (it looks
-    # saturated) and the interval's advance can be anything from 0 to twice its pace (one commit
-    # landing early). Below the end of two sweeps before, with a commit at least once per sweep
-    # interval, the consumer was reading without a wait for at least one whole interval of the two,
-    # so the larger busy rate of the two shows at least half its pace (docs/analytics.md, "Skip")
-    sat = busy & prev2_end_ok & (committed < prev2_end)
+                               key, first, jump_factor, produced)
+    # saturated: the committed offset at the end is still below the log end at the start, so the
+    # messages were there all along and the consumer never waited: its advance is its pace. A
+    # caught-up consumer shows lag at both ends of most intervals (records in flight) and its
+    # advance is then the producers' rate, not what it can do. It is evidence only after an
+    # earlier busy interval with progress (a state row: a carried busy rate): alone, a committed
+    # offset is the position at the last commit, so one interval whose commit landed early shows a
+    # keeping-up consumer "saturated" at a fraction of its pace, with nothing else to judge by
+    pos_busy = np.where(is_state, nan_to0(m_max_rate) > 0, busy & (fresh_rate > 0))
+    busy_before = shift(segmented_cummax(pos_busy, key), first, False)
+    sat = busy & prev_end_ok & (committed < prev_end) & busy_before
     sat_rate = np.where(sat, fresh_rate, 0.0)
 
     def mark(*cases: tuple[B, F64 | float]) -> F64:
@@ -440,11 +443,9 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
         owned=owned, rec_t=rec_t, m_change_t=m_change_t, m_pending_t=m_pending_t, m_max_rate=m_max_rate,
         m_sat_rate=m_sat_rate, m_rate=m_rate, m_ret_t=m_ret_t, m_end_t=m_end_t, m_max_committed=m_max_committed,
         m_max_committed_ok=m_max_committed_ok, m_commit_t=m_commit_t, m_alive_t=m_alive_t, m_drop_t=m_drop_t,
-        m_prev_end=m_prev_end, m_prev_end_ok=m_prev_end_ok,
         minute=np.floor(t / 60.0).astype(np.int64), prev_t=prev_t, next_t=next_t,
         prev_committed=prev_committed, prev_committed_ok=prev_committed_ok, prev_end=prev_end,
-        prev_end_ok=prev_end_ok, prev2_end=prev2_end, prev2_end_ok=prev2_end_ok,
-        prev_lag=prev_lag, prev_lag_ok=prev_lag_ok, prev_log_start=prev_ls,
+        prev_end_ok=prev_end_ok, prev_lag=prev_lag, prev_lag_ok=prev_lag_ok, prev_log_start=prev_ls,
         prev_log_start_ok=prev_ls_ok, dt=dt, dc=dc, dc_ok=dc_ok, de=de, de_ok=de_ok, lost=lost, changed=changed,
         change_t=change_t, prev_change_t=prev_change_t, pending_t=pending_t, idle_pending_s=idle, rate=rate,
         busy_rate=busy_rate, sat_rate=sat_rate, busy_max_before=busy_max_before, sat_max_before=sat_max_before,

@@ -84,16 +84,15 @@ _MARKERS_F = ["m_change_t", "m_pending_t", "m_max_rate", "m_sat_rate", "m_rate",
 _US = pa.timestamp("us", tz="UTC")
 
 #: a carried state row's ``x`` (``m_idle``: the kind and reason of the idle episode open at the
-#: row, :func:`lagscope.analytics.np_episodes.idle_code`; read by the episodes, not the series;
-#: ``m_prev_end``: the end at the sweep before the row, for the saturation test of the next one)
-STATE_X = (*_MARKERS_F, "m_max_committed", "m_idle", "m_prev_end")
+#: row, :func:`lagscope.analytics.np_episodes.idle_code`; read by the episodes, not the series)
+STATE_X = (*_MARKERS_F, "m_max_committed", "m_idle")
 #: a carried minute's ``x`` (``m_g_start`` in epoch seconds)
 MINUTE_X = ("produce_rate", "consume_rate", "m_g_start", "m_g_lag0", "m_g_n")
 
 #: ``x``: up to :data:`X_WIDTH` values of a state row or carried minute (a struct, not a list: a
 #: null list on every sweep row made Spark's conversion to Arrow five times slower; a null
 #: struct costs about what no column does)
-X_WIDTH = 13
+X_WIDTH = 12
 X_TYPE = pa.struct([(f"x{i}", pa.float64()) for i in range(X_WIDTH)])
 
 #: the packed values of ``b`` (little-endian float64, row after row): a Burrow entry, a gap sample
@@ -112,7 +111,6 @@ PASS_OUT = pa.schema([
     ("burrow_status", pa.string()), ("status", pa.string()), ("reason", pa.string()),
     ("owner_h", pa.int64()), ("rec_ts", _US), ("lso", pa.int64()),
     *((m, pa.float64()) for m in _MARKERS_F), ("m_max_committed", pa.int64()), ("m_idle", pa.float64()),
-    ("m_prev_end", pa.int64()),
     ("tp", pa.float64()), ("ep", pa.int64()),
     ("kind", pa.string()), ("start_t", pa.float64()), ("end_t", pa.float64()), ("severity", pa.string()),
     ("magnitude", pa.float64()), ("unit", pa.string()), ("detail", pa.string()), ("cause", pa.string()),
@@ -219,7 +217,6 @@ def _series(rows: _Chunk, is_state: _B, jump_factor: float) -> tuple[Series, _F]
     for j, m in enumerate(_MARKERS_F):
         cols[m] = marks[:, j]
     cols["m_max_committed"], cols["m_max_committed_ok"] = _ok_long(marks[:, len(_MARKERS_F)])
-    cols["m_prev_end"], cols["m_prev_end_ok"] = _ok_long(marks[:, len(_MARKERS_F) + 2])
     return enrich(**cols, jump_factor=jump_factor), marks[:, len(_MARKERS_F) + 1]  # type: ignore[arg-type]
 
 
@@ -419,8 +416,7 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
         **{m: _nan_null(getattr(last, m)) for m in _MARKERS_F if m != "m_commit_t"},
         "m_commit_t": _nan_null(marker[last.key]),
         "m_max_committed": kernel.nullable(last.m_max_committed, last.m_max_committed_ok, pa.int64()),
-        "m_idle": _nan_null(idle[last.key]),
-        "m_prev_end": kernel.nullable(last.m_prev_end, last.m_prev_end_ok, pa.int64())})
+        "m_idle": _nan_null(idle[last.key])})
     hist_in = _Chunk(tbl, (kind == HISTORY) & has_series[keyno], keyno)
     fresh_points = np_state.history_points(s)
     if len(hist_in):

@@ -19,8 +19,7 @@ from spark_series import KEY, enrich_series, prepare_series
 from lagscope.analytics.io import spark_schema
 from lagscope.analytics.kseries import Series
 
-_LONGS = ["committed", "end", "log_start", "lag", "lso", "m_max_committed", "m_prev_end", "prev_committed", "prev_end",
-          "prev2_end",
+_LONGS = ["committed", "end", "log_start", "lag", "lso", "m_max_committed", "prev_committed", "prev_end",
           "prev_lag", "prev_log_start", "dc", "de", "max_committed_before"]
 
 

@@ -570,7 +570,6 @@ def state_rows(enriched: DataFrame) -> DataFrame:
         F.col("m_commit_t"),  # the key's carried one (last_commit_marker adds the step's commits)
         F.col("alive_t").alias("m_alive_t"),
         F.col("end_drop_t").alias("m_drop_t"),
-        F.when(F.col("is_state"), F.col("m_prev_end")).otherwise(F.col("prev_end")).alias("m_prev_end"),
         F.lit(True).alias("is_state"),
     )
 

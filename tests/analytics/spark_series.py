@@ -49,7 +49,6 @@ STATE_MARKERS: dict[str, T.DataType] = {
     "m_commit_t": T.DoubleType(),   # time of the last commit record (commit stream) up to the row
     "m_alive_t": T.DoubleType(),    # time of the last progress of an owner (commit change or caught up)
     "m_drop_t": T.DoubleType(),     # time of the last sweep that saw the end offset go down
-    "m_prev_end": T.LongType(),     # the end offset at the sweep before the row (a saturation test reads it)
 }
 
 
@@ -101,22 +100,24 @@ def _with_markers(df: DataFrame) -> DataFrame:
     return df
 
 
-def _without_jumps(df: DataFrame, to_end: Column, before: WindowSpec, factor: float) -> DataFrame:
+def _without_jumps(df: DataFrame, to_end: Column, before: WindowSpec, factor: float, floor: Column) -> DataFrame:
     """``busy_rate`` with the jumps set to 0: a busy interval that ended at or past the log end at
     its start (``to_end``) faster than ``factor`` × the largest busy rate kept before it (seeded by
-    a state row's ``m_max_rate``; none kept: it counts). Each kept maximum depends on the earlier
+    a state row's ``m_max_rate``; none kept: it counts) and than ``factor`` × ``floor`` (the
+    producers' rate over the interval). Each kept maximum depends on the earlier
     verdicts, so this is a fixed point, one round per pass: from every rate kept, a round drops a
     superset of the last; the first that drops nothing new is the sequential answer."""
     df = df.withColumns({"_raw": F.col("busy_rate"), "_to_end": to_end & (F.col("busy_rate") > 0),
-                         "_jump": F.lit(False)})
+                         "_floor": floor, "_jump": F.lit(False)})
     while True:
         kept = F.coalesce(F.max(F.when(F.col("is_state"), F.col("m_max_rate")).otherwise(
             F.col("busy_rate"))).over(before), F.lit(0.0))
         df = df.withColumn("_was", F.col("_jump")).withColumn(
-            "_jump", F.col("_to_end") & (kept > 0) & (F.col("_raw") > F.lit(factor) * kept)).withColumn(
+            "_jump", F.col("_to_end") & (kept > 0) & (
+                F.col("_raw") > F.lit(factor) * F.greatest(kept, F.col("_floor")))).withColumn(
             "busy_rate", F.when(F.col("_jump"), F.lit(0.0)).otherwise(F.col("_raw"))).localCheckpoint()
         if df.where(F.col("_jump") != F.col("_was")).isEmpty():
-            return df.drop("_raw", "_to_end", "_jump", "_was")
+            return df.drop("_raw", "_to_end", "_floor", "_jump", "_was")
 
 
 def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor: float = 5.0) -> DataFrame:
@@ -126,7 +127,6 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
 
     - ``window_start``: the sweep's minute;
     - ``prev_t``, ``prev_committed``, ``prev_end``, ``prev_lag``, ``prev_log_start``: the previous row;
-    - ``prev2_end``: the end two rows before (after a state row: its carried ``m_prev_end``);
     - ``next_t``: the next row's time (null at the last row);
     - ``dt`` (s), ``dc`` (Δ committed), ``de`` (Δ end);
     - ``changed``: the committed offset differs from the previous row's;
@@ -140,11 +140,12 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
     - ``busy_rate``: ``rate`` when the partition had lag > 0 at both ends of the interval (a
       fresh row), else 0: what the consumer showed it can do (it never waited for messages);
       0 for a jump to the end (an interval that ended at or past the log end at its start,
-      faster than ``jump_factor`` × the largest busy rate kept before it: a seek's own advance
-      is no evidence of capacity; :func:`_without_jumps`);
-    - ``sat_rate``: ``rate`` when the interval was busy and its committed offset at the end is
-      below the log end two rows before (``prev2_end``; saturated over two sweep intervals: the
-      messages were there all along, whatever a commit's timing), else 0;
+      faster than ``jump_factor`` × the largest busy rate kept before it and than
+      ``jump_factor`` × the producers' rate over it: a seek's own advance is no evidence of
+      capacity; :func:`_without_jumps`);
+    - ``sat_rate``: ``rate`` when the interval was busy, its committed offset at the end is
+      below the log end at its start (saturated: the messages were there all along) and an
+      earlier row was busy with progress (a state row: ``m_max_rate`` > 0), else 0;
     - ``busy_max_before`` / ``sat_max_before``: the largest ``busy_rate`` / ``sat_rate`` of
       earlier rows (seeded by ``m_max_rate`` / ``m_sat_rate``);
     - ``max_rate_before``: the demonstrated capacity, ``busy_max_before`` once a saturated
@@ -182,8 +183,6 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
         "next_t": F.lead("t").over(w),
         "prev_committed": F.lag("committed").over(w),
         "prev_end": F.lag("end").over(w),
-        "prev2_end": F.when(F.lag("is_state").over(w), F.lag("m_prev_end").over(w)).otherwise(
-            F.lag("end", 2).over(w)),
         "prev_lag": F.lag("lag").over(w),
         "prev_log_start": F.lag("log_start").over(w),
         "_prev_lost": F.coalesce(F.lag(lost).over(w), F.lit(False)),
@@ -218,10 +217,14 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
             F.col("m_max_committed"), F.col("committed"))).otherwise(F.col("committed")),
     })
     busy = ~F.col("is_state") & (F.col("prev_lag") > 0) & (F.col("lag") > 0)
+    produced = F.when((F.col("dt") > 0) & (F.col("de") > 0), F.col("de") / F.col("dt")).otherwise(F.lit(0.0))
     df = _without_jumps(df.withColumn("busy_rate", F.when(busy, F.col("rate")).otherwise(F.lit(0.0))),
                         busy & F.coalesce(F.col("committed") >= F.col("prev_end"), F.lit(False)), before,
-                        jump_factor)
-    sat = busy & F.coalesce(F.col("committed") < F.col("prev2_end"), F.lit(False))
+                        jump_factor, produced)
+    pos_busy = F.when(F.col("is_state"), F.coalesce(F.col("m_max_rate"), F.lit(0.0)) > 0).otherwise(
+        F.coalesce(busy & (F.col("rate") > 0), F.lit(False)))
+    df = df.withColumn("_busy_before", F.coalesce(F.max(pos_busy.cast("int")).over(before), F.lit(0)) > 0)
+    sat = busy & (F.col("committed") < F.col("prev_end")) & F.col("_busy_before")
     df = df.withColumn("sat_rate", F.when(sat, F.col("rate")).otherwise(F.lit(0.0)))
     df = df.withColumns({
         "_rate_seed": F.when(F.col("is_state"), F.col("m_max_rate")).otherwise(F.col("busy_rate")),
@@ -245,8 +248,8 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
         "ret_t": F.when(F.col("_ret") >= 0, F.col("_ret")),
         "rebased": F.coalesce(F.col("end_drop_t") > F.col("prev_change_t"), F.lit(False)),
         "max_rate_before": F.when(F.col("sat_max_before") > 0, F.col("busy_max_before")).otherwise(F.lit(0.0)),
-    }).drop("_pending", "_rate_seed", "_sat_seed", "_ret", "_prev_lost", "_committed_seed", "_change_mark",
-            "_pending_mark", "_ret_mark", "_end_mark", "_alive_mark", "_drop_mark")
+    }).drop("_busy_before", "_pending", "_rate_seed", "_sat_seed", "_ret", "_prev_lost", "_committed_seed",
+            "_change_mark", "_pending_mark", "_ret_mark", "_end_mark", "_alive_mark", "_drop_mark")
     return df.withColumn(
         "idle_pending_s",
         F.when(F.coalesce(F.col("lag"), F.lit(0)) == 0, F.lit(0.0)).otherwise(
