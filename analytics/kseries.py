@@ -278,7 +278,8 @@ def _without_jumps(rate: F64, to_end: B, seed: F64, key: I64, first: B, factor: 
     """``rate`` (a busy interval's, else 0) with the *jumps* set to 0: an interval that ended at or
     past the log end at its start (``to_end``) faster than ``factor`` × the largest rate kept
     before it (seeded by ``seed``, a state row's carried maximum; −inf elsewhere) and than
-    ``factor`` × its own ``floor`` (the producers' rate over the interval). Such an advance
+    ``factor`` × its own ``floor`` (the producers' rate over the interval; 0 once the capacity is
+    trusted, :func:`enrich`). Such an advance
     is what a seek to the end looks like, so it is never evidence of capacity itself; one with no
     rate kept before it counts (nothing to judge it against: the first pace a consumer shows).
     Causal: the answer of one walk per key in time order. Computed first as a fixed point:
@@ -362,15 +363,6 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     # capacity is shown only by an interval busy from end to end: with a backlog before and after,
     # the consumer never waited for messages, so its advance measures what it can do
     busy = ~is_state & prev_lag_ok & (prev_lag > 0) & lag_ok & (lag > 0)
-    # an advance to the end is a jump only beyond the factor × the producers' rate over the interval
-    # too: a consumer that keeps up reads about what was written (plus the lag it had), so a rate
-    # kept before that is lower (one interval whose commit landed early) does not make its every
-    # later interval a jump
-    with np.errstate(divide="ignore", invalid="ignore"):
-        produced = np.where((dt > 0) & de_ok & (de > 0), de / dt, 0.0)
-    busy_rate = _without_jumps(np.where(busy, fresh_rate, 0.0), busy & prev_end_ok & (committed >= prev_end),
-                               np.where(is_state, np.where(np.isnan(m_max_rate), -np.inf, m_max_rate), -np.inf),
-                               key, first, jump_factor, produced)
     # saturated: the committed offset at the end is still below the log end at the start, so the
     # messages were there all along and the consumer never waited: its advance is its pace. A
     # caught-up consumer shows lag at both ends of most intervals (records in flight) and its
@@ -382,6 +374,16 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     busy_before = shift(segmented_cummax(pos_busy, key), first, False)
     sat = busy & prev_end_ok & (committed < prev_end) & busy_before
     sat_rate = np.where(sat, fresh_rate, 0.0)
+    trusted = shift(segmented_cummax(np.where(is_state, nan_to0(m_sat_rate), sat_rate), key), first, 0.0) > 0
+    # until then (nothing is judged a skip yet), an advance to the end is a jump only beyond the
+    # factor × the producers' rate over the interval too: a consumer that keeps up reads about what
+    # was written (plus the lag it had), so a rate kept before that is lower (a first interval whose
+    # commit landed early) does not leave its every later interval out as a jump
+    with np.errstate(divide="ignore", invalid="ignore"):
+        produced = np.where(~trusted & (dt > 0) & de_ok & (de > 0), de / dt, 0.0)
+    busy_rate = _without_jumps(np.where(busy, fresh_rate, 0.0), busy & prev_end_ok & (committed >= prev_end),
+                               np.where(is_state, np.where(np.isnan(m_max_rate), -np.inf, m_max_rate), -np.inf),
+                               key, first, jump_factor, produced)
 
     def mark(*cases: tuple[B, F64 | float]) -> F64:
         """``when(c1, v1).when(c2, v2)…`` (null otherwise), as a NaN-null double."""

@@ -140,9 +140,9 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
     - ``busy_rate``: ``rate`` when the partition had lag > 0 at both ends of the interval (a
       fresh row), else 0: what the consumer showed it can do (it never waited for messages);
       0 for a jump to the end (an interval that ended at or past the log end at its start,
-      faster than ``jump_factor`` × the largest busy rate kept before it and than
-      ``jump_factor`` × the producers' rate over it: a seek's own advance is no evidence of
-      capacity; :func:`_without_jumps`);
+      faster than ``jump_factor`` × the largest busy rate kept before it and, until a saturated
+      interval was seen, than ``jump_factor`` × the producers' rate over it: a seek's own
+      advance is no evidence of capacity; :func:`_without_jumps`);
     - ``sat_rate``: ``rate`` when the interval was busy, its committed offset at the end is
       below the log end at its start (saturated: the messages were there all along) and an
       earlier row was busy with progress (a state row: ``m_max_rate`` > 0), else 0;
@@ -217,15 +217,18 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
             F.col("m_max_committed"), F.col("committed"))).otherwise(F.col("committed")),
     })
     busy = ~F.col("is_state") & (F.col("prev_lag") > 0) & (F.col("lag") > 0)
-    produced = F.when((F.col("dt") > 0) & (F.col("de") > 0), F.col("de") / F.col("dt")).otherwise(F.lit(0.0))
-    df = _without_jumps(df.withColumn("busy_rate", F.when(busy, F.col("rate")).otherwise(F.lit(0.0))),
-                        busy & F.coalesce(F.col("committed") >= F.col("prev_end"), F.lit(False)), before,
-                        jump_factor, produced)
     pos_busy = F.when(F.col("is_state"), F.coalesce(F.col("m_max_rate"), F.lit(0.0)) > 0).otherwise(
         F.coalesce(busy & (F.col("rate") > 0), F.lit(False)))
     df = df.withColumn("_busy_before", F.coalesce(F.max(pos_busy.cast("int")).over(before), F.lit(0)) > 0)
     sat = busy & (F.col("committed") < F.col("prev_end")) & F.col("_busy_before")
     df = df.withColumn("sat_rate", F.when(sat, F.col("rate")).otherwise(F.lit(0.0)))
+    df = df.withColumn("_trusted", F.coalesce(F.max(F.when(F.col("is_state"), F.col("m_sat_rate")).otherwise(
+        F.col("sat_rate"))).over(before), F.lit(0.0)) > 0)
+    produced = F.when(~F.col("_trusted") & (F.col("dt") > 0) & (F.col("de") > 0), F.col("de") / F.col("dt")).otherwise(
+        F.lit(0.0))
+    df = _without_jumps(df.withColumn("busy_rate", F.when(busy, F.col("rate")).otherwise(F.lit(0.0))),
+                        busy & F.coalesce(F.col("committed") >= F.col("prev_end"), F.lit(False)), before,
+                        jump_factor, produced)
     df = df.withColumns({
         "_rate_seed": F.when(F.col("is_state"), F.col("m_max_rate")).otherwise(F.col("busy_rate")),
         "_sat_seed": F.when(F.col("is_state"), F.col("m_sat_rate")).otherwise(F.col("sat_rate"))})
@@ -248,7 +251,7 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
         "ret_t": F.when(F.col("_ret") >= 0, F.col("_ret")),
         "rebased": F.coalesce(F.col("end_drop_t") > F.col("prev_change_t"), F.lit(False)),
         "max_rate_before": F.when(F.col("sat_max_before") > 0, F.col("busy_max_before")).otherwise(F.lit(0.0)),
-    }).drop("_busy_before", "_pending", "_rate_seed", "_sat_seed", "_ret", "_prev_lost", "_committed_seed",
+    }).drop("_busy_before", "_trusted", "_pending", "_rate_seed", "_sat_seed", "_ret", "_prev_lost", "_committed_seed",
             "_change_mark", "_pending_mark", "_ret_mark", "_end_mark", "_alive_mark", "_drop_mark")
     return df.withColumn(
         "idle_pending_s",
