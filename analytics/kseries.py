@@ -274,10 +274,12 @@ JUMP_FACTOR = 5.0
 _JUMP_ROUNDS = 4
 
 
-def _without_jumps(rate: F64, to_end: B, seed: F64, key: I64, first: B, factor: float) -> F64:
+def _without_jumps(rate: F64, to_end: B, seed: F64, key: I64, first: B, factor: float, floor: F64) -> F64:
     """``rate`` (a busy interval's, else 0) with the *jumps* set to 0: an interval that ended at or
     past the log end at its start (``to_end``) faster than ``factor`` × the largest rate kept
-    before it (seeded by ``seed``, a state row's carried maximum; −inf elsewhere). Such an advance
+    before it (seeded by ``seed``, a state row's carried maximum; −inf elsewhere) and than
+    ``factor`` × its own ``floor`` (the producers' rate over the interval; 0 once the capacity is
+    trusted, :func:`enrich`). Such an advance
     is what a seek to the end looks like, so it is never evidence of capacity itself; one with no
     rate kept before it counts (nothing to judge it against: the first pace a consumer shows).
     Causal: the answer of one walk per key in time order. Computed first as a fixed point:
@@ -293,7 +295,7 @@ def _without_jumps(rate: F64, to_end: B, seed: F64, key: I64, first: B, factor: 
     dropped = np.zeros(len(cand), bool)
     for _ in range(_JUMP_ROUNDS):
         kept = shift(segmented_cummax(np.where(seeded, seed, out), key), first, -np.inf)[cand]
-        now = (kept > 0) & (rate[cand] > factor * kept)
+        now = (kept > 0) & (rate[cand] > factor * np.maximum(kept, floor[cand]))
         moving = now != dropped
         if not moving.any():
             return out
@@ -306,16 +308,22 @@ def _without_jumps(rate: F64, to_end: B, seed: F64, key: I64, first: B, factor: 
                  -np.inf)[walk]
     verdict = np.zeros(len(walk), bool)
     at, top = None, -np.inf  # the key walked, the largest candidate kept in it so far
-    for i, (k, b, r) in enumerate(zip(key[walk].tolist(), base.tolist(), rate[walk].tolist(), strict=True)):
+    for i, (k, b, r, f) in enumerate(zip(key[walk].tolist(), base.tolist(), rate[walk].tolist(),
+                                         floor[walk].tolist(), strict=True)):
         if k != at:
             at, top = k, -np.inf
         m = max(b, top)
-        if m > 0 and r > factor * m:
+        if m > 0 and r > factor * max(m, f):
             verdict[i] = True
         else:
             top = max(top, r)
     out[walk] = np.where(verdict, 0.0, rate[walk])
     return out
+
+
+def nan_to0(v: F64) -> F64:
+    """``v`` with NaN as 0."""
+    return np.where(np.isnan(v), 0.0, v)
 
 
 def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, end: I64, end_ok: B,
@@ -355,15 +363,27 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     # capacity is shown only by an interval busy from end to end: with a backlog before and after,
     # the consumer never waited for messages, so its advance measures what it can do
     busy = ~is_state & prev_lag_ok & (prev_lag > 0) & lag_ok & (lag > 0)
-    busy_rate = _without_jumps(np.where(busy, fresh_rate, 0.0), busy & prev_end_ok & (committed >= prev_end),
-                               np.where(is_state, np.where(np.isnan(m_max_rate), -np.inf, m_max_rate), -np.inf),
-                               key, first, jump_factor)
     # saturated: the committed offset at the end is still below the log end at the start, so the
     # messages were there all along and the consumer never waited: its advance is its pace. A
     # caught-up consumer shows lag at both ends of most intervals (records in flight) and its
-    # advance is then the producers' rate, not what it can do
-    sat = busy & prev_end_ok & (committed < prev_end)
+    # advance is then the producers' rate, not what it can do. It is evidence only after an
+    # earlier busy interval with progress (a state row: a carried busy rate): alone, a committed
+    # offset is the position at the last commit, so one interval whose commit landed early shows a
+    # keeping-up consumer "saturated" at a fraction of its pace, with nothing else to judge by
+    pos_busy = np.where(is_state, nan_to0(m_max_rate) > 0, busy & (fresh_rate > 0))
+    busy_before = shift(segmented_cummax(pos_busy, key), first, False)
+    sat = busy & prev_end_ok & (committed < prev_end) & busy_before
     sat_rate = np.where(sat, fresh_rate, 0.0)
+    trusted = shift(segmented_cummax(np.where(is_state, nan_to0(m_sat_rate), sat_rate), key), first, 0.0) > 0
+    # until then (nothing is judged a skip yet), an advance to the end is a jump only beyond the
+    # factor × the producers' rate over the interval too: a consumer that keeps up reads about what
+    # was written (plus the lag it had), so a rate kept before that is lower (a first interval whose
+    # commit landed early) does not leave its every later interval out as a jump
+    with np.errstate(divide="ignore", invalid="ignore"):
+        produced = np.where(~trusted & (dt > 0) & de_ok & (de > 0), de / dt, 0.0)
+    busy_rate = _without_jumps(np.where(busy, fresh_rate, 0.0), busy & prev_end_ok & (committed >= prev_end),
+                               np.where(is_state, np.where(np.isnan(m_max_rate), -np.inf, m_max_rate), -np.inf),
+                               key, first, jump_factor, produced)
 
     def mark(*cases: tuple[B, F64 | float]) -> F64:
         """``when(c1, v1).when(c2, v2)…`` (null otherwise), as a NaN-null double."""

@@ -28,10 +28,13 @@ sweep interval. Each skip has a ``cause``; the first that holds wins:
 
 *Demonstrated capacity* (:attr:`lagscope.analytics.kseries.Series.max_rate_before`, per
 partition): the largest rate over sweep intervals with a backlog at both ends, once the partition
-showed a saturated interval (committed at its end below the log end at its start: the consumer
-never waited for messages, so its advance measures what it can do), leaving out *jumps*: an
+showed a saturated interval after an earlier busy one (committed at its end below the log end at
+its start: the consumer never waited for messages, so its advance measures what it can do; a
+partition's first busy interval alone may be one early commit), leaving out *jumps*: an
 interval that ended at or past the log end at its start faster than ``skip_factor`` × the rate
-kept before it (a seek's own advance is no evidence of capacity). Lag at both ends alone does
+kept before it (and, until the capacity is trusted, than ``skip_factor`` × the producers' rate
+over it: one at about the producers' pace is a consumer keeping up) — a seek's own advance is
+no evidence of capacity. Lag at both ends alone does
 not show it: a caught-up consumer a commit behind at every sweep advances at the producers' rate.
 An interval that ends caught up shows only a lower bound and counts for nothing. A partition
 that never showed capacity is never judged for ``seek`` or ``out_of_range_reset``: a caught-up

@@ -100,22 +100,24 @@ def _with_markers(df: DataFrame) -> DataFrame:
     return df
 
 
-def _without_jumps(df: DataFrame, to_end: Column, before: WindowSpec, factor: float) -> DataFrame:
+def _without_jumps(df: DataFrame, to_end: Column, before: WindowSpec, factor: float, floor: Column) -> DataFrame:
     """``busy_rate`` with the jumps set to 0: a busy interval that ended at or past the log end at
     its start (``to_end``) faster than ``factor`` × the largest busy rate kept before it (seeded by
-    a state row's ``m_max_rate``; none kept: it counts). Each kept maximum depends on the earlier
+    a state row's ``m_max_rate``; none kept: it counts) and than ``factor`` × ``floor`` (the
+    producers' rate over the interval). Each kept maximum depends on the earlier
     verdicts, so this is a fixed point, one round per pass: from every rate kept, a round drops a
     superset of the last; the first that drops nothing new is the sequential answer."""
     df = df.withColumns({"_raw": F.col("busy_rate"), "_to_end": to_end & (F.col("busy_rate") > 0),
-                         "_jump": F.lit(False)})
+                         "_floor": floor, "_jump": F.lit(False)})
     while True:
         kept = F.coalesce(F.max(F.when(F.col("is_state"), F.col("m_max_rate")).otherwise(
             F.col("busy_rate"))).over(before), F.lit(0.0))
         df = df.withColumn("_was", F.col("_jump")).withColumn(
-            "_jump", F.col("_to_end") & (kept > 0) & (F.col("_raw") > F.lit(factor) * kept)).withColumn(
+            "_jump", F.col("_to_end") & (kept > 0) & (
+                F.col("_raw") > F.lit(factor) * F.greatest(kept, F.col("_floor")))).withColumn(
             "busy_rate", F.when(F.col("_jump"), F.lit(0.0)).otherwise(F.col("_raw"))).localCheckpoint()
         if df.where(F.col("_jump") != F.col("_was")).isEmpty():
-            return df.drop("_raw", "_to_end", "_jump", "_was")
+            return df.drop("_raw", "_to_end", "_floor", "_jump", "_was")
 
 
 def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor: float = 5.0) -> DataFrame:
@@ -138,10 +140,12 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
     - ``busy_rate``: ``rate`` when the partition had lag > 0 at both ends of the interval (a
       fresh row), else 0: what the consumer showed it can do (it never waited for messages);
       0 for a jump to the end (an interval that ended at or past the log end at its start,
-      faster than ``jump_factor`` × the largest busy rate kept before it: a seek's own advance
-      is no evidence of capacity; :func:`_without_jumps`);
-    - ``sat_rate``: ``rate`` when the interval was busy and its committed offset at the end is
-      below the log end at its start (saturated: the messages were there all along), else 0;
+      faster than ``jump_factor`` × the largest busy rate kept before it and, until a saturated
+      interval was seen, than ``jump_factor`` × the producers' rate over it: a seek's own
+      advance is no evidence of capacity; :func:`_without_jumps`);
+    - ``sat_rate``: ``rate`` when the interval was busy, its committed offset at the end is
+      below the log end at its start (saturated: the messages were there all along) and an
+      earlier row was busy with progress (a state row: ``m_max_rate`` > 0), else 0;
     - ``busy_max_before`` / ``sat_max_before``: the largest ``busy_rate`` / ``sat_rate`` of
       earlier rows (seeded by ``m_max_rate`` / ``m_sat_rate``);
     - ``max_rate_before``: the demonstrated capacity, ``busy_max_before`` once a saturated
@@ -213,11 +217,18 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
             F.col("m_max_committed"), F.col("committed"))).otherwise(F.col("committed")),
     })
     busy = ~F.col("is_state") & (F.col("prev_lag") > 0) & (F.col("lag") > 0)
+    pos_busy = F.when(F.col("is_state"), F.coalesce(F.col("m_max_rate"), F.lit(0.0)) > 0).otherwise(
+        F.coalesce(busy & (F.col("rate") > 0), F.lit(False)))
+    df = df.withColumn("_busy_before", F.coalesce(F.max(pos_busy.cast("int")).over(before), F.lit(0)) > 0)
+    sat = busy & (F.col("committed") < F.col("prev_end")) & F.col("_busy_before")
+    df = df.withColumn("sat_rate", F.when(sat, F.col("rate")).otherwise(F.lit(0.0)))
+    df = df.withColumn("_trusted", F.coalesce(F.max(F.when(F.col("is_state"), F.col("m_sat_rate")).otherwise(
+        F.col("sat_rate"))).over(before), F.lit(0.0)) > 0)
+    produced = F.when(~F.col("_trusted") & (F.col("dt") > 0) & (F.col("de") > 0), F.col("de") / F.col("dt")).otherwise(
+        F.lit(0.0))
     df = _without_jumps(df.withColumn("busy_rate", F.when(busy, F.col("rate")).otherwise(F.lit(0.0))),
                         busy & F.coalesce(F.col("committed") >= F.col("prev_end"), F.lit(False)), before,
-                        jump_factor)
-    sat = busy & (F.col("committed") < F.col("prev_end"))
-    df = df.withColumn("sat_rate", F.when(sat, F.col("rate")).otherwise(F.lit(0.0)))
+                        jump_factor, produced)
     df = df.withColumns({
         "_rate_seed": F.when(F.col("is_state"), F.col("m_max_rate")).otherwise(F.col("busy_rate")),
         "_sat_seed": F.when(F.col("is_state"), F.col("m_sat_rate")).otherwise(F.col("sat_rate"))})
@@ -240,8 +251,8 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
         "ret_t": F.when(F.col("_ret") >= 0, F.col("_ret")),
         "rebased": F.coalesce(F.col("end_drop_t") > F.col("prev_change_t"), F.lit(False)),
         "max_rate_before": F.when(F.col("sat_max_before") > 0, F.col("busy_max_before")).otherwise(F.lit(0.0)),
-    }).drop("_pending", "_rate_seed", "_sat_seed", "_ret", "_prev_lost", "_committed_seed", "_change_mark",
-            "_pending_mark", "_ret_mark", "_end_mark", "_alive_mark", "_drop_mark")
+    }).drop("_busy_before", "_trusted", "_pending", "_rate_seed", "_sat_seed", "_ret", "_prev_lost", "_committed_seed",
+            "_change_mark", "_pending_mark", "_ret_mark", "_end_mark", "_alive_mark", "_drop_mark")
     return df.withColumn(
         "idle_pending_s",
         F.when(F.coalesce(F.col("lag"), F.lit(0)) == 0, F.lit(0.0)).otherwise(

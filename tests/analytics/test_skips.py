@@ -12,6 +12,7 @@ empty group is exact at any size, a standalone committer is never judged for mem
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from typing import Any
 
 import numpy as np
@@ -409,6 +410,84 @@ def test_a_request_is_judged_on_the_capacity_of_its_partitions_owner(
 
 
 # --------------------------------------------------------------------------------------------
+# a capacity that must not lock in too low (a slow first saturated interval)
+# --------------------------------------------------------------------------------------------
+
+# recorded: the speed benchmark's synthetic lake (benchmarks/analytics_speed.py offsets_batch, 200
+# partitions, 4 groups, seed 0), g1/42 from its first sweep: producers at ~1.5/s, a consumer that
+# keeps up, its committed offset 0–19 messages behind at each 10-s sweep (a commit landing anywhere).
+# Its first interval advanced 2 with a backlog at both ends and the end of its start not reached
+# (0.2/s); the next ones advance 18–30, reaching the end
+_LOCKIN_SWEEPS = [(0, 10010, 10015), (10, 10012, 10030), (20, 10031, 10046), (30, 10049, 10061),
+                  (40, 10060, 10077), (50, 10090, 10092), (60, 10099, 10107), (70, 10112, 10123),
+                  (80, 10137, 10138), (90, 10142, 10154), (100, 10157, 10169), (110, 10171, 10184),
+                  (120, 10195, 10200), (130, 10197, 10215)]
+
+
+@pytest.mark.parametrize("with_stream", [True, False])
+def test_a_slow_first_interval_of_a_consumer_that_keeps_up_is_no_capacity(with_stream: bool) -> None:
+    # nothing was skipped (every offset was committed after it was read). With the first
+    # interval's 0.2/s trusted as the pace, the next one (19 in 10 s, reaching the end) was a
+    # jump left out of the capacity and a critical seek of 17, the one after a seek of 16: one
+    # commit landing early made the interval show a tenth of the pace. A saturated interval is
+    # evidence only after an earlier busy one (here none: it is the first), and an advance to the
+    # end within 5 × what the producers wrote in the interval (16 here) is no jump while nothing is
+    # trusted: the 1.9/s and 1.8/s count, and from the saturated interval at t=40 on the consumer
+    # is judged against them. Commits (with the
+    # stream) a second before each sweep, at the offset the sweep read
+    times = [float(t) for t, _, _ in _LOCKIN_SWEEPS]
+    cs = [(t - 1.0, c) for t, c, _ in _LOCKIN_SWEEPS]
+    got = _step(offsets_rows(_LOCKIN_SWEEPS), _stable(times, [0]), _commits("g", 0, cs) if with_stream else None)
+    assert [r for r in got if r["kind"] == "skip"] == []
+
+
+def _warm_up(seek_at: float | None) -> list[tuple[float, int, int]]:
+    """One partition produced at 20/s, sweeps every 10 s. The consumer warms up: 10 messages in its
+    first 10 s (985 → 995, below the end of 1000 at its start: 1/s, a backlog at both ends), then
+    catches up in one interval and keeps up, 5–30 messages behind (its commits trail). With
+    ``seek_at``, the producers step up to 100/s after t=40 and the consumer, reading 50/s, falls
+    behind; at ``seek_at`` it seeks to the end."""
+    def end(t: float) -> int:
+        return 1000 + 20 * round(t) + (80 * round(t - 40) if seek_at is not None and t > 40 else 0)
+
+    lags = [15, 205, 10, 30, 5, 25, 10, 30, 5, 20, 10, 25]
+    rows: list[tuple[float, int, int]] = []
+    c = 0
+    for i, t in enumerate(float(x) for x in range(0, 111, 10)):
+        behind = seek_at is not None and t > 40  # 50/s behind the 100/s producers
+        c = (end(t) if t == seek_at else c + 500) if behind else end(t) - lags[i]
+        rows.append((t, c, end(t)))
+    return rows
+
+
+def test_a_consumer_slow_at_its_start_then_keeping_up_is_no_skip() -> None:
+    # warm-up: the first interval shows 1/s; the next reaches the end (395 in 10 s), every later
+    # one too, at the producers' 20/s. Nothing was skipped. With the first interval trusted as the
+    # pace, each of them was a critical seek: 10 of them (the jump rule left each out of the
+    # capacity, so it stayed 1/s). The first busy interval alone is no proof of the pace, and
+    # until one is (nothing is judged before), 39.5/s is within 5 × the 20/s written meanwhile:
+    # no jump, it counts
+    rows = _warm_up(None)
+    got = _step(offsets_rows(rows), _stable([t for t, _, _ in rows], [0]))
+    assert [r for r in got if r["kind"] == "skip"] == []
+
+
+def test_a_seek_after_a_slow_start_is_found() -> None:
+    # the same warm-up, then the producers step up to 100/s after t=40 and the consumer, at 50/s,
+    # falls behind, 500 more each interval: saturated from t=60 (below the end of t=50), its pace
+    # 50/s trusted. At t=90 it seeks to the end: 3005 past its offset in 10 s, more than 5 × 50/s
+    # × 10 s; never processed: the advance less the 500 its pace could have read in the interval.
+    # Main's rule (one slow interval trusted) reported four false seeks before it, one per
+    # interval reaching the end at t ≤ 40
+    rows = _warm_up(90.0)
+    got = _step(offsets_rows(rows), _stable([t for t, _, _ in rows], [0]))
+    before = dict((t, c) for t, c, _ in rows)[80.0]
+    seek_end = dict((t, c) for t, c, _ in rows)[90.0]
+    assert _brief([r for r in got if r["kind"] == "skip"]) == [
+        ("skip", "seek", 0, 80.0, float(seek_end - before - 500), "critical")]
+
+
+# --------------------------------------------------------------------------------------------
 # an operator's reset of an empty group
 # --------------------------------------------------------------------------------------------
 
@@ -589,6 +668,37 @@ def test_a_state_from_before_jumps_were_told_apart_learns_its_capacity_again() -
     assert second({**state, "series": inflated}) == []
     old = inflated.drop_columns(["m_idle"])
     assert second({**state, "series": old}) == [("seek", 200.0)]
+
+
+def _skips_in_steps(offsets: list[dict[str, Any]], members: list[dict[str, Any]],
+                    splits: list[float]) -> list[tuple[Any, ...]]:
+    """The skips of consecutive steps cut at ``splits`` (each step's state carried to the next)."""
+    bounds = [-1e9, *splits, 1e9]
+    state: dict[str, pa.Table] = {}
+    found: list[dict[str, Any]] = []
+    for lo, hi in itertools.pairwise(bounds):
+        def part(rows: list[dict[str, Any]], lo: float = lo, hi: float = hi) -> list[dict[str, Any]]:
+            return [r for r in rows if at(lo) <= r["sweep_ts"] < at(hi)]
+
+        out = run_step(StepInputs(offsets=_lake("offsets", part(offsets)), members=_lake("members", part(members)),
+                                  commits=None, group_events=None, state=state),
+                       settings=SETTINGS, as_of=at(min(hi, 1000)))
+        state = out.state
+        found += [r for r in out.tables["anomalies"].to_pylist() if r["kind"] == "skip"]
+    return _brief(sorted(found, key=lambda r: (r["partition"], r["start_ts"])))
+
+
+def test_a_slow_start_is_judged_the_same_across_steps() -> None:
+    # the seek after a warm-up, cut into two steps at every sweep, and into one step per sweep:
+    # whether a saturated interval follows an earlier busy one (the state row's carried busy rate)
+    # and the producers' rate a jump is judged against are the same as in one step
+    rows = _warm_up(90.0)
+    offsets, members = offsets_rows(rows), _stable([t for t, _, _ in rows], [0])
+    one = _skips_in_steps(offsets, members, [])
+    assert [(k, c, s) for k, c, _, s, _, _ in one] == [("skip", "seek", 80.0)]
+    for split in (t + 5.0 for t, _, _ in rows):
+        assert _skips_in_steps(offsets, members, [split]) == one, split
+    assert _skips_in_steps(offsets, members, [t + 5.0 for t, _, _ in rows]) == one
 
 
 def test_a_step_where_no_partition_showed_capacity_judges_out_of_range_advances_on_none() -> None:
