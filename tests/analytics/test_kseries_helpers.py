@@ -81,18 +81,19 @@ def test_entries_sorted_by_key_time_and_carried_first(shuffle: bool) -> None:
 
 
 def _jumps_walked(rate: list[float], to_end: list[bool], seed: list[float], key: list[int],
-                  factor: float) -> list[float]:
+                  factor: float, floor: list[float]) -> list[float]:
     """The definition, one row at a time per key: a candidate faster than factor × the largest
-    rate kept before it (the seed included) is dropped; one with none kept before it counts."""
+    rate kept before it (the seed included) and than factor × its own floor is dropped; one with
+    none kept before it counts."""
     out, top, at = [], -math.inf, None
-    for r, e, s, k in zip(rate, to_end, seed, key, strict=True):
+    for r, e, s, k, f in zip(rate, to_end, seed, key, floor, strict=True):
         if k != at:
             at, top = k, -math.inf
         if s > -math.inf:
             top = max(top, s)
             out.append(r)
             continue
-        if e and r > 0 and top > 0 and r > factor * top:
+        if e and r > 0 and top > 0 and r > factor * max(top, f):
             out.append(0.0)
             continue
         out.append(r)
@@ -112,8 +113,11 @@ def test_jumps_are_the_walk_of_the_definition(case: int, rounds: int, monkeypatc
     rate = np.where(rng.random(n) < 0.3, 0.0, np.round(10 ** rng.uniform(0, 3, n), 1))
     to_end = rng.random(n) < 0.5
     seed = np.where(first & (rng.random(n) < 0.4), np.round(10 ** rng.uniform(0, 2, n), 1), -np.inf)
-    got = kseries._without_jumps(rate, to_end, seed, key, first, 5.0)
-    assert got.tolist() == _jumps_walked(rate.tolist(), to_end.tolist(), seed.tolist(), key.tolist(), 5.0)
+    # the producers' rate over each interval (the floor before the capacity is trusted), else 0
+    floor = np.where(rng.random(n) < 0.5, 0.0, np.round(10 ** rng.uniform(0, 2.5, n), 1))
+    got = kseries._without_jumps(rate, to_end, seed, key, first, 5.0, floor)
+    assert got.tolist() == _jumps_walked(rate.tolist(), to_end.tolist(), seed.tolist(), key.tolist(), 5.0,
+                                         floor.tolist())
 
 
 def test_a_run_of_jumps_takes_a_bounded_number_of_vector_passes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -128,6 +132,6 @@ def test_a_run_of_jumps_takes_a_bounded_number_of_vector_passes(monkeypatch: pyt
     rate = np.r_[10.0, np.full(n - 1, 100.0)]
     key = np.zeros(n, np.int64)
     first = np.r_[True, np.zeros(n - 1, bool)]
-    got = kseries._without_jumps(rate, np.ones(n, bool), np.full(n, -np.inf), key, first, 5.0)
+    got = kseries._without_jumps(rate, np.ones(n, bool), np.full(n, -np.inf), key, first, 5.0, np.zeros(n))
     assert got.tolist() == [10.0] + [0.0] * (n - 1)
     assert len(calls) <= kseries._JUMP_ROUNDS + 1
