@@ -11,21 +11,16 @@ row. lagscope.analytics.step.run_step over Arrow, no Spark."""
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 import pyarrow as pa
 import pytest
 import rebalance_cases as rc
 from analytics_builders import at, members_rows, offsets_rows
+from test_step_invariance import SETTINGS, _differences, _run
 
-from lagscope.analytics import step as steps
-from lagscope.config import AnalyticsConfig, AnalyticsRulesConfig
-from lagscope.schema import COMMITS, GROUP_EVENTS, MEMBERS, OFFSETS
-
-# the defaults (45 s session, 300 s rebalance timeout) differ from every record's timeouts
-SETTINGS = AnalyticsConfig(rules=AnalyticsRulesConfig(stall_after_s=15, stop_after_s=15, gap_min_samples=10_000,
-                                                      growth_min_minutes=2))
+# SETTINGS (test_step_invariance's): their defaults (45 s session, 300 s rebalance timeout) differ
+# from every record's timeouts
 FIRST, LAST = -300.0, 300.0  # the lake's sweeps: 23:55 … 00:05
 SWEEPS = [FIRST + 2.5 + 5 * i for i in range(int((LAST - FIRST) // 5))]  # …, -2.5, 2.5, … (midnight between two)
 #: a reader's identity of a row of each table compared (the anomalies: current rows per key)
@@ -107,52 +102,6 @@ def lake() -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def _arrow(rows: list[dict[str, Any]], table: Any) -> pa.Table:
-    schema = pa.schema([pa.field("cluster", pa.string()), *table.schema])
-    got = pa.Table.from_pylist([{k: r.get(k) for k in schema.names} for r in rows], schema=schema)
-    return got.select([c for c in steps.READ_COLUMNS[table.name] if c in got.column_names])
-
-
-def _run(lk: dict[str, list[dict[str, Any]]], lo: dt.datetime | None, hi: dt.datetime,
-         state: dict[str, pa.Table] | None, with_commits: bool) -> steps.StepOutput:
-    """A step over ``[lo, hi)`` as the job reads the lake: the sweeps in range, the commits from 15
-    minutes before ``lo``, and the ``group_events`` of the UTC days from ``lo``'s to ``hi``'s,
-    whole (one pass, ``lo`` None: every day up to ``hi``'s)."""
-    def rows(table: str, col: str, since: dt.datetime | None) -> list[dict[str, Any]]:
-        return [r for r in lk[table] if (since is None or r[col] >= since) and r[col] < hi]
-
-    commits = None
-    if with_commits:
-        commits = _arrow(rows("commits", "commit_ts", None if lo is None else lo - dt.timedelta(minutes=15)),
-                         COMMITS)
-    events = _arrow([r for r in lk["group_events"] if (lo is None or r["record_ts"].date() >= lo.date())
-                     and r["record_ts"].date() <= hi.date()], GROUP_EVENTS)
-    return steps.run_step(steps.StepInputs(offsets=_arrow(rows("offsets", "sweep_ts", lo), OFFSETS),
-                                           members=_arrow(rows("members", "sweep_ts", lo), MEMBERS),
-                                           commits=commits, group_events=events, state=state or {}),
-                          settings=SETTINGS, as_of=hi)
-
-
-def _seen(outs: list[steps.StepOutput], table: str) -> dict[tuple[Any, ...], dict[str, Any]]:
-    """What a reader sees of the steps' ``table``: per identity, the latest step's row."""
-    seen: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for out in outs:
-        for r in out.tables[table].to_pylist():
-            r.pop("as_of_ts", None)
-            seen[tuple(r[c] for c in IDENTITY[table])] = r
-    return seen
-
-
-def _differences(whole: steps.StepOutput, outs: list[steps.StepOutput]) -> list[str]:
-    found = []
-    for table in IDENTITY:
-        one, split = _seen([whole], table), _seen(outs, table)
-        for k in sorted(set(one) | set(split), key=repr):
-            if one.get(k) != split.get(k):
-                found.append(f"{table} {k}: one pass {one.get(k)}, steps {split.get(k)}")
-    return found
-
-
 @pytest.mark.parametrize("with_commits", [True, False])
 def test_one_pass_takes_the_records_of_day_d(with_commits: bool) -> None:
     # the one pass the steps are held to: each window's generation before and timeouts are those
@@ -180,7 +129,7 @@ def test_steps_cut_at_every_minute_equal_one_pass(with_commits: bool) -> None:
             out = _run(lk, lo, hi, state, with_commits)
             outs.append(out)
             state, lo = out.state, hi
-        assert _differences(whole, outs) == [], [c.isoformat() for c in plan]
+        assert _differences([whole], outs, IDENTITY) == [], [c.isoformat() for c in plan]
 
 
 def _carried(state: dict[str, pa.Table]) -> dict[str, list[tuple[Any, ...]]]:

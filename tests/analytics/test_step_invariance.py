@@ -16,7 +16,7 @@ from analytics_builders import at, members_rows, offsets_rows
 
 from lagscope.analytics import step as steps
 from lagscope.config import AnalyticsConfig, AnalyticsRulesConfig
-from lagscope.schema import COMMITS, MEMBERS, OFFSETS
+from lagscope.schema import COMMITS, GROUP_EVENTS, MEMBERS, OFFSETS
 
 # commit gaps learn their normal from the gaps seen so far (a documented difference, hindsight:
 # docs/analytics.md "Incremental mode"), so none is judged here: no partition shows the samples
@@ -82,26 +82,33 @@ def random_group(rng: random.Random, group: str) -> dict[str, list[dict[str, Any
 
 def _run(lake: dict[str, list[dict[str, Any]]], lo: dt.datetime | None, hi: dt.datetime,
          state: dict[str, pa.Table] | None, with_commits: bool) -> steps.StepOutput:
+    """A step over ``[lo, hi)`` as the job reads the lake: the sweeps in range, the commits from 15
+    minutes before ``lo``, and the ``group_events`` (when the lake has them) of the UTC days from
+    ``lo``'s to ``hi``'s, whole (one pass, ``lo`` None: every day up to ``hi``'s)."""
     def rows(table: str, col: str, since: dt.datetime | None) -> list[dict[str, Any]]:
         return [r for r in lake[table] if (since is None or r[col] >= since) and r[col] < hi]
 
-    commits = None
+    commits = events = None
     if with_commits:  # as the job reads them: from 15 minutes before the step's start
         commits = _arrow(rows("commits", "commit_ts", None if lo is None else lo - dt.timedelta(minutes=15)),
                          COMMITS)
+    if "group_events" in lake:
+        events = _arrow([r for r in lake["group_events"] if (lo is None or r["record_ts"].date() >= lo.date())
+                         and r["record_ts"].date() <= hi.date()], GROUP_EVENTS)
     return steps.run_step(steps.StepInputs(offsets=_arrow(rows("offsets", "sweep_ts", lo), OFFSETS),
                                            members=_arrow(rows("members", "sweep_ts", lo), MEMBERS),
-                                           commits=commits, group_events=None, state=state or {}),
+                                           commits=commits, group_events=events, state=state or {}),
                           settings=SETTINGS, as_of=hi)
 
 
-def _seen(outs: list[steps.StepOutput], table: str) -> dict[tuple[Any, ...], dict[str, Any]]:
+def _seen(outs: list[steps.StepOutput], table: str,
+          identity: dict[str, tuple[str, ...]]) -> dict[tuple[Any, ...], dict[str, Any]]:
     """What a reader sees of the steps' ``table``: per identity, the latest step's row."""
     seen: dict[tuple[Any, ...], dict[str, Any]] = {}
     for out in outs:
         for r in out.tables[table].to_pylist():
             r.pop("as_of_ts", None)
-            seen[tuple(r[c] for c in IDENTITY[table])] = r
+            seen[tuple(r[c] for c in identity[table])] = r
     return seen
 
 
@@ -114,10 +121,12 @@ def _lake(seed: int) -> tuple[dict[str, list[dict[str, Any]]], bool]:
     return lake, seed % 2 == 0
 
 
-def _differences(whole: list[steps.StepOutput], outs: list[steps.StepOutput]) -> list[str]:
+def _differences(whole: list[steps.StepOutput], outs: list[steps.StepOutput],
+                 identity: dict[str, tuple[str, ...]] = IDENTITY) -> list[str]:
+    """Each row of the tables in ``identity`` that one pass (``whole``) and the steps disagree on."""
     found = []
-    for table in IDENTITY:
-        one, split = _seen(whole, table), _seen(outs, table)
+    for table in identity:
+        one, split = _seen(whole, table, identity), _seen(outs, table, identity)
         for k in sorted(set(one) | set(split), key=repr):
             if one.get(k) != split.get(k):
                 found.append(f"{table} {k}: one pass {one.get(k)}, steps {split.get(k)}")
