@@ -24,11 +24,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from analytics_builders import T0, at, write_stall_lake
-from helpers.s3server import S3Server
+from helpers.s3server import S3Server, s3a_jars_or_skip
 from test_job_s3 import upload
 
 from lagscope import results, s3a
-from lagscope.errors import JarsUnavailable
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -39,12 +38,7 @@ LAGSCOPE = Path(sys.executable).with_name("lagscope")
 
 @pytest.fixture(scope="module")
 def s3a_jars() -> list[Path]:
-    try:
-        return s3a.jars()
-    except JarsUnavailable as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the s3a jars are missing in CI (scripts/setup.sh fetches them): {exc}")
-        pytest.skip(str(exc))
+    return s3a_jars_or_skip()
 
 
 def _rows(table: pa.Table, columns: list[str]) -> list[tuple[str, ...]]:

@@ -9,7 +9,6 @@ SparkContext with the rest of the test session.
 from __future__ import annotations
 
 import datetime as dt
-import os
 import random
 import subprocess
 import sys
@@ -20,10 +19,10 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from helpers.history import make_history
+from helpers.s3server import s3a_jars_or_skip
 
-from lagscope import s3a
 from lagscope.devtools.spark_standalone import ClusterState, StandaloneCluster, pid_alive, stop_recorded
-from lagscope.errors import JarsUnavailable, SparkClusterError
+from lagscope.errors import SparkClusterError
 from lagscope.lake import write_rows
 from lagscope.results import read
 from lagscope.schema import OFFSETS, RESULT_TABLES
@@ -322,12 +321,7 @@ def test_the_pipeline_on_object_storage_finds_the_stall(spark_cluster: Standalon
     # Spark's own s3a:// on the cluster's executors (the pinned hadoop-aws jars, shipped to them by
     # spark.jars): a user's program writes a table to the bucket and reads every result table
     # back, the same rows as pyarrow's read of the same objects
-    try:
-        s3a.jars()
-    except JarsUnavailable as exc:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the s3a jars are missing in CI (scripts/setup.sh fetches them): {exc}")
-        pytest.skip(str(exc))
+    s3a_jars_or_skip()
     scratch = s3_server.url(f"{s3_prefix}/mine/numbers")
     got = tmp_path / "s3a"
     ran = subprocess.run([sys.executable, str(S3A_READER), str(config), results_url, scratch, str(got),

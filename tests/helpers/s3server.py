@@ -30,7 +30,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-__all__ = ["GOFAKES3", "S3Server", "S3ServerError"]
+__all__ = ["GOFAKES3", "S3Server", "S3ServerError", "s3a_jars_or_skip"]
 
 ROOT = Path(__file__).resolve().parents[2]
 GOFAKES3 = ROOT / ".tools" / "bin" / "gofakes3"
@@ -42,6 +42,22 @@ os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
 # (docs/configuration.md, storage)
 os.environ["AWS_REQUEST_CHECKSUM_CALCULATION"] = "when_required"
 os.environ["AWS_RESPONSE_CHECKSUM_VALIDATION"] = "when_required"
+
+
+def s3a_jars_or_skip() -> list[Path]:
+    """The s3a connector's jars (``lagscope.s3a.jars``; fetched by ``scripts/setup.sh``): without
+    them a test is skipped on a developer's machine and fails in CI (``CI=true``)."""
+    import pytest
+
+    from lagscope import s3a
+    from lagscope.errors import JarsUnavailable
+
+    try:
+        return s3a.jars()
+    except JarsUnavailable as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the s3a jars are missing in CI (scripts/setup.sh fetches them): {exc}")
+        pytest.skip(str(exc))
 
 
 class S3ServerError(RuntimeError):
