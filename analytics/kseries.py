@@ -321,9 +321,9 @@ def _without_jumps(rate: F64, to_end: B, seed: F64, key: I64, first: B, factor: 
     return out
 
 
-def nan_to0(v: F64) -> F64:
-    """``v`` with NaN as 0."""
-    return np.where(np.isnan(v), 0.0, v)
+def nan_to(v: F64, fill: float) -> F64:
+    """``v`` with NaN as ``fill``."""
+    return np.where(np.isnan(v), fill, v)
 
 
 def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, end: I64, end_ok: B,
@@ -370,11 +370,16 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     # earlier busy interval with progress (a state row: a carried busy rate): alone, a committed
     # offset is the position at the last commit, so one interval whose commit landed early shows a
     # keeping-up consumer "saturated" at a fraction of its pace, with nothing else to judge by
-    pos_busy = np.where(is_state, nan_to0(m_max_rate) > 0, busy & (fresh_rate > 0))
+    pos_busy = np.where(is_state, nan_to(m_max_rate, 0.0) > 0, busy & (fresh_rate > 0))
     busy_before = shift(segmented_cummax(pos_busy, key), first, False)
     sat = busy & prev_end_ok & (committed < prev_end) & busy_before
     sat_rate = np.where(sat, fresh_rate, 0.0)
-    trusted = shift(segmented_cummax(np.where(is_state, nan_to0(m_sat_rate), sat_rate), key), first, 0.0) > 0
+    # the largest saturated rate before the row (a state row's own seed is m_sat_rate): the
+    # capacity is trusted once it is positive
+    sat_seed = np.where(is_state, nan_to(m_sat_rate, -np.inf), sat_rate)
+    sat_max = shift(segmented_cummax(sat_seed, key), first, -np.inf)
+    sat_max_before = np.where(np.isfinite(sat_max), sat_max, 0.0)
+    trusted = sat_max_before > 0
     # until then (nothing is judged a skip yet), an advance to the end is a jump only beyond the
     # factor × the producers' rate over the interval too: a consumer that keeps up reads about what
     # was written (plus the lag it had), so a rate kept before that is lower (a first interval whose
@@ -395,9 +400,6 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
             done |= cond
         return out
 
-    def nan_to(v: F64, fill: float) -> F64:
-        return np.where(np.isnan(v), fill, v)
-
     change_mark = mark((is_state, m_change_t), (changed, t))
     pending_mark = mark((is_state, nan_to(m_pending_t, -1.0)), (lag0, -1.0), (starts_pending, t))
     ret_mark = mark((is_state, nan_to(m_ret_t, -1.0)), (~lost, -1.0), (~prev_lost, t))
@@ -417,12 +419,9 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     rate_seed = np.where(is_state, nan_to(m_max_rate, -np.inf), busy_rate)
     rate_max = shift(segmented_cummax(rate_seed, key), first, -np.inf)
     busy_max_before = np.where(np.isfinite(rate_max), rate_max, 0.0)
-    sat_seed = np.where(is_state, nan_to(m_sat_rate, -np.inf), sat_rate)
-    sat_max = shift(segmented_cummax(sat_seed, key), first, -np.inf)
-    sat_max_before = np.where(np.isfinite(sat_max), sat_max, 0.0)
     # every busy interval is a lower bound of the pace; the bound is trusted once one interval
     # was saturated (an interval merely busy at both ends may have waited for messages between)
-    max_rate_before = np.where(sat_max_before > 0, busy_max_before, 0.0)
+    max_rate_before = np.where(trusted, busy_max_before, 0.0)
     prev_rate = np.where(has_prev, shift(rate, first, 0.0), _NAN)
     committed_seed = np.where(committed_ok, committed, _LMIN)
     if bool(is_state.any()):
