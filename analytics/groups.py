@@ -125,9 +125,13 @@ left for the broker to expire, a stop). Once released it is
 reported with its own start and key (the detection waits the bound instead of ``stall_after_s``,
 only for a crashed-looking owner); a closed one is reported as it is (its owner resumed: alive;
 or the rebalance's outage dropped it). An owner with activity elsewhere is unaffected (``starved``).
-A status row is held while its owner looked crashed: a ``STALL``/``STOP`` row of the episode
-before min(release, the owner's first activity after the start) (:data:`HELD_SCHEMA`; the status
-table makes it ``OK`` with :data:`lagscope.analytics.status.HELD_REASON`).
+A status row is judged by the partition's owner at the row's own time (its latest owned row in
+the episode at or before it: one segment per owner's tenure of the partition in the episode, so a
+later handover does not change an earlier row): starved from that owner's first progress elsewhere
+since the episode's start (:data:`STARVED_SCHEMA`), held while that owner had shown no activity
+since the start, before min(release, its first activity) (:data:`HELD_SCHEMA`; the status table
+makes such rows ``OK`` with :data:`lagscope.analytics.status.STARVED_REASON` or
+:data:`lagscope.analytics.status.HELD_REASON`).
 
 **Outages** (:func:`drop_rebalance_outages`): a stall, stop or commit gap of a group that starts
 at or after a rebalance's ``quiet_from`` − 1 s and ends (an open one: start + magnitude s) by its
@@ -216,12 +220,15 @@ RECENT_SCHEMA = pa.schema([("cluster", pa.string()), ("group_id", pa.string()), 
 #: length at which a stall becomes critical when nobody in its group progresses)
 ESCALATE_AFTER = 5.0
 
-#: the ``starved`` episodes the status table needs (:func:`lagscope.analytics.status.status`)
+#: the ``starved`` segments the status table needs (:func:`lagscope.analytics.status.status`): per
+#: owner's tenure of a partition in an idle episode (``start_ts`` its first row, ``end_ts`` the
+#: next tenure's or the episode's end), from that owner's first progress elsewhere (``from_ts``)
 STARVED_SCHEMA = pa.schema([("cluster", pa.string()), ("group_id", pa.string()), ("topic", pa.string()),
                             ("partition", pa.int32()), ("start_ts", _MS), ("end_ts", _MS), ("from_ts", _MS),
                             ("warn_ts", _MS)])
-#: the stalls and stops whose owner looked crashed (module doc, **Held**): a status row of the
-#: partition inside one (start ≤ eval ≤ end, an open one without end) before ``until_ts`` is held
+#: the owners' tenures in stalls and stops while the owner looked crashed (module doc, **Held**): a
+#: status row of the partition inside one (start ≤ eval ≤ end, an open one without end) before
+#: ``until_ts`` is held
 HELD_SCHEMA = pa.schema([("cluster", pa.string()), ("group_id", pa.string()), ("topic", pa.string()),
                          ("partition", pa.int32()), ("start_ts", _MS), ("end_ts", _MS), ("until_ts", _MS)])
 
@@ -1382,16 +1389,16 @@ def _silences(rp: _I, t: _F, forget_after_s: float) -> _I:
 
 def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Table | None, groups: pa.Array,
                      ep_topic: pa.Array, ep_partition: pa.Array, ep_q_g: _I, ep_q_t: _F,
-                     ep_start: _F, forget_after_s: float = math.inf) -> tuple[_Progress, _I, _I, _F, _Progress, _F]:
+                     ep_start: _F, forget_after_s: float = math.inf) -> tuple[_Progress, _I, _I, _Progress, _F,
+                                                                               _Progress]:
     """The progress events of the groups ``groups`` (see :class:`_Progress`), and per episode (its
     group ``ep_q_g``, partition ``ep_topic``/``ep_partition``, from ``ep_start``) its partition's
     code, its owner's code at ``ep_q_t``: the owner of the partition's latest row with an owner
-    at or before it, when that row is at or after ``ep_start`` (−1: none), and since when that
-    owner held the partition: the first of its rows since the partition's last row of another
-    owner (−inf: all of the rows the step has); last, the *activity* events: the progress events
-    and every commit record (one that commits the same offset too: its member is alive), each
-    with its owner as the progress events have it; and per episode the time of its partition's
-    first row after ``ep_start`` without an owner (NaN: none)."""
+    at or before it, when that row is at or after ``ep_start`` (−1: none); then the *activity*
+    events: the progress events and every commit record (one that commits the same offset too:
+    its member is alive), each with its owner as the progress events have it; per episode the time of its partition's
+    first row after ``ep_start`` without an owner (NaN: none); and the rows with an owner (a
+    carried last owned row at its own time), each an event of its owner."""
     def rows_of(table: pa.Table | None) -> tuple[pa.Table, _I]:
         if table is None or not table.num_rows:
             return pa.table({"topic": pa.array([], pa.string()), "partition": pa.array([], pa.int32())}), np.zeros(
@@ -1500,20 +1507,6 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
     ep_row = np.where(ep_at >= 0, owned_rows[np.maximum(ep_at, 0)] if len(owned_rows) else -1, -1)
     inside = (ep_row >= 0) & (row_t[np.maximum(ep_row, 0)] >= ep_start if len(row_t) else False)
     ep_owner = np.where(inside, ro[np.maximum(ep_row, 0)] if len(ro) else -1, -1)
-    # each owned row's tenure: the first row of its run of rows of the same owner (rows without an
-    # owner between them do not end it; the step's first row of a partition: since −inf)
-    since_of = np.full(len(rp), -np.inf)
-    if len(owned_rows):
-        o = owned_rows[np.lexsort((row_t[owned_rows], rp[owned_rows]))]
-        # a partition back after a silence past the horizon is a new one: its tenure starts afresh
-        gen = _silences(rp, row_t, forget_after_s)[o]
-        new_run = np.ones(len(o), bool)
-        new_run[1:] = (rp[o][1:] != rp[o][:-1]) | (ro[o][1:] != ro[o][:-1]) | (gen[1:] != gen[:-1])
-        first_of_p = np.ones(len(o), bool)
-        first_of_p[1:] = (rp[o][1:] != rp[o][:-1]) | (gen[1:] != gen[:-1])
-        run_t = np.where(first_of_p, -np.inf, row_t[o])
-        since_of[o] = run_t[np.maximum.accumulate(np.where(new_run, np.arange(len(o)), 0))]
-    ep_since = np.where(inside, since_of[np.maximum(ep_row, 0)] if len(since_of) else -np.inf, -np.inf)
     p_all = np.concatenate(ev_p)
     # the group of each event: the partition code's group
     g_of_p = np.zeros(int(pcode.max()) + 1 if len(pcode) else 0, np.int64)
@@ -1523,7 +1516,41 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
     a_p = np.concatenate([p_all, *act_p])
     activity = _Progress(g=g_of_p[a_p], p=a_p, owner=np.concatenate([progress.owner, *act_o]).astype(np.int64),
                          t=np.concatenate([progress.t, *act_t]))
-    return progress, pe, ep_owner, ep_since, activity, ep_lost
+    owned = _Progress(g=g_of_p[rp[owned_rows]] if len(owned_rows) else np.zeros(0, np.int64), p=rp[owned_rows],
+                      owner=ro[owned_rows].astype(np.int64), t=row_t[owned_rows])
+    return progress, pe, ep_owner, activity, ep_lost, owned
+
+
+def _tenures(owned: _Progress, ep_p: _I, lo: _F, hi: _F) -> tuple[_I, _F, _I, _B]:
+    """The owners' tenures inside each episode (partition code ``ep_p``, from ``lo`` to ``hi``):
+    per run of the partition's owned rows ``owned`` in ``[lo, hi]`` with the same owner (rows
+    without an owner between them do not end it), its episode's index, its first row's time, its
+    owner, and whether it is the episode's last; an episode without an owned row there has none."""
+    empty = (np.zeros(0, np.int64), np.zeros(0), np.zeros(0, np.int64), np.zeros(0, bool))
+    if not len(owned.p) or not len(ep_p):
+        return empty
+    o = np.lexsort((owned.t, owned.p))
+    p, t, who = owned.p[o], owned.t[o], owned.owner[o]
+    base = float(min(np.min(t[np.isfinite(t)], initial=0.0), float(np.min(lo))))
+    span = int(np.ceil((max(float(np.max(t[np.isfinite(t)], initial=0.0)), float(np.max(hi))) - base) * 1e6)) + 2
+
+    def comp(c: _I, at: _F) -> _I:
+        return c * span + np.rint((np.clip(at, base, base + (span - 1) / 1e6) - base) * 1e6).astype(np.int64)
+
+    keys = comp(p, t)
+    first = np.searchsorted(keys, comp(ep_p, lo), side="left")
+    stop = np.searchsorted(keys, comp(ep_p, hi), side="right")
+    n = np.maximum(stop - first, 0)
+    if not n.sum():
+        return empty
+    ep = np.repeat(np.arange(len(ep_p)), n)
+    offsets = np.cumsum(n) - n
+    j = first[ep] + (np.arange(len(ep)) - offsets[ep])
+    new = (j == first[ep]) | (who[j] != who[np.maximum(j - 1, 0)])
+    ep, j = ep[new], j[new]
+    last = np.ones(len(ep), bool)
+    last[:-1] = ep[1:] != ep[:-1]
+    return ep, t[j], who[j], last
 
 
 def _timeout_of(gens: pa.Table | None, groups: pa.Array, eg: _I, t: _F, default_s: float,
@@ -1599,11 +1626,12 @@ def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, 
     seen = np.where(closed, end, start + mag)
     # the owner: of the partition's last row inside the episode (before the sweep that ended it)
     q_t = np.where(closed, end - 1e-6, seen)
-    ev, ep_p, ep_owner, ep_since, act, lost = _progress_events(series, carried, commits, groups, ep.column("topic"),
+    ev, ep_p, ep_owner, act, lost, owned = _progress_events(series, carried, commits, groups, ep.column("topic"),
                                                          ep.column("partition"), eg, q_t, start,
                                                          forget_after_s)
     # events of the same owner (group, owner) and of the whole group, on other partitions
-    no = int(max(ev.owner.max(initial=-1), ep_owner.max(initial=-1), act.owner.max(initial=-1))) + 2
+    no = int(max(ev.owner.max(initial=-1), ep_owner.max(initial=-1), act.owner.max(initial=-1),
+                 owned.owner.max(initial=-1))) + 2
     np_ = int(max(ev.p.max(initial=-1), ep_p.max(initial=-1))) + 1
     ev_go = ev.g * no + (ev.owner + 1)
     ep_go = eg * no + (ep_owner + 1)
@@ -1615,13 +1643,21 @@ def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, 
     by_group = _count_within(ev.g, ev.t, eg, after, seen) - _count_within(ev.p, ev.t, ep_p, after, seen)
     starved = (ep_owner >= 0) & (by_owner > 0)
     others = by_group > 0
-    # from when a status row may say so: the owner's first progress in the episode once it held the
-    # partition (a row before could not know who would own it, nor of that progress; a later step
-    # or a batch says the same for it), else from when it took the partition over (it had progressed
-    # elsewhere in the episode before)
-    from_t = np.maximum(after, ep_since)
-    first = _first_elsewhere(ev_go, ev_go * np_ + ev.p, ev.t, ep_go, ep_go * np_ + ep_p, from_t)
-    first = np.where(np.isnan(first), from_t, first)
+    # the status rows, judged by what was known at their own time: a row at t is starved when the
+    # partition's owner at t (of its latest owned row in the episode at or before t) has made
+    # progress on another of its partitions since the episode's start, up to t. One segment per
+    # owner's tenure in the episode, starved from max(its first row, that owner's first progress
+    # elsewhere) to the next tenure (a later step, a batch and a live step say the same for each
+    # row: an owner who takes the partition over later does not change what an earlier row was)
+    t_ep, t_a, t_owner, t_last = _tenures(owned, ep_p, start, seen)
+    t_go = eg[t_ep] * no + (t_owner + 1)
+    t_first = _first_elsewhere(ev_go, ev_go * np_ + ev.p, ev.t, t_go, t_go * np_ + ep_p[t_ep], after[t_ep])
+    t_from = np.fmax(t_a, t_first)
+    t_next = np.full(len(t_a), np.inf)
+    t_next[:-1] = t_a[1:]
+    # a tenure's rows: up to the next tenure's first row (exclusive), the last one's to the episode's end
+    t_end = np.where(t_last, end[t_ep], t_next - 1e-3)
+    t_starved = ~np.isnan(t_first) & ~(t_from > np.where(t_last, seen[t_ep], t_next - 1e-3))
 
     # held: an owner with no activity on any partition since the episode's start (no progress, no
     # commit record) looks crashed; until its session bound has passed since then, the broker may
@@ -1640,10 +1676,10 @@ def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, 
     first_act = _first_from(act.g * no + (act.owner + 1), act.t, ep_go, after)
     silent = (ep_owner >= 0) & ~(first_act <= seen)
     held = silent & ~starved & ~closed & (seen < release)
-    # a status row is held while its owner looked crashed, until the release (or the owner's
-    # first activity, which shows it alive)
-    held_until = np.fmin(release, first_act)
-    status_held = (ep_owner >= 0) & (held_until > start)
+    # a status row is held while its owner (at its time, as for starved rows) looked crashed, until
+    # the release (or that owner's first activity since the start, which shows it alive)
+    t_until = np.fmin(release[t_ep], _first_from(act.g * no + (act.owner + 1), act.t, t_go, after[t_ep]))
+    t_held = t_until > t_a
 
     k_all = np.asarray(kind.to_pylist(), dtype=object)
     sev_all = np.asarray(_plain(anomalies.column("severity")).cast(pa.string()).to_pylist(), dtype=object)
@@ -1668,13 +1704,14 @@ def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, 
         keep = np.ones(out.num_rows, dtype=bool)
         keep[idx[held]] = False
         out = out.filter(pa.array(keep))
-    hi_ = np.flatnonzero(status_held)
-    held_eps = pa.table({**_episode_columns(ep, hi_), "until_ts": timestamps(held_until[hi_])}, schema=HELD_SCHEMA)
-    si = np.flatnonzero(starved)
+    hi_ = np.flatnonzero(t_held)
+    held_eps = pa.table({**_episode_columns(ep, t_ep[hi_]), "start_ts": timestamps(t_a[hi_]),
+                         "end_ts": timestamps(t_end[hi_]), "until_ts": timestamps(t_until[hi_])}, schema=HELD_SCHEMA)
+    si = np.flatnonzero(t_starved)
+    seg = {**_episode_columns(ep, t_ep[si]), "start_ts": timestamps(t_a[si]), "end_ts": timestamps(t_end[si])}
     return out, pa.table({
-        **_episode_columns(ep, si),
-        "from_ts": timestamps(np.fmax(first[si], start[si])),
-        "warn_ts": timestamps(start[si] + ESCALATE_AFTER * stall_after_s)}, schema=STARVED_SCHEMA), held_eps
+        **seg, "from_ts": timestamps(t_from[si]),
+        "warn_ts": timestamps(start[t_ep[si]] + ESCALATE_AFTER * stall_after_s)}, schema=STARVED_SCHEMA), held_eps
 
 
 def _episode_columns(ep: pa.Table, rows: np.ndarray) -> dict[str, pa.Array]:

@@ -37,8 +37,9 @@ steady small lag (its lag seconds stay small), no alarm on an idle topic.
 **Starved partitions.** A partition row sees its own partition only, so it says ``STALL`` (or
 ``STOP``) for a partition whose owner is alive and committing on its other partitions. The
 per-group pass judges those (:func:`lagscope.analytics.groups.judge_idle`); here a ``STALL`` or
-``STOP`` row inside one of its partition's starved episodes (from the owner's first progress
-elsewhere in it on) becomes ``OK`` (``WARN`` from
+``STOP`` row inside one of its partition's starved segments (an owner's tenure of the partition
+in the episode, from that owner's first progress elsewhere in it on: each row judged by its
+owner at its own time) becomes ``OK`` (``WARN`` from
 ``5 × stall_after_s`` into the episode), its reason prefixed with :data:`STARVED_REASON`, and the
 group row is the worst of the rows so judged: a group whose members all progress is not
 STALL/STOP for a starved partition. Burrow's column is left as Burrow would say it.
@@ -104,9 +105,10 @@ HELD_REASON = ("held (its owner is silent on all its partitions, within its sess
 
 def starved_rows(minutes: pa.Table, starved: pa.Table) -> tuple[_B, _B]:
     """Per minute row: whether it is a ``STALL`` or ``STOP`` row inside one of its partition's
-    ``starved`` episodes (:data:`lagscope.analytics.groups.STARVED_SCHEMA`: start ≤ eval ≤ end,
-    an open one without end) at or after its ``from_ts`` (the owner's first progress elsewhere in
-    it: a row before could not know), and whether it is at or past the episode's ``warn_ts``."""
+    ``starved`` segments (:data:`lagscope.analytics.groups.STARVED_SCHEMA`: an owner's tenure in an
+    episode, start ≤ eval ≤ end, an open one without end) at or after its ``from_ts`` (that owner's
+    first progress elsewhere in the episode: a row before could not know), and whether it is at or
+    past the episode's ``warn_ts``."""
     n = minutes.num_rows
     if not n or not starved.num_rows:
         return np.zeros(n, bool), np.zeros(n, bool)

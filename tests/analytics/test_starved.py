@@ -20,7 +20,7 @@ import pyarrow as pa
 from analytics_builders import at, members_rows, offsets_rows
 
 from lagscope.analytics import step
-from lagscope.analytics.status import STARVED_REASON
+from lagscope.analytics.status import HELD_REASON, STARVED_REASON
 from lagscope.config import AnalyticsConfig, AnalyticsRulesConfig
 from lagscope.schema import TABLES
 
@@ -182,3 +182,54 @@ def test_a_member_that_stops_on_all_its_partitions_at_once_stalls() -> None:
                for r in offsets_rows([(t, 10 * min(t, 30), 10 * t + 5) for t in T], partition=p, owner="m1")]
     members = members_rows([(t, "Stable", 1, [("m1", None, [0, 1])]) for t in T])
     assert anomalies(run(offsets, members)) == [("g", 0, "stall", "critical"), ("g", 1, "stall", "critical")]
+
+
+def _handed_over(first: str, then: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Partitions 0–2 owned by m1, which commits 5 messages a second on them throughout; partition 3
+    stands still at 200 of 1000 from 20 s, owned by ``first`` until a rebalance at 80 s hands it to
+    ``then`` (m2 owns nothing else and never commits)."""
+    offsets = [r for p in range(3) for r in offsets_rows([(t, 100 + 5 * t, 1000) for t in T], partition=p)]
+    offsets += offsets_rows([(t, 10 * min(t, 20), 1000, 0, first if t < 80 else then) for t in T], partition=3)
+    members = members_rows([(t, "Stable", 1 if t < 80 else 2,
+                             [(m, None, [p for p in range(4) if (p < 3 and m == "m1")
+                                         or (p == 3 and m == (first if t < 80 else then))]) for m in ("m1", "m2")
+                              if m == "m1" or (first if t < 80 else then) == m]) for t in T])
+    return offsets, members
+
+
+def _p3_status(out: step.StepOutput) -> dict[Any, tuple[str, str]]:
+    return {r["eval_ts"]: (r["status"], r["reason"].split(":")[0]) for r in out.tables["status"].to_pylist()
+            if r["partition"] == 3}
+
+
+def test_a_status_row_is_judged_by_the_owner_at_its_own_time() -> None:
+    # partition 3 waits from 20 s. At minute 0's evaluation (58 s) its owner m1 commits progress
+    # on partitions 0–2: starved, OK. At 80 s a rebalance hands it to m2, which commits nothing
+    # anywhere: at minute 1's evaluation (118 s, past the session bound 20 + 45 + 3 + 1 s from the
+    # start) it is a STALL. The owner who took it over later does not change what the minute-0
+    # row was: one pass says the same as a live step that ended at 60 s (which never saw m2)
+    offsets, members = _handed_over("m1", "m2")
+    whole = _p3_status(run(offsets, members))
+    first = run([r for r in offsets if r["sweep_ts"] < at(60)], [r for r in members if r["sweep_ts"] < at(60)],
+                upto=60)
+    second = run([r for r in offsets if r["sweep_ts"] >= at(60)], [r for r in members if r["sweep_ts"] >= at(60)],
+                 state=first.state)
+    assert whole == {**_p3_status(first), **_p3_status(second)}
+    assert whole[at(58)] == ("OK", STARVED_REASON.split(":")[0])
+    assert whole[at(118)][0] == "STALL"
+
+
+def test_a_status_row_before_a_live_owner_took_over_is_not_starved() -> None:
+    # the reverse: m2 (silent everywhere) holds partition 3 until 80 s, then m1, which commits on
+    # 0–2, takes it over. The minute-0 row (58 s) was m2's, silent, within its session bound (the
+    # broker might still remove it): held, not starved; the minute-1 row is m1's: starved (WARN:
+    # the partition has waited 98 s, past 5 × stall_after_s)
+    offsets, members = _handed_over("m2", "m1")
+    whole = _p3_status(run(offsets, members))
+    first = run([r for r in offsets if r["sweep_ts"] < at(60)], [r for r in members if r["sweep_ts"] < at(60)],
+                upto=60)
+    second = run([r for r in offsets if r["sweep_ts"] >= at(60)], [r for r in members if r["sweep_ts"] >= at(60)],
+                 state=first.state)
+    assert whole == {**_p3_status(first), **_p3_status(second)}
+    assert whole[at(58)][1] == HELD_REASON.split(":")[0]
+    assert whole[at(118)] == ("WARN", STARVED_REASON.split(":")[0])
