@@ -107,9 +107,9 @@ ROUTE = "soak-receiver"
 COMPARED = ("lag_trends", "status", "anomalies", "rebalances")
 EVENT_TABLES = {"anomalies": ("key",), "rebalances": ("cluster", "group_id", "start_ts")}
 KINDS = ("kill", "broker", "bad_files", "disk_full", "engine", "receiver")
-#: the faults that stop the analytics' engine: after them, the first results (of a new engine)
-#: must be written within one interval; after the others, which leave the steps going, the next
-#: step must begin within one interval (:func:`analytics_back`)
+#: the faults that stop the analytics' engine: after them, the step that resumes the analytics
+#: must also be one the new engine finished (its results written); after the others, which
+#: leave the steps going, the next step beginning is the recovery (:func:`analytics_back`)
 ENGINE_FAULTS = ("kill", "engine")
 #: a loop's own scheduling (start to start, on a busy machine)
 SWEEP_JITTER_S = 0.5
@@ -948,6 +948,9 @@ class Soak:
             full = self.watcher.first_result_after(f.end, prefix="inc-")
             f.detail["full_step_s"] = None if full is None else round(full - f.end, 2)
             f.analytics_recovery_s = analytics_back(f)
+            # how busy the machine was while the fault and its recovery ran (its timing is a
+            # result only below QUIET_LOAD: :func:`verdicts`)
+            f.detail["load"] = window_load(self.watcher.load, f.start, f.end + self.o.analytics_interval_s)
             if f.kind == "receiver":
                 # the backlog: every notification created before the receiver came back
                 pending = _outbox_created_before(self.outbox, f.end)
@@ -1300,13 +1303,32 @@ def load_summary(samples: list[tuple[float, float]]) -> dict[str, Any]:
             "max": round(max(x for _, x in samples), 2), "above_quiet_s": round(above, 1)}
 
 
+def window_load(samples: list[tuple[float, float]], t0: float, t1: float) -> float | None:
+    """The mean of the 1-minute load average sampled from ``t0`` to ``t1`` (None: no sample)."""
+    got = [x for t, x in samples if t0 <= t <= t1]
+    return round(sum(got) / len(got), 2) if got else None
+
+
 def analytics_back(f: FaultRecord) -> float | None:
-    """Seconds from a fault's end to the analytics' recovery: after a kill or an engine kill, the
-    first results written (the new engine's first step done); after the others, the first step
-    that began (the line each step writes to the analytics' trace, with where it read the lake to)."""
-    key = "results_written_s" if f.kind in ENGINE_FAULTS else "step_began_s"
-    got = f.detail.get(key)
-    return None if got is None else float(got)
+    """Seconds from a fault's end to the analytics' recovery: the first step that began after it
+    and read the lake past it (the line each step writes to the analytics' trace, with where it
+    read the lake to). After a kill or an engine kill that step runs on a new engine (a new
+    process or a new Spark session, started before the step begins), and it counts only once
+    that engine has finished a step: results written after it began (how long that first step
+    took is its own figure, ``results_written_s``, reported beside it)."""
+    began, written = f.detail.get("step_began_s"), f.detail.get("results_written_s")
+    if began is None:
+        return None
+    if f.kind in ENGINE_FAULTS and (written is None or written < began):
+        return None
+    return float(began)
+
+
+def timed(f: FaultRecord) -> bool:
+    """Whether a fault's recovery times are a result: the machine's load while it ran and
+    recovered (:func:`window_load`) was at most :data:`QUIET_LOAD` (unknown: judged)."""
+    load = f.detail.get("load")
+    return load is None or load <= QUIET_LOAD
 
 
 def recovery_seen(f: FaultRecord, first_result_after: Callable[[float], float | None],
@@ -1335,20 +1357,27 @@ def end_wait(faults: list[FaultRecord], seen: Callable[[FaultRecord], bool], ana
     return latest if latest is not None and latest > now else None
 
 
+def late(f: FaultRecord, took: float | None, bound: float) -> bool:
+    """Whether a recovery failed its bound: it must happen; how long it took is held to ``bound``
+    only on a quiet machine (:func:`timed`: a timing taken above QUIET_LOAD is not a result, and
+    the report says which faults' timings were not judged)."""
+    return took is None or (timed(f) and took > bound)
+
+
 def verdicts(r: SoakResult) -> dict[str, list[str]]:
     """Each property of the soak: its failures (empty: it held)."""
     o = r.opts
     out: dict[str, list[str]] = collections.defaultdict(list)
     for f in r.faults:
         if f.kind != "receiver":
-            if f.sweep_recovery_s is None or f.sweep_recovery_s > o["sweep_interval_s"] + SWEEP_JITTER_S:
+            if late(f, f.sweep_recovery_s, o["sweep_interval_s"] + SWEEP_JITTER_S):
                 out["recovery"].append(f"{f.kind} at {_hms(f.start)}: sweeps back after {f.sweep_recovery_s} s "
                                        f"(interval {o['sweep_interval_s']:g} s)")
-            bound = o["analytics_interval_s"] + (0.0 if f.kind in ENGINE_FAULTS else SWEEP_JITTER_S)
-            if f.analytics_recovery_s is None or f.analytics_recovery_s > bound:
+            if late(f, f.analytics_recovery_s, o["analytics_interval_s"] + SWEEP_JITTER_S):
                 out["recovery"].append(f"{f.kind} at {_hms(f.start)}: analytics back after {f.analytics_recovery_s} s "
-                                       f"(interval {o['analytics_interval_s']:g} s)")
-        elif f.alerts_recovery_s is None or f.alerts_recovery_s > o["alerts_interval_s"]:
+                                       f"(interval {o['analytics_interval_s']:g} s; first results after "
+                                       f"{f.detail.get('results_written_s')} s)")
+        elif late(f, f.alerts_recovery_s, o["alerts_interval_s"]):
             out["recovery"].append(f"receiver at {_hms(f.start)}: backlog delivered after {f.alerts_recovery_s} s "
                                    f"(interval {o['alerts_interval_s']:g} s; {f.detail})")
     kinds = {f.kind for f in r.faults}
@@ -1412,6 +1441,14 @@ def _load_line(ld: dict[str, Any]) -> str:
     return line
 
 
+def _untimed_line(faults: list[FaultRecord]) -> str:
+    busy = [f for f in faults if not timed(f)]
+    if not busy:
+        return ""
+    return (" **Not judged by time here (the machine was busy): "
+            + ", ".join(f"{f.kind} at {_hms(f.start)} (load {f.detail['load']:.1f})" for f in busy) + ".**")
+
+
 def _hms(t: float) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%H:%M:%S")
 
@@ -1449,10 +1486,14 @@ def report(r: SoakResult, command: str) -> str:
              f"**Verdict: {'every check held' if not v else 'FAILED: ' + ', '.join(sorted(v))}.**", "",
              f"Bounds: sweeps back within one sweep interval (+{SWEEP_JITTER_S:g} s of the loop's own scheduling) of "
              "the fault's end (for a kill: the restart), the first successful sweep that started after it (from "
-             "the lake's `sweeps`); analytics back within one analytics interval: after a kill or an engine kill, "
-             "the first results written (a new Spark session, its first step done); after the faults that leave the "
-             "steps going, the first step that began after the fault and read the lake past it (the analytics' trace; "
-             f"+{SWEEP_JITTER_S:g} s); the receiver: its backlog delivered within one alerts interval.",
+             "the lake's `sweeps`); analytics back within one analytics interval (+"
+             f"{SWEEP_JITTER_S:g} s): the first step that began after the fault and read the lake past it (the "
+             "analytics' trace), after a kill or an engine kill on a new engine (a new process or Spark session, "
+             "started before the step) that also finished it: its results written (how long after the fault: the "
+             "detail's `results_written_s`); the receiver: its backlog delivered within one alerts interval. "
+             f"Every recovery must happen; its time is held to the bound only where the load (the detail's `load`: "
+             f"the 1-minute load average over the fault and one analytics interval after it) was at most "
+             f"{QUIET_LOAD:g}." + _untimed_line(r.faults),
              "",
              "| fault | injected | lasted s | sweeps back s (≤ interval) | analytics back s (≤ interval) | "
              "other recovery | rows lost | duplicates |",

@@ -227,3 +227,49 @@ def test_a_differing_anomaly_comes_with_what_the_lake_held_of_its_partition(tmp_
     assert len(got["commits"]) == 1
     assert got["commits"][0].startswith("00:50:58.098 committed_offset=12 source_offset=7")
     assert got["steps"] == ["00:51:03 (provisional until 00:50:58)"]
+
+
+def test_after_an_engine_fault_the_analytics_are_back_when_a_step_began_that_the_new_engine_finished() -> None:
+    def back(kind: str, began: float | None, written: float | None) -> float | None:
+        f = soak.FaultRecord(kind, 1000.0, 1001.0, detail={"step_began_s": began, "results_written_s": written})
+        return soak.analytics_back(f)
+
+    # a new process's (or Spark session's) first step began 18 s after the restart, done at 61 s:
+    # the analytics resumed at 18 s; the step's length is its own figure
+    assert back("kill", 17.8, 60.9) == 17.8
+    assert back("engine", 0.2, 44.2) == 0.2
+    # a step began on the new engine but nothing was written since: not back yet
+    assert back("kill", 17.8, None) is None
+    assert back("engine", 5.0, 3.0) is None  # results from before that step (another engine's)
+    # the faults that leave the engine going: the step beginning is the recovery
+    assert back("broker", 21.9, None) == 21.9
+    assert back("broker", None, 2.0) is None
+
+
+def test_a_recovery_is_held_to_its_bound_only_where_the_machine_was_quiet() -> None:
+    samples = [(990.0, 9.0), (1000.0, 2.0), (1010.0, 3.0), (1040.0, 3.2), (1100.0, 9.0)]
+    assert soak.window_load(samples, 1000.0, 1041.0) == 2.73
+    assert soak.window_load(samples, 2000.0, 2100.0) is None
+
+    def result(load: float | None, analytics_s: float | None) -> soak.SoakResult:
+        f = soak.FaultRecord("kill", 1000.0, 1001.0, detail={"load": load, "step_began_s": analytics_s,
+                                                              "results_written_s": 60.0},
+                             sweep_recovery_s=4.0, analytics_recovery_s=analytics_s)
+        opts = {"sweep_interval_s": 5.0, "analytics_interval_s": 30.0, "alerts_interval_s": 5.0, "faults": False}
+        return soak.SoakResult(opts=opts, began=0.0, ended=1.0, load_start=(0.0, 0.0, 0.0),
+                               load_end=(0.0, 0.0, 0.0), faults=[f], schedule=[], lives=[], unexpected_exits=[],
+                               scenarios=[], watermark=None, first_step_start=None,
+                               commits={"acknowledged": 9, "lost": 0, "duplicated": 0},
+                               alerts={"notifications": 1, "lost": [], "unknown": [], "repeated": {}, "pending": 0,
+                                       "dead": 0},
+                               quarantine={"missing": [], "unexpected": [], "dropped": 0}, results={}, rss={},
+                               problems=[], logs={})
+
+    # quiet: 34 s against a 30-s interval is late
+    assert "kill at" in soak.verdicts(result(2.0, 34.0))["recovery"][0]
+    assert not soak.verdicts(result(2.0, 29.0)).get("recovery")
+    # busy: the time is not a result (the report says so), but the recovery must still happen
+    assert not soak.verdicts(result(4.1, 34.0)).get("recovery")
+    assert "Not judged by time" in soak._untimed_line(result(4.1, 34.0).faults)
+    assert soak._untimed_line(result(2.0, 34.0).faults) == ""
+    assert soak.verdicts(result(4.1, None))["recovery"]
