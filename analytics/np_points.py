@@ -232,7 +232,9 @@ def advances(s: Series, commits: Commits | None,
     processed it at face value (``advance > capacity · (t1 − t0)``) with the new offset at the end.
 
     - ``advance`` = new − max(everything committed before: the key's earlier commits, its sweeps'
-      committed offsets and the carried highest; the log start known before it);
+      committed offsets and the carried highest; the log start known before it); the last sweep
+      before a commit that already shows its offset (read after the sweep's stamp), no earlier
+      commit having written it, counts with what was committed before that sweep only;
     - ``capacity``: the largest rate over sweep intervals busy at both ends (lag > 0 before and
       after) before it (:attr:`Series.max_rate_before`; for a commit, through the last sweep
       strictly before it);
@@ -265,10 +267,19 @@ def advances(s: Series, commits: Commits | None,
         k_ok = (k < s.n) & (s.key[np.minimum(k, s.n - 1)] == c.key) if s.n else np.zeros(c.n, bool)
         jj, kk = np.maximum(j, 0), np.minimum(k, max(s.n - 1, 0))
         lmin = np.iinfo(np.int64).min
-        sw_hi = np.maximum(np.where(s.committed_ok, s.committed, lmin),
-                           np.where(s.max_committed_before_ok, s.max_committed_before, lmin))
-        sw_hi = np.maximum(sw_hi, np.where(s.is_state & s.m_max_committed_ok, s.m_max_committed, lmin))
-        hi = np.where(j_ok, sw_hi[jj], lmin) if s.n else np.full(c.n, lmin)
+        own = np.where(s.committed_ok, s.committed, lmin)
+        carried = np.where(s.is_state & s.m_max_committed_ok, s.m_max_committed, lmin)
+        # committed before each sweep: max_committed_before leaves the row's own out; a state row
+        # has none, and its carried highest includes its own committed, so it counts only above it
+        sw_before = np.maximum(np.where(s.max_committed_before_ok, s.max_committed_before, lmin),
+                               np.where(carried > own, carried, lmin))
+        sw_hi = np.maximum(np.maximum(own, carried), sw_before)
+        # a sweep is stamped with its start but reads the committed offsets later, so the last one
+        # before a commit may show that commit's own offset (an admin reset writes one record):
+        # then only what was committed before that sweep was committed before the commit
+        earlier = cj["prev_ok"] & (cj["max_before"] >= c.offset)  # an earlier record wrote it
+        read_it = (j_ok & s.committed_ok[jj] & (s.committed[jj] == c.offset) & ~earlier) if s.n else j_ok
+        hi = np.where(j_ok, np.where(read_it, sw_before[jj], sw_hi[jj]), lmin) if s.n else np.full(c.n, lmin)
         hi = np.maximum(hi, np.where(cj["prev_ok"], cj["max_before"], lmin))
         before_ok = hi != lmin
         c_ls = np.where(cj["ls_ok"], cj["ls"], 0)

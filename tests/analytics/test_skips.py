@@ -527,6 +527,47 @@ def test_a_reset_to_earliest_of_an_empty_group_is_an_admin_rewind() -> None:
     assert _brief(got) == [("rewind", "admin_reset", 0, 32.0, 1000.0, "warning")]
 
 
+@pytest.mark.parametrize("backlog", [1, 1000])
+def test_an_admin_reset_read_by_the_sweep_stamped_just_before_it_is_exact(backlog: int) -> None:
+    # the collector stamps a sweep with its start and reads the committed offsets a little later:
+    # the reset's one commit record is at t=35.25, and the sweep stamped 35 already shows its
+    # offset (_reset_case's sweeps show the new offset from 32 on). That sweep's committed offset
+    # is the reset's own, not something committed before it: the reset skipped from 1000 (what
+    # was committed before that sweep), exactly. Taken as "committed before", it left an advance
+    # of 0 and the reset was missed
+    offsets, members, commits, events = _reset_case("g", backlog)
+    commits = [{**r, "commit_ts": at(35.25), "record_ts": at(35.25)} if r["commit_ts"] == at(32) else r
+               for r in commits]
+    want = [("skip", "admin_reset", 0, 35.25, float(backlog), "critical")]
+    assert _brief(_step(offsets, members, commits, events)) == want
+    assert _brief(_step(offsets, members, commits)) == want
+    # across a step boundary the sweep that read it is the carried state row, whose carried
+    # highest offset includes its own committed one: the commit records before it count
+    split = _two_steps(offsets, members, commits, split=37.0)
+    assert [(r["cause"], (r["start_ts"] - at(0)).total_seconds(), r["magnitude"]) for r in split] == [
+        ("admin_reset", 35.25, float(backlog))]
+
+
+def test_a_consumer_s_own_commits_read_by_the_sweeps_stamped_before_them_are_no_skip() -> None:
+    # a consumer drains a backlog at 40/s (its capacity, saturated until t=40) against producers
+    # at 20/s, committing every 0.5 s, reaches the end at t=50 and keeps up from then on. Every
+    # sweep reads its offsets 0.25 s after its stamp: each shows the commit made 0.25 s after it
+    # (50.25's reaches the end). Each such commit advanced 10-20 messages in 0.5 s, at its pace:
+    # no skip. Measured from the sweep before (the 195 since 45.25 in 0.5 s, at the end) the
+    # commit at 50.25 would be a critical seek
+    def end(t: float) -> int:
+        return 1000 + round(20 * t)
+
+    def committed(t: float) -> int:
+        return min(round(40 * t), end(t))
+
+    sweeps = [(t, committed(t + 0.25), end(t + 0.25)) for t in SWEEPS]
+    cs = [(0.25 + 0.5 * k, committed(0.25 + 0.5 * k)) for k in range(141)]
+    offsets, members, commits = offsets_rows(sweeps), _stable(SWEEPS, [0]), _commits("g", 0, cs)
+    assert _step(offsets, members, commits) == []
+    assert _two_steps(offsets, members, commits, split=52.0) == []
+
+
 @pytest.mark.parametrize("with_stream", [True, False])
 def test_a_standalone_committer_is_never_an_admin_reset(with_stream: bool) -> None:
     # assign() + commitSync (or Flink's KafkaSource): the group never has members; its commits
