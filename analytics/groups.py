@@ -40,9 +40,12 @@ member: from its last progress, ``quiet_from``; else the window) over the bound.
 rebalancing): ``end`` = the record of the generation B saw, i.e. the latest generation record
 after A with B's member ids, written before the sweep after B (:func:`generation_end`);
 ``start`` = the earliest of the surviving members' last commits in ``[A, end]`` (their revocation
-commits), else the group's last commit in ``[A, end]``; a static bounce's window is the member's
-absence (its last commit → end); a timed-out member's last progress is its partitions' last
-commit before A⁺. Only commits in ``[A − session − rebalance timeout, end]`` count.
+commits), else the group's last commit in ``[A, end]``; with no commit in ``[A, end]``, the
+middle of ``(A, end)``, the interval the change must have happened in (of ``(A, A⁺)``, the
+sweeps' estimate, when ``end`` is after A⁺); a static bounce's window is the member's absence
+(its last commit → end; without one, from that middle); a timed-out member's last progress is
+its partitions' last commit before A⁺. Only commits in ``[A − session − rebalance timeout, end]``
+count.
 ``source`` = ``commit_stream`` when the end came from a record (always for a window from the
 records alone), else ``sweeps``.
 
@@ -912,8 +915,9 @@ class _Times:
 def exact_bounds(w: _Window, commits: _Times) -> None:
     """Commit-stream boundaries (module doc): end = the record of generation B; start = the
     surviving members' earliest revocation commit, else the group's last commit, in [A, end] (a
-    static bounce: the bounced member's last commit); a timed-out member's last progress = its
-    partitions' last commit before A⁺."""
+    static bounce: the bounced member's last commit), else the middle of (A, end) when the end
+    is exact and before A⁺ (else the sweeps' midpoint of (A, A⁺)); never after the end; a
+    timed-out member's last progress = its partitions' last commit before A⁺."""
     has_end = w.b_gen_t is not None
     if w.b_gen_t is not None:
         w.end = w.b_gen_t
@@ -953,11 +957,15 @@ def exact_bounds(w: _Window, commits: _Times) -> None:
                 top = np.full(int(oc.max()) + 1, -np.inf)
                 np.maximum.at(top, oc, t[surv])
                 surv_start = float(top.min())
+    # no commit to go by: the sweeps' estimate, which must respect an exact end (A saw the old
+    # membership settled, the record says the new one was settled at end: the change happened in
+    # (A, end], its middle when that is before the midpoint of (A, A⁺))
+    estimate = (w.a.t + w.end) / 2 if has_end and w.end < w.a_next_t else w.start
     if static:
-        start = bounce_last if bounce_last is not None else w.start
+        start = bounce_last if bounce_last is not None else estimate
     else:
-        start = surv_start if surv_start is not None else group_last if group_last is not None else w.start
-    w.start = start
+        start = surv_start if surv_start is not None else group_last if group_last is not None else estimate
+    w.start = min(start, w.end)
     if timed_out and gone_last is not None:
         w.quiet_from = gone_last
     elif static:

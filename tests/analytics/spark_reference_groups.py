@@ -359,7 +359,8 @@ def _exact_bounds(win: DataFrame, commits: DataFrame) -> DataFrame:
     - start = the earliest of the surviving members' last commits in [A, end] (each one's
       revocation commit: the first of them is when the rebalance reached the group), else the
       group's last commit in [A, end]; for a static member bounce, the bounced member's last
-      commit before end (its absence);
+      commit before end (its absence); with no such commit, the middle of (A, end) when the end
+      is exact and before A⁺ (else the sweeps' midpoint of (A, A⁺)); never after the end;
     - a timed-out member's last progress = the last commit of its partitions before A⁺.
     """
     has_end = F.col("_b_gen_t").isNotNull()
@@ -394,8 +395,12 @@ def _exact_bounds(win: DataFrame, commits: DataFrame) -> DataFrame:
         F.max("_group_last").alias("_group_last"))
     win = win.join(last, "_wid", "left")
     static = F.col("cause") == "static_member_bounce"
-    start = F.when(static, F.coalesce(F.col("_bounce_last"), F.col("_start"))).otherwise(
-        F.coalesce(F.col("_surv_start"), F.col("_group_last"), F.col("_start")))
+    # no commit to go by: the sweeps' estimate within an exact end (the change happened in (A, end])
+    estimate = F.when(has_end & (F.col("_end") < F.col("a_next_t")), (F.col("a.t") + F.col("_end")) / 2).otherwise(
+        F.col("_start"))
+    start = F.when(static, F.coalesce(F.col("_bounce_last"), estimate)).otherwise(
+        F.coalesce(F.col("_surv_start"), F.col("_group_last"), estimate))
+    start = F.least(start, F.col("_end"))
     timed_out = F.col("cause").isin("session_timeout", "max_poll_interval")
     quiet = (F.when(timed_out & F.col("_gone_last").isNotNull(), F.col("_gone_last"))
              .when(static, F.col("_start")).otherwise(F.col("_quiet_from")))

@@ -144,6 +144,11 @@ def _unheld(anomalies: pa.Table, held: pa.Table) -> pa.Table:
 
 
 def compare(out: groups.GroupOutputs, ref: dict[str, pa.Table]) -> None:
+    # no window ends before it starts (an exact end before the sweeps' estimate of the start did)
+    for table in (out.rebalances, ref["rebalances"]):
+        backwards = [r for r in table.select(["group_id", "start_ts", "end_ts"]).to_pylist()
+                     if r["start_ts"] > r["end_ts"]]
+        assert not backwards, backwards
     same(rows(out.rebalances, groups.REBALANCE_COLUMNS, ["cluster", "group_id", "start_ts", "end_ts"]),
          rows(ref["rebalances"], groups.REBALANCE_COLUMNS, ["cluster", "group_id", "start_ts", "end_ts"]),
          "rebalances")
@@ -221,6 +226,43 @@ def test_commit_stream_gives_exact_bounds() -> None:
     assert (r["cause"], r["source"], r["start_ts"], r["end_ts"], round(r["duration_s"], 3), r["bound_s"],
             round(r["observed_over_bound"], 3)) == (
         "session_timeout", "commit_stream", at(16.0), at(17.3), 1.3, 10.0, 1.37)
+
+
+def _early_record_step() -> Step:
+    g = "early-record"
+    # m1 alone owns 4 partitions, settled at 0 … 20 (A = 20) though it last committed at 6.5 (a
+    # broker outage: no commits since); its session expires and m2 (dynamic) joins: generation 2
+    # (no member) at 21.0, generation 3 = {m2} at 21.5, in the first half of (A, A⁺ = B = 25);
+    # m2 commits from 22.0 (and is 180 behind at 25, m1 was 135 behind at 20)
+    parts = (0, 1, 2, 3)
+    sweeps = [*rc.stable(range(0, 21, 5), None, [("m1", None, list(parts))]),  # type: ignore[arg-type]
+              (25, "Stable", None, [("m2", None, list(parts))])]
+    events = [rc.record(g, 0.5, 1, [rc.member("m1", session_ms=6000, rebalance_ms=30000, parts=parts)]),
+              rc.record(g, 21.0, 2, []),
+              rc.record(g, 21.5, 3, [rc.member("m2", session_ms=6000, rebalance_ms=30000, parts=parts)])]
+    commits = rc.commits(g, [(p, t) for t in (1.5, 4.0, 6.5, 22.0, 24.0) for p in parts])
+    offsets = [r for p in parts for r in offsets_rows(
+        [(t, 10 * t if t <= 5 else 65 if t <= 20 else 70, 10 * t, 0, "m1" if t <= 20 else "m2")
+         for t in range(0, 26, 5)], group=g, partition=p)]
+    return Step(members=members_rows(sweeps, group=g), offsets=offsets, events=events, commits=commits)
+
+
+def test_an_exact_end_before_the_sweeps_midpoint_keeps_the_start_before_it() -> None:
+    # no commit in [A, end] = [20, 21.5]: the start falls back to the sweeps' estimate, which
+    # must respect the exact end: the change happened in (A, end], its middle is 20.75 (the
+    # midpoint of (A, A⁺), 22.5, was after the end: a window ending before it started); m1's
+    # outage from its last commit 6.5 to 21.5 = 15 s against 6 + 1 + 1; the processing gap
+    # 6.5 → 22.0 (m2's first commit)
+    out = groups.group_pass(inputs(_early_record_step()), S)
+    got = out.rebalances.to_pylist()
+    assert [(r["cause"], r["source"], r["start_ts"], r["end_ts"], round(r["duration_s"], 3), r["bound_s"],
+             round(r["observed_over_bound"], 4), r["members_before"], r["members_after"], r["partitions_moved"],
+             r["messages_accumulated"], r["max_processing_gap_s"]) for r in got] == [
+        ("session_timeout", "commit_stream", at(20.75), at(21.5), 0.75, 8.0, round(15 / 8, 4), ["m1"], ["m2"], 4,
+         4 * (180 - 135), 15.5)]
+    assert got[0]["start_ts"] <= got[0]["end_ts"]
+    assert [(r["q0_us"], r["q1_us"]) for r in out.outages.to_pylist()] == [
+        (int(at(6.5).timestamp() * 1e6), int(at(21.5).timestamp() * 1e6))]
 
 
 def _stream_step() -> Step:
@@ -492,7 +534,7 @@ def test_hand_built_scenarios_equal_the_spark_statement(spark: SparkSession) -> 
     settings = AnalyticsConfig(rules=AnalyticsRulesConfig(storm_count=2, storm_window_s=60.0), session_timeout_s=10,
                                heartbeat_s=1, network_s=1, rebalance_timeout_s=30)
     steps = [Step(members=_hand_step().members, offsets=_hand_step().offsets, anomalies=anomalies),
-             _stream_step(), _bound_step(), _missed_step()]
+             _stream_step(), _bound_step(), _missed_step(), _early_record_step()]
     with_stream = _hand_step()
     with_stream.events = [rc.record("session", 0.5, 1, [rc.member("m1"), rc.member("m2")]),
                           rc.record("session", 17.3, 2, [rc.member("m1")])]
