@@ -30,6 +30,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -116,11 +117,25 @@ def ensure_jars(version: str = DEFAULT_VERSION, *, tools: bool = False) -> Path:
     return libs
 
 
+#: ports this process has handed out: the kernel may give a port that was bound and closed a
+#: moment ago to the next caller, so two servers' listeners would be given the same port (a
+#: broker's own listener and controller: "Each listener must have a different port")
+_HANDED: set[int] = set()
+_HANDED_LOCK = threading.Lock()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A TCP port on 127.0.0.1 that nothing listens on right now and this process has not handed
+    out before."""
+    with _HANDED_LOCK:
+        for _ in range(100):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind(("127.0.0.1", 0))
+                port = int(s.getsockname()[1])
+            if port not in _HANDED:
+                _HANDED.add(port)
+                return port
+    raise BrokerError("no free TCP port on 127.0.0.1 that was not handed out already")
 
 
 def _java() -> str:

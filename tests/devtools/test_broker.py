@@ -139,3 +139,24 @@ def test_cluster_ids_never_look_like_an_option() -> None:
     assert not [i for i in ids if i.startswith("-")]
     assert all(len(i) == 22 for i in ids)
     assert len(set(ids)) == len(ids)
+
+
+def test_free_port_never_hands_out_a_port_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the kernel can give the port just bound and closed to the next bind (CI: a broker's
+    # listener and controller on one port, "Each listener must have a different port")
+    from lagscope.devtools import broker
+
+    given = [41000, 41000, 41000, 41001]
+
+    class Fixed(socket.socket):
+        def getsockname(self) -> tuple[str, int]:
+            return ("127.0.0.1", given.pop(0))
+
+    monkeypatch.setattr(broker, "_HANDED", set())
+    with monkeypatch.context() as m:
+        m.setattr(broker.socket, "socket", Fixed)
+        assert broker.free_port() == 41000
+        assert broker.free_port() == 41001
+    assert given == []
+    ports = {broker.free_port() for _ in range(50)}
+    assert len(ports) == 50
