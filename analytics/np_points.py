@@ -273,7 +273,7 @@ def advances(s: Series, commits: Commits | None,
         # has none, and its carried highest includes its own committed, so it counts only above it
         sw_before = np.maximum(np.where(s.max_committed_before_ok, s.max_committed_before, lmin),
                                np.where(carried > own, carried, lmin))
-        sw_hi = np.maximum(np.maximum(own, carried), sw_before)
+        sw_hi = np.maximum(own, sw_before)  # everything a sweep shows (a carried highest above its own is in sw_before)
         # a sweep is stamped with its start but reads the committed offsets later, so the last one
         # before a commit may show that commit's own offset (an admin reset writes one record):
         # then only what was committed before that sweep was committed before the commit

@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import socket
 import threading
 import time
 from collections import defaultdict
@@ -37,6 +36,7 @@ from lagscope.alerts import (
     verify_signature,
 )
 from lagscope.config import AlertsConfig
+from lagscope.devtools.broker import free_port
 
 SECRET = "s3cr3t-webhook-key-for-tests"
 
@@ -83,15 +83,10 @@ class Receiver:
         return Handler
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 @pytest.fixture
 def port() -> int:
-    return _free_port()
+    return free_port()
 
 
 @pytest.fixture

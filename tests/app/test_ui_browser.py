@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -30,17 +29,12 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 from lagscope.app.params import to_ms
+from lagscope.devtools.broker import free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 LAGSCOPE = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "lagscope"
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @contextmanager
@@ -49,7 +43,7 @@ def serving_ui(args: list[str], log: Path, env: dict[str, str] | None = None) ->
     once healthy, stopped by its PID on leaving."""
     executable = str(LAGSCOPE) if LAGSCOPE.exists() else shutil.which("lagscope")
     assert executable, "the lagscope command is not installed"
-    port = _free_port()
+    port = free_port()
     with log.open("w") as out:
         proc = subprocess.Popen([executable, "ui", *args, "--port", str(port)], stdout=out,
                                 stderr=subprocess.STDOUT, env=env)

@@ -14,11 +14,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from lagscope.devtools.broker import free_port
 
 
 class _Proc:

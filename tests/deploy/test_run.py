@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -31,17 +30,13 @@ from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from lagscope.deploy.run import Runner
+from lagscope.devtools.broker import free_port
 from lagscope.devtools.sink import WebhookSink
 from lagscope.lake import read_table
 from lagscope.results import read as read_results
 
 LAGSCOPE = [sys.executable, "-m", "lagscope.cli"]
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _metrics(port: int) -> str:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -33,17 +32,14 @@ from typing import Any
 
 import yaml
 
+from lagscope.devtools.broker import free_port
+
 __all__ = ["PrometheusError", "PrometheusServer", "free_port", "prometheus_binary"]
 
 
 class PrometheusError(RuntimeError):
     """Prometheus could not be started, or a query failed."""
 
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def prometheus_binary() -> str:

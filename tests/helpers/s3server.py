@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -64,12 +63,6 @@ class S3ServerError(RuntimeError):
     """The S3 server could not be started."""
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class S3Server:
     """One gofakes3 process serving ``bucket`` from ``workdir/s3`` on 127.0.0.1."""
 
@@ -94,9 +87,11 @@ class S3Server:
     def start(self, timeout_s: float = 20.0) -> S3Server:
         if not self.binary.exists():
             raise S3ServerError(f"{self.binary} is missing: run scripts/setup.sh --system (it builds gofakes3)")
+        from lagscope.devtools.broker import free_port
+
         self.workdir.mkdir(parents=True, exist_ok=True)
         for _ in range(3):  # a free port taken by someone else before the server binds it: another
-            self.port = _free_port()
+            self.port = free_port()
             log = (self.workdir / "server.log").open("ab")
             self._proc = subprocess.Popen(
                 [str(self.binary), "-backend", "bolt", "-bolt.db", str(self.workdir / "objects.db"),
