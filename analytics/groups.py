@@ -635,6 +635,9 @@ class _Window:
     from_records: bool = False  # a generation no sweep saw: a window from the records alone
     #: a sweep between A and B saw the group Empty (no member): B's members arrived into it
     through_empty: bool = False
+    #: a sweep before A saw the group Empty, and every sweep window since only added members: the
+    #: group is forming in view (:func:`formation`)
+    a_after_empty: bool = False
 
     @property
     def hi(self) -> float:
@@ -687,11 +690,43 @@ def sweep_windows(sw: _Sweeps) -> list[_Window]:
     n = len(sw.t)
     if not n:
         return []
+    ch = _changes(sw)
+    g, a, changed, new_group = sw.g, ch.a, ch.changed, ch.new_group
+    empty = np.cumsum(ch.is_empty)
+    out = []
+    cl, gr = sw.ms.column("cluster"), sw.ms.column("group_id")
+    for i in np.flatnonzero(changed).tolist():
+        k = int(a[i])
+        nxt = float(sw.t[i + 1]) if i + 1 < n and not new_group[i + 1] else None
+        out.append(_Window(g=int(g[i]), cluster=cl[i].as_py(), group_id=gr[i].as_py(), a=_snap(sw.ms, k),
+                           b=_snap(sw.ms, i), b_prev_t=float(sw.t[i - 1]), b_next_t=nxt,
+                           a_next_t=float(sw.t[k + 1]), through_empty=bool(empty[i - 1] > empty[k]),
+                           a_after_empty=bool(ch.formed[k])))
+    return out
+
+
+@dataclass
+class _Changes:
+    """Per member sweep (:class:`_Sweeps` order): ``a`` the group's settled sweep before it (−1:
+    none), ``changed`` it ends a sweep window, ``is_empty`` it saw the group Empty, ``new_group``
+    the group's first, ``last_empty`` the group's latest Empty sweep at or before it (−1: none)
+    and ``formed`` the group was seen Empty and every sweep window since only added members (its
+    members before all still there after; one through Empty starts again): the group is still
+    forming in view (:func:`formation`)."""
+
+    a: _I
+    changed: _B
+    is_empty: _B
+    new_group: _B
+    last_empty: _I
+    formed: _B
+
+
+def _changes(sw: _Sweeps) -> _Changes:
+    n = len(sw.t)
     idx = np.arange(n)
-    g = sw.g
-    gstart = np.zeros(n, np.int64)
     new_group = np.ones(n, bool)
-    new_group[1:] = g[1:] != g[:-1]
+    new_group[1:] = sw.g[1:] != sw.g[:-1]
     gstart = np.maximum.accumulate(np.where(new_group, idx, 0))
     last_settled = np.maximum.accumulate(np.where(sw.settled, idx, -1))
     a = np.full(n, -1, np.int64)
@@ -702,16 +737,17 @@ def sweep_windows(sw: _Sweeps) -> list[_Window]:
     ids = _list_code(sw.ms.column("member_ids"))
     ai = np.where(a >= 0, a, 0)
     changed = sw.settled & (a >= 0) & ((gen != gen[ai]) | (ids != ids[ai]))
-    empty = np.cumsum(np.asarray(pc.fill_null(pc.equal(sw.ms.column("group_state"), "Empty"), False), dtype=bool))
-    out = []
-    cl, gr = sw.ms.column("cluster"), sw.ms.column("group_id")
-    for i in np.flatnonzero(changed).tolist():
-        k = int(a[i])
-        nxt = float(sw.t[i + 1]) if i + 1 < n and not new_group[i + 1] else None
-        out.append(_Window(g=int(g[i]), cluster=cl[i].as_py(), group_id=gr[i].as_py(), a=_snap(sw.ms, k),
-                           b=_snap(sw.ms, i), b_prev_t=float(sw.t[i - 1]), b_next_t=nxt,
-                           a_next_t=float(sw.t[k + 1]), through_empty=bool(empty[i - 1] > empty[k])))
-    return out
+    is_empty = np.asarray(pc.fill_null(pc.equal(sw.ms.column("group_state"), "Empty"), False), dtype=bool)
+    last_empty = np.maximum.accumulate(np.where(is_empty, idx, -1))
+    last_empty = np.where(last_empty >= gstart, last_empty, -1)
+    breaks = changed & (last_empty <= a)  # a window not through Empty; a loss among them breaks
+    col = sw.ms.column("member_ids")
+    for i in np.flatnonzero(breaks).tolist():
+        breaks[i] = not set(col[int(a[i])].as_py() or []) <= set(col[i].as_py() or [])
+    last_break = np.maximum.accumulate(np.where(breaks, idx, -1))
+    formed = (last_empty >= 0) & (last_break < last_empty)
+    return _Changes(a=a, changed=changed, is_empty=is_empty, new_group=new_group, last_empty=last_empty,
+                    formed=formed)
 
 
 @dataclass
@@ -1111,24 +1147,45 @@ def _commit_times(commits: pa.Table, groups: pa.Array, wanted: _I) -> _Times:
                      _plain(c.column("partition")).cast(pa.int32()), t)
 
 
+def formed_in_records(recs: list[dict[str, Any]], t: float) -> bool:
+    """Whether the generation records ``recs`` (one group's, in time order) show the group formed
+    by ``t``: a record of its first generation (1) at or before ``t``, and from it every
+    generation's members a superset of the one before, up to ``t`` (members only arrived)."""
+    born, prev = False, None
+    for r in recs:
+        ids = r.get("member_ids")
+        if ids is None or r["gen_t"] > t:
+            continue
+        if r.get("generation") == 1:
+            born = True
+        elif born and prev is not None and not set(prev) <= set(ids):
+            born = False
+        prev = ids
+    return born
+
+
 def formation(rows: list[dict[str, Any]]) -> _B:
     """Per rebalance row (``rows``: by group, then start; ``members_before``, ``members_after``,
-    ``generation_before``): whether it belongs to the group's formation (module doc, **Storms**):
-    it only adds members (every member before it is still there after it) and so did every
-    rebalance of the group since the group was last seen Empty: after a rebalance that left it
-    without a member or went through Empty (``_through_empty``: a sweep or generation record
-    between its sides without a member: its members before left, which counts, and its members
-    after arrived into the Empty group), or from one whose group had no member before it or whose
-    generation before was the group's first (1). Without such a sight of Empty (the group formed
-    before the step's data) no rebalance is its formation."""
+    ``generation_before``, ``_formed_in_view``, ``_through_empty``): whether it belongs to the
+    group's formation (module doc, **Storms**): it only adds members (every member before it is
+    still there after it, the same members rejoining included) and so did every rebalance of the
+    group since the group was last seen Empty: after a rebalance that left it without a member or
+    went through Empty (``_through_empty``: a sweep or generation record between its sides without
+    a member: its members before left, which counts, and its members after arrived into the Empty
+    group), or from one whose group had no member before it, whose generation before was the
+    group's first (1), or whose group was seen forming before its A (``_formed_in_view``: A is the
+    first settled sweep after an Empty one, or the records show generation 1 and only arrivals
+    since, :func:`formed_in_records`). Without such a sight (the group formed before the step's
+    data) no rebalance is its formation."""
     out = np.zeros(len(rows), bool)
     forming: dict[tuple[str, str], bool] = {}
     for i, r in enumerate(rows):
         k = (r["cluster"], r["group_id"])
         before, after = r.get("members_before"), r.get("members_after")
-        from_empty = (before is not None and not len(before)) or r.get("generation_before") == 1
+        from_empty = ((before is not None and not len(before)) or r.get("generation_before") == 1
+                      or bool(r.get("_formed_in_view")))
         through = bool(r.get("_through_empty"))
-        adds = before is not None and after is not None and set(before) < set(after)
+        adds = before is not None and after is not None and set(before) <= set(after)
         out[i] = adds and not through and (from_empty or forming.get(k, False))
         forming[k] = bool(out[i]) or through or (after is not None and not len(after))
     return out
@@ -1859,6 +1916,8 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
             "partitions_moved": partitions_moved(w), "bound_s": bound,
             "observed_over_bound": observed / bound if bound != 0 else None, "messages_accumulated": acc,
             "max_processing_gap_s": processing_gap(w, gaps_from),
+            "_formed_in_view": w.a_after_empty or formed_in_records(
+                recs.by_group.get(w.g, []) if gens is not None else [], w.a.t),
             "_through_empty": w.through_empty or any(
                 r["member_ids"] is not None and not len(r["member_ids"]) and w.a.t < r["gen_t"] < w.b.t
                 for r in (recs.by_group.get(w.g, []) if gens is not None else []))})
@@ -1983,15 +2042,21 @@ def _rebalance_table(rows: list[dict[str, Any]]) -> pa.Table:
 
 
 def _carried_sweeps(sw: _Sweeps) -> _B:
-    """The sweeps the state carries: each group's since its last settled one (all when none is)."""
+    """The sweeps the state carries: each group's since its last settled one (all when none is),
+    and the Empty sweep before that one while the group is still forming from it
+    (:attr:`_Changes.formed`: the next step's windows see the group forming in view,
+    :func:`formation`)."""
     n = len(sw.t)
     if not n:
         return np.zeros(0, bool)
     ng = int(sw.g.max()) + 1
-    last = np.full(ng, -np.inf)
-    np.maximum.at(last, sw.g[sw.settled], sw.t[sw.settled])
-    lg = last[sw.g]
-    return np.isneginf(lg) | (sw.t >= lg)
+    last = np.full(ng, -1, np.int64)
+    np.maximum.at(last, sw.g[sw.settled], np.flatnonzero(sw.settled))
+    keep = (last[sw.g] < 0) | (np.arange(n) >= last[sw.g])
+    ch = _changes(sw)
+    li = last[last >= 0]
+    keep[ch.last_empty[li][ch.formed[li]]] = True
+    return keep
 
 
 def _msweeps_state(kept: pa.Table, lags: pa.Table, carried_lag: pa.Table) -> pa.Table:

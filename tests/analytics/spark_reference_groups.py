@@ -318,6 +318,34 @@ def transform_rebalances(
             sides, "left_semi").select("_wid"))
     win = win.join(flagged.distinct().withColumn("_through_empty", F.lit(True)), "_wid", "left").withColumn(
         "_through_empty", F.coalesce(F.col("_through_empty"), F.lit(False)))
+    # the group seen forming before A (:func:`formation`): an Empty sweep before A and no sweep
+    # window since it that lost a member (other than through Empty), or a generation-1 record at
+    # or before A and no record since it that lost a member
+    # (``win`` materialised once here: each use of it repeats its whole plan, and this adds four)
+    win = win.localCheckpoint()
+    wk = win.select("_wid", *_G, F.col("a.t").alias("_at"))
+    cand = wk.join(empties, (F.col("cluster") == F.col("_ec")) & (F.col("group_id") == F.col("_eg"))
+                   & (F.col("_et") < F.col("_at"))).select("_wid", "cluster", "group_id", "_at", "_et")
+    cand = cand.withColumn("_last_e", F.max("_et").over(Window.partitionBy("_wid"))).where(
+        F.col("_et") == F.col("_last_e")).drop("_last_e")
+    breaks = _sweep_breaks(msweeps)
+    blocked = cand.join(breaks, (F.col("cluster") == F.col("_kc")) & (F.col("group_id") == F.col("_kg"))
+                        & (F.col("_kt") > F.col("_et")) & (F.col("_kt") <= F.col("_at")), "left_semi")
+    formed = cand.join(blocked, ["_wid", "_et"], "left_anti").select("_wid")
+    if generations is not None:
+        gw = Window.partitionBy(*_G).orderBy("gen_t")
+        recs = generations.where(F.col("member_ids").isNotNull()).withColumn("_prev", F.lag("member_ids").over(gw))
+        recs = recs.select(F.col("cluster").alias("_rc"), F.col("group_id").alias("_rg"), F.col("gen_t").alias("_rt"),
+                           F.col("generation").alias("_rgen"),
+                           (F.col("_prev").isNotNull() & (F.size(F.array_except("_prev", "member_ids")) > 0)
+                            & (F.coalesce(F.col("generation"), F.lit(0)) != 1)).alias("_lost"))
+        same = (F.col("cluster") == F.col("_rc")) & (F.col("group_id") == F.col("_rg")) & (F.col("_rt") <= F.col("_at"))
+        born = wk.join(recs.where(F.col("_rgen") == 1), same).groupBy("_wid").agg(F.max("_rt").alias("_born_t"))
+        lost = wk.join(recs.where("_lost"), same).select("_wid", F.col("_rt").alias("_lost_t"))
+        formed = formed.union(born.join(lost, (born["_wid"] == lost["_wid"]) & (F.col("_lost_t") > F.col("_born_t")),
+                                        "left_anti").select("_wid"))
+    win = win.join(formed.distinct().withColumn("_formed_in_view", F.lit(True)), "_wid", "left").withColumn(
+        "_formed_in_view", F.coalesce(F.col("_formed_in_view"), F.lit(False)))
     out = win.select(
         *_G, _ts(F.col("_start")).alias("start_ts"), _ts(F.col("_end")).alias("end_ts"), "duration_s", "cause",
         "source", F.coalesce(F.col("a.generation"), F.col("_a_gen")).alias("generation_before"),
@@ -325,24 +353,47 @@ def transform_rebalances(
         F.col("a.member_ids").alias("members_before"), F.col("b.member_ids").alias("members_after"),
         "partitions_moved", "bound_s", (F.col("_observed") / F.col("bound_s")).alias("observed_over_bound"),
         "messages_accumulated", "max_processing_gap_s", _ts(F.col("_quiet_from")).alias("quiet_from_ts"),
-        "_through_empty")
+        "_through_empty", "_formed_in_view")
     return out.withColumn("date", F.date_format("start_ts", "yyyy-MM-dd"))
+
+
+def _sweep_breaks(msweeps: DataFrame) -> DataFrame:
+    """The sweep windows that end a formation (:func:`formation`): a member before not there
+    after, and no Empty sweep between the sides; ``_kc, _kg, _kt`` (B's time)."""
+    w = Window.partitionBy(*_G).orderBy("t")
+    before = w.rowsBetween(Window.unboundedPreceding, -1)
+    snap = F.struct("t", "generation", "member_ids")
+    s = msweeps.withColumn("_a", F.last(F.when(F.col("settled"), snap), ignorenulls=True).over(before))
+    changed = F.col("settled") & F.col("_a").isNotNull() & (
+        (F.coalesce(F.col("generation"), F.lit(-1)) != F.coalesce(F.col("_a.generation"), F.lit(-1)))
+        | (F.col("member_ids") != F.col("_a.member_ids")))
+    ids = F.coalesce(F.col("member_ids"), F.array().cast("array<string>"))
+    a_ids = F.coalesce(F.col("_a.member_ids"), F.array().cast("array<string>"))
+    lost = s.where(changed & (F.size(F.array_except(a_ids, ids)) > 0)).select(
+        F.col("cluster").alias("_kc"), F.col("group_id").alias("_kg"), F.col("_a.t").alias("_ka"),
+        F.col("t").alias("_kt"))
+    empties = msweeps.where(F.col("group_state") == "Empty").select(*_G, F.col("t").alias("_et"))
+    through = lost.join(empties, (F.col("_kc") == F.col("cluster")) & (F.col("_kg") == F.col("group_id"))
+                        & (F.col("_et") > F.col("_ka")) & (F.col("_et") < F.col("_kt")), "left_semi")
+    return lost.join(through, ["_kc", "_kg", "_ka", "_kt"], "left_anti").select("_kc", "_kg", "_kt")
 
 
 def formation(rb: DataFrame) -> DataFrame:
     """``rb`` with ``_forming``: the rebalance belongs to its group's formation (it only adds
     members, and so did every rebalance since the group was last seen Empty). By group in start
-    order: a row is a pure join (``_join``: its members before a proper subset of those after, not
-    through Empty); a chain starts at a row whose group had no member before it or whose
-    generation before was 1, and at the row after one that went through Empty or left the group
-    without a member; a pure join is formation when a chain started at or before it and no row
-    that is not a pure join lies between that start and it."""
+    order: a row is a pure join (``_join``: its members before a subset of those after, not
+    through Empty); a chain starts at a row whose group had no member before it, whose generation
+    before was 1 or which saw the group forming before its A (``_formed_in_view``), and at the row
+    after one that went through Empty or left the group without a member; a pure join is
+    formation when a chain started at or before it and no row that is not a pure join lies
+    between that start and it."""
     w = Window.partitionBy(*_G).orderBy("start_ts", "end_ts")
     before, after = F.col("members_before"), F.col("members_after")
     join = (before.isNotNull() & after.isNotNull() & ~F.col("_through_empty")
-            & (F.size(F.array_except(before, after)) == 0) & (F.size(F.array_except(after, before)) > 0))
+            & (F.size(F.array_except(before, after)) == 0))
     emptied = F.col("_through_empty") | (after.isNotNull() & (F.size(after) == 0))
     starts = ((before.isNotNull() & (F.size(before) == 0)) | (F.col("generation_before") == 1)
+              | F.col("_formed_in_view")
               | F.coalesce(F.lag(emptied).over(w), F.lit(False)))
     r = rb.withColumn("_i", F.row_number().over(w)).withColumn("_join", join)
     last_start = F.max(F.when(starts, F.col("_i"))).over(w.rowsBetween(Window.unboundedPreceding, 0))
@@ -621,8 +672,20 @@ def reference_group_pass(spark: SparkSession, *, members: pa.Table, series: pa.T
     quiet = drop_rebalance_outages(an, rb)
     out_anomalies = quiet.unionByName(storms).withColumn("date", F.date_format("start_ts", "yyyy-MM-dd"))
     settled_w = Window.partitionBy("cluster", "group_id")
+    # each group's sweeps since its last settled one, and the Empty sweep before that one while
+    # no sweep window since it lost a member (the group still forming)
     ms = msweeps.withColumn("_last_settled", F.max(F.when(F.col("settled"), F.col("t"))).over(settled_w))
-    ms = ms.where(F.col("_last_settled").isNull() | (F.col("t") >= F.col("_last_settled"))).drop("_last_settled")
+    ms = ms.withColumn("_last_empty", F.max(F.when((F.col("group_state") == "Empty")
+                                                  & (F.col("t") < F.col("_last_settled")), F.col("t"))).over(settled_w))
+    brk = _sweep_breaks(msweeps)
+    broken = ms.select(*_G, "_last_settled", "_last_empty").distinct().join(
+        brk, (F.col("cluster") == F.col("_kc")) & (F.col("group_id") == F.col("_kg"))
+        & (F.col("_kt") > F.col("_last_empty")) & (F.col("_kt") <= F.col("_last_settled")), "left_semi").select(
+        *_G, F.lit(True).alias("_broken"))
+    ms = ms.join(broken, _G, "left")
+    ms = ms.where(F.col("_last_settled").isNull() | (F.col("t") >= F.col("_last_settled"))
+                  | ((F.col("t") == F.col("_last_empty")) & F.col("_broken").isNull())).drop(
+        "_last_settled", "_last_empty", "_broken")
     ms_at = ms.select("cluster", "group_id", "t")
     lag_at = _group_lag(ser.join(F.broadcast(ms_at), ["cluster", "group_id", "t"], "left_semi"))
     if st.get("msweeps") is not None:
@@ -630,6 +693,6 @@ def reference_group_pass(spark: SparkSession, *, members: pa.Table, series: pa.T
             "cluster", "group_id", "t", "group_lag"))
     ms = ms.withColumn("is_state", F.lit(True)).join(lag_at, ["cluster", "group_id", "t"], "left")
     recent = storm_state(recent_in, count=p.storm_count, window_s=p.storm_window_s)
-    return {"rebalances": rb_arrow.drop_columns(["quiet_from_ts", "_through_empty"]),
+    return {"rebalances": rb_arrow.drop_columns(["quiet_from_ts", "_through_empty", "_formed_in_view"]),
             "anomalies": out_anomalies.toArrow(),
             "msweeps": ms.toArrow(), "recent_rebalances": recent.toArrow()}

@@ -7,12 +7,13 @@ groups."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pyarrow as pa
 import pytest
 from analytics_builders import at, members_rows
-from rebalance_cases import offsets
+from rebalance_cases import member, offsets, record
 
 from lagscope.analytics.step import StepInputs, run_step
 from lagscope.config import AnalyticsConfig
@@ -26,12 +27,15 @@ def _lake(name: str, rows: list[dict[str, Any]]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
-def _sweeps(gens: list[tuple[int, int, list[str]]], until: int) -> list[tuple[Any, ...]]:
+def _sweeps(gens: list[tuple[int, int | None, list[str]]], until: int) -> list[tuple[Any, ...]]:
     """Sweeps every 2 s of the group's generations (``gens``: (from t, generation, members); no
     members: Empty); each member owns partitions 0 and 1 in turn."""
     sweeps: list[tuple[Any, ...]] = []
     for t in range(0, until + 1, 2):
-        _, gen, ms = [g for g in gens if g[0] <= t][-1]
+        seen = [g for g in gens if g[0] <= t]
+        if not seen:  # the group is not there yet (no sweep lists it)
+            continue
+        _, gen, ms = seen[-1]
         if not ms:
             sweeps.append((t, "Empty", gen, []))
             continue
@@ -40,13 +44,17 @@ def _sweeps(gens: list[tuple[int, int, list[str]]], until: int) -> list[tuple[An
     return sweeps
 
 
-def _step(gens: list[tuple[int, int, list[str]]], until: int = 120) -> tuple[list[dict[str, Any]],
-                                                                              list[dict[str, Any]]]:
-    """One step over the group's sweeps (:func:`_sweeps`): its rebalance windows and storms."""
+def _step(gens: list[tuple[int, int | None, list[str]]], until: int = 120,
+          records: list[tuple[float, int, list[str]]] | None = None) -> tuple[list[dict[str, Any]],
+                                                                            list[dict[str, Any]]]:
+    """One step over the group's sweeps (:func:`_sweeps`): its rebalance windows and storms;
+    ``records``: the commit stream's generation records (time, generation, members)."""
     sweeps = _sweeps(gens, until)
     owners: dict[int, list[tuple[int, str | None]]] = {0: [(0, "m1")], 1: [(0, "m1")]}
+    events = None if records is None else _lake("group_events", [
+        record("g", t, gen, [member(m) for m in ms]) for t, gen, ms in records])
     out = run_step(StepInputs(offsets=_lake("offsets", offsets("g", until, owners)),
-                              members=_lake("members", members_rows(sweeps)), commits=None, group_events=None,
+                              members=_lake("members", members_rows(sweeps)), commits=None, group_events=events,
                               state={}), settings=S, as_of=at(1000), with_state=False)
     storms = [r for r in out.tables["anomalies"].to_pylist() if r["kind"] == "rebalance_storm"]
     return out.tables["rebalances"].to_pylist(), storms
@@ -67,6 +75,40 @@ def test_a_formation_alone_is_no_storm() -> None:
     # generation before was not its first) are churn: a storm
     rebalances, storms = _step([(0, 11, ["m1"]), *[(t, g + 10, ms) for t, g, ms in FORMATION[2:]]])
     assert len(rebalances) == 3
+    assert [s["magnitude"] for s in storms] == [3.0]
+
+
+# the built-in demo's false storm (CI, 2026-11-28): the group forms in view, but its first settled
+# sweep already shows generation 2; its members rejoin twice (the same two, nothing moved: the
+# consumers' metadata of a new topic), and one crashes 16 s later. The rejoins are the formation:
+# only the crash counts
+SEEN_PAST_FIRST = [(6, 2, ["m1", "m2"]), (12, 3, ["m1", "m2"]), (14, 4, ["m1", "m2"]), (30, 5, ["m1"])]
+
+
+def test_a_formation_the_sweeps_first_see_past_its_first_generation_is_no_storm() -> None:
+    # seen forming by the sweeps: Empty until 4, then generation 2 with both members
+    rebalances, storms = _step([(0, 0, []), *SEEN_PAST_FIRST])
+    assert [(r["generation_before"], r["generation_after"]) for r in rebalances] == [(2, 3), (3, 4), (4, 5)]
+    assert storms == []
+    # seen by a classic group's sweeps (DescribeGroups reports no generation: the same members'
+    # new generations are seen in the commit stream's records only) and the records: the first
+    # sweep at 6 (both members), generation 1 (m1 alone) and 2 before it. Every generation is a
+    # rebalance window; the formation's are 1 → 2 and the two rejoins
+    classic = [(t, None, ms) for t, _, ms in SEEN_PAST_FIRST]
+    records = [(1.0, 1, ["m1"]), (3.0, 2, ["m1", "m2"]), (11.0, 3, ["m1", "m2"]), (13.5, 4, ["m1", "m2"]),
+               (29.0, 5, ["m1"])]
+    rebalances, storms = _step(classic, records=records)
+    assert [(r["generation_before"], r["generation_after"]) for r in rebalances] == [(1, 2), (2, 3), (3, 4), (4, 5)]
+    assert storms == []
+    # a member lost between generation 1 and 2: that rebalance and all after it count
+    lost = [(1.0, 1, ["m1", "m3"]), *records[1:]]
+    _, storms = _step(classic, records=lost)
+    assert [s["magnitude"] for s in storms] == [4.0]
+    # nothing shows the group forming (no Empty sweep, no generation-1 record): the rejoins of a
+    # group that was consuming are churn, and with the crash a storm
+    _, storms = _step(SEEN_PAST_FIRST)
+    assert [s["magnitude"] for s in storms] == [3.0]
+    _, storms = _step(classic, records=records[1:])
     assert [s["magnitude"] for s in storms] == [3.0]
 
 
@@ -141,3 +183,43 @@ def test_formation_equals_the_spark_statement(spark: Any) -> None:
     compare(out, reference(spark, inp, S))
     stormy = sorted(r["group_id"] for r in out.anomalies.to_pylist() if r["kind"] == "rebalance_storm")
     assert stormy == ["before", "churn", "empty", "loss"]
+
+
+def _storms_in_steps(gens: list[tuple[int, int | None, list[str]]], cuts: list[int], until: int = 120,
+                     records: list[tuple[float, int, list[str]]] | None = None) -> list[tuple[Any, ...]]:
+    """The storms a reader sees of steps over ``[0, cut₁), [cut₁, cut₂), …, [cutₙ, until]`` with
+    the state carried (the group events read whole, as a step reads its days')."""
+    owners: dict[int, list[tuple[int, str | None]]] = {0: [(0, "m1")], 1: [(0, "m1")]}
+    off, mem = offsets("g", until, owners), members_rows(_sweeps(gens, until))
+    events = None if records is None else _lake("group_events", [
+        record("g", t, gen, [member(m) for m in ms]) for t, gen, ms in records])
+    seen: dict[Any, tuple[Any, ...]] = {}
+    state: dict[str, pa.Table] = {}
+    bounds = [0, *cuts, until + 1]
+    for lo, hi in itertools.pairwise(bounds):
+        def part(rows: list[dict[str, Any]], lo: int = lo, hi: int = hi) -> list[dict[str, Any]]:
+            return [r for r in rows if at(lo) <= r["sweep_ts"] < at(hi)]
+        out = run_step(StepInputs(offsets=_lake("offsets", part(off)), members=_lake("members", part(mem)),
+                                  commits=None, group_events=events, state=state), settings=S, as_of=at(hi))
+        state = out.state
+        for r in out.tables["anomalies"].to_pylist():
+            if r["kind"] == "rebalance_storm":
+                seen[r["key"]] = (r["start_ts"], r["magnitude"])
+    return sorted(seen.values())
+
+
+@pytest.mark.parametrize("cut", [7, 12, 17, 25])
+def test_a_formation_split_across_steps_is_the_formation_of_one_pass(cut: int) -> None:
+    # the state carries the Empty sweep the formation started from while the group still forms
+    # (the sweeps alone), and a step reads its days' records whole: wherever a step boundary
+    # falls, the joins are the formation and the churn after it is counted as in one pass
+    crash = [(30, 5, ["m1", "m2", "m4"])]
+    assert _storms_in_steps(FORMATION + crash, [cut]) == _storms_in_steps(FORMATION + crash, []) == []
+    churn = [*FORMATION, (40, 5, ["m1", "m3", "m4"]), (50, 6, ["m1", "m2", "m3", "m4"]), (60, 7, ["m1", "m2", "m4"])]
+    whole = _storms_in_steps(churn, [])
+    assert [m for _, m in whole] == [3.0]
+    assert _storms_in_steps(churn, [cut]) == whole
+    classic = [(t, None, ms) for t, _, ms in SEEN_PAST_FIRST]
+    records = [(1.0, 1, ["m1"]), (3.0, 2, ["m1", "m2"]), (11.0, 3, ["m1", "m2"]), (13.5, 4, ["m1", "m2"]),
+               (29.0, 5, ["m1"])]
+    assert _storms_in_steps(classic, [cut], records=records) == _storms_in_steps(classic, [], records=records) == []
