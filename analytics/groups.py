@@ -705,6 +705,24 @@ def sweep_windows(sw: _Sweeps) -> list[_Window]:
     return out
 
 
+def _seen_sweeps(sw: _Sweeps) -> _Sweeps:
+    """``sw`` without the carried sweeps before a group's first carried settled one: the Empty
+    sweep the state carries for the formation (:func:`_carried_sweeps`) stands alone before it,
+    with the sweeps between them dropped, so what the group was doing then is not known from it
+    (the held stalls' rebalancing and the skips' membership read the sweeps without it)."""
+    n = len(sw.t)
+    if not n:
+        return sw
+    state = _flag(sw.ms.column("is_state"))
+    first = np.full(int(sw.g.max()) + 1, np.inf)
+    np.fmin.at(first, sw.g[state & sw.settled], sw.t[state & sw.settled])
+    keep = ~(state & (sw.t < first[sw.g]) & np.isfinite(first[sw.g]))  # (none settled: all carried, as ever)
+    if keep.all():
+        return sw
+    return _Sweeps(ms=sw.ms.filter(pa.array(keep)), g=sw.g[keep], groups=sw.groups, t=sw.t[keep],
+                   settled=sw.settled[keep])
+
+
 @dataclass
 class _Changes:
     """Per member sweep (:class:`_Sweeps` order): ``a`` the group's settled sweep before it (−1:
@@ -1173,17 +1191,19 @@ def formation(rows: list[dict[str, Any]]) -> _B:
     went through Empty (``_through_empty``: a sweep or generation record between its sides without
     a member: its members before left, which counts, and its members after arrived into the Empty
     group), or from one whose group had no member before it, whose generation before was the
-    group's first (1), or whose group was seen forming before its A (``_formed_in_view``: A is the
-    first settled sweep after an Empty one, or the records show generation 1 and only arrivals
-    since, :func:`formed_in_records`). Without such a sight (the group formed before the step's
-    data) no rebalance is its formation."""
+    group's first (1), or, the group's first row of the step, whose group was seen forming before
+    its A (``_formed_in_view``: a sweep before A saw it Empty and every sweep window since only
+    added members, or the records show generation 1 and no member lost since,
+    :func:`formed_in_records`; later rows follow the chain of the step's own rows, which also
+    holds the losses only the records saw). Without such a sight (the group formed before the
+    step's data) no rebalance is its formation."""
     out = np.zeros(len(rows), bool)
     forming: dict[tuple[str, str], bool] = {}
     for i, r in enumerate(rows):
         k = (r["cluster"], r["group_id"])
         before, after = r.get("members_before"), r.get("members_after")
         from_empty = ((before is not None and not len(before)) or r.get("generation_before") == 1
-                      or bool(r.get("_formed_in_view")))
+                      or (k not in forming and bool(r.get("_formed_in_view"))))
         through = bool(r.get("_through_empty"))
         adds = before is not None and after is not None and set(before) <= set(after)
         out[i] = adds and not through and (from_empty or forming.get(k, False))
@@ -1849,6 +1869,7 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
     p = settings.rules
     fresh = member_sweeps(inp.members.select(list(MEMBER_COLUMNS)))
     sw = _sorted_sweeps(fresh, inp.carried_msweeps)
+    seen = _seen_sweeps(sw)
     gens = generation_records(inp.group_events) if inp.group_events is not None else None
     if gens is not None:  # with the records of earlier days the step does not read (module doc)
         gens = with_carried_records(gens, inp.carried_generations)
@@ -1862,6 +1883,11 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
         windows += missed
         if missed:
             recs = _records(gens, sw.groups, {w.g for w in windows})
+            # the group seen forming by the sweeps at a record's A as at a sweep's
+            formed = _changes(sw).formed
+            j = asof(sw.g, sw.t, np.array([w.g for w in missed], np.int64), np.array([w.a.t for w in missed]))
+            for w, jj in zip(missed, j.tolist(), strict=True):
+                w.a_after_empty = jj >= 0 and bool(formed[jj])
     wanted_g = np.fromiter({w.g for w in windows}, np.int64)
     alive: dict[tuple[int, str], float] = {}
     changes = commits = None
@@ -1963,12 +1989,12 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
                                        stall_after_s=p.stall_after_s, gens=gens,
                                        session_timeout_s=settings.session_timeout_s,
                                        heartbeat_s=settings.heartbeat_s, network_s=settings.network_s,
-                                       rebalance_timeout_s=settings.rebalance_timeout_s, sweeps=sw,
+                                       rebalance_timeout_s=settings.rebalance_timeout_s, sweeps=seen,
                                        forget_after_s=p.forget_horizon_s())
     judged = drop_rebalance_outages(judged, out_q)
     anomalies = pa.concat_tables([judged, storm_rows.cast(judged.schema)]) if storm_rows.num_rows else judged
     # skips (and the rewinds an empty group's reset wrote): judged with the group's membership
-    members = skips.membership(sw.ms, inp.group_events, skips.wanted_groups(anomalies, inp.advances))
+    members = skips.membership(seen.ms, inp.group_events, skips.wanted_groups(anomalies, inp.advances))
     anomalies = skips.rewind_causes(anomalies, members)
     if inp.advances is not None and inp.advances.num_rows:
         found = skips.skip_rows(inp.advances.select(list(skips.ADVANCE_COLUMNS)), members,

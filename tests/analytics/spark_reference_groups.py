@@ -383,7 +383,8 @@ def formation(rb: DataFrame) -> DataFrame:
     members, and so did every rebalance since the group was last seen Empty). By group in start
     order: a row is a pure join (``_join``: its members before a subset of those after, not
     through Empty); a chain starts at a row whose group had no member before it, whose generation
-    before was 1 or which saw the group forming before its A (``_formed_in_view``), and at the row
+    before was 1 or, the group's first row, which saw the group forming before its A
+    (``_formed_in_view``), and at the row
     after one that went through Empty or left the group without a member; a pure join is
     formation when a chain started at or before it and no row that is not a pure join lies
     between that start and it."""
@@ -393,7 +394,7 @@ def formation(rb: DataFrame) -> DataFrame:
             & (F.size(F.array_except(before, after)) == 0))
     emptied = F.col("_through_empty") | (after.isNotNull() & (F.size(after) == 0))
     starts = ((before.isNotNull() & (F.size(before) == 0)) | (F.col("generation_before") == 1)
-              | F.col("_formed_in_view")
+              | (F.col("_formed_in_view") & (F.row_number().over(w) == 1))
               | F.coalesce(F.lag(emptied).over(w), F.lit(False)))
     r = rb.withColumn("_i", F.row_number().over(w)).withColumn("_join", join)
     last_start = F.max(F.when(starts, F.col("_i"))).over(w.rowsBetween(Window.unboundedPreceding, 0))
