@@ -683,14 +683,14 @@ def _sorted_sweeps(fresh: pa.Table, carried: pa.Table | None) -> _Sweeps:
     return _Sweeps(ms=ms, g=g[order], groups=groups, t=t[order], settled=_flag(ms.column("settled")))
 
 
-def sweep_windows(sw: _Sweeps) -> list[_Window]:
+def sweep_windows(sw: _Sweeps, ch: _Changes | None = None) -> list[_Window]:
     """Windows between settled sweeps (see the module doc): B settled, A the group's previous
     settled sweep, their generation (null as −1) or member ids differ. Vectorised over the sweeps;
     one :class:`_Window` per window found."""
     n = len(sw.t)
     if not n:
         return []
-    ch = _changes(sw)
+    ch = ch if ch is not None else _changes(sw)
     g, a, changed, new_group = sw.g, ch.a, ch.changed, ch.new_group
     empty = np.cumsum(ch.is_empty)
     out = []
@@ -1873,7 +1873,8 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
     gens = generation_records(inp.group_events) if inp.group_events is not None else None
     if gens is not None:  # with the records of earlier days the step does not read (module doc)
         gens = with_carried_records(gens, inp.carried_generations)
-    windows = sweep_windows(sw)
+    ch = _changes(sw)  # once: the windows, the formation at a records window's A, the carried sweeps
+    windows = sweep_windows(sw, ch)
     wanted = {w.g for w in windows}
     recs = _records(gens, sw.groups, wanted) if gens is not None and wanted else _Records({})
     if gens is not None:
@@ -1884,10 +1885,9 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
         if missed:
             recs = _records(gens, sw.groups, {w.g for w in windows})
             # the group seen forming by the sweeps at a record's A as at a sweep's
-            formed = _changes(sw).formed
             j = asof(sw.g, sw.t, np.array([w.g for w in missed], np.int64), np.array([w.a.t for w in missed]))
             for w, jj in zip(missed, j.tolist(), strict=True):
-                w.a_after_empty = jj >= 0 and bool(formed[jj])
+                w.a_after_empty = jj >= 0 and bool(ch.formed[jj])
     wanted_g = np.fromiter({w.g for w in windows}, np.int64)
     alive: dict[tuple[int, str], float] = {}
     changes = commits = None
@@ -1897,7 +1897,7 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
             commits = _commit_times(inp.commits, sw.groups, wanted_g)
 
     # group lags: at the windows' ends and at the sweeps the state carries
-    keep_state = _carried_sweeps(sw)
+    keep_state = _carried_sweeps(sw, ch)
     at_rows: dict[str, list[Any]] = {"cluster": [], "group_id": [], "_tu": []}
     for w in windows:
         for t in (w.a.t, w.b.t):
@@ -2067,7 +2067,7 @@ def _rebalance_table(rows: list[dict[str, Any]]) -> pa.Table:
         REBALANCE_COLUMNS).cast(REBALANCE_SCHEMA)
 
 
-def _carried_sweeps(sw: _Sweeps) -> _B:
+def _carried_sweeps(sw: _Sweeps, ch: _Changes) -> _B:
     """The sweeps the state carries: each group's since its last settled one (all when none is),
     and the Empty sweep before that one while the group is still forming from it
     (:attr:`_Changes.formed`: the next step's windows see the group forming in view,
@@ -2079,7 +2079,6 @@ def _carried_sweeps(sw: _Sweeps) -> _B:
     last = np.full(ng, -1, np.int64)
     np.maximum.at(last, sw.g[sw.settled], np.flatnonzero(sw.settled))
     keep = (last[sw.g] < 0) | (np.arange(n) >= last[sw.g])
-    ch = _changes(sw)
     li = last[last >= 0]
     keep[ch.last_empty[li][ch.formed[li]]] = True
     return keep
