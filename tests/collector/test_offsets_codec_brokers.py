@@ -84,13 +84,18 @@ def _commit_and_capture(bootstrap: str, name: str) -> tuple[list[tuple[int, int,
     """Commit known offsets with a classic kafka-python consumer; return them and the decoded log."""
     _create_topic(bootstrap, name, 2)
     since = _log_ends(bootstrap)
-    # a join that raced the new topic's metadata gets no partitions ("No partition metadata"); a
-    # short metadata age makes the consumer see them and join again instead of waiting 5 minutes
-    c = KafkaConsumer(name, bootstrap_servers=bootstrap, group_id=name, enable_auto_commit=False,
+    # a leader that assigns before it knows the new topic's partitions assigns nothing ("No
+    # partition metadata"), and its rejoin under load did not come within 30 s (CI, Kafka 3.9): know
+    # them before subscribing; the short metadata age stays as the fallback
+    c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=name, enable_auto_commit=False,
                       session_timeout_ms=7000, heartbeat_interval_ms=1000, max_poll_interval_ms=23000,
                       metadata_max_age_ms=1000, client_id=f"{name}-client")
     made: list[tuple[int, int, str]] = []
     try:
+        deadline = time.monotonic() + 30
+        while len(c.partitions_for_topic(name) or ()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        c.subscribe([name])
         deadline = time.monotonic() + 30
         while not c.assignment() and time.monotonic() < deadline:
             c.poll(200)
