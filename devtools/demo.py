@@ -21,8 +21,10 @@ What runs, all on 127.0.0.1, all stopped again on Ctrl-C/SIGTERM or when the dem
   ``alerts`` section when it has any (then the demo receives nothing and cannot time them);
 - the Streamlit app (``lagscope ui``) over that lake and those results.
 
-When the scenario ends, the demo waits until the analytics have covered the whole run (their
-steps end on minute boundaries, so up to a minute more), then prints what they found: rebalance
+The scenario is timed to end a few seconds after a minute boundary (:func:`scenario_start_delay`);
+when it ends, the demo waits until the analytics have covered the run up to that boundary (their
+steps end on minute boundaries; the last seconds, where the scenario stops its consumers, are
+left to the next minute, which the summary does not judge), then prints what they found: rebalance
 windows with cause and duration against the bound, anomalies with their magnitudes, lag in
 messages and seconds, next to the faults the scenario injected, and judges itself against them
 (:mod:`lagscope.devtools.sim.score`, as the accuracy benchmark does): per injected fault found or
@@ -265,15 +267,25 @@ class DemoAlerts(AlertsLoop):  # type: ignore[misc]
             self.settled_from = began
 
 
-def scenario_start_delay(now: dt.datetime, duration_s: float, lead_s: float = 8.0) -> float:
-    """Seconds to wait before starting a scenario of ``duration_s`` so that it ends
-    ``lead_s + 5`` seconds before a minute boundary: the analytics' step for that minute
-    (they end on minute boundaries) then covers the whole run a few seconds after it ends,
-    and the wait overlaps the Spark session's start-up instead of following the scenario."""
+def scenario_start_delay(now: dt.datetime, duration_s: float, after_s: float = 5.0) -> float:
+    """Seconds to wait before starting a scenario of ``duration_s`` so that it ends ``after_s``
+    seconds after a minute boundary. The analytics' steps end on minute boundaries; the summary
+    judges the run up to the last one before its end (:func:`analysed_end`), whose step runs
+    ``SETTLE_S`` after it: so the summary comes a few seconds after the run, and every minute it
+    judges has the scenario's consumers running to its end. A run ending just before a boundary
+    had its own teardown (every consumer leaving its group, some with lag pending) in the last
+    minute judged, which a group's status rightly calls STOP: the harness stopping, not a fault.
+    The wait overlaps the Spark session's start-up instead of following the scenario."""
     end = now.timestamp() + duration_s
-    into = end % 60.0
-    target = 60.0 - lead_s - 5.0
-    return (target - into) % 60.0
+    return (after_s - end % 60.0) % 60.0
+
+
+def analysed_end(t0: float, end: dt.datetime) -> dt.datetime:
+    """The end of the range the summary judges for a run from ``t0`` (epoch s) that ended at
+    ``end``: the last minute boundary at or before ``end`` (the scenario's last seconds and its
+    teardown are after it), or the one after ``end`` when no boundary falls inside the run."""
+    floor = end.replace(second=0, microsecond=0)
+    return floor if floor.timestamp() > t0 else _minute_ceil(end)
 
 
 def _announce_stop(stop: threading.Event) -> Callable[[str], None]:
@@ -384,7 +396,7 @@ def run_demo(opts: DemoOptions, stop: threading.Event | None = None) -> DemoResu
         delay = scenario_start_delay(dt.datetime.now(dt.UTC), sc.duration)
         if delay > 1.0:
             say(f"starting the analytics (Spark); the scenario starts in {delay:.0f}s, timed to end just "
-                "before a minute boundary, where the analytics' steps end …")
+                "after a minute boundary, where the analytics' steps end …")
             if stop.wait(delay):
                 return DemoResult(0)
         analytics.begin(dt.datetime.now(dt.UTC))
@@ -403,12 +415,12 @@ def run_demo(opts: DemoOptions, stop: threading.Event | None = None) -> DemoResu
                 break
         result = run.wait()
         end = dt.datetime.fromtimestamp(result.t0 + sc.duration, dt.UTC)
-        end = min(end, dt.datetime.now(dt.UTC))
+        end = analysed_end(result.t0, min(end, dt.datetime.now(dt.UTC)))
         if not stop.is_set() and code == 0:
             # the summary judges the scenario's minutes: no provisional step past its end (the
             # full step that covers it deletes those before it, and hides any in flight)
             analytics.provisional = False
-            _wait_for_analytics(results, _minute_ceil(end), analytics, stop)
+            _wait_for_analytics(results, end, analytics, stop)
             _wait_for_alerts(alerts, dt.datetime.now(dt.UTC), stop)
         if analytics.fatal is not None:
             say(f"the analytics could not run: {analytics.fatal}")

@@ -21,6 +21,7 @@ import pytest
 
 from lagscope.devtools.demo import (
     WebhookVerdict,
+    analysed_end,
     scenario_start_delay,
     verdict_lines,
     webhook_lines,
@@ -73,19 +74,31 @@ def _get(url: str) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize(("now_s", "duration_s", "delay_s"), [
-    (0.0, 28.0, 19.0),    # would end at 28 s: wait until it ends 13 s before the minute boundary
-    (19.0, 28.0, 0.0),    # already timed right
-    (20.0, 28.0, 59.0),   # 1 s past the target: the next minute's
-    (30.0, 60.0, 17.0),   # the one-minute demo started mid-minute ends at 47 s of the next one
-    (59.5, 0.0, 47.5),    # a zero-length scenario still lands on the lead
+    (0.0, 28.0, 37.0),    # would end at 28 s: wait until it ends 5 s after the minute boundary
+    (37.0, 28.0, 0.0),    # already timed right
+    (38.0, 28.0, 59.0),   # 1 s past the target: the next minute's
+    (30.0, 60.0, 35.0),   # the one-minute demo started mid-minute ends at 5 s of the minute after
+    (59.5, 0.0, 5.5),     # a zero-length scenario still lands after the boundary
 ])
-def test_scenario_start_delay_ends_runs_just_before_a_minute_boundary(now_s: float, duration_s: float,
-                                                                       delay_s: float) -> None:
+def test_scenario_start_delay_ends_runs_just_after_a_minute_boundary(now_s: float, duration_s: float,
+                                                                      delay_s: float) -> None:
     now = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC) + dt.timedelta(seconds=now_s)
     got = scenario_start_delay(now, duration_s)
     assert got == pytest.approx(delay_s)
     end = (now.timestamp() + got + duration_s) % 60
-    assert end == pytest.approx(47.0)
+    assert end == pytest.approx(5.0)
+
+
+def test_the_summary_judges_up_to_the_last_minute_boundary_in_the_run() -> None:
+    # the scenario's consumers leave its groups as it ends: the summary judges up to the boundary
+    # before (their teardown, a STOP of every group with lag, is no fault of the scenario's)
+    noon = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
+    t0 = noon.timestamp() - 55.0
+    assert analysed_end(t0, noon + dt.timedelta(seconds=5)) == noon
+    assert analysed_end(t0, noon) == noon
+    # no boundary inside the run (a short one, or one interrupted early): the one after its end
+    assert analysed_end(noon.timestamp() + 10, noon + dt.timedelta(seconds=40)) == noon + dt.timedelta(minutes=1)
+    assert analysed_end(noon.timestamp(), noon + dt.timedelta(seconds=3)) == noon + dt.timedelta(minutes=1)
 
 
 def test_the_summary_judges_itself() -> None:
@@ -298,6 +311,15 @@ def test_builtin_demo_raises_nothing_the_scenario_did_not_inject(bootstrap: str,
              if (m := re.match(r"delivered after ([\d.]+)s .*target ([\d.]+)s: (?:PASS|FAIL)$", v))}
     assert set(timed) >= {"stall", "rewind"}, webhooks
     assert all(delay <= target + 10.0 for delay, target in timed.values()), webhooks
+    # no critical webhook for a group the scenario injected nothing into (the slow `analytics`
+    # group is starved, not stopped; the scenario's own teardown is after the judged minutes)
+    injected = out[out.index("injected by the scenario"):out.index("judged against the injected faults")]
+    faulty = set(re.findall(r"^\s+\w+\s+(\w+)/\S+ at ", injected, re.M))
+    assert faulty == {"shipping", "ledger", "audit"}, injected
+    received = [json.loads(line)["payload"] for line in (tmp_path / "demo" / "alerts" / "webhooks.jsonl")
+                .read_text().splitlines()]
+    critical = {p["group"].rsplit("-", 1)[1] for p in received if p["severity"] == "critical"}
+    assert critical <= faulty, [p["key"] for p in received if p["severity"] == "critical"]
 
 
 @pytest.mark.kafka
