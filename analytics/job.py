@@ -142,6 +142,8 @@ class _Plan:
     #: the commit stream's tables the lake has (a bucket without their rows reads them empty:
     #: the commit stream was on, nothing was committed)
     optional: tuple[str, ...] = ()
+    #: a provisional step: its ``until``, inside the minute in progress (that minute is partial)
+    partial_from: dt.datetime | None = None
 
 
 # --------------------------------------------------------------------------------------------
@@ -286,7 +288,7 @@ def _run(plan: _Plan):  # type: ignore[no-untyped-def]
             group_events=got.get("group_events", _empty("group_events") if "group_events" in plan.optional else None),
             state={name: got[name] for name in STATE_PARTS if name in got})
         done = steps.run_step(inputs, settings=plan.settings, history_points=plan.history_points, as_of=plan.as_of,
-                              with_state=plan.state_out is not None)
+                              with_state=plan.state_out is not None, partial_from=plan.partial_from)
         part = uuid.uuid4().hex[:12]
         names, counts = [], []
         keep = pa.array(list(plan.days), pa.string()) if plan.days else None
@@ -598,17 +600,18 @@ def run_provisional(spark: SparkSession, lake: Path | str | Store, results: Path
     written, moved = _step(spark, lake_root, results_root, cp, settings=settings, history_points=history_points,
                            start=start, until=until, clusters=clusters, progress=progress, state_out=None,
                            publish=lambda staging: publish_provisional(results_root, staging, start=start,
-                                                                       until=until))
+                                                                       until=until), partial=True)
     return StepFiles(written, moved)
 
 
 def _step(spark: SparkSession, lake: Store, results: Store, cp: Checkpoint | None, *, settings: AnalyticsConfig,
           history_points: int, start: dt.datetime, until: dt.datetime, clusters: Sequence[str] | None,
-          progress: bool, state_out: str | None,
-          publish: Callable[[dict[str, Path]], dict[str, int]]) -> tuple[dict[str, int], list[Quarantined]]:
+          progress: bool, state_out: str | None, publish: Callable[[dict[str, Path]], dict[str, int]],
+          partial: bool = False) -> tuple[dict[str, int], list[Quarantined]]:
     """An incremental step's job over ``[start, until)`` from the state of ``cp``: the next state
     into ``state_out`` (relative to the results root; None: none, a provisional step), the result
-    files staged and handed to ``publish``. Returns what ``publish`` returned and the lake files
+    files staged and handed to ``publish``; ``partial``: ``until`` is inside a minute (a
+    provisional step's minute in progress). Returns what ``publish`` returned and the lake files
     quarantined."""
     moved: list[Quarantined] = []
     checked: dict[str, list[CheckedFile]] = {}
@@ -623,7 +626,7 @@ def _step(spark: SparkSession, lake: Store, results: Store, cp: Checkpoint | Non
     buckets = _bucket_count(spark, sizes)
     plan = _Plan(lake=lake, results=results, settings=settings, history_points=history_points, buckets=buckets,
                  places=_placements(spark, buckets), as_of=until, staging=staging, state_out=state_out,
-                 start=start, until=until, optional=_optional(lake))
+                 start=start, until=until, optional=_optional(lake), partial_from=until if partial else None)
     try:
         _, unreadable = _execute(spark, files, sizes, plan, progress)
         moved.extend(unreadable)

@@ -125,11 +125,21 @@ PASS_OUT = pa.schema([
 class PassParams:
     """What the pass's rules take: their thresholds, the newest end-offset points lag in seconds
     uses (:mod:`lagscope.lag`), and whether the step reads the commit stream (then the rules use
-    its exact commits, a key without any included)."""
+    its exact commits, a key without any included).
+
+    ``partial_minute``: a provisional step's minute in progress (``floor(t / 60)``), None in a
+    full step. Lag growth compares each minute's lag *at its end* with the minute before's; the
+    minute in progress has no end yet, and its lag so far (a moment's sample: a caught-up
+    consumer's lag swings between 0 and a poll's worth within seconds) against the last
+    minute's end is a coin flip, which fired and resolved lag_growth warnings for caught-up
+    groups at every provisional step. So that minute never grows: a provisional step reports a
+    lag growth as the full steps before it saw it (open), and the full step over the minute
+    judges the minute whole."""
 
     rules: AnalyticsRulesConfig
     history_points: int
     commit_stream: bool = False
+    partial_minute: int | None = None
 
 
 _F = npt.NDArray[np.float64]
@@ -380,6 +390,8 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
                                        min_samples=p.gap_min_samples,
                                        max_gap_s=min(p.stall_after_s, p.stop_after_s)))
     growth_in = _growth_minutes(minutes, mkey, minutes_in)
+    if params.partial_minute is not None:
+        growth_in = growth_in.take(np.flatnonzero(growth_in.is_state | (growth_in.minute < params.partial_minute)))
     found.append(np_growth.lag_growth(growth_in, min_minutes=p.growth_min_minutes))
     a = Found.concat(found)
     out.add(OUT_ANOMALY, a.key, {

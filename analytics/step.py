@@ -531,11 +531,14 @@ def close_at_silence(episodes: pa.Table, series: pa.Table, carried: pa.Table | N
 
 
 def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetime,
-             history_points: int = HISTORY_POINTS, workers: int = 1, with_state: bool = True) -> StepOutput:
+             history_points: int = HISTORY_POINTS, workers: int = 1, with_state: bool = True,
+             partial_from: dt.datetime | None = None) -> StepOutput:
     """One step over ``inputs`` (whole groups: every row of each of its groups, see the module
     doc). ``settings``: the ``analytics`` section; ``history_points``: ``time_lag.history_points``.
     ``workers``: threads for the per-partition pass's chunks. ``with_state=False``: the
-    tables only (a batch carries no state)."""
+    tables only (a batch carries no state). ``partial_from``: a provisional step's end, inside
+    the minute in progress: that minute has its rows (lag trend, status) but is no minute of a
+    lag growth (:class:`lagscope.analytics.onepass.PassParams`)."""
     st = inputs.state
     p = settings.rules
     series = prepare(inputs.offsets, settings.read_committed_groups)
@@ -543,8 +546,8 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
     owners, state_owners, owner_names = _owner_codes(series, st.get("series"))
     forget_s = p.forget_horizon_s()
     inp = pass_input(series, owners, st, commits, state_owners, forget_s)
-    params = onepass.PassParams(rules=p, history_points=history_points,
-                                commit_stream=commits is not None)
+    params = onepass.PassParams(rules=p, history_points=history_points, commit_stream=commits is not None,
+                                partial_minute=None if partial_from is None else int(partial_from.timestamp() // 60))
     passed = _run_pass(inp, params, workers)
 
     part = _Parts(passed)
