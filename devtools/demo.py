@@ -33,7 +33,8 @@ injected fault, how long its webhook took end to end (:func:`webhook_verdicts`):
 start in the truth to the arrival at the receiver of the first alert payload that reports it
 (same group, the finding kind the fault calls for, as the score matches them), against the target
 of 2 sweep intervals + one analytics step interval + 5 s; or why there is none (a fault that calls
-for no finding, a finding below the route's ``min_severity``, a fault not found). Each start
+for no finding, a finding below the route's ``min_severity``, a fault not found); and the
+webhooks that report nothing the scenario called for (:func:`unexplained_webhooks`). Each start
 replaces the previous demo's lake, results, runs and alerts (the broker's data is kept).
 """
 
@@ -52,7 +53,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -752,6 +753,39 @@ def webhook_verdicts(scored: score.RunScore, faults: list[Fault], received: list
     return out
 
 
+#: a group status payload read as the finding kinds it reports (OK and IDLE fire nothing)
+_STATUS_KINDS = {"STALL": ("stall", "stop"), "STOP": ("stop", "stall"), "REWIND": ("rewind",),
+                 "ERR": ("retention_loss", "skip"), "WARN": ("lag_growth",)}
+
+
+def unexplained_webhooks(scored: score.RunScore, received: list[dict[str, Any]], *, prefix: str,
+                         tolerance_s: float) -> list[tuple[score.Finding, str]]:
+    """The firing payloads of the run's groups (``prefix-*``) that report nothing the run called
+    for: no finding an injected fault or the traffic itself calls for (a lag growth) matches them
+    as :func:`score.matches` decides, and they are no informational finding (a formation's
+    rebalance window). A group status payload reports the kinds :data:`_STATUS_KINDS` gives its
+    value (a STALL status is a stall's or a stop's), group-level. Each key once, in arrival
+    order, with its ``detail``."""
+    expected = [m.expected for m in scored.matches]
+    info = {(f.kind, f.group, f.start) for f in scored.informational}
+    out, seen = [], set()
+    for r in sorted(received, key=lambda r: float(r.get("received_ts") or 0)):
+        payload = r.get("payload") or {}
+        f = _payload_finding(payload)
+        key = payload.get("key")
+        if f is None or payload.get("status") != "firing" or not f.group.startswith(prefix + "-") or (
+                key is not None and key in seen):
+            continue
+        seen.add(key)
+        kinds = (_STATUS_KINDS.get(str((payload.get("labels") or {}).get("status")), ()) if f.kind == "status"
+                 else (f.kind,))
+        if (f.kind, f.group, f.start) in info or any(
+                score.matches(e, replace(f, kind=k), tolerance_s) for e in expected for k in kinds):
+            continue
+        out.append((f, str(payload.get("detail") or "")))
+    return out
+
+
 def webhook_lines(verdicts: list[WebhookVerdict], *, prefix: str, t0: float) -> list[str]:
     """Per injected fault: its webhook's delay against the target, or why there is none."""
     short = prefix + "-"
@@ -814,6 +848,13 @@ def print_summary(results: Path, *, prefix: str, start: dt.datetime, end: dt.dat
                 f"stop {own['stop']:g}s); {len(webhooks.records)} received):")
             for line in webhook_lines(verdicts, prefix=prefix, t0=t0):
                 say(line)
+            stray = unexplained_webhooks(scored, webhooks.records, prefix=prefix, tolerance_s=tolerance_s)
+            say(f"webhooks that report nothing the scenario called for: {len(stray)}")
+            short = prefix + "-"
+            for sf, detail in stray:
+                where = sf.group.removeprefix(short) + (f" on {str(sf.topic).removeprefix(short)}/{sf.partition}"
+                                                        if sf.partition is not None else "")
+                say(f"  {sf.kind:<12} {where} at {sf.start - t0:.1f}s ({sf.severity}): {detail}")
         elif routes:
             say(f"webhooks: not timed: the alerts go to your routes ({', '.join(routes)}, from --config), "
                 "which the demo does not receive; without an alerts section it runs a receiver of its own")

@@ -23,6 +23,7 @@ from lagscope.devtools.demo import (
     WebhookVerdict,
     analysed_end,
     scenario_start_delay,
+    unexplained_webhooks,
     verdict_lines,
     webhook_lines,
     webhook_target_s,
@@ -223,6 +224,38 @@ def test_webhook_lines_say_pass_fail_and_why_none() -> None:
     ]
 
 
+def test_the_webhooks_that_report_nothing_the_scenario_called_for_are_listed() -> None:
+    growth = Expected("lag_growth", f"{P}-analytics", ((f"{P}-orders", 0),), 100.0, 160.0)
+    formation = Finding("rebalance", f"{P}-audit", None, None, 101.0, 102.0, "warning")
+    scored = RunScore("demo", 1, False, 60.0, matches=[Match(STALL_EXPECTED, STALL_FOUND), Match(growth, None)],
+                      informational=[formation])
+
+    def status(group: str, value: str, at: float, received: float) -> dict[str, object]:
+        r = _payload("status", f"{P}-{group}", at, severity="critical", received=received)
+        r["payload"].update(key=f"status|c|{P}-{group}|{value}", labels={"status": value})  # type: ignore[union-attr]
+        return r
+
+    stray_growth = _payload("lag_growth", f"{P}-shipping", 130.0, topic=f"{P}-orders", partition=0, received=131.0)
+    stray_growth["payload"].update(key="g-ship", detail="lag grew")  # type: ignore[union-attr]
+    resolved = _payload("lag_growth", f"{P}-audit", 130.0, topic=f"{P}-payments", partition=0, received=132.0)
+    resolved["payload"].update(key="g-audit", status="resolved")  # type: ignore[union-attr]
+    other = _payload("stall", "someone-elses-group", 130.0, received=133.0)
+    other["payload"].update(key="other")  # type: ignore[union-attr]
+    records = [
+        status("ledger", "STALL", 150.0, 151.0),       # the stall's, group level
+        status("analytics", "STOP", 159.0, 160.0),     # nothing stopped analytics
+        status("analytics", "STOP", 159.0, 161.0),     # the same key again: listed once
+        _payload("lag_growth", f"{P}-analytics", 120.0, topic=f"{P}-orders", partition=0, received=121.0),
+        _payload("rebalance", f"{P}-audit", 101.0, received=103.0),  # the formation's: informational
+        _payload("rewind", f"{P}-audit", 140.0, topic=f"{P}-payments", partition=1, received=141.0),
+        stray_growth, resolved, other,
+    ]
+    got = unexplained_webhooks(scored, records, prefix=P, tolerance_s=3.0)
+    assert [(f.kind, f.group.removeprefix(P + "-"), f.start, d) for f, d in got] == [
+        ("lag_growth", "shipping", 130.0, "lag grew"), ("rewind", "audit", 140.0, ""),
+        ("status", "analytics", 159.0, "")]
+
+
 def test_a_route_secret_that_cannot_be_read_fails_the_demo_before_it_starts(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     # --config's alert routes take the demo's alerts: a secret they cannot read is a config error
@@ -295,7 +328,7 @@ def test_builtin_demo_raises_nothing_the_scenario_did_not_inject(bootstrap: str,
     # end to end (issue 25): each alerted fault's webhook reached the demo's receiver; the stall
     # and the rewind alert (warnings), the crash's rebalance window is info unless it outlasts its
     # bound (and then it is due as well)
-    webhooks = out[out.index("webhooks, from the fault"):out.index("=== end of summary")]
+    webhooks = out[out.index("webhooks, from the fault"):out.index("webhooks that report nothing")]
     assert "target 2 sweep intervals + one analytics step interval + 5 s = 10s" in webhooks, webhooks
     verdicts = dict(re.findall(r"^\s+(\w+)\s+\S+\s+at\s+[\d.]+s: (.*)$", webhooks, re.M))
     assert set(verdicts) == {"crash", "stall", "rewind"}, webhooks
@@ -320,6 +353,11 @@ def test_builtin_demo_raises_nothing_the_scenario_did_not_inject(bootstrap: str,
                 .read_text().splitlines()]
     critical = {p["group"].rsplit("-", 1)[1] for p in received if p["severity"] == "critical"}
     assert critical <= faulty, [p["key"] for p in received if p["severity"] == "critical"]
+    # and every webhook that fired reports what the scenario injected or its traffic's own lag
+    # growth: none fired and resolved unconfirmed (the minute in progress grew no lag), none
+    # reports the scenario's own end
+    stray = out[out.index("webhooks that report nothing"):out.index("=== end of summary")]
+    assert stray.startswith("webhooks that report nothing the scenario called for: 0\n"), stray
 
 
 @pytest.mark.kafka
