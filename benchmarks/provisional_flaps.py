@@ -151,7 +151,8 @@ def replay(seed: int, lakes: dict[str, tuple[Path, float]], every_s: float, sett
         if until > checkpoint and now - settle_s <= t_hi + every_s:
             inp = cut(tables, checkpoint, until)
             inp.state = state
-            out = steps.run_step(inp, settings=settings, as_of=_ts(until), with_state=False)
+            out = steps.run_step(inp, settings=settings, as_of=_ts(until), with_state=False,
+                                 partial_from=_ts(until))
             rep.provisional_steps += 1
             for f in alerts_of(out.tables, _ts(until), status=status_provisional):
                 first.setdefault(f.key, (f, now))

@@ -21,10 +21,12 @@ What runs, all on 127.0.0.1, all stopped again on Ctrl-C/SIGTERM or when the dem
   ``alerts`` section when it has any (then the demo receives nothing and cannot time them);
 - the Streamlit app (``lagscope ui``) over that lake and those results.
 
-The scenario is timed to end a few seconds after a minute boundary (:func:`scenario_start_delay`);
-when it ends, the demo waits until the analytics have covered the run up to that boundary (their
-steps end on minute boundaries; the last seconds, where the scenario stops its consumers, are
-left to the next minute, which the summary does not judge), then prints what they found: rebalance
+The scenario is timed to end just before a minute boundary (:func:`scenario_start_delay`); when
+its schedule is over, its consumers keep consuming (and its producers producing) until the
+analytics have covered the run up to that boundary (their steps end on minute boundaries), and
+only then does the demo stop them (:func:`judged_end`: a scenario's end leaves every group with
+lag pending, which a group status rightly calls STOP, and which is the harness, not a fault).
+Then it prints what they found: rebalance
 windows with cause and duration against the bound, anomalies with their magnitudes, lag in
 messages and seconds, next to the faults the scenario injected, and judges itself against them
 (:mod:`lagscope.devtools.sim.score`, as the accuracy benchmark does): per injected fault found or
@@ -53,7 +55,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -268,25 +270,33 @@ class DemoAlerts(AlertsLoop):  # type: ignore[misc]
             self.settled_from = began
 
 
-def scenario_start_delay(now: dt.datetime, duration_s: float, after_s: float = 5.0) -> float:
-    """Seconds to wait before starting a scenario of ``duration_s`` so that it ends ``after_s``
-    seconds after a minute boundary. The analytics' steps end on minute boundaries; the summary
-    judges the run up to the last one before its end (:func:`analysed_end`), whose step runs
-    ``SETTLE_S`` after it: so the summary comes a few seconds after the run, and every minute it
-    judges has the scenario's consumers running to its end. A run ending just before a boundary
-    had its own teardown (every consumer leaving its group, some with lag pending) in the last
-    minute judged, which a group's status rightly calls STOP: the harness stopping, not a fault.
-    The wait overlaps the Spark session's start-up instead of following the scenario."""
+def scenario_start_delay(now: dt.datetime, duration_s: float, lead_s: float = 8.0) -> float:
+    """Seconds to wait before starting a scenario of ``duration_s`` so that its schedule ends
+    ``lead_s + 5`` seconds before a minute boundary: the analytics' step for that minute (they
+    end on minute boundaries) then covers the whole schedule a few seconds after it ends, and the
+    wait overlaps the Spark session's start-up instead of following the scenario. A boundary
+    then also falls before the first fault of a one-minute scenario, so its full step leaves a
+    checkpoint and the provisional steps publish the faults as they come."""
     end = now.timestamp() + duration_s
-    return (after_s - end % 60.0) % 60.0
+    into = end % 60.0
+    target = 60.0 - lead_s - 5.0
+    return (target - into) % 60.0
 
 
-def analysed_end(t0: float, end: dt.datetime) -> dt.datetime:
-    """The end of the range the summary judges for a run from ``t0`` (epoch s) that ended at
-    ``end``: the last minute boundary at or before ``end`` (the scenario's last seconds and its
-    teardown are after it), or the one after ``end`` when no boundary falls inside the run."""
-    floor = end.replace(second=0, microsecond=0)
-    return floor if floor.timestamp() > t0 else _minute_ceil(end)
+#: how long the demo's run may go on past its scenario's schedule: its consumers keep consuming
+#: (and its producers producing) until the analytics have covered the minute the schedule ends
+#: in, then the demo stops the run (:func:`judged_end`)
+LINGER_S = 300.0
+
+
+def judged_end(t0: float, schedule_s: float, now: float) -> dt.datetime:
+    """The end of the range the summary judges for a run from ``t0`` (epoch s) whose scenario's
+    schedule is ``schedule_s`` long: the first minute boundary at or after the schedule's end
+    (or after ``now``, for a run interrupted before that). The run goes on to that boundary and
+    past it (:data:`LINGER_S`): a scenario stops its consumers when it ends, every group left
+    with lag pending (a group status STOP, rightly), which is the harness, not a fault, and must
+    not be in the judged minutes."""
+    return _minute_ceil(dt.datetime.fromtimestamp(min(t0 + schedule_s, now), dt.UTC))
 
 
 def _announce_stop(stop: threading.Event) -> Callable[[str], None]:
@@ -397,31 +407,39 @@ def run_demo(opts: DemoOptions, stop: threading.Event | None = None) -> DemoResu
         delay = scenario_start_delay(dt.datetime.now(dt.UTC), sc.duration)
         if delay > 1.0:
             say(f"starting the analytics (Spark); the scenario starts in {delay:.0f}s, timed to end just "
-                "after a minute boundary, where the analytics' steps end …")
+                "before a minute boundary, where the analytics' steps end …")
             if stop.wait(delay):
                 return DemoResult(0)
         analytics.begin(dt.datetime.now(dt.UTC))
-        run = start_scenario(sc, bootstrap, runs / sc.name, run_id=run_id, seed=opts.seed)
+        # the run lingers past the schedule (its consumers still consuming) until the analytics
+        # have covered the judged minutes; the demo then stops it (judged_end)
+        lingering = sc.model_copy(update={"duration": min(3600.0, sc.duration + LINGER_S)})
+        run = start_scenario(lingering, bootstrap, runs / sc.name, run_id=run_id, seed=opts.seed)
         say(f"scenario {sc.name} started ({sc.duration:.0f}s) …")
-        while not run.done():
+        interrupted = False
+        while not run.done() and (run.t0 is None or time.time() < run.t0 + sc.duration):
             if stop.wait(0.5):
-                run.stop()
-                say("interrupted: recording the scenario's end state …")
+                interrupted = True
                 break
             dead = [c.name for c in [*runner.started, *([app] if app else [])] if not c.is_healthy()]
             if dead:
                 log.error("%s stopped unexpectedly; stopping the demo", ", ".join(dead))
-                run.stop()
                 code = 1
                 break
-        result = run.wait()
-        end = dt.datetime.fromtimestamp(result.t0 + sc.duration, dt.UTC)
-        end = analysed_end(result.t0, min(end, dt.datetime.now(dt.UTC)))
-        if not stop.is_set() and code == 0:
+        end: dt.datetime | None = None
+        if run.t0 is not None and not run.done() and not interrupted and code == 0:
+            end = judged_end(run.t0, sc.duration, time.time())
             # the summary judges the scenario's minutes: no provisional step past its end (the
             # full step that covers it deletes those before it, and hides any in flight)
             analytics.provisional = False
             _wait_for_analytics(results, end, analytics, stop)
+        run.stop()
+        if interrupted or stop.is_set():
+            say("interrupted: recording the scenario's end state …")
+        result = run.wait()
+        if end is None:
+            end = judged_end(result.t0, sc.duration, time.time())
+        if not stop.is_set() and code == 0:
             _wait_for_alerts(alerts, dt.datetime.now(dt.UTC), stop)
         if analytics.fatal is not None:
             say(f"the analytics could not run: {analytics.fatal}")
@@ -478,8 +496,8 @@ def _wait_for_analytics(results: Path, until: dt.datetime, analytics: AnalyticsL
     """Block until the analytics' checkpoint reaches ``until`` (they ran over the whole scenario)."""
     from lagscope.analytics.io import read_checkpoint
 
-    say(f"scenario over; waiting for the analytics to cover it up to {until:%H:%M:%S} UTC "
-        f"(steps end on minute boundaries) …")
+    say(f"scenario over; its consumers keep consuming until the analytics have covered it up to "
+        f"{until:%H:%M:%S} UTC (steps end on minute boundaries) …")
     deadline = time.monotonic() + max(0.0, (until - dt.datetime.now(dt.UTC)).total_seconds()) + 300.0
     while not stop.wait(1.0):
         cp = read_checkpoint(results)
@@ -608,8 +626,10 @@ def judge(results: Path, *, prefix: str, start: dt.datetime, end: dt.datetime, t
     findings = ([score.Finding.from_anomaly(a) for a in _read(results, "anomalies") if mine(a)]
                 + [score.Finding.from_rebalance(r) for r in _read(results, "rebalances") if mine(r)])
     ti = _truth.TruthIndex(_truth.load(truth))
-    scored = score.score_run(score.expected_findings(ti, rules), findings, tolerance_s=tolerance_s,
-                             real=score.real_events(ti, rules=rules))
+    # the run went on past the judged range (its consumers lingering, judged_end): what the truth
+    # calls for is judged up to its end
+    scored = score.score_run(score.expected_findings(ti, rules, until=end.timestamp()), findings,
+                             tolerance_s=tolerance_s, real=score.real_events(ti, rules=rules))
     return scored, ti.faults()
 
 
@@ -753,34 +773,40 @@ def webhook_verdicts(scored: score.RunScore, faults: list[Fault], received: list
     return out
 
 
-#: a group status payload read as the finding kinds it reports (OK and IDLE fire nothing)
-_STATUS_KINDS = {"STALL": ("stall", "stop"), "STOP": ("stop", "stall"), "REWIND": ("rewind",),
-                 "ERR": ("retention_loss", "skip"), "WARN": ("lag_growth",)}
+#: a group status payload read as the finding kinds it reports (OK and IDLE fire nothing): a
+#: partition without progress (STALL, STOP) is a stall's, a stop's or a membership fault's
+_STATUS_KINDS = {"STALL": ("stall", "stop", "rebalance"), "STOP": ("stop", "stall", "rebalance"),
+                 "REWIND": ("rewind",), "ERR": ("retention_loss", "skip"), "WARN": ("lag_growth",)}
 
 
 def unexplained_webhooks(scored: score.RunScore, received: list[dict[str, Any]], *, prefix: str,
                          tolerance_s: float) -> list[tuple[score.Finding, str]]:
     """The firing payloads of the run's groups (``prefix-*``) that report nothing the run called
     for: no finding an injected fault or the traffic itself calls for (a lag growth) matches them
-    as :func:`score.matches` decides, and they are no informational finding (a formation's
-    rebalance window). A group status payload reports the kinds :data:`_STATUS_KINDS` gives its
-    value (a STALL status is a stall's or a stop's), group-level. Each key once, in arrival
-    order, with its ``detail``."""
+    as :func:`score.matches` decides, and they overlap no informational finding of their kind and
+    group (a formation's rebalance window, a starved partition). A group status payload is a
+    minute's evaluation: it reports a finding of a kind :data:`_STATUS_KINDS` gives its value
+    whose interval reaches into the minute before its evaluation (within ``tolerance_s``). Each
+    (key, start) once, in arrival order, with its ``detail``."""
     expected = [m.expected for m in scored.matches]
-    info = {(f.kind, f.group, f.start) for f in scored.informational}
+    info = [score.Expected(f.kind, f.group, (), f.start, math.inf if f.end is None else f.end)
+            for f in scored.informational]
     out, seen = [], set()
     for r in sorted(received, key=lambda r: float(r.get("received_ts") or 0)):
         payload = r.get("payload") or {}
         f = _payload_finding(payload)
-        key = payload.get("key")
-        if f is None or payload.get("status") != "firing" or not f.group.startswith(prefix + "-") or (
-                key is not None and key in seen):
+        if f is None or payload.get("status") != "firing" or not f.group.startswith(prefix + "-"):
+            continue
+        key = (payload.get("key"), f.start)
+        if key in seen:
             continue
         seen.add(key)
-        kinds = (_STATUS_KINDS.get(str((payload.get("labels") or {}).get("status")), ()) if f.kind == "status"
-                 else (f.kind,))
-        if (f.kind, f.group, f.start) in info or any(
-                score.matches(e, replace(f, kind=k), tolerance_s) for e in expected for k in kinds):
+        if f.kind == "status":
+            kinds = _STATUS_KINDS.get(str((payload.get("labels") or {}).get("status")), ())
+            if any(e.kind in kinds and e.group == f.group and e.start <= f.start + tolerance_s
+                   and e.end >= f.start - 60.0 - tolerance_s for e in expected):
+                continue
+        elif any(score.matches(e, f, tolerance_s) for e in [*expected, *info]):
             continue
         out.append((f, str(payload.get("detail") or "")))
     return out

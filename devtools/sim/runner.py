@@ -172,6 +172,8 @@ class _Runner:
         self.client_config = dict(client_config)
         self.cleanup = cleanup
         self.stop_event = stop_event
+        #: the run's time origin (epoch s), once every process is ready (None before)
+        self.t0: float | None = None
         self.parts = self.out / "parts"
         self.logs = self.out / "logs"
         self.procs: list[_Proc] = []
@@ -325,6 +327,7 @@ class _Runner:
             if self.stop_event.wait(0.05):
                 break
         t0 = time.time() + 0.3
+        self.t0 = t0
         tmp = self.parts / ".t0.tmp"
         tmp.write_text(json.dumps({"t0": t0, "end": t0 + self.sc.duration}))
         tmp.replace(self.parts / "t0.json")
@@ -638,6 +641,11 @@ class ScenarioRun:
 
     def done(self) -> bool:
         return self._finished.is_set()
+
+    @property
+    def t0(self) -> float | None:
+        """The run's time origin (epoch s) once its processes are ready; None before."""
+        return self._runner.t0
 
     def stop(self) -> None:
         """End the run early: workers get SIGTERM; the end state and the truth are still written."""

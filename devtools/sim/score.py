@@ -68,7 +68,7 @@ import datetime as dt
 import itertools
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from lagscope.config import AnalyticsRulesConfig
@@ -257,9 +257,12 @@ def _gap_partitions(ti: TruthIndex, f: Fault, rules: AnalyticsRulesConfig, until
 
 def expected_findings(ti: TruthIndex, rules: AnalyticsRulesConfig, *,
                       first_settled: Mapping[str, float] | None = None,
-                      gap_until: float | None = None) -> list[Expected]:
+                      gap_until: float | None = None, until: float | None = None) -> list[Expected]:
     """Every finding the run's truth calls for (see the module docstring), in time order
-    (``gap_until``: where the commit gaps' normal is learned up to, :func:`gap_verdicts`)."""
+    (``gap_until``: where the commit gaps' normal is learned up to, :func:`gap_verdicts`;
+    ``until``: judge the run up to then only, when it was analysed up to then: nothing that
+    starts later is called for, an interval ends there at the latest, and the last minute of a
+    lag growth is the one that ends there)."""
     out: list[Expected] = []
     faults = ti.faults()
     for f in faults:
@@ -277,6 +280,8 @@ def expected_findings(ti: TruthIndex, rules: AnalyticsRulesConfig, *,
     es = ti.end_state
     t0 = ti.run.ts if ti.run is not None else min((record_ts(r) for r in ti.records), default=0.0)
     t_end = es.ts if es is not None else t0
+    if until is not None:
+        t_end = min(t_end, until)
     if es is not None and not any(f.kind == "retention_overrun" for f in faults):
         # a truth from before the runner recorded overruns: the loss is somewhere in the run
         for g in sorted({c.group for c in es.committed}):
@@ -316,6 +321,8 @@ def expected_findings(ti: TruthIndex, rules: AnalyticsRulesConfig, *,
                 rising = []
             prev, b = cur, b + 60
         close(rising)
+    if until is not None:
+        out = [replace(e, end=min(e.end, until)) for e in out if e.start < until]
     return sorted(out, key=lambda e: (e.start, e.kind, e.group))
 
 

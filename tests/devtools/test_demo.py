@@ -21,7 +21,7 @@ import pytest
 
 from lagscope.devtools.demo import (
     WebhookVerdict,
-    analysed_end,
+    judged_end,
     scenario_start_delay,
     unexplained_webhooks,
     verdict_lines,
@@ -75,31 +75,31 @@ def _get(url: str) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize(("now_s", "duration_s", "delay_s"), [
-    (0.0, 28.0, 37.0),    # would end at 28 s: wait until it ends 5 s after the minute boundary
-    (37.0, 28.0, 0.0),    # already timed right
-    (38.0, 28.0, 59.0),   # 1 s past the target: the next minute's
-    (30.0, 60.0, 35.0),   # the one-minute demo started mid-minute ends at 5 s of the minute after
-    (59.5, 0.0, 5.5),     # a zero-length scenario still lands after the boundary
+    (0.0, 28.0, 19.0),    # would end at 28 s: wait until it ends 13 s before the minute boundary
+    (19.0, 28.0, 0.0),    # already timed right
+    (20.0, 28.0, 59.0),   # 1 s past the target: the next minute's
+    (30.0, 60.0, 17.0),   # the one-minute demo started mid-minute ends at 47 s of the next one
+    (59.5, 0.0, 47.5),    # a zero-length scenario still lands on the lead
 ])
-def test_scenario_start_delay_ends_runs_just_after_a_minute_boundary(now_s: float, duration_s: float,
-                                                                      delay_s: float) -> None:
+def test_scenario_start_delay_ends_runs_just_before_a_minute_boundary(now_s: float, duration_s: float,
+                                                                       delay_s: float) -> None:
     now = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC) + dt.timedelta(seconds=now_s)
     got = scenario_start_delay(now, duration_s)
     assert got == pytest.approx(delay_s)
     end = (now.timestamp() + got + duration_s) % 60
-    assert end == pytest.approx(5.0)
+    assert end == pytest.approx(47.0)
 
 
-def test_the_summary_judges_up_to_the_last_minute_boundary_in_the_run() -> None:
-    # the scenario's consumers leave its groups as it ends: the summary judges up to the boundary
-    # before (their teardown, a STOP of every group with lag, is no fault of the scenario's)
+def test_the_summary_judges_up_to_the_boundary_after_the_schedule() -> None:
+    # the run lingers past its schedule (its consumers consuming) until the analytics have
+    # covered this boundary: the scenario's own end, every consumer leaving, is after it
     noon = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
-    t0 = noon.timestamp() - 55.0
-    assert analysed_end(t0, noon + dt.timedelta(seconds=5)) == noon
-    assert analysed_end(t0, noon) == noon
-    # no boundary inside the run (a short one, or one interrupted early): the one after its end
-    assert analysed_end(noon.timestamp() + 10, noon + dt.timedelta(seconds=40)) == noon + dt.timedelta(minutes=1)
-    assert analysed_end(noon.timestamp(), noon + dt.timedelta(seconds=3)) == noon + dt.timedelta(minutes=1)
+    t0 = noon.timestamp() - 73.0
+    assert judged_end(t0, 60.0, noon.timestamp() + 5) == noon
+    assert judged_end(t0, 73.0, noon.timestamp() + 5) == noon
+    assert judged_end(t0, 74.0, noon.timestamp() + 5) == noon + dt.timedelta(minutes=1)
+    # interrupted 10 s in: the boundary after the interruption
+    assert judged_end(t0, 60.0, t0 + 10) == noon - dt.timedelta(minutes=1)
 
 
 def test_the_summary_judges_itself() -> None:

@@ -400,3 +400,19 @@ def test_a_skip_finding_from_an_anomaly_row_keeps_magnitude_and_cause() -> None:
     assert (f.magnitude, f.cause) == (42.0, "admin_reset")
     g = Finding.from_anomaly({"kind": "stall", "group_id": G, "start_ts": ts})
     assert (g.magnitude, g.cause) == (None, None)
+
+
+def test_a_run_judged_up_to_a_time_calls_for_nothing_after_it() -> None:
+    # the demo's run lingers past the range it judges (its consumers keep consuming until the
+    # analytics have covered that range): a lag growth ends there, later faults call for nothing
+    recs: list[truth.Record] = [truth.RunInfo("s", 1, "r", 0.0), Assign(G, "c1", ((T, 0),), 1.0, 1),
+                                Commit(G, "c1", T, 0, 0, 2.0),
+                                *[Produce(T, 0, o, 3.0 + o * 6.0) for o in range(80)],
+                                Fault("stall", G, "c1", 330.0, 480.0, {}, ((T, 0),)),
+                                Fault("stall", G, "c1", 430.0, 480.0, {}, ((T, 0),)),
+                                EndState(480.0, (PartitionEnd(T, 0, 0, 80, 80),), (GroupOffset(G, T, 0, 0),))]
+    got = sorted((e.kind, e.start, e.end) for e in expected_findings(truth.TruthIndex(recs), RULES, until=420.0))
+    assert got == [("lag_growth", 60.0, 420.0), ("stall", 330.0, 420.0)]
+    # without it, the whole run
+    got = sorted((e.kind, e.start, e.end) for e in expected_findings(truth.TruthIndex(recs), RULES))
+    assert got == [("lag_growth", 60.0, 480.0), ("stall", 330.0, 480.0), ("stall", 430.0, 480.0)]
