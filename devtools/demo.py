@@ -283,20 +283,19 @@ def scenario_start_delay(now: dt.datetime, duration_s: float, lead_s: float = 8.
     return (target - into) % 60.0
 
 
-#: how long the demo's run may go on past its scenario's schedule: its consumers keep consuming
-#: (and its producers producing) until the analytics have covered the minute the schedule ends
-#: in, then the demo stops the run (:func:`judged_end`)
+#: how long the demo's run may go on past its scenario's schedule: its members keep consuming
+#: until the analytics have covered the minute the schedule ends in, then the demo stops the run
+#: (:func:`judged_end`)
 LINGER_S = 300.0
 
 
-def judged_end(t0: float, schedule_s: float, now: float) -> dt.datetime:
+def judged_end(t0: float, schedule_s: float) -> dt.datetime:
     """The end of the range the summary judges for a run from ``t0`` (epoch s) whose scenario's
-    schedule is ``schedule_s`` long: the first minute boundary at or after the schedule's end
-    (or after ``now``, for a run interrupted before that). The run goes on to that boundary and
-    past it (:data:`LINGER_S`): a scenario stops its consumers when it ends, every group left
-    with lag pending (a group status STOP, rightly), which is the harness, not a fault, and must
-    not be in the judged minutes."""
-    return _minute_ceil(dt.datetime.fromtimestamp(min(t0 + schedule_s, now), dt.UTC))
+    schedule is ``schedule_s`` long: the first minute boundary at or after the schedule's end.
+    The run's members go on consuming to that boundary and past it (:data:`LINGER_S`): a
+    scenario's end stops its consumers, every group left with lag pending (a group status STOP,
+    rightly), which is the harness, not a fault, and must not be in the judged minutes."""
+    return _minute_ceil(dt.datetime.fromtimestamp(t0 + schedule_s, dt.UTC))
 
 
 def _announce_stop(stop: threading.Event) -> Callable[[str], None]:
@@ -411,10 +410,9 @@ def run_demo(opts: DemoOptions, stop: threading.Event | None = None) -> DemoResu
             if stop.wait(delay):
                 return DemoResult(0)
         analytics.begin(dt.datetime.now(dt.UTC))
-        # the run lingers past the schedule (its consumers still consuming) until the analytics
-        # have covered the judged minutes; the demo then stops it (judged_end)
-        lingering = sc.model_copy(update={"duration": min(3600.0, sc.duration + LINGER_S)})
-        run = start_scenario(lingering, bootstrap, runs / sc.name, run_id=run_id, seed=opts.seed)
+        # the members linger past the schedule (still consuming) until the analytics have
+        # covered the judged minutes; the demo then stops the run (judged_end)
+        run = start_scenario(sc, bootstrap, runs / sc.name, run_id=run_id, seed=opts.seed, linger_s=LINGER_S)
         say(f"scenario {sc.name} started ({sc.duration:.0f}s) …")
         interrupted = False
         while not run.done() and (run.t0 is None or time.time() < run.t0 + sc.duration):
@@ -427,8 +425,10 @@ def run_demo(opts: DemoOptions, stop: threading.Event | None = None) -> DemoResu
                 code = 1
                 break
         end: dt.datetime | None = None
-        if run.t0 is not None and not run.done() and not interrupted and code == 0:
-            end = judged_end(run.t0, sc.duration, time.time())
+        if run.t0 is not None and not interrupted and code == 0:
+            if run.done():
+                run.wait()  # a run that ended before its schedule: its error, if it failed
+            end = judged_end(run.t0, sc.duration)
             # the summary judges the scenario's minutes: no provisional step past its end (the
             # full step that covers it deletes those before it, and hides any in flight)
             analytics.provisional = False
@@ -437,8 +437,8 @@ def run_demo(opts: DemoOptions, stop: threading.Event | None = None) -> DemoResu
         if interrupted or stop.is_set():
             say("interrupted: recording the scenario's end state …")
         result = run.wait()
-        if end is None:
-            end = judged_end(result.t0, sc.duration, time.time())
+        if end is None:  # interrupted, or a component died: what ran of the schedule
+            end = dt.datetime.fromtimestamp(min(result.t0 + sc.duration, time.time()), dt.UTC)
         if not stop.is_set() and code == 0:
             _wait_for_alerts(alerts, dt.datetime.now(dt.UTC), stop)
         if analytics.fatal is not None:
@@ -628,8 +628,9 @@ def judge(results: Path, *, prefix: str, start: dt.datetime, end: dt.datetime, t
     ti = _truth.TruthIndex(_truth.load(truth))
     # the run went on past the judged range (its consumers lingering, judged_end): what the truth
     # calls for is judged up to its end
-    scored = score.score_run(score.expected_findings(ti, rules, until=end.timestamp()), findings,
-                             tolerance_s=tolerance_s, real=score.real_events(ti, rules=rules))
+    scored = score.score_run(score.expected_findings(ti, rules, until=end.timestamp(), gap_until=end.timestamp()),
+                             findings, tolerance_s=tolerance_s,
+                             real=score.real_events(ti, rules=rules, gap_until=end.timestamp()))
     return scored, ti.faults()
 
 
@@ -780,14 +781,16 @@ _STATUS_KINDS = {"STALL": ("stall", "stop", "rebalance"), "STOP": ("stop", "stal
 
 
 def unexplained_webhooks(scored: score.RunScore, received: list[dict[str, Any]], *, prefix: str,
-                         tolerance_s: float) -> list[tuple[score.Finding, str]]:
+                         tolerance_s: float, until: float = math.inf) -> list[tuple[score.Finding, str]]:
     """The firing payloads of the run's groups (``prefix-*``) that report nothing the run called
     for: no finding an injected fault or the traffic itself calls for (a lag growth) matches them
     as :func:`score.matches` decides, and they overlap no informational finding of their kind and
     group (a formation's rebalance window, a starved partition). A group status payload is a
     minute's evaluation: it reports a finding of a kind :data:`_STATUS_KINDS` gives its value
-    whose interval reaches into the minute before its evaluation (within ``tolerance_s``). Each
-    (key, start) once, in arrival order, with its ``detail``."""
+    whose interval reaches into the minute before its evaluation (within ``tolerance_s``). Only
+    payloads of findings that start before ``until`` (the judged range's end: later ones are of
+    minutes the truth is not judged over). Each (key, start) once, in arrival order, with its
+    ``detail``."""
     expected = [m.expected for m in scored.matches]
     info = [score.Expected(f.kind, f.group, (), f.start, math.inf if f.end is None else f.end)
             for f in scored.informational]
@@ -795,7 +798,8 @@ def unexplained_webhooks(scored: score.RunScore, received: list[dict[str, Any]],
     for r in sorted(received, key=lambda r: float(r.get("received_ts") or 0)):
         payload = r.get("payload") or {}
         f = _payload_finding(payload)
-        if f is None or payload.get("status") != "firing" or not f.group.startswith(prefix + "-"):
+        if (f is None or payload.get("status") != "firing" or not f.group.startswith(prefix + "-")
+                or f.start >= until):
             continue
         key = (payload.get("key"), f.start)
         if key in seen:
@@ -874,7 +878,8 @@ def print_summary(results: Path, *, prefix: str, start: dt.datetime, end: dt.dat
                 f"stop {own['stop']:g}s); {len(webhooks.records)} received):")
             for line in webhook_lines(verdicts, prefix=prefix, t0=t0):
                 say(line)
-            stray = unexplained_webhooks(scored, webhooks.records, prefix=prefix, tolerance_s=tolerance_s)
+            stray = unexplained_webhooks(scored, webhooks.records, prefix=prefix, tolerance_s=tolerance_s,
+                                         until=end.timestamp())
             say(f"webhooks that report nothing the scenario called for: {len(stray)}")
             short = prefix + "-"
             for sf, detail in stray:

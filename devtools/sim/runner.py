@@ -164,8 +164,11 @@ LOG_START_POLL_S = 0.05
 
 class _Runner:
     def __init__(self, scenario: Scenario, bootstrap: str, out_dir: Path, names: RunNames,
-                 client_config: dict[str, Any], cleanup: bool, stop_event: threading.Event) -> None:
+                 client_config: dict[str, Any], cleanup: bool, stop_event: threading.Event,
+                 linger_s: float = 0.0) -> None:
         self.sc = scenario
+        #: how long the members go on consuming after the schedule (the producers stop with it)
+        self.linger_s = linger_s
         self.bootstrap = bootstrap
         self.out = Path(out_dir)
         self.names = names
@@ -329,7 +332,8 @@ class _Runner:
         t0 = time.time() + 0.3
         self.t0 = t0
         tmp = self.parts / ".t0.tmp"
-        tmp.write_text(json.dumps({"t0": t0, "end": t0 + self.sc.duration}))
+        tmp.write_text(json.dumps({"t0": t0, "end": t0 + self.sc.duration + self.linger_s,
+                                   "schedule_end": t0 + self.sc.duration}))
         tmp.replace(self.parts / "t0.json")
         self._write_run_json(t0)
         return t0
@@ -351,7 +355,7 @@ class _Runner:
                 self.members[(g.name, m.name)] = self._spawn(f"member-{g.name}-{m.name}", "member",
                                                              self._member_cfg(g, m))
         t0 = self._start()
-        end = t0 + self.sc.duration
+        end = t0 + self.sc.duration + self.linger_s
         self._start_watching()
         resets = sorted(((t0 + a.at, g, m, a) for g in self.sc.groups for m in g.members for a in m.actions
                          if a.kind == "skip" and a.mechanism == "admin_reset"), key=lambda e: e[0])
@@ -613,7 +617,7 @@ class ScenarioRun:
     """A scenario running in a background thread: ``names`` now, ``wait()`` for the result."""
 
     def __init__(self, scenario: Scenario, bootstrap: str, out_dir: Path, names: RunNames,
-                 client_config: dict[str, Any], cleanup: bool) -> None:
+                 client_config: dict[str, Any], cleanup: bool, linger_s: float = 0.0) -> None:
         self.scenario = scenario
         self.names = names
         self.out_dir = Path(out_dir)
@@ -623,7 +627,8 @@ class ScenarioRun:
         # an Event, not Thread.join: a join interrupted by Ctrl-C can leave the thread
         # looking finished while it still runs
         self._finished = threading.Event()
-        self._runner = _Runner(scenario, bootstrap, self.out_dir, names, client_config, cleanup, self._stop)
+        self._runner = _Runner(scenario, bootstrap, self.out_dir, names, client_config, cleanup, self._stop,
+                               linger_s)
         self._thread = threading.Thread(target=self._main, name=f"scenario-{names.prefix}", daemon=True)
         self._thread.start()
 
@@ -668,17 +673,21 @@ class ScenarioRun:
 
 def start_scenario(scenario: str | Path | Scenario, bootstrap: str, out_dir: str | Path, *,
                    run_id: str | None = None, client_config: dict[str, Any] | None = None,
-                   cleanup: bool = False, seed: int | None = None) -> ScenarioRun:
+                   cleanup: bool = False, seed: int | None = None, linger_s: float = 0.0) -> ScenarioRun:
     """Start a run in the background (see the module docstring); returns at once.
 
     ``client_config``: extra kafka-python settings for every client (e.g. SASL/TLS).
     ``cleanup``: delete the run's topics and groups after the end state is recorded.
     ``seed``: the seed of the run's timings, rates and send jitter (default: the scenario's
     ``seed``); ``ScenarioRun.scenario`` is the schedule it drew (:func:`model.randomise`).
+    ``linger_s``: the members go on consuming this long after the schedule ends (the producers
+    stop with it, the schedule is unchanged), unless ``stop()`` comes first: ``lagscope demo``
+    stops its run once the analytics have covered the schedule, so that the run's own end (every
+    member leaving its group) is not in the minutes it judges.
     """
     sc = randomise(load_scenario(scenario), seed)
     extra = {k: v for k, v in (client_config or {}).items() if k != "bootstrap_servers"}
-    return ScenarioRun(sc, bootstrap, Path(out_dir), plan_names(sc, run_id), extra, cleanup)
+    return ScenarioRun(sc, bootstrap, Path(out_dir), plan_names(sc, run_id), extra, cleanup, linger_s)
 
 
 def run_scenario(scenario: str | Path | Scenario, bootstrap: str, out_dir: str | Path, *,

@@ -42,15 +42,16 @@ def _on_term(signum: int, frame: object) -> None:
     _stop.set()
 
 
-def _await_start(cfg: dict[str, Any]) -> tuple[float, float] | None:
-    """Say ready, then wait for the runner's t0; None when asked to stop first."""
+def _await_start(cfg: dict[str, Any]) -> tuple[float, float, float] | None:
+    """Say ready, then wait for the runner's t0; (t0, the run's end, the schedule's end: earlier
+    when the members linger), None when asked to stop first."""
     Path(cfg["ready_file"]).touch()
     t0_file = Path(cfg["t0_file"])
     while not t0_file.exists():
         if _stop.wait(0.05):
             return None
     d = json.loads(t0_file.read_text())
-    return float(d["t0"]), float(d["end"])
+    return float(d["t0"]), float(d["end"]), float(d.get("schedule_end", d["end"]))
 
 
 def _sleep_until(t: float) -> bool:
@@ -151,7 +152,7 @@ def run_producer(cfg: dict[str, Any], writer: TruthWriter) -> None:
     if started is None:
         producer.close(timeout=5)
         return
-    t0, end = started
+    t0, _, end = started  # a producer sends on the schedule only, lingering members or not
 
     def on_sent(md: RecordMetadata) -> None:
         rec = Produce(md.topic, md.partition, md.offset, md.timestamp / 1000.0)
@@ -680,7 +681,7 @@ class _Member:
         if started is None or not _sleep_until(started[0] + s.join_at):
             self._close()
             return
-        self.t0, self.end = started
+        self.t0, self.end, _ = started
         self._subscribe()
         if s.join_at > 0:
             now = time.time()
