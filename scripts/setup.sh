@@ -85,7 +85,10 @@ if [ "$system" = 1 ]; then
   # Built from its module with scripts/patches/gofakes3-bolt-copy.patch: its bolt backend decodes
   # an object from bolt's memory-mapped value and uses the bytes after the transaction ends, so
   # the first CopyObject that grows the database crashed the server (SIGBUS, reproduced by
-  # tests/test_s3server.py). The marker names the patch's hash: a changed patch rebuilds.
+  # tests/test_s3server.py); and its listings wrote LastModified with the trailing zeros of the
+  # milliseconds dropped ("…:05.24Z"), which pyarrow's S3 client reads as the epoch (1 object in
+  # 10: retention's oldest-first order broke). The marker names the patch's hash: a changed patch
+  # rebuilds.
   gofakes3_patch=scripts/patches/gofakes3-bolt-copy.patch
   gofakes3_mark=".gofakes3-$gofakes3_version-$(sha256sum "$gofakes3_patch" | cut -c1-12)"
   if [ ! -x "$tools/gofakes3" ] || [ ! -f "$tools/$gofakes3_mark" ]; then

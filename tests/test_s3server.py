@@ -4,6 +4,7 @@ loopback, objects put, got and listed through pyarrow's S3FileSystem (http, path
 from __future__ import annotations
 
 import os
+import time
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -39,6 +40,23 @@ def test_put_get_list_through_pyarrow_s3filesystem(s3_server: S3Server, s3_prefi
         "a/one.txt", "a/two.txt", "b/three.txt"]
     with pytest.raises(FileNotFoundError):
         fs.open_input_stream(f"{base}/a/none.txt").read()
+
+
+def test_every_listed_object_has_its_time_of_writing(s3_server: S3Server, s3_prefix: str) -> None:
+    # the listing's LastModified with three digits of milliseconds, as S3 writes it: gofakes3
+    # dropped trailing zeros ("…:05.24Z"), which pyarrow read as the epoch for 1 object in 10, and
+    # the results' retention (oldest file first) removed a newer file first (CI)
+    fs = s3_server.filesystem()
+    base = f"{s3_server.bucket}/{s3_prefix}"
+    before = time.time()
+    for i in range(60):
+        with fs.open_output_stream(f"{base}/m/{i:02d}") as out:
+            out.write(b"x")
+    listed = [i for i in fs.get_file_info(pafs.FileSelector(f"{base}/m")) if i.type == pafs.FileType.File]
+    assert len(listed) == 60
+    epoch = sorted(i.base_name for i in listed if i.mtime is None or i.mtime.timestamp() < before - 5)
+    assert epoch == []
+    assert all(i.mtime is not None and i.mtime.timestamp() <= time.time() + 5 for i in listed)
 
 
 def test_a_parquet_file_round_trips_through_the_server(s3_server: S3Server, s3_prefix: str) -> None:
