@@ -600,18 +600,18 @@ def run_provisional(spark: SparkSession, lake: Path | str | Store, results: Path
     written, moved = _step(spark, lake_root, results_root, cp, settings=settings, history_points=history_points,
                            start=start, until=until, clusters=clusters, progress=progress, state_out=None,
                            publish=lambda staging: publish_provisional(results_root, staging, start=start,
-                                                                       until=until), partial=True)
+                                                                       until=until), partial_from=until)
     return StepFiles(written, moved)
 
 
 def _step(spark: SparkSession, lake: Store, results: Store, cp: Checkpoint | None, *, settings: AnalyticsConfig,
           history_points: int, start: dt.datetime, until: dt.datetime, clusters: Sequence[str] | None,
           progress: bool, state_out: str | None, publish: Callable[[dict[str, Path]], dict[str, int]],
-          partial: bool = False) -> tuple[dict[str, int], list[Quarantined]]:
+          partial_from: dt.datetime | None = None) -> tuple[dict[str, int], list[Quarantined]]:
     """An incremental step's job over ``[start, until)`` from the state of ``cp``: the next state
     into ``state_out`` (relative to the results root; None: none, a provisional step), the result
-    files staged and handed to ``publish``; ``partial``: ``until`` is inside a minute (a
-    provisional step's minute in progress). Returns what ``publish`` returned and the lake files
+    files staged and handed to ``publish``; ``partial_from``: a provisional step's ``until``,
+    inside the minute in progress. Returns what ``publish`` returned and the lake files
     quarantined."""
     moved: list[Quarantined] = []
     checked: dict[str, list[CheckedFile]] = {}
@@ -626,7 +626,7 @@ def _step(spark: SparkSession, lake: Store, results: Store, cp: Checkpoint | Non
     buckets = _bucket_count(spark, sizes)
     plan = _Plan(lake=lake, results=results, settings=settings, history_points=history_points, buckets=buckets,
                  places=_placements(spark, buckets), as_of=until, staging=staging, state_out=state_out,
-                 start=start, until=until, optional=_optional(lake), partial_from=until if partial else None)
+                 start=start, until=until, optional=_optional(lake), partial_from=partial_from)
     try:
         _, unreadable = _execute(spark, files, sizes, plan, progress)
         moved.extend(unreadable)

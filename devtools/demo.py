@@ -22,7 +22,7 @@ What runs, all on 127.0.0.1, all stopped again on Ctrl-C/SIGTERM or when the dem
 - the Streamlit app (``lagscope ui``) over that lake and those results.
 
 The scenario is timed to end just before a minute boundary (:func:`scenario_start_delay`); when
-its schedule is over, its consumers keep consuming (and its producers producing) until the
+its schedule is over (its producers stop), its consumers keep consuming until the
 analytics have covered the run up to that boundary (their steps end on minute boundaries), and
 only then does the demo stop them (:func:`judged_end`: a scenario's end leaves every group with
 lag pending, which a group status rightly calls STOP, and which is the harness, not a fault).
@@ -634,6 +634,12 @@ def judge(results: Path, *, prefix: str, start: dt.datetime, end: dt.datetime, t
     return scored, ti.faults()
 
 
+def _where(f: score.Finding, short: str) -> str:
+    """A finding's group (and partition) as the summary names them, ``short`` (``prefix-``) cut."""
+    return f.group.removeprefix(short) + (f" on {str(f.topic).removeprefix(short)}/{f.partition}"
+                                          if f.partition is not None else "")
+
+
 def verdict_lines(scored: score.RunScore, faults: list[Fault], *, prefix: str, t0: float) -> list[str]:
     """Per injected fault: found (by what, how late) or missed; what the traffic itself called
     for; then every finding that matches no injected fault."""
@@ -643,8 +649,7 @@ def verdict_lines(scored: score.RunScore, faults: list[Fault], *, prefix: str, t
         return group.removeprefix(short) + (f"/{member}" if member else "")
 
     def where(f: score.Finding) -> str:
-        return f"{who(f.group)}" + (f" on {str(f.topic).removeprefix(short)}/{f.partition}"
-                                    if f.partition is not None else "")
+        return _where(f, short)
 
     lines = []
     for f, ms in score.fault_verdicts(scored, faults):
@@ -881,11 +886,8 @@ def print_summary(results: Path, *, prefix: str, start: dt.datetime, end: dt.dat
             stray = unexplained_webhooks(scored, webhooks.records, prefix=prefix, tolerance_s=tolerance_s,
                                          until=end.timestamp())
             say(f"webhooks that report nothing the scenario called for: {len(stray)}")
-            short = prefix + "-"
             for sf, detail in stray:
-                where = sf.group.removeprefix(short) + (f" on {str(sf.topic).removeprefix(short)}/{sf.partition}"
-                                                        if sf.partition is not None else "")
-                say(f"  {sf.kind:<12} {where} at {sf.start - t0:.1f}s ({sf.severity}): {detail}")
+                say(f"  {sf.kind:<12} {_where(sf, prefix + '-')} at {sf.start - t0:.1f}s ({sf.severity}): {detail}")
         elif routes:
             say(f"webhooks: not timed: the alerts go to your routes ({', '.join(routes)}, from --config), "
                 "which the demo does not receive; without an alerts section it runs a receiver of its own")

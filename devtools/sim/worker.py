@@ -51,7 +51,7 @@ def _await_start(cfg: dict[str, Any]) -> tuple[float, float, float] | None:
         if _stop.wait(0.05):
             return None
     d = json.loads(t0_file.read_text())
-    return float(d["t0"]), float(d["end"]), float(d.get("schedule_end", d["end"]))
+    return float(d["t0"]), float(d["end"]), float(d["schedule_end"])
 
 
 def _sleep_until(t: float) -> bool:
