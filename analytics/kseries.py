@@ -109,7 +109,8 @@ class Series:
     rate: F64
     busy_rate: F64        # rate over an interval with a backlog at both ends (lag > 0 before and after) that
     #                       is no jump to the end (enrich's _without_jumps), else 0
-    sat_rate: F64         # rate over a saturated interval (committed at its end < the log end at its start), else 0
+    sat_rate: F64         # rate over a saturated interval (committed at its end + its advance < the log end at
+    #                       its start), else 0
     busy_max_before: F64  # the largest busy_rate of earlier rows (seeded by m_max_rate)
     sat_max_before: F64   # the largest sat_rate of earlier rows (seeded by m_sat_rate)
     max_rate_before: F64  # demonstrated capacity: busy_max_before once a saturated interval was seen, else 0
@@ -363,16 +364,20 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     # capacity is shown only by an interval busy from end to end: with a backlog before and after,
     # the consumer never waited for messages, so its advance measures what it can do
     busy = ~is_state & prev_lag_ok & (prev_lag > 0) & lag_ok & (lag > 0)
-    # saturated: the committed offset at the end is still below the log end at the start, so the
-    # messages were there all along and the consumer never waited: its advance is its pace. A
-    # caught-up consumer shows lag at both ends of most intervals (records in flight) and its
-    # advance is then the producers' rate, not what it can do. It is evidence only after an
-    # earlier busy interval with progress (a state row: a carried busy rate): alone, a committed
-    # offset is the position at the last commit, so one interval whose commit landed early shows a
-    # keeping-up consumer "saturated" at a fraction of its pace, with nothing else to judge by
+    # saturated: the committed offset at the end, plus the interval's own advance, is still below
+    # the log end at the start, so the messages were there all along and the consumer never
+    # waited: its advance is its pace. A committed offset is the position at the consumer's last
+    # commit, up to a commit's worth of progress behind: with commits about as frequent as the
+    # sweeps, that is about the interval's own advance, so a consumer keeping up one commit behind
+    # sits a message or two either side of the end at the start, interval after interval (its
+    # advance is the producers' rate, not what it can do). A caught-up consumer shows lag at both
+    # ends of most intervals (records in flight) too. It is evidence only after an earlier busy
+    # interval with progress (a state row: a carried busy rate): alone, one interval whose commit
+    # landed early shows a keeping-up consumer "saturated" at a fraction of its pace, with
+    # nothing else to judge by
     pos_busy = np.where(is_state, nan_to(m_max_rate, 0.0) > 0, busy & (fresh_rate > 0))
     busy_before = shift(segmented_cummax(pos_busy, key), first, False)
-    sat = busy & prev_end_ok & (committed < prev_end) & busy_before
+    sat = busy & prev_end_ok & (committed + np.maximum(dc, 0) < prev_end) & busy_before
     sat_rate = np.where(sat, fresh_rate, 0.0)
     # the largest saturated rate before the row (a state row's own seed is m_sat_rate): the
     # capacity is trusted once it is positive

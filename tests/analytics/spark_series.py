@@ -143,8 +143,9 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
       faster than ``jump_factor`` × the largest busy rate kept before it and, until a saturated
       interval was seen, than ``jump_factor`` × the producers' rate over it: a seek's own
       advance is no evidence of capacity; :func:`_without_jumps`);
-    - ``sat_rate``: ``rate`` when the interval was busy, its committed offset at the end is
-      below the log end at its start (saturated: the messages were there all along) and an
+    - ``sat_rate``: ``rate`` when the interval was busy, its committed offset at the end plus
+      its advance ``dc`` is below the log end at its start (saturated: the messages were there
+      all along, even allowing a commit's worth of progress not yet committed) and an
       earlier row was busy with progress (a state row: ``m_max_rate`` > 0), else 0;
     - ``busy_max_before`` / ``sat_max_before``: the largest ``busy_rate`` / ``sat_rate`` of
       earlier rows (seeded by ``m_max_rate`` / ``m_sat_rate``);
@@ -220,7 +221,7 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
     pos_busy = F.when(F.col("is_state"), F.coalesce(F.col("m_max_rate"), F.lit(0.0)) > 0).otherwise(
         F.coalesce(busy & (F.col("rate") > 0), F.lit(False)))
     df = df.withColumn("_busy_before", F.coalesce(F.max(pos_busy.cast("int")).over(before), F.lit(0)) > 0)
-    sat = busy & (F.col("committed") < F.col("prev_end")) & F.col("_busy_before")
+    sat = busy & (F.col("committed") + F.greatest(F.col("dc"), F.lit(0)) < F.col("prev_end")) & F.col("_busy_before")
     df = df.withColumn("sat_rate", F.when(sat, F.col("rate")).otherwise(F.lit(0.0)))
     df = df.withColumn("_trusted", F.coalesce(F.max(F.when(F.col("is_state"), F.col("m_sat_rate")).otherwise(
         F.col("sat_rate"))).over(before), F.lit(0.0)) > 0)

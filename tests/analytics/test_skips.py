@@ -122,6 +122,52 @@ def test_a_burst_on_a_consumer_a_commit_behind_at_every_sweep_is_no_skip(with_st
     assert got == []
 
 
+# recorded (the built-in demo, shipping on orders, 2026-11-29): one member owns four partitions
+# produced at ~10/s each and commits every second, ~0.01–0.13 s after each sweep, a message or two
+# behind: each sweep reads the commit of a second before, so the committed offset at a sweep sits
+# a message either side of the log end at the sweep before, interval after interval (351 < 352 at
+# t=4). A burst of ~110 per partition arrives before t=11 and is consumed within the next commit
+_PHASE_LOCKED_SWEEPS = {
+    0: [(0.0, 319, 319), (1.001, 319, 330), (2.001, 330, 341), (3.001, 341, 352), (4.001, 351, 362),
+        (5.002, 362, 373), (6.002, 373, 383), (7.002, 384, 394), (8.003, 395, 405), (9.006, 406, 416),
+        (10.006, 417, 427), (11.007, 428, 537), (12.011, 539, 548), (13.011, 549, 559)],
+    1: [(0.0, 319, 319), (1.001, 319, 330), (2.001, 330, 340), (3.001, 340, 352), (4.001, 351, 362),
+        (5.002, 362, 372), (6.002, 373, 383), (7.002, 384, 394), (8.003, 395, 405), (9.006, 405, 416),
+        (10.006, 416, 426), (11.007, 427, 537), (12.011, 538, 548), (13.011, 549, 559)],
+    2: [(0.0, 318, 319), (1.001, 318, 329), (2.001, 329, 340), (3.001, 340, 351), (4.001, 351, 361),
+        (5.002, 362, 372), (6.002, 373, 383), (7.002, 383, 394), (8.003, 394, 404), (9.006, 405, 415),
+        (10.006, 416, 426), (11.007, 427, 537), (12.011, 538, 548), (13.011, 549, 558)],
+    3: [(0.0, 318, 318), (1.001, 318, 329), (2.001, 329, 340), (3.001, 340, 351), (4.001, 351, 361),
+        (5.002, 362, 372), (6.002, 372, 383), (7.002, 383, 393), (8.003, 394, 404), (9.006, 405, 415),
+        (10.006, 416, 426), (11.007, 427, 536), (12.011, 538, 547), (13.011, 549, 558)]}
+_PHASE_LOCKED_COMMIT_T = [-0.007, 1.011, 2.012, 3.035, 4.033, 5.036, 6.039, 7.06, 8.063, 9.092, 10.11, 11.133,
+                          12.158, 13.179]
+_PHASE_LOCKED_COMMITS = {
+    0: [319, 330, 341, 351, 362, 373, 384, 395, 406, 417, 428, 539, 549, 561],
+    1: [319, 330, 340, 351, 362, 373, 384, 395, 405, 416, 427, 538, 549, 560],
+    2: [318, 329, 340, 351, 362, 373, 383, 394, 405, 416, 427, 538, 549, 560],
+    3: [318, 329, 340, 351, 362, 372, 383, 394, 405, 416, 427, 538, 549, 560]}
+
+
+@pytest.mark.parametrize("with_stream", [True, False])
+def test_a_burst_on_a_consumer_committing_in_step_with_the_sweeps_is_no_skip(with_stream: bool) -> None:
+    # the committed offset a second old at each sweep is one below the end at the sweep before
+    # at some intervals: by offsets alone "saturated", and its ~10/s the capacity, so the four
+    # partitions' 440 in one commit read as a critical seek of 100 on two of them (the demo's
+    # flake). A committed offset is up to a commit's worth of progress behind the position:
+    # with the interval's own advance added it reaches the end at the start, so nothing showed
+    # the consumer ever had more waiting than it could take, and nothing was lost
+    t0 = 100.0
+    parts = sorted(_PHASE_LOCKED_SWEEPS)
+    offsets = [r for p in parts for r in offsets_rows([(t0 + t, c, e) for t, c, e in _PHASE_LOCKED_SWEEPS[p]],
+                                                       partition=p)]
+    times = [t0 + t for t, _, _ in _PHASE_LOCKED_SWEEPS[0]]
+    commits = [r for p in parts for r in _commits(
+        "g", p, [(t0 + t, o) for t, o in zip(_PHASE_LOCKED_COMMIT_T, _PHASE_LOCKED_COMMITS[p], strict=True)],
+        seq0=1000 * p)]
+    assert _step(offsets, _stable(times, parts), commits if with_stream else None) == []
+
+
 def test_a_burst_on_one_of_six_partitions_of_a_slow_consumer_is_no_skip() -> None:
     # one consumer, 60 messages/s in all, drained six lagging partitions together (10/s each, the
     # capacity each showed); caught up since t=30. A burst of 120 on partition 0 at t=50.5 is
