@@ -109,8 +109,8 @@ class Series:
     rate: F64
     busy_rate: F64        # rate over an interval with a backlog at both ends (lag > 0 before and after) that
     #                       is no jump to the end (enrich's _without_jumps), else 0
-    sat_rate: F64         # rate over a saturated interval (committed at its end + its advance < the log end at
-    #                       its start), else 0
+    sat_rate: F64         # rate over a saturated interval (committed at its end + a commit's worth of progress
+    #                       < the log end at its start), else 0
     busy_max_before: F64  # the largest busy_rate of earlier rows (seeded by m_max_rate)
     sat_max_before: F64   # the largest sat_rate of earlier rows (seeded by m_sat_rate)
     max_rate_before: F64  # demonstrated capacity: busy_max_before once a saturated interval was seen, else 0
@@ -364,20 +364,24 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     # capacity is shown only by an interval busy from end to end: with a backlog before and after,
     # the consumer never waited for messages, so its advance measures what it can do
     busy = ~is_state & prev_lag_ok & (prev_lag > 0) & lag_ok & (lag > 0)
-    # saturated: the committed offset at the end, plus the interval's own advance, is still below
-    # the log end at the start, so the messages were there all along and the consumer never
+    # saturated: the committed offset at the end, plus a commit's worth of progress, is still
+    # below the log end at the start, so the messages were there all along and the consumer never
     # waited: its advance is its pace. A committed offset is the position at the consumer's last
-    # commit, up to a commit's worth of progress behind: with commits about as frequent as the
-    # sweeps, that is about the interval's own advance, so a consumer keeping up one commit behind
-    # sits a message or two either side of the end at the start, interval after interval (its
-    # advance is the producers' rate, not what it can do). A caught-up consumer shows lag at both
+    # commit, up to a commit's worth of progress behind; with commits about as frequent as the
+    # sweeps that is about an interval's pace, taken as the larger of this interval's advance and
+    # the previous interval's pace over this one's length (one commit landing early makes this
+    # advance small). A consumer keeping up one commit behind, its commits landing just after each
+    # sweep, sits a message either side of the end at the start interval after interval, its
+    # advance the producers' rate, not what it can do. A caught-up consumer shows lag at both
     # ends of most intervals (records in flight) too. It is evidence only after an earlier busy
     # interval with progress (a state row: a carried busy rate): alone, one interval whose commit
     # landed early shows a keeping-up consumer "saturated" at a fraction of its pace, with
     # nothing else to judge by
     pos_busy = np.where(is_state, nan_to(m_max_rate, 0.0) > 0, busy & (fresh_rate > 0))
     busy_before = shift(segmented_cummax(pos_busy, key), first, False)
-    sat = busy & prev_end_ok & (committed + np.maximum(dc, 0) < prev_end) & busy_before
+    prev_rate = np.where(has_prev, shift(rate, first, 0.0), _NAN)
+    unseen = np.fmax(np.maximum(dc, 0).astype(np.float64), prev_rate * dt)  # NaN-free: dc where no previous rate
+    sat = busy & prev_end_ok & (committed + unseen < prev_end) & busy_before
     sat_rate = np.where(sat, fresh_rate, 0.0)
     # the largest saturated rate before the row (a state row's own seed is m_sat_rate): the
     # capacity is trusted once it is positive
@@ -427,7 +431,6 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     # every busy interval is a lower bound of the pace; the bound is trusted once one interval
     # was saturated (an interval merely busy at both ends may have waited for messages between)
     max_rate_before = np.where(trusted, busy_max_before, 0.0)
-    prev_rate = np.where(has_prev, shift(rate, first, 0.0), _NAN)
     committed_seed = np.where(committed_ok, committed, _LMIN)
     if bool(is_state.any()):
         carried = np.where(m_max_committed_ok, m_max_committed, _LMIN)

@@ -144,8 +144,9 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
       interval was seen, than ``jump_factor`` × the producers' rate over it: a seek's own
       advance is no evidence of capacity; :func:`_without_jumps`);
     - ``sat_rate``: ``rate`` when the interval was busy, its committed offset at the end plus
-      its advance ``dc`` is below the log end at its start (saturated: the messages were there
-      all along, even allowing a commit's worth of progress not yet committed) and an
+      a commit's worth of progress (the larger of its advance ``dc`` and the previous row's
+      ``rate`` × ``dt``) is below the log end at its start (saturated: the messages were there
+      all along, even allowing progress not yet committed) and an
       earlier row was busy with progress (a state row: ``m_max_rate`` > 0), else 0;
     - ``busy_max_before`` / ``sat_max_before``: the largest ``busy_rate`` / ``sat_rate`` of
       earlier rows (seeded by ``m_max_rate`` / ``m_sat_rate``);
@@ -221,7 +222,8 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
     pos_busy = F.when(F.col("is_state"), F.coalesce(F.col("m_max_rate"), F.lit(0.0)) > 0).otherwise(
         F.coalesce(busy & (F.col("rate") > 0), F.lit(False)))
     df = df.withColumn("_busy_before", F.coalesce(F.max(pos_busy.cast("int")).over(before), F.lit(0)) > 0)
-    sat = busy & (F.col("committed") + F.greatest(F.col("dc"), F.lit(0)) < F.col("prev_end")) & F.col("_busy_before")
+    unseen = F.greatest(F.col("dc"), F.lit(0), F.lag("rate").over(w) * F.col("dt"))  # a commit's worth of progress
+    sat = busy & (F.col("committed") + unseen < F.col("prev_end")) & F.col("_busy_before")
     df = df.withColumn("sat_rate", F.when(sat, F.col("rate")).otherwise(F.lit(0.0)))
     df = df.withColumn("_trusted", F.coalesce(F.max(F.when(F.col("is_state"), F.col("m_sat_rate")).otherwise(
         F.col("sat_rate"))).over(before), F.lit(0.0)) > 0)

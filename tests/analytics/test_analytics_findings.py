@@ -421,14 +421,15 @@ def test_a_long_storm_keeps_its_start_across_steps(spark: SparkSession) -> None:
 
 def test_a_step_without_sweeps_keeps_the_largest_rate(spark: SparkSession) -> None:
     # consuming 1000 in 10 s (100/s) and then 10 in 10 s, with a backlog at every sweep (its
-    # capacity: 100/s, trusted once 10 → 20 showed it saturated: 1010 < the 1500 at its start);
-    # the group then catches up 790 messages in one interval past the previous
-    # end (1010 → 1800): fast, but not 5 × 100/s × 10 s, so no skip. The same with a step in
+    # capacity: 100/s, trusted once 10 → 20 showed it saturated: 1010 plus a commit's worth of
+    # progress, the 1000 of the interval before, is still below the 2500 at its start);
+    # the group then catches up 1590 messages in one interval past the previous
+    # end (1010 → 2600): fast, but not 5 × 100/s × 10 s, so no skip. The same with a step in
     # between that had no sweep of the partition (the collector was down): that step's state
     # still holds the capacity (100/s), not the last rate (1/s), under which the catch-up would
-    # look like a skip of 780 messages. And the same split before the saturated interval: the
+    # look like a skip of 1580 messages. And the same split before the saturated interval: the
     # busy maximum (100/s) is carried without it, and trusted when it comes in the next step
-    rows = [(0, 0, 500), (10, 1000, 1500), (20, 1010, 1600), (30, 1800, 1800)]
+    rows = [(0, 0, 500), (10, 1000, 2500), (20, 1010, 2600), (30, 2600, 2600)]
 
     batch = step(cases_df(spark, [offsets_rows(rows)]), P)
     one = step(cases_df(spark, [offsets_rows(rows[:3])]), P)

@@ -112,8 +112,8 @@ def test_a_burst_on_a_consumer_a_commit_behind_at_every_sweep_is_no_skip(with_st
     # both ends of many intervals), but the consumer never waited on a backlog that existed at an
     # interval's start: nothing shows its capacity (its advances are the producer's 6/s). The
     # burst, consumed in one commit, is no skip; counting lag at both ends as capacity (6/s) made
-    # it a critical seek of 200. No interval is saturated (committed at its end below the log end
-    # at its start), so no busy rate is trusted as capacity
+    # it a critical seek of 200. No interval is saturated (committed at its end, plus a commit's
+    # worth of progress, below the log end at its start), so no busy rate is trusted as capacity
     t0 = 100.0
     sweeps = [(t0 + t, c, e) for t, c, e in _RECORDED_SWEEPS]
     times = [t for t, _, _ in sweeps]
@@ -478,8 +478,9 @@ def test_a_slow_first_interval_of_a_consumer_that_keeps_up_is_no_capacity(with_s
     # commit landing early made the interval show a tenth of the pace. A saturated interval is
     # evidence only after an earlier busy one (here none: it is the first), and an advance to the
     # end within 5 × what the producers wrote in the interval (16 here) is no jump while nothing is
-    # trusted: the 1.9/s and 1.8/s count, and from the saturated interval at t=40 on the consumer
-    # is judged against them. Commits (with the
+    # trusted: the 1.9/s and 1.8/s count. No later interval is saturated either: each ends a few
+    # messages short of the end at its start at most, less than a commit's worth of progress
+    # (13–30), so the consumer is never judged (with the old rule, 40 and 130 were). Commits (with the
     # stream) a second before each sweep, at the offset the sweep read
     times = [float(t) for t, _, _ in _LOCKIN_SWEEPS]
     cs = [(t - 1.0, c) for t, c, _ in _LOCKIN_SWEEPS]
@@ -520,7 +521,8 @@ def test_a_consumer_slow_at_its_start_then_keeping_up_is_no_skip() -> None:
 
 def test_a_seek_after_a_slow_start_is_found() -> None:
     # the same warm-up, then the producers step up to 100/s after t=40 and the consumer, at 50/s,
-    # falls behind, 500 more each interval: saturated from t=60 (below the end of t=50), its pace
+    # falls behind, 500 more each interval: saturated from t=70 (plus a commit's worth, 500, below
+    # the end of t=60), its pace
     # 50/s trusted. At t=90 it seeks to the end: 3005 past its offset in 10 s, more than 5 × 50/s
     # × 10 s; never processed: the advance less the 500 its pace could have read in the interval.
     # Main's rule (one slow interval trusted) reported four false seeks before it, one per
@@ -595,7 +597,7 @@ def test_an_admin_reset_read_by_the_sweep_stamped_just_before_it_is_exact(backlo
 
 
 def test_a_consumer_s_own_commits_read_by_the_sweeps_stamped_before_them_are_no_skip() -> None:
-    # a consumer drains a backlog at 40/s (its capacity, saturated until t=40) against producers
+    # a consumer drains a backlog at 40/s (its capacity, saturated while its backlog lasts) against producers
     # at 20/s, committing every 0.5 s, reaches the end at t=50 and keeps up from then on. Every
     # sweep reads its offsets 0.25 s after its stamp: each shows the commit made 0.25 s after it
     # (50.25's reaches the end). Each such commit advanced 10-20 messages in 0.5 s, at its pace:
