@@ -570,6 +570,7 @@ def state_rows(enriched: DataFrame) -> DataFrame:
         F.col("m_commit_t"),  # the key's carried one (last_commit_marker adds the step's commits)
         F.col("alive_t").alias("m_alive_t"),
         F.col("end_drop_t").alias("m_drop_t"),
+        F.col("owned_t").alias("m_owned_t"),
         F.lit(True).alias("is_state"),
     )
 
