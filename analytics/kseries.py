@@ -83,6 +83,8 @@ class Series:
     m_commit_t: F64
     m_alive_t: F64
     m_drop_t: F64
+    m_owned_t: F64        # the last time the partition was owned (NaN on a state row: unknown, a state
+    #                       written before the marker existed)
     # enriched (per key, in time order)
     minute: I64           # floor(t / 60): the sweep's minute (window_start = minute · 60 s)
     prev_t: F64
@@ -123,6 +125,8 @@ class Series:
     end_epoch: I64
     end_drop_t: F64
     rebased: B
+    owned_t: F64          # the last sweep up to the row at which the partition had an owner (its key's first
+    #                       row when none had; NaN: unknown, a carried row without m_owned_t and no owner since)
 
     @property
     def n(self) -> int:
@@ -332,7 +336,7 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
            m_change_t: F64, m_pending_t: F64, m_max_rate: F64, m_sat_rate: F64, m_rate: F64, m_ret_t: F64,
            m_end_t: F64,
            m_max_committed: I64, m_max_committed_ok: B, m_commit_t: F64, m_alive_t: F64,
-           m_drop_t: F64, jump_factor: float = JUMP_FACTOR) -> Series:
+           m_drop_t: F64, m_owned_t: F64, jump_factor: float = JUMP_FACTOR) -> Series:
     """Prepared series rows (grouped by key, in time order, a key's state row first) → a
     :class:`Series` with every running value of
     the Spark SQL reference ``enrich_series`` (``tests/analytics/spark_series.py``), computed the same way."""
@@ -415,6 +419,11 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     end_mark = mark((is_state, m_end_t), (~prev_end_ok, t), (de_ok & (de != 0), t))
     drop_mark = mark((is_state, m_drop_t), (de_ok & (de < 0), t))
     alive_mark = mark((is_state, m_alive_t), (owned & (changed | lag0), t))
+    # the last owned sweep; a key's first row counts when it has no owner (never seen owned: unowned
+    # since its first row). A carried row without the marker (a state written before it) had an
+    # owner at its own time if it has one; else it is unknown (-1): null until the key is owned
+    owned_mark = mark((is_state, np.where(np.isnan(m_owned_t), np.where(owned, t, -1.0), m_owned_t)),
+                      (owned | first, t))
 
     start = key_starts(key)
     change_t = ffill_last(change_mark, key, start=start)
@@ -424,6 +433,7 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     end_change_t = ffill_last(end_mark, key, start=start)
     alive_t = ffill_last(alive_mark, key, start=start)
     end_drop_t = ffill_last(drop_mark, key, start=start)
+    owned_run = ffill_last(owned_mark, key, start=start)
     # the largest busy rate before the row (a state row's own seed is m_max_rate)
     rate_seed = np.where(is_state, nan_to(m_max_rate, -np.inf), busy_rate)
     rate_max = shift(segmented_cummax(rate_seed, key), first, -np.inf)
@@ -443,6 +453,7 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     ret_t = np.where(ret >= 0, ret, _NAN)
     # coalesce(end_drop_t > prev_change_t, False): NaN compares False
     rebased = end_drop_t > prev_change_t
+    owned_t = np.where(owned_run >= 0, owned_run, _NAN)
     since = np.maximum(nan_to(change_t, -np.inf), nan_to(pending_t, -np.inf))
     since = np.where(np.isfinite(since), since, t)
     idle = np.where(lag0, 0.0, np.maximum(0.0, t - since))
@@ -452,6 +463,7 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
         owned=owned, rec_t=rec_t, m_change_t=m_change_t, m_pending_t=m_pending_t, m_max_rate=m_max_rate,
         m_sat_rate=m_sat_rate, m_rate=m_rate, m_ret_t=m_ret_t, m_end_t=m_end_t, m_max_committed=m_max_committed,
         m_max_committed_ok=m_max_committed_ok, m_commit_t=m_commit_t, m_alive_t=m_alive_t, m_drop_t=m_drop_t,
+        m_owned_t=m_owned_t,
         minute=np.floor(t / 60.0).astype(np.int64), prev_t=prev_t, next_t=next_t,
         prev_committed=prev_committed, prev_committed_ok=prev_committed_ok, prev_end=prev_end,
         prev_end_ok=prev_end_ok, prev_lag=prev_lag, prev_lag_ok=prev_lag_ok, prev_log_start=prev_ls,
@@ -460,7 +472,8 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
         busy_rate=busy_rate, sat_rate=sat_rate, busy_max_before=busy_max_before, sat_max_before=sat_max_before,
         max_rate_before=max_rate_before, prev_rate=prev_rate, max_committed_before=np.where(
             max_committed_before_ok, cmax, 0), max_committed_before_ok=max_committed_before_ok, ret_t=ret_t,
-        end_change_t=end_change_t, alive_t=alive_t, end_epoch=end_epoch, end_drop_t=end_drop_t, rebased=rebased)
+        end_change_t=end_change_t, alive_t=alive_t, end_epoch=end_epoch, end_drop_t=end_drop_t, rebased=rebased,
+        owned_t=owned_t)
 
 
 def asof(mark_key: I64, mark_t: F64, key: I64, t: F64) -> I64:

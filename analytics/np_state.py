@@ -31,7 +31,8 @@ def state_rows(s: Series) -> Series:
     largest saturated one (the busy rate is trusted as capacity once it is > 0), ``m_rate`` its own rate,
     ``m_ret_t`` the start of an open retention loss, ``m_end_t`` the last change of the end,
     ``m_max_committed`` the highest committed offset so far, ``m_alive_t`` the last progress of an
-    owner, ``m_drop_t`` the last drop of the end; ``m_commit_t`` stays the row's own (the commit
+    owner, ``m_drop_t`` the last drop of the end, ``m_owned_t`` the last time it had an owner (null:
+    unknown); ``m_commit_t`` stays the row's own (the commit
     stream's marker is the caller's). Returned as state rows (``is_state``); the enriched columns
     of the result are those of the last rows and are not meant to be read."""
     _, last = key_bounds(s.key)
@@ -51,6 +52,7 @@ def state_rows(s: Series) -> Series:
     r.m_max_committed = np.where(r.m_max_committed_ok, mc, 0)
     r.m_alive_t = r.alive_t
     r.m_drop_t = r.end_drop_t
+    r.m_owned_t = r.owned_t
     r.is_state = np.ones(len(r.key), bool)
     return r
 

@@ -37,12 +37,17 @@ entry at the row's own ``t`` counts), none when there is none. With ``lag`` the 
   at lag 0 ``IDLE`` when the end has not changed for ``stall_after_s`` (``t − end_change_t``, 0
   without one) else ``OK``; ``OK`` when held
   at an open transaction (committed = LSO < end: a read_committed group has nothing to read);
-  ``STOP`` when nobody owns the partition and work has been pending without a commit for
-  ``stop_after_s`` (``idle_pending_s``); ``STALL`` the same with an owner (``stall_after_s``);
+  ``STOP`` when nobody has owned the partition for ``stop_after_s`` (``t − owned_t``, its last
+  owned sweep; a key never seen owned since its first row; unknown, ``owned_t`` null: long
+  enough) and work has been pending without a commit for ``stop_after_s`` as well
+  (``idle_pending_s``); ``STALL`` when work has been pending without a commit for
+  ``stall_after_s`` and the partition has an owner, or had one less than ``stop_after_s`` ago
+  (an owner restarting is not a consumer gone);
   ``WARN`` when the lag in seconds (null → 0) is at least ``warn_lag_s`` and the window's lag
   never decreased and is above its first entry's; else ``OK``.
 - reason: the rule that decided, worded (``no committed offset`` after the loss and the rewind
-  and before the lag-0 cases when the row has no commit); numbers as Spark's
+  and before the lag-0 cases when the row has no commit; a STALL without an owner says for how
+  long it has had none); numbers as Spark's
   ``format_string``: ``%d`` of longs, ``%.0f`` as :func:`lagscope.analytics.kseries.java_fixed`
   (half up), a null double as an empty string (Spark's ``format_string`` of a null).
 
@@ -266,6 +271,18 @@ def _first_of(conds: list[B], names: list[str], default: str) -> Strs:
     return out
 
 
+def _stall_reason(m: B, owned: B, unowned_s: F64, pending: F64, lag: I64) -> Strs:
+    """The reasons of the STALL rows ``m``: with an owner, or without one for ``unowned_s``."""
+    out: Strs = np.empty(int(m.sum()), object)
+    o, u, p, n = owned[m], unowned_s[m], pending[m], lag[m]
+    if o.any():
+        out[o] = _cat("owner assigned but no commit for ", _fixed0(p[o]), " s with lag ", _longs(n[o]))
+    if not o.all():
+        out[~o] = _cat("no owner for ", _fixed0(u[~o]), " s and no commit for ", _fixed0(p[~o]), " s with lag ",
+                       _longs(n[~o]))
+    return out
+
+
 def partition_status(s: Series, rows: I64, lag_s: F64, entries: Entries, *, n: int, stall_after_s: float,
                      stop_after_s: float, warn_lag_s: float) -> StatusRows:
     """The partition ``status`` rows of the minute rows ``rows`` (indices in ``s``:
@@ -291,6 +308,7 @@ def partition_status(s: Series, rows: I64, lag_s: F64, entries: Entries, *, n: i
     lag0 = lag == 0
     committed, committed_ok = s.committed[rows], s.committed_ok[rows]
     owned, lost = s.owned[rows], s.lost[rows]
+    unowned_s = t - s.owned_t[rows]  # NaN: unknown (a state written before m_owned_t)
     pending = s.idle_pending_s[rows]
     end_change_t = s.end_change_t[rows]
 
@@ -305,8 +323,11 @@ def partition_status(s: Series, rows: I64, lag_s: F64, entries: Entries, *, n: i
     idle = lag0 & ((t - np.where(np.isnan(end_change_t), t, end_change_t)) >= stall_after_s)
     lso, end = s.lso[rows], s.end[rows]
     held = s.lso_ok[rows] & committed_ok & s.end_ok[rows] & (committed == lso) & (lso < end)
-    stop = ~owned & (pending >= stop_after_s)
-    stall = owned & (pending >= stall_after_s)
+    # nobody has owned the partition for stop_after_s (an unknown time counts: the rule before the
+    # state carried m_owned_t); an owner gone for less (a restart) leaves a STALL, not a STOP
+    gone = ~owned & (np.isnan(unowned_s) | (unowned_s >= stop_after_s))
+    stop = gone & (pending >= stop_after_s)
+    stall = ~gone & (pending >= stall_after_s)
     own = _first_of([lost, rewound_own, lag0 & idle, lag0, held, stop, stall, growing],
                     ["ERR", "REWIND", "IDLE", "OK", "OK", "STOP", "STALL", "WARN"], "OK")
 
@@ -322,7 +343,7 @@ def partition_status(s: Series, rows: I64, lag_s: F64, entries: Entries, *, n: i
         "caught up",
         lambda m: _cat("at the last stable offset ", _longs(lso[m]), ": waiting for an open transaction"),
         lambda m: _cat("no owner and no commit for ", _fixed0(pending[m]), " s with lag ", _longs(lag[m])),
-        lambda m: _cat("owner assigned but no commit for ", _fixed0(pending[m]), " s with lag ", _longs(lag[m])),
+        lambda m: _stall_reason(m, owned, unowned_s, pending, lag),
         lambda m: _cat("lag ", _fixed0(lag_s[m]), " s and growing"),
         lambda m: _cat("consuming; lag ", _longs(lag[m])),
     ]

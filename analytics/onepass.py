@@ -80,7 +80,7 @@ KIND_BITS = 4
  OUT_CAPACITY) = range(9)
 
 _MARKERS_F = ["m_change_t", "m_pending_t", "m_max_rate", "m_sat_rate", "m_rate", "m_ret_t", "m_end_t", "m_commit_t",
-              "m_alive_t", "m_drop_t"]
+              "m_alive_t", "m_drop_t", "m_owned_t"]
 _US = pa.timestamp("us", tz="UTC")
 
 #: a carried state row's ``x`` (``m_idle``: the kind and reason of the idle episode open at the
@@ -92,7 +92,7 @@ MINUTE_X = ("produce_rate", "consume_rate", "m_g_start", "m_g_lag0", "m_g_n")
 #: ``x``: up to :data:`X_WIDTH` values of a state row or carried minute (a struct, not a list: a
 #: null list on every sweep row made Spark's conversion to Arrow five times slower; a null
 #: struct costs about what no column does)
-X_WIDTH = 12
+X_WIDTH = 13
 X_TYPE = pa.struct([(f"x{i}", pa.float64()) for i in range(X_WIDTH)])
 
 #: the packed values of ``b`` (little-endian float64, row after row): a Burrow entry, a gap sample

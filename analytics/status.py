@@ -27,9 +27,10 @@ column, for dashboards and tools built on Burrow's answers); ``status`` is lagsc
 
 **lagscope** (worst first): ``ERR`` when committed < log start (messages lost);
 ``REWIND`` when the window rewound (also when the lag touched 0 in the window: the messages
-were processed twice all the same); ``STOP`` when work is pending, nobody owns the partition
-and nothing was committed for ``stop_after_s``; ``STALL`` the same with an owner
-(``stall_after_s``); ``WARN`` when the lag in seconds is at least ``warn_lag_s`` *and* grew
+were processed twice all the same); ``STOP`` when work is pending, nothing was committed for
+``stop_after_s`` and nobody has owned the partition for ``stop_after_s`` either; ``STALL`` when
+nothing was committed for ``stall_after_s`` with an owner, or one gone for less than
+``stop_after_s`` (a restart); ``WARN`` when the lag in seconds is at least ``warn_lag_s`` *and* grew
 over the window without ever decreasing; ``IDLE`` when caught up on a topic that has not
 been written to for ``stall_after_s``; else ``OK``. So: no STOP at zero lag, no WARN on a
 steady small lag (its lag seconds stay small), no alarm on an idle topic.

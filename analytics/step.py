@@ -261,6 +261,8 @@ def pass_input(series: pa.Table, owner_codes: _I, state: dict[str, pa.Table], co
         # a state written before jumps were told apart (it has no m_idle) carries an m_max_rate that
         # may hold a seek's own advance: it is learned again instead, or it would hide skips for good
         stale = {"m_max_rate"} if "m_idle" not in st.column_names else set()
+        # a marker the state does not have reads as null: m_owned_t (a state written before it) is
+        # then the carried row's own time when it had an owner, else unknown (kseries.enrich)
         marks = [doubles(st.column(m)) if m in st.column_names and m not in stale else np.full(st.num_rows, np.nan)
                  for m in onepass.STATE_X]
         parts.append(_rows(st, onepass.STATE, {
@@ -611,7 +613,7 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
         "rec_ts": last.column("rec_ts").cast(_MS, safe=False), "lso": last.column("lso"),
         **{m: markers[m] for m in ("m_change_t", "m_pending_t", "m_max_rate", "m_sat_rate", "m_rate", "m_ret_t",
                                    "m_end_t", "m_max_committed", "m_commit_t", "m_alive_t", "m_drop_t",
-                                   "m_idle")},
+                                   "m_owned_t", "m_idle")},
         "is_state": pa.array(np.ones(last.num_rows, bool))})
     series_state = _with_owners(series_state, series, st.get("series"))
     hist = kept(part.get(onepass.OUT_HISTORY, [*KEY, "end", "t", "tp", "ep", "_h"]))

@@ -435,7 +435,9 @@ class AnalyticsRulesConfig(_Section):
     stall_after_s: float = Field(
         60.0, gt=0, description="stall: lag > 0, an owner, and the committed offset still this long (s).")
     stop_after_s: float = Field(
-        60.0, gt=0, description="stop: as stall but nobody owns the partition (s).")
+        60.0, gt=0, description="stop: as stall but nobody owns the partition (s). The status says STOP once "
+                                "nobody has owned it for this long as well (an owner gone for less, a restart, "
+                                "leaves a STALL).")
     skip_factor: float = Field(
         5.0, gt=0, description="skip (`seek`, `out_of_range_reset`): the advance is more than this × the group's "
                                "demonstrated capacity before the commit (the largest rates over intervals with a "

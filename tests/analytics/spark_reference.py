@@ -478,8 +478,8 @@ def partition_status(rows: DataFrame, entries: DataFrame, *, n: int, stall_after
     of its sweep) gives each row the window of the latest entry at or before it.
     """
     ev = rows.select(
-        *KEY, "ts", "t", "committed", "end", "lso", "log_start", "lag", "lag_s", "owner", "lost", "idle_pending_s",
-        "end_change_t").withColumn("_kind", F.lit(1)).withColumn("_win", F.lit(None).cast(
+        *KEY, "ts", "t", "committed", "end", "lso", "log_start", "lag", "lag_s", "owner", "owned_t", "lost",
+        "idle_pending_s", "end_change_t").withColumn("_kind", F.lit(1)).withColumn("_win", F.lit(None).cast(
             "struct<last_t:double,first_t:double,zero_lag:boolean,first_lag:bigint,stalled:boolean,"
             "rewound:boolean,rewound_own:boolean,lag_decreased:boolean>"))
     stats = _window_stats(entries, n).withColumn("_kind", F.lit(0))
@@ -496,6 +496,10 @@ def partition_status(rows: DataFrame, entries: DataFrame, *, n: int, stall_after
               .otherwise(F.lit("OK")))
     pending = F.col("idle_pending_s")
     owned = F.col("owner").isNotNull()
+    # how long nobody has owned the partition (null: unknown, a state written before m_owned_t);
+    # ``gone``: for stop_after_s, an unknown time included (the rule before the state carried it)
+    unowned_s = F.col("t") - F.col("owned_t")
+    gone = ~owned & F.coalesce(unowned_s >= stop_after_s, F.lit(True))
     growing = (F.coalesce(F.col("lag_s"), F.lit(0.0)) >= warn_lag_s) & w.isNotNull() & ~w["lag_decreased"] & (
         lag > w["first_lag"])
     idle = (lag == 0) & ((F.col("t") - F.coalesce(F.col("end_change_t"), F.col("t"))) >= stall_after_s)
@@ -507,8 +511,8 @@ def partition_status(rows: DataFrame, entries: DataFrame, *, n: int, stall_after
            .when(w.isNotNull() & w["rewound_own"], F.lit("REWIND"))
            .when(lag == 0, F.when(idle, F.lit("IDLE")).otherwise(F.lit("OK")))
            .when(held, F.lit("OK"))
-           .when(~owned & (pending >= stop_after_s), F.lit("STOP"))
-           .when(owned & (pending >= stall_after_s), F.lit("STALL"))
+           .when(gone & (pending >= stop_after_s), F.lit("STOP"))
+           .when(~gone & (pending >= stall_after_s), F.lit("STALL"))
            .when(growing, F.lit("WARN"))
            .otherwise(F.lit("OK")))
     reason = (F.when(F.col("lost"), F.format_string("committed offset %d is below the log start %d",
@@ -518,10 +522,13 @@ def partition_status(rows: DataFrame, entries: DataFrame, *, n: int, stall_after
               .when(lag == 0, F.when(idle, F.lit("caught up; no new messages")).otherwise(F.lit("caught up")))
               .when(held, F.format_string("at the last stable offset %d: waiting for an open transaction",
                                           F.col("lso")))
-              .when(~owned & (pending >= stop_after_s),
+              .when(gone & (pending >= stop_after_s),
                     F.format_string("no owner and no commit for %.0f s with lag %d", pending, lag))
               .when(owned & (pending >= stall_after_s),
                     F.format_string("owner assigned but no commit for %.0f s with lag %d", pending, lag))
+              .when(~gone & (pending >= stall_after_s),
+                    F.format_string("no owner for %.0f s and no commit for %.0f s with lag %d", unowned_s, pending,
+                                    lag))
               .when(growing, F.format_string("lag %.0f s and growing", F.col("lag_s")))
               .otherwise(F.format_string("consuming; lag %d", lag)))
     return ev.select(
@@ -570,6 +577,7 @@ def state_rows(enriched: DataFrame) -> DataFrame:
         F.col("m_commit_t"),  # the key's carried one (last_commit_marker adds the step's commits)
         F.col("alive_t").alias("m_alive_t"),
         F.col("end_drop_t").alias("m_drop_t"),
+        F.col("owned_t").alias("m_owned_t"),
         F.lit(True).alias("is_state"),
     )
 

@@ -49,6 +49,7 @@ STATE_MARKERS: dict[str, T.DataType] = {
     "m_commit_t": T.DoubleType(),   # time of the last commit record (commit stream) up to the row
     "m_alive_t": T.DoubleType(),    # time of the last progress of an owner (commit change or caught up)
     "m_drop_t": T.DoubleType(),     # time of the last sweep that saw the end offset go down
+    "m_owned_t": T.DoubleType(),    # time of the last sweep at which the partition had an owner (null: unknown)
 }
 
 
@@ -163,6 +164,10 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
       re-created, or the log truncated), counted from this frame's first row (a state row is 0):
       the end-offset history of one epoch says nothing about the offsets of another;
     - ``end_drop_t``: time of the last row that saw the end go down (seeded by ``m_drop_t``);
+    - ``owned_t``: time of the last row at which the partition had an owner (seeded by
+      ``m_owned_t``); a key's first row when it has none (never seen owned: unowned since its
+      first row). A state row without ``m_owned_t`` (written before it existed) had an owner at
+      its own time when it has one; else the time is unknown: null until the key is owned again;
     - ``rebased``: the end went down after the committed offset last changed before this row
       (``end_drop_t > prev_change_t``): the previous committed offset belongs to a log that was
       replaced (the topic deleted and re-created) or truncated, so a lower offset now is no
@@ -214,6 +219,9 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
         "_alive_mark": (F.when(F.col("is_state"), F.col("m_alive_t"))
                         .when(F.col("owner").isNotNull() & (
                             F.col("changed") | (F.coalesce(F.col("lag"), F.lit(0)) == 0)), F.col("t"))),
+        "_owned_mark": (F.when(F.col("is_state"), F.coalesce(
+                            F.col("m_owned_t"), F.when(F.col("owner").isNotNull(), F.col("t")), F.lit(-1.0)))
+                        .when(F.col("owner").isNotNull() | F.col("prev_t").isNull(), F.col("t"))),
         "rate": F.when(F.col("is_state"), F.coalesce(F.col("m_rate"), F.lit(0.0))).otherwise(rate),
         "_committed_seed": F.when(F.col("is_state"), F.greatest(
             F.col("m_max_committed"), F.col("committed"))).otherwise(F.col("committed")),
@@ -243,6 +251,7 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
         "end_change_t": F.last("_end_mark", ignorenulls=True).over(upto),
         "alive_t": F.last("_alive_mark", ignorenulls=True).over(upto),
         "end_drop_t": F.last("_drop_mark", ignorenulls=True).over(upto),
+        "_owned": F.last("_owned_mark", ignorenulls=True).over(upto),
         "busy_max_before": F.coalesce(F.max("_rate_seed").over(before), F.lit(0.0)),
         "sat_max_before": F.coalesce(F.max("_sat_seed").over(before), F.lit(0.0)),
         "prev_rate": F.lag("rate").over(w),
@@ -252,10 +261,12 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
     df = df.withColumns({
         "pending_t": F.when(F.col("_pending") >= 0, F.col("_pending")),
         "ret_t": F.when(F.col("_ret") >= 0, F.col("_ret")),
+        "owned_t": F.when(F.col("_owned") >= 0, F.col("_owned")),
         "rebased": F.coalesce(F.col("end_drop_t") > F.col("prev_change_t"), F.lit(False)),
         "max_rate_before": F.when(F.col("sat_max_before") > 0, F.col("busy_max_before")).otherwise(F.lit(0.0)),
     }).drop("_busy_before", "_trusted", "_pending", "_rate_seed", "_sat_seed", "_ret", "_prev_lost", "_committed_seed",
-            "_change_mark", "_pending_mark", "_ret_mark", "_end_mark", "_alive_mark", "_drop_mark")
+            "_change_mark", "_pending_mark", "_ret_mark", "_end_mark", "_alive_mark", "_drop_mark", "_owned_mark",
+            "_owned")
     return df.withColumn(
         "idle_pending_s",
         F.when(F.coalesce(F.col("lag"), F.lit(0)) == 0, F.lit(0.0)).otherwise(

@@ -40,7 +40,7 @@ pytestmark = pytest.mark.spark
 #: the enriched series columns the job's status evaluation reads (analytics/job.py's list when
 #: this was written; the job is being reworked, so a copy)
 _ROW_COLUMNS = [*KEY, "ts", "t", "window_start", "next_t", "is_state", "committed", "end", "lso", "log_start", "lag",
-                "owner", "lost", "idle_pending_s", "end_change_t"]
+                "owner", "owned_t", "lost", "idle_pending_s", "end_change_t"]
 
 
 def with_lag_seconds(enriched: DataFrame, lag_rows: DataFrame) -> DataFrame:
@@ -282,6 +282,7 @@ _REASONS: dict[str, Callable[[str], bool]] = {  # reason kind: a test of the str
     "held": lambda r: r.startswith("at the last stable offset "),
     "stop": lambda r: r.startswith("no owner and no commit for "),
     "stall": lambda r: r.startswith("owner assigned but no commit for "),
+    "stall, owner gone": lambda r: r.startswith("no owner for "),  # for less than stop_after_s
     "growing": lambda r: r.endswith(" s and growing"),
     "consuming": lambda r: r.startswith("consuming; lag "),
 }
