@@ -104,7 +104,7 @@ groups:
           dashboard: "${app_url}/?cluster={{ $labels.cluster }}&group={{ $labels.group }}&page=group"
 
       - alert: LagscopeGroupStopped
-        # analytics: no commits at all for longer than the history window while there is lag
+        # analytics: messages waiting where nobody has owned the partition or committed for stop_after_s
         expr: lagscope_group_status{status="STOP"} == 1
         for: 5m
         labels:
@@ -112,8 +112,9 @@ groups:
         annotations:
           summary: "{{ $labels.group }} has stopped committing on {{ $labels.cluster }}"
           description: >-
-            Consumer group {{ $labels.group }} has made no commit for longer than the history
-            window while messages wait (lagscope status STOP for 5 minutes).
+            Consumer group {{ $labels.group }} has messages waiting on partitions that nobody has
+            owned, and nobody has committed on, for longer than the stop threshold (lagscope status
+            STOP for 5 minutes).
           runbook_url: "https://github.com/lagscope/lagscope/blob/main/docs/alerting.md#group-stopped"
           dashboard: "${app_url}/?cluster={{ $labels.cluster }}&group={{ $labels.group }}&page=group"
 
