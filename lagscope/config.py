@@ -433,7 +433,8 @@ class AnalyticsRulesConfig(_Section):
     uses tighter ones for its one-minute scenario."""
 
     stall_after_s: float = Field(
-        60.0, gt=0, description="stall: lag > 0, an owner, and the committed offset still this long (s).")
+        60.0, gt=0, description="stall: lag > 0, an owner (or one gone for less than stop_after_s: a restart), and "
+                                "the committed offset still this long (s).")
     stop_after_s: float = Field(
         60.0, gt=0, description="stop: as stall but nobody owns the partition (s). The status says STOP once "
                                 "nobody has owned it for this long as well (an owner gone for less, a restart, "
