@@ -648,9 +648,6 @@ def verdict_lines(scored: score.RunScore, faults: list[Fault], *, prefix: str, t
     def who(group: str, member: str = "") -> str:
         return group.removeprefix(short) + (f"/{member}" if member else "")
 
-    def where(f: score.Finding) -> str:
-        return _where(f, short)
-
     lines = []
     for f, ms in score.fault_verdicts(scored, faults):
         head = f"  {f.kind:<12} {who(f.group, f.member):<18} at {f.start - t0:5.1f}s: "
@@ -662,7 +659,7 @@ def verdict_lines(scored: score.RunScore, faults: list[Fault], *, prefix: str, t
             if m.finding is None:
                 parts.append(f"MISSED (no {m.expected.kind})")
             else:
-                parts.append(f"found: {m.finding.kind} {where(m.finding)}, {m.delay:.1f}s late")
+                parts.append(f"found: {m.finding.kind} {_where(m.finding, short)}, {m.delay:.1f}s late")
         lines.append(head + "; ".join(parts))
     traffic = [m for m in scored.matches if m.expected.fault is None]
     for m in traffic:
@@ -671,7 +668,7 @@ def verdict_lines(scored: score.RunScore, faults: list[Fault], *, prefix: str, t
                      f"{state} (the traffic's own, no injected fault)")
     lines.append(f"findings that match no injected fault: {len(scored.unmatched)}")
     for u in scored.unmatched:
-        lines.append(f"  {u.kind:<12} {where(u)} at {u.start - t0:.1f}s ({u.severity})")
+        lines.append(f"  {u.kind:<12} {_where(u, short)} at {u.start - t0:.1f}s ({u.severity})")
     if scored.informational:
         kinds = sorted({u.kind for u in scored.informational})
         lines.append(f"informational, not alarms: {len(scored.informational)} ({', '.join(kinds)}: "
