@@ -70,9 +70,6 @@ class Series:
     owner: I64            # hash of the member id owning the partition (0: none)
     owned: B              # an owner is assigned
     rec_t: F64            # produce time of the record at the committed offset (NaN: not fetched)
-    commit_t: F64         # time of the key's last commit-stream record at or before t (NaN: none, or no stream)
-    commit_offset: I64    # that record's offset
-    commit_offset_ok: B
     # carried markers (state rows; NaN / not ok on fresh rows)
     m_change_t: F64
     m_pending_t: F64
@@ -114,9 +111,8 @@ class Series:
     rate: F64
     busy_rate: F64        # rate over an interval with a backlog at both ends (lag > 0 before and after) that
     #                       is no jump to the end (enrich's _without_jumps), else 0
-    sat_rate: F64         # rate over a saturated interval (committed at its end + a commit's worth of progress,
-    #                       timed by the commit stream where it has the commit shown, < the log end at its
-    #                       start), else 0
+    sat_rate: F64         # rate over a saturated interval (committed at its end + a commit's worth of progress
+    #                       < the log end at its start), else 0
     busy_max_before: F64  # the largest busy_rate of earlier rows (seeded by m_max_rate)
     sat_max_before: F64   # the largest sat_rate of earlier rows (seeded by m_sat_rate)
     max_rate_before: F64  # demonstrated capacity: busy_max_before once a saturated interval was seen, else 0
@@ -276,12 +272,6 @@ def _next(v: npt.NDArray, last: B, fill: object) -> npt.NDArray:  # type: ignore
 #: the default ``jump_factor`` of :func:`enrich` (the rules' ``skip_factor`` default)
 JUMP_FACTOR = 5.0
 
-#: seconds added to the time since the commit a sweep shows, when the commit stream times it: a
-#: sweep is stamped at its start and reads the committed offsets after that (DescribeGroups and
-#: OffsetFetch), and the collector's clock and the coordinator's commit timestamps may disagree a
-#: little; both make the time since the commit look shorter than it was
-COMMIT_READ_PAD_S = 0.25
-
 
 #: rounds of :func:`_without_jumps`' vectorised fixed point before the keys still changing are
 #: walked one candidate at a time (a round settles at least one more jump of a key; a run of
@@ -346,16 +336,10 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
            m_change_t: F64, m_pending_t: F64, m_max_rate: F64, m_sat_rate: F64, m_rate: F64, m_ret_t: F64,
            m_end_t: F64,
            m_max_committed: I64, m_max_committed_ok: B, m_commit_t: F64, m_alive_t: F64,
-           m_drop_t: F64, m_owned_t: F64, commit_t: F64 | None = None, commit_offset: I64 | None = None,
-           commit_offset_ok: B | None = None, jump_factor: float = JUMP_FACTOR) -> Series:
+           m_drop_t: F64, m_owned_t: F64, jump_factor: float = JUMP_FACTOR) -> Series:
     """Prepared series rows (grouped by key, in time order, a key's state row first) → a
     :class:`Series` with every running value of
-    the Spark SQL reference ``enrich_series`` (``tests/analytics/spark_series.py``), computed the same way.
-    ``commit_t``, ``commit_offset`` (``commit_offset_ok``): each row's last commit of the commit stream
-    (:func:`asof`); None without the stream."""
-    if commit_t is None or commit_offset is None or commit_offset_ok is None:
-        commit_t = np.full(len(t), _NAN)
-        commit_offset, commit_offset_ok = np.zeros(len(t), np.int64), np.zeros(len(t), bool)
+    the Spark SQL reference ``enrich_series`` (``tests/analytics/spark_series.py``), computed the same way."""
     first, last = key_bounds(key)
     has_prev = ~first
     # the offset lag (lagscope.lag), which the rules read as 0 where the end is unknown (as
@@ -401,14 +385,6 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     busy_before = shift(segmented_cummax(pos_busy, key), first, False)
     prev_rate = np.where(has_prev, shift(rate, first, 0.0), _NAN)
     unseen = np.fmax(np.maximum(dc, 0).astype(np.float64), prev_rate * dt)  # NaN-free: dc where no previous rate
-    # with the commit stream, the commit the sweep shows is timed (its offset is the sweep's, and it
-    # landed inside the interval): what the consumer read since is its pace over the time since that
-    # commit (padded for the sweep's read delay), never more than the interval's worth above
-    exact = has_prev & committed_ok & commit_offset_ok & (commit_offset == committed) & (commit_t > prev_t)
-    if bool(exact.any()):
-        with np.errstate(invalid="ignore"):
-            since = np.fmin(t - commit_t + COMMIT_READ_PAD_S, dt)
-        unseen = np.where(exact, np.fmax(fresh_rate, prev_rate) * since, unseen)
     sat = busy & prev_end_ok & (committed + unseen < prev_end) & busy_before
     sat_rate = np.where(sat, fresh_rate, 0.0)
     # the largest saturated rate before the row (a state row's own seed is m_sat_rate): the
@@ -484,8 +460,7 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     return Series(
         key=key, is_state=is_state, t=t, committed=committed, committed_ok=committed_ok, end=end, end_ok=end_ok,
         log_start=log_start, log_start_ok=log_start_ok, lag=lag, lag_ok=lag_ok, lso=lso, lso_ok=lso_ok, owner=owner,
-        owned=owned, rec_t=rec_t, commit_t=commit_t, commit_offset=commit_offset,
-        commit_offset_ok=commit_offset_ok, m_change_t=m_change_t, m_pending_t=m_pending_t, m_max_rate=m_max_rate,
+        owned=owned, rec_t=rec_t, m_change_t=m_change_t, m_pending_t=m_pending_t, m_max_rate=m_max_rate,
         m_sat_rate=m_sat_rate, m_rate=m_rate, m_ret_t=m_ret_t, m_end_t=m_end_t, m_max_committed=m_max_committed,
         m_max_committed_ok=m_max_committed_ok, m_commit_t=m_commit_t, m_alive_t=m_alive_t, m_drop_t=m_drop_t,
         m_owned_t=m_owned_t,

@@ -65,7 +65,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lagscope.analytics import kernel, np_episodes, np_gaps, np_growth, np_points, np_state, np_status
-from lagscope.analytics.kseries import Commits, Found, Series, asof, enrich, key_bounds
+from lagscope.analytics.kseries import Commits, Found, Series, enrich, key_bounds
 from lagscope.config import AnalyticsRulesConfig
 
 __all__ = ["COMMIT", "ENTRIES", "ENTRY_B", "GAPS", "GAP_B", "HISTORY", "KIND_BITS", "MINUTE", "OUT_ADVANCE",
@@ -209,11 +209,10 @@ def _ok_long(v: _F) -> tuple[_I, _B]:
     return np.where(ok, v, 0).astype(np.int64), ok
 
 
-def _series(rows: _Chunk, is_state: _B, jump_factor: float, commits: Commits | None) -> tuple[Series, _F]:
+def _series(rows: _Chunk, is_state: _B, jump_factor: float) -> tuple[Series, _F]:
     """The chunk's series rows (state and fresh, in key and time order) enriched (a jump to the end
-    beyond ``jump_factor`` × the rate before it, the rules' ``skip_factor``, is no capacity; each
-    row's last commit of ``commits``, when the step reads the stream), and per row the carried
-    ``m_idle`` (NaN but on state rows)."""
+    beyond ``jump_factor`` × the rate before it, the rules' ``skip_factor``, is no capacity), and
+    per row the carried ``m_idle`` (NaN but on state rows)."""
     cols: dict[str, object] = {"key": rows.key, "is_state": is_state}
     for name in ("committed", "end", "log_start", "lso"):
         cols[name], cols[f"{name}_ok"] = rows.long(name)
@@ -228,11 +227,6 @@ def _series(rows: _Chunk, is_state: _B, jump_factor: float, commits: Commits | N
     for j, m in enumerate(_MARKERS_F):
         cols[m] = marks[:, j]
     cols["m_max_committed"], cols["m_max_committed_ok"] = _ok_long(marks[:, len(_MARKERS_F)])
-    if commits is not None and commits.n:
-        i = asof(commits.key, commits.t, rows.key, cols["t"])  # type: ignore[arg-type]
-        found = i >= 0
-        cols["commit_t"] = np.where(found, commits.t[i], np.nan)
-        cols["commit_offset"], cols["commit_offset_ok"] = np.where(found, commits.offset[i], 0), found
     return enrich(**cols, jump_factor=jump_factor), marks[:, len(_MARKERS_F) + 1]  # type: ignore[arg-type]
 
 
@@ -355,6 +349,8 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
     sub = sub.set_column(1, "_k", pa.array((h2[lsm] << 2) | kind[lsm], pa.int64()))
     minutes = kernel.lag_seconds_table(sub, history_points=params.history_points)
 
+    series_rows = _Chunk(tbl, ser_mask, keyno)
+    s, carried_idle = _series(series_rows, kind[ser_mask] == STATE, params.rules.skip_factor)
     commits: Commits | None = None
     if params.commit_stream:
         cm = (kind == COMMIT) & has_series[keyno]  # a key's commits matter with its sweeps only
@@ -364,8 +360,6 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
         ct = ci.double("t")
         order = np.lexsort((seq, ct, ci.key))
         commits = Commits(key=ci.key[order], t=ct[order], offset=offset[order], seq=seq[order])
-    series_rows = _Chunk(tbl, ser_mask, keyno)
-    s, carried_idle = _series(series_rows, kind[ser_mask] == STATE, params.rules.skip_factor, commits)
 
     # status at each minute row
     entries = np_status.burrow_entries(s, carried_entries)

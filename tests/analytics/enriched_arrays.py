@@ -4,8 +4,6 @@ that each numpy rule can be compared with its Spark reference on the same input.
 
 from __future__ import annotations
 
-import datetime as dt
-import math
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -19,10 +17,10 @@ from spark_reference import state_rows
 from spark_series import KEY, enrich_series, prepare_series
 
 from lagscope.analytics.io import spark_schema
-from lagscope.analytics.kseries import Commits, Series
+from lagscope.analytics.kseries import Series
 
 _LONGS = ["committed", "end", "log_start", "lag", "lso", "m_max_committed", "prev_committed", "prev_end",
-          "prev_lag", "prev_log_start", "dc", "de", "max_committed_before", "commit_offset"]
+          "prev_lag", "prev_log_start", "dc", "de", "max_committed_before"]
 
 
 def owner_hash(owner: Any) -> int:
@@ -90,22 +88,14 @@ class TwoSteps:
     enriched: DataFrame
 
 
-def two_steps(spark: SparkSession, rows: list[dict[str, Any]], split_s: float,
-              commits: DataFrame | None = None) -> TwoSteps:
-    """``rows`` split at ``split_s``; with ``commits`` (:data:`COMMIT_SCHEMA`), each step is
-    enriched with the commit stream as a step reads it (the second from 60 s before its start)."""
+def two_steps(spark: SparkSession, rows: list[dict[str, Any]], split_s: float) -> TwoSteps:
     df = spark.createDataFrame(rows, spark_schema("offsets"))
     split = at(split_s)
     first = prepare_series(df.where(F.col("sweep_ts") < F.lit(split)))
-    first_c = second_c = None
-    if commits is not None:
-        first_c = commits.where(F.col("t") < F.lit(epoch_t(split_s)))
-        second_c = commits.where(F.col("t") >= F.lit(epoch_t(split_s - 60.0)))
-    state = state_rows(enrich_series(first, commits=first_c)).localCheckpoint()
+    state = state_rows(enrich_series(first)).localCheckpoint()
     second_off = df.where(F.col("sweep_ts") >= F.lit(split))
     second = prepare_series(second_off)
-    return TwoSteps(offsets=second_off, series=second, state=state,
-                    enriched=enrich_series(second, state, commits=second_c))
+    return TwoSteps(offsets=second_off, series=second, state=state, enriched=enrich_series(second, state))
 
 
 def series_arrays(enriched: DataFrame) -> tuple[Series, list[tuple[Any, ...]]]:
@@ -149,59 +139,3 @@ def _secs(ts: pd.Series) -> np.ndarray:  # type: ignore[type-arg]
         vals = pd.to_datetime(ts[ok], utc=True)
         out[ok] = (vals - pd.Timestamp(T0)).dt.total_seconds().to_numpy() + T0.timestamp()
     return out
-
-
-#: the commit stream's records as the reference reads them (spark_reference.commit_records' columns)
-COMMIT_SCHEMA = "cluster string, group_id string, topic string, partition int, t double, offset long, seq long"
-
-
-def epoch_t(rel: float | None) -> float | None:
-    """Epoch seconds of T0 + rel as Spark's series ``t`` has them (microseconds / 1e6)."""
-    if rel is None:
-        return None
-    return ((at(rel) - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)) / 1e6
-
-
-def random_commits(rng: np.random.Generator, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Commit records (KEY, t, offset, seq) for the keys of ``rows``: per key one of no commits,
-    a commit per sweep (half of them at the sweep's own time, else shortly before it), the same
-    until the group goes silent at a random time, or commits every 5 s of the last offset
-    until a random time; plus a few records of a key without sweeps."""
-    by_key: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
-    for r in rows:
-        by_key.setdefault(("c", r["group_id"], r["topic"], r["partition"]), []).append(r)
-    out: list[dict[str, Any]] = []
-    for k, rs in by_key.items():
-        mode = int(rng.integers(0, 4))
-        if mode == 0:
-            continue
-        rels = [(r["sweep_ts"] - T0).total_seconds() for r in rs]
-        cutoff = float(rng.uniform(rels[0], rels[-1] + 50)) if mode >= 2 else math.inf
-        recs: list[tuple[float, int]] = []
-        last: int | None = None
-        for rel, r in zip(rels, rs, strict=True):
-            if r["committed_offset"] is None:
-                continue
-            if mode == 3 and last is not None:
-                recs += [(rel - x, last) for x in (15.0, 10.0, 5.0) if rel - x < cutoff]
-            last = r["committed_offset"]
-            when = rel if rng.random() < 0.5 else rel - round(float(rng.uniform(0, 9)), 3)
-            if when < cutoff:
-                recs.append((when, last))
-        for i, (rel, off) in enumerate(sorted(recs)):
-            out.append({"cluster": k[0], "group_id": k[1], "topic": k[2], "partition": k[3], "t": epoch_t(rel),
-                        "offset": off, "seq": i})
-    out += [{"cluster": "c", "group_id": "g0", "topic": "t", "partition": 999, "t": epoch_t(float(x)), "offset": 1,
-             "seq": i} for i, x in enumerate(rng.uniform(0, 900, 3))]
-    return out
-
-
-def commit_arrays(recs: DataFrame, keys: list[tuple[Any, ...]]) -> Commits:
-    """Commit records (a DataFrame of :data:`COMMIT_SCHEMA`) of the given keys → :class:`Commits`, numbered as
-    ``keys`` (records of other keys dropped), in key, time and ``seq`` order."""
-    number = {k: i for i, k in enumerate(keys)}
-    got = [(number[(r.cluster, r.group_id, r.topic, r.partition)], math.nan if r.t is None else r.t, r.offset, r.seq)
-           for r in recs.collect() if (r.cluster, r.group_id, r.topic, r.partition) in number]
-    got.sort(key=lambda x: (x[0], x[1], x[3]))
-    return Commits(key=np.array([g[0] for g in got], np.int64), t=np.array([g[1] for g in got], np.float64),
-                   offset=np.array([g[2] for g in got], np.int64), seq=np.array([g[3] for g in got], np.int64))

@@ -27,8 +27,6 @@ from pyspark.sql import Column, DataFrame, Window, WindowSpec
 from pyspark.sql import functions as F  # noqa: N812
 from pyspark.sql import types as T  # noqa: N812
 
-from lagscope.analytics.kseries import COMMIT_READ_PAD_S
-
 __all__ = ["KEY", "SERIES_COLUMNS", "STATE_MARKERS", "enrich_series", "prepare_series", "series_window"]
 
 #: the identity of a series
@@ -123,30 +121,11 @@ def _without_jumps(df: DataFrame, to_end: Column, before: WindowSpec, factor: fl
             return df.drop("_raw", "_to_end", "_floor", "_jump", "_was")
 
 
-def _with_commit(df: DataFrame, commits: DataFrame | None) -> DataFrame:
-    """Add ``commit_t`` and ``commit_offset``: the key's last record of ``commits``
-    (:func:`spark_reference.commit_records`' rows) at or before the row (the highest ``seq`` of equal
-    times); null without one."""
-    if commits is None:
-        return df.withColumns({"commit_t": F.lit(None).cast("double"), "commit_offset": F.lit(None).cast("long")})
-    marks = commits.select(*KEY, "t", F.struct(F.col("t").alias("ct"), F.col("offset").alias("co")).alias("_c"),
-                           F.col("seq").alias("_seq"), F.lit(0).alias("_src"))
-    df = df.withColumn("_src", F.lit(1)).unionByName(marks, allowMissingColumns=True)
-    upto = Window.partitionBy(*KEY).orderBy("t", "_src", "_seq").rowsBetween(Window.unboundedPreceding,
-                                                                            Window.currentRow)
-    df = df.withColumn("_c", F.last("_c", ignorenulls=True).over(upto)).where(F.col("_src") == 1)
-    return df.withColumns({"commit_t": F.col("_c.ct"), "commit_offset": F.col("_c.co")}).drop("_c", "_seq", "_src")
-
-
-def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor: float = 5.0,
-                  commits: DataFrame | None = None) -> DataFrame:
-    """Add the running values to a series (optionally seeded by state rows and timed by the commit
-    stream's records, ``commits``).
+def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor: float = 5.0) -> DataFrame:
+    """Add the running values to a series (optionally seeded by state rows).
 
     Added columns (all per key, in time order):
 
-    - ``commit_t``, ``commit_offset``: the key's last record of ``commits`` at or before the row
-      (null without one);
     - ``window_start``: the sweep's minute;
     - ``prev_t``, ``prev_committed``, ``prev_end``, ``prev_lag``, ``prev_log_start``: the previous row;
     - ``next_t``: the next row's time (null at the last row);
@@ -167,11 +146,8 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
       advance is no evidence of capacity; :func:`_without_jumps`);
     - ``sat_rate``: ``rate`` when the interval was busy, its committed offset at the end plus
       a commit's worth of progress (the larger of its advance ``dc`` and the previous row's
-      ``rate`` × ``dt``; where the commit stream times the commit the sweep shows, its offset the
-      row's and its time after the previous row, the larger of ``rate`` and the previous ``rate``
-      × the time since that commit plus ``COMMIT_READ_PAD_S``, at most ``dt``) is below the log end
-      at its start (saturated: the messages were there all along, even allowing progress not yet
-      committed) and an
+      ``rate`` × ``dt``) is below the log end at its start (saturated: the messages were there
+      all along, even allowing progress not yet committed) and an
       earlier row was busy with progress (a state row: ``m_max_rate`` > 0), else 0;
     - ``busy_max_before`` / ``sat_max_before``: the largest ``busy_rate`` / ``sat_rate`` of
       earlier rows (seeded by ``m_max_rate`` / ``m_sat_rate``);
@@ -200,7 +176,7 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
     df = _with_markers(series)
     if state is not None:
         df = df.unionByName(_with_markers(state), allowMissingColumns=True)
-    df = _with_commit(df, commits).withColumn("window_start", F.date_trunc("minute", F.col("ts")))
+    df = df.withColumn("window_start", F.date_trunc("minute", F.col("ts")))
     w = series_window()
     before = w.rowsBetween(Window.unboundedPreceding, -1)
     upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
@@ -255,10 +231,6 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
         F.coalesce(busy & (F.col("rate") > 0), F.lit(False)))
     df = df.withColumn("_busy_before", F.coalesce(F.max(pos_busy.cast("int")).over(before), F.lit(0)) > 0)
     unseen = F.greatest(F.col("dc"), F.lit(0), F.lag("rate").over(w) * F.col("dt"))  # a commit's worth of progress
-    exact = F.coalesce((F.col("commit_offset") == F.col("committed")) & (F.col("commit_t") > F.col("prev_t")),
-                       F.lit(False))
-    unseen = F.when(exact, F.greatest(F.col("rate"), F.lag("rate").over(w)) * F.least(
-        F.col("t") - F.col("commit_t") + F.lit(COMMIT_READ_PAD_S), F.col("dt"))).otherwise(unseen)
     sat = busy & (F.col("committed") + unseen < F.col("prev_end")) & F.col("_busy_before")
     df = df.withColumn("sat_rate", F.when(sat, F.col("rate")).otherwise(F.lit(0.0)))
     df = df.withColumn("_trusted", F.coalesce(F.max(F.when(F.col("is_state"), F.col("m_sat_rate")).otherwise(

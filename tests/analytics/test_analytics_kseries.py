@@ -5,19 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from enriched_arrays import (
-    COMMIT_SCHEMA,
-    commit_arrays,
-    epoch_t,
-    random_cases,
-    random_commits,
-    series_arrays,
-    two_steps,
-)
+from enriched_arrays import random_cases, series_arrays, two_steps
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F  # noqa: N812
 
-from lagscope.analytics.kseries import COMMIT_READ_PAD_S, Series, asof, enrich
+from lagscope.analytics.kseries import Series, enrich
 
 pytestmark = pytest.mark.spark
 
@@ -25,7 +16,7 @@ _INPUTS = ["key", "is_state", "t", "committed", "committed_ok", "end", "end_ok",
            "lso", "lso_ok", "owner", "owned", "rec_t", "m_change_t", "m_pending_t", "m_max_rate", "m_sat_rate",
            "m_rate",
            "m_ret_t", "m_end_t", "m_max_committed", "m_max_committed_ok", "m_commit_t", "m_alive_t", "m_drop_t",
-           "m_owned_t", "commit_t", "commit_offset", "commit_offset_ok"]
+           "m_owned_t"]
 
 
 def _assert_same(got: Series, want: Series) -> None:
@@ -58,28 +49,3 @@ def test_enrich_first_step_without_state(spark: SparkSession) -> None:
     want, _ = series_arrays(steps.enriched)
     assert not want.is_state.any()
     _assert_same(enrich(**{name: getattr(want, name) for name in _INPUTS}), want)
-
-
-@pytest.mark.parametrize("seed", [5, 6])
-def test_enrich_with_the_commit_stream_matches_spark(spark: SparkSession, seed: int) -> None:
-    # the same with random commit streams (commits at the sweeps, shortly before them, or going
-    # silent): each row's last commit as the pass looks it up (asof over the chunk's commits) is
-    # Spark's, and the running values with it, saturation timed by the commits among them
-    rng = np.random.default_rng(seed)
-    rows = random_cases(rng)
-    recs = spark.createDataFrame(random_commits(rng, rows), COMMIT_SCHEMA)
-    steps = two_steps(spark, rows, split_s=200.0, commits=recs)
-    want, keys = series_arrays(steps.enriched)
-    c = commit_arrays(recs.where(F.col("t") >= F.lit(epoch_t(200.0 - 60.0))), keys)  # what the second step reads
-    i = asof(c.key, c.t, want.key, want.t)
-    np.testing.assert_array_equal(np.where(i >= 0, c.t[i], np.nan), want.commit_t)
-    np.testing.assert_array_equal(i >= 0, want.commit_offset_ok)
-    np.testing.assert_array_equal(np.where(i >= 0, c.offset[i], 0), want.commit_offset)
-    got = enrich(**{name: getattr(want, name) for name in _INPUTS})
-    _assert_same(got, want)
-    # the commits time some saturated intervals that a commit's worth of progress over the whole
-    # interval would not count
-    exact = (want.commit_offset_ok & (want.commit_offset == want.committed) & (want.commit_t > want.prev_t)
-             & (want.t - want.commit_t + COMMIT_READ_PAD_S < want.dt))
-    untimed = enrich(**{name: getattr(want, name) for name in _INPUTS if not name.startswith("commit_")})
-    assert (exact & (got.sat_rate > 0) & (untimed.sat_rate == 0)).any()

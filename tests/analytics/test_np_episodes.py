@@ -5,6 +5,7 @@ from the commit stream) with and without random commit streams, and hand-written
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections import Counter
 from typing import Any
@@ -12,27 +13,74 @@ from typing import Any
 import numpy as np
 import pytest
 import spark_reference as sref
-from analytics_builders import at, cases_df, offsets_rows
-from enriched_arrays import (
-    COMMIT_SCHEMA,
-    commit_arrays,
-    epoch_t,
-    random_cases,
-    random_commits,
-    series_arrays,
-    two_steps,
-)
+from analytics_builders import T0, at, cases_df, offsets_rows
+from enriched_arrays import random_cases, series_arrays, two_steps
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F  # noqa: N812
 from spark_reference import state_rows
 from spark_series import KEY, enrich_series, prepare_series
 
-from lagscope.analytics.kseries import Found, Series, java_fixed
+from lagscope.analytics.kseries import Commits, Found, Series, java_fixed
 from lagscope.analytics.np_episodes import commit_marker, episodes, last_commit_t, spark_round
 
 pytestmark = pytest.mark.spark
 
+COMMIT_SCHEMA = "cluster string, group_id string, topic string, partition int, t double, offset long, seq long"
 SPLIT_S = 300.0
+
+
+def _t(rel: float | None) -> float | None:
+    """Epoch seconds of T0 + rel as Spark's series ``t`` has them (microseconds / 1e6)."""
+    if rel is None:
+        return None
+    return ((at(rel) - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1)) / 1e6
+
+
+# --------------------------------------------------------------------------------------------
+# inputs
+# --------------------------------------------------------------------------------------------
+
+def _random_commits(rng: np.random.Generator, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Commit records (KEY, t, offset, seq) for the keys of ``rows``: per key one of no commits,
+    a commit per sweep (half of them at the sweep's own time, else shortly before it), the same
+    until the group goes silent at a random time, or commits every 5 s of the last offset
+    until a random time; plus a few records of a key without sweeps."""
+    by_key: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        by_key.setdefault(("c", r["group_id"], r["topic"], r["partition"]), []).append(r)
+    out: list[dict[str, Any]] = []
+    for k, rs in by_key.items():
+        mode = int(rng.integers(0, 4))
+        if mode == 0:
+            continue
+        rels = [(r["sweep_ts"] - T0).total_seconds() for r in rs]
+        cutoff = float(rng.uniform(rels[0], rels[-1] + 50)) if mode >= 2 else math.inf
+        recs: list[tuple[float, int]] = []
+        last: int | None = None
+        for rel, r in zip(rels, rs, strict=True):
+            if r["committed_offset"] is None:
+                continue
+            if mode == 3 and last is not None:
+                recs += [(rel - x, last) for x in (15.0, 10.0, 5.0) if rel - x < cutoff]
+            last = r["committed_offset"]
+            when = rel if rng.random() < 0.5 else rel - round(float(rng.uniform(0, 9)), 3)
+            if when < cutoff:
+                recs.append((when, last))
+        for i, (rel, off) in enumerate(sorted(recs)):
+            out.append({"cluster": k[0], "group_id": k[1], "topic": k[2], "partition": k[3], "t": _t(rel),
+                        "offset": off, "seq": i})
+    out += [{"cluster": "c", "group_id": "g0", "topic": "t", "partition": 999, "t": _t(float(x)), "offset": 1,
+             "seq": i} for i, x in enumerate(rng.uniform(0, 900, 3))]
+    return out
+
+
+def _commit_arrays(recs: DataFrame, keys: list[tuple[Any, ...]]) -> Commits:
+    number = {k: i for i, k in enumerate(keys)}
+    got = [(number[(r.cluster, r.group_id, r.topic, r.partition)], math.nan if r.t is None else r.t, r.offset, r.seq)
+           for r in recs.collect() if (r.cluster, r.group_id, r.topic, r.partition) in number]
+    got.sort(key=lambda x: (x[0], x[1], x[3]))
+    return Commits(key=np.array([g[0] for g in got], np.int64), t=np.array([g[1] for g in got], np.float64),
+                   offset=np.array([g[2] for g in got], np.int64), seq=np.array([g[3] for g in got], np.int64))
 
 
 # --------------------------------------------------------------------------------------------
@@ -49,7 +97,7 @@ def _check(spark: SparkSession, enriched: DataFrame, recs: DataFrame | None, *, 
     """Compare every output of np_episodes with the Spark reference on ``enriched``; return the
     reference's episode rows (KEY…, kind, start µs, end µs, severity, magnitude, unit, detail)."""
     series, keys = series_arrays(enriched)
-    commits = commit_arrays(recs, keys) if recs is not None else None
+    commits = _commit_arrays(recs, keys) if recs is not None else None
 
     # last_commit_t / commits_known, per series row (the same row order as series_arrays)
     ref = sref._with_last_commit(enriched, recs).select(
@@ -130,12 +178,12 @@ def _random_steps(spark: SparkSession, seed: int, with_commits: bool) -> tuple[D
         F.array(*(F.lit(c) for c in (0.0, 1.0, 2.0, 4.0, 5.0, 6.0))), (h % 6 + 1).cast("int")))
     if not with_commits:
         return steps.enriched.withColumn("m_idle", m_idle).localCheckpoint(), None
-    recs = spark.createDataFrame(random_commits(rng, rows), COMMIT_SCHEMA)
+    recs = spark.createDataFrame(_random_commits(rng, rows), COMMIT_SCHEMA)
     # the first step's state rows carry its last commit (m_commit_t); the second step reads the
     # commit stream from 60 s before its start
-    state = sref.last_commit_marker(steps.state, recs.where(F.col("t") < epoch_t(SPLIT_S)))
+    state = sref.last_commit_marker(steps.state, recs.where(F.col("t") < _t(SPLIT_S)))
     enriched = enrich_series(steps.series, state).withColumn("m_idle", m_idle).localCheckpoint()
-    return enriched, recs.where(F.col("t") >= epoch_t(SPLIT_S - 60.0)).localCheckpoint()
+    return enriched, recs.where(F.col("t") >= _t(SPLIT_S - 60.0)).localCheckpoint()
 
 
 #: the checked reference rows of each random case, (seed, with_commits) → rows: each case is
@@ -202,7 +250,7 @@ EDGE_COMMITS: list[tuple[str, float | None, int]] = [
 def _edge_frames(spark: SparkSession) -> tuple[DataFrame, DataFrame]:
     enriched = enrich_series(prepare_series(cases_df(spark, [EDGE_ROWS]))).localCheckpoint()
     recs = spark.createDataFrame(
-        [{"cluster": "c", "group_id": g, "topic": "t", "partition": 0, "t": epoch_t(t), "offset": o, "seq": i}
+        [{"cluster": "c", "group_id": g, "topic": "t", "partition": 0, "t": _t(t), "offset": o, "seq": i}
          for i, (g, t, o) in enumerate(EDGE_COMMITS)], COMMIT_SCHEMA)
     return enriched, recs
 
@@ -214,7 +262,7 @@ def test_edge_cases(spark: SparkSession, with_commits: bool) -> None:
     by_group: dict[str, list[tuple[Any, ...]]] = {}
     for r in want:
         by_group.setdefault(r[1], []).append(r)
-    t0_us = _micros(epoch_t(0.0) or 0.0) or 0
+    t0_us = _micros(_t(0.0) or 0.0) or 0
     assert [r[5] - t0_us for r in by_group["round-half-up"]] == [10_001_000]
     assert "open-transaction" not in by_group
     assert sorted(r[4] for r in by_group["loss-and-stop"]) == ["retention_loss", "stop"]
@@ -238,14 +286,14 @@ def test_silent_from_exactly_stop_after_s(spark: SparkSession) -> None:
     # 70 s it crosses a threshold first at t=65, as a stop
     rows = _rows("g", [(0, 5, 100), (20, 5, 100), (40, 5, 100), (64.9, 5, 100), (65, 5, 100)])
     enriched = enrich_series(prepare_series(cases_df(spark, [rows]))).localCheckpoint()
-    recs = spark.createDataFrame([{"cluster": "c", "group_id": "g", "topic": "t", "partition": 0, "t": epoch_t(20.0),
+    recs = spark.createDataFrame([{"cluster": "c", "group_id": "g", "topic": "t", "partition": 0, "t": _t(20.0),
                                    "offset": 5, "seq": 0}], COMMIT_SCHEMA)
     series, keys = series_arrays(enriched)
-    lct, known = last_commit_t(series, commit_arrays(recs, keys))
+    lct, known = last_commit_t(series, _commit_arrays(recs, keys))
     # known from the key's first record on (t=20): the sweep before it is judged as a step ending
     # before that record would judge it
     assert known.tolist() == [False, True, True, True, True]
-    np.testing.assert_array_equal(lct, [math.nan, epoch_t(20.0), epoch_t(20.0), epoch_t(20.0), epoch_t(20.0)])
+    np.testing.assert_array_equal(lct, [math.nan, _t(20.0), _t(20.0), _t(20.0), _t(20.0)])
     assert [r[4] for r in _check(spark, enriched, recs, stall=30.0, stop=45.0)] == ["stall"]
     assert [r[4] for r in _check(spark, enriched, recs, stall=70.0, stop=45.0)] == ["stop"]
 
@@ -254,7 +302,7 @@ def test_empty_chunk(spark: SparkSession) -> None:
     enriched, recs = _edge_frames(spark)
     series, keys = series_arrays(enriched)
     empty: Series = series.take(np.zeros(series.n, bool))
-    commits = commit_arrays(recs, keys)
+    commits = _commit_arrays(recs, keys)
     assert episodes(empty, commits, stall_after_s=1.0, stop_after_s=1.0).n == 0
     assert episodes(empty, None, stall_after_s=1.0, stop_after_s=1.0).n == 0
     assert commit_marker(empty, commits).shape == (0,)
@@ -269,7 +317,7 @@ def test_empty_chunk(spark: SparkSession) -> None:
 
 def _format_values(rng: np.random.Generator) -> list[float]:
     ties = [k / 2000 for k in range(-400, 400)]                                  # x.xxx5 decimals
-    epoch = [epoch_t(float(k) / 10_000 + 1000.0) or 0.0 for k in rng.integers(0, 10**6, 400)]
+    epoch = [_t(float(k) / 10_000 + 1000.0) or 0.0 for k in rng.integers(0, 10**6, 400)]
     return [*ties, *epoch, *(float(v) for v in rng.normal(0, 1e4, 400)), *(float(v) for v in rng.random(200)),
             0.15, 0.35, 123456.45, 1.0005, -0.0, 0.0, 5e-324, 1e-7, 1e300, -1e300, 2.0**52 + 0.5]
 
@@ -297,7 +345,7 @@ def test_every_kind_was_produced(spark: SparkSession) -> None:
     # the random cases exercise every kind of episode: open, closed, carried from the state,
     # critical, and each reason
     seen: Counter[str] = Counter()
-    split_us = _micros(epoch_t(SPLIT_S) or 0.0) or 0
+    split_us = _micros(_t(SPLIT_S) or 0.0) or 0
     for seed in SEEDS:
         for with_commits in (True, False):
             for r in _case(spark, seed, with_commits):
