@@ -142,7 +142,8 @@ class _Plan:
     #: the commit stream's tables the lake has (a bucket without their rows reads them empty:
     #: the commit stream was on, nothing was committed)
     optional: tuple[str, ...] = ()
-    #: a provisional step: its ``until``, inside the minute in progress (that minute is partial)
+    #: a provisional step's ``until``, or a batch's clock when its range is not over yet: inside
+    #: the minute in progress (that minute is partial)
     partial_from: dt.datetime | None = None
 
 
@@ -492,12 +493,14 @@ def _expired_through(lake: Store, clusters: Sequence[str] | None) -> dt.date | N
 def run_batch(spark: SparkSession, lake: Path | str | Store, results: Path | str | Store, *, since: dt.date,
               until: dt.date, settings: AnalyticsConfig, history_points: int = HISTORY_POINTS,
               clusters: Sequence[str] | None = None, progress: bool = True,
-              storage: StorageConfig | None = None) -> StepFiles:
+              storage: StorageConfig | None = None, now: dt.datetime | None = None) -> StepFiles:
     """Analyse whole UTC days ``since … until`` and overwrite those days' result partitions (a
     batch is a first step over its range: no state in, none out). ``settings``: the ``analytics``
     section; ``history_points``: ``time_lag.history_points`` (shared with the collector). The lake
     and the results are local folders or ``s3://`` URLs (opened with ``storage``), or
-    stores (:class:`~lagscope.storage.Store`). Returns files written.
+    stores (:class:`~lagscope.storage.Store`). Returns files written. ``now`` (default: the
+    clock): a range that ends after it (today) holds the minute in progress, judged as a
+    provisional step judges it (partial: no minute of a lag growth).
     Raises :class:`DataExpired` when retention removed the whole range (a part: a warning)."""
     if until < since:
         raise ConfigError(f"--until {until} is before --since {since}")
@@ -518,10 +521,12 @@ def run_batch(spark: SparkSession, lake: Path | str | Store, results: Path | str
     staging = _staging(results_root)
     sizes = _row_counts(checked, {}, results_root)
     buckets = _bucket_count(spark, sizes)
+    end = dt.datetime.combine(until + dt.timedelta(days=1), dt.time(), dt.UTC)
+    now = now or dt.datetime.now(dt.UTC)
     plan = _Plan(lake=lake_root, results=results_root, settings=settings, history_points=history_points,
-                 buckets=buckets, places=_placements(spark, buckets),
-                 as_of=dt.datetime.combine(until + dt.timedelta(days=1), dt.time(), dt.UTC),
-                 staging=staging, state_out=None, days=days, optional=_optional(lake_root))
+                 buckets=buckets, places=_placements(spark, buckets), as_of=end,
+                 staging=staging, state_out=None, days=days, optional=_optional(lake_root),
+                 partial_from=now if now < end else None)
     try:
         rows, unreadable = _execute(spark, files, sizes, plan, progress)
         moved.extend(unreadable)
