@@ -75,8 +75,9 @@ def test_a_batch_over_today_judges_the_minute_in_progress_as_partial(spark: Spar
     # it as a provisional step does: no lag growth. The same lake analysed once that minute is
     # over (the clock a day later) judges its last sweep as the minute's end: it grew
     drop = {"cluster", "date"}
-    for table, rows in ((OFFSETS, offsets_rows(_sweeps({0: 5, 130: 40}, 135.0))),
-                        (MEMBERS, members_rows([(t, "Stable", 1, [("m1", None, [0])]) for t in range(0, 135, 10)]))):
+    sweeps = _sweeps({0: 5, 130: 40}, 135.0)
+    for table, rows in ((OFFSETS, offsets_rows(sweeps)),
+                        (MEMBERS, members_rows([(t, "Stable", 1, [("m1", None, [0])]) for t, *_ in sweeps]))):
         write_rows(tmp_path / "lake", table, "c", [{k: v for k, v in r.items() if k not in drop} for r in rows])
     day = at(0).date()
 
