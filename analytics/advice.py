@@ -72,10 +72,10 @@ ADVICE_COLUMNS = ("group_id", "rule", "setting", "current_value", "suggested", "
                   "evidence_end_ts", "confidence", "as_of_ts")
 
 #: the state part ``advice_evidence``: one row per piece of evidence (kind: rebalance | rewind |
-#: retention_loss | rebalance_storm | commit_gap | risk_day), ``key`` its identity; a rebalance
-#: window's ``joined`` and ``left``: the identities (:func:`member_identities`) of the members
-#: that joined and left in it (null: the window's member ids unknown, or evidence carried from a
-#: version that did not keep them)
+#: retention_loss | rebalance_storm | commit_gap | risk_day, or withdrawn: an anomaly a later step
+#: withdrew, which no rule reads), ``key`` its identity; a rebalance window's ``joined`` and
+#: ``left``: the identities (:func:`member_identities`) of the members that joined and left in it
+#: (null: the window's member ids unknown, or evidence carried from a version that did not keep them)
 EVIDENCE_SCHEMA = pa.schema([
     ("cluster", pa.string()), ("group_id", pa.string()), ("kind", pa.string()), ("key", pa.string()),
     ("start_ts", _MS), ("end_ts", _MS), ("cause", pa.string()), ("duration_s", pa.float64()),
@@ -232,12 +232,15 @@ def rebalance_evidence(rebalances: pa.Table, members: pa.Table | None = None) ->
 
 
 def anomaly_evidence(anomalies: pa.Table) -> pa.Table:
-    """The anomalies the rules read (:data:`_ANOMALY_KINDS`) → evidence rows (key: the anomaly's)."""
+    """The anomalies the rules read (:data:`_ANOMALY_KINDS`) → evidence rows (key: the anomaly's).
+    A withdrawn row (a later step found the anomaly is no finding) becomes kind ``withdrawn``:
+    it replaces the key's carried evidence, and no rule reads it."""
     kind = _col(anomalies, "kind", pa.string())
     an = anomalies.filter(pc.is_in(kind, value_set=pa.array(_ANOMALY_KINDS))) if anomalies.num_rows else anomalies
+    withdrawn = pc.fill_null(_col(an, "withdrawn", pa.bool_()), False)
     return _evidence({
         "cluster": _col(an, "cluster", pa.string()), "group_id": _col(an, "group_id", pa.string()),
-        "kind": _col(an, "kind", pa.string()), "key": _col(an, "key", pa.string()),
+        "kind": pc.if_else(withdrawn, "withdrawn", _col(an, "kind", pa.string())), "key": _col(an, "key", pa.string()),
         "start_ts": _col(an, "start_ts", _MS), "end_ts": _col(an, "end_ts", _MS),
         "magnitude": _col(an, "magnitude", pa.float64())}, an.num_rows)
 

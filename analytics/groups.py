@@ -122,7 +122,8 @@ sweep is before its *release*: start + the session bound of :func:`bound_of` for
 (session timeout + heartbeat + network; the session of the group's generation record in force at
 the start, as :func:`record_timeouts` takes it, else the default), or, when the group is
 rebalancing then (its member sweep at or before the release, or the first after it, not settled),
-its first settled sweep after that, at most the rebalance timeout later; and at the latest when
+its first settled or Empty sweep after that (Empty: the broker removed every member, nothing is
+left to rebalance), at most the rebalance timeout later; and at the latest when
 the partition is first seen without an owner outside a rebalance (its member is gone: nobody is
 left for the broker to expire, a stop). Once released it is
 reported with its own start and key (the detection waits the bound instead of ``stall_after_s``,
@@ -170,7 +171,7 @@ if TYPE_CHECKING:
     from lagscope.config import AnalyticsConfig
 
 __all__ = ["COMMIT_COLUMNS", "ESCALATE_AFTER", "GROUP_EVENT_COLUMNS", "HELD_SCHEMA", "MEMBER_COLUMNS", "MSWEEP_SCHEMA",
-           "REBALANCE_COLUMNS", "RECENT_SCHEMA", "STARVED_SCHEMA", "GroupInputs", "GroupOutputs",
+           "OUTAGE_KINDS", "REBALANCE_COLUMNS", "RECENT_SCHEMA", "STARVED_SCHEMA", "GroupInputs", "GroupOutputs",
            "drop_rebalance_outages", "formation", "generation_records", "group_pass", "judge_idle", "member_sweeps",
            "storm_state", "storms", "sweep_windows"]
 
@@ -247,7 +248,8 @@ REBALANCE_SCHEMA = pa.schema([
 REBALANCE_COLUMNS = REBALANCE_SCHEMA.names
 
 _TIMED_OUT = ("session_timeout", "max_poll_interval")
-_OUTAGE_KINDS = ("stall", "stop", "starved", "commit_gap")
+#: the kinds a rebalance outage owns (:func:`drop_rebalance_outages`)
+OUTAGE_KINDS = ("stall", "stop", "starved", "commit_gap")
 _IDLE_KINDS = ("stall", "stop")
 
 
@@ -1076,7 +1078,8 @@ def _progress(series: pa.Table, carried: pa.Table | None, groups: pa.Array,
               wanted: _I) -> tuple[dict[tuple[int, str], float], _Times]:
     """For the groups ``wanted``: each owner's last progress (a sweep at which its partition's
     committed offset changed, or it had no lag; a carried row's ``m_alive_t``, else its last
-    change) and every committed-offset change (a carried row's last one included)."""
+    change, as its owner's, else as its ``owner_last``'s) and every committed-offset change (a
+    carried row's last one included)."""
     g, ok = _codes(_gkey(series), groups)
     keep = ok & np.isin(g, wanted)
     s = series.filter(pa.array(keep))
@@ -1105,7 +1108,13 @@ def _progress(series: pa.Table, carried: pa.Table | None, groups: pa.Array,
         cc, cc_ok = longs(c.column("committed"))
         comm.append(cc)
         comm_ok.append(cc_ok)
-        owner.append(_plain(c.column("owner")).cast(pa.string()))
+        # a key's last progress is its owner's; a key left without one, that of the member that
+        # held it before it left (``owner_last``: a crashed member's partitions, unowned once the
+        # broker expired it, still date its last progress in a later step)
+        c_owner = _plain(c.column("owner")).cast(pa.string())
+        if "owner_last" in c.column_names:
+            c_owner = pc.coalesce(c_owner, _plain(c.column("owner_last")).cast(pa.string()))
+        owner.append(c_owner)
         zero_lag.append(np.zeros(c.num_rows, bool))
         state.append(np.ones(c.num_rows, bool))
         change = np.asarray(_plain(c.column("m_change_t")).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
@@ -1664,13 +1673,18 @@ def _timeout_of(gens: pa.Table | None, groups: pa.Array, eg: _I, t: _F, default_
     return np.where(np.isnan(out), float(default_s), out)
 
 
-def _rebalancing_until(sw: _Sweeps | None, ep_groups: pa.Array, t: _F, cap: _F) -> _F:
+def _rebalancing_until(sw: _Sweeps | None, ep_groups: pa.Array, t: _F, cap: _F, *, empty_ends: bool = False) -> _F:
     """Per episode (its group key in ``ep_groups``, at ``t``): ``t`` unless the group was
     rebalancing then — its latest member sweep at or before ``t``, or its first after ``t`` (the
     first that can show what the broker did by ``t``), is not settled — and else the time of its
-    first settled sweep after that, at most ``cap`` (the rebalance ends there)."""
+    first settled sweep after that, at most ``cap`` (the rebalance ends there). ``empty_ends``: an
+    Empty sweep counts as settled (the broker has removed every member: nothing is left to
+    rebalance)."""
     if sw is None or not len(sw.t) or not len(t):
         return t.copy()
+    if empty_ends:
+        empty = np.asarray(pc.fill_null(pc.equal(sw.ms.column("group_state"), "Empty"), False), dtype=bool)
+        sw = _Sweeps(ms=sw.ms, g=sw.g, groups=sw.groups, t=sw.t, settled=sw.settled | empty)
     g, ok = _codes(ep_groups, sw.groups)
     g = np.where(ok, g, -1)
     i = asof(sw.g, sw.t, g, t)
@@ -1749,9 +1763,10 @@ def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, 
     # still remove it, and the rebalance that follows owns the outage (module doc, **Held**)
     release = start + _timeout_of(gens, groups, eg, start, session_timeout_s) + (heartbeat_s + network_s)
     # the broker removed it within the bound: the group is rebalancing at the release; the hold
-    # lasts until it settles (the window then owns the outage), at most the rebalance timeout
+    # lasts until it settles (the window then owns the outage) or goes Empty (its only members
+    # crashed: nothing is left to rebalance), at most the rebalance timeout
     release = _rebalancing_until(sweeps, _gkey(ep), release, release + _timeout_of(
-        gens, groups, eg, start, rebalance_timeout_s, "rebalance_timeout_s"))
+        gens, groups, eg, start, rebalance_timeout_s, "rebalance_timeout_s"), empty_ends=True)
     # a partition seen without an owner outside a rebalance: its member is gone, nobody is left
     # for the broker to expire (a stop)
     lost_ok = ~np.isnan(lost)
@@ -1822,7 +1837,7 @@ def drop_rebalance_outages(anomalies: pa.Table, outages: pa.Table) -> pa.Table:
     groups = pc.unique(_gkey(outages))
     g, ok = _codes(_gkey(anomalies), groups)
     kind = _plain(anomalies.column("kind")).cast(pa.string())
-    cand = ok & _flag(pc.is_in(kind, value_set=pa.array(_OUTAGE_KINDS)))
+    cand = ok & _flag(pc.is_in(kind, value_set=pa.array(OUTAGE_KINDS)))
     if not cand.any():
         return anomalies
     idx = np.flatnonzero(cand)

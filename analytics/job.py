@@ -33,7 +33,9 @@ needed for lag in seconds (``history``), the learned commit gaps and the Burrow 
 rebalances of the storm window (``recent_rebalances``), the rebalance outages of the last minutes
 (``outages``), each group's generation records from the one in force at its last settled sweep
 on (``generations``: a step reads the group records of its own days only), the advice's evidence within the results'
-retention window and each group's settings as last seen (``advice_evidence``, ``advice_groups``).
+retention window and each group's settings as last seen (``advice_evidence``, ``advice_groups``), and
+the stalls, stops, starved partitions and commit gaps the step published open (``open_keys``: a later step withdraws
+one that a rebalance then explains, :func:`lagscope.analytics.step.withdrawals`).
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ log = logging.getLogger(__name__)
 LAKE_TABLES = ("offsets", "members", "commits", "group_events")
 #: the parts of a step's carried state (see the module doc)
 STATE_PARTS = ("series", "history", "gaps", "entries", "minutes", "msweeps", "recent_rebalances", "outages",
-               "generations", "advice_evidence", "advice_groups")
+               "generations", "advice_evidence", "advice_groups", "open_keys")
 RESULT_TABLES = ("lag_trends", "rebalances", "anomalies", "status", "advice")
 
 #: how far before an incremental step's start its commits reach (the commit before a step's

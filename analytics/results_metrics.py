@@ -193,12 +193,14 @@ class _Latest:
 @dataclass(frozen=True, slots=True)
 class _Event:
     """The current row of one rebalance window or anomaly: how current it is
-    (:func:`lagscope.results.event_rank`), whether it is open, and what is exported of it."""
+    (:func:`lagscope.results.event_rank`), whether it is open, and what is exported of it;
+    ``withdrawn``: an anomaly a later step found is no finding (kept as a record, never counted)."""
 
     rank: tuple[float, int]
     group: str
     is_open: bool
     values: tuple[Any, ...]
+    withdrawn: bool = False
 
 
 #: a closed window or anomaly stays a record for this long after the newest step seen (by
@@ -254,7 +256,9 @@ def _fold_rebalance(totals: dict[Any, Any], event: _Event) -> None:
 
 def _fold_anomaly(totals: dict[Any, Any], event: _Event) -> None:
     """Per folder: ``("n", group, kind, severity)`` → anomalies, and the delivery counts
-    ``("lost" | "reprocessed", group, topic, cause)`` → messages."""
+    ``("lost" | "reprocessed", group, topic, cause)`` → messages (a withdrawn one: nothing)."""
+    if event.withdrawn:
+        return
     _, kind, severity, delivery = event.values
     key = ("n", event.group, kind, severity)
     totals[key] = totals.get(key, 0) + 1
@@ -288,13 +292,14 @@ def _merge_anomaly(older: _Event, newer: _Event) -> _Event:
     a, b = older.values[3], newer.values[3]
     if a is None or b is None or a[3] <= b[3]:
         return newer
-    return _Event(newer.rank, newer.group, newer.is_open, (*newer.values[:3], (*b[:3], a[3])))
+    return _Event(newer.rank, newer.group, newer.is_open, (*newer.values[:3], (*b[:3], a[3])), newer.withdrawn)
 
 
 def _anomaly_row_columns() -> tuple[str, ...]:
-    """The anomaly columns the delivery accounting reads (``cause`` where the schema has it)."""
+    """The anomaly columns read besides the exported ones: the delivery accounting's (``cause``
+    where the schema has it) and ``withdrawn`` (where the schema has it)."""
     names = RESULT_TABLES["anomalies"].schema.names
-    return ("topic", "partition", "start_ts", "magnitude", *(("cause",) if "cause" in names else ()))
+    return ("topic", "partition", "start_ts", "magnitude", *(c for c in ("cause", "withdrawn") if c in names))
 
 
 def _copy_totals(totals: Mapping[Any, Any]) -> dict[Any, Any]:
@@ -396,7 +401,7 @@ def _folder_delivery(cluster: str, folder: _EventFolder) -> dict[tuple[str, ...]
         if key[0] != "n":
             out[(cluster, *key)] += n
     for event in folder.held.values():
-        if (delivery := event.values[3]) is not None:
+        if (delivery := event.values[3]) is not None and not event.withdrawn:
             out[(cluster, *_delivery_key(event.group, delivery))] += delivery[3]
     return out
 
@@ -430,7 +435,7 @@ def _event_rows(spec: _TableSpec, files: Iterable[Path],
                 values = tuple(_unix(row[c]) for c in spec.values)
                 yield (tuple(row[c] for c in spec.identity),
                        _Event(event_rank(row), row["group_id"], row["end_ts"] is None,
-                              values if derived is None else (*values, derived[i])))
+                              values if derived is None else (*values, derived[i]), bool(row.get("withdrawn"))))
 
 
 def _fold_event_files(spec: _TableSpec, folder: _EventFolder, files: Iterable[Path],
@@ -836,6 +841,8 @@ def _anomaly_metrics(folders: Mapping[tuple[str, str], _EventFolder]) -> Iterato
             if what == "n":
                 n_all[(cluster, group, kind, severity)] += n
         for event in folder.held.values():
+            if event.withdrawn:
+                continue
             _, kind, severity, _ = event.values
             key = (cluster, event.group, kind, severity)
             n_all[key] += 1

@@ -380,6 +380,58 @@ def anomalies(rows: pa.Table, as_of: dt.datetime) -> pa.Table:
     return table.select([*findings.ANOMALY_COLUMNS, "date", "as_of_ts"])
 
 
+#: the next state's ``open_keys``: the anomalies a step published open of the kinds a later step
+#: may find a rebalance explains, or its owner's session may still (:func:`withdrawals`), with the
+#: kind and severity they were published with
+OPEN_KEYS_SCHEMA = pa.schema([("cluster", pa.string()), ("group_id", pa.string()), ("key", pa.string()),
+                              ("kind", pa.string()), ("severity", pa.string())])
+
+
+def withdrawals(found: pa.Table, published: pa.Table, carried: pa.Table | None) -> pa.Table:
+    """``published`` (the group pass's anomalies) with ``withdrawn`` (false), and a withdrawal row
+    for each key a previous step published open (``carried``: its ``open_keys``) that the
+    per-partition pass still finds (``found``) but the group pass no longer reports: a rebalance
+    window that ends only now explains it, or its owner's session may still end (held). One pass,
+    which sees the window, never reports such a key; the row makes the steps say the same. It
+    repeats the key and its identity, with the kind and severity it was published with, ``end_ts``
+    its end (else start + magnitude) and ``withdrawn`` true; stamped with the step's end, it is the
+    key's current row, and readers treat the key as absent (a later row reporting it again wins)."""
+    out = published.append_column("withdrawn", pa.array(np.zeros(published.num_rows, bool)))
+    if carried is None or not carried.num_rows or not found.num_rows:
+        return out
+    fk = found.column("key").cast(pa.string())
+    gone = pc.and_(pc.is_in(fk, value_set=carried.column("key").cast(pa.string())),
+                   pc.invert(pc.is_in(fk, value_set=published.column("key").cast(pa.string()).combine_chunks())))
+    if not pc.any(gone).as_py():
+        return out
+    keys = pc.unique(fk.filter(gone))
+    rows = found.take(pc.index_in(keys, value_set=fk))  # one per key: its first row
+    was = carried.take(pc.index_in(keys, value_set=carried.column("key").cast(pa.string())))
+    start = seconds(rows.column("start_ts"))
+    mag = np.asarray(rows.column("magnitude").cast(pa.float64()).fill_null(0.0), dtype=np.float64)
+    end = pc.coalesce(rows.column("end_ts").cast(_MS, safe=False),
+                      timestamps(start + mag).cast(_MS, safe=False))
+    n = rows.num_rows
+    cols = {"kind": was.column("kind"), "severity": was.column("severity"), "end_ts": end,
+            "detail": pa.array(["withdrawn: a rebalance that ends only now explains it, or its owner's session "
+                                "may still expire"] * n, pa.string()),
+            "withdrawn": pa.array(np.ones(n, bool))}
+    gone_rows = pa.table({f.name: (cols[f.name] if f.name in cols else rows.column(f.name)).cast(f.type)
+                          for f in out.schema}, schema=out.schema)
+    return pa.concat_tables([out, gone_rows])
+
+
+def open_keys(published: pa.Table) -> pa.Table:
+    """The ``open_keys`` state part (:data:`OPEN_KEYS_SCHEMA`): of the step's published anomalies,
+    the open ones a later step may withdraw (:func:`withdrawals`)."""
+    keep = pc.and_(pc.and_(pc.is_null(published.column("end_ts")),
+                           pc.is_in(published.column("kind").cast(pa.string()),
+                                    value_set=pa.array(groups.OUTAGE_KINDS))),
+                   pc.invert(published.column("withdrawn")))
+    got = published.filter(keep)
+    return pa.table({f.name: got.column(f.name).cast(f.type) for f in OPEN_KEYS_SCHEMA}, schema=OPEN_KEYS_SCHEMA)
+
+
 # --------------------------------------------------------------------------------------------
 # the step
 # --------------------------------------------------------------------------------------------
@@ -562,15 +614,16 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
     advances = part.get(onepass.OUT_ADVANCE, [*KEY, "start_t", "end_t", "advance", "capacity", "exact", "at_end",
                                               "from_lost", "unowned"])
     capacities = part.get(onepass.OUT_CAPACITY, [*KEY, "t", "capacity"])
+    found = anomalies(anomaly_in, as_of)
     grouped = groups.group_pass(groups.GroupInputs(
         members=inputs.members, series=series, carried_series=st.get("series"), carried_msweeps=st.get("msweeps"),
         recent_rebalances=st.get("recent_rebalances"), outages=st.get("outages"), group_events=inputs.group_events,
         commits=inputs.commits, carried_generations=st.get("generations"), until=as_of.timestamp(),
-        anomalies=anomalies(anomaly_in, as_of), advances=advances, capacities=capacities), settings)
+        anomalies=found, advances=advances, capacities=capacities), settings)
     tables = {
         "lag_trends": lag_trends(minutes),
         "rebalances": _stamped(grouped.rebalances, as_of),
-        "anomalies": _stamped(grouped.anomalies, as_of),
+        "anomalies": withdrawals(found, _stamped(grouped.anomalies, as_of), st.get("open_keys")),
         "status": status(minutes, close_at_silence(grouped.starved, series, st.get("series"), forget_s),
                          close_at_silence(grouped.held, series, st.get("series"), forget_s)),
     }
@@ -637,5 +690,6 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
         "generations": grouped.generations,
         "advice_evidence": advised.evidence,
         "advice_groups": advised.groups,
+        "open_keys": open_keys(tables["anomalies"]),
     }
     return StepOutput(tables=tables, state=state)

@@ -389,14 +389,18 @@ def rebalances(con: duckdb.DuckDBPyConnection, lake: Lake, clusters_: Sequence[s
 def anomalies(con: duckdb.DuckDBPyConnection, lake: Lake, clusters_: Sequence[str], window: TimeRange,
               group: str | None = None, topic: str | None = None, partition: int | None = None) -> pd.DataFrame:
     """Anomalies that overlap the range (open ones included), newest first; per ``key``, the
-    current row (latest ``as_of_ts``).
+    current row (latest ``as_of_ts``), none when that row is withdrawn (a later step found the
+    anomaly is no finding; files written before the ``withdrawn`` column: none is).
 
     With ``topic``/``partition`` given, group-level rows (null topic/partition) are kept too.
     """
-    return _current_events(con, lake, "anomalies", clusters_, window, "key",
-                           "(? IS NULL OR group_id = ?) AND (? IS NULL OR topic IS NULL OR topic = ?) "
-                           "AND (? IS NULL OR partition IS NULL OR partition = ?)",
-                           [group, group, topic, topic, partition, partition])
+    df = _current_events(con, lake, "anomalies", clusters_, window, "key",
+                         "(? IS NULL OR group_id = ?) AND (? IS NULL OR topic IS NULL OR topic = ?) "
+                         "AND (? IS NULL OR partition IS NULL OR partition = ?)",
+                         [group, group, topic, topic, partition, partition])
+    if "withdrawn" in df.columns and len(df):  # not in SQL: a column no file has cannot be named there
+        df = df.loc[~df["withdrawn"].astype("boolean").fillna(False).to_numpy(dtype=bool)].reset_index(drop=True)
+    return df
 
 
 def delivery(con: duckdb.DuckDBPyConnection, lake: Lake, clusters_: Sequence[str], window: TimeRange,

@@ -67,13 +67,15 @@ def key_tag(key: str) -> str:
 
 @dataclass(frozen=True)
 class Annotation:
-    """One region annotation (times in epoch milliseconds)."""
+    """One region annotation (times in epoch milliseconds). ``update_only``: it retracts what an
+    earlier push showed (a withdrawn anomaly): it updates an existing annotation, never creates one."""
 
     key: str
     time_ms: int
     time_end_ms: int
     text: str
     tags: tuple[str, ...] = field(default_factory=tuple)
+    update_only: bool = False
 
     @property
     def all_tags(self) -> list[str]:
@@ -120,8 +122,11 @@ def rebalance_annotations(rows: Iterable[Mapping[str, Any]], now: dt.datetime,
 
 def anomaly_annotations(rows: Iterable[Mapping[str, Any]], now: dt.datetime,
                         app_url: str = DEFAULT_APP_URL) -> list[Annotation]:
+    """One annotation per anomaly; a withdrawn one's (a later step found it is no finding: its
+    detail says so, tag ``withdrawn``) only updates the annotation an earlier push made of it."""
     out = []
-    for r in current_rows(rows, lambda r: (r["cluster"], r["key"])):
+    for r in current_rows(rows, lambda r: (r["cluster"], r["key"]), withdrawn=True):
+        gone = bool(r.get("withdrawn"))
         key = str(r["key"])
         start = _ms(r["start_ts"])
         end = _ms(r["end_ts"]) if r.get("end_ts") is not None else _ms(now)
@@ -137,7 +142,8 @@ def anomaly_annotations(rows: Iterable[Mapping[str, Any]], now: dt.datetime,
                                      "partition": r.get("partition")}, start, end)
         text += f' <a href="{link}">open in lagscope</a>'
         out.append(Annotation(key, start, end, text, (ANNOTATION_TAG, "anomaly", r["kind"], r["severity"],
-                                                      f"cluster:{r['cluster']}", f"group:{r['group_id']}")))
+                                                      f"cluster:{r['cluster']}", f"group:{r['group_id']}",
+                                                      *(("withdrawn",) if gone else ())), update_only=gone))
     return out
 
 
@@ -145,7 +151,7 @@ def annotations_from_results(root: Path | str, now: dt.datetime, app_url: str = 
                              since: dt.datetime | None = None) -> list[Annotation]:
     """Rebalance windows and anomalies of the result tables under ``root`` (ending after ``since``)."""
     anns = [*rebalance_annotations(current_events(root, "rebalances"), now, app_url),
-            *anomaly_annotations(current_events(root, "anomalies"), now, app_url)]
+            *anomaly_annotations(current_events(root, "anomalies", withdrawn=True), now, app_url)]
     if since is not None:
         cut = _ms(since)
         anns = [a for a in anns if a.time_end_ms >= cut]
@@ -250,7 +256,8 @@ class GrafanaPusher:
         return out
 
     def sync_annotations(self, annotations: Sequence[Annotation], report: PushReport | None = None) -> PushReport:
-        """Create the missing annotations and update the changed ones (never duplicates)."""
+        """Create the missing annotations (not an ``update_only`` one) and update the changed ones
+        (never duplicates)."""
         report = report or PushReport()
         if not annotations:
             return report
@@ -259,6 +266,8 @@ class GrafanaPusher:
         for a in annotations:
             tags = a.all_tags
             old = existing.get(key_tag(a.key))
+            if old is None and a.update_only:
+                continue
             if old is None:
                 self._call("create an annotation", self.api.annotations.add_annotation, time_from=a.time_ms,
                            time_to=a.time_end_ms, tags=tags, text=a.text)

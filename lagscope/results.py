@@ -36,7 +36,8 @@ any other name
 Rebalance windows and anomalies are append-only: an open one is written again by every step
 until it closes, so of the rows of one identity (:data:`EVENT_IDENTITY`) only the current one
 counts (:func:`current_rows`); a provisional step's rows are stamped with its ``to``, so they win
-over the full steps' before it, and the next full step's (a later ``as_of_ts``) win over them.
+over the full steps' before it, and the next full step's (a later ``as_of_ts``) win over them. An
+anomaly whose current row is ``withdrawn`` (a later step found it is no finding) is absent.
 :class:`TableTail` tells a long-lived reader (the results exporter) which files are new since it
 last looked, so that it reads each file once; it reports a folder's current provisional files
 apart (:attr:`FolderChange.provisional`), to be read again at every poll, never as read.
@@ -381,14 +382,17 @@ def event_rank(row: Mapping[str, Any]) -> tuple[float, int]:
     return (as_of.timestamp() if as_of is not None else -math.inf, 0 if row.get("end_ts") is None else 1)
 
 
-def current_rows(rows: Iterable[Mapping[str, Any]],
-                 key: Callable[[Mapping[str, Any]], Hashable]) -> list[Mapping[str, Any]]:
-    """One row per identity, the current one.
+def current_rows(rows: Iterable[Mapping[str, Any]], key: Callable[[Mapping[str, Any]], Hashable], *,
+                 withdrawn: bool = False) -> list[Mapping[str, Any]]:
+    """One row per identity, the current one; none for an identity whose current row is withdrawn
+    (``withdrawn=True``: that row, for a reader that must retract what it showed of the key).
 
     The analytics write an open rebalance window or anomaly again at every incremental step
     until it closes (schema: ``as_of_ts``): of the rows with one identity, the one with the
     latest ``as_of_ts`` is current; on a tie (or without ``as_of_ts``) a closed row wins over
-    an open one, since a window or an anomaly never reopens (:func:`event_rank`).
+    an open one, since a window or an anomaly never reopens (:func:`event_rank`). An anomaly
+    whose current row has ``withdrawn`` true (a later step found it is no finding) is left out;
+    a row without the column (written before it existed), or null there, is not withdrawn.
     """
     best: dict[Hashable, Mapping[str, Any]] = {}
     for row in rows:
@@ -396,7 +400,7 @@ def current_rows(rows: Iterable[Mapping[str, Any]],
         cur = best.get(k)
         if cur is None or event_rank(row) >= event_rank(cur):
             best[k] = row
-    return list(best.values())
+    return [r for r in best.values() if withdrawn or not r.get("withdrawn")]
 
 
 def latest_rows(rows: Iterable[Mapping[str, Any]], key: Callable[[Mapping[str, Any]], Hashable],
@@ -415,13 +419,14 @@ def latest_rows(rows: Iterable[Mapping[str, Any]], key: Callable[[Mapping[str, A
 
 
 def current_events(results: Path | str | Store, table: str, *, cluster: str | Iterable[str] | None = None,
-                   group: str | None = None) -> list[dict[str, Any]]:
-    """The current row (:func:`current_rows`) of every rebalance window or anomaly in the results."""
+                   group: str | None = None, withdrawn: bool = False) -> list[dict[str, Any]]:
+    """The current row (:func:`current_rows`, ``withdrawn`` as there) of every rebalance window or
+    anomaly in the results."""
     if table not in EVENT_IDENTITY:
         raise LakeError(f"{table!r} is not an event table; event tables: {', '.join(sorted(EVENT_IDENTITY))}")
     cols = EVENT_IDENTITY[table]
     rows = read(results, table, cluster=cluster, group=group).to_pylist()
-    return [dict(r) for r in current_rows(rows, lambda r: tuple(r[c] for c in cols))]
+    return [dict(r) for r in current_rows(rows, lambda r: tuple(r[c] for c in cols), withdrawn=withdrawn)]
 
 
 def newest_step_files(files: Iterable[Path]) -> list[Path]:

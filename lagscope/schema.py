@@ -274,6 +274,11 @@ ANOMALIES = Table("anomalies", pa.schema([
        "skip: seek | admin_reset | out_of_range_reset; retention_loss: retention; rewind: rewind, or "
        "admin_reset when written while the group had no members; null for the other kinds. Null in "
        "files written before the column existed."),
+    _f("withdrawn", pa.bool_(),
+       "True: a later step found that this key is no finding (a rebalance outage explains it, or "
+       "its owner's session may still); readers treat the key as absent. The row repeats the "
+       "key's last published kind and severity, with end_ts set. Null (false) in files written "
+       "before the column existed."),
     _f("as_of_ts", TS,
        "End of the analysed range when the row was written. An open anomaly (end_ts null) is "
        "written again by later incremental steps, closed once it ends: per key, the row with the "

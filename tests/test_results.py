@@ -7,6 +7,8 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from helpers.results_steps import publish_batch_rows, publish_step
 
@@ -16,7 +18,7 @@ from lagscope.errors import LakeError
 from lagscope.lake import write_rows
 from lagscope.results import PublishState
 from lagscope.retention import checkpoint_file
-from lagscope.schema import STATUS
+from lagscope.schema import ANOMALIES, STATUS, Table
 
 T0 = dt.datetime(2026, 3, 1, 23, 58, tzinfo=dt.UTC)
 MIN = dt.timedelta(minutes=1)
@@ -238,6 +240,19 @@ def test_current_events_keep_the_current_row_of_each(tmp_path: Path) -> None:
         results.current_events(tmp_path, "status")
 
 
+def test_current_events_leave_out_a_withdrawn_anomaly_and_read_files_without_the_column(tmp_path: Path) -> None:
+    # k1 and k2 written open by a file from before the withdrawn column; a later step withdraws k1
+    old = Table("anomalies", pa.schema([f for f in ANOMALIES.schema if f.name != "withdrawn"]), ANOMALIES.doc)
+    write_rows(tmp_path, old, "prod", [_anomaly("k1", T0, None, T0 + MIN), _anomaly("k2", T0, None, T0 + MIN)])
+    assert "withdrawn" not in pq.read_schema(results.list_files(tmp_path, "anomalies")[0]).names
+    assert {r["key"] for r in results.current_events(tmp_path, "anomalies")} == {"k1", "k2"}
+    publish_step(tmp_path, "prod", T0 + MIN, T0 + 2 * MIN, {"anomalies": [
+        {**_anomaly("k1", T0, T0 + MIN, T0 + 2 * MIN), "detail": "withdrawn: test", "withdrawn": True},
+        {**_anomaly("k2", T0, None, T0 + 2 * MIN), "withdrawn": False}]})
+    got = results.current_events(tmp_path, "anomalies")
+    assert [(r["key"], r["end_ts"], r["withdrawn"]) for r in got] == [("k2", None, False)]
+
+
 _T = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
@@ -257,6 +272,25 @@ def test_current_rows(rows: list[tuple[str, int | None]], expected: str) -> None
              "as_of_ts": _T + dt.timedelta(minutes=m) if m is not None else None} for state, m in rows]
     (row,) = results.current_rows(data, lambda r: r["key"])
     assert row["state"] == expected
+
+
+@pytest.mark.parametrize(("rows", "expected"), [
+    # open, then withdrawn by a later step: absent (not resolved)
+    ([("open", 1, None), ("closed", 2, True)], None),
+    # withdrawn, then reported again by a later step: current again
+    ([("open", 1, None), ("closed", 2, True), ("open", 3, False)], "open"),
+    # a later step's row wins over an older withdrawn one even when it has no such column
+    ([("closed", 2, True), ("open", 3, "absent")], "open"),
+    # null or false: not withdrawn
+    ([("open", 1, None), ("closed", 2, False)], "closed"),
+])
+def test_current_rows_leave_out_a_withdrawn_anomaly(rows: list[tuple[str, int, object]],
+                                                    expected: str | None) -> None:
+    data = [{"key": "k", "state": state, "end_ts": _T if state == "closed" else None,
+             "as_of_ts": _T + dt.timedelta(minutes=m), **({} if w == "absent" else {"withdrawn": w})}
+            for state, m, w in rows]
+    got = results.current_rows(data, lambda r: r["key"])
+    assert [r["state"] for r in got] == ([] if expected is None else [expected])
 
 
 def test_latest_rows_take_the_greatest_time_and_the_later_of_a_tie() -> None:

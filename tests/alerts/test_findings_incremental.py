@@ -109,3 +109,28 @@ def test_the_reader_reads_only_new_files_and_finds_what_a_whole_read_finds(tmp_p
         shutil.rmtree(tmp_path / table / "cluster=prod" / f"date={T0.date().isoformat()}", ignore_errors=True)
     assert _view(reader.findings(w)) == _view(findings_from_results(tmp_path, w))
     assert reader.files_read == 0
+
+
+def test_a_withdrawn_anomaly_is_no_finding_until_a_later_step_reports_it_again(tmp_path: Path) -> None:
+    # step 1 publishes g1's stall open (withdrawn null: not withdrawn); a provisional step
+    # withdraws it, then the full step over its range; a later step reports it again
+    reader = FindingsReader(tmp_path)
+    start = T0 - 30 * S
+    stall = _anomaly("g1", start, None, T0)
+    gone = {**stall, "end_ts": T0 - 5 * S, "detail": "withdrawn: a rebalance outage explains it", "withdrawn": True}
+
+    def view(now: dt.datetime) -> list[tuple[str, str]]:
+        got = reader.findings(now)
+        assert _view(got) == _view(findings_from_results(tmp_path, now))
+        return [(f.key, f.state) for f in got]
+
+    publish_step(tmp_path, "prod", T0 - MIN, T0, {"anomalies": [stall]})
+    assert view(T0) == [(stall["key"], "firing")]
+    publish_provisional_step(tmp_path, "prod", T0, T0 + 30 * S, {"anomalies": [{**gone, "as_of_ts": T0 + 30 * S}]})
+    assert view(T0 + 30 * S) == []
+    publish_step(tmp_path, "prod", T0, T0 + MIN, {"anomalies": [{**gone, "as_of_ts": T0 + MIN}]})
+    assert view(T0 + MIN) == []
+    assert reader.files_read == 1  # the withdrawn row is kept: the open one read before stays outranked
+    publish_step(tmp_path, "prod", T0 + MIN, T0 + 2 * MIN, {"anomalies": [{**stall, "as_of_ts": T0 + 2 * MIN,
+                                                                            "withdrawn": False}]})
+    assert view(T0 + 2 * MIN) == [(stall["key"], "firing")]

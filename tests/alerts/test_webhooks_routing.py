@@ -154,6 +154,41 @@ def test_transitions_firing_resolved_and_dedup(synthetic: Synthetic, tmp_path: P
         assert firings[0]["idempotency_key"] != firings[1]["idempotency_key"]
 
 
+def test_a_withdrawn_anomaly_resolves_if_it_fired_and_sends_nothing_if_it_never_did(tmp_path: Path) -> None:
+    # orders-svc's stall fires; billing's is published open after that evaluation; a later step
+    # withdraws both (a tombstone row: end_ts set, withdrawn): the first resolves as a key no
+    # longer reported, the second is no finding at all (not one first seen resolved)
+    config = _config(min_severity="info")
+    start = NOW - dt.timedelta(minutes=10)
+    later, last = NOW + dt.timedelta(minutes=1), NOW + dt.timedelta(minutes=2)
+    fired = anomaly("prod", "orders-svc", "orders", "stall", start, None, "critical", as_of=NOW)
+    never = anomaly("prod", "billing", "payments", "stall", start, None, "critical", as_of=later)
+
+    def withdrawn(row: dict[str, Any]) -> dict[str, Any]:
+        return {**row, "end_ts": start + dt.timedelta(seconds=row["magnitude"]), "as_of_ts": last,
+                "detail": "withdrawn: a rebalance outage explains it", "withdrawn": True}
+
+    with Outbox(tmp_path / "o.sqlite") as outbox:
+        write_rows(tmp_path, ANOMALIES, "prod", [fired])
+        enqueue_findings(outbox, config, findings_from_results(tmp_path, NOW), NOW, app_url=APP_URL)
+        assert _keys(outbox) == [(fired["key"], "firing")]
+        write_rows(tmp_path, ANOMALIES, "prod", [never, withdrawn(fired), withdrawn(never)])
+        assert findings_from_results(tmp_path, last) == []
+        report = enqueue_findings(outbox, config, findings_from_results(tmp_path, last), last, app_url=APP_URL)
+        assert (report.transitions, report.queued) == (1, 1)
+        assert _keys(outbox) == [(fired["key"], "firing"), (fired["key"], "resolved")]
+        # evaluated again: nothing more
+        assert enqueue_findings(outbox, config, findings_from_results(tmp_path, last), last,
+                                app_url=APP_URL).queued == 0
+        # a later step reports the first again: it fires as a new episode
+        again = last + dt.timedelta(minutes=1)
+        write_rows(tmp_path, ANOMALIES, "prod", [{**fired, "as_of_ts": again, "withdrawn": False}])
+        enqueue_findings(outbox, config, findings_from_results(tmp_path, again), again, app_url=APP_URL)
+        firings = [e for e in outbox.entries() if e["state"] == "firing"]
+        assert [e["finding_key"] for e in firings] == [fired["key"], fired["key"]]
+        assert firings[0]["idempotency_key"] != firings[1]["idempotency_key"]
+
+
 def test_a_missing_results_root_resolves_nothing(synthetic: Synthetic, tmp_path: Path) -> None:
     # a --results that does not exist (a typo, a volume not mounted yet) is an error, not "every
     # finding is gone": it must not send RESOLVED for the alerts that are still firing

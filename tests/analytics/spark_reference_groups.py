@@ -606,9 +606,11 @@ def _progress_inputs(series: DataFrame, st: dict[str, DataFrame],
     changes = fresh.where(F.col("changed")).select(*KEY, "t")
     if carried is not None:
         # the owners' last progress before the step (a state written before m_alive_t: the last change)
+        # of its owner, else of the member that held it before it left
         before = F.coalesce(F.col("m_alive_t"), F.col("m_change_t"))
-        alive = alive.unionByName(carried.where(F.col("owner").isNotNull() & before.isNotNull())
-                                  .select("cluster", "group_id", "owner", before.alias("alive_t")))
+        who = F.coalesce(F.col("owner"), F.col("owner_last")) if "owner_last" in carried.columns else F.col("owner")
+        alive = alive.unionByName(carried.where(who.isNotNull() & before.isNotNull())
+                                  .select("cluster", "group_id", who.alias("owner"), before.alias("alive_t")))
         changes = changes.unionByName(carried.where(F.col("m_change_t").isNotNull()).select(
             *KEY, F.col("m_change_t").alias("t")))
     alive = alive.groupBy("cluster", "group_id", "owner").agg(F.max("alive_t").alias("alive_t"))

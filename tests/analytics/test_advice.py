@@ -533,3 +533,24 @@ def test_the_table_matches_the_schema() -> None:
     assert out.advice.column_names == ["cluster", *names, "date"]
     for f in ADVICE.schema:
         assert out.advice.schema.field(f.name).type == f.type
+
+
+def test_a_withdrawn_commit_gap_replaces_its_evidence_and_no_rule_reads_it() -> None:
+    # two removals and a 600 s commit gap (the batch the interval must fit: 1.5 × 600 s → 15
+    # minutes); a later step withdraws the gap (its row: end_ts set, withdrawn): the carried gap
+    # is replaced, the rules no longer read it (1.5 × 330 s → 9 minutes); reported again, it counts
+    removals = [window(0, 8, "max_poll_interval", outage=310, bound=300),
+                window(5000, 8, "max_poll_interval", outage=330, bound=300)]
+    gap = anomaly("commit_gap", 3000, 600, end=None)
+    first = run(removals, [gap], gens=generations())  # no withdrawn column: null is false
+    assert only(first, "max_poll_interval")["suggested"] == "max.poll.interval.ms=900000, or max.poll.records halved"
+    tomb = pa.Table.from_pylist([{**gap, "end_ts": at(3600), "detail": "withdrawn: test", "withdrawn": True}])
+    second = advice.advise(advice.AdviceInputs(
+        rebalances=table(REBALANCES.schema, []), anomalies=tomb, lag_trends=table(LAG_TRENDS.schema, []),
+        members=members(), generations=None, carried_evidence=first.evidence, carried_groups=first.groups), S, AS_OF)
+    got = only(second, "max_poll_interval")
+    assert got["suggested"] == "max.poll.interval.ms=540000, or max.poll.records halved"
+    assert "commit gaps" not in got["evidence"]
+    assert [r["kind"] for r in second.evidence.to_pylist() if r["key"] == gap["key"]] == ["withdrawn"]
+    third = run([], [gap], carried=second)
+    assert only(third, "max_poll_interval")["suggested"] == "max.poll.interval.ms=900000, or max.poll.records halved"

@@ -196,3 +196,78 @@ def test_an_owner_committing_the_same_offset_is_alive_and_not_held() -> None:
 
     assert [(p, k) for p, k, _, _ in at_46(True)] == [(0, "stall"), (1, "stall")]
     assert at_46(False) == []
+
+
+def only_member(back: float | None, lead: int = 1) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """m1 alone owns partitions 0 and 1 and goes silent at 30 s; the broker expires it at ~49 s:
+    from 50 s the group is Empty, the partitions without an owner. ``back``: a new member m3
+    joins then (Stable, generation 3) and commits progress on both from that sweep on (``lead``
+    0: from the sweep after it)."""
+    offsets: list[dict[str, Any]] = []
+    for p in (0, 1):
+        rows = []
+        for t in T:
+            if back is not None and t >= back:
+                rows.append((t, STUCK + 5 * (t - back + lead), 1000, 0, "m3"))
+            elif t >= 50:
+                rows.append((t, STUCK, 1000, 0, None))
+            else:
+                rows.append((t, 100 + 5 * min(t, 30), 1000, 0, "m1"))
+        offsets += offsets_rows(rows, partition=p)
+    members = []
+    for t in T:
+        if back is not None and t >= back:
+            members += members_rows([(t, "Stable", 3, [("m3", None, [0, 1])])])
+        elif t >= 50:
+            members += members_rows([(t, "Empty", 2, [])])
+        else:
+            members += members_rows([(t, "Stable", 1, [("m1", None, [0, 1])])])
+    return offsets, members
+
+
+def test_a_group_whose_only_member_crashed_is_released_when_it_goes_empty() -> None:
+    # the group is Empty from 50 s: the broker has removed m1 and nothing is left to rebalance, so
+    # the hold ends at the release (52 s) instead of lasting the rebalance timeout (to 82 s, when
+    # an Empty group counted as rebalancing): the stalls are reported from the first step after
+    # it, dated 30 s, and the status says STOP (no member of the group progresses), not OK (held)
+    offsets, members = only_member(None)
+    assert idle(run(offsets, members, 52)) == []
+    got = run(offsets, members, 60)
+    assert [(p, k, s) for p, k, _, s in idle(got)] == [(0, "stall", at(30)), (1, "stall", at(30))]
+    assert status_of(got, 0)[at(58)][0] == "STOP"
+
+
+def test_a_finding_reported_open_then_explained_by_a_rebalance_is_withdrawn() -> None:
+    # m3 joins at 80 s: one pass sees the window through Empty (a session timeout: m1's last
+    # progress at 30 s, carried across the steps as the partitions' last owner's) owning the
+    # outage, and reports no stall. A step ending at 60 s reported them open; the step after it
+    # withdraws them: one row per key, with the kind and severity they were published with, the
+    # episode's end, and withdrawn set, so a reader sees what one pass shows
+    offsets, members = only_member(80)
+    whole = run(offsets, members, 120)
+    assert idle(whole) == []
+    assert not any(whole.tables["anomalies"].column("withdrawn").to_pylist())
+    assert [r["cause"] for r in whole.tables["rebalances"].to_pylist()] == ["session_timeout"]
+    first = run(offsets, members, 60)
+    assert [(p, k, sev) for p, k, sev, _ in idle(first)] == [(0, "stall", "warning"), (1, "stall", "warning")]
+    assert sorted(first.state["open_keys"].column("key").to_pylist()) == sorted(
+        first.tables["anomalies"].column("key").to_pylist())
+
+    def after(state: dict[str, pa.Table], lo: float, hi: float) -> step.StepOutput:
+        return step.run_step(step.StepInputs(
+            offsets=lake("offsets", [r for r in offsets if at(lo) <= r["sweep_ts"] < at(hi)]),
+            members=lake("members", [r for r in members if at(lo) <= r["sweep_ts"] < at(hi)]),
+            commits=None, group_events=None, state=state), settings=S, as_of=at(hi))
+
+    second = after(first.state, 60, 120)
+    rows = second.tables["anomalies"].to_pylist()
+    assert [(r["partition"], r["kind"], r["severity"], r["end_ts"], r["withdrawn"]) for r in rows] == [
+        (0, "stall", "warning", at(80), True), (1, "stall", "warning", at(80), True)]
+    assert {r["key"] for r in rows} == set(first.tables["anomalies"].column("key").to_pylist())
+    assert second.state["open_keys"].num_rows == 0
+    # a state written before open_keys existed withdraws nothing (the keys it published stay)
+    old = after({k: v for k, v in first.state.items() if k != "open_keys"}, 60, 120)
+    assert old.tables["anomalies"].num_rows == 0
+    # once withdrawn, a later step does not withdraw it again
+    assert after(second.state, 120, 121).tables["anomalies"].num_rows == 0
+

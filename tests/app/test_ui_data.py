@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pytest
 import ui_fixture_lake as fx
 
@@ -14,7 +15,7 @@ from lagscope.app import data
 from lagscope.app.params import TimeRange
 from lagscope.collector.compaction import compact_folder
 from lagscope.lake import partition_dir, write_rows
-from lagscope.schema import COMMITS, OFFSETS
+from lagscope.schema import ANOMALIES, COMMITS, OFFSETS, Table
 
 WHOLE = TimeRange(fx.START, fx.END + dt.timedelta(minutes=1))  # status rows are stamped at the end of their minute
 
@@ -76,6 +77,34 @@ def test_events_overlapping_the_range(con: Any, lake: data.Lake, ui_lake: fx.Fix
     # the lag growth is still open: it overlaps a range long after its start
     late = TimeRange(fx.END - dt.timedelta(minutes=5), fx.END)
     assert data.anomalies(con, lake, ["prod"], late)["kind"].tolist() == ["lag_growth"]
+
+
+def test_a_withdrawn_anomaly_is_omitted_and_files_without_the_column_still_read(con: Any, tmp_path: Path) -> None:
+    # three stalls written open by a file from before the withdrawn column
+    lake = data.Lake(tmp_path, tmp_path)
+    start = fx.START + dt.timedelta(minutes=5)
+
+    def stall(p: int, as_of: dt.datetime, end: dt.datetime | None = None, **kw: Any) -> dict[str, Any]:
+        return {"group_id": "g", "topic": "t", "partition": p, "kind": "stall", "start_ts": start, "end_ts": end,
+                "severity": "critical", "magnitude": 120.0, "unit": "s", "detail": "", "key": f"stall|prod|g|t|{p}",
+                "as_of_ts": as_of, **kw}
+
+    old = Table("anomalies", pa.schema([f for f in ANOMALIES.schema if f.name != "withdrawn"]), ANOMALIES.doc)
+    write_rows(tmp_path, old, "prod", [stall(p, start + dt.timedelta(minutes=1)) for p in range(3)])
+    first = data.anomalies(con, lake, ["prod"], WHOLE)
+    assert "withdrawn" not in first.columns
+    assert sorted(first["partition"]) == [0, 1, 2]
+    # a later step withdraws partition 0's (end_ts set) and writes partition 1's again; partition
+    # 2's current row is the old file's (null: not withdrawn)
+    later = start + dt.timedelta(minutes=2)
+    write_rows(tmp_path, ANOMALIES, "prod", [
+        stall(0, later, start + dt.timedelta(seconds=120), detail="withdrawn: test", withdrawn=True),
+        stall(1, later, withdrawn=False)])
+    assert sorted(data.anomalies(con, lake, ["prod"], WHOLE)["partition"]) == [1, 2]
+    assert data.anomalies(con, lake, ["prod"], WHOLE, "g", "t", 0).empty
+    # reported again by a later step: shown again
+    write_rows(tmp_path, ANOMALIES, "prod", [stall(0, later + dt.timedelta(minutes=1), withdrawn=False)])
+    assert sorted(data.anomalies(con, lake, ["prod"], WHOLE)["partition"]) == [0, 1, 2]
 
 
 def test_lag_series_levels(con: Any, lake: data.Lake) -> None:

@@ -311,3 +311,35 @@ def test_annotations_come_from_published_steps_only(tmp_path: Path) -> None:
     (closed,) = annotations_from_results(tmp_path, now)
     assert closed.key == open_.key
     assert "20.0 s" in closed.text
+
+
+def test_a_withdrawn_anomaly_updates_its_annotation_and_creates_none(grafana: tuple[FakeGrafana, str],
+                                                                     tmp_path: Path) -> None:
+    # a stall pushed while open, then withdrawn by a later step: its annotation is updated (the
+    # withdrawal's detail and end, tag "withdrawn"), not left "(open)"; a stall published and
+    # withdrawn between two pushes makes no annotation at all
+    from helpers.results_steps import publish_step
+
+    fake, url = grafana
+    pusher = GrafanaPusher(grafana_from_env(url, token=TOKEN))
+    now = dt.datetime(2026, 3, 1, 12, 0, tzinfo=dt.UTC)
+    minute = dt.timedelta(minutes=1)
+    start = now - 3 * minute + dt.timedelta(seconds=10)
+    pushed, unseen = (anomaly("", "g", "t", "stall", start, None, "warning", p, as_of=now - 2 * minute)
+                      for p in (0, 1))
+    publish_step(tmp_path, "prod", now - 3 * minute, now - 2 * minute, {"anomalies": [pushed]})
+    pusher.push([], annotations_from_results(tmp_path, now))
+    ((first_id, first),) = fake.annotations.items()
+    assert first["text"].startswith("stall (warning) on g t[0]: stall on g (open)")
+    publish_step(tmp_path, "prod", now - 2 * minute, now - minute, {"anomalies": [unseen]})
+    end = start + dt.timedelta(seconds=50)
+    publish_step(tmp_path, "prod", now - minute, now, {"anomalies": [
+        {**r, "end_ts": end, "detail": "withdrawn: a rebalance explains it", "withdrawn": True, "as_of_ts": now}
+        for r in (pushed, unseen)]})
+    report = pusher.push([], annotations_from_results(tmp_path, now))
+    assert (report.annotations_created, report.annotations_updated) == (0, 1)
+    ((got_id, got),) = fake.annotations.items()
+    assert got_id == first_id
+    assert got["text"].startswith("stall (warning) on g t[0]: withdrawn: a rebalance explains it")
+    assert "withdrawn" in got["tags"]
+    assert got["timeEnd"] == int(end.timestamp() * 1000)

@@ -495,6 +495,40 @@ def test_a_folded_event_written_again_is_counted_once(tmp_path: Path) -> None:
     assert _samples(registry) == _samples(fresh)
 
 
+def test_a_withdrawn_anomaly_drops_out_of_the_counts(tmp_path: Path) -> None:
+    # two stalls published open by a step written before the withdrawn column; the next step
+    # withdraws the one on partition 1 (end_ts set, withdrawn); steps over an hour later fold
+    # the withdrawn row; a later step reports it again
+    def stall(partition: int, end: dt.datetime | None, as_of: dt.datetime, **kw: object) -> dict[str, object]:
+        return {**anomaly("prod", "g", "t", "stall", D0, end, "critical", partition=partition, as_of=as_of), **kw}
+
+    old = Table("anomalies", pa.schema([f for f in ANOMALIES.schema if f.name != "withdrawn"]), ANOMALIES.doc)
+    write_rows(tmp_path, old, "prod", [stall(0, None, D0 + STEP), stall(1, None, D0 + STEP)])
+    registry, collector = _registry(tmp_path, refresh_s=0.0)
+    labels = {"cluster": "prod", "group": "g", "kind": "stall", "severity": "critical"}
+
+    def counts() -> tuple[float | None, float | None]:
+        assert _samples(registry) == _samples(_registry(tmp_path)[0])  # as a whole reading of the tables
+        return (registry.get_sample_value("lagscope_anomalies_open", labels),
+                registry.get_sample_value("lagscope_anomalies_total", labels))
+
+    assert counts() == (2, 2)
+    gone = stall(1, D0 + dt.timedelta(seconds=120), D0 + 2 * STEP, detail="withdrawn: test", withdrawn=True)
+    publish_step(tmp_path, "prod", D0 + STEP, D0 + 2 * STEP, {"anomalies": [
+        stall(0, None, D0 + 2 * STEP, withdrawn=False), gone]})
+    assert counts() == (1, 1)
+    for i in range(2, 5):
+        publish_step(tmp_path, "prod", D0 + i * STEP, D0 + (i + 1) * STEP, {"anomalies": [
+            stall(0, None, D0 + (i + 1) * STEP)]})
+    assert collector.reading().folded()["anomalies"] == 1  # the withdrawn row, folded as nothing
+    assert counts() == (1, 1)
+    # reported again: its folder is read again whole, and it counts
+    publish_step(tmp_path, "prod", D0 + 5 * STEP, D0 + 6 * STEP, {"anomalies": [
+        stall(0, None, D0 + 6 * STEP), stall(1, None, D0 + 6 * STEP)]})
+    assert collector.reading().folded()["anomalies"] == 0
+    assert counts() == (2, 2)
+
+
 # --------------------------------------------------------------------------------------------
 # delivery: messages lost and reprocessed
 # --------------------------------------------------------------------------------------------

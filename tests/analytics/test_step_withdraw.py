@@ -1,0 +1,100 @@
+"""A finding a step reported open and a later step explains is withdrawn (issue 26;
+docs/analytics.md "Incremental mode"): the random rebalance lakes of ``test_groups.random_lake``
+(members that join, leave, bounce, and crash — stop committing and are removed 6–32 s later, so
+their partitions stand still past ``stall_after_s`` before the window that explains them ends),
+analysed in one pass and as steps cut at every minute; of the stalls, stops and starved
+partitions, what a reader sees (the current row of each key, none where it is withdrawn) must be
+equal. lagscope.analytics.step.run_step over Arrow, no Spark."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from analytics_builders import at
+from test_groups import random_lake
+from test_step_invariance import _arrow, _seen
+
+from lagscope.analytics import step as steps
+from lagscope.config import AnalyticsConfig, AnalyticsRulesConfig
+from lagscope.schema import COMMITS, GROUP_EVENTS, MEMBERS, OFFSETS
+
+# a crashed member is removed 6-32 s after it stops: past stall_after_s (15 s) the steps report its
+# partitions' stalls before the window that owns them ends. Commit gaps learn their normal from
+# the gaps seen so far (hindsight of one pass, documented): none is judged
+SETTINGS = AnalyticsConfig(rules=AnalyticsRulesConfig(stall_after_s=15, stop_after_s=15, gap_min_samples=10_000),
+                           session_timeout_s=10, heartbeat_s=1, network_s=1, rebalance_timeout_s=30)
+T_END = 300
+IDLE = {"stall", "stop", "starved"}
+
+
+def _lake(seed: int) -> tuple[dict[str, list[dict[str, Any]]], bool]:
+    rng = random.Random(seed)
+    with_commits = seed % 2 == 0
+    lake: dict[str, list[dict[str, Any]]] = {"offsets": [], "members": [], "commits": [], "group_events": []}
+    for g in range(3):
+        for name, rows in random_lake(rng, f"g{g}", t_end=T_END, generations=rng.random() < 0.5,
+                                      events=seed % 3 != 2, commits=with_commits).items():
+            lake[name] += rows
+    return lake, with_commits
+
+
+def _run(lake: dict[str, list[dict[str, Any]]], lo: dt.datetime | None, hi: dt.datetime,
+         state: dict[str, pa.Table] | None, with_commits: bool) -> steps.StepOutput:
+    """A step over ``[lo, hi)`` as the job reads the lake (the commits from 15 minutes before
+    ``lo``, the day's group records whole)."""
+    def rows(table: str, col: str, since: dt.datetime | None) -> list[dict[str, Any]]:
+        return [r for r in lake[table] if (since is None or r[col] >= since) and r[col] < hi]
+
+    commits = _arrow(rows("commits", "commit_ts", None if lo is None else lo - dt.timedelta(minutes=15)),
+                     COMMITS) if with_commits else None
+    events = _arrow([r for r in lake["group_events"] if r["record_ts"] < hi], GROUP_EVENTS) if lake[
+        "group_events"] else None
+    return steps.run_step(steps.StepInputs(offsets=_arrow(rows("offsets", "sweep_ts", lo), OFFSETS),
+                                           members=_arrow(rows("members", "sweep_ts", lo), MEMBERS),
+                                           commits=commits, group_events=events, state=state or {}),
+                          settings=SETTINGS, as_of=hi)
+
+
+def _idle(seen: dict[tuple[Any, ...], dict[str, Any]]) -> dict[tuple[Any, ...], dict[str, Any]]:
+    return {k: r for k, r in seen.items() if r["kind"] in IDLE}
+
+
+#: open (docs/analytics.md "Incremental mode"): the steps drop a closed stop that one pass keeps
+#: (g2's partition 2, 02:52-03:12, no owner, ending a second after a leave's window): the opposite
+#: of a withdrawal, a window's figures that need what precedes the step
+OPEN = {39}
+
+
+@pytest.mark.parametrize("seed", [pytest.param(s, marks=pytest.mark.xfail(strict=True, reason="open: see OPEN"))
+                                  if s in OPEN else s for s in range(40)])
+def test_random_rebalance_lakes_in_minute_steps_equal_one_pass(seed: int) -> None:
+    lake, with_commits = _lake(seed)
+    end = at(T_END + 1)
+    whole = _run(lake, None, end, None, with_commits)
+    assert not any(whole.tables["anomalies"].column("withdrawn").to_pylist())
+    outs, state, lo = [], None, None
+    for hi in [*(at(60 * m) for m in range(1, T_END // 60 + 1)), end]:
+        out = _run(lake, lo, hi, state, with_commits)
+        outs.append(out)
+        state, lo = out.state, hi
+    one = _idle(_seen([whole], "anomalies", {"anomalies": ("key",)}))
+    split = _idle(_seen(outs, "anomalies", {"anomalies": ("key",)}))
+    assert {k: one.get(k) for k in one | split} == {k: split.get(k) for k in one | split}
+
+
+def test_the_random_lakes_withdraw() -> None:
+    # the lakes above are not idle: of 40 seeds, many have a step withdraw a finding it reported
+    # open (27 rows over 40 seeds when written)
+    rows = 0
+    for seed in range(0, 40, 4):
+        lake, with_commits = _lake(seed)
+        state, lo = None, None
+        for hi in [*(at(60 * m) for m in range(1, T_END // 60 + 1)), at(T_END + 1)]:
+            out = _run(lake, lo, hi, state, with_commits)
+            rows += sum(out.tables["anomalies"].column("withdrawn").to_pylist())
+            state, lo = out.state, hi
+    assert rows >= 3
