@@ -97,9 +97,7 @@ change between two rows of a partition (the carried row's last change, ``m_chang
 and with the commit stream a commit whose offset is above the partition's previous commit record;
 each owned by the partition's owner at that time (the latest row at or before it). The episode's
 owner is the partition's owner at its last row inside the episode (before the sweep that ended
-it); its window is ``(start, end)``, an open one's ``(start, start + magnitude]``: progress at the
-sweep (or commit) that ends it is the same resumption (every partition resumed at once), not
-progress during it.
+it); its window is ``[start, end]``, an open one's ``[start, start + magnitude]``.
 
 - the owner made progress on another of its partitions in the window → ``starved``: the consumer
   is alive and working, it schedules its partitions unevenly; ``info``, ``warning`` once it lasts
@@ -1739,13 +1737,9 @@ def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, 
     # progress strictly after the start: the change the episode starts at (other partitions of a
     # member that stopped moved in the same sweep as this one) is no progress during it
     after = start + 1e-6
-    # and strictly before the end of a closed one: progress elsewhere at the sweep (or commit) it
-    # ends at is the same resumption (an owner resuming every partition at once, a new member's
-    # first commits after a rebalance), not progress during it
-    upto = np.where(closed, end - 1e-6, seen)
-    by_owner = _count_within(ev_go, ev.t, ep_go, after, upto) - _count_within(
-        ev_go * np_ + ev.p, ev.t, ep_go * np_ + ep_p, after, upto)
-    by_group = _count_within(ev.g, ev.t, eg, after, upto) - _count_within(ev.p, ev.t, ep_p, after, upto)
+    by_owner = _count_within(ev_go, ev.t, ep_go, after, seen) - _count_within(
+        ev_go * np_ + ev.p, ev.t, ep_go * np_ + ep_p, after, seen)
+    by_group = _count_within(ev.g, ev.t, eg, after, seen) - _count_within(ev.p, ev.t, ep_p, after, seen)
     starved = (ep_owner >= 0) & (by_owner > 0)
     others = by_group > 0
     # the status rows, judged by what was known at their own time: a row at t is starved when the
@@ -1762,7 +1756,7 @@ def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, 
     t_next[:-1] = t_a[1:]
     # a tenure's rows: up to the next tenure's first row (exclusive), the last one's to the episode's end
     t_end = np.where(t_last, end[t_ep], t_next - 1e-3)
-    t_starved = ~np.isnan(t_first) & ~(t_from > np.where(t_last, upto[t_ep], t_next - 1e-3))
+    t_starved = ~np.isnan(t_first) & ~(t_from > np.where(t_last, seen[t_ep], t_next - 1e-3))
 
     # held: an owner with no activity on any partition since the episode's start (no progress, no
     # commit record) looks crashed; until its session bound has passed since then, the broker may
