@@ -10,6 +10,10 @@ was found, what was missed and what was false, for the accuracy benchmark and th
 What the truth calls for (:func:`expected_findings`), each an :class:`Expected` naming its kind,
 group, partitions and time, and the injected fault it stems from:
 
+- stop, also for a crash of a group's last member (no other member holds partitions, and nobody is
+  assigned its partitions before the end): on its partitions, from the crash. A member that
+  joins later makes a rebalance, which owns the outage (the crash is its cause), as a crash with
+  a survivor does;
 - stall, stop, commit_gap, rewind, skip: the injected fault of that kind, on the partitions the
   member held when it began; a stall or a stop also on those it was assigned while it lasted (a
   stalled member that a rebalance gives a partition stalls that one too). A commit gap only
@@ -72,7 +76,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from lagscope.config import AnalyticsRulesConfig
-from lagscope.devtools.sim.truth import Assign, Commit, Fault, TruthIndex, record_ts
+from lagscope.devtools.sim.truth import Assign, Commit, Fault, TruthIndex, held_partitions, record_ts
 
 __all__ = [
     "AdviceFigures",
@@ -265,7 +269,14 @@ def expected_findings(ti: TruthIndex, rules: AnalyticsRulesConfig, *,
     lag growth is the one that ends there)."""
     out: list[Expected] = []
     faults = ti.faults()
+    es = ti.end_state
+    t0 = ti.run.ts if ti.run is not None else min((record_ts(r) for r in ti.records), default=0.0)
+    t_end = es.ts if es is not None else t0
+    if until is not None:
+        t_end = min(t_end, until)
     for f in faults:
+        if f.kind == "crash" and f.partitions and _last_member(ti, f, faults, t_end):
+            out.append(Expected("stop", f.group, f.partitions, f.start, t_end, f))
         if f.kind in FINDING_OF:
             held = f.partitions
             if f.kind == "commit_gap":
@@ -277,11 +288,6 @@ def expected_findings(ti: TruthIndex, rules: AnalyticsRulesConfig, *,
                           if isinstance(r, Assign) and f.start < r.ts <= max(f.start, f.end) for tp in r.partitions}
                 held = tuple(sorted(set(held) | gained))
             out.append(Expected(FINDING_OF[f.kind], f.group, held, f.start, max(f.start, f.end), f))
-    es = ti.end_state
-    t0 = ti.run.ts if ti.run is not None else min((record_ts(r) for r in ti.records), default=0.0)
-    t_end = es.ts if es is not None else t0
-    if until is not None:
-        t_end = min(t_end, until)
     if es is not None and not any(f.kind == "retention_overrun" for f in faults):
         # a truth from before the runner recorded overruns: the loss is somewhere in the run
         for g in sorted({c.group for c in es.committed}):
@@ -324,6 +330,21 @@ def expected_findings(ti: TruthIndex, rules: AnalyticsRulesConfig, *,
     if until is not None:
         out = [replace(e, end=min(e.end, until)) for e in out if e.start < until]
     return sorted(out, key=lambda e: (e.start, e.kind, e.group))
+
+
+def _last_member(ti: TruthIndex, f: Fault, faults: list[Fault], t_end: float) -> bool:
+    """Was the crashed member of ``f`` its group's last one holding partitions (every other
+    member's held partitions at the crash none, or the member crashed or left before it), with
+    nobody assigned its partitions up to ``t_end``? Then its group stopped: no member is left to
+    consume, and no rebalance (a member joining later would make one) owns the outage."""
+    gone = {g.member for g in faults if g.group == f.group and g.kind in ("crash", "leave") and g.start < f.start}
+    upto = [r for r in ti.assignments(f.group) if r.ts <= f.start]
+    others = {r.member for r in upto} - {f.member} - gone
+    if any(held_partitions(list(upto), f.group, m) for m in others):
+        return False
+    mine = set(f.partitions)
+    return not any(isinstance(r, Assign) and f.start < r.ts <= t_end and mine & set(r.partitions)
+                   for r in ti.assignments(f.group))
 
 
 def matches(e: Expected, f: Finding, tolerance_s: float) -> bool:

@@ -198,17 +198,16 @@ def test_an_owner_committing_the_same_offset_is_alive_and_not_held() -> None:
     assert at_46(False) == []
 
 
-def only_member(back: float | None, lead: int = 1) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def only_member(back: float | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """m1 alone owns partitions 0 and 1 and goes silent at 30 s; the broker expires it at ~49 s:
     from 50 s the group is Empty, the partitions without an owner. ``back``: a new member m3
-    joins then (Stable, generation 3) and commits progress on both from that sweep on (``lead``
-    0: from the sweep after it)."""
+    joins then (Stable, generation 3) and commits progress on both from that sweep on."""
     offsets: list[dict[str, Any]] = []
     for p in (0, 1):
         rows = []
         for t in T:
             if back is not None and t >= back:
-                rows.append((t, STUCK + 5 * (t - back + lead), 1000, 0, "m3"))
+                rows.append((t, STUCK + 5 * (t - back + 1), 1000, 0, "m3"))
             elif t >= 50:
                 rows.append((t, STUCK, 1000, 0, None))
             else:

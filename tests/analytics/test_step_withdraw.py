@@ -4,22 +4,31 @@ docs/analytics.md "Incremental mode"): the random rebalance lakes of ``test_grou
 their partitions stand still past ``stall_after_s`` before the window that explains them ends),
 analysed in one pass and as steps cut at every minute; of the stalls, stops and starved
 partitions, what a reader sees (the current row of each key, none where it is withdrawn) must be
-equal. lagscope.analytics.step.run_step over Arrow, no Spark."""
+equal. lagscope.analytics.step.run_step over Arrow, no Spark; and once through the Spark job, whose
+state carries the keys between its incremental steps."""
 
 from __future__ import annotations
 
 import datetime as dt
 import random
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
 from analytics_builders import at
+from pyspark.sql import SparkSession
 from test_groups import random_lake
+from test_held import S as HELD
+from test_held import only_member
 from test_step_invariance import _arrow, _seen
 
+from lagscope import results as result_tables
+from lagscope.alerts.findings import findings_from_results
 from lagscope.analytics import step as steps
+from lagscope.analytics.job import run_batch, run_incremental
 from lagscope.config import AnalyticsConfig, AnalyticsRulesConfig
+from lagscope.lake import write_rows
 from lagscope.schema import COMMITS, GROUP_EVENTS, MEMBERS, OFFSETS
 
 # a crashed member is removed 6-32 s after it stops: past stall_after_s (15 s) the steps report its
@@ -98,3 +107,28 @@ def test_the_random_lakes_withdraw() -> None:
             rows += sum(out.tables["anomalies"].column("withdrawn").to_pylist())
             state, lo = out.state, hi
     assert rows >= 3
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_the_spark_job_withdraws_through_its_state(spark: SparkSession, tmp_path: Path) -> None:
+    # test_held's group whose only member crashed, replaced at 80 s, analysed by the Spark job
+    # in two incremental steps (to 60 s, to 120 s): the first publishes the stalls open and
+    # carries their keys (the state part open_keys, routed with the group's bucket), the second
+    # withdraws them; the current rows then equal a batch's over the day (no stall), and the
+    # alerts that fired for them resolve
+    lake, res, ref = tmp_path / "lake", tmp_path / "results", tmp_path / "batch"
+    offsets, members = only_member(80)
+    for table, rows in ((OFFSETS, offsets), (MEMBERS, members)):
+        write_rows(lake, table, "c", [{k: v for k, v in r.items() if k not in ("cluster", "date")} for r in rows])
+    run_incremental(spark, lake, res, settings=HELD, since=at(0), until=at(60))
+    opened = [r for r in result_tables.current_events(res, "anomalies") if r["kind"] == "stall"]
+    assert [(r["partition"], r["end_ts"]) for r in opened] == [(0, None), (1, None)]
+    assert {f.partition for f in findings_from_results(res, at(60)) if f.kind == "stall"} == {0, 1}
+    run_incremental(spark, lake, res, settings=HELD, until=at(120))
+    rows = result_tables.read(res, "anomalies").to_pylist()
+    assert sorted((r["partition"], r["withdrawn"]) for r in rows) == [(0, False), (0, True), (1, False), (1, True)]
+    assert [r for r in result_tables.current_events(res, "anomalies") if r["kind"] in IDLE] == []
+    assert [f for f in findings_from_results(res, at(120)) if f.kind == "stall"] == []
+    run_batch(spark, lake, ref, since=at(0).date(), until=at(0).date(), settings=HELD, now=at(120))
+    assert [r for r in result_tables.current_events(ref, "anomalies") if r["kind"] in IDLE] == []

@@ -416,3 +416,21 @@ def test_a_run_judged_up_to_a_time_calls_for_nothing_after_it() -> None:
     # without it, the whole run
     got = sorted((e.kind, e.start, e.end) for e in expected_findings(truth.TruthIndex(recs), RULES))
     assert got == [("lag_growth", 60.0, 480.0), ("stall", 330.0, 480.0), ("stall", 430.0, 480.0)]
+
+
+def test_a_crash_of_the_last_member_calls_for_a_stop_of_its_partitions() -> None:
+    # c2 left at 105 (its partition given to c1); c1, now alone, crashes at 110 and nobody takes
+    # its partitions: the group stopped, a stop of both from the crash to the end
+    leave = Fault("leave", G, "c2", 105.0, 105.0, {}, ((T, 1),))
+    alone = [leave, Revoke(G, "c2", ((T, 1),), 105.0, closing=True), Assign(G, "c1", ((T, 0), (T, 1)), 106.0, 2)]
+    crash = Fault("crash", G, "c1", 110.0, 110.0, {}, ((T, 0), (T, 1)))
+    (stop,) = [e for e in expected_findings(_truth(*alone, crash), RULES) if e.kind == "stop"]
+    assert (stop.partitions, stop.start, stop.end, stop.fault) == (((T, 0), (T, 1)), 110.0, 200.0, crash)
+    found = _finding("stop", 108.0, None, severity="critical")
+    assert score_run([stop], [found], tolerance_s=1.0).unmatched == []
+    # with c2 still holding a partition, the crash is a rebalance's cause, no stop
+    survivor = Fault("crash", G, "c1", 110.0, 110.0, {}, ((T, 0),))
+    assert [e for e in expected_findings(_truth(survivor), RULES) if e.kind == "stop"] == []
+    # and a member that joins later and takes the partitions makes a rebalance that owns the outage
+    later = _truth(*alone, crash, Assign(G, "c3", ((T, 0), (T, 1)), 150.0, 3))
+    assert [e for e in expected_findings(later, RULES) if e.kind == "stop"] == []
