@@ -1108,18 +1108,24 @@ def _progress(series: pa.Table, carried: pa.Table | None, groups: pa.Array,
         cc, cc_ok = longs(c.column("committed"))
         comm.append(cc)
         comm_ok.append(cc_ok)
-        # a key's last progress is its owner's; a key left without one, that of the member that
-        # held it before it left (``owner_last``: a crashed member's partitions, unowned once the
-        # broker expired it, still date its last progress in a later step)
-        c_owner = _plain(c.column("owner")).cast(pa.string())
-        if "owner_last" in c.column_names:
-            c_owner = pc.coalesce(c_owner, _plain(c.column("owner_last")).cast(pa.string()))
-        owner.append(c_owner)
-        zero_lag.append(np.zeros(c.num_rows, bool))
-        state.append(np.ones(c.num_rows, bool))
         change = np.asarray(_plain(c.column("m_change_t")).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
         seen = (np.asarray(_plain(c.column("m_alive_t")).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
                 if "m_alive_t" in c.column_names else np.full(c.num_rows, np.nan))
+        # a key's last progress is that of the owner of its row then (``alive_owner``, of its last
+        # change when there is no progress time: ``change_owner``), not of its owner now: a
+        # partition that changed hands since, or lost its owner (a crashed member's, unowned once
+        # the broker expired it), still dates the member's last progress in a later step. A state
+        # written before those columns: its owner, else the member that held it last
+        c_owner = _plain(c.column("owner")).cast(pa.string())
+        if "owner_last" in c.column_names:
+            c_owner = pc.coalesce(c_owner, _plain(c.column("owner_last")).cast(pa.string()))
+        if "alive_owner" in c.column_names and "change_owner" in c.column_names:
+            by_time = pc.if_else(pa.array(~np.isnan(seen)), _plain(c.column("alive_owner")).cast(pa.string()),
+                                 _plain(c.column("change_owner")).cast(pa.string()))
+            c_owner = pc.coalesce(by_time, c_owner)
+        owner.append(c_owner)
+        zero_lag.append(np.zeros(c.num_rows, bool))
+        state.append(np.ones(c.num_rows, bool))
         alive_seed.append(np.where(np.isnan(seen), change, seen))
         change_seed.append(change)
     gg = np.concatenate(parts_g)

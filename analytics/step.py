@@ -480,20 +480,22 @@ def _with_owners(state: pa.Table, series: pa.Table, carried: pa.Table | None) ->
     """``state`` (the next state's series rows) with what the group pass needs to judge an episode
     that outlives its owner across steps, as one pass would: ``owner_last``/``owner_last_t`` the
     member of the key's latest row with an owner (this step's, else the carried one) and its time,
-    and ``change_owner`` the owner of the row of the key's last commit change (``m_change_t``:
-    this step's row at that time, else the carried one). In numpy over one coding of the keys."""
+    ``change_owner`` the owner of the row of the key's last commit change (``m_change_t``: this
+    step's row at that time, else the carried one) and ``alive_owner`` that of its last progress
+    (``m_alive_t``, alike: a partition that changed hands since is not its new owner's progress).
+    In numpy over one coding of the keys."""
     def strings(t: pa.Table, name: str) -> pa.Array:
         return t.column(name).combine_chunks().cast(pa.string())
 
     parts: list[tuple[pa.Table, str, str]] = [(state, "t", "owner"), (series, "t", "owner")]
-    has_carried = carried is not None and carried.num_rows > 0
-    if has_carried:
-        assert carried is not None
+    at_part: dict[str, int] = {}  # a carried owner column → its part
+    if carried is not None and carried.num_rows:
         parts.append((carried, "t", "owner"))
-        if "owner_last" in carried.column_names:
-            parts.append((carried, "owner_last_t", "owner_last"))
-        if "change_owner" in carried.column_names:
-            parts.append((carried, "m_change_t", "change_owner"))
+        for t_col, who in (("owner_last_t", "owner_last"), ("m_change_t", "change_owner"),
+                           ("m_alive_t", "alive_owner")):
+            if who in carried.column_names:
+                at_part[who] = len(parts)
+                parts.append((carried, t_col, who))
     sizes = [t.num_rows for t, _, _ in parts]
     code = key_code(*(pa.concat_arrays([strings(t, k) if k != "partition" else t.column(k).combine_chunks().cast(
         pa.int32()) for t, _, _ in parts]) for k in KEY))
@@ -527,11 +529,14 @@ def _with_owners(state: pa.Table, series: pa.Table, carried: pa.Table | None) ->
         return out
 
     last = pick(np.flatnonzero(owned & (src > 0)), None)
-    change_t = doubles(state.column("m_change_t"))
-    fresh = pick(np.flatnonzero(owned & (src == 1)), change_t)
-    if has_carried and "change_owner" in carried.column_names:  # type: ignore[union-attr]
-        prev = pick(np.flatnonzero(owned & (src == len(parts) - 1)), change_t)
-        fresh = np.where(fresh >= 0, fresh, prev)
+
+    def owner_at(t_col: str, who: str) -> _I:
+        """Per state row: its key's row with an owner at ``t_col`` (this step's, else the carried ``who``)."""
+        at_t = doubles(state.column(t_col))
+        fresh = pick(np.flatnonzero(owned & (src == 1)), at_t)
+        if who in at_part:
+            fresh = np.where(fresh >= 0, fresh, pick(np.flatnonzero(owned & (src == at_part[who])), at_t))
+        return fresh
 
     def taken(i: _I) -> pa.Array:
         return pc.if_else(pa.array(i >= 0), owner.take(pa.array(np.maximum(i, 0))), pa.nulls(n, pa.string())) if len(
@@ -539,7 +544,8 @@ def _with_owners(state: pa.Table, series: pa.Table, carried: pa.Table | None) ->
 
     return (state.append_column("owner_last", taken(last))
             .append_column("owner_last_t", nullable_doubles(np.where(last >= 0, when[np.maximum(last, 0)], np.nan)))
-            .append_column("change_owner", taken(fresh)))
+            .append_column("change_owner", taken(owner_at("m_change_t", "change_owner")))
+            .append_column("alive_owner", taken(owner_at("m_alive_t", "alive_owner"))))
 
 
 def close_at_silence(episodes: pa.Table, series: pa.Table, carried: pa.Table | None,

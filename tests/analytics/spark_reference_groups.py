@@ -606,9 +606,14 @@ def _progress_inputs(series: DataFrame, st: dict[str, DataFrame],
     changes = fresh.where(F.col("changed")).select(*KEY, "t")
     if carried is not None:
         # the owners' last progress before the step (a state written before m_alive_t: the last change)
-        # of its owner, else of the member that held it before it left
+        # of the owner of its row then (alive_owner; change_owner for m_change_t), else of its
+        # owner, else of the member that held it before it left
         before = F.coalesce(F.col("m_alive_t"), F.col("m_change_t"))
-        who = F.coalesce(F.col("owner"), F.col("owner_last")) if "owner_last" in carried.columns else F.col("owner")
+        cols = carried.columns
+        who = F.coalesce(F.col("owner"), F.col("owner_last")) if "owner_last" in cols else F.col("owner")
+        if "alive_owner" in cols and "change_owner" in cols:  # the owner of the row then
+            who = F.coalesce(F.when(F.col("m_alive_t").isNotNull(), F.col("alive_owner"))
+                             .otherwise(F.col("change_owner")), who)
         alive = alive.unionByName(carried.where(who.isNotNull() & before.isNotNull())
                                   .select("cluster", "group_id", who.alias("owner"), before.alias("alive_t")))
         changes = changes.unionByName(carried.where(F.col("m_change_t").isNotNull()).select(

@@ -72,14 +72,7 @@ def _idle(seen: dict[tuple[Any, ...], dict[str, Any]]) -> dict[tuple[Any, ...], 
     return {k: r for k, r in seen.items() if r["kind"] in IDLE}
 
 
-#: open (docs/analytics.md "Incremental mode"): the steps drop a closed stop that one pass keeps
-#: (g2's partition 2, 02:52-03:12, no owner, ending a second after a leave's window): the opposite
-#: of a withdrawal, a window's figures that need what precedes the step
-OPEN = {39}
-
-
-@pytest.mark.parametrize("seed", [pytest.param(s, marks=pytest.mark.xfail(strict=True, reason="open: see OPEN"))
-                                  if s in OPEN else s for s in range(40)])
+@pytest.mark.parametrize("seed", range(40))
 def test_random_rebalance_lakes_in_minute_steps_equal_one_pass(seed: int) -> None:
     lake, with_commits = _lake(seed)
     end = at(T_END + 1)
