@@ -76,6 +76,7 @@ _USES = {
     "test_join_shares_partitions": "join",
     "test_poll_timeout_evicts_member": "poll-timeout",
     "test_crashes_under_a_long_session_wait_for_it": "crash-long-session",
+    "test_a_crash_of_the_only_member_leaves_its_partitions_unconsumed": "crash-only-member",
     "test_repeated_poll_timeouts_evict_and_rejoin": "poll-timeout-repeat",
     "test_static_member_bounce_does_not_rebalance": "static-bounce",
     "test_stall_commits_same_offset": "stall",
@@ -302,6 +303,17 @@ def test_crash_rebalances_after_session_timeout(runs: Runs) -> None:
     assert after.cause == crash
     assert after.members == ("c1",)
     assert after.end == takeover[0].ts
+
+
+def test_a_crash_of_the_only_member_leaves_its_partitions_unconsumed(runs: Runs) -> None:
+    result, records = _result(runs, "crash-only-member")
+    (crash,) = _faults(records, "crash")
+    solo = result.names.group("solo")
+    assert (crash.group, crash.member, len(crash.partitions)) == (solo, "s1", 3)
+    # nobody is left: no assignment, no commit of solo after the SIGKILL; readers keeps up
+    assert not [r for r in records if isinstance(r, Assign | Commit) and r.group == solo and r.ts > crash.start]
+    assert all(lag > 50 for lag in _lag_at_end(result, "solo").values()), _lag_at_end(result, "solo")
+    assert all(lag <= CAUGHT_UP for lag in _lag_at_end(result, "readers").values()), _lag_at_end(result, "readers")
 
 
 def test_graceful_leave_rebalances_at_once(runs: Runs) -> None:
