@@ -554,8 +554,9 @@ TARGET_SKIP_COUNT_ERROR = 0.05
 
 @dataclass
 class MatrixRun:
-    """One scenario run of the skip matrix: its truth's faults and the ``skip`` findings of each
-    analysis (``stream``: with the commit stream; ``sweeps``: sweeps only)."""
+    """One scenario run of the skip matrix: its truth's faults, the ``skip`` findings of each
+    analysis (``stream``: with the commit stream; ``sweeps``: sweeps only), and per skip what
+    offsets can prove of it (:func:`lagscope.devtools.sim.score.skip_bounds`)."""
 
     name: str
     seed: int
@@ -563,18 +564,13 @@ class MatrixRun:
     faults: list[Any]
     findings: dict[str, list[Any]] = field(default_factory=dict)
     reports: dict[str, ScenarioReport] = field(default_factory=dict)
+    bounds: dict[Any, Any] = field(default_factory=dict)
 
 
-#: cells no rule can prove from offsets: a caught-up consumer shows no pace (its intervals end
-#: caught up or wait for messages), so its jump to the end is indistinguishable from a burst it
-#: took in one commit (docs/analytics.md, "Skip")
-UNPROVABLE_STATES = {"seek": ("caught_up",), "out_of_range": ("caught_up",)}
+#: a skip offsets cannot prove (docs/analytics.md, "Skip"): the consumer never showed its pace (a
+#: caught-up consumer, or one a commit behind, taking a burst in one commit looks the same), or the
+#: skip is within ``skip_factor`` × that pace × the jump's commit interval (consumption can explain it)
 NOT_PROVABLE = "not provable from offsets"
-
-
-def provable(mechanism: str, state: str) -> bool:
-    """Whether offsets can prove a skip of this mechanism and state (:data:`UNPROVABLE_STATES`)."""
-    return state not in UNPROVABLE_STATES.get(mechanism, ())
 
 
 def matrix_lines(runs: list[MatrixRun], mode: str, interval_s: float) -> list[str]:
@@ -583,8 +579,22 @@ def matrix_lines(runs: list[MatrixRun], mode: str, interval_s: float) -> list[st
     from lagscope.devtools.sim import score as scoring
 
     tol = 2 * interval_s + 1
+    # per fault object (the same group and time may recur across runs)
+    bounds = {id(f): r.bounds.get((f.group, f.member, f.start)) for r in runs for f in r.faults}
+
+    def provable(f: Any) -> bool:
+        b = bounds.get(id(f))
+        return b is None or b.provable
+
     cells, negatives = scoring.skip_cells(((r.faults, r.findings[mode]) for r in runs if mode in r.findings),
-                                          tolerance_s=tol)
+                                          tolerance_s=tol, provable=provable)
+    reasons: dict[Any, dict[str, int]] = {}
+    for r in runs:
+        for f in scoring.skip_faults(r.faults):
+            b = r.bounds.get((f.group, f.member, f.start))
+            if b is not None:
+                per = reasons.setdefault(scoring.skip_cell(f), {})
+                per[b.reason] = per.get(b.reason, 0) + 1
 
     def lost(c: Any) -> str:
         return f"{min(c.lost)}–{max(c.lost)}" if c.lost else "–"
@@ -592,20 +602,24 @@ def matrix_lines(runs: list[MatrixRun], mode: str, interval_s: float) -> list[st
     def size(n: int) -> str:
         return f"{n:,}" if n else "–"
 
+    def apart(c: Any) -> str:
+        return f"{c.apart_partitions} ({c.apart_found})" if c.apart_skips else "–"
+
     lines = ["| mechanism | size | spread | state | skips | lost (truth, per skip) | partitions | found | recall | "
-             "reported / lost | count error mean | max | false skips | delay p50 s | max s | cause right | provable |",
-             "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "reported / lost | count error mean | max | false skips | delay p50 s | max s | cause right | "
+             f"offsets' evidence (skips) | {NOT_PROVABLE}: partitions (found) |",
+             "|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
     for c in cells:
         ratio = sum(c.reported) / sum(c.lost) if c.lost and sum(c.lost) else math.nan
+        why = ", ".join(f"{k} {n}" for k, n in sorted(reasons.get(c.cell, {}).items())) or "–"
         lines.append(f"| {c.cell.mechanism} | {size(c.cell.size)} | {c.cell.spread} | {c.cell.state} | {c.skips} | "
                      f"{lost(c)} | {c.partitions} | {c.found} | {_f(c.recall)} | {_f(ratio)} | "
                      f"{_f(c.count_error_mean)} | {_f(c.count_error_max)} | {c.false_skips} | "
                      f"{_f(c.delay(0.5), '.1f')} | {_f(max(c.delays, default=math.nan), '.1f')} | "
-                     f"{c.cause_right}/{c.findings} | "
-                     f"{'yes' if provable(c.cell.mechanism, c.cell.state) else NOT_PROVABLE} |")
+                     f"{c.cause_right}/{c.findings} | {why} | {apart(c)} |")
     # by size (and mechanism): the targets
-    lines += ["", "By size and mechanism (every spread; the states offsets can prove, the caught-up cells of seeks "
-              f"and out-of-range resets counted apart as {NOT_PROVABLE}; target: recall ≥ "
+    lines += ["", "By size and mechanism (every spread and state; the skips offsets can prove, those they cannot "
+              f"counted apart as {NOT_PROVABLE}; target: recall ≥ "
               f"{TARGET_SKIP_RECALL:g}, count error ≤ {TARGET_SKIP_COUNT_ERROR:.0%}, 0 false skips):", "",
               "| size | mechanism | skips | partitions | found | recall | count error max | false skips | "
               f"delay p50 s | p95 s | targets | {NOT_PROVABLE}: partitions (found) |",
@@ -615,12 +629,12 @@ def matrix_lines(runs: list[MatrixRun], mode: str, interval_s: float) -> list[st
         groups.setdefault((c.cell.size, c.cell.mechanism), []).append(c)
     smallest: dict[str, list[int]] = {}
     for (n, mech), every in sorted(groups.items()):
-        cs = [c for c in every if provable(c.cell.mechanism, c.cell.state)]
-        apart = [c for c in every if not provable(c.cell.mechanism, c.cell.state)]
-        apart_s = f"{sum(c.partitions for c in apart)} ({sum(c.found for c in apart)})" if apart else "–"
+        cs = [c for c in every if c.skips]
+        apart_s = (f"{sum(c.apart_partitions for c in every)} ({sum(c.apart_found for c in every)})"
+                   if any(c.apart_skips for c in every) else "–")
         if not cs:
-            lines.append(f"| {size(n)} | {mech} | {sum(c.skips for c in apart)} | – | – | – | – | "
-                         f"{sum(c.false_skips for c in apart)} | – | – | {NOT_PROVABLE} | {apart_s} |")
+            lines.append(f"| {size(n)} | {mech} | – | – | – | – | – | "
+                         f"{sum(c.false_skips for c in every)} | – | – | {NOT_PROVABLE} | {apart_s} |")
             continue
         parts = sum(c.partitions for c in cs)
         found = sum(c.found for c in cs)
@@ -689,7 +703,8 @@ def run_matrix(args: argparse.Namespace, rules: AnalyticsRulesConfig, timeouts: 
             for name in names:
                 ri = [r for r in tis[name].records if isinstance(r, RunInfo)]
                 prefix = f"sim-{name}-{ri[0].run_id}" if ri else f"sim-{name}"
-                seed_runs.append(MatrixRun(name, seed, prefix, tis[name].faults()))
+                seed_runs.append(MatrixRun(name, seed, prefix, tis[name].faults(),
+                                           bounds=scoring.skip_bounds(tis[name], rules.skip_factor)))
             for mode in modes:
                 got = analyse({n: (base / n / "lake", windows[n][1]) for n in names}, rules, timeouts,
                               commit_stream=mode == "stream", lag=False)
@@ -717,7 +732,15 @@ def run_matrix(args: argparse.Namespace, rules: AnalyticsRulesConfig, timeouts: 
              "Count error: |Σ magnitudes of the skip's findings − lost| / lost, per skip found. False skips: `skip` "
              "findings matching no skip (in the cell of the group's nearest skip). Delay: the first finding's start "
              "− the skip's start (≥ 0). Cause right: findings whose cause is the mechanism's (`seek`, `admin_reset`, "
-             "`out_of_range_reset`)."]
+             "`out_of_range_reset`). Offsets' evidence, per skip, from the truth's exact commits and log ends (the "
+             "most any reader of offsets sees): `membership` (an admin reset, written while the group was empty: "
+             "provable at any size); otherwise the consumer's pace, the largest rate over its saturated commit "
+             "intervals before the skip (more than a commit's worth of progress still waiting at the end; the member's "
+             "partitions for a seek, the group's for an out-of-range reset): `no pace` when none showed one (a "
+             "caught-up consumer taking a burst in one commit looks the same), `within the bound` when the messages "
+             f"lost are at most skip_factor ({rules.skip_factor:g}) × the pace × the jump's commit interval "
+             "(consumption can explain them), `beyond the bound` (provable). Only the provable skips count towards "
+             "recall."]
     for mode in modes:
         lines += ["", f"## {titles[mode]}", "", *matrix_lines(runs, mode, args.interval_s)]
     for mode in modes:

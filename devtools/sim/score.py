@@ -68,10 +68,11 @@ that lists none (every no-fault scenario) must lead to no advice at all. Over ma
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import itertools
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -748,6 +749,11 @@ class SkipCellFigures:
     delays: list[float] = field(default_factory=list)
     findings: int = 0
     cause_right: int = 0
+    #: the skips (and their partitions, and those found) the offsets cannot prove
+    #: (:func:`skip_bounds`), counted apart from the figures above
+    apart_skips: int = 0
+    apart_partitions: int = 0
+    apart_found: int = 0
 
     @property
     def recall(self) -> float:
@@ -772,7 +778,8 @@ def skip_faults(faults: Iterable[Fault]) -> list[Fault]:
         int(n) > 0 for n in (f.detail.get("skipped") or {}).values())), key=lambda f: f.start)
 
 
-def _cell(f: Fault) -> SkipCell:
+def skip_cell(f: Fault) -> SkipCell:
+    """The matrix cell of a skip fault."""
     d = f.detail
     return SkipCell(str(d.get("mechanism") or "seek"), int(d.get("size") or 0), str(d.get("partitions") or "all"),
                     str(d.get("state") or "-"))
@@ -787,11 +794,12 @@ def _lost(f: Fault) -> dict[tuple[str, int], int]:
     return out
 
 
-def skip_cells(runs: Iterable[tuple[Iterable[Fault], Iterable[Finding]]], *,
-               tolerance_s: float) -> tuple[list[SkipCellFigures], dict[str, int]]:
+def skip_cells(runs: Iterable[tuple[Iterable[Fault], Iterable[Finding]]], *, tolerance_s: float,
+               provable: Callable[[Fault], bool] | None = None) -> tuple[list[SkipCellFigures], dict[str, int]]:
     """The skip matrix over ``runs`` (each: the truth's faults, the run's findings): per cell
     (:class:`SkipCell`) its figures (:class:`SkipCellFigures`), sorted by cell; and the false skips
-    of groups that had no skip (the negatives: bursts, catch-ups), per group.
+    of groups that had no skip (the negatives: bursts, catch-ups), per group. A skip ``provable``
+    rejects (:func:`skip_bounds`) counts in its cell's ``apart_*`` figures only, found or not.
 
     A ``skip`` finding belongs to the skip of its group, on a partition that lost messages, whose
     interval (within ``tolerance_s``) holds it — the nearest in time when several do; it is then
@@ -825,12 +833,17 @@ def skip_cells(runs: Iterable[tuple[Iterable[Fault], Iterable[Finding]]], *,
                 hits[index[id(min(owners, key=gap))]].append(x)
             else:
                 near = min(mine, key=gap)
-                fig = cells.setdefault(_cell(near), SkipCellFigures(_cell(near)))
+                fig = cells.setdefault(skip_cell(near), SkipCellFigures(skip_cell(near)))
                 fig.false_skips += 1
         for i, f in enumerate(skips):
-            fig = cells.setdefault(_cell(f), SkipCellFigures(_cell(f)))
+            fig = cells.setdefault(skip_cell(f), SkipCellFigures(skip_cell(f)))
             lost = _lost(f)
             got = hits[i]
+            if provable is not None and not provable(f):
+                fig.apart_skips += 1
+                fig.apart_partitions += len(lost)
+                fig.apart_found += len({(x.topic, x.partition) for x in got})
+                continue
             fig.skips += 1
             fig.partitions += len(lost)
             fig.found += len({(x.topic, x.partition) for x in got})
@@ -843,3 +856,115 @@ def skip_cells(runs: Iterable[tuple[Iterable[Fault], Iterable[Finding]]], *,
                 fig.count_errors.append(abs(rep - sum(lost.values())) / sum(lost.values()))
                 fig.delays.append(max(0.0, min(x.start for x in got) - f.start))
     return sorted(cells.values(), key=lambda c: (c.cell.mechanism, c.cell.size, c.cell.spread, c.cell.state)), negatives
+
+
+@dataclass(frozen=True)
+class SkipBound:
+    """What offsets showed before a skip, read from the truth's exact commits and produce times (the
+    most any observer of offsets can see; :func:`skip_bounds`).
+
+    ``pace``: the demonstrated capacity in messages/s that the skip is judged against (a seek: the
+    member's, Σ over the partitions it committed last before the skip; an out-of-range reset: the
+    group's, Σ over all its partitions), each partition's the largest rate over its *saturated*
+    commit intervals before the skip (0: none showed one); ``interval_s``: the longest time from a
+    skipped partition's commit before the jump to the commit of the jump; ``lost``: the messages
+    the skip left unprocessed (Σ over its partitions); ``bound``: ``factor`` × ``pace`` ×
+    ``interval_s``, the advance consumption at that pace can explain; ``reason``: ``membership``
+    (an admin reset: the group was empty, any size is provable), ``no pace`` (the consumer never
+    showed what it can process: a caught-up consumer taking a burst in one commit looks the same),
+    ``within the bound``, ``beyond the bound`` or ``no jump commit``."""
+
+    pace: float
+    interval_s: float
+    lost: int
+    bound: float
+    reason: str
+
+    @property
+    def provable(self) -> bool:
+        return self.reason in ("membership", "beyond the bound")
+
+
+def skip_bounds(ti: TruthIndex, factor: float) -> dict[tuple[str, str, float], SkipBound]:
+    """Per skip of the truth that lost messages (key: group, member, start), whether offsets can
+    prove it (:class:`SkipBound`), with the skip definition's margin ``factor`` (the rules'
+    ``skip_factor``).
+
+    A commit interval of a partition (two consecutive commits of its group, ``o0`` at ``t0`` and
+    ``o1`` at ``t1``, advance ``a = o1 − o0`` > 0) is *busy* when messages waited at both ends,
+    and *saturated* when ``o1 + a`` is below the log end at ``t0`` as well: more than a commit's
+    worth of progress stayed waiting, so the consumer's rate ``a / (t1 − t0)`` measures what it can
+    do rather than what was written. As the rule does, a partition's pace counts from its
+    saturated intervals after an earlier busy one. A jump to the end is never saturated (``o1`` ≥
+    the end at ``t0``). A caught-up consumer shows no
+    saturated interval; a consumer a commit behind neither. A skip smaller than ``factor`` × what
+    the pace processes over the jump's interval is consumption as far as offsets can tell: the
+    margin is the rule's, which keeps a consumer's faster interval (a larger fetch, a cheaper
+    batch) from reading as a loss."""
+    groups: dict[str, list[Commit]] = {}
+    for r in ti.records:
+        if isinstance(r, Commit):
+            groups.setdefault(r.group, []).append(r)
+    ends: dict[tuple[str, int], tuple[list[float], list[int]]] = {}
+
+    def end_at(tp: tuple[str, int], t: float) -> int:
+        if tp not in ends:
+            ps = sorted((p.ts, p.offset) for p in ti.produces(*tp))
+            run: list[int] = []
+            for _, o in ps:
+                run.append(max(o, run[-1]) if run else o)
+            ends[tp] = ([t for t, _ in ps], run)
+        ts, best = ends[tp]
+        i = bisect.bisect_right(ts, t)
+        return best[i - 1] + 1 if i else 0
+
+    out: dict[tuple[str, str, float], SkipBound] = {}
+    for f in skip_faults(ti.faults()):
+        lost = _lost(f)
+        key = (f.group, f.member, f.start)
+        if f.detail.get("mechanism") == "admin_reset":
+            out[key] = SkipBound(math.nan, math.nan, sum(lost.values()), 0.0, "membership")
+            continue
+        cs = sorted(groups.get(f.group, []), key=lambda c: c.ts)
+        by_tp: dict[tuple[str, int], list[Commit]] = {}
+        for c in cs:
+            by_tp.setdefault((c.topic, c.partition), []).append(c)
+        # the pace: saturated intervals strictly before the skip
+        rates: dict[tuple[str, int], float] = {}
+        for tp, tcs in by_tp.items():
+            busy = False
+            for c0, c1 in itertools.pairwise(c for c in tcs if c.ts < f.start):
+                a = c1.offset - c0.offset
+                if a <= 0 or c1.ts <= c0.ts or c1.offset >= end_at(tp, c1.ts) or c0.offset >= end_at(tp, c0.ts):
+                    continue
+                if busy and c1.offset + a < end_at(tp, c0.ts):
+                    rates[tp] = max(rates.get(tp, 0.0), a / (c1.ts - c0.ts))
+                busy = True
+        if f.detail.get("mechanism") == "out_of_range":
+            mine = set(by_tp)
+        else:
+            before = [c for c in cs if c.member == f.member and c.ts < f.start]
+            mine = {(c.topic, c.partition) for c in before if c.ts == before[-1].ts} if before else set(lost)
+        pace = sum(rates.get(tp, 0.0) for tp in mine | set(lost))
+        # the jump's interval: from each skipped partition's commit before its jump to the jump
+        after = {}
+        for k, v in (f.detail.get("after") or {}).items():
+            topic, _, part = str(k).rpartition(":")
+            after[(topic, int(part))] = int(v)
+        spans = []
+        for tp in lost:
+            new = after.get(tp)
+            tcs = by_tp.get(tp, [])
+            j = next((i for i, c in enumerate(tcs) if i and c.ts >= f.start and new is not None
+                      and c.offset >= new), None)
+            if j is not None:
+                spans.append(tcs[j].ts - tcs[j - 1].ts)
+        total = sum(lost.values())
+        if not spans:
+            out[key] = SkipBound(pace, math.nan, total, math.nan, "no jump commit")
+            continue
+        span = max(spans)
+        bound = factor * pace * span
+        reason = "no pace" if pace <= 0 else ("beyond the bound" if total > bound else "within the bound")
+        out[key] = SkipBound(pace, span, total, bound, reason)
+    return out

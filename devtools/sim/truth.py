@@ -226,6 +226,10 @@ class TruthIndex:
                 return p.ts
         return None
 
+    def produces(self, topic: str, partition: int) -> list[Produce]:
+        """Every record produced to one partition, by offset."""
+        return list(self._produce.get((topic, partition), []))
+
     def end_at(self, topic: str, partition: int, t: float) -> int:
         """The log end offset at ``t``: one past the last record created by then (0 if none)."""
         offs = [p.offset for p in self._produce.get((topic, partition), []) if p.ts <= t]

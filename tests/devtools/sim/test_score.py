@@ -24,6 +24,7 @@ from lagscope.devtools.sim.score import (
     real_events,
     score_advice,
     score_run,
+    skip_bounds,
     skip_cells,
 )
 from lagscope.devtools.sim.truth import Assign, Commit, EndState, Fault, GroupOffset, PartitionEnd, Produce, Revoke
@@ -434,3 +435,88 @@ def test_a_crash_of_the_last_member_calls_for_a_stop_of_its_partitions() -> None
     # and a member that joins later and takes the partitions makes a rebalance that owns the outage
     later = _truth(*alone, crash, Assign(G, "c3", ((T, 0), (T, 1)), 150.0, 3))
     assert [e for e in expected_findings(later, RULES) if e.kind == "stop"] == []
+
+
+def _consumer(rate_in: float, rate_out: float, *, until: float, step: float = 0.5, start: float = 100.0
+              ) -> list[truth.Record]:
+    """One partition produced at ``rate_in`` messages/s from ``start`` and committed every ``step`` s
+    by c1, which processes at most ``rate_out`` messages/s (never past what was produced)."""
+    recs: list[truth.Record] = [Produce(T, 0, i, start + i / rate_in) for i in range(int((until - start) * rate_in))]
+    done, t = 0.0, start
+    while t < until:
+        t += step
+        end = sum(1 for r in recs if isinstance(r, Produce) and r.ts <= t)
+        done = min(float(end), done + rate_out * step)
+        recs.append(Commit(G, "c1", T, 0, int(done), t))
+    return recs
+
+
+def _seek_at(recs: list[truth.Record], at: float, extra: int) -> list[truth.Record]:
+    """A burst of ``extra`` messages just before ``at``, then c1 seeks to the end and commits it at ``at``
+    (its commits after are dropped): a skip of everything between what it processed and the end."""
+    before = [r for r in recs if not (isinstance(r, Commit) and r.ts >= at)]
+    n = sum(1 for r in before if isinstance(r, Produce) and r.ts < at)
+    burst = [Produce(T, 0, n + i, at - 0.01) for i in range(extra)]
+    kept = [r for r in before if not (isinstance(r, Produce) and r.ts >= at - 0.01)]
+    end = 1 + max(r.offset for r in [*kept, *burst] if isinstance(r, Produce))
+    processed = max(r.offset for r in kept if isinstance(r, Commit))
+    fault = Fault("skip", G, "c1", at, at, {"mechanism": "seek", "processed": {f"{T}:0": processed},
+                                             "after": {f"{T}:0": end}, "skipped": {f"{T}:0": end - processed}},
+                  ((T, 0),))
+    return [*kept, *burst, Commit(G, "c1", T, 0, end, at + 0.001), fault]
+
+
+def test_a_lagging_consumers_seek_is_provable_beyond_the_bound_of_its_pace() -> None:
+    # 20/s written, 10/s processed: the backlog grows, every interval is saturated at 10/s
+    recs = _seek_at(_consumer(20.0, 10.0, until=120.0), 120.0, 200)
+    (b,) = skip_bounds(truth.TruthIndex(recs), 5.0).values()
+    assert b.pace == pytest.approx(10.0, rel=0.05)
+    assert b.interval_s == pytest.approx(0.5, abs=0.01)
+    assert b.lost > 400  # the ~200 behind and the 200 of the burst
+    assert b.bound == pytest.approx(25.0, rel=0.05)
+    assert (b.reason, b.provable) == ("beyond the bound", True)
+    # the same consumer's seek of a few messages, no more than a few intervals' worth: consumption
+    small = _seek_at(_consumer(14.0, 10.0, until=104.0), 104.0, 0)
+    (b,) = skip_bounds(truth.TruthIndex(small), 5.0).values()
+    assert 0 < b.lost <= b.bound
+    assert (b.reason, b.provable) == ("within the bound", False)
+
+
+def test_a_caught_up_consumers_seek_and_a_burst_show_no_pace() -> None:
+    # keeps up (10/s written, up to 50/s processed): no interval ends with more waiting than it took
+    recs = _seek_at(_consumer(10.0, 50.0, until=120.0), 120.0, 1000)
+    (b,) = skip_bounds(truth.TruthIndex(recs), 5.0).values()
+    assert b.pace == 0.0
+    assert (b.reason, b.provable) == ("no pace", False)
+    # a burst of 1,000 taken in two commits by a 1,200/s consumer: a jump to the end is no evidence
+    burst = [*(Produce(T, 0, i, 100.0) for i in range(1000)), Commit(G, "c1", T, 0, 0, 99.9),
+             Commit(G, "c1", T, 0, 600, 100.5), Commit(G, "c1", T, 0, 1000, 101.0),
+             Fault("skip", G, "c1", 101.5, 101.5, {"mechanism": "seek", "after": {f"{T}:0": 1500},
+                                                   "skipped": {f"{T}:0": 500}}, ((T, 0),)),
+             *(Produce(T, 0, 1000 + i, 101.4) for i in range(500)), Commit(G, "c1", T, 0, 1500, 101.6)]
+    (b,) = skip_bounds(truth.TruthIndex(burst), 5.0).values()
+    assert (b.pace, b.reason) == (0.0, "no pace")
+
+
+def test_an_admin_reset_is_provable_at_any_size_and_a_skip_never_committed_is_not() -> None:
+    recs = [Produce(T, 0, 0, 100.0), Commit(G, "c1", T, 0, 0, 100.0), Commit(G, "tool", T, 0, 1, 101.0),
+            Fault("skip", G, "tool", 101.0, 101.0, {"mechanism": "admin_reset", "after": {f"{T}:0": 1},
+                                                    "skipped": {f"{T}:0": 1}}, ((T, 0),)),
+            Fault("skip", G, "c1", 105.0, 105.0, {"mechanism": "seek", "after": {f"{T}:0": 9},
+                                                  "skipped": {f"{T}:0": 8}}, ((T, 0),))]
+    bounds = skip_bounds(truth.TruthIndex(recs), 5.0)
+    assert bounds[(G, "tool", 101.0)].reason == "membership"
+    assert bounds[(G, "tool", 101.0)].provable
+    assert bounds[(G, "c1", 105.0)].reason == "no jump commit"
+    assert not bounds[(G, "c1", 105.0)].provable
+
+
+def test_skip_cells_count_the_skips_offsets_cannot_prove_apart() -> None:
+    proven, hidden = _skip(100.0, {0: 500}, size=1000), _skip(110.0, {0: 20, 1: 20}, size=10)
+    cells, _ = skip_cells([([proven, hidden], [_skip_finding(100.2, 0, 500), _skip_finding(110.2, 1, 20)])],
+                          tolerance_s=2.0, provable=lambda f: f.start < 105)
+    by = {c.cell.size: c for c in cells}
+    assert (by[1000].skips, by[1000].partitions, by[1000].found, by[1000].apart_skips) == (1, 1, 1, 0)
+    assert (by[10].skips, by[10].partitions, by[10].found) == (0, 0, 0)
+    assert (by[10].apart_skips, by[10].apart_partitions, by[10].apart_found) == (1, 2, 1)
+    assert math.isnan(by[10].recall)
