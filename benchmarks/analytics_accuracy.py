@@ -565,6 +565,8 @@ class MatrixRun:
     findings: dict[str, list[Any]] = field(default_factory=dict)
     reports: dict[str, ScenarioReport] = field(default_factory=dict)
     bounds: dict[Any, Any] = field(default_factory=dict)
+    #: skips of the truth that ended after the analysed window, left out
+    outside: int = 0
 
 
 #: a skip offsets cannot prove (docs/analytics.md, "Skip"): the consumer never showed its pace (a
@@ -703,8 +705,12 @@ def run_matrix(args: argparse.Namespace, rules: AnalyticsRulesConfig, timeouts: 
             for name in names:
                 ri = [r for r in tis[name].records if isinstance(r, RunInfo)]
                 prefix = f"sim-{name}-{ri[0].run_id}" if ri else f"sim-{name}"
-                seed_runs.append(MatrixRun(name, seed, prefix, tis[name].faults(),
-                                           bounds=scoring.skip_bounds(tis[name], rules.skip_factor)))
+                # a skip that ended after the analysed window (the lake is cut there) cannot be found
+                every = tis[name].faults()
+                inside = [f for f in every if not (f.kind == "skip" and f.end > windows[name][1])]
+                seed_runs.append(MatrixRun(name, seed, prefix, inside,
+                                           bounds=scoring.skip_bounds(tis[name], rules.skip_factor),
+                                           outside=len(scoring.skip_faults(every)) - len(scoring.skip_faults(inside))))
             for mode in modes:
                 got = analyse({n: (base / n / "lake", windows[n][1]) for n in names}, rules, timeouts,
                               commit_stream=mode == "stream", lag=False)
@@ -750,6 +756,9 @@ def run_matrix(args: argparse.Namespace, rules: AnalyticsRulesConfig, timeouts: 
         lines += ["", f"Other findings of these runs ({titles[mode].lower()}), per kind: "
                   + "; ".join(f"{k.kind} expected {k.expected}, found {k.found}, findings {k.findings} "
                               f"({k.findings - k.true_findings} false)" for k in figs) + "."]
+    outside = [f"{r.name}#{r.seed}: {r.outside}" for r in runs if r.outside]
+    lines += ["", "Skips that ended after the analysed window (the lake is cut at the scenario's end), left out: "
+              + (", ".join(outside) if outside else "none") + "."]
     lines += ["", "Notes (with the commit stream):" if "stream" in modes else "Notes:", ""]
     for r in runs:
         rep = r.reports.get(modes[0])

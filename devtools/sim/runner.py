@@ -361,7 +361,8 @@ class _Runner:
                          if a.kind == "skip" and a.mechanism == "admin_reset"), key=lambda e: e[0])
         resetter = None
         if resets:
-            resetter = threading.Thread(target=self._resets, args=(resets,), name="admin-resets", daemon=True)
+            resetter = threading.Thread(target=self._resets, args=(resets, t0 + self.sc.duration),
+                                        name="admin-resets", daemon=True)
             resetter.start()
         crashes = sorted(((t0 + a.at, g, m) for g in self.sc.groups for m in g.members
                           for a in m.actions if a.kind == "crash"), key=lambda e: e[0])
@@ -444,9 +445,12 @@ class _Runner:
             admin.close()
 
     # -- admin resets ------------------------------------------------------------------------
-    def _resets(self, resets: list[tuple[float, Any, Any, Any]]) -> None:
+    def _resets(self, resets: list[tuple[float, Any, Any, Any]], schedule_end: float) -> None:
         """Carry out the ``admin_reset`` skips in time order, one after another: a reset that is
-        late (the one before it took long) starts late, never at the same time as another."""
+        late (the one before it took long) starts late, never at the same time as another. None
+        starts after ``schedule_end`` (the scenario's duration): the members stop then, and a
+        reset of the group they leave Empty would land outside the run; such a reset is an
+        ``admin_reset_not_run`` fault. A reset's wait for its backlog ends there too."""
         try:
             admin = self._admin()
         except KafkaUnavailable as exc:
@@ -457,8 +461,15 @@ class _Runner:
                 while time.time() < when:
                     if self.stop_event.wait(max(0.0, min(0.1, when - time.time()))):
                         return
+                if time.time() >= schedule_end:
+                    now = time.time()
+                    log.warning("admin reset %d of %s not run: due at %.1fs, the run's schedule ended", n, g.name,
+                                a.at)
+                    self.faults.append(Fault("admin_reset_not_run", self.names.group(g.name), m.name, now, now,
+                                             {"at": a.at, "reason": "the run's schedule ended before its turn"}))
+                    continue
                 try:
-                    self._admin_reset(admin, n, g, m, a)
+                    self._admin_reset(admin, n, g, m, a, schedule_end)
                 except Exception as exc:  # a reset that fails is recorded, the run goes on
                     log.warning("admin reset %d of %s failed: %s", n, g.name, exc)
                     group = self.names.group(g.name)
@@ -469,10 +480,11 @@ class _Runner:
         finally:
             admin.close()
 
-    def _admin_reset(self, admin: Any, n: int, g: Any, m: Any, a: Any) -> None:
+    def _admin_reset(self, admin: Any, n: int, g: Any, m: Any, a: Any, schedule_end: float) -> None:
         """One ``admin_reset`` skip (see :class:`lagscope.devtools.sim.model.Action`): stop the group's
-        members, wait until the group is empty (and, with a ``size``, for the backlog), reset its
-        offsets to the latest with Kafka's own tool, record what each commit replaced, restart them."""
+        members, wait until the group is empty (and, with a ``size``, for the backlog: at most
+        ``wait_s``, and not past ``schedule_end``), reset its offsets to the latest with Kafka's own
+        tool, record what each commit replaced, restart them."""
         from kafka import TopicPartition
         from kafka.admin import OffsetSpec
 
@@ -509,7 +521,7 @@ class _Runner:
             raise ScenarioError(f"group {group} not empty {HOLD_TIMEOUT_S:.0f}s after its members were stopped")
         tps = [TopicPartition(t, p) for t, p in targets]
         if a.size is not None:
-            until = time.time() + a.wait_s
+            until = min(time.time() + a.wait_s, schedule_end)
             while time.time() < until:
                 ends = admin.list_partition_offsets(dict.fromkeys(tps, OffsetSpec.LATEST))
                 got = admin.list_group_offsets({group: None})[group]

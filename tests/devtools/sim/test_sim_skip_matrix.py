@@ -154,3 +154,27 @@ def test_runs_without_artifacts_left(run: tuple[RunResult, list[truth.Record]]) 
     result, _ = run
     # the hold files of the resets are gone (a member restarted after each)
     assert not list((Path(result.out_dir) / "parts").glob("hold-*.json"))
+
+
+def test_a_reset_due_after_the_schedule_is_not_run_and_none_waits_past_it(
+        bootstrap: str, tmp_path: Path) -> None:
+    # the first reset waits for a backlog that never comes: its wait ends with the schedule (8 s), not
+    # after its 60 s; the second, due at 2 s, has no turn before the end and is recorded as not run
+    sc = Scenario.model_validate({
+        "name": "late-resets", "duration": 8, "jitter": {"times_s": 0},
+        "topics": [{"name": "a", "partitions": 1}],
+        "producers": [{"name": "pa", "topic": "a", "rate": 2}],
+        "groups": [{"name": "g", "topics": ["a"], "members": [{"name": "c1", **_M, "actions": [
+            {"kind": "skip", "at": 1, "size": 1_000_000, "mechanism": "admin_reset", "wait_s": 60},
+            {"kind": "skip", "at": 2, "size": 1, "mechanism": "admin_reset"}]}]}]})
+    result = run_scenario(sc, bootstrap, tmp_path, cleanup=True)
+    assert not result.failures
+    records = truth.load(result.truth_path)
+    group = result.names.group("g")
+    (first,) = [r for r in records if isinstance(r, Fault) and r.kind == "skip" and r.group == group]
+    assert first.detail["stopped"] < result.t0 + 8 <= first.start
+    assert first.start - (result.t0 + 8) < 2.0  # the wait ended with the schedule, then the tool ran
+    (late,) = [r for r in records if isinstance(r, Fault) and r.kind == "admin_reset_not_run"]
+    assert late.group == group
+    assert late.detail["at"] == 2
+    assert late.start >= result.t0 + 8
