@@ -663,8 +663,12 @@ def verdict_lines(scored: score.RunScore, faults: list[Fault], *, prefix: str, t
         lines.append(head + "; ".join(parts))
     traffic = [m for m in scored.matches if m.expected.fault is None]
     for m in traffic:
+        where = ""
+        if len(m.expected.partitions) == 1:
+            topic, part = m.expected.partitions[0]
+            where = f" on {topic.removeprefix(short)}/{part}"
         state = "MISSED" if m.finding is None else f"found, {m.delay:.1f}s late"
-        lines.append(f"  {m.expected.kind:<12} {who(m.expected.group):<18} at {m.expected.start - t0:5.1f}s: "
+        lines.append(f"  {m.expected.kind:<12} {who(m.expected.group) + where:<18} at {m.expected.start - t0:5.1f}s: "
                      f"{state} (the traffic's own, no injected fault)")
     lines.append(f"findings that match no injected fault: {len(scored.unmatched)}")
     for u in scored.unmatched:
@@ -829,8 +833,10 @@ def webhook_lines(verdicts: list[WebhookVerdict], *, prefix: str, t0: float) -> 
             lines.append(head + ("" if v.due else "no webhook: ") + v.reason
                          + (f", target {v.target_s:.1f}s: FAIL" if v.due else ""))
             continue
-        lines.append(head + f"delivered after {v.delay_s:.1f}s ({v.alert}; {v.delay_s - v.minute_wait_s:.1f}s "
-                     f"after the fault's minute ended), target {v.target_s:.1f}s: " + ("PASS" if v.passed else "FAIL"))
+        past = v.delay_s - v.minute_wait_s
+        when = f"{past:.1f}s after" if past >= 0 else f"{-past:.1f}s before"
+        lines.append(head + f"delivered after {v.delay_s:.1f}s ({v.alert}; {when} the fault's minute ended), "
+                     f"target {v.target_s:.1f}s: " + ("PASS" if v.passed else "FAIL"))
     return lines
 
 

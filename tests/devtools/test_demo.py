@@ -120,7 +120,7 @@ def test_the_summary_judges_itself() -> None:
         "  crash        shipping/ship-2    at  20.0s: found: rebalance shipping, 1.5s late",
         "  stall        ledger/ledger-1    at  25.0s: MISSED (no stall)",
         "  bounce       audit/audit-1      at  26.0s: calls for no finding",
-        "  lag_growth   analytics          at   0.0s: found, 30.0s late (the traffic's own, no injected fault)",
+        "  lag_growth   analytics on orders/0 at   0.0s: found, 30.0s late (the traffic's own, no injected fault)",
         "findings that match no injected fault: 1",
         "  skip         shipping on orders/0 at 40.2s (critical)",
     ]
@@ -212,7 +212,7 @@ def test_webhook_lines_say_pass_fail_and_why_none() -> None:
     quiet = WebhookVerdict(CRASH, 10.0, reason="calls for no finding")
     assert webhook_lines([on_time, late, lost, quiet], prefix=P, t0=100.0) == [
         # 125 s is 5 s into its minute, which ends 55 s later: the analytics analyse whole minutes
-        "  stall        ledger/ledger-1    at  25.0s: delivered after 8.0s (stall warning; -47.0s after the "
+        "  stall        ledger/ledger-1    at  25.0s: delivered after 8.0s (stall warning; 47.0s before the "
         "fault's minute ended), target 10.0s: PASS",
         "  stall        ledger/ledger-1    at  25.0s: delivered after 62.5s (stall warning; 7.5s after the "
         "fault's minute ended), target 10.0s: FAIL",
