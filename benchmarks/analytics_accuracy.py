@@ -593,7 +593,7 @@ def matrix_lines(runs: list[MatrixRun], mode: str, interval_s: float) -> list[st
     reasons: dict[Any, dict[str, int]] = {}
     for r in runs:
         for f in scoring.skip_faults(r.faults):
-            b = r.bounds.get((f.group, f.member, f.start))
+            b = bounds.get(id(f))
             if b is not None:
                 per = reasons.setdefault(scoring.skip_cell(f), {})
                 per[b.reason] = per.get(b.reason, 0) + 1
@@ -706,11 +706,12 @@ def run_matrix(args: argparse.Namespace, rules: AnalyticsRulesConfig, timeouts: 
                 ri = [r for r in tis[name].records if isinstance(r, RunInfo)]
                 prefix = f"sim-{name}-{ri[0].run_id}" if ri else f"sim-{name}"
                 # a skip that ended after the analysed window (the lake is cut there) cannot be found
+                end = windows[name][1]
                 every = tis[name].faults()
-                inside = [f for f in every if not (f.kind == "skip" and f.end > windows[name][1])]
-                seed_runs.append(MatrixRun(name, seed, prefix, inside,
+                seed_runs.append(MatrixRun(name, seed, prefix,
+                                           [f for f in every if not (f.kind == "skip" and f.end > end)],
                                            bounds=scoring.skip_bounds(tis[name], rules.skip_factor),
-                                           outside=len(scoring.skip_faults(every)) - len(scoring.skip_faults(inside))))
+                                           outside=sum(f.end > end for f in scoring.skip_faults(every))))
             for mode in modes:
                 got = analyse({n: (base / n / "lake", windows[n][1]) for n in names}, rules, timeouts,
                               commit_stream=mode == "stream", lag=False)

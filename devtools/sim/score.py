@@ -68,7 +68,6 @@ that lists none (every no-fault scenario) must lead to no advice at all. Over ma
 
 from __future__ import annotations
 
-import bisect
 import datetime as dt
 import itertools
 import math
@@ -901,22 +900,16 @@ def skip_bounds(ti: TruthIndex, factor: float) -> dict[tuple[str, str, float], S
     the pace processes over the jump's interval is consumption as far as offsets can tell: the
     margin is the rule's, which keeps a consumer's faster interval (a larger fetch, a cheaper
     batch) from reading as a loss."""
+    # each group's commits in time order, and per partition
     groups: dict[str, list[Commit]] = {}
     for r in ti.records:
         if isinstance(r, Commit):
             groups.setdefault(r.group, []).append(r)
-    ends: dict[tuple[str, int], tuple[list[float], list[int]]] = {}
-
-    def end_at(tp: tuple[str, int], t: float) -> int:
-        if tp not in ends:
-            ps = sorted((p.ts, p.offset) for p in ti.produces(*tp))
-            run: list[int] = []
-            for _, o in ps:
-                run.append(max(o, run[-1]) if run else o)
-            ends[tp] = ([t for t, _ in ps], run)
-        ts, best = ends[tp]
-        i = bisect.bisect_right(ts, t)
-        return best[i - 1] + 1 if i else 0
+    parts: dict[str, dict[tuple[str, int], list[Commit]]] = {}
+    for g, cs in groups.items():
+        cs.sort(key=lambda c: c.ts)
+        for c in cs:
+            parts.setdefault(g, {}).setdefault((c.topic, c.partition), []).append(c)
 
     out: dict[tuple[str, str, float], SkipBound] = {}
     for f in skip_faults(ti.faults()):
@@ -925,19 +918,17 @@ def skip_bounds(ti: TruthIndex, factor: float) -> dict[tuple[str, str, float], S
         if f.detail.get("mechanism") == "admin_reset":
             out[key] = SkipBound(math.nan, math.nan, sum(lost.values()), 0.0, "membership")
             continue
-        cs = sorted(groups.get(f.group, []), key=lambda c: c.ts)
-        by_tp: dict[tuple[str, int], list[Commit]] = {}
-        for c in cs:
-            by_tp.setdefault((c.topic, c.partition), []).append(c)
+        cs = groups.get(f.group, [])
+        by_tp = parts.get(f.group, {})
         # the pace: saturated intervals strictly before the skip
         rates: dict[tuple[str, int], float] = {}
         for tp, tcs in by_tp.items():
             busy = False
             for c0, c1 in itertools.pairwise(c for c in tcs if c.ts < f.start):
                 a = c1.offset - c0.offset
-                if a <= 0 or c1.ts <= c0.ts or c1.offset >= end_at(tp, c1.ts) or c0.offset >= end_at(tp, c0.ts):
+                if a <= 0 or c1.ts <= c0.ts or c1.offset >= ti.end_at(*tp, c1.ts) or c0.offset >= ti.end_at(*tp, c0.ts):
                     continue
-                if busy and c1.offset + a < end_at(tp, c0.ts):
+                if busy and c1.offset + a < ti.end_at(*tp, c0.ts):
                     rates[tp] = max(rates.get(tp, 0.0), a / (c1.ts - c0.ts))
                 busy = True
         if f.detail.get("mechanism") == "out_of_range":

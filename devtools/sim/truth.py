@@ -33,6 +33,7 @@ offsets are Kafka offsets (int); topic and group names are the real (prefixed) n
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import os
@@ -204,6 +205,8 @@ class TruthIndex:
         self.records = records
         self._produce: dict[tuple[str, int], list[Produce]] = {}
         self._commits: dict[tuple[str, str, int], list[Commit]] = {}
+        #: per partition, built on first use: the produce times in order and the log end by each
+        self._ends: dict[tuple[str, int], tuple[list[float], list[int]]] = {}
         for r in records:
             if isinstance(r, Produce):
                 self._produce.setdefault((r.topic, r.partition), []).append(r)
@@ -226,14 +229,18 @@ class TruthIndex:
                 return p.ts
         return None
 
-    def produces(self, topic: str, partition: int) -> list[Produce]:
-        """Every record produced to one partition, by offset."""
-        return list(self._produce.get((topic, partition), []))
-
     def end_at(self, topic: str, partition: int, t: float) -> int:
         """The log end offset at ``t``: one past the last record created by then (0 if none)."""
-        offs = [p.offset for p in self._produce.get((topic, partition), []) if p.ts <= t]
-        return max(offs) + 1 if offs else 0
+        tp = (topic, partition)
+        if tp not in self._ends:
+            ps = sorted((p.ts, p.offset) for p in self._produce.get(tp, []))
+            ends: list[int] = []
+            for _, o in ps:
+                ends.append(max(o + 1, ends[-1]) if ends else o + 1)
+            self._ends[tp] = ([ts for ts, _ in ps], ends)
+        times, ends = self._ends[tp]
+        i = bisect.bisect_right(times, t)
+        return ends[i - 1] if i else 0
 
     def commits(self, group: str, topic: str, partition: int) -> list[Commit]:
         """Every commit of one partition by one group, in time order."""
