@@ -137,6 +137,14 @@ since the start, before min(release, its first activity) (:data:`HELD_SCHEMA`; t
 makes such rows ``OK`` with :data:`lagscope.analytics.status.STARVED_REASON` or
 :data:`lagscope.analytics.status.HELD_REASON`).
 
+**Served gaps** (:func:`judge_gaps`, from sweeps alone): sweeps see a commit only when it changes
+the offset, so a partition its owner serves unevenly (unchanged for a few sweeps while the owner's
+other partitions advance) shows a gap between changes that its commits do not have: one commit
+request carries every assigned partition's position. A ``commit_gap`` whose partition's owner (at
+the gap's last row) changed another of its partitions' committed offset strictly inside the gap
+(not in the sweep it starts at, nor in the one that closes it) is dropped. Progress events as for
+**Starved**.
+
 **Outages** (:func:`drop_rebalance_outages`): a stall, stop or commit gap of a group that starts
 at or after a rebalance's ``quiet_from`` − 1 s and ends (an open one: start + magnitude s) by its
 end + 1 s is that rebalance: dropped (every row with its key); so is a commit gap that starts
@@ -1703,6 +1711,41 @@ def _rebalancing_until(sw: _Sweeps | None, ep_groups: pa.Array, t: _F, cap: _F, 
     return np.where(before | after, np.fmin(settled_next, cap), t)
 
 
+def judge_gaps(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, *,
+               forget_after_s: float = math.inf) -> pa.Table:
+    """``anomalies`` without the ``commit_gap`` findings that sweeps alone misread (module doc,
+    **Served gaps**): from the sweeps (no commit stream), a gap whose partition's owner changed
+    the committed offset of another of its partitions strictly inside it is dropped. Call it only
+    when the step has no commit stream: a stream's gaps are the exact times between commits."""
+    kind = _plain(anomalies.column("kind")).cast(pa.string())
+    cand = _flag(pc.equal(kind, "commit_gap"))
+    if not cand.any():
+        return anomalies
+    idx = np.flatnonzero(cand)
+    ep = anomalies.take(pa.array(idx))
+    groups = pc.unique(_gkey(ep))
+    eg, _ = _codes(_gkey(ep), groups)
+    start = seconds(_plain(ep.column("start_ts")))
+    end = seconds(_plain(ep.column("end_ts")))
+    # strictly inside: the sweep the gap starts at (a change on another partition in the same sweep
+    # is the same commit) and the one that closes it (both moved together) are not evidence
+    lo, hi = start + 1e-6, end - 1e-6
+    ev, ep_p, ep_owner, _, _, _ = _progress_events(series, carried, None, groups, ep.column("topic"),
+                                                   ep.column("partition"), eg, hi, start, forget_after_s)
+    no = int(max(ev.owner.max(initial=-1), ep_owner.max(initial=-1))) + 2
+    np_ = int(max(ev.p.max(initial=-1), ep_p.max(initial=-1))) + 1
+    ev_go = ev.g * no + (ev.owner + 1)
+    ep_go = eg * no + (ep_owner + 1)
+    elsewhere = _count_within(ev_go, ev.t, ep_go, lo, hi) - _count_within(ev_go * np_ + ev.p, ev.t,
+                                                                          ep_go * np_ + ep_p, lo, hi)
+    served = (ep_owner >= 0) & (elsewhere > 0)
+    if not served.any():
+        return anomalies
+    keep = np.ones(anomalies.num_rows, dtype=bool)
+    keep[idx[served]] = False
+    return anomalies.filter(pa.array(keep))
+
+
 def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, commits: pa.Table | None, *,
                stall_after_s: float, gens: pa.Table | None = None, session_timeout_s: float = 0.0,
                heartbeat_s: float = 0.0, network_s: float = 0.0, rebalance_timeout_s: float = 0.0,
@@ -2006,7 +2049,9 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
     # judged before the outages are dropped: whether an episode ends inside an outage may be known
     # only after the step (an open one), while the status rows of a starved partition must say the
     # same whatever a later sweep shows
-    judged, starved, held = judge_idle(inp.anomalies, inp.series, inp.carried_series, inp.commits,
+    found = inp.anomalies if inp.commits is not None else judge_gaps(
+        inp.anomalies, inp.series, inp.carried_series, forget_after_s=p.forget_horizon_s())
+    judged, starved, held = judge_idle(found, inp.series, inp.carried_series, inp.commits,
                                        stall_after_s=p.stall_after_s, gens=gens,
                                        session_timeout_s=settings.session_timeout_s,
                                        heartbeat_s=settings.heartbeat_s, network_s=settings.network_s,
