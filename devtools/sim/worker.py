@@ -14,6 +14,7 @@ schedule. An action ``at`` seconds runs at ``t0 + at``.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import json
 import logging
 import math
@@ -155,7 +156,7 @@ def run_producer(cfg: dict[str, Any], writer: TruthWriter) -> None:
     t0, _, end = started  # a producer sends on the schedule only, lingering members or not
 
     def on_sent(md: RecordMetadata) -> None:
-        rec = Produce(md.topic, md.partition, md.offset, md.timestamp / 1000.0)
+        rec = Produce(md.topic, md.partition, md.offset, md.timestamp / 1000.0, acked=time.time())
         with lock:
             if spec.transactional:
                 pending.append(rec)
@@ -177,7 +178,7 @@ def run_producer(cfg: dict[str, Any], writer: TruthWriter) -> None:
         with lock:
             recs, pending[:] = list(pending), []
         for r in recs:
-            writer.write(Produce(r.topic, r.partition, r.offset, r.ts, state))  # type: ignore[arg-type]
+            writer.write(dataclasses.replace(r, txn=state))  # type: ignore[arg-type]
 
     txn_no = 0
     in_txn = 0

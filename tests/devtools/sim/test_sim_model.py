@@ -252,6 +252,27 @@ def test_truth_index_at(t: float, end: int, committed: int | None, lag: int | No
     assert [c.offset for c in ti.commits("g", "t", 0)] == [2, 5, 1]
 
 
+def test_a_queued_burst_is_in_the_log_when_acknowledged_not_when_created(tmp_path: Path) -> None:
+    # offsets 0..2 created at 10 s and acknowledged at once; a burst 3..5 created at 11 s that the
+    # producer's queue holds: acknowledged at 14 s. Between 11 and 14 s the broker's end is 3
+    # (sweeps read 3 there), not 6; from 14 s the burst waits, aged from its CreateTime
+    recs: list[truth.Record] = [truth.Produce("t", 0, o, 10.0, acked=10.01) for o in range(3)]
+    recs += [truth.Produce("t", 0, o, 11.0, acked=14.0) for o in range(3, 6)]
+    recs += [truth.Commit("g", "m", "t", 0, 3, 10.5)]
+    path = tmp_path / "truth.jsonl"
+    truth.write_truth(path, recs)
+    ti = truth.TruthIndex(truth.load(path))  # through the file: the acknowledgement is kept
+    assert [ti.end_at("t", 0, t) for t in (10.0, 10.01, 12.0, 13.99, 14.0)] == [0, 3, 3, 3, 6]
+    assert [ti.lag_at("g", "t", 0, t) for t in (12.0, 14.0)] == [0, 3]
+    assert ti.time_lag_at("g", "t", 0, 12.0) == 0.0  # nothing pending in the log yet
+    assert ti.time_lag_at("g", "t", 0, 15.0) == 4.0  # offset 3, created at 11 s
+    # a truth written before the acknowledgement was recorded: the CreateTime stands in
+    old = [{k: v for k, v in json.loads(line).items() if k != "acked"} for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps(d) + "\n" for d in old))
+    before = truth.TruthIndex(truth.load(path))
+    assert [before.end_at("t", 0, t) for t in (10.0, 12.0)] == [3, 6]
+
+
 def test_rebalances_from_listener_records() -> None:
     A, R, F = truth.Assign, truth.Revoke, truth.Fault  # noqa: N806 - short names keep the table readable
     p0, p1 = ("t", 0), ("t", 1)
