@@ -1711,22 +1711,28 @@ def _rebalancing_until(sw: _Sweeps | None, ep_groups: pa.Array, t: _F, cap: _F, 
     return np.where(before | after, np.fmin(settled_next, cap), t)
 
 
+def _episodes(anomalies: pa.Table, kinds: tuple[str, ...]) -> tuple[pa.Array, _I, pa.Table, pa.Array, _I, _F, _F]:
+    """The anomalies of ``kinds`` to judge across their groups: every row's kind, their row
+    indices, the rows, their distinct groups (:func:`_gkey`), each row's group index, start and
+    end (s; NaN: open). No such row: empty indices (the rest then says nothing)."""
+    kind = _plain(anomalies.column("kind")).cast(pa.string())
+    idx = np.flatnonzero(_flag(pc.is_in(kind, value_set=pa.array(kinds, pa.string()))))
+    ep = anomalies.take(pa.array(idx, pa.int64()))
+    groups = pc.unique(_gkey(ep))
+    eg, _ = _codes(_gkey(ep), groups)
+    return (kind, idx, ep, groups, eg, seconds(_plain(ep.column("start_ts"))),
+            seconds(_plain(ep.column("end_ts"))))
+
+
 def judge_gaps(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, *,
                forget_after_s: float = math.inf) -> pa.Table:
     """``anomalies`` without the ``commit_gap`` findings that sweeps alone misread (module doc,
     **Served gaps**): from the sweeps (no commit stream), a gap whose partition's owner changed
     the committed offset of another of its partitions strictly inside it is dropped. Call it only
     when the step has no commit stream: a stream's gaps are the exact times between commits."""
-    kind = _plain(anomalies.column("kind")).cast(pa.string())
-    cand = _flag(pc.equal(kind, "commit_gap"))
-    if not cand.any():
+    _, idx, ep, groups, eg, start, end = _episodes(anomalies, ("commit_gap",))
+    if not len(idx):
         return anomalies
-    idx = np.flatnonzero(cand)
-    ep = anomalies.take(pa.array(idx))
-    groups = pc.unique(_gkey(ep))
-    eg, _ = _codes(_gkey(ep), groups)
-    start = seconds(_plain(ep.column("start_ts")))
-    end = seconds(_plain(ep.column("end_ts")))
     # strictly inside: the sweep the gap starts at (a change on another partition in the same sweep
     # is the same commit) and the one that closes it (both moved together) are not evidence
     lo, hi = start + 1e-6, end - 1e-6
@@ -1759,16 +1765,9 @@ def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, 
     and rebalance timeouts; None: ``session_timeout_s`` and ``rebalance_timeout_s`` for every
     group), ``heartbeat_s`` and ``network_s`` the rest of the session bound (:func:`bound_of`);
     ``sweeps``: the member sweeps (a group rebalancing at the release holds on until it settles)."""
-    kind = _plain(anomalies.column("kind")).cast(pa.string())
-    cand = _flag(pc.is_in(kind, value_set=pa.array(_IDLE_KINDS)))
-    if not cand.any():
+    kind, idx, ep, groups, eg, start, end = _episodes(anomalies, _IDLE_KINDS)
+    if not len(idx):
         return anomalies, STARVED_SCHEMA.empty_table(), HELD_SCHEMA.empty_table()
-    idx = np.flatnonzero(cand)
-    ep = anomalies.take(pa.array(idx))
-    groups = pc.unique(_gkey(ep))
-    eg, _ = _codes(_gkey(ep), groups)
-    start = seconds(_plain(ep.column("start_ts")))
-    end = seconds(_plain(ep.column("end_ts")))
     mag = np.asarray(_plain(ep.column("magnitude")).cast(pa.float64()).fill_null(0.0), dtype=np.float64)
     closed = ~np.isnan(end)
     seen = np.where(closed, end, start + mag)
