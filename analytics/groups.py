@@ -180,8 +180,8 @@ if TYPE_CHECKING:
 
 __all__ = ["COMMIT_COLUMNS", "ESCALATE_AFTER", "GROUP_EVENT_COLUMNS", "HELD_SCHEMA", "MEMBER_COLUMNS", "MSWEEP_SCHEMA",
            "OUTAGE_KINDS", "REBALANCE_COLUMNS", "RECENT_SCHEMA", "STARVED_SCHEMA", "GroupInputs", "GroupOutputs",
-           "drop_rebalance_outages", "formation", "generation_records", "group_pass", "judge_idle", "member_sweeps",
-           "storm_state", "storms", "sweep_windows"]
+           "drop_rebalance_outages", "empty_records", "formation", "generation_records", "group_pass", "judge_idle",
+           "member_sweeps", "storm_state", "storms", "sweep_windows"]
 
 _F = npt.NDArray[np.float64]
 _I = npt.NDArray[np.int64]
@@ -532,6 +532,23 @@ def generation_records(group_events: pa.Table) -> pa.Table:
         "member_ids": pc.if_else(none, pa.nulls(n, member_ids.type), member_ids),
         "instances": pc.if_else(none, pa.nulls(n, instances.type), instances),
         "owners": pc.if_else(none, pa.nulls(n, owners.type), owners)}, schema=GENERATION_SCHEMA)
+
+
+def empty_records(group_events: pa.Table) -> dict[tuple[str, str], list[float]]:
+    """The classic ``group_metadata`` records of a group without a member (its creation,
+    generation 0, or every member gone; a deleted group's tombstone has no value and is not one):
+    ``(cluster, group_id)`` → their record times (s), in order. Not generations
+    (:func:`generation_records` leaves them out); the sight of the group Empty, as an Empty
+    sweep is, for its formation (:func:`formed_in_records`, ``_through_empty``)."""
+    rt = _plain(group_events.column("record_type")).cast(pa.string())
+    n = pc.list_value_length(_plain(group_events.column("members")))
+    ev = group_events.filter(pc.and_(pc.equal(rt, "group_metadata").fill_null(False), pc.equal(n, 0).fill_null(False)))
+    out: dict[tuple[str, str], list[float]] = {}
+    for c, g, t in zip(_plain(ev.column("cluster")).cast(pa.string()).to_pylist(),
+                       _plain(ev.column("group_id")).cast(pa.string()).to_pylist(),
+                       seconds(ev.column("record_ts")).tolist(), strict=True):
+        out.setdefault((c, g), []).append(t)
+    return {k: sorted(v) for k, v in out.items()}
 
 
 def with_carried_records(gens: pa.Table, carried: pa.Table | None) -> pa.Table:
@@ -1188,16 +1205,21 @@ def _commit_times(commits: pa.Table, groups: pa.Array, wanted: _I) -> _Times:
                      _plain(c.column("partition")).cast(pa.int32()), t)
 
 
-def formed_in_records(recs: list[dict[str, Any]], t: float) -> bool:
+def formed_in_records(recs: list[dict[str, Any]], t: float, empties: tuple[float, ...] | list[float] = ()) -> bool:
     """Whether the generation records ``recs`` (one group's, in time order) show the group formed
-    by ``t``: a record of its first generation (1) at or before ``t``, and from it every
-    generation's members a superset of the one before, up to ``t`` (members only arrived)."""
+    by ``t``: a record of it Empty (``empties``, :func:`empty_records`: its creation, or every
+    member gone) or of its first generation (1) at or before ``t``, and from it every
+    generation's members a superset of the one before, up to ``t`` (members only arrived). The
+    Empty record counts as an Empty sweep does: the coordinator stores a generation only when its members synced, so a
+    join that replaced generation 1 before its sync leaves the records at 0 (Empty), then 2."""
     born, prev = False, None
-    for r in recs:
+    seen = sorted([*recs, *({"gen_t": e, "generation": None, "member_ids": []} for e in empties)],
+                  key=lambda r: r["gen_t"])
+    for r in seen:
         ids = r.get("member_ids")
         if ids is None or r["gen_t"] > t:
             continue
-        if r.get("generation") == 1:
+        if r.get("generation") == 1 or not len(ids):
             born = True
         elif born and prev is not None and not set(prev) <= set(ids):
             born = False
@@ -1934,6 +1956,7 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
     sw = _sorted_sweeps(fresh, inp.carried_msweeps)
     seen = _seen_sweeps(sw)
     gens = generation_records(inp.group_events) if inp.group_events is not None else None
+    empty = empty_records(inp.group_events) if inp.group_events is not None else {}
     if gens is not None:  # with the records of earlier days the step does not read (module doc)
         gens = with_carried_records(gens, inp.carried_generations)
     ch = _changes(sw)  # once: the windows, the formation at a records window's A, the carried sweeps
@@ -2006,10 +2029,9 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
             "observed_over_bound": observed / bound if bound != 0 else None, "messages_accumulated": acc,
             "max_processing_gap_s": processing_gap(w, gaps_from),
             "_formed_in_view": w.a_after_empty or formed_in_records(
-                recs.by_group.get(w.g, []) if gens is not None else [], w.a.t),
+                recs.by_group.get(w.g, []) if gens is not None else [], w.a.t, empty.get((w.cluster, w.group_id), [])),
             "_through_empty": w.through_empty or any(
-                r["member_ids"] is not None and not len(r["member_ids"]) and w.a.t < r["gen_t"] < w.b.t
-                for r in (recs.by_group.get(w.g, []) if gens is not None else []))})
+                w.a.t < e < w.b.t for e in empty.get((w.cluster, w.group_id), []))})
         outages.append((w.cluster, w.group_id, _us(w.quiet_from), _us(w.end)))
     rebalances = _rebalance_table(rows)  # sorts ``rows`` as the table
 

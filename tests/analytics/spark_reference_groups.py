@@ -173,6 +173,7 @@ def transform_rebalances(
     inputs: ProgressInputs,
     *,
     generations: DataFrame | None = None,
+    empty_records: DataFrame | None = None,
     commits: DataFrame | None = None,
     session_timeout_s: float = 45.0,
     heartbeat_s: float = 3.0,
@@ -191,6 +192,8 @@ def transform_rebalances(
       (``cluster, group_id, t, group_lag``: Σ lag per sweep) and ``changes``
       (``cluster, group_id, topic, partition, t``: times the committed offset changed);
     - ``generations``: :func:`generation_records` of the ``group_events`` (optional);
+      ``empty_records``: ``cluster, group_id, gen_t`` of their classic records without a member
+      (the group Empty: created, or every member gone; optional);
       ``commits``: ``cluster, group_id, topic, partition, t`` exact commit times (optional).
     """
     w = Window.partitionBy(*_G).orderBy("t")
@@ -312,8 +315,8 @@ def transform_rebalances(
     empties = msweeps.where(F.col("group_state") == "Empty").select(
         F.col("cluster").alias("_ec"), F.col("group_id").alias("_eg"), F.col("t").alias("_et"))
     flagged = win.where(F.col("b_prev_t") != F.col("b.t")).join(empties, sides, "left_semi").select("_wid")
-    if generations is not None:
-        flagged = flagged.union(win.join(generations.where(F.size("member_ids") == 0).select(
+    if empty_records is not None:
+        flagged = flagged.union(win.join(empty_records.select(
             F.col("cluster").alias("_ec"), F.col("group_id").alias("_eg"), F.col("gen_t").alias("_et")),
             sides, "left_semi").select("_wid"))
     win = win.join(flagged.distinct().withColumn("_through_empty", F.lit(True)), "_wid", "left").withColumn(
@@ -334,13 +337,18 @@ def transform_rebalances(
     formed = cand.join(blocked, ["_wid", "_et"], "left_anti").select("_wid")
     if generations is not None:
         gw = Window.partitionBy(*_G).orderBy("gen_t")
-        recs = generations.where(F.col("member_ids").isNotNull()).withColumn("_prev", F.lag("member_ids").over(gw))
+        recs = generations.where(F.col("member_ids").isNotNull()).select(*_G, "gen_t", "generation", "member_ids")
+        if empty_records is not None:  # the group Empty: as a record without a member
+            recs = recs.unionByName(empty_records.select(*_G, "gen_t", F.lit(None).cast("int").alias("generation"),
+                                                         F.array().cast("array<string>").alias("member_ids")))
+        recs = recs.withColumn("_prev", F.lag("member_ids").over(gw))
         recs = recs.select(F.col("cluster").alias("_rc"), F.col("group_id").alias("_rg"), F.col("gen_t").alias("_rt"),
                            F.col("generation").alias("_rgen"),
                            (F.col("_prev").isNotNull() & (F.size(F.array_except("_prev", "member_ids")) > 0)
-                            & (F.coalesce(F.col("generation"), F.lit(0)) != 1)).alias("_lost"))
+                            & (F.coalesce(F.col("generation"), F.lit(0)) != 1)).alias("_lost"),
+                           ((F.col("generation") == 1) | (F.size("member_ids") == 0)).alias("_born"))
         same = (F.col("cluster") == F.col("_rc")) & (F.col("group_id") == F.col("_rg")) & (F.col("_rt") <= F.col("_at"))
-        born = wk.join(recs.where(F.col("_rgen") == 1), same).groupBy("_wid").agg(F.max("_rt").alias("_born_t"))
+        born = wk.join(recs.where("_born"), same).groupBy("_wid").agg(F.max("_rt").alias("_born_t"))
         lost = wk.join(recs.where("_lost"), same).select("_wid", F.col("_rt").alias("_lost_t"))
         formed = formed.union(born.join(lost, (born["_wid"] == lost["_wid"]) & (F.col("_lost_t") > F.col("_born_t")),
                                         "left_anti").select("_wid"))
@@ -661,7 +669,10 @@ def reference_group_pass(spark: SparkSession, *, members: pa.Table, series: pa.T
     ge = _df(spark, group_events)
     rb = transform_rebalances(
         msweeps, lambda groups: _progress_inputs(ser, st, groups),
-        generations=generation_records(ge) if ge is not None else None, commits=commit_times,
+        generations=generation_records(ge) if ge is not None else None,
+        empty_records=None if ge is None else ge.where(
+            (F.col("record_type") == "group_metadata") & (F.size("members") == 0)).select(
+            *_G, _secs(F.col("record_ts")).alias("gen_t")), commits=commit_times,
         session_timeout_s=settings.session_timeout_s, heartbeat_s=settings.heartbeat_s,
         network_s=settings.network_s, rebalance_timeout_s=settings.rebalance_timeout_s)
     rb_arrow = rb.toArrow()

@@ -110,6 +110,16 @@ def test_a_formation_the_sweeps_first_see_past_its_first_generation_is_no_storm(
     assert [s["magnitude"] for s in storms] == [3.0]
     _, storms = _step(classic, records=records[1:])
     assert [s["magnitude"] for s in storms] == [3.0]
+    # a broker stores no record of a generation that a later join replaced before its sync: the
+    # records go from the group's creation (generation 0, no member) straight to generation 2
+    # (CI, 2026-11-29: a rolling restart's group formed so, its late fourth member's join counted
+    # toward the restarts' storm). The Empty record is the sight of the group forming, as an
+    # Empty sweep is
+    _, storms = _step(CREATED[0], records=CREATED[1])
+    assert storms == []
+    # and a member lost after it still ends the formation
+    _, storms = _step(CREATED[0], records=[CREATED[1][0], (3.0, 2, ["m1", "m3"]), *CREATED[1][2:]])
+    assert [s["magnitude"] for s in storms] == [3.0]
 
 
 def test_a_formation_then_churn_is_a_storm_counted_from_the_churn() -> None:
@@ -176,9 +186,12 @@ def test_formation_equals_the_spark_statement(spark: Any) -> None:
         "before": [(0, 11, ["m1"]), *[(t, g + 10, ms) for t, g, ms in FORMATION[2:]]],
     }
     # classic groups (no generation in the sweeps) with the commit stream's records
-    cases |= {"rec-empty": CLASSIC_EMPTY[0], "rec-loss": RECORD_LOSS[0]}
+    cases |= {"rec-empty": CLASSIC_EMPTY[0], "rec-loss": RECORD_LOSS[0], "rec-created": CREATED[0],
+              "rec-created-loss": CREATED[0], "rec-through-empty": THROUGH_EMPTY[0]}
+    created_loss = [CREATED[1][0], (3.0, 2, ["m1", "m3"]), *CREATED[1][2:]]
     events = [record(name, t, gen, [member(m) for m in ms]) for name, recs in (
-        ("rec-empty", CLASSIC_EMPTY[1]), ("rec-loss", RECORD_LOSS[1])) for t, gen, ms in recs]
+        ("rec-empty", CLASSIC_EMPTY[1]), ("rec-loss", RECORD_LOSS[1]), ("rec-created", CREATED[1]),
+        ("rec-created-loss", created_loss), ("rec-through-empty", THROUGH_EMPTY[1])) for t, gen, ms in recs]
     owners: dict[int, list[tuple[int, str | None]]] = {0: [(0, "m1")], 1: [(0, "m1")]}
     step = Step(members=[r for name, gens in cases.items() for r in members_rows(_sweeps(gens, 80), group=name)],
                 offsets=[r for name in cases for r in offsets(name, 80, owners)], events=events)
@@ -186,7 +199,7 @@ def test_formation_equals_the_spark_statement(spark: Any) -> None:
     out = groups.group_pass(inp, S)
     compare(out, reference(spark, inp, S))
     stormy = sorted(r["group_id"] for r in out.anomalies.to_pylist() if r["kind"] == "rebalance_storm")
-    assert stormy == ["before", "churn", "empty", "loss", "rec-loss"]
+    assert stormy == ["before", "churn", "empty", "loss", "rec-created-loss", "rec-loss"]
 
 
 # a classic group the sweeps saw Empty, then always {m1}; its records (no generation 1 among them)
@@ -198,6 +211,29 @@ CLASSIC_EMPTY = ([(0, None, []), (2, None, ["m1"])],
 # and back between two sweeps: the loss, the rejoin after it and m3's join all count
 RECORD_LOSS = ([(0, None, []), (2, None, ["m1", "m2"]), (20, None, ["m1", "m2", "m3"])],
                [(1.0, 2, ["m1", "m2"]), (11.0, 3, ["m1"]), (11.8, 4, ["m1", "m2"]), (19.0, 5, ["m1", "m2", "m3"])])
+
+
+# a classic group the sweeps first see with both members; its records start at its creation
+# (generation 0, no member), then generation 2 (a join replaced generation 1 before its sync)
+CREATED = ([(t, None, ms) for t, _, ms in SEEN_PAST_FIRST],
+           [(0.5, 0, []), (3.0, 2, ["m1", "m2"]), (11.0, 3, ["m1", "m2"]), (13.5, 4, ["m1", "m2"]),
+            (29.0, 5, ["m1"])])
+# a classic group consuming before the data began (no formation in view); every member leaves
+# between two sweeps (the records: generation 6 without a member), then m1 and m2 come back and
+# rejoin twice: the window across the Empty record went through Empty, and what follows it only
+# adds members: the formation again, no storm
+THROUGH_EMPTY = ([(0, None, ["m1", "m2"]), (12, None, ["m1", "m2"])],
+                 [(1.0, 5, ["m1", "m2"]), (9.0, 6, []), (10.0, 7, ["m1", "m2"]), (14.5, 8, ["m1", "m2"]),
+                  (16.5, 9, ["m1", "m2"])])
+
+
+def test_an_empty_generation_record_is_a_sight_of_the_group_forming() -> None:
+    rebalances, storms = _step(THROUGH_EMPTY[0], records=THROUGH_EMPTY[1])
+    assert len(rebalances) >= 3
+    assert storms == []
+    # the same rejoins with the members never gone (no Empty record): churn, a storm
+    rebalances, storms = _step(THROUGH_EMPTY[0], records=[r for r in THROUGH_EMPTY[1] if r[2]])
+    assert [s["magnitude"] for s in storms] == [float(len(rebalances))]
 
 
 def test_a_loss_only_the_records_saw_ends_a_formation_the_sweeps_saw() -> None:
