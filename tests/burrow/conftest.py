@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import TEST_SPARK_CONF
+from helpers import TEST_DRIVER_MEMORY, TEST_SPARK_CONF
 from pyspark.sql import SparkSession
 
 from lagscope.analytics.session import build_session
@@ -47,8 +47,8 @@ def telegraf_binary() -> str:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    session = build_session("local[2]", app_name="lagscope-tests", shuffle_partitions=2, driver_memory="3g",
-                            extra_conf=TEST_SPARK_CONF)
+    session = build_session("local[2]", app_name="lagscope-tests", shuffle_partitions=2,
+                            driver_memory=TEST_DRIVER_MEMORY, extra_conf=TEST_SPARK_CONF)
     try:
         yield session
     finally:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from helpers import TEST_SPARK_CONF
+from helpers import TEST_DRIVER_MEMORY, TEST_SPARK_CONF
 from pyspark.sql import SparkSession
 
 from lagscope.analytics.session import build_session
@@ -21,7 +21,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     session = build_session("local[2]", app_name="lagscope-dashboards-tests", shuffle_partitions=2,
-                            driver_memory="3g", extra_conf=TEST_SPARK_CONF)
+                            driver_memory=TEST_DRIVER_MEMORY, extra_conf=TEST_SPARK_CONF)
     try:
         yield session
     finally:
