@@ -775,10 +775,12 @@ def eager_large_group(g: _Group, r: AdviceRulesConfig) -> _Advice | None:
 
 
 def rewind_after_rebalance(g: _Group, r: AdviceRulesConfig) -> _Advice | None:
-    """Commits that lag the processing reprocess after every rebalance: ≥ ``min_evidence`` rewinds
-    starting from a window's start to ``rewind_after_s`` after its end. Commit synchronously on
-    revocation (``onPartitionsRevoked``), or more often: the new owner then starts where the old
-    one stopped."""
+    """Commits that lag the processing reprocess after every rebalance: rewinds starting from a
+    window's start to ``rewind_after_s`` after its end, after ≥ ``min_evidence`` windows. The
+    pattern is in the rebalances, not the partitions: one rebalance followed by rewinds of several
+    partitions (an operator's reset that happened to come after it) is one occurrence. Commit
+    synchronously on revocation (``onPartitionsRevoked``), or more often: the new owner then
+    starts where the old one stopped."""
     rewinds = g.anomalies.get("rewind", [])
     hits: list[dict[str, Any]] = []
     windows_hit: set[dt.datetime] = set()
@@ -788,7 +790,7 @@ def rewind_after_rebalance(g: _Group, r: AdviceRulesConfig) -> _Advice | None:
                 hits.append(a)
                 windows_hit.add(w["start_ts"])
                 break
-    if len(hits) < r.min_evidence:
+    if len(windows_hit) < r.min_evidence:
         return None
     total = sum(a["magnitude"] or 0.0 for a in hits)
     per = total / max(1, len(windows_hit))
@@ -801,7 +803,7 @@ def rewind_after_rebalance(g: _Group, r: AdviceRulesConfig) -> _Advice | None:
         "messages_reprocessed", "messages", per, 0.0,
         f"{len(hits)} rewinds right after {len(windows_hit)} rebalances in {_days(hits)}: {total:,.0f} messages "
         f"processed twice",
-        len(hits), first_ts, last_ts, confidence(len(hits), r.min_evidence, True))
+        len(hits), first_ts, last_ts, confidence(len(windows_hit), r.min_evidence, True))
 
 
 def retention_vs_catchup(g: _Group, r: AdviceRulesConfig) -> _Advice | None:

@@ -463,6 +463,17 @@ def test_one_rewind_is_no_pattern() -> None:
     assert rows(run([window(0, 5, "join")], [anomaly("rewind", 15, 500)])) == []
 
 
+def test_rewinds_of_several_partitions_after_one_rebalance_are_no_pattern() -> None:
+    # the accuracy run's demo (seed 2): an operator's rewind of two partitions came 40 s after a
+    # rebalance; one rebalance followed by rewinds is one occurrence, however many partitions
+    one = [window(0, 5, "join")]
+    both = [anomaly("rewind", 45, 200, partition=0), anomaly("rewind", 45, 200, partition=1)]
+    assert rows(run(one, both)) == []
+    # the same after a second rebalance too: a pattern
+    got = only(run([*one, window(3600, 5, "leave")], [*both, anomaly("rewind", 3620, 100)]), "rewind_after_rebalance")
+    assert got["evidence"] == "3 rewinds right after 2 rebalances in 1 day: 500 messages processed twice"
+
+
 def test_retention_loss_alone_suffices() -> None:
     # a retention loss is unambiguous: one is enough (low confidence: retention.ms is unknown)
     got = only(run([], [anomaly("retention_loss", 100, 1000)]), "retention_vs_catchup")
