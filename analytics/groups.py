@@ -176,6 +176,8 @@ from lagscope.analytics.arrays import dates, timestamps
 from lagscope.analytics.kseries import asof, java_fixed
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from lagscope.config import AnalyticsConfig
 
 __all__ = ["COMMIT_COLUMNS", "ESCALATE_AFTER", "GROUP_EVENT_COLUMNS", "HELD_SCHEMA", "MEMBER_COLUMNS", "MSWEEP_SCHEMA",
@@ -1205,13 +1207,14 @@ def _commit_times(commits: pa.Table, groups: pa.Array, wanted: _I) -> _Times:
                      _plain(c.column("partition")).cast(pa.int32()), t)
 
 
-def formed_in_records(recs: list[dict[str, Any]], t: float, empties: tuple[float, ...] | list[float] = ()) -> bool:
+def formed_in_records(recs: list[dict[str, Any]], t: float, empties: Sequence[float] = ()) -> bool:
     """Whether the generation records ``recs`` (one group's, in time order) show the group formed
     by ``t``: a record of it Empty (``empties``, :func:`empty_records`: its creation, or every
     member gone) or of its first generation (1) at or before ``t``, and from it every
     generation's members a superset of the one before, up to ``t`` (members only arrived). The
-    Empty record counts as an Empty sweep does: the coordinator stores a generation only when its members synced, so a
-    join that replaced generation 1 before its sync leaves the records at 0 (Empty), then 2."""
+    Empty record counts as an Empty sweep does: the coordinator stores a generation only when its
+    members synced, so a join that replaced generation 1 before its sync leaves the records at 0
+    (Empty), then 2."""
     born, prev = False, None
     seen = sorted([*recs, *({"gen_t": e, "generation": None, "member_ids": []} for e in empties)],
                   key=lambda r: r["gen_t"])
