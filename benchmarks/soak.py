@@ -31,7 +31,8 @@ a time, each followed by a wait of one analytics interval for the recovery:
 - ``engine``: the analytics' Spark JVM (a child of ``lagscope run``, found in the process tree)
   killed with SIGKILL while it computes (its CPU time moving);
 
-and, in a lane of its own, ``receiver``: the webhook receiver down for five minutes (scaled).
+and, in a lane of its own, ``receiver``: the webhook receiver down for five minutes (scaled),
+and on while no notification waits for it (up to twice that: :func:`hold_receiver`).
 
 When the time is up, no fault is injected any more, and the run goes on until the recovery of
 every fault has been seen (:func:`end_wait`: the analytics' results or step after it, the bad
@@ -754,11 +755,12 @@ class Soak:
             port = self.sink.port
             self.sink.stop()
         began = time.time()
-        log.info("fault receiver: down for %.0f s", p.duration_s)
-        self.stopping.wait(p.duration_s)
+        log.info("fault receiver: down for %.0f s (longer while no notification waits)", p.duration_s)
+        down = hold_receiver(lambda: _outbox_pending(self.outbox), p.duration_s, self.stopping)
         with self.sink_lock:
             self._start_sink(port)
-        self.faults.append(FaultRecord("receiver", began, time.time(), {"down_s": p.duration_s}))
+        self.faults.append(FaultRecord("receiver", began, time.time(),
+                                       {"down_s": p.duration_s, "held_s": round(down - p.duration_s, 1)}))
         log.info("fault receiver: back")
 
     def _lane(self, lane: list[Planned], t0: float) -> None:
@@ -797,12 +799,14 @@ class Soak:
         return recovery_seen(f, w.first_result_after, lambda t: w.first_step_after(t, self.o.sweep_interval_s),
                              self.dropped)
 
-    def _wait_for_recoveries(self, lane: threading.Thread) -> None:
-        """At the planned end: no more faults (the one in progress finishes); the run goes on
-        until every fault's recovery has been seen, bounded (:func:`end_wait`)."""
+    def _wait_for_recoveries(self, lanes: list[threading.Thread]) -> None:
+        """At the planned end: no more faults (the one in progress finishes, the receiver's
+        outage too); the run goes on until every fault's recovery has been seen, bounded
+        (:func:`end_wait`)."""
         self.no_more_faults.set()
         planned_end = time.time()
-        lane.join(240)
+        for lane in lanes:
+            lane.join(240)
         said = False
         while (until := end_wait(list(self.faults), self._seen, self.o.analytics_interval_s, time.time())) is not None:
             if not said:
@@ -880,7 +884,7 @@ class Soak:
             for t in threads:
                 t.start()
             self._wait_until(began + self.o.minutes * 60.0)
-            self._wait_for_recoveries(threads[1])
+            self._wait_for_recoveries(threads[1:])
             self.stopping.set()
             for t in threads:
                 t.join(240)
@@ -995,6 +999,22 @@ def _outbox_pending(outbox: Path) -> int:
         return sum(1 for r in _outbox_rows(outbox) if r["delivered_at"] is None and r["dead_at"] is None)
     except sqlite3.Error:
         return -1
+
+
+def hold_receiver(pending: Callable[[], int], down_s: float, stopping: threading.Event,
+                  poll_s: float = 1.0) -> float:
+    """Keep the receiver down for ``down_s``, then on while no notification waits in the outbox
+    (``pending()``: the notifications waiting), up to ``down_s`` more, or until the run
+    stops; the seconds it was down. An outage no alert fell in has no backlog to deliver, and
+    proves nothing about its delivery: the alerts come when the scenario's events do, and a
+    short soak's outage can fall between them."""
+    began = time.monotonic()
+    if stopping.wait(down_s):
+        return time.monotonic() - began
+    while time.monotonic() - began < 2 * down_s and not pending():
+        if stopping.wait(poll_s):
+            break
+    return time.monotonic() - began
 
 
 def _outbox_created_before(outbox: Path, t: float) -> list[str]:
@@ -1377,6 +1397,9 @@ def verdicts(r: SoakResult) -> dict[str, list[str]]:
                 out["recovery"].append(f"{f.kind} at {_hms(f.start)}: analytics back after {f.analytics_recovery_s} s "
                                        f"(interval {o['analytics_interval_s']:g} s; first results after "
                                        f"{f.detail.get('results_written_s')} s)")
+        elif not f.detail.get("backlog"):
+            out["recovery"].append(f"receiver at {_hms(f.start)}: no notification fell in its outage "
+                                   f"({f.end - f.start:.0f} s): the backlog's delivery was not exercised")
         elif late(f, f.alerts_recovery_s, o["alerts_interval_s"]):
             out["recovery"].append(f"receiver at {_hms(f.start)}: backlog delivered after {f.alerts_recovery_s} s "
                                    f"(interval {o['alerts_interval_s']:g} s; {f.detail})")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import time
 from pathlib import Path
 
 import pytest
@@ -273,3 +274,40 @@ def test_a_recovery_is_held_to_its_bound_only_where_the_machine_was_quiet() -> N
     assert "Not judged by time" in soak._untimed_line(result(4.1, 34.0).faults)
     assert soak._untimed_line(result(2.0, 34.0).faults) == ""
     assert soak.verdicts(result(4.1, None))["recovery"]
+
+
+def test_the_receiver_stays_down_until_a_notification_waits_for_it_at_most_twice_its_outage() -> None:
+    import threading
+
+    stopping = threading.Event()
+    # a notification waits already: down for the outage, no longer
+    assert soak.hold_receiver(lambda: 1, 0.2, stopping, poll_s=0.01) < 0.35
+    # none before 0.3 s: down until one waits
+    t0 = time.monotonic()
+    down = soak.hold_receiver(lambda: int(time.monotonic() - t0 > 0.3), 0.2, stopping, poll_s=0.01)
+    assert 0.3 <= down < 0.4
+    # none ever: twice the outage at most
+    assert 0.4 <= soak.hold_receiver(lambda: 0, 0.2, stopping, poll_s=0.01) < 0.5
+    # the run stopping ends it
+    stopping.set()
+    assert soak.hold_receiver(lambda: 0, 5.0, stopping, poll_s=0.01) < 0.1
+
+
+def test_a_receiver_outage_with_nothing_to_deliver_proved_nothing() -> None:
+    def result(detail: dict[str, object], took: float | None) -> soak.SoakResult:
+        f = soak.FaultRecord("receiver", 1000.0, 1050.0, detail={"load": 1.0, **detail}, alerts_recovery_s=took)
+        opts = {"sweep_interval_s": 5.0, "analytics_interval_s": 30.0, "alerts_interval_s": 5.0, "faults": False}
+        return soak.SoakResult(opts=opts, began=0.0, ended=1.0, load_start=(0.0, 0.0, 0.0),
+                               load_end=(0.0, 0.0, 0.0), faults=[f], schedule=[], lives=[], unexpected_exits=[],
+                               scenarios=[], watermark=None, first_step_start=None,
+                               commits={"acknowledged": 9, "lost": 0, "duplicated": 0},
+                               alerts={"notifications": 1, "lost": [], "unknown": [], "repeated": {}, "pending": 0,
+                                       "dead": 0},
+                               quarantine={"missing": [], "unexpected": [], "dropped": 0}, results={}, rss={},
+                               problems=[], logs={})
+
+    [why] = soak.verdicts(result({"backlog": 0, "backlog_delivered": 0}, None))["recovery"]
+    assert "no notification fell in its outage (50 s)" in why
+    assert not soak.verdicts(result({"backlog": 3, "backlog_delivered": 3}, 4.0)).get("recovery")
+    assert "backlog delivered after 7.0 s" in soak.verdicts(
+        result({"backlog": 3, "backlog_delivered": 3}, 7.0))["recovery"][0]
