@@ -38,6 +38,7 @@ __all__ = [
     "segmented_cummax",
     "segmented_cumsum",
     "shift",
+    "starved_rows",
 ]
 
 F64 = npt.NDArray[np.float64]
@@ -70,6 +71,8 @@ class Series:
     owner: I64            # hash of the member id owning the partition (0: none)
     owned: B              # an owner is assigned
     rec_t: F64            # produce time of the record at the committed offset (NaN: not fetched)
+    starved: B            # a fresh row whose owner, over the same interval, advanced another of its partitions
+    #                       more than jump_factor × faster (:func:`starved_rows`): no evidence of capacity
     # carried markers (state rows; NaN / not ok on fresh rows)
     m_change_t: F64
     m_pending_t: F64
@@ -336,12 +339,13 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
            m_change_t: F64, m_pending_t: F64, m_max_rate: F64, m_sat_rate: F64, m_rate: F64, m_ret_t: F64,
            m_end_t: F64,
            m_max_committed: I64, m_max_committed_ok: B, m_commit_t: F64, m_alive_t: F64,
-           m_drop_t: F64, m_owned_t: F64, jump_factor: float = JUMP_FACTOR) -> Series:
+           m_drop_t: F64, m_owned_t: F64, starved: B | None = None, jump_factor: float = JUMP_FACTOR) -> Series:
     """Prepared series rows (grouped by key, in time order, a key's state row first) → a
     :class:`Series` with every running value of
     the Spark SQL reference ``enrich_series`` (``tests/analytics/spark_series.py``), computed the same way."""
     first, last = key_bounds(key)
     has_prev = ~first
+    starved = np.zeros(len(key), bool) if starved is None else starved
     # the offset lag (lagscope.lag), which the rules read as 0 where the end is unknown (as
     # prepare_series: Spark's greatest skips a null); null without a commit
     lag, _ = offset_lag(committed, committed_ok, end, end_ok)
@@ -366,8 +370,10 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
         fresh_rate = np.where((dt > 0) & dc_ok & (dc > 0), dc / dt, 0.0)
     rate = np.where(is_state, np.where(np.isnan(m_rate), 0.0, m_rate), fresh_rate)
     # capacity is shown only by an interval busy from end to end: with a backlog before and after,
-    # the consumer never waited for messages, so its advance measures what it can do
-    busy = ~is_state & prev_lag_ok & (prev_lag > 0) & lag_ok & (lag > 0)
+    # the consumer never waited for messages, so its advance measures what it can do; unless its
+    # owner was busy elsewhere (starved: it served another of its partitions meanwhile, and this
+    # one's advance is what it left over, not what it can do)
+    busy = ~is_state & prev_lag_ok & (prev_lag > 0) & lag_ok & (lag > 0) & ~starved
     # saturated: the committed offset at the end, plus a commit's worth of progress, is still
     # below the log end at the start, so the messages were there all along and the consumer never
     # waited: its advance is its pace. A committed offset is the position at the consumer's last
@@ -460,7 +466,8 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     return Series(
         key=key, is_state=is_state, t=t, committed=committed, committed_ok=committed_ok, end=end, end_ok=end_ok,
         log_start=log_start, log_start_ok=log_start_ok, lag=lag, lag_ok=lag_ok, lso=lso, lso_ok=lso_ok, owner=owner,
-        owned=owned, rec_t=rec_t, m_change_t=m_change_t, m_pending_t=m_pending_t, m_max_rate=m_max_rate,
+        owned=owned, rec_t=rec_t, starved=starved, m_change_t=m_change_t, m_pending_t=m_pending_t,
+        m_max_rate=m_max_rate,
         m_sat_rate=m_sat_rate, m_rate=m_rate, m_ret_t=m_ret_t, m_end_t=m_end_t, m_max_committed=m_max_committed,
         m_max_committed_ok=m_max_committed_ok, m_commit_t=m_commit_t, m_alive_t=m_alive_t, m_drop_t=m_drop_t,
         m_owned_t=m_owned_t,
@@ -474,6 +481,42 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
             max_committed_before_ok, cmax, 0), max_committed_before_ok=max_committed_before_ok, ret_t=ret_t,
         end_change_t=end_change_t, alive_t=alive_t, end_epoch=end_epoch, end_drop_t=end_drop_t, rebased=rebased,
         owned_t=owned_t)
+
+
+def starved_rows(key: I64, group: I64, is_state: B, t: F64, committed: I64, committed_ok: B, owner: I64, owned: B,
+                 factor: float = JUMP_FACTOR) -> B:
+    """Per row (grouped by key, in time order, a key's state row first; ``group`` a code of its
+    consumer group), whether it is *starved*: a fresh, owned row whose owner advanced another of
+    its partitions more than ``factor`` × faster over the same interval (the same sweep: every
+    partition of a sweep shares its time). The rate is :func:`enrich`'s (Δ committed / Δ t over the
+    interval ending at the row, 0 without progress). A member that serves one partition's burst
+    leaves the others lagging while the producers write: their intervals look saturated at what it
+    left over (the producers' rate), which is no measure of what it can do. The fastest sibling
+    decides, not their sum, so a member sharing its time evenly over N partitions keeps them all."""
+    n = len(key)
+    out = np.zeros(n, bool)
+    if not n:
+        return out
+    first, _ = key_bounds(key)
+    prev_t = shift(t, first, np.nan)
+    prev_c, prev_ok = shift(committed, first, 0), shift(committed_ok, first, False)
+    dt = t - prev_t
+    dc = np.where(committed_ok & prev_ok, committed - prev_c, 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.where((dt > 0) & (dc > 0), dc / dt, 0.0)
+    rows = np.flatnonzero(~is_state & owned)
+    if not len(rows):
+        return out
+    # the fastest rate per (group, owner, sweep time): one dense code of the three
+    _, sweep = np.unique(t[rows], return_inverse=True)
+    _, member = np.unique(group[rows] * (int(owner[rows].max()) + 1) + owner[rows], return_inverse=True)
+    _, cell = np.unique(member.reshape(-1).astype(np.int64) * (int(sweep.max()) + 1) + sweep.reshape(-1),
+                        return_inverse=True)
+    cell = cell.reshape(-1)
+    top = np.zeros(int(cell.max()) + 1)
+    np.maximum.at(top, cell, rate[rows])
+    out[rows] = top[cell] > factor * rate[rows]
+    return out
 
 
 def asof(mark_key: I64, mark_t: F64, key: I64, t: F64) -> I64:

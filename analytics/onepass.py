@@ -18,7 +18,9 @@ a conversion per row, and a list as one row per element would make the state's r
 sweep's, the step's cost):
 
 - :data:`SWEEP`: a fresh sweep row: ``t``, ``committed``, ``end``, ``log_start``, ``rec_t``, ``lso``,
-  ``owner_h`` (a hash of its owner, null without one);
+  ``owner_h`` (a hash of its owner, null without one), ``starved`` (its owner advanced another of
+  its partitions far faster over the same interval: :func:`lagscope.analytics.kseries.starved_rows`,
+  which needs the whole group, so the step computes it before the pass);
 - :data:`STATE`: the key's carried last row, as a sweep, and ``x`` = its running markers
   (:data:`STATE_X`, null: NaN);
 - :data:`HISTORY`: a carried end-offset point (``t`` = tc, ``end`` = e, ``committed`` = ep,
@@ -102,8 +104,8 @@ GAP_B = ("t", "gap_s")
 _KEY_FIELDS = [("cluster", pa.string()), ("group_id", pa.string()), ("topic", pa.string()), ("partition", pa.int32())]
 
 PASS_IN = pa.schema([
-    *kernel.LAG_SECONDS_IN, ("lso", pa.int64()), ("owner_h", pa.int64()), ("x", X_TYPE), ("b", pa.binary()),
-    *_KEY_FIELDS,
+    *kernel.LAG_SECONDS_IN, ("lso", pa.int64()), ("owner_h", pa.int64()), ("starved", pa.bool_()), ("x", X_TYPE),
+    ("b", pa.binary()), *_KEY_FIELDS,
 ])
 
 PASS_OUT = pa.schema([
@@ -217,6 +219,8 @@ def _series(rows: _Chunk, is_state: _B, jump_factor: float) -> tuple[Series, _F]
     for name in ("committed", "end", "log_start", "lso"):
         cols[name], cols[f"{name}_ok"] = rows.long(name)
     cols["owner"], cols["owned"] = rows.long("owner_h")
+    starved = rows.tbl.column("starved").combine_chunks()
+    cols["starved"] = np.asarray(starved.fill_null(False), dtype=bool)
     cols["t"] = rows.double("t")
     cols["rec_t"] = rows.double("rec_t")
     # the markers of the state rows (the fresh rows' are null)

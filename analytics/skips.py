@@ -31,7 +31,9 @@ partition): the largest rate over sweep intervals with a backlog at both ends, o
 showed a saturated interval after an earlier busy one (committed at its end plus a commit's worth
 of progress, the larger of its own advance and the previous interval's rate over it, below the log
 end at its start: the consumer never waited for messages, so its advance measures what it can do; a partition's
-first busy interval alone may be one early commit), leaving out *jumps*: an
+first busy interval alone may be one early commit), leaving out *starved* intervals (its owner
+advanced another of its partitions more than ``skip_factor`` × faster meanwhile:
+:func:`lagscope.analytics.kseries.starved_rows`) and *jumps*: an
 interval that ended at or past the log end at its start faster than ``skip_factor`` × the rate
 kept before it (and, until the capacity is trusted, than ``skip_factor`` × the producers' rate
 over it: one at about the producers' pace is a consumer keeping up) — a seek's own advance is

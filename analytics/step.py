@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from lagscope.analytics import advice, findings, groups, kernel, onepass
+from lagscope.analytics import advice, findings, groups, kernel, kseries, onepass
 from lagscope.analytics.arrays import dates, doubles, key_code, longs, nullable_doubles, seconds, timestamps
 from lagscope.analytics.status import status
 from lagscope.analytics.trends import lag_trends
@@ -246,11 +246,14 @@ def generations(code: _I, kind: _I, t: _F, forget_after_s: float) -> _I:
 
 
 def pass_input(series: pa.Table, owner_codes: _I, state: dict[str, pa.Table], commits: pa.Table | None,
-               state_owner_codes: _I | None, forget_after_s: float = math.inf) -> pa.Table:
+               state_owner_codes: _I | None, forget_after_s: float = math.inf,
+               skip_factor: float = kseries.JUMP_FACTOR) -> pa.Table:
     """The pass's input (:data:`lagscope.analytics.onepass.PASS_IN`) in key, kind and time order:
     ``_h`` a code of the key (:func:`_key_code`) and its generation (:func:`generations`: a key
     silent for more than ``forget_after_s`` comes back as a new one), ``_k`` = code · 16 + kind (the
-    pass needs whole keys together, not a particular hash)."""
+    pass needs whole keys together, not a particular hash). The sweeps' ``starved`` flags
+    (:func:`lagscope.analytics.kseries.starved_rows`, beyond ``skip_factor``) are computed here,
+    where the step holds whole groups: the pass holds whole keys only."""
     parts = [_rows(series, onepass.SWEEP, {
         "t": series.column("t"), "committed": series.column("committed"), "end": series.column("end"),
         "log_start": series.column("log_start"), "rec_t": series.column("rec_t"), "lso": series.column("lso"),
@@ -308,12 +311,31 @@ def pass_input(series: pa.Table, owner_codes: _I, state: dict[str, pa.Table], co
             _, code = np.unique(code * (int(gen.max()) + 1) + gen, return_inverse=True)
             code = code.astype(np.int64)
     k = (code << onepass.KIND_BITS) | kind
-    order = pa.array(np.lexsort((t, k)))
+    at = np.lexsort((t, k))  # a key's state row (kind 1) before its sweeps (kind 2), these in time order
+    order = pa.array(at)
     rows = rows.drop_columns(["_kind"]).append_column("_h", pa.array(code, pa.int64())).append_column(
         "_k", pa.array(k, pa.int64())).select(onepass.PASS_IN.names)
     # columns null in every row (a batch's packed state, markers) need no sorting
-    return pa.table({name: pa.nulls(rows.num_rows, col.type) if col.null_count == len(col) else col.take(order)
-                     for name, col in zip(rows.column_names, rows.columns, strict=True)})
+    out = pa.table({name: pa.nulls(rows.num_rows, col.type) if col.null_count == len(col) else col.take(order)
+                    for name, col in zip(rows.column_names, rows.columns, strict=True)})
+    return out.set_column(out.column_names.index("starved"), "starved",
+                          _starved(out, code[at], kind[at], t[at], skip_factor))
+
+
+def _starved(rows: pa.Table, code: _I, kind: _I, t: _F, factor: float) -> pa.Array:
+    """The pass input's ``starved`` column (``rows`` in pass order: a key's state row before its
+    sweeps): :func:`lagscope.analytics.kseries.starved_rows` over its series rows, null on the
+    other kinds."""
+    out = np.zeros(rows.num_rows, bool)
+    sel = np.flatnonzero((kind == onepass.SWEEP) | (kind == onepass.STATE))
+    if len(sel):
+        sub = rows.take(pa.array(sel)).select(["cluster", "group_id", "committed", "owner_h"])
+        committed, committed_ok = longs(sub.column("committed"))
+        owner, owned = longs(sub.column("owner_h"))
+        out[sel] = kseries.starved_rows(code[sel], key_code(sub.column("cluster"), sub.column("group_id")),
+                                        kind[sel] == onepass.STATE, t[sel], committed, committed_ok, owner, owned,
+                                        factor)
+    return pa.array(out, pa.bool_(), mask=kind != onepass.SWEEP)
 
 
 def commit_records(commits: pa.Table) -> pa.Table:
@@ -605,7 +627,7 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
     commits = commit_records(inputs.commits) if inputs.commits is not None else None
     owners, state_owners, owner_names = _owner_codes(series, st.get("series"))
     forget_s = p.forget_horizon_s()
-    inp = pass_input(series, owners, st, commits, state_owners, forget_s)
+    inp = pass_input(series, owners, st, commits, state_owners, forget_s, p.skip_factor)
     params = onepass.PassParams(rules=p, history_points=history_points, commit_stream=commits is not None,
                                 partial_minute=None if partial_from is None else int(partial_from.timestamp() // 60))
     passed = _run_pass(inp, params, workers)

@@ -138,8 +138,12 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
     - ``idle_pending_s``: seconds with work pending and no commit progress
       (t − max(change_t, pending_t)); 0 when lag is 0;
     - ``rate``: consume rate over the last interval (messages/s, ≥ 0);
+    - ``starved``: a fresh row with an owner that, over the same interval (the same sweep time),
+      advanced another of its partitions more than ``jump_factor`` × this one's ``rate``: the
+      owner served that one, so this one's advance is what it left over, no capacity;
     - ``busy_rate``: ``rate`` when the partition had lag > 0 at both ends of the interval (a
-      fresh row), else 0: what the consumer showed it can do (it never waited for messages);
+      fresh row) and was not starved, else 0: what the consumer showed it can do (it never waited
+      for messages);
       0 for a jump to the end (an interval that ended at or past the log end at its start,
       faster than ``jump_factor`` × the largest busy rate kept before it and, until a saturated
       interval was seen, than ``jump_factor`` × the producers' rate over it: a seek's own
@@ -226,7 +230,13 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
         "_committed_seed": F.when(F.col("is_state"), F.greatest(
             F.col("m_max_committed"), F.col("committed"))).otherwise(F.col("committed")),
     })
-    busy = ~F.col("is_state") & (F.col("prev_lag") > 0) & (F.col("lag") > 0)
+    # starved: the owner advanced another of its partitions more than jump_factor × faster over the
+    # same interval (the same sweep time), the fastest sibling of the group's fresh owned rows
+    fresh_owned = ~F.col("is_state") & F.col("owner").isNotNull()
+    sweep = Window.partitionBy("cluster", "group_id", "owner", "t")
+    df = df.withColumn("starved", fresh_owned & F.coalesce(
+        F.max(F.when(fresh_owned, F.col("rate"))).over(sweep) > jump_factor * F.col("rate"), F.lit(False)))
+    busy = ~F.col("is_state") & (F.col("prev_lag") > 0) & (F.col("lag") > 0) & ~F.col("starved")
     pos_busy = F.when(F.col("is_state"), F.coalesce(F.col("m_max_rate"), F.lit(0.0)) > 0).otherwise(
         F.coalesce(busy & (F.col("rate") > 0), F.lit(False)))
     df = df.withColumn("_busy_before", F.coalesce(F.max(pos_busy.cast("int")).over(before), F.lit(0)) > 0)

@@ -13,8 +13,8 @@ from lagscope.analytics.kseries import Series, enrich
 pytestmark = pytest.mark.spark
 
 _INPUTS = ["key", "is_state", "t", "committed", "committed_ok", "end", "end_ok", "log_start", "log_start_ok",
-           "lso", "lso_ok", "owner", "owned", "rec_t", "m_change_t", "m_pending_t", "m_max_rate", "m_sat_rate",
-           "m_rate",
+           "lso", "lso_ok", "owner", "owned", "rec_t", "starved", "m_change_t", "m_pending_t", "m_max_rate",
+           "m_sat_rate", "m_rate",
            "m_ret_t", "m_end_t", "m_max_committed", "m_max_committed_ok", "m_commit_t", "m_alive_t", "m_drop_t",
            "m_owned_t"]
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from lagscope.analytics.kseries import ffill_last, key_starts, segmented_cumsum
+from lagscope.analytics.kseries import ffill_last, key_starts, segmented_cumsum, starved_rows
 from lagscope.analytics.np_status import Entries, _cat, _first_of, _fixed0, _longs, _sorted
 
 
@@ -135,3 +135,29 @@ def test_a_run_of_jumps_takes_a_bounded_number_of_vector_passes(monkeypatch: pyt
     got = kseries._without_jumps(rate, np.ones(n, bool), np.full(n, -np.inf), key, first, 5.0, np.zeros(n))
     assert got.tolist() == [10.0] + [0.0] * (n - 1)
     assert len(calls) <= kseries._JUMP_ROUNDS + 1
+
+
+def test_a_partition_is_starved_only_beside_a_far_faster_sibling_of_the_same_owner_at_the_same_sweep() -> None:
+    # rows (key, group, is_state, t, committed, owner; owner 0: none), by key and time, the state row first
+    rows = [
+        # group 0, owner 1: key 0 advanced 400 over 10→11, key 1 only 3 (starved), key 2 100 (a fair share)
+        (0, 0, True, 10.0, 1000, 1), (0, 0, False, 11.0, 1400, 1), (0, 0, False, 12.0, 1401, 1),
+        (1, 0, False, 10.0, 500, 1), (1, 0, False, 11.0, 503, 1), (1, 0, False, 12.0, 600, 1),
+        (2, 0, False, 10.0, 0, 1), (2, 0, False, 11.0, 100, 1), (2, 0, False, 12.0, 101, 1),
+        # group 0, owner 2, same sweeps: another member's speed is not key 3's owner's
+        (3, 0, False, 10.0, 0, 2), (3, 0, False, 11.0, 1, 2),
+        # group 1, owner 1 (the same code, another group): not a sibling of group 0's keys
+        (4, 1, False, 10.0, 0, 1), (4, 1, False, 11.0, 2, 1),
+        # no owner: never starved
+        (5, 0, False, 10.0, 0, 0), (5, 0, False, 11.0, 0, 0),
+        # another sweep time (11.5) in group 0, owner 1: no sibling there
+        (6, 0, False, 10.5, 0, 1), (6, 0, False, 11.5, 1, 1),
+    ]
+    key, group, state, t, committed, owner = (np.array(c) for c in zip(*rows, strict=True))
+    got = starved_rows(key.astype(np.int64), group.astype(np.int64), state.astype(bool), t.astype(np.float64),
+                       committed.astype(np.int64), np.ones(len(rows), bool), owner.astype(np.int64), owner > 0,
+                       factor=5.0)
+    starved = {(int(k), float(x)) for k, x, g in zip(key, t, got, strict=True) if g}
+    # at 11 (key 0's 400/s the fastest): key 1's 3/s is starved, key 2's 100/s is not (400 ≤ 5 × 100);
+    # at 12 key 1 is the fastest (97/s): keys 0 and 2 (1/s each) are starved then
+    assert starved == {(1, 11.0), (0, 12.0), (2, 12.0)}

@@ -193,6 +193,47 @@ def test_a_burst_on_one_of_six_partitions_of_a_slow_consumer_is_no_skip() -> Non
     assert _step(offsets, _stable(SWEEPS, list(range(6))), commits) == []
 
 
+def _starved_member(with_stream: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """One member, two partitions, sweeps every 0.5 s, producers at 6/s on each (recorded shape:
+    the skip matrix's second collection, seek matrix seed 2). Partition 1 sits a commit behind
+    (2 messages) at every sweep, so it never shows a saturated interval. At 4.2 s bursts of 400
+    on partition 0 and 60 on partition 1 arrive; the member (about 700/s, one partition at a
+    time) drains partition 0 first (4.2–4.8 s), partition 1 advancing at the producers' 6/s
+    meanwhile, then drains partition 1 (from 5.0 s, within the sweep interval). Every message
+    was processed."""
+    times = [round(0.5 * i, 1) for i in range(0, 21)]
+
+    def end(p: int, t: float) -> int:
+        return 1000 * (p + 1) + int(6 * t) + ((400 if p == 0 else 60) if t >= 4.2 else 0)
+
+    def committed(p: int, t: float) -> int:
+        if t < 4.2:
+            return end(p, t) - (0 if p == 0 else 2)
+        if p == 0:
+            return min(end(0, t), 1000 + 25 + int(700 * (t - 4.2)))
+        if t <= 5.0:
+            return 2000 + 22 + int(6 * (t - 4.2))  # left over while partition 0 is served
+        return end(1, t)
+
+    offsets = [r for p in (0, 1) for r in offsets_rows([(t, committed(p, t), end(p, t)) for t in times],
+                                                         partition=p)]
+    commits = None
+    if with_stream:
+        commits = [c for p in (0, 1) for c in _commits(
+            "g", p, [(t + 0.25, committed(p, t + 0.25)) for t in times], seq0=1000 * p)]
+    return offsets, commits
+
+
+@pytest.mark.parametrize("with_stream", [True, False])
+def test_a_partition_starved_while_its_owner_served_another_shows_no_capacity(with_stream: bool) -> None:
+    # at 5.0 s partition 1's interval is busy at both ends and looks saturated at 6/s, but its
+    # owner advanced partition 0 at ~400/s over the same interval: what partition 1 got was what
+    # the member left over. Taken as capacity, the member's bound was 6/s and partition 1's
+    # catch-up (66 messages in 0.5 s) a critical seek (the skip matrix's two false skips)
+    offsets, commits = _starved_member(with_stream)
+    assert _step(offsets, _stable([0.5 * i for i in range(21)], [0, 1]), commits) == []
+
+
 @pytest.mark.parametrize("with_stream", [True, False])
 def test_fast_catch_up_after_a_burst_is_no_skip(with_stream: bool) -> None:
     # a burst of 600 at t=52 on a caught-up partition; the consumer works it off at 40/s (its
