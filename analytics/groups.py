@@ -102,14 +102,6 @@ it); its window is ``[start, end]``, an open one's ``[start, start + magnitude]`
 - the owner made progress on another of its partitions in the window → ``starved``: the consumer
   is alive and working, it schedules its partitions unevenly; ``info``, ``warning`` once it lasts
   ``ESCALATE_AFTER × stall_after_s`` (the length at which a stall escalates);
-- a stop of an owned partition (its silence: no commit record of it for ``stop_after_s``) is a
-  ``stall`` when its owner shows *activity* (below, **Held**: with the commit stream, any commit
-  record of its partitions, the same offsets too) since the start (the member is alive and
-  commits, only not this partition), or is in a stall of another of its partitions at the start
-  (one condition of one member: a member stuck in its processing, given a partition by a
-  rebalance, never commits it; the member's earliest episode names it, as a partition's run keeps
-  the kind of its first mark). The consumer did not stop. Its severity is a stall's (``critical``
-  from ``5 × stall_after_s``), its detail says so;
 - otherwise it stays a stall or stop; when another partition of the group (another member) made
   progress in the window it is a ``warning`` (the group is alive), else its severity stays the
   per-partition pass's (a stop and a stall of ``5 × stall_after_s`` critical: nobody in the group
@@ -1866,24 +1858,14 @@ def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, 
     sev_all = np.asarray(_plain(anomalies.column("severity")).cast(pa.string()).to_pylist(), dtype=object)
     det_all = np.asarray(_plain(anomalies.column("detail")).cast(pa.string()).to_pylist(), dtype=object)
     long_ = mag >= ESCALATE_AFTER * stall_after_s
-    # a stop of an owned partition (silent: no commit record of it) is a stall of its owner when
-    # that owner is alive, committing since the start (its other partitions, the same offsets too)
-    # but never this one, or when it is already stalled on another partition at the start: one
-    # condition of one member (a member stuck in its processing, given a partition by a rebalance,
-    # never commits it), the kind of its earliest episode, as a partition's run keeps its first
-    alive = (k_all[idx] == "stop") & (ep_owner >= 0) & ~starved & (
-        (first_act <= seen) | _stalled_owner(k_all[idx], eg, ep_owner, start, seen))
-    sev = np.where(alive, np.where(long_, "critical", "warning"), sev_all[idx])
-    k_all[idx] = np.where(starved, "starved", np.where(alive, "stall", k_all[idx]))
+    sev = sev_all[idx]
+    k_all[idx] = np.where(starved, "starved", k_all[idx])
     sev_all[idx] = np.where(starved, np.where(long_, "warning", "info"),
                             np.where(others & (sev == "critical"), "warning", sev))
     det = det_all[idx].copy()
     for i in np.flatnonzero(starved):
         det[i] = (f"no commit progress for {java_fixed(float(mag[i]), 1)} s with lag pending while its owner "
                   "committed progress on its other partitions (starved)")
-    for i in np.flatnonzero(alive):
-        det[i] = (f"no commit progress for {java_fixed(float(mag[i]), 1)} s with lag pending (its owner, "
-                  "stalled or committing its other partitions, never committed this one)")
     for i in np.flatnonzero(~starved & others):
         det[i] = f"{det[i]}; other members of the group progressed"
     det_all[idx] = det
@@ -1903,18 +1885,6 @@ def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, 
     return out, pa.table({
         **seg, "from_ts": timestamps(t_from[si]),
         "warn_ts": timestamps(start[t_ep[si]] + ESCALATE_AFTER * stall_after_s)}, schema=STARVED_SCHEMA), held_eps
-
-
-def _stalled_owner(kind: npt.NDArray[np.object_], g: _I, owner: _I, start: _F, seen: _F) -> _B:
-    """Per idle episode: whether its owner (``owner`` ≥ 0, in group ``g``) is in a stall of another
-    of its partitions at the episode's start (that stall's ``[start, seen]``)."""
-    out = np.zeros(len(kind), bool)
-    stalls: dict[tuple[int, int], list[tuple[float, float]]] = {}
-    for j in np.flatnonzero((kind == "stall") & (owner >= 0)):
-        stalls.setdefault((int(g[j]), int(owner[j])), []).append((float(start[j]), float(seen[j])))
-    for i in np.flatnonzero((kind == "stop") & (owner >= 0)):
-        out[i] = any(a <= start[i] <= b for a, b in stalls.get((int(g[i]), int(owner[i])), ()))
-    return out
 
 
 def _episode_columns(ep: pa.Table, rows: np.ndarray) -> dict[str, pa.Array]:

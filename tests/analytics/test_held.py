@@ -198,62 +198,6 @@ def test_an_owner_committing_the_same_offset_is_alive_and_not_held() -> None:
     assert at_46(False) == []
 
 
-def test_a_partition_its_alive_owner_never_commits_is_a_stall_not_a_stop() -> None:
-    # with the commit stream: m1, stuck from 30 s, keeps committing partition 0 every 2 s (the same
-    # offset) but partition 1 not at all after 30 s (a member that commits only what it consumed
-    # never commits a partition it has not consumed from: one a rebalance gave it). Partition 1's
-    # silence is no stop: its owner is alive and committing. A stall, as partition 0 is (a
-    # warning: m2 progresses); the status says STALL for both, as it does for an owned partition
-    offsets, members = crash(removed=False)
-    commits = [{"cluster": "c", "date": "2026-01-01", "group_id": "g", "topic": "t", "partition": p,
-                "committed_offset": 100 + 5 * min(t, 30), "commit_ts": at(t), "record_ts": at(t),
-                "source_partition": 0, "source_offset": i}
-               for i, (t, p) in enumerate((t, p) for t in range(0, 60, 2) for p in (0, 1)) if p == 0 or t <= 30]
-    out = step.run_step(step.StepInputs(
-        offsets=lake("offsets", [r for r in offsets if r["sweep_ts"] < at(60)]),
-        members=lake("members", [r for r in members if r["sweep_ts"] < at(60)]),
-        commits=lake("commits", commits), group_events=None, state={}), settings=S, as_of=at(60))
-    assert idle(out) == [(0, "stall", "warning", at(30)), (1, "stall", "warning", at(30))]
-    [row] = [r for r in out.tables["anomalies"].to_pylist() if r["partition"] == 1 and r["kind"] == "stall"]
-    assert "stalled or committing its other partitions, never committed this one" in row["detail"]
-    assert row["key"].startswith("stop|")  # the per-partition pass's episode, judged again
-    # nobody commits anything after 30 s: m1 looks crashed, held until its bound, then a stall
-    # of partition 0 and a stop of silent partition 1 (m1 is not alive there either)
-    silent = [c for c in commits if c["commit_ts"] <= at(30)]
-    late = step.run_step(step.StepInputs(
-        offsets=lake("offsets", [r for r in offsets if r["sweep_ts"] < at(60)]),
-        members=lake("members", [r for r in members if r["sweep_ts"] < at(60)]),
-        commits=lake("commits", silent), group_events=None, state={}), settings=S, as_of=at(60))
-    assert [(p, k) for p, k, _, _ in idle(late)] == [(0, "stop"), (1, "stop")]
-
-
-def test_a_partition_a_stalled_member_gains_and_never_commits_is_part_of_its_stall() -> None:
-    # with the commit stream: m1 stalls on partition 0 from 30 s (the same offset committed until
-    # 40 s, then nothing at all); at 50 s a rebalance moves partition 1 from m2 (its last commit at
-    # 48 s) to m1, which never commits it. Partition 1 is silent from 58 s, a stop to its own rows,
-    # but its owner is the stalled member: one condition, a stall (the accuracy run's
-    # mixed-stall-rebalance seed 3); m2 progresses on partition 2 throughout (warnings)
-    t_all = range(0, 91, 2)
-    stuck = 100 + 5 * 30
-    offsets = (offsets_rows([(t, 100 + 5 * min(t, 30), 1000) for t in t_all], partition=0, owner="m1")
-               + offsets_rows([(t, 100 + 5 * min(t, 48), 1000, 0, "m2" if t < 50 else "m1") for t in t_all],
-                              partition=1)
-               + offsets_rows([(t, 100 + 5 * t, 1000) for t in t_all], partition=2, owner="m2"))
-    members = [r for t in t_all for r in members_rows(
-        [(t, "Stable", 1, [("m1", None, [0]), ("m2", None, [1, 2])]) if t < 50 else
-         (t, "Stable", 2, [("m1", None, [0, 1]), ("m2", None, [2])])])]
-    records = ([(t, 0, 100 + 5 * min(t, 30)) for t in range(0, 41, 2)]
-               + [(t, 1, 100 + 5 * t) for t in range(0, 49, 2)] + [(t, 2, 100 + 5 * t) for t in t_all])
-    commits = [{"cluster": "c", "date": "2026-01-01", "group_id": "g", "topic": "t", "partition": p,
-                "committed_offset": o, "commit_ts": at(t), "record_ts": at(t), "source_partition": 0,
-                "source_offset": i} for i, (t, p, o) in enumerate(sorted(records))]
-    out = step.run_step(step.StepInputs(
-        offsets=lake("offsets", offsets), members=lake("members", members), commits=lake("commits", commits),
-        group_events=None, state={}), settings=S, as_of=at(90))
-    assert stuck == 250
-    assert idle(out) == [(0, "stall", "warning", at(30)), (1, "stall", "warning", at(48))]
-
-
 def only_member(back: float | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """m1 alone owns partitions 0 and 1 and goes silent at 30 s; the broker expires it at ~49 s:
     from 50 s the group is Empty, the partitions without an owner. ``back``: a new member m3
