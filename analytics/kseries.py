@@ -113,7 +113,7 @@ class Series:
     idle_pending_s: F64
     rate: F64
     busy_rate: F64        # rate over an interval with a backlog at both ends (lag > 0 before and after) that
-    #                       is no jump to the end (enrich's _without_jumps), else 0
+    #                       is not starved and no jump to the end (enrich's _without_jumps), else 0
     sat_rate: F64         # rate over a saturated interval (committed at its end + a commit's worth of progress
     #                       < the log end at its start), else 0
     busy_max_before: F64  # the largest busy_rate of earlier rows (seeded by m_max_rate)
@@ -507,15 +507,19 @@ def starved_rows(key: I64, group: I64, is_state: B, t: F64, committed: I64, comm
     rows = np.flatnonzero(~is_state & owned)
     if not len(rows):
         return out
-    # the fastest rate per (group, owner, sweep time): one dense code of the three
+    # the fastest rate per (group, owner, sweep time): one dense code of the three, each coded
+    # densely first (an owner may be any 64-bit hash)
     _, sweep = np.unique(t[rows], return_inverse=True)
-    _, member = np.unique(group[rows] * (int(owner[rows].max()) + 1) + owner[rows], return_inverse=True)
-    _, cell = np.unique(member.reshape(-1).astype(np.int64) * (int(sweep.max()) + 1) + sweep.reshape(-1),
-                        return_inverse=True)
+    _, own = np.unique(owner[rows], return_inverse=True)
+    _, grp = np.unique(group[rows], return_inverse=True)
+    n_own, n_sweep = int(own.max()) + 1, int(sweep.max()) + 1
+    _, member = np.unique(grp.reshape(-1).astype(np.int64) * n_own + own.reshape(-1), return_inverse=True)
+    _, cell = np.unique(member.reshape(-1).astype(np.int64) * n_sweep + sweep.reshape(-1), return_inverse=True)
     cell = cell.reshape(-1)
     top = np.zeros(int(cell.max()) + 1)
     np.maximum.at(top, cell, rate[rows])
-    out[rows] = top[cell] > factor * rate[rows]
+    # another partition was faster (a factor below 1 must not make a row starved by itself)
+    out[rows] = (top[cell] > factor * rate[rows]) & (top[cell] > rate[rows])
     return out
 
 

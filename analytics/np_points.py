@@ -236,8 +236,8 @@ def advances(s: Series, commits: Commits | None,
       before a commit that already shows its offset (read after the sweep's stamp), no earlier
       commit having written it, counts with what was committed before that sweep only;
     - ``capacity``: the largest rate over sweep intervals busy at both ends (lag > 0 before and
-      after) before it (:attr:`Series.max_rate_before`; for a commit, through the last sweep
-      strictly before it);
+      after, not starved) before it (:attr:`Series.max_rate_before`; for a commit, through the
+      last sweep strictly before it);
     - ``at_end``: new ≥ the end of the sweep before it (sweeps: the previous sweep's end)."""
     has_c = np.zeros(s.n_keys, bool)
     if commits is not None and commits.n:

@@ -443,7 +443,9 @@ class AnalyticsRulesConfig(_Section):
         5.0, gt=0, description="skip (`seek`, `out_of_range_reset`): the advance is more than this × the group's "
                                "demonstrated capacity before the commit (the largest rates over intervals with a "
                                "backlog at both ends, once one was saturated; an interval that jumped to the log "
-                               "end faster than this × the rate before it never counts) × the interval. No size floor: "
+                               "end faster than this × the rate before it never counts, nor one whose owner advanced "
+                               "another of its partitions more than this × faster: starved) × the interval. No size "
+                               "floor: "
                                "`skip_min_messages` is gone (a file that still sets it fails at start-up, as "
                                "any unknown key does).")
     gap_k: float = Field(

@@ -234,8 +234,9 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
     # same interval (the same sweep time), the fastest sibling of the group's fresh owned rows
     fresh_owned = ~F.col("is_state") & F.col("owner").isNotNull()
     sweep = Window.partitionBy("cluster", "group_id", "owner", "t")
+    fastest = F.max(F.when(fresh_owned, F.col("rate"))).over(sweep)
     df = df.withColumn("starved", fresh_owned & F.coalesce(
-        F.max(F.when(fresh_owned, F.col("rate"))).over(sweep) > jump_factor * F.col("rate"), F.lit(False)))
+        (fastest > jump_factor * F.col("rate")) & (fastest > F.col("rate")), F.lit(False)))
     busy = ~F.col("is_state") & (F.col("prev_lag") > 0) & (F.col("lag") > 0) & ~F.col("starved")
     pos_busy = F.when(F.col("is_state"), F.coalesce(F.col("m_max_rate"), F.lit(0.0)) > 0).otherwise(
         F.coalesce(busy & (F.col("rate") > 0), F.lit(False)))

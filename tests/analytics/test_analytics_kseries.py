@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from analytics_builders import at
 from enriched_arrays import random_cases, series_arrays, two_steps
 from pyspark.sql import SparkSession
 
-from lagscope.analytics.kseries import Series, enrich
+from lagscope.analytics.kseries import Series, enrich, starved_rows
 
 pytestmark = pytest.mark.spark
 
@@ -48,4 +49,28 @@ def test_enrich_first_step_without_state(spark: SparkSession) -> None:
     steps = two_steps(spark, random_cases(rng, n_keys=6), split_s=-1e9)
     want, _ = series_arrays(steps.enriched)
     assert not want.is_state.any()
+    _assert_same(enrich(**{name: getattr(want, name) for name in _INPUTS}), want)
+
+
+@pytest.mark.parametrize("seed", [5, 6])
+def test_starved_rows_match_spark_where_an_owners_partitions_share_their_sweeps(spark: SparkSession,
+                                                                                seed: int) -> None:
+    # the random series swept at shared times (a sweep reads every partition of a group at once):
+    # two keys of a group share an owner (m0 or m1), so one's fast advance starves the other's
+    # interval. The step's flags (kseries.starved_rows over the group's rows) equal the Spark
+    # reference's window, and enrich with them every running value
+    rows = random_cases(np.random.default_rng(seed))
+    n: dict[int, int] = {}
+    for r in rows:
+        i = n[r["partition"]] = n.get(r["partition"], -1) + 1
+        r["sweep_ts"] = at(10.0 * i)
+        r["date"] = r["sweep_ts"].date().isoformat()
+    steps = two_steps(spark, rows, split_s=200.0)
+    want, keys = series_arrays(steps.enriched)
+    assert want.starved.sum() >= 3
+    code = {g: i for i, g in enumerate(sorted({k[:2] for k in keys}))}
+    group = np.array([code[keys[k][:2]] for k in want.key], np.int64)
+    got = starved_rows(want.key, group, want.is_state, want.t, want.committed, want.committed_ok, want.owner,
+                       want.owned)
+    np.testing.assert_array_equal(got, want.starved)
     _assert_same(enrich(**{name: getattr(want, name) for name in _INPUTS}), want)
