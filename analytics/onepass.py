@@ -8,17 +8,17 @@ family: :mod:`~lagscope.analytics.np_status`, :mod:`~lagscope.analytics.np_episo
 :mod:`~lagscope.analytics.np_growth`, :mod:`~lagscope.analytics.np_state`; each is tested
 against hand-computed cases and against a Spark SQL statement of the rule, tests/analytics).
 
-Input (:data:`PASS_IN`), sorted by ``(_h, _k, t)``: ``_h`` a 64-bit hash of the key, ``_k`` =
-``(h2 + 2^31)·8 + kind`` a second, independent 32-bit hash and the row's kind, and the key's own
-columns (``cluster, group_id, topic, partition``: the outputs carry them, so nothing is joined
-back). The numeric columns are those of a sweep; the other kinds put their values in them, and
-what does not fit in the struct ``x`` or, for the per-key lists the state carries, the binary
-``b`` (both null on sweeps, which are nearly all the rows: every column costs a shuffle field and
-a conversion per row, and a list as one row per element would make the state's rows, not the
-sweep's, the step's cost):
+Input (:data:`PASS_IN`), sorted by ``(_h, _k, t)``: ``_h`` a code of the key (and of its
+generation: :func:`lagscope.analytics.step.generations`), ``_k`` = ``_h`` · 16 + the row's kind
+(:data:`KIND_BITS`), and the key's own columns (``cluster, group_id, topic, partition``: the
+outputs carry them, so nothing is joined back). The numeric columns are those of a sweep; the
+other kinds put their values in them, and what does not fit in the struct ``x`` or, for the
+per-key lists the state carries, the binary ``b`` (both null on sweeps, which are nearly all the
+rows: every column costs a shuffle field and a conversion per row, and a list as one row per
+element would make the state's rows, not the sweep's, the step's cost):
 
 - :data:`SWEEP`: a fresh sweep row: ``t``, ``committed``, ``end``, ``log_start``, ``rec_t``, ``lso``,
-  ``owner_h`` (a hash of its owner, null without one), ``starved`` (its owner advanced another of
+  ``owner_h`` (a code of its owner, null without one), ``starved`` (its owner advanced another of
   its partitions far faster over the same interval: :func:`lagscope.analytics.kseries.starved_rows`,
   which needs the whole group, so the step computes it before the pass);
 - :data:`STATE`: the key's carried last row, as a sweep, and ``x`` = its running markers
