@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import time
 from pathlib import Path
 
@@ -247,6 +248,18 @@ def test_after_an_engine_fault_the_analytics_are_back_when_a_step_began_that_the
     assert back("broker", None, 2.0) is None
 
 
+def _clean_run_but(f: soak.FaultRecord) -> soak.SoakResult:
+    """A soak's result whose every check held, with the one fault ``f`` (its recovery to judge)."""
+    opts = {"sweep_interval_s": 5.0, "analytics_interval_s": 30.0, "alerts_interval_s": 5.0, "faults": False}
+    return soak.SoakResult(opts=opts, began=0.0, ended=1.0, load_start=(0.0, 0.0, 0.0), load_end=(0.0, 0.0, 0.0),
+                           faults=[f], schedule=[], lives=[], unexpected_exits=[], scenarios=[], watermark=None,
+                           first_step_start=None, commits={"acknowledged": 9, "lost": 0, "duplicated": 0},
+                           alerts={"notifications": 1, "lost": [], "unknown": [], "repeated": {}, "pending": 0,
+                                   "dead": 0},
+                           quarantine={"missing": [], "unexpected": [], "dropped": 0}, results={}, rss={},
+                           problems=[], logs={})
+
+
 def test_a_recovery_is_held_to_its_bound_only_where_the_machine_was_quiet() -> None:
     samples = [(990.0, 9.0), (1000.0, 2.0), (1010.0, 3.0), (1040.0, 3.2), (1100.0, 9.0)]
     assert soak.window_load(samples, 1000.0, 1041.0) == 2.73
@@ -256,15 +269,7 @@ def test_a_recovery_is_held_to_its_bound_only_where_the_machine_was_quiet() -> N
         f = soak.FaultRecord("kill", 1000.0, 1001.0, detail={"load": load, "step_began_s": analytics_s,
                                                               "results_written_s": 60.0},
                              sweep_recovery_s=4.0, analytics_recovery_s=analytics_s)
-        opts = {"sweep_interval_s": 5.0, "analytics_interval_s": 30.0, "alerts_interval_s": 5.0, "faults": False}
-        return soak.SoakResult(opts=opts, began=0.0, ended=1.0, load_start=(0.0, 0.0, 0.0),
-                               load_end=(0.0, 0.0, 0.0), faults=[f], schedule=[], lives=[], unexpected_exits=[],
-                               scenarios=[], watermark=None, first_step_start=None,
-                               commits={"acknowledged": 9, "lost": 0, "duplicated": 0},
-                               alerts={"notifications": 1, "lost": [], "unknown": [], "repeated": {}, "pending": 0,
-                                       "dead": 0},
-                               quarantine={"missing": [], "unexpected": [], "dropped": 0}, results={}, rss={},
-                               problems=[], logs={})
+        return _clean_run_but(f)
 
     # quiet: 34 s against a 30-s interval is late
     assert "kill at" in soak.verdicts(result(2.0, 34.0))["recovery"][0]
@@ -277,8 +282,6 @@ def test_a_recovery_is_held_to_its_bound_only_where_the_machine_was_quiet() -> N
 
 
 def test_the_receiver_stays_down_until_a_notification_waits_for_it_at_most_twice_its_outage() -> None:
-    import threading
-
     stopping = threading.Event()
     # a notification waits already: down for the outage, no longer
     assert soak.hold_receiver(lambda: 1, 0.2, stopping, poll_s=0.01) < 0.35
@@ -296,15 +299,7 @@ def test_the_receiver_stays_down_until_a_notification_waits_for_it_at_most_twice
 def test_a_receiver_outage_with_nothing_to_deliver_proved_nothing() -> None:
     def result(detail: dict[str, object], took: float | None) -> soak.SoakResult:
         f = soak.FaultRecord("receiver", 1000.0, 1050.0, detail={"load": 1.0, **detail}, alerts_recovery_s=took)
-        opts = {"sweep_interval_s": 5.0, "analytics_interval_s": 30.0, "alerts_interval_s": 5.0, "faults": False}
-        return soak.SoakResult(opts=opts, began=0.0, ended=1.0, load_start=(0.0, 0.0, 0.0),
-                               load_end=(0.0, 0.0, 0.0), faults=[f], schedule=[], lives=[], unexpected_exits=[],
-                               scenarios=[], watermark=None, first_step_start=None,
-                               commits={"acknowledged": 9, "lost": 0, "duplicated": 0},
-                               alerts={"notifications": 1, "lost": [], "unknown": [], "repeated": {}, "pending": 0,
-                                       "dead": 0},
-                               quarantine={"missing": [], "unexpected": [], "dropped": 0}, results={}, rss={},
-                               problems=[], logs={})
+        return _clean_run_but(f)
 
     [why] = soak.verdicts(result({"backlog": 0, "backlog_delivered": 0}, None))["recovery"]
     assert "no notification fell in its outage (50 s)" in why
