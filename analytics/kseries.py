@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from lagscope.analytics.arrays import dense
 from lagscope.lag import offset_lag
 
 __all__ = [
@@ -510,13 +511,10 @@ def starved_rows(key: I64, group: I64, is_state: B, t: F64, committed: I64, comm
     # the fastest rate per (group, owner, sweep time): one dense code of the three, each coded
     # densely first (an owner may be any 64-bit hash)
     _, sweep = np.unique(t[rows], return_inverse=True)
-    _, own = np.unique(owner[rows], return_inverse=True)
-    _, grp = np.unique(group[rows], return_inverse=True)
-    n_own, n_sweep = int(own.max()) + 1, int(sweep.max()) + 1
-    _, member = np.unique(grp.reshape(-1).astype(np.int64) * n_own + own.reshape(-1), return_inverse=True)
-    _, cell = np.unique(member.reshape(-1).astype(np.int64) * n_sweep + sweep.reshape(-1), return_inverse=True)
-    cell = cell.reshape(-1)
-    top = np.zeros(int(cell.max()) + 1)
+    own, n_own = dense(owner[rows])
+    member, _ = dense(dense(group[rows])[0] * n_own + own)
+    cell, n_cells = dense(member * (int(sweep.max()) + 1) + sweep.reshape(-1))
+    top = np.zeros(n_cells)
     np.maximum.at(top, cell, rate[rows])
     # another partition was faster (a factor below 1 must not make a row starved by itself)
     out[rows] = (top[cell] > factor * rate[rows]) & (top[cell] > rate[rows])
