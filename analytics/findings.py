@@ -30,9 +30,11 @@ Episodes (a condition that holds over consecutive sweeps, reported with start an
   once it lasts ``5 × stall_after_s``. The key stays the stall's or stop's.
 - **Severity** of stalls and stops: ``critical`` only when no member of the group made progress
   during the episode (a stop; a stall of ``5 × stall_after_s``); while other members progress,
-  a ``warning``. Elsewhere ``critical`` is for lost data (skip, retention_loss).
+  a ``warning``. Elsewhere ``critical`` is for lost data (skip, a proven retention_loss).
 - **retention_loss**: committed < log start; magnitude = messages never processed (the
-  largest log start − committed of the episode).
+  largest log start − committed of the episode). ``critical`` when proven (a sweep of it where
+  no member owned the partition: nobody held the deleted records), else a ``warning`` with
+  that many at most (a live owner may have fetched them before retention deleted them).
 
 Point events (one sweep interval, or one commit):
 

@@ -17,7 +17,13 @@ open at the end of the previous step keeps its start):
 - **stop**: not a stall, lagging, nobody owns the partition or it is silent, and
   ``idle_pending_s ≥ stop_after_s`` (the consumer is gone, or commits nothing at all: Burrow's
   STOP). From sweeps alone an owned partition without progress is a stall.
-- **retention_loss**: committed < log start (``lost``); the episode starts at ``ret_t``.
+- **retention_loss**: committed < log start (``lost``); the episode starts at ``ret_t``. It is
+  *proven* when at one of its sweeps no member owned the partition: a live owner may already
+  have fetched the deleted records (its client returns the buffered fetch and commits on through
+  them at its pace), which offsets cannot tell from a loss; a partition nobody holds is read
+  again from the committed offset, which retention deleted. The reset that follows a loss is
+  judged as a skip (``out_of_range_reset``, :mod:`lagscope.analytics.np_points`) when it jumps
+  beyond the group's capacity.
 
 A row of a stall or stop is an *idle* mark starting at ``t − idle_pending_s``; a lost row a
 *loss* mark starting at ``ret_t``: two independent conditions (a stopped consumer whose
@@ -31,12 +37,14 @@ whose next sweep carries no mark of the same episode (the latest such next sweep
 ``(end, else its last mark's t) − start``.
 
 Output (:class:`lagscope.analytics.kseries.Found`), per episode: kind ``stall`` / ``stop`` /
-``retention_loss``; severity ``critical`` for stops and retention losses and for a stall of
+``retention_loss``; severity ``critical`` for stops, proven retention losses and a stall of
 ``5 × stall_after_s`` or longer, else ``warning``; magnitude the duration in ``s``, for a
 retention loss the largest ``log_start − committed`` of its rows in ``messages`` (messages
-never processed); detail ``"no commit progress for %.1f s with lag pending (<why>)"`` (why:
-``no owner`` / ``owner assigned, no commits`` / ``owner still assigned``, of the first mark) or
-``"committed offset fell %d messages below the log start: never processed"``.
+never processed; for one not proven, at most that many); detail ``"no commit progress for %.1f s
+with lag pending (<why>)"`` (why: ``no owner`` / ``owner assigned, no commits`` / ``owner still
+assigned``, of the first mark) or ``"committed offset fell %d messages below the log start: "``
+followed by ``"never processed (no consumer held them)"`` (proven) or ``"lost unless its
+consumer had already fetched them"``.
 
 These are the judgements one partition's rows allow. The per-group pass judges each stall and
 stop again across its group (:func:`lagscope.analytics.groups.judge_idle`): one whose owner made
@@ -174,7 +182,8 @@ def idle_code(kind: I64, why: I64) -> F64:
 
 
 def episodes(s: Series, commits: Commits | None, *, stall_after_s: float, stop_after_s: float,
-             carried_idle: F64 | None = None, idle_out: F64 | None = None) -> Found:
+             carried_idle: F64 | None = None, idle_out: F64 | None = None,
+             carried_lost: F64 | None = None, lost_out: F64 | None = None) -> Found:
     """stall, stop and retention_loss episodes of the chunk (see the module doc for the rules
     and the output; Spark's ``transform_episodes``). ``commits``: the commit stream's records of
     the chunk's keys, or ``None`` without it.
@@ -184,7 +193,11 @@ def episodes(s: Series, commits: Commits | None, *, stall_after_s: float, stop_a
     episode keeps them (its first mark was in that step, and its rows are not here: a stall whose
     owner then left stays the stall one pass sees, not a stop judged from the rows after the
     boundary). ``idle_out`` (length ``s.n_keys``), when given, receives per key the marker of the
-    episode open at its last row (NaN: none), for the next state row."""
+    episode open at its last row (NaN: none), for the next state row.
+
+    ``carried_lost`` / ``lost_out``: the same for the retention loss open at a state row, the
+    ``m_lost`` marker (1: proven, some earlier sweep of it had no owner; 0: not proven yet; NaN:
+    none), so a loss proven in an earlier step stays proven when its later sweeps have an owner."""
     lct, known = last_commit_t(s, commits)
     # held at an open transaction: committed = LSO < end (nulls: false)
     at_lso = s.lso_ok & s.committed_ok & s.end_ok & (s.committed == s.lso) & (s.lso < s.end)
@@ -202,6 +215,8 @@ def episodes(s: Series, commits: Commits | None, *, stall_after_s: float, stop_a
     idle_rows = np.flatnonzero(stall | stop)
     if idle_out is not None:
         idle_out[:] = np.nan
+    if lost_out is not None:
+        lost_out[:] = np.nan
     if len(loss_rows) + len(idle_rows) == 0:
         return Found.empty()
     row = np.concatenate([loss_rows, idle_rows])
@@ -232,6 +247,12 @@ def episodes(s: Series, commits: Commits | None, *, stall_after_s: float, stop_a
     lost_by = np.where(s.lost[row], s.log_start[row] - s.committed[row], _LMIN)
     lost = np.maximum.reduceat(lost_by[order], firsts)
     lost_ok = lost != _LMIN
+    # a loss is proven at a sweep where no member owned the partition (nobody held its records),
+    # or by the proof a state row carries from its step
+    unheld = (cls == 0) & ~owned[row]
+    if carried_lost is not None:
+        unheld |= (cls == 0) & (carried_lost[row] == 1)
+    proven = np.logical_or.reduceat(unheld[order], firsts)
 
     ep_kind = kind[first_mark]
     ep_why = why[row[first_mark]]
@@ -244,19 +265,25 @@ def episodes(s: Series, commits: Commits | None, *, stall_after_s: float, stop_a
         _, last_row = key_bounds(s.key)
         open_mark = (cls == 1) & last_row[row]
         idle_out[key[open_mark]] = idle_code(ep_kind, ep_why)[g[open_mark]]
+    if lost_out is not None:
+        _, last_row = key_bounds(s.key)
+        open_loss = (cls == 0) & last_row[row]
+        lost_out[key[open_loss]] = proven[g[open_loss]].astype(np.float64)
     ep_start = groups[:, 2].copy().view(np.float64)
     is_loss = ep_kind == _LOSS
     dur = np.where(np.isnan(end_t), last_t, end_t) - ep_start
     magnitude = np.where(is_loss, np.where(lost_ok, lost.astype(np.float64), _NAN), dur)
     with np.errstate(invalid="ignore"):
-        critical = (ep_kind != _STALL) | (dur >= 5 * stall_after_s)
+        critical = np.where(is_loss, proven, (ep_kind == _STOP) | (dur >= 5 * stall_after_s))
     severity = np.where(critical, "critical", "warning").astype(object)
     unit = np.where(is_loss, "messages", "s").astype(object)
     detail = np.array([
-        (f"committed offset fell {int(n) if ok else 'null'} messages below the log start: never processed"
+        (f"committed offset fell {int(n) if ok else 'null'} messages below the log start: "
+         + ("never processed (no consumer held them)" if pr else "lost unless its consumer had already fetched them")
          if k == _LOSS else
          f"no commit progress for {'null' if d != d else java_fixed(float(d), 1)} s with lag pending ({w})")
-        for k, n, ok, d, w in zip(ep_kind, lost, lost_ok, dur, _WHYS[ep_why], strict=True)], dtype=object)
+        for k, n, ok, d, w, pr in zip(ep_kind, lost, lost_ok, dur, _WHYS[ep_why], proven, strict=True)],
+        dtype=object)
     return Found(key=groups[:, 0].copy(), kind=_KINDS[ep_kind], start_t=ep_start, end_t=end_t,
                  severity=severity, magnitude=magnitude, unit=unit, detail=detail,
                  cause=np.array(["retention" if x else None for x in is_loss], dtype=object))

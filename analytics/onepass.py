@@ -86,15 +86,16 @@ _MARKERS_F = ["m_change_t", "m_pending_t", "m_max_rate", "m_sat_rate", "m_rate",
 _US = pa.timestamp("us", tz="UTC")
 
 #: a carried state row's ``x`` (``m_idle``: the kind and reason of the idle episode open at the
-#: row, :func:`lagscope.analytics.np_episodes.idle_code`; read by the episodes, not the series)
-STATE_X = (*_MARKERS_F, "m_max_committed", "m_idle")
+#: row, :func:`lagscope.analytics.np_episodes.idle_code`; ``m_lost``: whether the retention loss
+#: open at the row is proven, 1 or 0; both read by the episodes, not the series)
+STATE_X = (*_MARKERS_F, "m_max_committed", "m_idle", "m_lost")
 #: a carried minute's ``x`` (``m_g_start`` in epoch seconds)
 MINUTE_X = ("produce_rate", "consume_rate", "m_g_start", "m_g_lag0", "m_g_n")
 
 #: ``x``: up to :data:`X_WIDTH` values of a state row or carried minute (a struct, not a list: a
 #: null list on every sweep row made Spark's conversion to Arrow five times slower; a null
 #: struct costs about what no column does)
-X_WIDTH = 13
+X_WIDTH = 14
 X_TYPE = pa.struct([(f"x{i}", pa.float64()) for i in range(X_WIDTH)])
 
 #: the packed values of ``b`` (little-endian float64, row after row): a Burrow entry, a gap sample
@@ -113,7 +114,7 @@ PASS_OUT = pa.schema([
     ("burrow_status", pa.string()), ("status", pa.string()), ("reason", pa.string()),
     ("owner_h", pa.int64()), ("rec_ts", _US), ("lso", pa.int64()),
     *((m, pa.float64()) for m in _MARKERS_F), ("m_max_committed", pa.int64()), ("m_idle", pa.float64()),
-    ("tp", pa.float64()), ("ep", pa.int64()),
+    ("m_lost", pa.float64()), ("tp", pa.float64()), ("ep", pa.int64()),
     ("kind", pa.string()), ("start_t", pa.float64()), ("end_t", pa.float64()), ("severity", pa.string()),
     ("magnitude", pa.float64()), ("unit", pa.string()), ("detail", pa.string()), ("cause", pa.string()),
     ("advance", pa.int64()), ("capacity", pa.float64()), ("exact", pa.bool_()), ("at_end", pa.bool_()),
@@ -211,10 +212,10 @@ def _ok_long(v: _F) -> tuple[_I, _B]:
     return np.where(ok, v, 0).astype(np.int64), ok
 
 
-def _series(rows: _Chunk, is_state: _B, jump_factor: float) -> tuple[Series, _F]:
+def _series(rows: _Chunk, is_state: _B, jump_factor: float) -> tuple[Series, _F, _F]:
     """The chunk's series rows (state and fresh, in key and time order) enriched (a jump to the end
     beyond ``jump_factor`` × the rate before it, the rules' ``skip_factor``, is no capacity), and
-    per row the carried ``m_idle`` (NaN but on state rows)."""
+    per row the carried ``m_idle`` and ``m_lost`` (NaN but on state rows)."""
     cols: dict[str, object] = {"key": rows.key, "is_state": is_state}
     for name in ("committed", "end", "log_start", "lso"):
         cols[name], cols[f"{name}_ok"] = rows.long(name)
@@ -231,7 +232,8 @@ def _series(rows: _Chunk, is_state: _B, jump_factor: float) -> tuple[Series, _F]
     for j, m in enumerate(_MARKERS_F):
         cols[m] = marks[:, j]
     cols["m_max_committed"], cols["m_max_committed_ok"] = _ok_long(marks[:, len(_MARKERS_F)])
-    return enrich(**cols, jump_factor=jump_factor), marks[:, len(_MARKERS_F) + 1]  # type: ignore[arg-type]
+    n = len(_MARKERS_F)
+    return enrich(**cols, jump_factor=jump_factor), marks[:, n + 1], marks[:, n + 2]  # type: ignore[arg-type]
 
 
 def _growth_minutes(minutes: pa.Table, mkey: _I, carried: _Chunk) -> np_growth.Minutes:
@@ -354,7 +356,7 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
     minutes = kernel.lag_seconds_table(sub, history_points=params.history_points)
 
     series_rows = _Chunk(tbl, ser_mask, keyno)
-    s, carried_idle = _series(series_rows, kind[ser_mask] == STATE, params.rules.skip_factor)
+    s, carried_idle, carried_lost = _series(series_rows, kind[ser_mask] == STATE, params.rules.skip_factor)
     commits: Commits | None = None
     if params.commit_stream:
         cm = (kind == COMMIT) & has_series[keyno]  # a key's commits matter with its sweeps only
@@ -383,9 +385,10 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
     # anomalies
     jumps = np_points.commit_jumps(s, commits) if commits is not None else None
     idle = np.full(n_keys, np.nan)
+    lost = np.full(n_keys, np.nan)
     found = [
         np_episodes.episodes(s, commits, stall_after_s=p.stall_after_s, stop_after_s=p.stop_after_s,
-                             carried_idle=carried_idle, idle_out=idle),
+                             carried_idle=carried_idle, idle_out=idle, carried_lost=carried_lost, lost_out=lost),
         np_points.point_events(s, commits, jumps=jumps),
     ]
     gaps = np_gaps.commit_gaps(s, commits)
@@ -432,7 +435,7 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
         **{m: _nan_null(getattr(last, m)) for m in _MARKERS_F if m != "m_commit_t"},
         "m_commit_t": _nan_null(marker[last.key]),
         "m_max_committed": kernel.nullable(last.m_max_committed, last.m_max_committed_ok, pa.int64()),
-        "m_idle": _nan_null(idle[last.key])})
+        "m_idle": _nan_null(idle[last.key]), "m_lost": _nan_null(lost[last.key])})
     hist_in = _Chunk(tbl, (kind == HISTORY) & has_series[keyno], keyno)
     fresh_points = np_state.history_points(s)
     if len(hist_in):

@@ -101,6 +101,13 @@ def transform_episodes(enriched: DataFrame, *, stall_after_s: float, stop_after_
                      ).otherwise(why)
     stuck = df.where(idle_kind.isNotNull()).select(*df.columns, idle_kind.alias("_kind"),
                                                    F.lit("idle").alias("_cls"), (F.col("t") - idle).alias("_s"))
+    # a loss is proven at a sweep without an owner (nobody held its records), or by the proof a
+    # state row carries from its step (m_lost = 1)
+    unheld = ~owned
+    if "m_lost" in df.columns:
+        unheld = unheld | (F.col("is_state") & F.coalesce(F.col("m_lost") == 1, F.lit(False)))
+    loss = loss.withColumn("_unheld", unheld)
+    stuck = stuck.withColumn("_unheld", F.lit(False))
     marks = loss.unionByName(stuck).withColumn("_why", why).withColumn("_start", F.round(F.col("_s"), 3)).withColumn(
         "_id", F.concat_ws("@", F.col("_cls"), F.col("_start").cast("string")))
     # the next sweep of the key, and whether it carries the same episode
@@ -111,17 +118,21 @@ def transform_episodes(enriched: DataFrame, *, stall_after_s: float, stop_after_
            .groupBy(*KEY, "_cls", "_start")
            .agg(F.min_by(F.struct(F.col("_kind").alias("k"), F.col("_why").alias("why")), "t").alias("_first"),
                 F.max("t").alias("_last_t"), F.max(F.when(ended, F.col("next_t"))).alias("_end"),
-                F.max(F.when(F.col("lost"), F.col("log_start") - F.col("committed"))).alias("_lost"))
+                F.max(F.when(F.col("lost"), F.col("log_start") - F.col("committed"))).alias("_lost"),
+                F.max(F.col("_unheld")).alias("_proven"))
            .withColumn("_kind", F.col("_first.k")))
     dur = F.coalesce(F.col("_end"), F.col("_last_t")) - F.col("_start")
     magnitude = F.when(F.col("_kind") == "retention_loss", F.col("_lost").cast("double")).otherwise(dur)
-    severity = (F.when(F.col("_kind").isin("stop", "retention_loss"), F.lit("critical"))
+    severity = (F.when(F.col("_kind") == "retention_loss",
+                       F.when(F.col("_proven"), F.lit("critical")).otherwise(F.lit("warning")))
+                .when(F.col("_kind") == "stop", F.lit("critical"))
                 .when(dur >= 5 * stall_after_s, F.lit("critical")).otherwise(F.lit("warning")))
     unit = F.when(F.col("_kind") == "retention_loss", F.lit("messages")).otherwise(F.lit("s"))
     detail = F.when(
         F.col("_kind") == "retention_loss",
-        F.format_string("committed offset fell %d messages below the log start: never processed",
-                        F.col("_lost")),
+        F.format_string("committed offset fell %d messages below the log start: %s", F.col("_lost"),
+                        F.when(F.col("_proven"), F.lit("never processed (no consumer held them)"))
+                        .otherwise(F.lit("lost unless its consumer had already fetched them"))),
     ).otherwise(F.format_string("no commit progress for %.1f s with lag pending (%s)", dur, F.col("_first.why")))
     out = eps.select(
         *KEY, F.col("_kind").alias("kind"), _ts(F.col("_start")).alias("start_ts"),

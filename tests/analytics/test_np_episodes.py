@@ -114,13 +114,15 @@ def _check(spark: SparkSession, enriched: DataFrame, recs: DataFrame | None, *, 
             sref.transform_episodes(enriched, stall_after_s=stall, stop_after_s=stop, commits=recs).select(
                 *KEY, "kind", F.unix_micros("start_ts").alias("s"), F.unix_micros("end_ts").alias("e"),
                 "severity", "magnitude", "unit", "detail").collect()]
-    carried = None
-    if "m_idle" in enriched.columns:  # the state rows' carried kind and reason, in the series' order
-        idle = enriched.select(*KEY, "t", "is_state", "m_idle").toPandas()
-        idle["_state_first"] = ~idle["is_state"].astype(bool)
-        idle = idle.sort_values([*KEY, "t", "_state_first"], kind="stable").reset_index(drop=True)
-        carried = idle["m_idle"].astype("float64").to_numpy()
-    f = episodes(series, commits, stall_after_s=stall, stop_after_s=stop, carried_idle=carried)
+    carried: dict[str, np.ndarray] = {}
+    for m in ("m_idle", "m_lost"):  # the state rows' carried markers, in the series' order
+        if m in enriched.columns:
+            x = enriched.select(*KEY, "t", "is_state", m).toPandas()
+            x["_state_first"] = ~x["is_state"].astype(bool)
+            x = x.sort_values([*KEY, "t", "_state_first"], kind="stable").reset_index(drop=True)
+            carried[m] = x[m].astype("float64").to_numpy()
+    f = episodes(series, commits, stall_after_s=stall, stop_after_s=stop, carried_idle=carried.get("m_idle"),
+                 carried_lost=carried.get("m_lost"))
     got = [(*keys[int(f.key[i])], f.kind[i], _micros(f.start_t[i]), _micros(f.end_t[i]), f.severity[i],
             None if math.isnan(f.magnitude[i]) else float(f.magnitude[i]), f.unit[i], f.detail[i])
            for i in range(f.n)]
@@ -176,13 +178,16 @@ def _random_steps(spark: SparkSession, seed: int, with_commits: bool) -> tuple[D
     h = F.abs(F.hash(*KEY))
     m_idle = F.when(F.col("is_state") & (h % 3 == 0), F.element_at(
         F.array(*(F.lit(c) for c in (0.0, 1.0, 2.0, 4.0, 5.0, 6.0))), (h % 6 + 1).cast("int")))
+    # and some carry whether the retention loss open at them is proven (m_lost: 1 or 0)
+    m_lost = F.when(F.col("is_state") & (h % 5 < 2), (h % 5).cast("double"))
     if not with_commits:
-        return steps.enriched.withColumn("m_idle", m_idle).localCheckpoint(), None
+        return steps.enriched.withColumn("m_idle", m_idle).withColumn("m_lost", m_lost).localCheckpoint(), None
     recs = spark.createDataFrame(_random_commits(rng, rows), COMMIT_SCHEMA)
     # the first step's state rows carry its last commit (m_commit_t); the second step reads the
     # commit stream from 60 s before its start
     state = sref.last_commit_marker(steps.state, recs.where(F.col("t") < _t(SPLIT_S)))
-    enriched = enrich_series(steps.series, state).withColumn("m_idle", m_idle).localCheckpoint()
+    enriched = enrich_series(steps.series, state).withColumn("m_idle", m_idle).withColumn(
+        "m_lost", m_lost).localCheckpoint()
     return enriched, recs.where(F.col("t") >= _t(SPLIT_S - 60.0)).localCheckpoint()
 
 
@@ -231,7 +236,12 @@ EDGE_ROWS = [
     *_rows("loss-and-stop", [(t, 5, 100, 0 if t < 60 else 10 + t) for t in range(0, 200, 20)], owner=None),
     # a stall whose member then leaves: still the one stall (owner still assigned)
     *_rows("stall-then-unowned", [(t, 5, 100, 0, "m1" if t < 120 else None) for t in range(0, 260, 20)]),
-    # lost, recovered, lost again: two retention losses; the second open
+    # owned while the retention overtakes the committed offset, then unowned: the loss is proven
+    # by its unowned sweep (nobody held the records), critical from then on
+    *_rows("loss-then-unowned", [(t, 5, 100, 0 if t < 60 else 10 + t, "m1" if t < 100 else None)
+                                 for t in range(0, 200, 20)]),
+    # lost, recovered, lost again (three times): retention losses, the last open; all while a member
+    # owned the partition (it may have fetched the records before they were deleted): warnings
     *_rows("loss-twice", [(0, 5, 100, 0), (20, 5, 100, 10), (40, 20, 100, 10), (60, 30, 100, 40),
                           (80, 30, 100, 45), (100, 60, 100, 45), (120, 60, 110, 80)]),
     # the committed offset moves at t=10.25 and next at t=130.5: a stall of 120.25 s, which
@@ -266,6 +276,13 @@ def test_edge_cases(spark: SparkSession, with_commits: bool) -> None:
     assert [r[5] - t0_us for r in by_group["round-half-up"]] == [10_001_000]
     assert "open-transaction" not in by_group
     assert sorted(r[4] for r in by_group["loss-and-stop"]) == ["retention_loss", "stop"]
+    assert [(r[7], r[10][-39:]) for r in by_group["loss-and-stop"] if r[4] == "retention_loss"] == [
+        ("critical", "never processed (no consumer held them)")]
+    losses = [r for r in by_group["loss-twice"] if r[4] == "retention_loss"]
+    assert [r[7] for r in losses] == ["warning", "warning", "warning"]
+    assert losses[0][10].endswith("lost unless its consumer had already fetched them")
+    assert [(r[4], r[7]) for r in by_group["loss-then-unowned"] if r[4] == "retention_loss"] == [
+        ("retention_loss", "critical")]
     assert [r[4] for r in by_group["stall-then-unowned"]] == ["stall"]
     assert [r[4] for r in by_group["duplicate-sweep"]] == ["stall"]
     assert sorted(r[6] is None for r in by_group["loss-twice"]) == [False, False, True]
@@ -360,5 +377,6 @@ def test_every_kind_was_produced(spark: SparkSession) -> None:
     for kind in ("stall", "stop", "retention_loss"):
         for what in ("open", "closed", "from the state", "critical"):
             assert seen[f"{kind} {what}"] > 0, (kind, what, seen)
-    for label in ("stall warning", "stall owner still assigned", "stop no owner", "stop owner assigned, no commits"):
+    for label in ("stall warning", "stall owner still assigned", "stop no owner", "stop owner assigned, no commits",
+                  "retention_loss warning"):
         assert seen[label] > 0, (label, seen)

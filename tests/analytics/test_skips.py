@@ -692,7 +692,7 @@ def test_an_out_of_range_reset_to_latest_after_retention(with_stream: bool) -> N
     got = _step(offsets_rows(sweeps), _stable(SWEEPS, [0]), _commits("g", 0, cs) if with_stream else None)
     skip = ("skip", "out_of_range_reset", 0, 32.5, 1145.0, "critical") if with_stream else (
         "skip", "out_of_range_reset", 0, 30.0, 1150.0, "critical")
-    assert _brief(got) == [("retention_loss", "retention", 0, 30.0, 200.0, "critical"), skip]
+    assert _brief(got) == [("retention_loss", "retention", 0, 30.0, 200.0, "warning"), skip]
 
 
 def test_an_out_of_range_reset_on_a_partition_that_showed_no_capacity_of_its_own() -> None:
@@ -719,7 +719,7 @@ def test_an_out_of_range_reset_on_a_partition_that_showed_no_capacity_of_its_own
             (float(t), committed(p, t)) for t in range(33, 71)]
         commits += _commits("g", p, cs, seq0=1000 * p)
     got = [r for r in _brief(_step(offsets, _stable(SWEEPS, [0, 1]), commits)) if r[2] == 1]
-    assert got == [("retention_loss", "retention", 1, 30.0, 400.0, "critical"),
+    assert got == [("retention_loss", "retention", 1, 30.0, 400.0, "warning"),
                    ("skip", "out_of_range_reset", 1, 32.5, 600.0, "critical")]
 
 
