@@ -9,7 +9,7 @@ only the current row of each identity counts (:func:`lagscope.results.current_ro
   partition|start); firing while ``end_ts`` is null, resolved once it is set. Severity is
   the row's. A skip, retention loss or rewind carries its delivery accounting
   (:mod:`lagscope.delivery`): ``messages_lost``, ``messages_reprocessed``, ``cause`` (also a
-  label) and ``exact``.
+  label), ``exact`` and ``bound``.
 - ``rebalances``: every window; key = ``rebalance|cluster|group|start``; firing while open,
   resolved once closed. Severity ``warning`` when the window outlasts the bound its settings
   imply (closed: ``observed_over_bound > 1``; open: already longer than ``bound_s``), else
@@ -102,12 +102,13 @@ class Finding:
     detail: str = ""
     labels: Mapping[str, str] = field(default_factory=dict)
     #: the delivery accounting of a skip, retention loss or rewind (None for other findings):
-    #: messages never processed, messages processed twice, the cause, and whether the counts are
-    #: exact (from the commit stream) or a bound (lagscope.delivery)
+    #: messages never processed, messages processed twice, the cause, whether the counts are
+    #: exact (from the commit stream) or a bound, and which (lagscope.delivery.BOUNDS)
     messages_lost: int | None = None
     messages_reprocessed: int | None = None
     cause: str | None = None
     exact: bool | None = None
+    bound: str | None = None
     #: rebalance-related kinds: the group's current advice in one line (:func:`advice_line`)
     advice: str | None = None
 
@@ -143,7 +144,8 @@ def findings_from_anomalies(rows: Iterable[Mapping[str, Any]]) -> Iterator[Findi
             f"[{r['partition']}]" if r.get("partition") is not None else "")
         counts: dict[str, Any] = {} if delivery is None else {
             "messages_lost": delivery["lost"], "messages_reprocessed": delivery["reprocessed"],
-            "cause": delivery["cause"], "exact": delivery["exact"], "labels": {"cause": delivery["cause"]}}
+            "cause": delivery["cause"], "exact": delivery["exact"], "bound": delivery["bound"],
+            "labels": {"cause": delivery["cause"]}}
         yield Finding(
             key=r["key"], source="anomalies", state="resolved" if end is not None else "firing",
             kind=r["kind"], severity=r["severity"], cluster=r["cluster"], group=r["group_id"],

@@ -107,6 +107,7 @@ def _generic(finding: Finding, idempotency_key: str, app: str, runbook: str) -> 
         "messages_reprocessed": finding.messages_reprocessed,
         "cause": finding.cause,
         "exact": finding.exact,
+        "bound": finding.bound,
         "advice": finding.advice,
     }
 
@@ -142,7 +143,7 @@ def _alertmanager(finding: Finding, route: str, app: str, runbook: str, app_url:
     if finding.messages_lost is not None:  # a skip, retention loss or rewind (annotations are strings)
         annotations |= {"messages_lost": str(finding.messages_lost),
                         "messages_reprocessed": str(finding.messages_reprocessed),
-                        "exact": "true" if finding.exact else "false"}
+                        "exact": "true" if finding.exact else "false", "bound": finding.bound or ""}
     if finding.advice:
         annotations["advice"] = finding.advice
     fingerprint = hashlib.sha256(finding.key.encode()).hexdigest()[:16]

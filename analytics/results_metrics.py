@@ -275,10 +275,12 @@ def _delivery_key(group: str, delivery: tuple[Any, ...]) -> tuple[str, str, str,
 def _delivery_of(rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...] | None]:
     """Anomaly rows' delivery accounting as the exporter holds it, ``(topic, cause, measure,
     messages)`` with measure ``lost`` or ``reprocessed``; None for kinds that count no message
+    and for a retention loss not proven (bound ``at_most``: its owner may have fetched the deleted
+    records, so the counter, and the critical alert on it, count only what is known lost)
     (:func:`lagscope.delivery.account_rows`, the one definition, once per batch)."""
     out: list[tuple[Any, ...] | None] = []
     for counted in account_rows(rows):
-        if counted is None:
+        if counted is None or counted["bound"] == "at_most":
             out.append(None)
         else:
             measure = DELIVERY_KINDS[counted["kind"]]
@@ -865,8 +867,8 @@ def _delivery_metrics(state: _TableState) -> Iterator[Any]:
             counts[counted] += n
     labels = ["cluster", "group", "topic", "cause"]
     lost = CounterMetricFamily("lagscope_messages_lost",
-                               "Messages never processed (skips, offset resets, retention loss), by cause: "
-                               "exact from the commit stream, else a bound (docs/metrics.md).", labels=labels)
+                               "Messages never processed (skips, offset resets, proven retention loss), by "
+                               "cause: exact from the commit stream, else a bound (docs/metrics.md).", labels=labels)
     again = CounterMetricFamily("lagscope_messages_reprocessed",
                                 "Messages processed twice (rewinds, offset resets back), by cause: exact from "
                                 "the commit stream, else at least this many (docs/metrics.md).", labels=labels)

@@ -30,7 +30,10 @@ sweeps (or is still open), and its count is a stated bound (:data:`BOUNDS`):
   not seen); the committed offset was at least that far below the log start at a sweep
   (retention may have deleted more between sweeps, and an open loss is still growing);
 - ``estimate`` for a skip from sweeps: the jump past everything committed before, less what
-  the group's previous rate could have processed in the interval; never more than that jump.
+  the group's previous rate could have processed in the interval; never more than that jump;
+- ``at_most`` for a retention loss not proven (severity ``warning``: a member owned the
+  partition at every sweep of it, and may already have fetched the deleted records, which its
+  client then returns and it commits on through): none of them, or up to that many, were lost.
 
 Bucket = the finding's start (``bucket_ts``); :func:`by_bucket` sums the rows per coarser time
 bucket.
@@ -71,8 +74,8 @@ DEFAULT_CAUSE: dict[str, str] = {"skip": "seek", "retention_loss": "retention", 
 #: every cause of lost messages, and of reprocessed ones (the Prometheus ``cause`` label's values)
 LOSS_CAUSES: tuple[str, ...] = ("seek", "admin_reset", "out_of_range_reset", "retention")
 REPROCESS_CAUSES: tuple[str, ...] = ("rewind", "admin_reset")
-#: ``bound`` values: the count is exact, a lower bound, or an estimate (module docstring)
-BOUNDS: tuple[str, ...] = ("exact", "at_least", "estimate")
+#: ``bound`` values: the count is exact, a lower bound, an estimate, or an upper bound (module docstring)
+BOUNDS: tuple[str, ...] = ("exact", "at_least", "estimate", "at_most")
 
 _TS = pa.timestamp("ms", tz="UTC")
 
@@ -124,7 +127,10 @@ def account(anomalies: pa.Table, *, cluster: str | None = None) -> pa.Table:
     start = _column(rows, "start_ts", _TS)
     end = _column(rows, "end_ts", _TS)
     exact = pc.fill_null(pc.equal(start, end), False)
-    bound = pc.if_else(exact, "exact", pc.if_else(pc.equal(kind, "skip"), "estimate", "at_least"))
+    unproven = pc.fill_null(pc.and_(pc.equal(kind, "retention_loss"),
+                                    pc.equal(_column(rows, "severity", pa.string(), "critical"), "warning")), False)
+    bound = pc.if_else(exact, "exact", pc.if_else(pc.equal(kind, "skip"), "estimate",
+                                                  pc.if_else(unproven, "at_most", "at_least")))
     clusters = _column(rows, "cluster", pa.string(), cluster)
     return pa.Table.from_arrays([
         clusters, _column(rows, "group_id", pa.string()), _column(rows, "topic", pa.string()),
@@ -138,7 +144,7 @@ def account(anomalies: pa.Table, *, cluster: str | None = None) -> pa.Table:
 _ROW_TYPES: dict[str, pa.DataType] = {
     "cluster": pa.string(), "group_id": pa.string(), "topic": pa.string(), "partition": pa.int32(),
     "kind": pa.string(), "cause": pa.string(), "start_ts": _TS, "end_ts": _TS, "magnitude": pa.float64(),
-    "key": pa.string()}
+    "severity": pa.string(), "key": pa.string()}
 
 
 def account_rows(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any] | None]:

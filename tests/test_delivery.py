@@ -44,6 +44,12 @@ def _row(kind: str, magnitude: float | None, start: dt.datetime = T0, end: dt.da
      ("out_of_range_reset", 130, 0, False, "estimate")),
     # a retention loss still open: at least that many, and growing
     (_row("retention_loss", 40.0, end=None), ("retention", 40, 0, False, "at_least")),
+    # proven (critical: a sweep without an owner) the same
+    ({**_row("retention_loss", 40.0, end=None), "severity": "critical"}, ("retention", 40, 0, False, "at_least")),
+    # not proven (warning: a member owned it throughout and may have fetched them): at most that many
+    ({**_row("retention_loss", 7.0, end=T0 + 5 * S), "severity": "warning"}, ("retention", 7, 0, False, "at_most")),
+    # a warning of another kind says nothing about its bound
+    ({**_row("rewind", 50.0, end=T0 + 5 * S), "severity": "warning"}, ("rewind", 0, 50, False, "at_least")),
     # a rewind from sweeps: at least that many processed twice
     (_row("rewind", 500.0, end=T0 + 5 * S), ("rewind", 0, 500, False, "at_least")),
     # a rewind commit written while the group had no members: an admin reset, exact

@@ -96,7 +96,9 @@ def render(ctx: widgets.Context) -> None:
     commits, source = store.commit_history(ctx.lake, cluster, row["group_id"], around, row["topic"],
                                            int(row["partition"]))
     bound = {"exact": "exact (one commit shows it)", "at_least": "at least this many (seen between sweeps)",
-             "estimate": "an estimate, never more than the jump (seen between sweeps)"}[row["bound"]]
+             "estimate": "an estimate, never more than the jump (seen between sweeps)",
+             "at_most": "at most this many (a member owned the partition and may have fetched them already)"
+             }[row["bound"]]
     st.caption(f"{row['kind']} ({row['cause']}) on {row['topic']}[{row['partition']}]: {bound}. "
                + (f"Every commit from the commit stream, {around.start:%H:%M:%S} → {around.end:%H:%M:%S} UTC."
                   if source == "commits" else

@@ -431,15 +431,21 @@ def test_group_status_alerts_come_from_full_steps_only(tmp_path: Path) -> None:
     ({"kind": "rewind", "magnitude": 500.0, "end": 5, "cause": "admin_reset"}, (0, 500, "admin_reset", False)),
     # retention, still open: a bound, firing
     ({"kind": "retention_loss", "magnitude": 40.0, "end": None}, (40, 0, "retention", False)),
+    # retention while a member owned the partition (not proven, a warning): at most that many
+    ({"kind": "retention_loss", "magnitude": 7.0, "end": 5, "severity": "warning"}, (7, 0, "retention", False)),
 ])
 def test_loss_and_rewind_payloads_carry_their_counts(row: dict[str, Any], expected: tuple[Any, ...]) -> None:
     from lagscope.alerts.findings import findings_from_anomalies
 
     end = None if row["end"] is None else NOW + dt.timedelta(seconds=row["end"])
-    r = {**anomaly("prod", "orders-svc", "orders", row["kind"], NOW, end, "critical", partition=3, as_of=NOW),
+    severity = row.get("severity", "critical")
+    r = {**anomaly("prod", "orders-svc", "orders", row["kind"], NOW, end, severity, partition=3, as_of=NOW),
          "cluster": "prod", "magnitude": row["magnitude"], "unit": "messages", "cause": row.get("cause")}
     (f,) = findings_from_anomalies([r])
     assert (f.messages_lost, f.messages_reprocessed, f.cause, f.exact) == expected
+    bound = "exact" if expected[3] else ("estimate" if row["kind"] == "skip" else
+                                        "at_most" if severity == "warning" else "at_least")
+    assert f.bound == bound
     assert f.state == ("firing" if end is None else "resolved")
     assert Finding.from_json(json.loads(json.dumps(f.to_json()))) == f  # the outbox keeps it whole
     kw: dict[str, Any] = {"route": "r", "idempotency_key": "0" * 32, "app_url": "http://app:8501/",
@@ -447,6 +453,7 @@ def test_loss_and_rewind_payloads_carry_their_counts(row: dict[str, Any], expect
     generic = json.loads(render("generic", f, **kw))
     jsonschema.validate(generic, json.loads(GENERIC_SCHEMA_PATH.read_text()))
     assert (generic["messages_lost"], generic["messages_reprocessed"], generic["cause"], generic["exact"]) == expected
+    assert generic["bound"] == bound
     assert generic["labels"] == {"cause": expected[2]}
     # the app link opens the Delivery page on this finding (its commits around it)
     link = httpx.URL(generic["links"]["app"])
@@ -454,8 +461,8 @@ def test_loss_and_rewind_payloads_carry_their_counts(row: dict[str, Any], expect
     assert "partition" not in link.params
     alert = json.loads(render("alertmanager", f, **kw))["alerts"][0]
     assert alert["labels"]["cause"] == expected[2]
-    assert (alert["annotations"]["messages_lost"], alert["annotations"]["messages_reprocessed"]) == (
-        str(expected[0]), str(expected[1]))
+    assert (alert["annotations"]["messages_lost"], alert["annotations"]["messages_reprocessed"],
+            alert["annotations"]["bound"]) == (str(expected[0]), str(expected[1]), bound)
 
 
 def test_other_findings_carry_no_counts_and_old_outbox_rows_still_load() -> None:
@@ -466,10 +473,10 @@ def test_other_findings_carry_no_counts_and_old_outbox_rows_still_load() -> None
     generic = json.loads(render("generic", f, route="r", idempotency_key="0" * 32, app_url="http://app:8501/",
                                 runbook_url="http://docs/alerting.md", now=NOW))
     jsonschema.validate(generic, json.loads(GENERIC_SCHEMA_PATH.read_text()))
-    assert [generic[k] for k in ("messages_lost", "messages_reprocessed", "cause", "exact")] == [None] * 4
+    assert [generic[k] for k in ("messages_lost", "messages_reprocessed", "cause", "exact", "bound")] == [None] * 5
     # a finding stored in the outbox before the counts existed
     stored = {k: v for k, v in f.to_json().items()
-              if k not in ("messages_lost", "messages_reprocessed", "cause", "exact")}
+              if k not in ("messages_lost", "messages_reprocessed", "cause", "exact", "bound")}
     assert Finding.from_json(stored) == f
     # a payload with a count that is not a count is refused by the schema
     with pytest.raises(jsonschema.ValidationError):

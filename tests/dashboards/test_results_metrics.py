@@ -555,7 +555,10 @@ def test_delivery_counters_sum_by_group_topic_and_cause(tmp_path: Path) -> None:
     write_rows(tmp_path, ANOMALIES, "prod", [
         delivery_anomaly("g", "u", 0, "skip", D0 + STEP, D0 + STEP, 300.0, "admin_reset", as_of=D0 + 2 * STEP),
         delivery_anomaly("g", "u", 1, "rewind", D0 + STEP, D0 + STEP, 25.0, "admin_reset", as_of=D0 + 2 * STEP),
-        delivery_anomaly("g", "u", 2, "skip", D0 + STEP, D0 + STEP, 9.0, "out_of_range_reset", as_of=D0 + 2 * STEP)])
+        delivery_anomaly("g", "u", 2, "skip", D0 + STEP, D0 + STEP, 9.0, "out_of_range_reset", as_of=D0 + 2 * STEP),
+        # a retention loss not proven (a warning: its owner may hold the records) counts nothing
+        {**delivery_anomaly("g", "v", 0, "retention_loss", D0 + STEP, D0 + 2 * STEP, 7.0, "retention",
+                            as_of=D0 + 2 * STEP), "severity": "warning"}])
     registry, _ = _registry(tmp_path)
     assert _delivery(registry, "lost", "t", "seek") == 200  # 70 + 130 over two partitions
     assert _delivery(registry, "lost", "t", "retention") == 40
@@ -563,6 +566,9 @@ def test_delivery_counters_sum_by_group_topic_and_cause(tmp_path: Path) -> None:
     assert _delivery(registry, "lost", "u", "admin_reset") == 300
     assert _delivery(registry, "reprocessed", "u", "admin_reset") == 25
     assert _delivery(registry, "lost", "u", "out_of_range_reset") == 9
+    assert _delivery(registry, "lost", "v", "retention") is None
+    assert registry.get_sample_value("lagscope_anomalies_total", {"cluster": "prod", "group": "g",
+                                                                 "kind": "retention_loss", "severity": "warning"}) == 1
     # a rewind loses nothing, a skip reprocesses nothing: no such series
     assert _delivery(registry, "lost", "t", "rewind") is None
     assert _delivery(registry, "reprocessed", "t", "seek") is None
