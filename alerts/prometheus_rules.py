@@ -210,11 +210,13 @@ groups:
           dashboard: "${app_url}/?cluster={{ $labels.cluster }}&group={{ $labels.group }}&topic={{ $labels.topic }}&partition={{ $labels.partition }}&page=partition"
 
       - alert: LagscopeRetentionLoss
-        # live: the committed offset is already below the log start (messages were deleted unconsumed);
-        # the value is how many messages below (positive)
+        # live: the committed offset is already below the log start while the group has no member
+        # (none reported, or the membership is not swept): nobody holds the deleted records, they
+        # are lost. The value is how many messages below (positive)
         expr: >-
-          (kafka_topic_partition_oldest_offset
-            - on (cluster, topic, partition) group_right () (kafka_consumergroup_current_offset >= 0)) > 0
+          ((kafka_topic_partition_oldest_offset
+            - on (cluster, topic, partition) group_right () (kafka_consumergroup_current_offset >= 0)) > 0)
+          unless on (cluster, consumergroup) (kafka_consumergroup_members > 0)
         for: 1m
         labels:
           severity: critical
@@ -222,7 +224,28 @@ groups:
           summary: "{{ $labels.consumergroup }} lost messages of {{ $labels.topic }}[{{ $labels.partition }}] to retention"
           description: >-
             The committed offset of {{ $labels.consumergroup }} on {{ $labels.topic }}[{{ $labels.partition }}]
-            is {{ $value | humanize }} messages below the log start: they were deleted before being consumed.
+            is {{ $value | humanize }} messages below the log start and the group has no member: they were
+            deleted before being consumed.
+          runbook_url: "https://github.com/lagscope/lagscope/blob/main/docs/alerting.md#retention-loss"
+          dashboard: "${app_url}/?cluster={{ $labels.cluster }}&group={{ $labels.consumergroup }}&topic={{ $labels.topic }}&partition={{ $labels.partition }}&page=partition"
+
+      - alert: LagscopeRetentionDeficit
+        # live: the same while the group has members: a consumer reading at the retention's edge may
+        # already have fetched the deleted records (it commits on through them), so not yet a proven
+        # loss; for 5 minutes on end it is reading at the edge all the same
+        expr: >-
+          ((kafka_topic_partition_oldest_offset
+            - on (cluster, topic, partition) group_right () (kafka_consumergroup_current_offset >= 0)) > 0)
+          and on (cluster, consumergroup) (kafka_consumergroup_members > 0)
+        for: 5m
+        labels:
+          severity: warning
+        annotations:
+          summary: "{{ $labels.consumergroup }} reads {{ $labels.topic }}[{{ $labels.partition }}] at the edge of retention"
+          description: >-
+            The committed offset of {{ $labels.consumergroup }} on {{ $labels.topic }}[{{ $labels.partition }}]
+            has been below the log start for 5 minutes (now {{ $value | humanize }} messages): up to that many
+            are lost unless the consumer had already fetched them.
           runbook_url: "https://github.com/lagscope/lagscope/blob/main/docs/alerting.md#retention-loss"
           dashboard: "${app_url}/?cluster={{ $labels.cluster }}&group={{ $labels.consumergroup }}&topic={{ $labels.topic }}&partition={{ $labels.partition }}&page=partition"
 
