@@ -18,12 +18,14 @@ open at the end of the previous step keeps its start):
   ``idle_pending_s ≥ stop_after_s`` (the consumer is gone, or commits nothing at all: Burrow's
   STOP). From sweeps alone an owned partition without progress is a stall.
 - **retention_loss**: committed < log start (``lost``); the episode starts at ``ret_t``. It is
-  *proven* when at one of its sweeps no member owned the partition: a live owner may already
-  have fetched the deleted records (its client returns the buffered fetch and commits on through
-  them at its pace), which offsets cannot tell from a loss; a partition nobody holds is read
-  again from the committed offset, which retention deleted. The reset that follows a loss is
-  judged as a skip (``out_of_range_reset``, :mod:`lagscope.analytics.np_points`) when it jumps
-  beyond the group's capacity.
+  *proven* when at one of its sweeps no member owned the partition and its committed offset had
+  not moved for ``stop_after_s`` (``idle_pending_s``: the stop rule's consumer gone): a live
+  owner may already have fetched the deleted records (its client returns the buffered fetch and
+  commits on through them at its pace), which offsets cannot tell from a loss, and so may a
+  committer without members (``assign()`` + commit, Flink's KafkaSource) that still progresses;
+  a partition nobody reads is read again from the committed offset, which retention deleted. The
+  reset that follows a loss is judged as a skip (``out_of_range_reset``,
+  :mod:`lagscope.analytics.np_points`) when it jumps beyond the group's capacity.
 
 A row of a stall or stop is an *idle* mark starting at ``t − idle_pending_s``; a lost row a
 *loss* mark starting at ``ret_t``: two independent conditions (a stopped consumer whose
@@ -196,7 +198,7 @@ def episodes(s: Series, commits: Commits | None, *, stall_after_s: float, stop_a
     episode open at its last row (NaN: none), for the next state row.
 
     ``carried_lost`` / ``lost_out``: the same for the retention loss open at a state row, the
-    ``m_lost`` marker (1: proven, some earlier sweep of it had no owner; 0: not proven yet; NaN:
+    ``m_lost`` marker (1: proven, some earlier sweep of it had no reader; 0: not proven yet; NaN:
     none), so a loss proven in an earlier step stays proven when its later sweeps have an owner."""
     lct, known = last_commit_t(s, commits)
     # held at an open transaction: committed = LSO < end (nulls: false)
@@ -247,9 +249,12 @@ def episodes(s: Series, commits: Commits | None, *, stall_after_s: float, stop_a
     lost_by = np.where(s.lost[row], s.log_start[row] - s.committed[row], _LMIN)
     lost = np.maximum.reduceat(lost_by[order], firsts)
     lost_ok = lost != _LMIN
-    # a loss is proven at a sweep where no member owned the partition (nobody held its records),
-    # or by the proof a state row carries from its step
-    unheld = (cls == 0) & ~owned[row]
+    # a loss is proven at a sweep where no member owned the partition and its committed offset had
+    # not moved for stop_after_s (nobody held or read its records: the stop rule's consumer gone;
+    # a committer without members that still progresses may hold them), or by the proof a state
+    # row carries from its step
+    with np.errstate(invalid="ignore"):
+        unheld = (cls == 0) & ~owned[row] & (idle[row] >= stop_after_s)
     if carried_lost is not None:
         unheld |= (cls == 0) & (carried_lost[row] == 1)
     proven = np.logical_or.reduceat(unheld[order], firsts)

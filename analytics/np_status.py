@@ -31,7 +31,9 @@ entry at the row's own ``t`` counts), none when there is none. With ``lag`` the 
   the window rewound; ``STOP`` when ``t − last_t > last_t − first_t`` (the consumer stopped
   committing for longer than the window spans); ``STALL`` when the offset never changed in the
   window; ``WARN`` when the lag never decreased in it; else ``OK``.
-- lagscope (worst first): ``ERR`` when committed < log start (messages lost); ``REWIND`` when
+- lagscope (worst first): ``ERR`` when committed < log start while nobody reads the partition
+  (no owner, and no commit for ``stop_after_s``: messages lost, the retention loss's proof);
+  ``REWIND`` when
   the window rewound within one log (``rewound_own``), even if the lag touched 0 in the window or
   is 0 now (messages were processed twice: a re-consumption that caught up fast is still one);
   at lag 0 ``IDLE`` when the end has not changed for ``stall_after_s`` (``t − end_change_t``, 0
@@ -42,9 +44,10 @@ entry at the row's own ``t`` counts), none when there is none. With ``lag`` the 
   enough) and work has been pending without a commit for ``stop_after_s`` as well
   (``idle_pending_s``); ``STALL`` when work has been pending without a commit for
   ``stall_after_s`` and the partition has an owner, or had one less than ``stop_after_s`` ago
-  (an owner restarting is not a consumer gone);
-  ``WARN`` when the lag in seconds (null → 0) is at least ``warn_lag_s`` and the window's lag
-  never decreased and is above its first entry's; else ``OK``.
+  (an owner restarting is not a consumer gone); ``WARN`` when committed < log start otherwise
+  (a consumer reading at the retention's edge may hold the deleted records); ``WARN`` when the
+  lag in seconds (null → 0) is at least ``warn_lag_s`` and the window's lag never decreased and
+  is above its first entry's; else ``OK``.
 - reason: the rule that decided, worded (``no committed offset`` after the loss and the rewind
   and before the lag-0 cases when the row has no commit; a STALL without an owner says for how
   long it has had none); numbers as Spark's
@@ -328,13 +331,17 @@ def partition_status(s: Series, rows: I64, lag_s: F64, entries: Entries, *, n: i
     gone = ~owned & (np.isnan(unowned_s) | (unowned_s >= stop_after_s))
     stop = gone & (pending >= stop_after_s)
     stall = ~gone & (pending >= stall_after_s)
-    own = _first_of([lost, rewound_own, lag0 & idle, lag0, held, stop, stall, growing],
-                    ["ERR", "REWIND", "IDLE", "OK", "OK", "STOP", "STALL", "WARN"], "OK")
+    # messages below the log start are lost when nobody reads the partition (no owner, no commit
+    # for stop_after_s: the retention loss's proof); while a consumer reads it, it may hold them
+    proven = lost & ~owned & (pending >= stop_after_s)
+    at_edge = lost & ~proven
+    own = _first_of([proven, rewound_own, lag0 & idle, lag0, held, stop, stall, at_edge, growing],
+                    ["ERR", "REWIND", "IDLE", "OK", "OK", "STOP", "STALL", "WARN", "WARN"], "OK")
 
     # the reason: the first case that holds (the last one: consuming); formatted per case, on
     # that case's rows only
     ls = s.log_start[rows]
-    cases = [lost, rewound_own, ~committed_ok, lag0 & idle, lag0, held, stop, stall, growing]
+    cases = [proven, rewound_own, ~committed_ok, lag0 & idle, lag0, held, stop, stall, at_edge, growing]
     formats: list[Callable[[B], Strs] | str] = [
         lambda m: _cat("committed offset ", _longs(committed[m]), " is below the log start ", _longs(ls[m])),
         "committed offset went backwards in the window",
@@ -344,6 +351,8 @@ def partition_status(s: Series, rows: I64, lag_s: F64, entries: Entries, *, n: i
         lambda m: _cat("at the last stable offset ", _longs(lso[m]), ": waiting for an open transaction"),
         lambda m: _cat("no owner and no commit for ", _fixed0(pending[m]), " s with lag ", _longs(lag[m])),
         lambda m: _stall_reason(m, owned, unowned_s, pending, lag),
+        lambda m: _cat("committed offset ", _longs(committed[m]), " is below the log start ", _longs(ls[m]),
+                       ": lost unless its consumer had already fetched them"),
         lambda m: _cat("lag ", _fixed0(lag_s[m]), " s and growing"),
         lambda m: _cat("consuming; lag ", _longs(lag[m])),
     ]

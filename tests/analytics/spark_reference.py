@@ -101,9 +101,10 @@ def transform_episodes(enriched: DataFrame, *, stall_after_s: float, stop_after_
                      ).otherwise(why)
     stuck = df.where(idle_kind.isNotNull()).select(*df.columns, idle_kind.alias("_kind"),
                                                    F.lit("idle").alias("_cls"), (F.col("t") - idle).alias("_s"))
-    # a loss is proven at a sweep without an owner (nobody held its records), or by the proof a
-    # state row carries from its step (m_lost = 1)
-    unheld = ~owned
+    # a loss is proven at a sweep without an owner whose committed offset has not moved for
+    # stop_after_s (nobody held or read its records), or by the proof a state row carries from its
+    # step (m_lost = 1)
+    unheld = ~owned & F.coalesce(idle >= stop_after_s, F.lit(False))
     if "m_lost" in df.columns:
         unheld = unheld | (F.col("is_state") & F.coalesce(F.col("m_lost") == 1, F.lit(False)))
     loss = loss.withColumn("_unheld", unheld)
@@ -518,16 +519,19 @@ def partition_status(rows: DataFrame, entries: DataFrame, *, n: int, stall_after
     # consume until the transaction ends; the anomalies' stall/stop rule says the same)
     held = F.coalesce(F.col("lso").isNotNull() & (F.col("committed") == F.col("lso"))
                       & (F.col("lso") < F.col("end")), F.lit(False))
-    own = (F.when(F.col("lost"), F.lit("ERR"))
+    # below the log start: lost when nobody reads the partition, else a consumer at the edge
+    proven = F.col("lost") & ~owned & F.coalesce(pending >= stop_after_s, F.lit(False))
+    own = (F.when(proven, F.lit("ERR"))
            .when(w.isNotNull() & w["rewound_own"], F.lit("REWIND"))
            .when(lag == 0, F.when(idle, F.lit("IDLE")).otherwise(F.lit("OK")))
            .when(held, F.lit("OK"))
            .when(gone & (pending >= stop_after_s), F.lit("STOP"))
            .when(~gone & (pending >= stall_after_s), F.lit("STALL"))
+           .when(F.col("lost"), F.lit("WARN"))
            .when(growing, F.lit("WARN"))
            .otherwise(F.lit("OK")))
-    reason = (F.when(F.col("lost"), F.format_string("committed offset %d is below the log start %d",
-                                                     F.col("committed"), F.col("log_start")))
+    reason = (F.when(proven, F.format_string("committed offset %d is below the log start %d",
+                                             F.col("committed"), F.col("log_start")))
               .when(w.isNotNull() & w["rewound_own"], F.lit("committed offset went backwards in the window"))
               .when(F.col("committed").isNull(), F.lit("no committed offset"))
               .when(lag == 0, F.when(idle, F.lit("caught up; no new messages")).otherwise(F.lit("caught up")))
@@ -540,6 +544,9 @@ def partition_status(rows: DataFrame, entries: DataFrame, *, n: int, stall_after
               .when(~gone & (pending >= stall_after_s),
                     F.format_string("no owner for %.0f s and no commit for %.0f s with lag %d", unowned_s, pending,
                                     lag))
+              .when(F.col("lost"), F.format_string(
+                  "committed offset %d is below the log start %d: lost unless its consumer had already fetched them",
+                  F.col("committed"), F.col("log_start")))
               .when(growing, F.format_string("lag %.0f s and growing", F.col("lag_s")))
               .otherwise(F.format_string("consuming; lag %d", lag)))
     return ev.select(

@@ -32,8 +32,15 @@ CASES: list[tuple[str, list[tuple[Any, ...]], tuple[str, str]]] = [
     ("steady-small-lag", [(t, 10 * t + 97, 10 * t + 100, 0, "m1") for t in T], ("WARN", "OK")),
     # idle topic, caught up, consumer gone: Burrow OK (lag 0); lagscope IDLE, not an alarm
     ("idle", [(t, 500, 500, 0, None) for t in T], ("OK", "IDLE")),
-    # committed below the log start: lagscope ERR (messages lost); Burrow only sees a stall
-    ("retention", [(t, 100, 1000, 200, "m1") for t in T], ("STALL", "ERR")),
+    # committed below the log start while nobody reads the partition (no owner, no commit for
+    # 30 s): lagscope ERR (messages lost); Burrow sees a consumer that stopped
+    ("retention", [(t, 100, 1000, 200, None) for t in T], ("STOP", "ERR")),
+    # the same with its owner still assigned: it may hold the deleted records, not yet a loss;
+    # lagscope says what it sees, a stall
+    ("retention-owned", [(t, 100, 1000, 200, "m1") for t in T], ("STALL", "STALL")),
+    # a consumer reading at the retention's edge (2 below the log start, a steady lag of 100):
+    # Burrow WARN (the lag never decreases); lagscope WARN (it may hold them: not ERR)
+    ("retention-edge", [(t, 100 + 10 * t, 200 + 10 * t, 102 + 10 * t, "m1") for t in T], ("WARN", "WARN")),
     # committed at the last stable offset 500, the high watermark 1000 beyond an open
     # transaction: Burrow sees a stall; lagscope OK (a read_committed consumer has nothing to
     # read until the transaction ends; the anomalies report no stall either)

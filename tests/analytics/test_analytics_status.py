@@ -62,7 +62,7 @@ def test_group_status_is_lagscopes_worst_partition(spark: SparkSession) -> None:
         return [offsets_rows(p0, group=group, partition=0), offsets_rows(p1, group=group, partition=1)]
 
     stalled = [(t, 100, 1000, 0, "m2") for t in T]
-    lost = [(t, 100, 1000, 200, "m1") for t in T]
+    lost = [(t, 100, 1000, 200, None) for t in T]  # below the log start, nobody reading it
     stopped = [(t, min(t, 20), 1000, 0, "m1" if t <= 20 else None) for t in T]
     rewound = [(t, c, 1000, 0, "m1") for t, c in zip(T, (100, 200, 300, 250, 350, 450), strict=True)]
     out = _status(cases_df(spark, [

@@ -240,6 +240,9 @@ EDGE_ROWS = [
     # by its unowned sweep (nobody held the records), critical from then on
     *_rows("loss-then-unowned", [(t, 5, 100, 0 if t < 60 else 10 + t, "m1" if t < 100 else None)
                                  for t in range(0, 200, 20)]),
+    # a committer without members (assign() + commit) reading at the retention's edge: it keeps
+    # progressing, so it may hold the deleted records: a warning
+    *_rows("standalone-at-edge", [(t, 10 + t, 30 + t, 12 + t) for t in range(0, 200, 20)], owner=None),
     # lost, recovered, lost again (three times): retention losses, the last open; all while a member
     # owned the partition (it may have fetched the records before they were deleted): warnings
     *_rows("loss-twice", [(0, 5, 100, 0), (20, 5, 100, 10), (40, 20, 100, 10), (60, 30, 100, 40),
@@ -278,6 +281,7 @@ def test_edge_cases(spark: SparkSession, with_commits: bool) -> None:
     assert sorted(r[4] for r in by_group["loss-and-stop"]) == ["retention_loss", "stop"]
     assert [(r[7], r[10][-39:]) for r in by_group["loss-and-stop"] if r[4] == "retention_loss"] == [
         ("critical", "never processed (no consumer held them)")]
+    assert [(r[4], r[7]) for r in by_group["standalone-at-edge"]] == [("retention_loss", "warning")]
     losses = [r for r in by_group["loss-twice"] if r[4] == "retention_loss"]
     assert [r[7] for r in losses] == ["warning", "warning", "warning"]
     assert losses[0][10].endswith("lost unless its consumer had already fetched them")
