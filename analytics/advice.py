@@ -73,9 +73,10 @@ ADVICE_COLUMNS = ("group_id", "rule", "setting", "current_value", "suggested", "
 
 #: the state part ``advice_evidence``: one row per piece of evidence (kind: rebalance | rewind |
 #: retention_loss | rebalance_storm | commit_gap | risk_day, or withdrawn: an anomaly a later step
-#: withdrew, which no rule reads), ``key`` its identity; a rebalance window's ``joined`` and
-#: ``left``: the identities (:func:`member_identities`) of the members that joined and left in it
-#: (null: the window's member ids unknown, or evidence carried from a version that did not keep them)
+#: withdrew, or retention_deficit: a retention loss not proven, neither of which a rule reads),
+#: ``key`` its identity; a rebalance window's ``joined`` and ``left``: the identities
+#: (:func:`member_identities`) of the members that joined and left in it (null: the window's member
+#: ids unknown, or evidence carried from a version that did not keep them)
 EVIDENCE_SCHEMA = pa.schema([
     ("cluster", pa.string()), ("group_id", pa.string()), ("kind", pa.string()), ("key", pa.string()),
     ("start_ts", _MS), ("end_ts", _MS), ("cause", pa.string()), ("duration_s", pa.float64()),
@@ -234,13 +235,20 @@ def rebalance_evidence(rebalances: pa.Table, members: pa.Table | None = None) ->
 def anomaly_evidence(anomalies: pa.Table) -> pa.Table:
     """The anomalies the rules read (:data:`_ANOMALY_KINDS`) → evidence rows (key: the anomaly's).
     A withdrawn row (a later step found the anomaly is no finding) becomes kind ``withdrawn``:
-    it replaces the key's carried evidence, and no rule reads it."""
+    it replaces the key's carried evidence, and no rule reads it. A retention loss not proven (a
+    ``warning``: its consumer may hold the deleted records) is kind ``retention_deficit``, which
+    no rule reads as a loss either (the group's retention risk minutes count the edge it reads at);
+    proven by a later step, its key's evidence becomes the loss."""
     kind = _col(anomalies, "kind", pa.string())
     an = anomalies.filter(pc.is_in(kind, value_set=pa.array(_ANOMALY_KINDS))) if anomalies.num_rows else anomalies
     withdrawn = pc.fill_null(_col(an, "withdrawn", pa.bool_()), False)
+    kind = _col(an, "kind", pa.string())
+    deficit = pc.fill_null(pc.and_(pc.equal(kind, "retention_loss"),
+                                   pc.equal(_col(an, "severity", pa.string()), "warning")), False)
     return _evidence({
         "cluster": _col(an, "cluster", pa.string()), "group_id": _col(an, "group_id", pa.string()),
-        "kind": pc.if_else(withdrawn, "withdrawn", _col(an, "kind", pa.string())), "key": _col(an, "key", pa.string()),
+        "kind": pc.if_else(withdrawn, "withdrawn", pc.if_else(deficit, "retention_deficit", kind)),
+        "key": _col(an, "key", pa.string()),
         "start_ts": _col(an, "start_ts", _MS), "end_ts": _col(an, "end_ts", _MS),
         "magnitude": _col(an, "magnitude", pa.float64())}, an.num_rows)
 
@@ -807,8 +815,9 @@ def rewind_after_rebalance(g: _Group, r: AdviceRulesConfig) -> _Advice | None:
 
 
 def retention_vs_catchup(g: _Group, r: AdviceRulesConfig) -> _Advice | None:
-    """Retention headroom shorter than the group's worst catch-up: a retention loss (≥
-    ``min_retention_losses``: unambiguous, messages were never processed) or ≥ ``min_risk_minutes``
+    """Retention headroom shorter than the group's worst catch-up: a proven retention loss (≥
+    ``min_retention_losses``: unambiguous, messages were never processed; one not proven is no
+    such evidence) or ≥ ``min_risk_minutes``
     minutes in which a partition's headroom was below the group's catch-up ETA. Suggested:
     retention (or consumer capacity) giving a headroom of ``retention_margin`` × the worst catch-up."""
     losses = g.anomalies.get("retention_loss", [])

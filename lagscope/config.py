@@ -490,8 +490,9 @@ class AdviceRulesConfig(_Section):
         2, ge=1, description="The least windows or findings a rule rests on (one event is an accident, not a "
                              "pattern).")
     min_retention_losses: int = Field(
-        1, ge=1, description="retention_vs_catchup: retention losses that suffice (a loss is unambiguous: "
-                             "messages were never processed) …")
+        1, ge=1, description="retention_vs_catchup: proven retention losses that suffice (a proven loss is "
+                             "unambiguous: messages were never processed; one not proven, a warning, is "
+                             "no such evidence) …")
     min_risk_minutes: int = Field(2, ge=1, description="… or this many minutes at risk.")
     short_session_s: float = Field(
         10.0, gt=0, description="session_timeout_crash: the session timeout suggested, and the shortest worth "

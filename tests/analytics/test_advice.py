@@ -475,12 +475,18 @@ def test_rewinds_of_several_partitions_after_one_rebalance_are_no_pattern() -> N
 
 
 def test_retention_loss_alone_suffices() -> None:
-    # a retention loss is unambiguous: one is enough (low confidence: retention.ms is unknown)
-    got = only(run([], [anomaly("retention_loss", 100, 1000)]), "retention_vs_catchup")
+    # a proven retention loss (critical) is unambiguous: one is enough (low confidence:
+    # retention.ms is unknown)
+    got = only(run([], [{**anomaly("retention_loss", 100, 1000), "severity": "critical"}]), "retention_vs_catchup")
     assert got["evidence_count"] == 1
     assert got["confidence"] == "low"
     assert got["current_amount"] == 0.0
     assert "1,000 messages" in got["evidence"]
+
+
+def test_a_retention_loss_not_proven_is_no_evidence() -> None:
+    # a warning (its consumer may hold the deleted records): no advice from it alone
+    assert "retention_vs_catchup" not in {a["rule"] for a in rows(run([], [anomaly("retention_loss", 100, 1000)]))}
 
 
 def trend(minute: int, *, eta: float | None = None, headroom: float | None = None) -> list[dict[str, Any]]:
