@@ -290,10 +290,13 @@ def _delivery_of(rows: Sequence[Mapping[str, Any]]) -> list[tuple[Any, ...] | No
 
 def _merge_anomaly(older: _Event, newer: _Event) -> _Event:
     """Two rows of one anomaly: the newer one, with the larger of the two counts of messages (an
-    open loss only grows; a counter never goes down because a later row said less)."""
+    open loss only grows; a counter never goes down because a later row said less, or counted
+    nothing: a retention loss published proven by a state that did not carry its proof)."""
     a, b = older.values[3], newer.values[3]
-    if a is None or b is None or a[3] <= b[3]:
+    if a is None or (b is not None and a[3] <= b[3]):
         return newer
+    if b is None:
+        return _Event(newer.rank, newer.group, newer.is_open, (*newer.values[:3], a), newer.withdrawn)
     return _Event(newer.rank, newer.group, newer.is_open, (*newer.values[:3], (*b[:3], a[3])), newer.withdrawn)
 
 

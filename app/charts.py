@@ -175,10 +175,19 @@ def commit_chart(offsets: pd.DataFrame, commits: pd.DataFrame, steps: pd.DataFra
         y = float(commits["committed_offset"].max()) if len(commits) else 0.0
         fig.add_trace(go.Scatter(x=skips["start_ts"], y=[y] * len(skips), mode="markers", name="skip",
                                  marker={"symbol": "triangle-up", "size": 13, "color": _ANOMALY_COLOR},
-                                 text=[f"{k}: {m:.0f} messages never processed"
-                                       for k, m in zip(skips["kind"], skips["magnitude"].fillna(0), strict=True)],
+                                 text=[_loss_label(r) for r in skips.to_dict("records")],
                                  hovertemplate="%{text}<extra></extra>"))
     return _layout(fig, "Commit history", "offset")
+
+
+def _loss_label(anomaly: dict[str, object]) -> str:
+    """A skip's or retention loss's hover text: a retention loss not proven (a warning: its owner
+    may have fetched the deleted records) is an upper bound."""
+    m = anomaly.get("magnitude")
+    n = 0.0 if m is None or pd.isna(m) else float(m)  # type: ignore[arg-type]
+    if anomaly.get("kind") == "retention_loss" and anomaly.get("severity") == "warning":
+        return f"retention_loss: at most {n:.0f} messages lost (the consumer may have fetched them)"
+    return f"{anomaly.get('kind')}: {n:.0f} messages never processed"
 
 
 def compare_chart(a: pd.DataFrame, b: pd.DataFrame, x: str, y: str, names: Sequence[str],

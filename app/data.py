@@ -413,7 +413,7 @@ def delivery(con: duckdb.DuckDBPyConnection, lake: Lake, clusters_: Sequence[str
     if found.empty:
         return pd.DataFrame({c: pd.Series(dtype="object") for c in accounting.DELIVERY_COLUMNS})
     columns = [c for c in ("cluster", "group_id", "topic", "partition", "kind", "cause", "start_ts", "end_ts",
-                           "magnitude", "key") if c in found.columns]
+                           "magnitude", "severity", "key") if c in found.columns]
     table = pa.Table.from_pandas(found[columns], preserve_index=False)
     out: pd.DataFrame = accounting.account(table).to_pandas()
     return out.sort_values(["bucket_ts", "group_id", "topic", "partition"], ascending=[False, True, True, True],

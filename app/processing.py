@@ -116,7 +116,10 @@ class CommitSummary:
 def summarize_commits(steps: pd.DataFrame, anomalies: pd.DataFrame) -> CommitSummary:
     """Rewinds from the history itself (exact); skips and retention loss from the analytics'
     anomalies (a skip cannot be told from fast consumption by the offsets alone)."""
-    lost = anomalies.loc[anomalies["kind"].isin(["skip", "retention_loss"])] if len(anomalies) else anomalies
+    # a retention loss not proven (a warning: its owner may hold the records) is no count of lost messages
+    proven = ~((anomalies["kind"] == "retention_loss") & (anomalies.get("severity") == "warning")) if len(
+        anomalies) else None
+    lost = anomalies.loc[anomalies["kind"].isin(["skip", "retention_loss"]) & proven] if len(anomalies) else anomalies
     rewinds = steps.loc[steps["kind"] == "rewind"] if len(steps) else steps
     gap = steps["gap_s"].max() if len(steps) else None
     return CommitSummary(
@@ -165,7 +168,11 @@ class DeliverySummary:
 def summarize_delivery(delivery: pd.DataFrame) -> DeliverySummary:
     if delivery.empty:
         return DeliverySummary(0, 0, 0, 0)
-    return DeliverySummary(lost=int(delivery["lost"].sum()), reprocessed=int(delivery["reprocessed"].sum()),
+    lost = delivery["lost"]
+    if "bound" in delivery.columns:  # an upper bound only (a retention loss not proven): listed, not summed
+        lost = lost.where(delivery["bound"] != "at_most", 0)
+    return DeliverySummary(lost=int(lost.sum()),
+                           reprocessed=int(delivery["reprocessed"].sum()),
                            findings=len(delivery), exact=int(delivery["exact"].astype(bool).sum()))
 
 

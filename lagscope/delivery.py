@@ -31,9 +31,10 @@ sweeps (or is still open), and its count is a stated bound (:data:`BOUNDS`):
   (retention may have deleted more between sweeps, and an open loss is still growing);
 - ``estimate`` for a skip from sweeps: the jump past everything committed before, less what
   the group's previous rate could have processed in the interval; never more than that jump;
-- ``at_most`` for a retention loss not proven (severity ``warning``: a member owned the
-  partition at every sweep of it, and may already have fetched the deleted records, which its
-  client then returns and it commits on through): none of them, or up to that many, were lost.
+- ``at_most`` for a retention loss not proven (severity ``warning``: at every sweep of it a
+  member owned the partition or its committed offset still moved, so its consumer may already
+  have fetched the deleted records, which its client then returns and it commits on through):
+  none of them, or up to that many, were lost.
 
 Bucket = the finding's start (``bucket_ts``); :func:`by_bucket` sums the rows per coarser time
 bucket.
@@ -165,7 +166,8 @@ def by_bucket(delivery: pa.Table, every: dt.timedelta,
               by: Sequence[str] = ("cluster", "group_id", "topic", "cause")) -> pa.Table:
     """:func:`account`'s rows summed per ``by`` and per time bucket of ``every`` (the UTC
     epoch's multiples; the bucket of a row is the one its ``bucket_ts`` falls in): ``by``,
-    ``bucket_ts``, ``lost``, ``reprocessed``, ``findings`` (how many rows) and ``exact`` (all of
+    ``bucket_ts``, ``lost`` (what is known lost: an ``at_most`` row adds nothing, as in the
+    Prometheus counter), ``reprocessed``, ``findings`` (how many rows) and ``exact`` (all of
     them exact)."""
     seconds = int(every.total_seconds())
     if seconds <= 0 or seconds != every.total_seconds():
@@ -174,8 +176,11 @@ def by_bucket(delivery: pa.Table, every: dt.timedelta,
     if unknown:
         raise ValueError(f"cannot bucket delivery rows by {unknown}: not a delivery column")
     bucket = pc.floor_temporal(delivery.column("bucket_ts"), multiple=seconds, unit="second")
+    lost = delivery.column("lost")
+    if "bound" in delivery.column_names:  # an upper bound only (a retention loss not proven): not summed
+        lost = pc.if_else(pc.fill_null(pc.equal(delivery.column("bound"), "at_most"), False), 0, lost)
     keyed = pa.table({**{c: delivery.column(c) for c in by}, "bucket_ts": bucket,
-                      "lost": delivery.column("lost"), "reprocessed": delivery.column("reprocessed"),
+                      "lost": lost, "reprocessed": delivery.column("reprocessed"),
                       "exact": delivery.column("exact"), "one": pa.array([1] * delivery.num_rows, pa.int64())})
     summed = keyed.group_by([*by, "bucket_ts"], use_threads=False).aggregate(
         [("lost", "sum"), ("reprocessed", "sum"), ("one", "sum"), ("exact", "all")])

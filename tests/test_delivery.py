@@ -88,13 +88,16 @@ def test_buckets_sum_per_group_topic_cause() -> None:
     rows = [_row("skip", 10.0, start=T0 + 5 * S, end=T0 + 5 * S, partition=0, cause="seek"),
             _row("skip", 20.0, start=T0 + 50 * S, end=T0 + 55 * S, partition=1, cause="seek"),
             _row("skip", 7.0, start=T0 + 70 * S, end=T0 + 70 * S, partition=0, cause="seek"),
-            _row("rewind", 3.0, start=T0 + 10 * S, end=T0 + 10 * S, partition=2)]
+            _row("rewind", 3.0, start=T0 + 10 * S, end=T0 + 10 * S, partition=2),
+            # a retention loss not proven (at most 40): a finding of its bucket, no count of lost messages
+            {**_row("retention_loss", 40.0, start=T0 + 65 * S, end=T0 + 75 * S, partition=3), "severity": "warning"}]
     out = by_bucket(account(pa.Table.from_pylist(rows), cluster="c"), dt.timedelta(minutes=1))
     got = [(r["bucket_ts"] - T0, r["cause"], r["lost"], r["reprocessed"], r["findings"], r["exact"])
            for r in out.to_pylist()]
     assert got == [(dt.timedelta(0), "rewind", 0, 3, 1, True),
                    # 10 exact + 20 from sweeps in the first minute: not all exact
                    (dt.timedelta(0), "seek", 30, 0, 2, False),
+                   (dt.timedelta(minutes=1), "retention", 0, 0, 1, False),
                    (dt.timedelta(minutes=1), "seek", 7, 0, 1, True)]
     with pytest.raises(ValueError, match="whole number of seconds"):
         by_bucket(account(pa.Table.from_pylist(rows)), dt.timedelta(milliseconds=1500))

@@ -103,6 +103,9 @@ def test_delivery_over_time_buckets() -> None:
     assert processing.delivery_bucket(dt.timedelta(minutes=10)) == dt.timedelta(minutes=1)
     assert processing.summarize_delivery(rows) == processing.DeliverySummary(12, 9, 3, 2)
     assert processing.summarize_delivery(rows.iloc[:0]) == processing.DeliverySummary(0, 0, 0, 0)
+    # an upper bound only (a retention loss not proven) is listed, not summed
+    bounded = rows.assign(bound=["exact", "at_most", "exact"])
+    assert processing.summarize_delivery(bounded) == processing.DeliverySummary(5, 9, 3, 2)
 
 
 def test_page_over_the_synthetic_lake(open_app: Open, ui_lake: fx.FixtureLake) -> None:
