@@ -107,6 +107,15 @@ def enqueue_findings(outbox: Outbox, config: AlertsConfig, findings: Iterable[Fi
             st = states.get(key)
             if f.state == "firing":
                 if st is not None and st.state == "firing":
+                    before = Finding.from_json(json.loads(st.finding))
+                    if severity_rank(f.severity) > severity_rank(before.severity):
+                        # escalated while firing (a stall grown long, a retention loss proven): the
+                        # routes that take it only now get its firing (the same episode: the
+                        # routes that had it already are not sent it again)
+                        Outbox.set_state_in(db, key, "firing", st.episode, json.dumps(f.to_json()), ts)
+                        transitions += 1
+                        queued += sum(_queue_one(db, route, links, f, st.episode, now) for route in config.routes
+                                      if route_wants(route, f) and not route_wants(route, before))
                     continue
                 episode = 1 if st is None else st.episode + 1
                 Outbox.set_state_in(db, key, "firing", episode, json.dumps(f.to_json()), ts)

@@ -10,6 +10,8 @@ An alert that watches what an analytics rule judges takes that rule's threshold 
 - ``LagscopeLagSecondsHigh``: lag in seconds at least ``warn_lag_s`` (the WARN status's);
 - ``LagscopeCommitsStalled``: committed offsets unchanged for ``stall_after_s`` while lagging;
 - ``LagscopeGroupNoConsumers``: no member and more than ``stop_after_s`` behind;
+- ``LagscopeRetentionLoss`` / ``LagscopeRetentionDeficit``: below the log start with nobody
+  reading (no member, the offset still for ``stop_after_s``, at least :data:`MIN_RANGE_S`) or not;
 - ``LagscopeRebalanceStorm``: ``storm_count`` rebalance windows within ``storm_window_s``.
 
 - ``LagscopeMessagesLost`` / ``LagscopeMessagesReprocessed``: any message lost or processed
@@ -211,12 +213,15 @@ groups:
 
       - alert: LagscopeRetentionLoss
         # live: the committed offset is already below the log start while the group has no member
-        # (none reported, or the membership is not swept): nobody holds the deleted records, they
-        # are lost. The value is how many messages below (positive)
+        # (none reported, or the membership is not swept) and the offset has not moved for
+        # stop_after_s: nobody holds or reads the deleted records, they are lost (a committer
+        # without members that still progresses may hold them). The value is how many messages below
         expr: >-
           ((kafka_topic_partition_oldest_offset
             - on (cluster, topic, partition) group_right () (kafka_consumergroup_current_offset >= 0)) > 0)
           unless on (cluster, consumergroup) (kafka_consumergroup_members > 0)
+          and on (cluster, consumergroup, topic, partition)
+            (changes(kafka_consumergroup_current_offset[${stop_window}]) == 0)
         for: 1m
         labels:
           severity: critical
@@ -224,19 +229,24 @@ groups:
           summary: "{{ $labels.consumergroup }} lost messages of {{ $labels.topic }}[{{ $labels.partition }}] to retention"
           description: >-
             The committed offset of {{ $labels.consumergroup }} on {{ $labels.topic }}[{{ $labels.partition }}]
-            is {{ $value | humanize }} messages below the log start and the group has no member: they were
-            deleted before being consumed.
+            is {{ $value | humanize }} messages below the log start, the group has no member and the offset
+            has not moved for ${stop_window_text}: they were deleted before being consumed.
           runbook_url: "https://github.com/lagscope/lagscope/blob/main/docs/alerting.md#retention-loss"
           dashboard: "${app_url}/?cluster={{ $labels.cluster }}&group={{ $labels.consumergroup }}&topic={{ $labels.topic }}&partition={{ $labels.partition }}&page=partition"
 
       - alert: LagscopeRetentionDeficit
-        # live: the same while the group has members: a consumer reading at the retention's edge may
-        # already have fetched the deleted records (it commits on through them), so not yet a proven
-        # loss; for 5 minutes on end it is reading at the edge all the same
+        # live: the same while the group has members, or its offset still moves: a consumer reading at
+        # the retention's edge may already have fetched the deleted records (it commits on through
+        # them), so not yet a proven loss; for 5 minutes on end it is reading at the edge all the same
         expr: >-
-          ((kafka_topic_partition_oldest_offset
+          (((kafka_topic_partition_oldest_offset
             - on (cluster, topic, partition) group_right () (kafka_consumergroup_current_offset >= 0)) > 0)
-          and on (cluster, consumergroup) (kafka_consumergroup_members > 0)
+            and on (cluster, consumergroup) (kafka_consumergroup_members > 0))
+          or
+          (((kafka_topic_partition_oldest_offset
+            - on (cluster, topic, partition) group_right () (kafka_consumergroup_current_offset >= 0)) > 0)
+            and on (cluster, consumergroup, topic, partition)
+              (changes(kafka_consumergroup_current_offset[${stop_window}]) > 0))
         for: 5m
         labels:
           severity: warning
@@ -387,6 +397,9 @@ def render_rules(rules: AnalyticsRulesConfig, app_url: str) -> str:
         "warn_lag_text": _duration_text(rules.warn_lag_s),
         "stop_after_s": f"{rules.stop_after_s:g}",
         "stop_after_text": _duration_text(rules.stop_after_s),
+        # a changes() window of at least two scrapes (one sample never changes)
+        "stop_window": _promql_duration(max(rules.stop_after_s, MIN_RANGE_S)),
+        "stop_window_text": _duration_text(max(rules.stop_after_s, MIN_RANGE_S)),
         "stall_window": _promql_duration(rules.stall_after_s),
         "stall_held_text": _duration_text(rules.stall_after_s + _COMMITS_STALLED_FOR_S),
         "commits_stalled_for": _promql_duration(_COMMITS_STALLED_FOR_S),

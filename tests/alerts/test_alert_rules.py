@@ -68,7 +68,7 @@ def test_only_the_watched_thresholds_change() -> None:
     assert default.keys() == tuned.keys()
     changed = {name for name in default if default[name] != tuned[name]}
     assert changed == {"LagscopeLagSecondsHigh", "LagscopeCommitsStalled", "LagscopeGroupNoConsumers",
-                       "LagscopeRebalanceStorm"}
+                       "LagscopeRebalanceStorm", "LagscopeRetentionLoss", "LagscopeRetentionDeficit"}
 
 
 def test_a_stall_range_too_short_for_prometheus_is_refused() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +153,31 @@ def test_transitions_firing_resolved_and_dedup(synthetic: Synthetic, tmp_path: P
                    and e["state"] == "firing"]
         assert len(firings) == 2
         assert firings[0]["idempotency_key"] != firings[1]["idempotency_key"]
+
+
+def test_a_finding_escalated_while_firing_reaches_the_routes_that_take_it_only_now(tmp_path: Path) -> None:
+    # a retention loss fires as a warning (its owner may hold the records), then is proven
+    # (critical) under the same key: the critical-only route gets its firing then, the warning
+    # route has it already; lowered again, nobody is sent anything; resolved, both are
+    config = AlertsConfig.model_validate({"routes": [
+        {"name": "all", "url": "http://127.0.0.1:9/a", "min_severity": "warning"},
+        {"name": "pager", "url": "http://127.0.0.1:9/p", "min_severity": "critical"}]})
+    loss = _finding(key="retention_loss|k", kind="retention_loss", severity="warning")
+
+    def sent(outbox: Outbox) -> list[tuple[str, str]]:
+        return [(str(e["route"]), str(e["state"])) for e in outbox.entries()]
+
+    with Outbox(tmp_path / "o.sqlite") as outbox:
+        enqueue_findings(outbox, config, [loss], NOW, app_url=APP_URL)
+        assert sent(outbox) == [("all", "firing")]
+        report = enqueue_findings(outbox, config, [replace(loss, severity="critical")], NOW, app_url=APP_URL)
+        assert (report.transitions, report.queued) == (1, 1)
+        assert sent(outbox) == [("all", "firing"), ("pager", "firing")]
+        assert enqueue_findings(outbox, config, [replace(loss, severity="critical")], NOW, app_url=APP_URL).queued == 0
+        assert enqueue_findings(outbox, config, [loss], NOW, app_url=APP_URL).queued == 0
+        end = NOW + dt.timedelta(minutes=1)
+        enqueue_findings(outbox, config, [replace(loss, state="resolved", ends_at=end)], end, app_url=APP_URL)
+        assert sorted(sent(outbox)[2:]) == [("all", "resolved"), ("pager", "resolved")]
 
 
 def test_a_withdrawn_anomaly_resolves_if_it_fired_and_sends_nothing_if_it_never_did(tmp_path: Path) -> None:
