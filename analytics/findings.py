@@ -33,7 +33,8 @@ Episodes (a condition that holds over consecutive sweeps, reported with start an
   a ``warning``. Elsewhere ``critical`` is for lost data (skip, a proven retention_loss).
 - **retention_loss**: committed < log start; magnitude = messages never processed (the
   largest log start − committed of the episode). ``critical`` when proven (a sweep of it where
-  no member owned the partition and its committed offset had not moved for ``stop_after_s``:
+  no member owned the partition, or its owner committed nothing at all, and its committed offset
+  had not moved for ``stop_after_s``:
   nobody held or read the deleted records), else a ``warning`` with that many at most (a live
   consumer may have fetched them before retention deleted them).
 

@@ -18,8 +18,9 @@ open at the end of the previous step keeps its start):
   ``idle_pending_s ≥ stop_after_s`` (the consumer is gone, or commits nothing at all: Burrow's
   STOP). From sweeps alone an owned partition without progress is a stall.
 - **retention_loss**: committed < log start (``lost``); the episode starts at ``ret_t``. It is
-  *proven* when at one of its sweeps no member owned the partition and its committed offset had
-  not moved for ``stop_after_s`` (``idle_pending_s``: the stop rule's consumer gone): a live
+  *proven* when at one of its sweeps nobody read the partition (no member owned it, or its owner
+  was silent) and its committed offset had not moved for ``stop_after_s`` (``idle_pending_s``:
+  the stop rule's consumer gone): a live
   owner may already have fetched the deleted records (its client returns the buffered fetch and
   commits on through them at its pace), which offsets cannot tell from a loss, and so may a
   committer without members (``assign()`` + commit, Flink's KafkaSource) that still progresses;
@@ -249,12 +250,12 @@ def episodes(s: Series, commits: Commits | None, *, stall_after_s: float, stop_a
     lost_by = np.where(s.lost[row], s.log_start[row] - s.committed[row], _LMIN)
     lost = np.maximum.reduceat(lost_by[order], firsts)
     lost_ok = lost != _LMIN
-    # a loss is proven at a sweep where no member owned the partition and its committed offset had
-    # not moved for stop_after_s (nobody held or read its records: the stop rule's consumer gone;
-    # a committer without members that still progresses may hold them), or by the proof a state
-    # row carries from its step
+    # a loss is proven at a sweep where nobody reads the partition: no member owns it, or its owner
+    # commits nothing at all (silent), and its committed offset has not moved for stop_after_s
+    # (the stop rule's consumer gone; a committer without members that still progresses may hold
+    # them), or by the proof a state row carries from its step
     with np.errstate(invalid="ignore"):
-        unheld = (cls == 0) & ~owned[row] & (idle[row] >= stop_after_s)
+        unheld = (cls == 0) & (~owned | silent)[row] & (idle[row] >= stop_after_s)
     if carried_lost is not None:
         unheld |= (cls == 0) & (carried_lost[row] == 1)
     proven = np.logical_or.reduceat(unheld[order], firsts)

@@ -101,10 +101,10 @@ def transform_episodes(enriched: DataFrame, *, stall_after_s: float, stop_after_
                      ).otherwise(why)
     stuck = df.where(idle_kind.isNotNull()).select(*df.columns, idle_kind.alias("_kind"),
                                                    F.lit("idle").alias("_cls"), (F.col("t") - idle).alias("_s"))
-    # a loss is proven at a sweep without an owner whose committed offset has not moved for
-    # stop_after_s (nobody held or read its records), or by the proof a state row carries from its
-    # step (m_lost = 1)
-    unheld = ~owned & F.coalesce(idle >= stop_after_s, F.lit(False))
+    # a loss is proven at a sweep where nobody reads the partition (no owner, or a silent one) and
+    # its committed offset has not moved for stop_after_s, or by the proof a state row carries from
+    # its step (m_lost = 1)
+    unheld = (~owned | silent) & F.coalesce(idle >= stop_after_s, F.lit(False))
     if "m_lost" in df.columns:
         unheld = unheld | (F.col("is_state") & F.coalesce(F.col("m_lost") == 1, F.lit(False)))
     loss = loss.withColumn("_unheld", unheld)

@@ -240,6 +240,10 @@ EDGE_ROWS = [
     # by its unowned sweep (nobody held the records), critical from then on
     *_rows("loss-then-unowned", [(t, 5, 100, 0 if t < 60 else 10 + t, "m1" if t < 100 else None)
                                  for t in range(0, 200, 20)]),
+    # its owner still assigned but, in the commit stream, committing nothing after t=0: nobody
+    # reads it (the stop rule's consumer gone), the loss is proven; from sweeps alone an owner
+    # that may hold the records: a warning
+    *_rows("loss-silent-owner", [(t, 5, 100, 0 if t < 60 else 10 + t) for t in range(0, 200, 20)]),
     # a committer without members (assign() + commit) reading at the retention's edge: it keeps
     # progressing, so it may hold the deleted records: a warning
     *_rows("standalone-at-edge", [(t, 10 + t, 30 + t, 12 + t) for t in range(0, 200, 20)], owner=None),
@@ -257,6 +261,7 @@ EDGE_ROWS = [
 EDGE_COMMITS: list[tuple[str, float | None, int]] = [
     *(("stall-then-silent", float(t), 5) for t in range(0, 101, 20)),
     ("commit-without-time", None, 5),
+    ("loss-silent-owner", 0.0, 5),
 ]
 
 
@@ -293,6 +298,8 @@ def test_edge_cases(spark: SparkSession, with_commits: bool) -> None:
     assert [r[6] - t0_us for r in by_group["closed-stall"]] == [120_000_000]
     assert [r[10] for r in by_group["quarter-duration"]] == [
         "no commit progress for 120.3 s with lag pending (owner still assigned)"]
+    silent_loss = [r[7] for r in by_group["loss-silent-owner"] if r[4] == "retention_loss"]
+    assert silent_loss == (["critical"] if with_commits else ["warning"])
     if with_commits:
         assert [r[4] for r in by_group["stall-then-silent"]] == ["stall"]
         assert [(r[4], r[10][-28:]) for r in by_group["commit-without-time"]] == [
