@@ -133,6 +133,11 @@ def enqueue_findings(outbox: Outbox, config: AlertsConfig, findings: Iterable[Fi
                 before = Finding.from_json(json.loads(st.finding))
                 Outbox.set_state_in(db, key, "resolved", st.episode, json.dumps(f.to_json()), ts)
                 transitions += 1
+                # escalated by the step that also ended it: the routes that take it only at its new
+                # severity get its firing first, never a lone resolve
+                firing = replace(f, state="firing", ends_at=None)
+                queued += sum(_queue_one(db, route, links, firing, st.episode, now) for route in config.routes
+                              if route_wants(route, f) and not route_wants(route, before))
                 queued += _queue(db, config, links, f, st.episode, before, now)
         for key, st in states.items():
             if key in current:

@@ -32,7 +32,9 @@ entry at the row's own ``t`` counts), none when there is none. With ``lag`` the 
   committing for longer than the window spans); ``STALL`` when the offset never changed in the
   window; ``WARN`` when the lag never decreased in it; else ``OK``.
 - lagscope (worst first): ``ERR`` when committed < log start while nobody reads the partition
-  (no owner, and no commit for ``stop_after_s``: messages lost, the retention loss's proof);
+  (no owner, and no commit for ``stop_after_s``: messages lost; the retention loss's proof as a
+  row without the commit stream sees it: an owner that commits nothing, or a proof from an
+  earlier row, leaves the status to STALL or WARN while the anomaly is critical);
   ``REWIND`` when
   the window rewound within one log (``rewound_own``), even if the lag touched 0 in the window or
   is 0 now (messages were processed twice: a re-consumption that caught up fast is still one);

@@ -25,7 +25,7 @@ skip → ``seek``, retention_loss → ``retention``, rewind → ``rewind`` (:dat
 which shows both offsets, so its count is ``exact``. Every other finding was seen between two
 sweeps (or is still open), and its count is a stated bound (:data:`BOUNDS`):
 
-- ``at_least`` for a rewind or a retention loss from sweeps: the committed offset went back
+- ``at_least`` for a rewind or a proven retention loss from sweeps: the committed offset went back
   at least that far between two sweeps (a deeper rewind covered again before the next sweep is
   not seen); the committed offset was at least that far below the log start at a sweep
   (retention may have deleted more between sweeps, and an open loss is still growing);

@@ -265,7 +265,8 @@ ANOMALIES = Table("anomalies", pa.schema([
     _f("severity", pa.string(), "info | warning | critical.", nullable=False),
     _f("magnitude", pa.float64(),
        "Seconds for commit_gap/stall/stop; messages reprocessed for rewind; messages never "
-       "processed for skip and retention_loss; messages/s for lag_growth; rebalances for storms."),
+       "processed for skip and retention_loss (at most that many for a retention_loss warning, not "
+       "proven); messages/s for lag_growth; rebalances for storms."),
     _f("unit", pa.string(), "'s', 'messages', 'messages/s' or 'rebalances'."),
     _f("detail", pa.string(), "One human sentence: what happened, with the numbers."),
     _f("key", pa.string(), "Stable identity (kind|cluster|group|topic|partition|start) for dedup.",

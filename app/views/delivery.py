@@ -21,7 +21,8 @@ _FINDING_COLUMNS = ["group_id", "topic", "partition", "kind", "cause", "bucket_t
 
 
 def _label(row: pd.Series) -> str:
-    count = f"{int(row['lost']):,} lost" if row["kind"] != "rewind" else f"{int(row['reprocessed']):,} twice"
+    at_most = "at most " if row.get("bound") == "at_most" else ""
+    count = f"{at_most}{int(row['lost']):,} lost" if row["kind"] != "rewind" else f"{int(row['reprocessed']):,} twice"
     return (f"{row['bucket_ts']:%Y-%m-%d %H:%M:%S} · {row['group_id']} {row['topic']}[{row['partition']}] · "
             f"{row['cause']} · {count}")
 
@@ -62,13 +63,16 @@ def render(ctx: widgets.Context) -> None:
 
     summary = processing.summarize_delivery(found)
     cols = st.columns(4)
-    cols[0].metric("Messages lost", f"{summary.lost:,}", help="Never processed: skips, offset resets, retention.")
+    cols[0].metric("Messages lost", f"{summary.lost:,}",
+                   help="Never processed: skips, offset resets, proven retention losses (one not proven, at "
+                        "most its count, is listed below only).")
     cols[1].metric("Messages processed twice", f"{summary.reprocessed:,}",
                    help="Rewinds and offset resets back.")
     cols[2].metric("Findings", f"{summary.findings:,}")
     cols[3].metric("Exact", f"{summary.exact:,} of {summary.findings:,}",
                    help="Counts shown by one commit of the commit stream; the others are a bound from sweeps "
-                        "(at least, or an estimate for a skip: see the bound column).")
+                        "(at least, an estimate for a skip, or at most for a retention loss not proven: see the "
+                        "bound column).")
     every = processing.delivery_bucket(ctx.window.duration)
     buckets = processing.delivery_over_time(found, every)
     st.plotly_chart(charts.delivery_chart(buckets, f"Messages lost and processed twice ({scope}, per "
@@ -76,7 +80,8 @@ def render(ctx: widgets.Context) -> None:
                     key="chart_delivery")
 
     st.subheader("By group, topic and cause")
-    totals = (found.groupby(["group_id", "topic", "cause"], as_index=False)
+    known = found.assign(lost=found["lost"].where(found["bound"] != "at_most", 0))  # upper bounds: not summed
+    totals = (known.groupby(["group_id", "topic", "cause"], as_index=False)
               .agg(lost=("lost", "sum"), reprocessed=("reprocessed", "sum"), findings=("key", "count"),
                    exact=("exact", "all"))
               .sort_values(["lost", "reprocessed"], ascending=False, kind="stable"))
@@ -97,7 +102,8 @@ def render(ctx: widgets.Context) -> None:
                                            int(row["partition"]))
     bound = {"exact": "exact (one commit shows it)", "at_least": "at least this many (seen between sweeps)",
              "estimate": "an estimate, never more than the jump (seen between sweeps)",
-             "at_most": "at most this many (a member owned the partition and may have fetched them already)"
+             "at_most": "at most this many (its consumer was still reading the partition and may have fetched them "
+                        "already: not counted in the totals)"
              }[row["bound"]]
     st.caption(f"{row['kind']} ({row['cause']}) on {row['topic']}[{row['partition']}]: {bound}. "
                + (f"Every commit from the commit stream, {around.start:%H:%M:%S} → {around.end:%H:%M:%S} UTC."

@@ -49,7 +49,8 @@ def render(ctx: widgets.Context) -> None:
     cols[2].metric("Rewinds", summary.rewinds)
     cols[3].metric("Messages reprocessed", f"{summary.reprocessed:,}")
     cols[4].metric("Messages never processed", f"{summary.never_processed:,}",
-                   help="Skips and retention loss found by the analytics (anomalies table).")
+                   help="Skips and proven retention losses found by the analytics (anomalies table); a "
+                        "retention loss not proven (a warning, at most its count) is not summed.")
     st.caption(f"Commit history from the {source} table"
                + (" (exact commit times)." if source == "commits" else " (the committed offset at each sweep)."))
     st.plotly_chart(charts.commit_chart(offsets, commits, steps, anomalies), key="chart_commits")

@@ -178,6 +178,12 @@ def test_a_finding_escalated_while_firing_reaches_the_routes_that_take_it_only_n
         end = NOW + dt.timedelta(minutes=1)
         enqueue_findings(outbox, config, [replace(loss, state="resolved", ends_at=end)], end, app_url=APP_URL)
         assert sorted(sent(outbox)[2:]) == [("all", "resolved"), ("pager", "resolved")]
+        # escalated by the step that also ends it: the pager gets its firing, then its resolve
+        later = replace(loss, key="retention_loss|k2")
+        enqueue_findings(outbox, config, [later], end, app_url=APP_URL)
+        enqueue_findings(outbox, config, [replace(later, severity="critical", state="resolved", ends_at=end)], end,
+                         app_url=APP_URL)
+        assert sent(outbox)[4:] == [("all", "firing"), ("pager", "firing"), ("all", "resolved"), ("pager", "resolved")]
 
 
 def test_a_withdrawn_anomaly_resolves_if_it_fired_and_sends_nothing_if_it_never_did(tmp_path: Path) -> None:

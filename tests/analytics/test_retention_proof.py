@@ -1,9 +1,9 @@
 """A retention loss is proven (critical) only where nobody could hold the deleted records: at one
-of its sweeps no member owned the partition. While a member owns it, the consumer may already
-have fetched them (it commits on through them at its pace), so it is a warning whose count is an
-upper bound. The proof is carried across steps (``m_lost``): steps cut at every minute, and at
-all of them, judge the loss as one pass does. lagscope.analytics.step.run_step over Arrow, no
-Spark."""
+of its sweeps nobody read the partition (no owner, or a silent one) and its committed offset had
+not moved for stop_after_s. While a member owns it, the consumer may already have fetched them
+(it commits on through them at its pace), so it is a warning whose count is an upper bound. The
+proof is carried across steps (``m_lost``): steps cut at every minute, and at all of them, judge
+the loss as one pass does. lagscope.analytics.step.run_step over Arrow, no Spark."""
 
 from __future__ import annotations
 
@@ -80,3 +80,38 @@ def test_steps_carry_the_proof(cut_minutes: list[int]) -> None:
     assert _differences(whole, outs, {"anomalies": ("key",)}) == []
     last = {r["key"]: r for o in outs for r in o.tables["anomalies"].to_pylist()}
     assert _losses(list(last.values())) == _losses(whole[0].tables["anomalies"].to_pylist())
+
+
+def _silent_lake() -> dict[str, list[dict[str, Any]]]:
+    """Group ``silent``: its member stays assigned throughout but, in the commit stream, commits
+    nothing from t=60 to t=150 (it stopped reading; its committed offset 129 from t=60), while
+    retention overtakes that offset from t=90; from t=150 it commits the same offset again, and at
+    t=200 its client resets it to the end."""
+    out: dict[str, list[dict[str, Any]]] = {"offsets": [], "members": [], "commits": []}
+    for t in SWEEPS:
+        committed = _end(t) - 1 if t < 60 else (_end(60) - 1 if t < 200 else _end(t))
+        log_start = _end(t) - 40 if t >= 90 else 0
+        out["offsets"] += offsets_rows([(t, committed, _end(t), log_start, "m1")], group="silent")
+        out["members"] += members_rows([(t, "Stable", 1, [("m1", None, [0])])], group="silent")
+        if not 60 <= t < 150:
+            out["commits"].append({"cluster": "c", "group_id": "silent", "topic": "t", "partition": 0,
+                                   "committed_offset": committed, "commit_ts": at(t - 0.5), "record_ts": at(t - 0.5)})
+    return out
+
+
+@pytest.mark.parametrize("cut_minutes", [[], [3], [1, 2, 3, 4]])
+def test_an_owner_that_commits_nothing_reads_nothing(cut_minutes: list[int]) -> None:
+    # with the commit stream the owner is silent from t=75 (15 s without a commit): the loss from
+    # t=90 is proven; its commits from t=150 on do not take the proof back (cut at minute 3, the
+    # step after sees only those: the carried m_lost keeps it critical). From sweeps alone an
+    # owner that may hold the records: a warning
+    lake = _silent_lake()
+    end = at(MINUTES * 60)
+    for with_commits, severity in ((True, "critical"), (False, "warning")):
+        outs, state, lo = [], None, None
+        for hi in [*(at(60 * m) for m in cut_minutes), end]:
+            out = _run(lake, lo, hi, state, with_commits)
+            outs.append(out)
+            state, lo = out.state, hi
+        last = {r["key"]: r for o in outs for r in o.tables["anomalies"].to_pylist()}
+        assert [(s, g) for g, _, s, _ in _losses(list(last.values()))] == [(severity, "silent")], with_commits
