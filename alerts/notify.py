@@ -77,6 +77,16 @@ def _queue(db: sqlite3.Connection, config: AlertsConfig, links: _Links, finding:
     return queued
 
 
+def _queue_escalated(db: sqlite3.Connection, config: AlertsConfig, links: _Links, finding: Finding, before: Finding,
+                     episode: int, now: dt.datetime) -> int:
+    """The firing of ``finding`` (its state made firing) to the routes that take it at its severity
+    but did not take ``before``, its earlier row (escalated: a stall grown long, a retention loss
+    proven); the routes that had it already are not sent it again."""
+    firing = replace(finding, state="firing", ends_at=None)
+    return sum(_queue_one(db, route, links, firing, episode, now) for route in config.routes
+               if route_wants(route, finding) and not route_wants(route, before))
+
+
 def _queue_one(db: sqlite3.Connection, route: AlertRoute, links: _Links, finding: Finding, episode: int,
                now: dt.datetime) -> int:
     key = idempotency_key(route.name, finding.key, episode, finding.state)
@@ -114,8 +124,7 @@ def enqueue_findings(outbox: Outbox, config: AlertsConfig, findings: Iterable[Fi
                         # routes that had it already are not sent it again)
                         Outbox.set_state_in(db, key, "firing", st.episode, json.dumps(f.to_json()), ts)
                         transitions += 1
-                        queued += sum(_queue_one(db, route, links, f, st.episode, now) for route in config.routes
-                                      if route_wants(route, f) and not route_wants(route, before))
+                        queued += _queue_escalated(db, config, links, f, before, st.episode, now)
                     continue
                 episode = 1 if st is None else st.episode + 1
                 Outbox.set_state_in(db, key, "firing", episode, json.dumps(f.to_json()), ts)
@@ -135,9 +144,7 @@ def enqueue_findings(outbox: Outbox, config: AlertsConfig, findings: Iterable[Fi
                 transitions += 1
                 # escalated by the step that also ended it: the routes that take it only at its new
                 # severity get its firing first, never a lone resolve
-                firing = replace(f, state="firing", ends_at=None)
-                queued += sum(_queue_one(db, route, links, firing, st.episode, now) for route in config.routes
-                              if route_wants(route, f) and not route_wants(route, before))
+                queued += _queue_escalated(db, config, links, f, before, st.episode, now)
                 queued += _queue(db, config, links, f, st.episode, before, now)
         for key, st in states.items():
             if key in current:

@@ -34,9 +34,9 @@ Episodes (a condition that holds over consecutive sweeps, reported with start an
 - **retention_loss**: committed < log start; magnitude = messages never processed (the
   largest log start − committed of the episode). ``critical`` when proven (a sweep of it where
   no member owned the partition, or its owner committed nothing at all, and its committed offset
-  had not moved for ``stop_after_s``:
-  nobody held or read the deleted records), else a ``warning`` with that many at most (a live
-  consumer may have fetched them before retention deleted them).
+  had not moved for ``stop_after_s``: nobody held or read the deleted records), else a
+  ``warning`` with that many at most (a live consumer may have fetched them before retention
+  deleted them).
 
 Point events (one sweep interval, or one commit):
 

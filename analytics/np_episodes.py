@@ -20,13 +20,13 @@ open at the end of the previous step keeps its start):
 - **retention_loss**: committed < log start (``lost``); the episode starts at ``ret_t``. It is
   *proven* when at one of its sweeps nobody read the partition (no member owned it, or its owner
   was silent) and its committed offset had not moved for ``stop_after_s`` (``idle_pending_s``:
-  the stop rule's consumer gone): a live
-  owner may already have fetched the deleted records (its client returns the buffered fetch and
-  commits on through them at its pace), which offsets cannot tell from a loss, and so may a
-  committer without members (``assign()`` + commit, Flink's KafkaSource) that still progresses;
-  a partition nobody reads is read again from the committed offset, which retention deleted. The
-  reset that follows a loss is judged as a skip (``out_of_range_reset``,
-  :mod:`lagscope.analytics.np_points`) when it jumps beyond the group's capacity.
+  the stop rule's consumer gone): a live owner may already have fetched the deleted records (its
+  client returns the buffered fetch and commits on through them at its pace), which offsets
+  cannot tell from a loss, and so may a committer without members (``assign()`` + commit,
+  Flink's KafkaSource) that still progresses; a partition nobody reads is read again from the
+  committed offset, which retention deleted. The reset that follows a loss is judged as a skip
+  (``out_of_range_reset``, :mod:`lagscope.analytics.np_points`) when it jumps beyond the group's
+  capacity.
 
 A row of a stall or stop is an *idle* mark starting at ``t − idle_pending_s``; a lost row a
 *loss* mark starting at ``ret_t``: two independent conditions (a stopped consumer whose

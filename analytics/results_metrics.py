@@ -295,9 +295,8 @@ def _merge_anomaly(older: _Event, newer: _Event) -> _Event:
     a, b = older.values[3], newer.values[3]
     if a is None or (b is not None and a[3] <= b[3]):
         return newer
-    if b is None:
-        return _Event(newer.rank, newer.group, newer.is_open, (*newer.values[:3], a), newer.withdrawn)
-    return _Event(newer.rank, newer.group, newer.is_open, (*newer.values[:3], (*b[:3], a[3])), newer.withdrawn)
+    kept = a if b is None else (*b[:3], a[3])
+    return _Event(newer.rank, newer.group, newer.is_open, (*newer.values[:3], kept), newer.withdrawn)
 
 
 def _anomaly_row_columns() -> tuple[str, ...]:

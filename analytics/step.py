@@ -692,9 +692,7 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
         "committed": last.column("committed"), "end": last.column("end"), "log_start": last.column("log_start"),
         "lag": last.column("lag"), "owner": owner, "group_state": pa.nulls(last.num_rows, pa.string()),
         "rec_ts": last.column("rec_ts").cast(_MS, safe=False), "lso": last.column("lso"),
-        **{m: markers[m] for m in ("m_change_t", "m_pending_t", "m_max_rate", "m_sat_rate", "m_rate", "m_ret_t",
-                                   "m_end_t", "m_max_committed", "m_commit_t", "m_alive_t", "m_drop_t",
-                                   "m_owned_t", "m_idle", "m_lost")},
+        **markers,
         "is_state": pa.array(np.ones(last.num_rows, bool))})
     series_state = _with_owners(series_state, series, st.get("series"))
     hist = kept(part.get(onepass.OUT_HISTORY, [*KEY, "end", "t", "tp", "ep", "_h"]))

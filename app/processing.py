@@ -116,10 +116,11 @@ class CommitSummary:
 def summarize_commits(steps: pd.DataFrame, anomalies: pd.DataFrame) -> CommitSummary:
     """Rewinds from the history itself (exact); skips and retention loss from the analytics'
     anomalies (a skip cannot be told from fast consumption by the offsets alone)."""
-    # a retention loss not proven (a warning: its owner may hold the records) is no count of lost messages
-    proven = ~((anomalies["kind"] == "retention_loss") & (anomalies.get("severity") == "warning")) if len(
-        anomalies) else None
-    lost = anomalies.loc[anomalies["kind"].isin(["skip", "retention_loss"]) & proven] if len(anomalies) else anomalies
+    lost = anomalies
+    if len(anomalies):
+        # a retention loss not proven (a warning: its owner may hold the records) counts no message
+        unproven = (anomalies["kind"] == "retention_loss") & (anomalies.get("severity") == "warning")
+        lost = anomalies.loc[anomalies["kind"].isin(["skip", "retention_loss"]) & ~unproven]
     rewinds = steps.loc[steps["kind"] == "rewind"] if len(steps) else steps
     gap = steps["gap_s"].max() if len(steps) else None
     return CommitSummary(
@@ -165,13 +166,18 @@ class DeliverySummary:
     exact: int  # findings whose counts the commit stream shows exactly
 
 
+def known_lost(delivery: pd.DataFrame) -> pd.Series:
+    """Per delivery row, the messages known lost: 0 for an upper bound only (bound ``at_most``, a
+    retention loss not proven: listed, never summed, as in the Prometheus counter)."""
+    if "bound" not in delivery.columns:
+        return delivery["lost"]
+    return delivery["lost"].where(delivery["bound"] != "at_most", 0)
+
+
 def summarize_delivery(delivery: pd.DataFrame) -> DeliverySummary:
     if delivery.empty:
         return DeliverySummary(0, 0, 0, 0)
-    lost = delivery["lost"]
-    if "bound" in delivery.columns:  # an upper bound only (a retention loss not proven): listed, not summed
-        lost = lost.where(delivery["bound"] != "at_most", 0)
-    return DeliverySummary(lost=int(lost.sum()),
+    return DeliverySummary(lost=int(known_lost(delivery).sum()),
                            reprocessed=int(delivery["reprocessed"].sum()),
                            findings=len(delivery), exact=int(delivery["exact"].astype(bool).sum()))
 

@@ -32,9 +32,9 @@ sweeps (or is still open), and its count is a stated bound (:data:`BOUNDS`):
 - ``estimate`` for a skip from sweeps: the jump past everything committed before, less what
   the group's previous rate could have processed in the interval; never more than that jump;
 - ``at_most`` for a retention loss not proven (severity ``warning``: at every sweep of it a
-  member that commits owned the partition or its committed offset still moved, so its consumer may already
-  have fetched the deleted records, which its client then returns and it commits on through):
-  none of them, or up to that many, were lost.
+  member that commits owned the partition or its committed offset still moved, so its consumer
+  may already have fetched the deleted records, which its client then returns and it commits on
+  through): none of them, or up to that many, were lost.
 
 Bucket = the finding's start (``bucket_ts``); :func:`by_bucket` sums the rows per coarser time
 bucket.

@@ -80,8 +80,7 @@ def render(ctx: widgets.Context) -> None:
                     key="chart_delivery")
 
     st.subheader("By group, topic and cause")
-    known = found.assign(lost=found["lost"].where(found["bound"] != "at_most", 0))  # upper bounds: not summed
-    totals = (known.groupby(["group_id", "topic", "cause"], as_index=False)
+    totals = (found.assign(lost=processing.known_lost(found)).groupby(["group_id", "topic", "cause"], as_index=False)
               .agg(lost=("lost", "sum"), reprocessed=("reprocessed", "sum"), findings=("key", "count"),
                    exact=("exact", "all"))
               .sort_values(["lost", "reprocessed"], ascending=False, kind="stable"))
