@@ -354,8 +354,9 @@ def test_poll_timeout_evicts_member(runs: Runs) -> None:
     assert [a for a in _of(records, Assign, "c2") if a.ts > stall.end and a.partitions]
 
 
-def test_crashes_under_a_long_session_wait_for_it(runs: Runs) -> None:
-    result, records = _result(runs, "crash-long-session")
+def _long_session_crashes_broken(result: RunResult, records: list[truth.Record]) -> str | None:
+    """Why the run broke the scenario's premise (each crash's rebalance is its own, waits for the
+    15 s session, and keeps the survivors), with the group's timeline; None when it held."""
     crashes = sorted(_faults(records, "crash"), key=lambda f: f.start)
     assert [f.member for f in crashes] == ["c2", "c3"]
     rbs = truth.TruthIndex(records).rebalances(result.names.group("readers"))
@@ -364,7 +365,25 @@ def test_crashes_under_a_long_session_wait_for_it(runs: Runs) -> None:
         # the 15 s session (from the last heartbeat, up to 3 s before the kill)
         (after,) = [r for r in rbs if r.cause == crash]
         assert 15.0 - 3.0 - 0.5 <= after.start - crash.start <= 15.0 + 3.0, after.start - crash.start
-    assert [r.members for r in rbs if r.cause is not None] == [("c1", "c3"), ("c1",)]
+    survivors = [r.members for r in rbs if r.cause is not None]
+    if survivors == [("c1", "c3"), ("c1",)]:
+        return None
+    return f"survivors {survivors}, rebalances {rbs}:\n" + _timeline(
+        records, result.names.group("readers"), result.t0)
+
+
+def test_crashes_under_a_long_session_wait_for_it(runs: Runs, tmp_path: Path) -> None:
+    result, records = _result(runs, "crash-long-session")
+    first = _long_session_crashes_broken(result, records)
+    if first is None:
+        return
+    # Once in many CI runs (2 cores, four scenarios at once) the rebalance after c2's crash was
+    # assigned to c3 alone, c1 joining the generation after: a member the load kept from rejoining
+    # in time. The premise is Kafka's (a crash's survivors rejoin its rebalance), so it must hold
+    # on a run of its own: a simulator or a truth index that broke it fails both.
+    again = run_scenario("crash-long-session", runs.bootstrap, tmp_path / "again", cleanup=True)
+    second = _long_session_crashes_broken(again, truth.load(again.truth_path))
+    assert second is None, f"first run:\n{first}\n\nrun again alone:\n{second}"
 
 
 def test_repeated_poll_timeouts_evict_and_rejoin(runs: Runs) -> None:
