@@ -151,6 +151,16 @@ end + 1 s is that rebalance: dropped (every row with its key); so is a commit ga
 there by the window's end + 1 s, however long the new owner took to commit first (the window's
 ``max_processing_gap_s`` keeps it).
 
+**Processing gap across steps** (:func:`complete_pending`): a window whose partition had a commit
+(a committed-offset change, from sweeps alone) at or before its start and none after it yet in
+the step that found it is carried (the state part ``pending_gaps``, :data:`PENDING_GAP_SCHEMA`,
+with its exact start and end) until that first commit comes, or for :data:`LOOKAROUND_S` after
+its end; the step that reads it publishes the window's row again (its ``as_of_ts`` makes it the
+current one) when the gap rose, for the result table only (the advice keeps the evidence the
+window's own step drew from the members who left). Without the commit stream a window found
+starting in an earlier step may still lack a partition's change before its start: the step
+carries each partition's last change only (docs/analytics.md, "What a step carries").
+
 **Skips** (:mod:`lagscope.analytics.skips`): the per-partition pass's positive advances judged
 with the group's membership (member sweeps, ``group_metadata`` records) and per commit request;
 rewinds written while the group was empty get the cause ``admin_reset``.
@@ -256,6 +266,13 @@ REBALANCE_SCHEMA = pa.schema([
     ("messages_accumulated", pa.int64()), ("max_processing_gap_s", pa.float64()), ("date", pa.string()),
 ])
 REBALANCE_COLUMNS = REBALANCE_SCHEMA.names
+#: the state part ``pending_gaps``: a published window whose ``max_processing_gap_s`` a later step
+#: may still raise (:func:`complete_pending`): its exact start and end (``start_s``, ``end_s``:
+#: epoch s; ``start_ts`` is to the millisecond) and the partitions with a commit at or before its
+#: start and none after it yet (``pending_tp``: ``topic/partition``), each with that last
+#: commit's time (``pending_lb``)
+PENDING_GAP_SCHEMA = pa.schema([*REBALANCE_SCHEMA, ("start_s", pa.float64()), ("end_s", pa.float64()),
+                                ("pending_tp", pa.list_(pa.string())), ("pending_lb", pa.list_(pa.float64()))])
 
 _TIMED_OUT = ("session_timeout", "max_poll_interval")
 #: the kinds a rebalance outage owns (:func:`drop_rebalance_outages`)
@@ -291,14 +308,19 @@ class GroupInputs:
     carried_generations: pa.Table | None = None
     #: the step's end (epoch s): the carried records are those before it; None: no end
     until: float | None = None
+    #: the state part ``pending_gaps`` carried in (:data:`PENDING_GAP_SCHEMA`)
+    pending_gaps: pa.Table | None = None
 
 
 @dataclass
 class GroupOutputs:
     """The ``rebalances`` rows (:data:`REBALANCE_SCHEMA`), the anomalies (the input's columns:
     those a rebalance explains dropped, storms added) and the next state parts ``msweeps``
-    (:data:`MSWEEP_SCHEMA`), ``recent_rebalances`` (:data:`RECENT_SCHEMA`), ``outages`` and
-    ``generations`` (:data:`GENERATION_STATE_SCHEMA`)."""
+    (:data:`MSWEEP_SCHEMA`), ``recent_rebalances`` (:data:`RECENT_SCHEMA`), ``outages``,
+    ``generations`` (:data:`GENERATION_STATE_SCHEMA`) and ``pending_gaps``
+    (:data:`PENDING_GAP_SCHEMA`); ``regapped``: earlier steps' windows whose processing gap this
+    step raised (:data:`REBALANCE_SCHEMA`), for the result table only (their evidence is
+    unchanged, and the step's members may no longer name who left)."""
 
     rebalances: pa.Table
     anomalies: pa.Table
@@ -308,6 +330,8 @@ class GroupOutputs:
     held: pa.Table = field(default_factory=lambda: HELD_SCHEMA.empty_table())
     outages: pa.Table = field(default_factory=lambda: OUTAGE_SCHEMA.empty_table())
     generations: pa.Table = field(default_factory=lambda: GENERATION_STATE_SCHEMA.empty_table())
+    pending_gaps: pa.Table = field(default_factory=lambda: PENDING_GAP_SCHEMA.empty_table())
+    regapped: pa.Table = field(default_factory=lambda: REBALANCE_SCHEMA.empty_table())
 
 
 # --------------------------------------------------------------------------------------------
@@ -1082,11 +1106,20 @@ def partitions_moved(w: _Window) -> int:
 def processing_gap(w: _Window, times: _Times, lookaround_s: float = LOOKAROUND_S) -> float | None:
     """The largest per-partition gap between the last commit at or before the start and the first
     after it, among the commits within ``lookaround_s`` of the window."""
-    p, t, _ = times.of_group(w.g)
+    return processing_gap_parts(w, times, lookaround_s)[0]
+
+
+def processing_gap_parts(w: _Window, times: _Times,
+                         lookaround_s: float = LOOKAROUND_S) -> tuple[float | None, list[str], list[float]]:
+    """:func:`processing_gap`, and the partitions it is still waiting for: those with a commit at
+    or before the start and none after it among ``times`` (``topic/partition``, and that last
+    commit's time), whose first commit after it a later step may see."""
+    p, t, tp = times.of_group(w.g)
     m = (t >= w.start - lookaround_s) & (t <= w.end + lookaround_s)
     p, t = p[m], t[m]
     if not len(t):
-        return None
+        return None, [], []
+    tp = tp.filter(pa.array(m))
     pc_, n = _dense(p)
     lb = np.full(n, -np.inf)
     fa = np.full(n, np.inf)
@@ -1094,7 +1127,68 @@ def processing_gap(w: _Window, times: _Times, lookaround_s: float = LOOKAROUND_S
     np.maximum.at(lb, pc_[le], t[le])
     np.minimum.at(fa, pc_[~le], t[~le])
     both = np.isfinite(lb) & np.isfinite(fa)
-    return float((fa - lb)[both].max()) if both.any() else None
+    waiting = np.flatnonzero(np.isfinite(lb) & ~np.isfinite(fa))
+    _, first = np.unique(pc_, return_index=True)  # a row of each partition, for its name
+    names = tp.take(pa.array(first[waiting])).to_pylist() if len(waiting) else []
+    return (float((fa - lb)[both].max()) if both.any() else None), names, lb[waiting].tolist()
+
+
+def complete_pending(carried: pa.Table | None, times: _Times | None, groups: pa.Array,
+                     until: float | None) -> tuple[pa.Table, pa.Table]:
+    """The carried windows still waiting for a partition's first commit after their start
+    (:data:`PENDING_GAP_SCHEMA`) completed with ``times`` (this step's commits, or its committed
+    offset changes without the commit stream; ``groups`` their group codes' dictionary): a
+    partition's first commit is its first time after both the window's exact start and its last
+    commit before (a re-read commit at or before the start is no first one), within
+    :data:`LOOKAROUND_S` of the end, as :func:`processing_gap` takes it. Returns the rows whose
+    ``max_processing_gap_s`` rose (:data:`REBALANCE_SCHEMA`: re-published, the step's newer
+    ``as_of_ts`` makes them the current ones), and the rows still waiting (with the gap so far),
+    kept while ``until`` is within :data:`LOOKAROUND_S` of their end."""
+    if carried is None or not carried.num_rows:
+        return REBALANCE_SCHEMA.empty_table(), PENDING_GAP_SCHEMA.empty_table()
+    carried = carried.select(PENDING_GAP_SCHEMA.names).cast(PENDING_GAP_SCHEMA)
+    g, ok = _codes(_gkey(carried), groups)
+    runs: dict[int, dict[str, tuple[int, int]]] = {}  # per group: each partition's run of times
+
+    def run_of(gi: int) -> tuple[_F, dict[str, tuple[int, int]]]:
+        p, t, tp = times.of_group(gi) if times is not None else (np.zeros(0, np.int64), np.zeros(0), pa.array([]))
+        if gi not in runs:
+            cut = np.flatnonzero(np.diff(p)) + 1
+            lo, hi = np.concatenate([[0], cut]).astype(np.int64), np.concatenate([cut, [len(p)]]).astype(np.int64)
+            runs[gi] = dict(zip(tp.take(pa.array(lo)).to_pylist(), zip(lo.tolist(), hi.tolist(), strict=True),
+                                strict=True)) if len(p) else {}
+        return t, runs[gi]
+
+    raised, waiting = np.zeros(carried.num_rows, bool), np.zeros(carried.num_rows, bool)
+    gaps: list[float | None] = []
+    left: list[tuple[list[str], list[float]]] = []
+    for i, r in enumerate(carried.select(["start_s", "end_s", "max_processing_gap_s", "pending_tp",
+                                          "pending_lb"]).to_pylist()):
+        gap, tps, lbs = r["max_processing_gap_s"], r["pending_tp"] or [], r["pending_lb"] or []
+        still_tp, still_lb = [], []
+        if ok[i] and times is not None:
+            t, where = run_of(int(g[i]))
+            for name, lb in zip(tps, lbs, strict=True):
+                a, b = where.get(name, (0, 0))
+                j = a + int(np.searchsorted(t[a:b], max(r["start_s"], lb), side="right"))
+                if j < b and t[j] <= r["end_s"] + LOOKAROUND_S:
+                    gap = max(gap if gap is not None else -math.inf, float(t[j]) - lb)
+                else:
+                    still_tp.append(name)
+                    still_lb.append(lb)
+        else:
+            still_tp, still_lb = list(tps), list(lbs)
+        raised[i] = gap != r["max_processing_gap_s"]
+        waiting[i] = bool(still_tp) and (until is None or r["end_s"] + LOOKAROUND_S >= until)
+        gaps.append(gap)
+        left.append((still_tp, still_lb))
+    now = carried.set_column(carried.schema.get_field_index("max_processing_gap_s"), "max_processing_gap_s",
+                             pa.array(gaps, pa.float64()))
+    keep = np.flatnonzero(waiting)
+    still = now.take(pa.array(keep, pa.int64())).drop_columns(["pending_tp", "pending_lb"]).append_column(
+        "pending_tp", pa.array([left[k][0] for k in keep.tolist()], pa.list_(pa.string()))).append_column(
+        "pending_lb", pa.array([left[k][1] for k in keep.tolist()], pa.list_(pa.float64())))
+    return now.filter(pa.array(raised)).select(REBALANCE_COLUMNS), still.cast(PENDING_GAP_SCHEMA)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1977,10 +2071,13 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
             j = asof(sw.g, sw.t, np.array([w.g for w in missed], np.int64), np.array([w.a.t for w in missed]))
             for w, jj in zip(missed, j.tolist(), strict=True):
                 w.a_after_empty = jj >= 0 and bool(ch.formed[jj])
-    wanted_g = np.fromiter({w.g for w in windows}, np.int64)
+    # the groups of the windows, and of the carried windows still waiting for a first commit
+    carried_g, carried_ok = (_codes(_gkey(inp.pending_gaps), sw.groups) if inp.pending_gaps is not None
+                             else (np.zeros(0, np.int64), np.zeros(0, bool)))
+    wanted_g = np.fromiter({w.g for w in windows} | set(carried_g[carried_ok].tolist()), np.int64)
     alive: dict[tuple[int, str], float] = {}
     changes = commits = None
-    if windows:
+    if len(wanted_g):
         alive, changes = _progress(inp.series, inp.carried_series, sw.groups, wanted_g)
         if inp.commits is not None:
             commits = _commit_times(inp.commits, sw.groups, wanted_g)
@@ -2022,6 +2119,7 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
         acc = max(0, lb - la) if la is not None and lb is not None else None
         gaps_from = commits if commits is not None else changes
         assert gaps_from is not None
+        gap, waiting_tp, waiting_lb = processing_gap_parts(w, gaps_from)
         rows.append({
             "cluster": w.cluster, "group_id": w.group_id, "_start": w.start, "_end": w.end, "duration_s": duration,
             "cause": w.cause, "source": w.source,
@@ -2030,13 +2128,31 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
             "members_before": w.a.member_ids, "members_after": w.b.member_ids,
             "partitions_moved": partitions_moved(w), "bound_s": bound,
             "observed_over_bound": observed / bound if bound != 0 else None, "messages_accumulated": acc,
-            "max_processing_gap_s": processing_gap(w, gaps_from),
+            "max_processing_gap_s": gap, "_waiting": (waiting_tp, waiting_lb),
             "_formed_in_view": w.a_after_empty or formed_in_records(
                 recs.by_group.get(w.g, []) if gens is not None else [], w.a.t, empty.get((w.cluster, w.group_id), [])),
             "_through_empty": w.through_empty or any(
                 w.a.t < e < w.b.t for e in empty.get((w.cluster, w.group_id), []))})
         outages.append((w.cluster, w.group_id, _us(w.quiet_from), _us(w.end)))
     rebalances = _rebalance_table(rows)  # sorts ``rows`` as the table
+    # a window whose processing gap may still rise: a partition's first commit after its start may
+    # come in a later step (within the look-around), which re-publishes the window's row with it;
+    # the carried ones completed with this step's times
+    waits = np.array([bool(r["_waiting"][0]) and (inp.until is None or r["_end"] + LOOKAROUND_S >= inp.until)
+                      for r in rows], bool)
+    waiting_rows = [r for r, k in zip(rows, waits, strict=True) if k]
+    waiting = rebalances.filter(pa.array(waits, pa.bool_())).append_column(
+        "start_s", pa.array([r["_start"] for r in waiting_rows], pa.float64())).append_column(
+        "end_s", pa.array([r["_end"] for r in waiting_rows], pa.float64())).append_column(
+        "pending_tp", pa.array([r["_waiting"][0] for r in waiting_rows], pa.list_(pa.string()))).append_column(
+        "pending_lb", pa.array([r["_waiting"][1] for r in waiting_rows], pa.list_(pa.float64())))
+    regapped, still = complete_pending(inp.pending_gaps, commits if inp.commits is not None else changes,
+                                       sw.groups, inp.until)
+    if regapped.num_rows and rebalances.num_rows:  # a window this step found again is its own row
+        ident = ["cluster", "group_id", "start_ts"]
+        found_again = set(zip(*(rebalances.column(c).to_pylist() for c in ident), strict=True))
+        regapped = regapped.filter(pa.array([k not in found_again for k in zip(
+            *(regapped.column(c).to_pylist() for c in ident), strict=True)], pa.bool_()))
 
     # storms over this step's windows and the carried ones; a static member's bounce is no
     # rebalance (the member is replaced in place, the group's generation stays): it never counts,
@@ -2093,7 +2209,9 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
         if found.num_rows:
             anomalies = pa.concat_tables([anomalies, found])
 
-    return GroupOutputs(rebalances=rebalances, anomalies=anomalies, msweeps=_msweeps_state(kept, lags, carried_lag),
+    return GroupOutputs(rebalances=rebalances, regapped=regapped.cast(REBALANCE_SCHEMA),
+                        anomalies=anomalies, msweeps=_msweeps_state(kept, lags, carried_lag),
+                        pending_gaps=pa.concat_tables([waiting.cast(PENDING_GAP_SCHEMA), still]),
                         outages=_outage_state(out_q, inp.series,
                                               max(OUTAGE_CARRY_S, min(p.stall_after_s, p.stop_after_s) + 1.0)),
                         recent_rebalances=storm_state(recent_in, is_state, count=p.storm_count,

@@ -35,7 +35,10 @@ rebalances of the storm window (``recent_rebalances``), the rebalance outages of
 on (``generations``: a step reads the group records of its own days only), the advice's evidence within the results'
 retention window and each group's settings as last seen (``advice_evidence``, ``advice_groups``), and
 the stalls, stops, starved partitions and commit gaps the step published open (``open_keys``: a later step withdraws
-one that a rebalance then explains, :func:`lagscope.analytics.step.withdrawals`).
+one that a rebalance then explains, :func:`lagscope.analytics.step.withdrawals`), and the
+rebalance windows still waiting for a partition's first commit after their start (``pending_gaps``:
+the step that reads it publishes the window again with its ``max_processing_gap_s`` raised,
+:func:`lagscope.analytics.groups.complete_pending`).
 """
 
 from __future__ import annotations
@@ -88,7 +91,7 @@ log = logging.getLogger(__name__)
 LAKE_TABLES = ("offsets", "members", "commits", "group_events")
 #: the parts of a step's carried state (see the module doc)
 STATE_PARTS = ("series", "history", "gaps", "entries", "minutes", "msweeps", "recent_rebalances", "outages",
-               "generations", "advice_evidence", "advice_groups", "open_keys")
+               "generations", "advice_evidence", "advice_groups", "open_keys", "pending_gaps")
 RESULT_TABLES = ("lag_trends", "rebalances", "anomalies", "status", "advice")
 
 #: how far before an incremental step's start its commits reach (the commit before a step's

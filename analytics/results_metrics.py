@@ -205,7 +205,8 @@ class _Event:
 
 #: a closed window or anomaly stays a record for this long after the newest step seen (by
 #: ``as_of_ts``) before it is folded into its folder's totals: a rebalance storm is written
-#: again, closed, for as long as rebalances keep coming within its window (600 s by default).
+#: again, closed, for as long as rebalances keep coming within its window (600 s by default), a
+#: rebalance window by the step that raises its processing gap (up to 900 s after its end).
 #: A folded one written again makes its folder be read again whole (exact, only slower).
 HOLD_CLOSED_S = 3600.0
 

@@ -646,18 +646,22 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
     grouped = groups.group_pass(groups.GroupInputs(
         members=inputs.members, series=series, carried_series=st.get("series"), carried_msweeps=st.get("msweeps"),
         recent_rebalances=st.get("recent_rebalances"), outages=st.get("outages"), group_events=inputs.group_events,
+        pending_gaps=st.get("pending_gaps"),
         commits=inputs.commits, carried_generations=st.get("generations"), until=as_of.timestamp(),
         anomalies=found, advances=advances, capacities=capacities), settings)
     tables = {
         "lag_trends": lag_trends(minutes),
-        "rebalances": _stamped(grouped.rebalances, as_of),
+        "rebalances": _stamped(pa.concat_tables([grouped.rebalances, grouped.regapped]), as_of),
         "anomalies": withdrawals(found, _stamped(grouped.anomalies, as_of), st.get("open_keys")),
         "status": status(minutes, close_at_silence(grouped.starved, series, st.get("series"), forget_s),
                          close_at_silence(grouped.held, series, st.get("series"), forget_s)),
     }
     # advice: from the tables above, the member sweeps, the generation records and the carried evidence
     advised = advice.advise(advice.AdviceInputs(
-        rebalances=tables["rebalances"], anomalies=tables["anomalies"], lag_trends=tables["lag_trends"],
+        # this step's windows: a re-published one (a processing gap raised) keeps the evidence its
+        # own step drew from the members who left, whom this step's sweeps may no longer show
+        rebalances=_stamped(grouped.rebalances, as_of), anomalies=tables["anomalies"],
+        lag_trends=tables["lag_trends"],
         members=inputs.members,
         generations=groups.generation_records(inputs.group_events) if inputs.group_events is not None else None,
         carried_evidence=st.get("advice_evidence"), carried_groups=st.get("advice_groups")), settings, as_of)
@@ -713,6 +717,7 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
         "msweeps": grouped.msweeps,
         "recent_rebalances": grouped.recent_rebalances,
         "outages": grouped.outages,
+        "pending_gaps": grouped.pending_gaps,
         "generations": grouped.generations,
         "advice_evidence": advised.evidence,
         "advice_groups": advised.groups,

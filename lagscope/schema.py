@@ -251,7 +251,8 @@ REBALANCES = Table("rebalances", pa.schema([
     _f("as_of_ts", TS,
        "End of the analysed range when the row was written; of rows with the same group_id and "
        "start_ts, the one with the latest as_of_ts is current."),
-]), "One row per rebalance window.")
+]), "One row per rebalance window, written again (a later as_of_ts) when a later step raises its "
+       "max_processing_gap_s: a partition's first commit after the window came after the step that found it.")
 
 ANOMALIES = Table("anomalies", pa.schema([
     _f("group_id", pa.string(), "Consumer group id.", nullable=False),
