@@ -157,9 +157,15 @@ the step that found it is carried (the state part ``pending_gaps``, :data:`PENDI
 with its exact start and end) until that first commit comes, or for :data:`LOOKAROUND_S` after
 its end; the step that reads it publishes the window's row again (its ``as_of_ts`` makes it the
 current one) when the gap rose, for the result table only (the advice keeps the evidence the
-window's own step drew from the members who left). Without the commit stream a window found
-starting in an earlier step may still lack a partition's change before its start: the step
-carries each partition's last change only (docs/analytics.md, "What a step carries").
+window's own step drew from the members who left). A window found starting in an earlier step
+needs each partition's last commit at or before its start and its first after it, both before
+the step: with the commit stream the step reads the 15 minutes of commits before it; from sweeps
+alone the state part ``gap_times`` (:data:`GAP_TIME_SCHEMA`) carries each partition's changes from
+its group's earliest possible window start on (:func:`gap_bounds`: the group's earliest carried
+settled sweep; with group records, down to halfway to the record in force then, at most
+:data:`LOOKAROUND_S` before it). Without group records a settled group carries nothing, nor does
+a group that never settled; with them (and no commit stream, which the collector's tail writes
+with them) up to :data:`LOOKAROUND_S` of changes per partition.
 
 **Skips** (:mod:`lagscope.analytics.skips`): the per-partition pass's positive advances judged
 with the group's membership (member sweeps, ``group_metadata`` records) and per commit request;
@@ -274,6 +280,13 @@ REBALANCE_COLUMNS = REBALANCE_SCHEMA.names
 PENDING_GAP_SCHEMA = pa.schema([*REBALANCE_SCHEMA, ("start_s", pa.float64()), ("end_s", pa.float64()),
                                 ("pending_tp", pa.list_(pa.string())), ("pending_lb", pa.list_(pa.float64()))])
 
+#: the state part ``gap_times`` (from sweeps alone: :func:`gap_bounds`): a partition's
+#: committed-offset changes back to the earliest start a later step's window can have (``bound_t``,
+#: its group's), which the series state's last change alone does not give
+GAP_TIME_SCHEMA = pa.schema([("cluster", pa.string()), ("group_id", pa.string()), ("topic", pa.string()),
+                             ("partition", pa.int32()), ("t", pa.float64()), ("bound_t", pa.float64())])
+
+
 _TIMED_OUT = ("session_timeout", "max_poll_interval")
 #: the kinds a rebalance outage owns (:func:`drop_rebalance_outages`)
 OUTAGE_KINDS = ("stall", "stop", "starved", "commit_gap")
@@ -310,6 +323,8 @@ class GroupInputs:
     until: float | None = None
     #: the state part ``pending_gaps`` carried in (:data:`PENDING_GAP_SCHEMA`)
     pending_gaps: pa.Table | None = None
+    #: the state part ``gap_times`` carried in (:data:`GAP_TIME_SCHEMA`)
+    gap_times: pa.Table | None = None
 
 
 @dataclass
@@ -332,6 +347,7 @@ class GroupOutputs:
     generations: pa.Table = field(default_factory=lambda: GENERATION_STATE_SCHEMA.empty_table())
     pending_gaps: pa.Table = field(default_factory=lambda: PENDING_GAP_SCHEMA.empty_table())
     regapped: pa.Table = field(default_factory=lambda: REBALANCE_SCHEMA.empty_table())
+    gap_times: pa.Table = field(default_factory=lambda: GAP_TIME_SCHEMA.empty_table())
 
 
 # --------------------------------------------------------------------------------------------
@@ -999,20 +1015,24 @@ class _Times:
     t: _F
     tp: pa.Array
     starts: dict[int, tuple[int, int]]
+    topic: pa.Array
+    partition: pa.Array
 
     @staticmethod
     def of(g: _I, topic: pa.Array, partition: pa.Array, t: _F) -> _Times:
+        topic, partition = _plain(topic).cast(pa.string()), _plain(partition).cast(pa.int32())
         p = key_code(topic, partition) if len(g) else np.zeros(0, np.int64)
         order = np.lexsort((t, p, g))
         g, p, t = g[order], p[order], t[order]
-        tp = _tp(topic, partition).take(pa.array(order))
+        idx = pa.array(order)
+        topic, partition = topic.take(idx), partition.take(idx)
         starts: dict[int, tuple[int, int]] = {}
         if len(g):
             cut = np.flatnonzero(np.diff(g)) + 1
             lo = np.concatenate([[0], cut])
             hi = np.concatenate([cut, [len(g)]])
             starts = {int(g[a]): (int(a), int(b)) for a, b in zip(lo, hi, strict=True)}
-        return _Times(g=g, p=p, t=t, tp=tp, starts=starts)
+        return _Times(g=g, p=p, t=t, tp=_tp(topic, partition), starts=starts, topic=topic, partition=partition)
 
     def of_group(self, g: int) -> tuple[_I, _F, pa.Array]:
         a, b = self.starts.get(g, (0, 0))
@@ -1146,7 +1166,14 @@ def complete_pending(carried: pa.Table | None, times: _Times | None, groups: pa.
     kept while ``until`` is within :data:`LOOKAROUND_S` of their end."""
     if carried is None or not carried.num_rows:
         return REBALANCE_SCHEMA.empty_table(), PENDING_GAP_SCHEMA.empty_table()
+    for f in PENDING_GAP_SCHEMA:  # a column a later version added: null (the exact start: start_ts)
+        if f.name not in carried.column_names:
+            carried = carried.append_column(f.name, pa.nulls(carried.num_rows, f.type))
     carried = carried.select(PENDING_GAP_SCHEMA.names).cast(PENDING_GAP_SCHEMA)
+    for exact, ts in (("start_s", "start_ts"), ("end_s", "end_ts")):
+        seconds_ = pc.divide(pc.cast(carried.column(ts).cast(pa.int64()), pa.float64()), 1000.0)
+        carried = carried.set_column(carried.schema.get_field_index(exact), exact,
+                                     pc.coalesce(carried.column(exact), seconds_))
     g, ok = _codes(_gkey(carried), groups)
     runs: dict[int, dict[str, tuple[int, int]]] = {}  # per group: each partition's run of times
 
@@ -1189,6 +1216,89 @@ def complete_pending(carried: pa.Table | None, times: _Times | None, groups: pa.
         "pending_tp", pa.array([left[k][0] for k in keep.tolist()], pa.list_(pa.string()))).append_column(
         "pending_lb", pa.array([left[k][1] for k in keep.tolist()], pa.list_(pa.float64())))
     return now.filter(pa.array(raised)).select(REBALANCE_COLUMNS), still.cast(PENDING_GAP_SCHEMA)
+
+
+def gap_bounds(sw: _Sweeps, keep: _B, gens: pa.Table | None, until: float | None, horizon_s: float) -> _F:
+    """Per group of ``sw``: the earliest start a window found by a later step can have, from sweeps
+    alone (module doc, **Processing gap across steps**). Its A is a settled sweep at or after the
+    group's earliest carried settled sweep S (``keep``: :func:`_carried_sweeps`), so its start is
+    too (a group without one has no window before a later settled sweep: +inf); a
+    generation no sweep saw (:func:`missed_generations`) has its B after S and its A at or after
+    the record in force at S, R: (R + S) / 2, but never before S − :data:`LOOKAROUND_S` (else a
+    stable group's records would carry every change since its last rebalance; a window from
+    records alone that starts earlier, a generation the sweeps missed after a long settled spell,
+    may miss a partition's change before its start: documented). Never before ``until`` −
+    ``horizon_s`` (the horizon a step reads back at all)."""
+    ng = len(sw.groups)
+    first = np.full(ng, np.inf)
+    settled = keep & sw.settled
+    np.minimum.at(first, sw.g[settled], sw.t[settled])
+    bound = first.copy()
+    if gens is not None and gens.num_rows:
+        c = gens.filter(pc.greater(pc.list_value_length(gens.column("member_ids")).fill_null(0), 0))
+        g, ok = _codes(_gkey(c), sw.groups)
+        gt = np.asarray(c.column("gen_t"), dtype=np.float64)
+        in_force = np.full(ng, -np.inf)
+        m = ok & (gt <= first[np.where(ok, g, 0)])
+        np.maximum.at(in_force, g[m], gt[m])
+        has = np.isfinite(in_force) & np.isfinite(first)
+        bound[has] = np.maximum((in_force[has] + first[has]) / 2, first[has] - LOOKAROUND_S)
+    if until is not None:
+        bound = np.where(np.isfinite(bound), np.maximum(bound, until - horizon_s), bound)
+    return bound
+
+
+def with_gap_times(times: _Times | None, carried: pa.Table | None, groups: pa.Array, wanted: _I) -> _Times | None:
+    """``times`` (the step's committed-offset changes of the groups ``wanted``) with the carried
+    ``gap_times`` of those groups (:data:`GAP_TIME_SCHEMA`); a time in both counts once in what
+    reads it (a gap is a maximum of a first time after less a last time before)."""
+    if carried is None or not carried.num_rows:
+        return times
+    g, ok = _codes(_gkey(carried), groups)
+    keep = ok & np.isin(g, wanted)
+    if not keep.any():
+        return times
+    c = carried.filter(pa.array(keep))
+    gs = [g[keep]]
+    topics = [_plain(c.column("topic")).cast(pa.string())]
+    parts = [_plain(c.column("partition")).cast(pa.int32())]
+    ts = [np.asarray(_plain(c.column("t")).cast(pa.float64()), dtype=np.float64)]
+    if times is not None:
+        gs.append(times.g)
+        topics.append(times.topic)
+        parts.append(times.partition)
+        ts.append(times.t)
+    return _Times.of(np.concatenate(gs), pa.concat_arrays(topics), pa.concat_arrays(parts), np.concatenate(ts))
+
+
+def gap_time_state(times: _Times | None, groups: pa.Array, bound: _F, of: _I) -> pa.Table:
+    """The state part ``gap_times`` (:data:`GAP_TIME_SCHEMA`): of the groups ``of``, each
+    partition's times at or after its last one at or before its group's ``bound`` (all of them
+    when none is): a later window starting at or after the bound finds among them its last change
+    at or before its start and its first after it. A partition whose only such time is its last
+    is left out: the series state carries that one (``m_change_t``)."""
+    if times is None or not len(times.t) or not len(of):
+        return GAP_TIME_SCHEMA.empty_table()
+    gb = bound[times.g]
+    new_run = np.ones(len(times.t), bool)
+    new_run[1:] = (times.g[1:] != times.g[:-1]) | (times.p[1:] != times.p[:-1])
+    run = np.cumsum(new_run) - 1
+    nr = int(run[-1]) + 1
+    before = np.full(nr, -np.inf)  # per run: its last time at or before the bound
+    le = times.t <= gb
+    np.maximum.at(before, run[le], times.t[le])
+    keep = (times.t >= before[run]) & np.isin(times.g, of) & np.isfinite(gb)
+    keep[1:] &= new_run[1:] | (times.t[1:] != times.t[:-1])  # a time carried and read again: once
+    kept_n = np.bincount(run[keep], minlength=nr)
+    keep &= kept_n[run] > 1
+    if not keep.any():
+        return GAP_TIME_SCHEMA.empty_table()
+    idx = pa.array(np.flatnonzero(keep))
+    key = groups.take(pa.array(times.g[keep]))
+    cg = pc.split_pattern(key, "\x1f")
+    return pa.table({"cluster": pc.list_element(cg, 0), "group_id": pc.list_element(cg, 1),
+                     "topic": times.topic.take(idx), "partition": times.partition.take(idx),
+                     "t": pa.array(times.t[keep]), "bound_t": pa.array(gb[keep])}, schema=GAP_TIME_SCHEMA)
 
 
 # --------------------------------------------------------------------------------------------
@@ -2075,15 +2185,34 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
     carried_g, carried_ok = (_codes(_gkey(inp.pending_gaps), sw.groups) if inp.pending_gaps is not None
                              else (np.zeros(0, np.int64), np.zeros(0, bool)))
     wanted_g = np.fromiter({w.g for w in windows} | set(carried_g[carried_ok].tolist()), np.int64)
+    keep_state = _carried_sweeps(sw, ch)
+    # from sweeps alone, the changes a later step's window may need (those before the step: the
+    # state part gap_times) of the groups whose earliest such start is before their last sweep,
+    # and of those carried
+    gap_g = np.zeros(0, np.int64)
+    gap_bound = np.zeros(0)
+    if inp.commits is None and inp.until is not None and len(sw.t):
+        gap_bound = gap_bounds(sw, keep_state, gens, inp.until, p.forget_horizon_s())
+        # the group's latest member sweep or offset row (a change after the bound is carried)
+        latest = np.full(len(sw.groups), -np.inf)
+        np.maximum.at(latest, sw.g, sw.t)
+        sg, sok = _codes(_gkey(inp.series), sw.groups)
+        st_t = np.asarray(_plain(inp.series.column("t")).cast(pa.float64()).fill_null(-np.inf), dtype=np.float64)
+        np.maximum.at(latest, sg[sok], st_t[sok])
+        gap_g = np.flatnonzero(gap_bound < latest)
+        if inp.gap_times is not None and inp.gap_times.num_rows:
+            cg, cok = _codes(_gkey(inp.gap_times), sw.groups)
+            gap_g = np.union1d(gap_g, cg[cok])
     alive: dict[tuple[int, str], float] = {}
     changes = commits = None
-    if len(wanted_g):
-        alive, changes = _progress(inp.series, inp.carried_series, sw.groups, wanted_g)
+    if len(wanted_g) or len(gap_g):
+        read_g = np.union1d(wanted_g, gap_g)
+        alive, changes = _progress(inp.series, inp.carried_series, sw.groups, read_g)
+        changes = with_gap_times(changes, inp.gap_times, sw.groups, read_g)
         if inp.commits is not None:
             commits = _commit_times(inp.commits, sw.groups, wanted_g)
 
     # group lags: at the windows' ends and at the sweeps the state carries
-    keep_state = _carried_sweeps(sw, ch)
     at_rows: dict[str, list[Any]] = {"cluster": [], "group_id": [], "_tu": []}
     for w in windows:
         for t in (w.a.t, w.b.t):
@@ -2148,11 +2277,15 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
         "pending_lb", pa.array([r["_waiting"][1] for r in waiting_rows], pa.list_(pa.float64())))
     regapped, still = complete_pending(inp.pending_gaps, commits if inp.commits is not None else changes,
                                        sw.groups, inp.until)
-    if regapped.num_rows and rebalances.num_rows:  # a window this step found again is its own row
+    if rebalances.num_rows:  # a window this step found again is its own row, and its own wait
         ident = ["cluster", "group_id", "start_ts"]
         found_again = set(zip(*(rebalances.column(c).to_pylist() for c in ident), strict=True))
-        regapped = regapped.filter(pa.array([k not in found_again for k in zip(
-            *(regapped.column(c).to_pylist() for c in ident), strict=True)], pa.bool_()))
+
+        def other(t: pa.Table) -> pa.Table:
+            return t.filter(pa.array([k not in found_again for k in zip(
+                *(t.column(c).to_pylist() for c in ident), strict=True)], pa.bool_()))
+
+        regapped, still = other(regapped), other(still)
 
     # storms over this step's windows and the carried ones; a static member's bounce is no
     # rebalance (the member is replaced in place, the group's generation stays): it never counts,
@@ -2210,6 +2343,7 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
             anomalies = pa.concat_tables([anomalies, found])
 
     return GroupOutputs(rebalances=rebalances, regapped=regapped.cast(REBALANCE_SCHEMA),
+                        gap_times=gap_time_state(changes, sw.groups, gap_bound, gap_g),
                         anomalies=anomalies, msweeps=_msweeps_state(kept, lags, carried_lag),
                         pending_gaps=pa.concat_tables([waiting.cast(PENDING_GAP_SCHEMA), still]),
                         outages=_outage_state(out_q, inp.series,

@@ -38,7 +38,9 @@ the stalls, stops, starved partitions and commit gaps the step published open (`
 one that a rebalance then explains, :func:`lagscope.analytics.step.withdrawals`), and the
 rebalance windows still waiting for a partition's first commit after their start (``pending_gaps``:
 the step that reads it publishes the window again with its ``max_processing_gap_s`` raised,
-:func:`lagscope.analytics.groups.complete_pending`).
+:func:`lagscope.analytics.groups.complete_pending`) and, from sweeps alone, each partition's
+committed-offset changes back to the earliest start a later step's window can have
+(``gap_times``, :func:`lagscope.analytics.groups.gap_bounds`).
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ log = logging.getLogger(__name__)
 LAKE_TABLES = ("offsets", "members", "commits", "group_events")
 #: the parts of a step's carried state (see the module doc)
 STATE_PARTS = ("series", "history", "gaps", "entries", "minutes", "msweeps", "recent_rebalances", "outages",
-               "generations", "advice_evidence", "advice_groups", "open_keys", "pending_gaps")
+               "generations", "advice_evidence", "advice_groups", "open_keys", "pending_gaps", "gap_times")
 RESULT_TABLES = ("lag_trends", "rebalances", "anomalies", "status", "advice")
 
 #: how far before an incremental step's start its commits reach (the commit before a step's

@@ -646,7 +646,7 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
     grouped = groups.group_pass(groups.GroupInputs(
         members=inputs.members, series=series, carried_series=st.get("series"), carried_msweeps=st.get("msweeps"),
         recent_rebalances=st.get("recent_rebalances"), outages=st.get("outages"), group_events=inputs.group_events,
-        pending_gaps=st.get("pending_gaps"),
+        pending_gaps=st.get("pending_gaps"), gap_times=st.get("gap_times"),
         commits=inputs.commits, carried_generations=st.get("generations"), until=as_of.timestamp(),
         anomalies=found, advances=advances, capacities=capacities), settings)
     tables = {
@@ -718,6 +718,10 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
         "recent_rebalances": grouped.recent_rebalances,
         "outages": grouped.outages,
         "pending_gaps": grouped.pending_gaps,
+        # of the partitions the series state keeps (a forgotten one leaves nothing behind)
+        "gap_times": grouped.gap_times.join(
+            series_state.select(KEY).cast(pa.schema([(k, groups.GAP_TIME_SCHEMA.field(k).type) for k in KEY])),
+            KEY, join_type="left semi").select(groups.GAP_TIME_SCHEMA.names),
         "generations": grouped.generations,
         "advice_evidence": advised.evidence,
         "advice_groups": advised.groups,

@@ -34,8 +34,9 @@ any other name
     >>> current_advice(results, group="orders")                                  # doctest: +SKIP
 
 Rebalance windows and anomalies are append-only: an open one is written again by every step
-until it closes (and a closed window again by the step that raises its processing gap), so of the rows of one identity (:data:`EVENT_IDENTITY`) only the current one
-counts (:func:`current_rows`); a provisional step's rows are stamped with its ``to``, so they win
+until it closes (and a closed window again by the step that raises its processing gap), so of
+the rows of one identity (:data:`EVENT_IDENTITY`) only the current one counts
+(:func:`current_rows`); a provisional step's rows are stamped with its ``to``, so they win
 over the full steps' before it, and the next full step's (a later ``as_of_ts``) win over them. An
 anomaly whose current row is ``withdrawn`` (a later step found it is no finding) is absent.
 :class:`TableTail` tells a long-lived reader (the results exporter) which files are new since it

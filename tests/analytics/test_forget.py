@@ -79,7 +79,7 @@ def _seen(outs: list[steps.StepOutput], table: str, since: dt.datetime | None = 
 
 def _state_groups(state: dict[str, pa.Table]) -> dict[str, set[str]]:
     return {name: set(state[name].column("group_id").to_pylist())
-            for name in ("series", "history", "entries", "gaps", "minutes", "pending_gaps")}
+            for name in ("series", "history", "entries", "gaps", "minutes", "pending_gaps", "gap_times")}
 
 
 def test_the_horizon_is_at_least_every_window_a_rule_reads() -> None:

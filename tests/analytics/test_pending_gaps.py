@@ -81,3 +81,38 @@ def test_another_groups_times_complete_nothing() -> None:
     regapped, still = groups.complete_pending(carried, _times([(1, "t", 0, T0 + 30)]), GROUPS, until=T0 + 60)
     assert regapped.num_rows == 0
     assert still.column("group_id").to_pylist() == ["g", "absent"]
+
+
+def test_a_state_part_without_the_exact_times_reads_them_from_the_timestamps() -> None:
+    # a pending_gaps part written without start_s and end_s (a column a later version added is
+    # null): the window's start_ts and end_ts serve
+    carried = _pending(T0 + 10, T0 + 20, ["t/0"], [T0 + 9]).drop_columns(["start_s", "end_s"])
+    regapped, still = groups.complete_pending(carried, _times([(0, "t", 0, T0 + 10), (0, "t", 0, T0 + 13)]),
+                                              GROUPS, until=T0 + 60)
+    assert regapped.column("max_processing_gap_s").to_pylist() == [4.0]
+    assert still.num_rows == 0
+
+
+def _sweeps(rows: list[tuple[int, float, bool]]) -> groups._Sweeps:
+    g, t, settled = zip(*rows, strict=True)
+    return groups._Sweeps(ms=pa.table({"t": pa.array(t)}), g=np.array(g, np.int64), groups=GROUPS,
+                          t=np.array(t, np.float64), settled=np.array(settled, bool))
+
+
+def test_the_bound_is_the_earliest_carried_settled_sweep() -> None:
+    # g settled at 100 and rebalancing since (carried: 100, 102, 104); "other" never settled: no
+    # later window can start before a settled sweep to come, so it carries nothing (+inf)
+    sw = _sweeps([(0, T0 + 100, True), (0, T0 + 102, False), (0, T0 + 104, False),
+                  (1, T0 + 100, False), (1, T0 + 102, False)])
+    keep = np.ones(5, bool)
+    bound = groups.gap_bounds(sw, keep, None, until=T0 + 120, horizon_s=3600)
+    assert bound.tolist() == [T0 + 100, np.inf]
+    # within the horizon only
+    assert groups.gap_bounds(sw, keep, None, until=T0 + 160, horizon_s=30).tolist() == [T0 + 130, np.inf]
+    # with group records: halfway to the record in force at the settled sweep, at most
+    # LOOKAROUND_S before it
+    gens = pa.table({"cluster": ["c", "c"], "group_id": ["g", "g"], "member_ids": [["m1"], ["m1", "m2"]],
+                     "gen_t": [T0 + 40, T0 + 100 - 3 * groups.LOOKAROUND_S]})
+    assert groups.gap_bounds(sw, keep, gens, until=T0 + 120, horizon_s=3600).tolist() == [T0 + 70, np.inf]
+    old = gens.filter(pa.array([False, True]))
+    assert groups.gap_bounds(sw, keep, old, until=T0 + 120, horizon_s=9999)[0] == T0 + 100 - groups.LOOKAROUND_S

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from analytics_builders import at
 from pyspark.sql import SparkSession
@@ -29,6 +30,7 @@ from lagscope import results as result_tables
 from lagscope.alerts.findings import findings_from_results
 from lagscope.analytics import step as steps
 from lagscope.analytics.job import run_batch, run_incremental
+from lagscope.analytics.step import KEY
 from lagscope.config import AnalyticsConfig, AnalyticsRulesConfig
 from lagscope.lake import write_rows
 from lagscope.schema import COMMITS, GROUP_EVENTS, MEMBERS, OFFSETS
@@ -94,27 +96,15 @@ def test_random_rebalance_lakes_in_minute_steps_equal_one_pass(seed: int) -> Non
     # (a window the steps date otherwise, from what they see of it, is another identity: compared
     # are those both have, nearly all)
     assert len(one_gap.keys() & split_gap.keys()) >= 0.9 * len(one_gap)
-    # without the commit stream, a window a step finds starting in an earlier step may lack a
-    # partition's change before its start (the step carries each key's last change only): a
-    # documented residual (docs/analytics.md, "What a step carries")
-    first_lo = _first_published(outs, [None, *(at(60 * m) for m in range(1, T_END // 60 + 1))])
-    judged = [k for k in one_gap.keys() & split_gap.keys()
-              if with_commits or first_lo[k] is None or k[2] >= first_lo[k]]
+    # (from sweeps alone, a window a step finds starting in an earlier step needs the partitions'
+    # changes before the step: the state part gap_times)
+    judged = one_gap.keys() & split_gap.keys()
     assert {k: one_gap[k] for k in judged} == {k: split_gap[k] for k in judged}
 
 
 def _gaps(outs: list[steps.StepOutput]) -> dict[tuple[Any, ...], Any]:
     seen = _seen(outs, "rebalances", {"rebalances": ("cluster", "group_id", "start_ts")})
     return {k: r["max_processing_gap_s"] for k, r in seen.items()}
-
-
-def _first_published(outs: list[steps.StepOutput], los: list[dt.datetime | None]) -> dict[tuple[Any, ...], Any]:
-    """Each window's (cluster, group_id, start_ts): the start of the step that published it first."""
-    first: dict[tuple[Any, ...], Any] = {}
-    for out, lo in zip(outs, los, strict=True):
-        for r in out.tables["rebalances"].select(["cluster", "group_id", "start_ts"]).to_pylist():
-            first.setdefault((r["cluster"], r["group_id"], r["start_ts"]), lo)
-    return first
 
 
 def test_the_random_lakes_withdraw() -> None:
@@ -137,6 +127,45 @@ def test_the_random_lakes_withdraw() -> None:
     # and a step re-publishes a window an earlier one published, its processing gap raised by a
     # first commit after the start that only this step reads (9 rows over 10 seeds when written)
     assert regapped >= 3
+
+
+def test_the_carried_changes_stay_bounded() -> None:
+    # gap_times: only from sweeps alone, only partitions the series state keeps, at least two
+    # times each (the last one alone is the series state's m_change_t), each from its group's
+    # bound on (the last time at or before it, and all after), the bound within the horizon; a
+    # lake without group records whose groups end settled carries none
+    horizon = SETTINGS.rules.forget_horizon_s()
+    carried = settled_seen = 0
+    for seed in [0, 2, *range(1, 40, 2)]:
+        lake, with_commits = _lake(seed)
+        state, lo = None, None
+        for hi in [*(at(60 * m) for m in range(1, T_END // 60 + 1)), at(T_END + 1)]:
+            out = _run(lake, lo, hi, state, with_commits)
+            state, lo = out.state, hi
+            gt = state["gap_times"]
+            if with_commits:
+                assert gt.num_rows == 0
+                continue
+            keys = set(zip(*(state["series"].column(c).to_pylist() for c in KEY), strict=True))
+            carried += gt.num_rows
+            rows: dict[tuple[Any, ...], list[tuple[float, float]]] = {}
+            for r in gt.to_pylist():
+                rows.setdefault(tuple(r[c] for c in KEY), []).append((r["t"], r["bound_t"]))
+            assert rows.keys() <= keys
+            for times in rows.values():
+                assert len(times) >= 2
+                (bound,) = {b for _, b in times}
+                assert bound >= hi.timestamp() - horizon
+                assert sum(t <= bound for t, _ in times) <= 1
+                assert all(t < hi.timestamp() for t, _ in times)
+        if not lake["group_events"]:
+            sweeps = state["msweeps"].to_pylist()
+            settled = {r["group_id"] for r in sweeps
+                       if r["settled"] and sum(o["group_id"] == r["group_id"] for o in sweeps) == 1}
+            assert not settled & set(state["gap_times"].column("group_id").to_pylist())
+            settled_seen += len(settled)
+    assert carried >= 10  # not vacuous
+    assert settled_seen >= 3
 
 
 @pytest.mark.spark
@@ -166,28 +195,36 @@ def test_the_spark_job_withdraws_through_its_state(spark: SparkSession, tmp_path
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_the_spark_job_raises_a_windows_processing_gap_through_its_state(spark: SparkSession, tmp_path: Path) -> None:
-    # seed 2's lake (with the commit stream): a window of g1 starting at 56.9 s whose partition's
-    # first commit after it comes after the minute; the Spark job's second incremental step reads
-    # it from the state part pending_gaps and publishes the window again with the gap one pass has
-    lake_rows, with_commits = _lake(2)
-    assert with_commits
+@pytest.mark.parametrize("seed", [2, 1])
+def test_the_spark_job_raises_a_windows_processing_gap_through_its_state(spark: SparkSession, tmp_path: Path,
+                                                                          seed: int) -> None:
+    # the Spark job's incremental steps carry what a window's processing gap needs through its
+    # state, so its current rows have one pass's gaps. Seed 2 (the commit stream): a window of g1
+    # starting at 56.9 s whose partition's first commit after it comes after the minute, read by
+    # the second step from pending_gaps, which publishes the window again; seed 1 (sweeps alone,
+    # with group records): windows found starting in an earlier step, from gap_times
+    lake_rows, with_commits = _lake(seed)
     lake, res = tmp_path / "lake", tmp_path / "results"
-    for table, name in ((OFFSETS, "offsets"), (MEMBERS, "members"), (COMMITS, "commits")):
+    tables = [(OFFSETS, "offsets"), (MEMBERS, "members")]
+    tables += [(COMMITS, "commits")] if with_commits else [(GROUP_EVENTS, "group_events")]
+    for table, name in tables:
         write_rows(lake, table, "c", [{k: v for k, v in r.items() if k not in ("cluster", "date")}
                                       for r in lake_rows[name]])
-    whole = _gaps([_run(lake_rows, None, at(120), None, True)])
-    run_incremental(spark, lake, res, settings=SETTINGS, since=at(0), until=at(60))
-    first = {(r["cluster"], r["group_id"], r["start_ts"]): r["max_processing_gap_s"]
-             for r in result_tables.current_events(res, "rebalances")}
-    run_incremental(spark, lake, res, settings=SETTINGS, until=at(120))
-    rows = result_tables.read(res, "rebalances").to_pylist()
-    again = [r for r in rows if sum(o["start_ts"] == r["start_ts"] and o["group_id"] == r["group_id"]
-                                    for o in rows) > 1]
-    assert {(r["group_id"], r["as_of_ts"]) for r in again} == {("g1", at(60)), ("g1", at(120))}
-    (key,) = {(r["cluster"], r["group_id"], r["start_ts"]) for r in again}
-    current = {(r["cluster"], r["group_id"], r["start_ts"]): r["max_processing_gap_s"]
-               for r in result_tables.current_events(res, "rebalances")}
-    assert first[key] != whole[key]
-    assert current[key] == pytest.approx(whole[key])
-    assert {k: current[k] for k in whole} == pytest.approx(whole)
+    whole = _gaps([_run(lake_rows, None, at(180), None, with_commits)])
+    current: list[dict[tuple[Any, ...], Any]] = []
+    carried = 0
+    for m in (1, 2, 3):
+        run_incremental(spark, lake, res, settings=SETTINGS, since=at(0) if m == 1 else None, until=at(60 * m))
+        current.append({(r["cluster"], r["group_id"], r["start_ts"]): r["max_processing_gap_s"]
+                        for r in result_tables.current_events(res, "rebalances")})
+        carried += sum(pq.read_table(f).num_rows for f in (res / "_state").glob("*/gap_times/*.parquet"))
+    assert {k: current[-1].get(k) for k in whole} == pytest.approx(whole)
+    if with_commits:
+        rows = result_tables.read(res, "rebalances").to_pylist()
+        again = [r for r in rows if sum(o["start_ts"] == r["start_ts"] and o["group_id"] == r["group_id"]
+                                        for o in rows) > 1]
+        assert {(r["group_id"], r["as_of_ts"]) for r in again} == {("g1", at(60)), ("g1", at(120))}
+        (key,) = {(r["cluster"], r["group_id"], r["start_ts"]) for r in again}
+        assert current[0][key] != whole[key]
+    else:
+        assert carried > 0
