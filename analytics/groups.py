@@ -1123,17 +1123,13 @@ def partitions_moved(w: _Window) -> int:
     return int(np.asarray(pc.not_equal(before, b.field("owner")).fill_null(True), dtype=bool).sum())
 
 
-def processing_gap(w: _Window, times: _Times, lookaround_s: float = LOOKAROUND_S) -> float | None:
+def processing_gap(w: _Window, times: _Times,
+                   lookaround_s: float = LOOKAROUND_S) -> tuple[float | None, list[str], list[float]]:
     """The largest per-partition gap between the last commit at or before the start and the first
-    after it, among the commits within ``lookaround_s`` of the window."""
-    return processing_gap_parts(w, times, lookaround_s)[0]
-
-
-def processing_gap_parts(w: _Window, times: _Times,
-                         lookaround_s: float = LOOKAROUND_S) -> tuple[float | None, list[str], list[float]]:
-    """:func:`processing_gap`, and the partitions it is still waiting for: those with a commit at
-    or before the start and none after it among ``times`` (``topic/partition``, and that last
-    commit's time), whose first commit after it a later step may see."""
+    after it, among the commits within ``lookaround_s`` of the window; and the partitions it is
+    still waiting for: those with a commit at or before the start and none after it among
+    ``times`` (``topic/partition``, and that last commit's time), whose first commit after it a
+    later step may see (:func:`complete_pending`)."""
     p, t, tp = times.of_group(w.g)
     m = (t >= w.start - lookaround_s) & (t <= w.end + lookaround_s)
     p, t = p[m], t[m]
@@ -2211,6 +2207,8 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
         changes = with_gap_times(changes, inp.gap_times, sw.groups, read_g)
         if inp.commits is not None:
             commits = _commit_times(inp.commits, sw.groups, wanted_g)
+    # a window's processing gap: from the commits, else from the committed-offset changes
+    gaps_from = commits if commits is not None else changes
 
     # group lags: at the windows' ends and at the sweeps the state carries
     at_rows: dict[str, list[Any]] = {"cluster": [], "group_id": [], "_tu": []}
@@ -2246,9 +2244,8 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
         la = lag_at.get((w.cluster, w.group_id, int(_tu(np.array([w.a.t]))[0])))
         lb = lag_at.get((w.cluster, w.group_id, int(_tu(np.array([w.b.t]))[0])))
         acc = max(0, lb - la) if la is not None and lb is not None else None
-        gaps_from = commits if commits is not None else changes
         assert gaps_from is not None
-        gap, waiting_tp, waiting_lb = processing_gap_parts(w, gaps_from)
+        gap, waiting_tp, waiting_lb = processing_gap(w, gaps_from)
         rows.append({
             "cluster": w.cluster, "group_id": w.group_id, "_start": w.start, "_end": w.end, "duration_s": duration,
             "cause": w.cause, "source": w.source,
@@ -2275,8 +2272,7 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
         "end_s", pa.array([r["_end"] for r in waiting_rows], pa.float64())).append_column(
         "pending_tp", pa.array([r["_waiting"][0] for r in waiting_rows], pa.list_(pa.string()))).append_column(
         "pending_lb", pa.array([r["_waiting"][1] for r in waiting_rows], pa.list_(pa.float64())))
-    regapped, still = complete_pending(inp.pending_gaps, commits if inp.commits is not None else changes,
-                                       sw.groups, inp.until)
+    regapped, still = complete_pending(inp.pending_gaps, gaps_from, sw.groups, inp.until)
     if rebalances.num_rows:  # a window this step found again is its own row, and its own wait
         ident = ["cluster", "group_id", "start_ts"]
         found_again = set(zip(*(rebalances.column(c).to_pylist() for c in ident), strict=True))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -354,6 +354,20 @@ def test_poll_timeout_evicts_member(runs: Runs) -> None:
     assert [a for a in _of(records, Assign, "c2") if a.ts > stall.end and a.partitions]
 
 
+def _premise_holds(runs: Runs, name: str, broken: Callable[[RunResult, list[truth.Record]], str | None],
+                   tmp_path: Path) -> None:
+    """The scenario's premise (``broken`` says why a run broke it, None when it held) holds on the
+    module's run, else on a run of the scenario alone: a premise that a run among four at once on
+    2 cores can break by load, but a simulator's fault breaks on every run."""
+    result, records = _result(runs, name)
+    first = broken(result, records)
+    if first is None:
+        return
+    again = run_scenario(name, runs.bootstrap, tmp_path / "again", cleanup=True)
+    second = broken(again, truth.load(again.truth_path))
+    assert second is None, f"first run:\n{first}\n\nrun again alone:\n{second}"
+
+
 def _long_session_crashes_broken(result: RunResult, records: list[truth.Record]) -> str | None:
     """Why the run broke the scenario's premise (each crash's rebalance is its own, waits for the
     15 s session, and keeps the survivors), with the group's timeline; None when it held."""
@@ -373,17 +387,11 @@ def _long_session_crashes_broken(result: RunResult, records: list[truth.Record])
 
 
 def test_crashes_under_a_long_session_wait_for_it(runs: Runs, tmp_path: Path) -> None:
-    result, records = _result(runs, "crash-long-session")
-    first = _long_session_crashes_broken(result, records)
-    if first is None:
-        return
     # Once in many CI runs (2 cores, four scenarios at once) the rebalance after c2's crash was
     # assigned to c3 alone, c1 joining the generation after: a member the load kept from rejoining
-    # in time. The premise is Kafka's (a crash's survivors rejoin its rebalance), so it must hold
-    # on a run of its own: a simulator or a truth index that broke it fails both.
-    again = run_scenario("crash-long-session", runs.bootstrap, tmp_path / "again", cleanup=True)
-    second = _long_session_crashes_broken(again, truth.load(again.truth_path))
-    assert second is None, f"first run:\n{first}\n\nrun again alone:\n{second}"
+    # in time. The premise is Kafka's (a crash's survivors rejoin its rebalance): a simulator or a
+    # truth index that broke it fails on a run of its own too
+    _premise_holds(runs, "crash-long-session", _long_session_crashes_broken, tmp_path)
 
 
 def test_repeated_poll_timeouts_evict_and_rejoin(runs: Runs) -> None:
@@ -419,18 +427,11 @@ def _static_bounce_rebalanced(result: RunResult, records: list[truth.Record]) ->
 
 
 def test_static_member_bounce_does_not_rebalance(runs: Runs, tmp_path: Path) -> None:
-    result, records = _result(runs, "static-bounce")
-    first = _static_bounce_rebalanced(result, records)
-    if first is None:
-        return
     # Once in many CI runs (2 cores, four scenarios at once) c1 has been revoked after the bounce
     # for a reason the run's records do not show: a broker or client stalled by the load. The
-    # premise is Kafka's (a static member back within its session is not a rebalance), so it must
-    # hold on a run of its own: a simulator that broke it (a LeaveGroup on close, a new instance
-    # id) fails both.
-    again = run_scenario("static-bounce", runs.bootstrap, tmp_path / "again", cleanup=True)
-    second = _static_bounce_rebalanced(again, truth.load(again.truth_path))
-    assert second is None, f"first run:\n{first}\n\nrun again alone:\n{second}"
+    # premise is Kafka's (a static member back within its session is not a rebalance): a simulator
+    # that broke it (a LeaveGroup on close, a new instance id) fails on a run of its own too
+    _premise_holds(runs, "static-bounce", _static_bounce_rebalanced, tmp_path)
 
 
 def test_stall_commits_same_offset(runs: Runs) -> None:
