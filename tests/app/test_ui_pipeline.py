@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 import ui_pipeline_lake as pl
 from streamlit.testing.v1 import AppTest
@@ -42,11 +43,17 @@ def test_overview(open_app, ui_pipeline: pl.PipelineLake) -> None:  # type: igno
     at = open_app()
     assert _metrics(at)["Groups"] == "2"
     assert set(_table(at, "group_id", "status")["group_id"]) == {ui_pipeline.readers, ui_pipeline.replay}
-    rebalances = _table(at, "group_id", "cause")
+    rebalances = _table(at, "group_id", "cause", "start_ts")
     # the crash, and nothing else but, where the records show them, the joins as the groups formed
-    # (members joining one after another: every generation change is a rebalance)
-    assert set(rebalances["group_id"]) == {ui_pipeline.readers}
+    # (members joining one after another, or a leader rejoining because its metadata changed while it
+    # assigned: every generation change is a rebalance)
+    assert ui_pipeline.readers in set(rebalances["group_id"])
+    assert set(rebalances["group_id"]) <= {ui_pipeline.readers, ui_pipeline.replay}
     assert rebalances["cause"].astype(str).str.contains("session").sum() == 1
+    replay = rebalances[rebalances["group_id"] == ui_pipeline.replay]
+    rewind_at = pd.Timestamp(ui_pipeline.t0 + pl.REWIND_AT, unit="s", tz="UTC")
+    # replay's windows are its formation only: its rewind is no rebalance
+    assert (pd.to_datetime(replay["start_ts"], utc=True) < rewind_at).all(), replay
 
 
 def test_group(open_app, ui_pipeline: pl.PipelineLake) -> None:  # type: ignore[no-untyped-def]

@@ -10,6 +10,7 @@ analytics job (Spark, local) turns the lake into the result tables.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 import threading
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from lagscope.devtools.sim.model import load_scenario_file
 from lagscope.devtools.sim.runner import plan_names, start_scenario
 
 CLUSTER = "sim"
+REWIND_AT = 6  # s after the start: replay's rewind
 
 UI_SCENARIO = {
     "name": "ui",
@@ -39,7 +41,7 @@ UI_SCENARIO = {
              "actions": [{"kind": "crash", "at": 5}]}]},
         {"name": "replay", "topics": ["audit"], "members": [
             {"name": "r1", "session_timeout_ms": 3000, "heartbeat_interval_ms": 500, "auto_commit_interval_ms": 500,
-             "actions": [{"kind": "rewind", "at": 6, "messages": 50}]}]},
+             "actions": [{"kind": "rewind", "at": REWIND_AT, "messages": 50}]}]},
     ],
 }
 
@@ -52,6 +54,7 @@ class PipelineLake:
     replay: str
     events: str  # the real topic names
     audit: str
+    t0: float  # the scenario's start (epoch s): its actions run at t0 + at
 
 
 def build(bootstrap: str, out: Path) -> PipelineLake:
@@ -90,5 +93,6 @@ def build(bootstrap: str, out: Path) -> PipelineLake:
     finally:
         if existing is None:  # another test's session stays as it was
             spark.stop()
+    t0 = float(json.loads((out / "run" / "parts" / "t0.json").read_text())["t0"])
     return PipelineLake(lake, results, names.groups["readers"], names.groups["replay"], names.topics["events"],
-                        names.topics["audit"])
+                        names.topics["audit"], t0)
