@@ -18,7 +18,8 @@ stopped between A and the sweep after it (A⁺) and was settled again between th
 
 - a ``group_instance_id`` on both sides with a new member id → ``static_member_bounce``;
 - members gone (not bounced): *gap* = A⁺ − the earliest of their last progress (an owner's
-  partition's committed offset moved, or it was caught up) at or before A⁺ (A when unknown);
+  partition's committed offset moved, or it was caught up; from earlier steps, the state part
+  ``member_progress``) at or before A⁺ (A when unknown);
   ``gap ≤ max(leave_gap_s, session/4)`` → ``leave``, or ``join`` when members also came (a
   JoinGroup and a LeaveGroup in one rebalance: nothing says which came first, joins usually do);
   otherwise a timeout (:func:`timeout_cause`): ``session_timeout`` or ``max_poll_interval``
@@ -53,7 +54,9 @@ records alone), else ``sweeps``.
 generation record whose member ids or generation differ from the group's previous record, at or
 before the group's last settled sweep (and after the settled sweep the state carried in, which the
 previous step judged up to), that is not the end of a sweep window nor inside a sweep window
-without one: a window from the records alone (A = the previous record, B = this one). That
+without one (of this step's windows, or the one that ended at the carried settled sweep: its
+claim, ``claimed_gen_t`` / ``claim_hi`` of :data:`MSWEEP_SCHEMA`, since its record can be written
+after the step's last sweep): a window from the records alone (A = the previous record, B = this one). That
 includes the generations before the group's first settled sweep (members joining one after
 another as the group starts): no sweep saw them, the records do. Such a window's start is the
 midpoint of the two records (with the commit stream: the surviving members' revocation commits),
@@ -225,13 +228,19 @@ LOOKAROUND_S = 900.0
 _OWNER = pa.struct([("tp", pa.string()), ("owner", pa.string())])
 _INSTANCE = pa.struct([("iid", pa.string()), ("mid", pa.string())])
 
-#: one member sweep; the state part ``msweeps`` is these rows with ``is_state`` and ``group_lag``
+#: one member sweep; the state part ``msweeps`` is these rows with ``is_state``, ``group_lag``
+#: and, on a settled sweep that ended a window (its B), what that window claimed of the records:
+#: ``claimed_gen_t`` the record of B's generation (:func:`generation_end`), else ``claim_hi``
+#: (:attr:`_Window.hi`: the records after A up to it are the window's): a later step's
+#: :func:`missed_generations` makes no other window of them
 MSWEEP_SCHEMA = pa.schema([
     ("cluster", pa.string()), ("group_id", pa.string()), ("t", pa.float64()), ("sweep_ts", _MS),
     ("group_state", pa.string()), ("generation", pa.int32()), ("member_ids", pa.list_(pa.string())),
     ("instances", pa.list_(_INSTANCE)), ("owners", pa.list_(_OWNER)),
     ("settled", pa.bool_()), ("is_state", pa.bool_()), ("group_lag", pa.int64()),
+    ("claimed_gen_t", pa.float64()), ("claim_hi", pa.float64()),
 ])
+_CLAIMS = ("claimed_gen_t", "claim_hi")
 
 #: the state part ``outages``: the rebalance outages (µs) a later step's anomalies may lie in
 OUTAGE_SCHEMA = pa.schema([("cluster", pa.string()), ("group_id", pa.string()), ("q0_us", pa.int64()),
@@ -287,6 +296,14 @@ GAP_TIME_SCHEMA = pa.schema([("cluster", pa.string()), ("group_id", pa.string())
                              ("partition", pa.int32()), ("t", pa.float64()), ("bound_t", pa.float64())])
 
 
+#: the state part ``member_progress`` (:func:`member_progress_state`): each member's last progress
+#: (``alive_t``, s: a sweep at which a partition it owned had its committed offset change, or no
+#: lag), of the members a later step's window can name as departed. The series state keeps one
+#: row per partition, so it carries only the owner of each partition's latest progress
+MEMBER_PROGRESS_SCHEMA = pa.schema([("cluster", pa.string()), ("group_id", pa.string()),
+                                    ("member_id", pa.string()), ("alive_t", pa.float64())])
+
+
 _TIMED_OUT = ("session_timeout", "max_poll_interval")
 #: the kinds a rebalance outage owns (:func:`drop_rebalance_outages`)
 OUTAGE_KINDS = ("stall", "stop", "starved", "commit_gap")
@@ -325,6 +342,8 @@ class GroupInputs:
     pending_gaps: pa.Table | None = None
     #: the state part ``gap_times`` carried in (:data:`GAP_TIME_SCHEMA`)
     gap_times: pa.Table | None = None
+    #: the state part ``member_progress`` carried in (:data:`MEMBER_PROGRESS_SCHEMA`)
+    member_progress: pa.Table | None = None
 
 
 @dataclass
@@ -332,8 +351,9 @@ class GroupOutputs:
     """The ``rebalances`` rows (:data:`REBALANCE_SCHEMA`), the anomalies (the input's columns:
     those a rebalance explains dropped, storms added) and the next state parts ``msweeps``
     (:data:`MSWEEP_SCHEMA`), ``recent_rebalances`` (:data:`RECENT_SCHEMA`), ``outages``,
-    ``generations`` (:data:`GENERATION_STATE_SCHEMA`) and ``pending_gaps``
-    (:data:`PENDING_GAP_SCHEMA`); ``regapped``: earlier steps' windows whose processing gap this
+    ``generations`` (:data:`GENERATION_STATE_SCHEMA`), ``pending_gaps``
+    (:data:`PENDING_GAP_SCHEMA`), ``gap_times`` (:data:`GAP_TIME_SCHEMA`) and
+    ``member_progress`` (:data:`MEMBER_PROGRESS_SCHEMA`); ``regapped``: earlier steps' windows whose processing gap this
     step raised (:data:`REBALANCE_SCHEMA`), for the result table only (their evidence is
     unchanged, and the step's members may no longer name who left)."""
 
@@ -348,6 +368,7 @@ class GroupOutputs:
     pending_gaps: pa.Table = field(default_factory=lambda: PENDING_GAP_SCHEMA.empty_table())
     regapped: pa.Table = field(default_factory=lambda: REBALANCE_SCHEMA.empty_table())
     gap_times: pa.Table = field(default_factory=lambda: GAP_TIME_SCHEMA.empty_table())
+    member_progress: pa.Table = field(default_factory=lambda: MEMBER_PROGRESS_SCHEMA.empty_table())
 
 
 # --------------------------------------------------------------------------------------------
@@ -434,6 +455,12 @@ def _list_code(lists: pa.Array | pa.ChunkedArray) -> _I:
     return key_code(joined, pa.array(n))
 
 
+def _floats(col: pa.ChunkedArray | pa.Array) -> tuple[_F, _B]:
+    c = _plain(col)
+    return (np.asarray(c.cast(pa.float64()).fill_null(np.nan), dtype=np.float64),
+            np.asarray(c.is_valid(), dtype=bool))
+
+
 def _flag(col: pa.ChunkedArray | pa.Array) -> _B:
     return np.asarray(_plain(col).fill_null(False), dtype=bool)
 
@@ -489,7 +516,8 @@ def member_sweeps(members: pa.Table) -> pa.Table:
         "t": pa.array(seconds(ts)), "sweep_ts": ts.cast(_MS), "group_state": states,
         "generation": pa.array(gmax, pa.int64(), mask=~has_gen).cast(pa.int32()),
         "member_ids": member_ids, "instances": instances, "owners": owners, "settled": settled,
-        "is_state": pa.array(np.zeros(n, bool)), "group_lag": pa.nulls(n, pa.int64())}, schema=MSWEEP_SCHEMA)
+        "is_state": pa.array(np.zeros(n, bool)), "group_lag": pa.nulls(n, pa.int64()),
+        **{c: pa.nulls(n, pa.float64()) for c in _CLAIMS}}, schema=MSWEEP_SCHEMA)
 
 
 def _dense(code: _I) -> tuple[_I, int]:
@@ -741,6 +769,9 @@ class _Sweeps:
 def _sorted_sweeps(fresh: pa.Table, carried: pa.Table | None) -> _Sweeps:
     parts = [fresh]
     if carried is not None and carried.num_rows:
+        for c in _CLAIMS:  # a state written before them
+            if c not in carried.column_names:
+                carried = carried.append_column(c, pa.nulls(carried.num_rows, pa.float64()))
         parts.append(carried.select(MSWEEP_SCHEMA.names).cast(MSWEEP_SCHEMA))
     ms = pa.concat_tables(parts)
     keys = _gkey(ms)
@@ -900,6 +931,12 @@ def missed_generations(sw: _Sweeps, gens: pa.Table, windows: list[_Window]) -> l
     cand = same & differs & ok & (gt > seen[gi]) & (gt <= last[gi])
     ends = {(w.g, w.b_gen_t) for w in windows if w.b_gen_t is not None}
     open_ = [(w.g, w.a.t, w.hi) for w in windows if w.b_gen_t is None]
+    # and what the windows of earlier steps claimed: those ending at the carried settled sweeps
+    claimed, claimed_ok = _floats(sw.ms.column("claimed_gen_t"))
+    claim_hi, claim_hi_ok = _floats(sw.ms.column("claim_hi"))
+    ends |= {(int(sw.g[i]), float(claimed[i])) for i in np.flatnonzero(carried & claimed_ok).tolist()}
+    open_ += [(int(sw.g[i]), float(sw.t[i]), float(claim_hi[i]))
+              for i in np.flatnonzero(carried & claim_hi_ok).tolist()]
     out = []
     for i in np.flatnonzero(cand).tolist():
         gg, t = int(g[i]), float(gt[i])
@@ -1298,17 +1335,16 @@ def gap_time_state(times: _Times | None, groups: pa.Array, bound: _F, of: _I) ->
 
 
 # --------------------------------------------------------------------------------------------
-# the per-sweep inputs of groups with a window
+# each owner's last progress, and the committed-offset changes of the groups with a window
 # --------------------------------------------------------------------------------------------
 
 def _progress(series: pa.Table, carried: pa.Table | None, groups: pa.Array,
-              wanted: _I) -> tuple[dict[tuple[int, str], float], _Times]:
-    """For the groups ``wanted``: each owner's last progress (a sweep at which its partition's
-    committed offset changed, or it had no lag; a carried row's ``m_alive_t``, else its last
-    change, as its owner's, else as its ``owner_last``'s) and every committed-offset change (a
-    carried row's last one included)."""
-    g, ok = _codes(_gkey(series), groups)
-    keep = ok & np.isin(g, wanted)
+              wanted: _I) -> tuple[pa.Table, _Times]:
+    """Of every group in ``groups``, each owner's last progress (``g, owner, t``: a sweep at which
+    its partition's committed offset changed, or it had no lag; a carried row's ``m_alive_t``,
+    else its last change, as its owner's, else as its ``owner_last``'s); of the groups
+    ``wanted``, every committed-offset change (a carried row's last one included)."""
+    g, keep = _codes(_gkey(series), groups)
     s = series.filter(pa.array(keep))
     fresh_g = g[keep]
     parts_g = [fresh_g]
@@ -1325,8 +1361,7 @@ def _progress(series: pa.Table, carried: pa.Table | None, groups: pa.Array,
     alive_seed = [np.full(s.num_rows, np.nan)]
     change_seed = [np.full(s.num_rows, np.nan)]
     if carried is not None and carried.num_rows:
-        cg, cok = _codes(_gkey(carried), groups)
-        ckeep = cok & np.isin(cg, wanted)
+        cg, ckeep = _codes(_gkey(carried), groups)
         c = carried.filter(pa.array(ckeep))
         parts_g.append(cg[ckeep])
         topic.append(_plain(c.column("topic")).cast(pa.string()))
@@ -1379,17 +1414,61 @@ def _progress(series: pa.Table, carried: pa.Table | None, groups: pa.Array,
     own_ok = np.asarray(own.is_valid(), dtype=bool)
     alive_t = np.where(st, alive0, np.where(own_ok & (changed | zero), tt, np.nan))
     a_ok = own_ok & ~np.isnan(alive_t)
-    alive: dict[tuple[int, str], float] = {}
-    if a_ok.any():
-        at = pa.table({"g": pa.array(gg[a_ok]), "owner": own.filter(pa.array(a_ok)),
-                       "t": pa.array(alive_t[a_ok])}).group_by(["g", "owner"]).aggregate([("t", "max")])
-        for code, o, last in zip(at.column("g").to_pylist(), at.column("owner").to_pylist(),
-                                 at.column("t_max").to_pylist(), strict=True):
-            alive[(code, o)] = last
+    alive = pa.table({"g": pa.array(gg[a_ok], pa.int64()), "owner": own.filter(pa.array(a_ok)),
+                      "t": pa.array(alive_t[a_ok], pa.float64())})
     ch_t = np.where(st, change0, np.where(changed, tt, np.nan))
-    ch = ~np.isnan(ch_t)
+    ch = ~np.isnan(ch_t) & np.isin(gg, wanted)
     m = pa.array(ch)
-    return alive, _Times.of(gg[ch], tp_topic.filter(m), tp_part.filter(m), ch_t[ch])
+    return _last_progress(alive), _Times.of(gg[ch], tp_topic.filter(m), tp_part.filter(m), ch_t[ch])
+
+
+_PROGRESS = pa.schema([("g", pa.int64()), ("owner", pa.string()), ("t", pa.float64())])
+
+
+def _last_progress(alive: pa.Table) -> pa.Table:
+    """``g, owner, t`` rows → each (g, owner)'s latest ``t``."""
+    return alive.group_by(["g", "owner"], use_threads=False).aggregate([("t", "max")]).rename_columns(
+        ["g", "owner", "t"])
+
+
+def with_member_progress(alive: pa.Table, carried: pa.Table | None, groups: pa.Array) -> pa.Table:
+    """Each owner's last progress this step (``g, owner, t``, :func:`_progress`) and as carried
+    (the state part ``member_progress`` of the groups in ``groups``): the later of the two."""
+    if carried is None or not carried.num_rows:
+        return alive
+    g, ok = _codes(_gkey(carried), groups)
+    c = carried.filter(pa.array(ok))
+    return _last_progress(pa.concat_tables([alive, pa.table({
+        "g": pa.array(g[ok], pa.int64()), "owner": _plain(c.column("member_id")).cast(pa.string()),
+        "t": _plain(c.column("alive_t")).cast(pa.float64())})]))
+
+
+def member_progress_state(alive: pa.Table, groups: pa.Array, kept: pa.Table, gens: pa.Table) -> pa.Table:
+    """The state part ``member_progress`` (:data:`MEMBER_PROGRESS_SCHEMA`): the last progress
+    ``alive`` (:func:`with_member_progress`) of each member named in its group's carried member
+    sweeps ``kept`` or carried generation records ``gens`` (the next state's ``msweeps`` and
+    ``generations``): a later window's A is a settled sweep at or after the group's last settled
+    one (a carried sweep, or a later step's, whose members are in the carried sweeps or joined
+    after this step) or a record (one of those carried, or a later step's), so its departed
+    members are among them; a member that left in a window already found is in neither, and
+    goes."""
+    if not alive.num_rows:
+        return MEMBER_PROGRESS_SCHEMA.empty_table()
+    named = []
+    for t in (kept, gens):
+        if t.num_rows:
+            lists = _plain(t.column("member_ids"))
+            parent = pa.array(np.asarray(pc.list_parent_indices(lists), dtype=np.int64))
+            named.append(pc.binary_join_element_wise(_gkey(t).take(parent), pc.list_flatten(lists), "\x1f"))
+    if not named:
+        return MEMBER_PROGRESS_SCHEMA.empty_table()
+    key = groups.take(alive.column("g").combine_chunks())
+    mine = alive.filter(pc.is_in(pc.binary_join_element_wise(key, _plain(alive.column("owner")), "\x1f"),
+                                 value_set=pc.unique(pa.concat_arrays(named))).fill_null(False))
+    cg = pc.split_pattern(groups.take(mine.column("g").combine_chunks()), "\x1f")
+    return pa.table({"cluster": pc.list_element(cg, 0), "group_id": pc.list_element(cg, 1),
+                     "member_id": _plain(mine.column("owner")), "alive_t": _plain(mine.column("t"))},
+                    schema=MEMBER_PROGRESS_SCHEMA)
 
 
 def _commit_times(commits: pa.Table, groups: pa.Array, wanted: _I) -> _Times:
@@ -2201,11 +2280,17 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
             gap_g = np.union1d(gap_g, cg[cok])
     alive: dict[tuple[int, str], float] = {}
     changes = commits = None
-    if len(wanted_g) or len(gap_g):
+    progress = _PROGRESS.empty_table()
+    if len(sw.t):  # every group's (the state part member_progress); the changes of those read
         read_g = np.union1d(wanted_g, gap_g)
-        alive, changes = _progress(inp.series, inp.carried_series, sw.groups, read_g)
+        progress, changes = _progress(inp.series, inp.carried_series, sw.groups, read_g)
+        progress = with_member_progress(progress, inp.member_progress, sw.groups)
+        if len(wanted_g):
+            mine = progress.filter(pa.array(np.isin(np.asarray(progress.column("g"), dtype=np.int64), wanted_g)))
+            alive = dict(zip(zip(mine.column("g").to_pylist(), mine.column("owner").to_pylist(), strict=True),
+                             mine.column("t").to_pylist(), strict=True))
         changes = with_gap_times(changes, inp.gap_times, sw.groups, read_g)
-        if inp.commits is not None:
+        if inp.commits is not None and len(wanted_g):
             commits = _commit_times(inp.commits, sw.groups, wanted_g)
     # a window's processing gap: from the commits, else from the committed-offset changes
     gaps_from = commits if commits is not None else changes
@@ -2217,7 +2302,7 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
             at_rows["cluster"].append(w.cluster)
             at_rows["group_id"].append(w.group_id)
             at_rows["_tu"].append(int(_tu(np.array([t]))[0]))
-    kept = sw.ms.filter(pa.array(keep_state))
+    kept = _with_claims(sw, keep_state, windows)
     need = pa.concat_tables([
         pa.table({"cluster": pa.array(at_rows["cluster"], pa.string()),
                   "group_id": pa.array(at_rows["group_id"], pa.string()),
@@ -2338,6 +2423,9 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
         if found.num_rows:
             anomalies = pa.concat_tables([anomalies, found])
 
+    next_gens = (generation_state(gens, sw, inp.series, inp.carried_generations, until=inp.until,
+                                  horizon_s=p.forget_horizon_s()) if gens is not None else
+                 GENERATION_STATE_SCHEMA.empty_table())
     return GroupOutputs(rebalances=rebalances, regapped=regapped.cast(REBALANCE_SCHEMA),
                         gap_times=gap_time_state(changes, sw.groups, gap_bound, gap_g),
                         anomalies=anomalies, msweeps=_msweeps_state(kept, lags, carried_lag),
@@ -2346,9 +2434,8 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
                                               max(OUTAGE_CARRY_S, min(p.stall_after_s, p.stop_after_s) + 1.0)),
                         recent_rebalances=storm_state(recent_in, is_state, count=p.storm_count,
                                                       window_s=p.storm_window_s), starved=starved, held=held,
-                        generations=generation_state(gens, sw, inp.series, inp.carried_generations, until=inp.until,
-                                                     horizon_s=p.forget_horizon_s()) if gens is not None else
-                        GENERATION_STATE_SCHEMA.empty_table())
+                        generations=next_gens,
+                        member_progress=member_progress_state(progress, sw.groups, kept, next_gens))
 
 
 def _outage_state(outages: pa.Table, series: pa.Table, carry_s: float = OUTAGE_CARRY_S) -> pa.Table:
@@ -2420,6 +2507,22 @@ def _carried_sweeps(sw: _Sweeps, ch: _Changes) -> _B:
     li = last[last >= 0]
     keep[ch.last_empty[li][ch.formed[li]]] = True
     return keep
+
+
+def _with_claims(sw: _Sweeps, keep: _B, windows: list[_Window]) -> pa.Table:
+    """The sweeps ``keep`` (:func:`_carried_sweeps`), each settled one that ended a sweep window
+    (its B) with what the window claimed of the records (:data:`MSWEEP_SCHEMA`); a carried one
+    keeps its own."""
+    kept = sw.ms.filter(pa.array(keep))
+    claims = {(w.g, w.b.t): (w.b_gen_t, None if w.b_gen_t is not None else w.hi)
+              for w in windows if not w.from_records}
+    if not claims or not kept.num_rows:
+        return kept
+    at = [claims.get(k, (None, None)) for k in zip(sw.g[keep].tolist(), sw.t[keep].tolist(), strict=True)]
+    for j, c in enumerate(_CLAIMS):
+        kept = kept.set_column(kept.schema.get_field_index(c), c, pc.coalesce(
+            _plain(kept.column(c)).cast(pa.float64()), pa.array([x[j] for x in at], pa.float64())))
+    return kept
 
 
 def _msweeps_state(kept: pa.Table, lags: pa.Table, carried_lag: pa.Table) -> pa.Table:

@@ -40,7 +40,9 @@ rebalance windows still waiting for a partition's first commit after their start
 the step that reads it publishes the window again with its ``max_processing_gap_s`` raised,
 :func:`lagscope.analytics.groups.complete_pending`) and, from sweeps alone, each partition's
 committed-offset changes back to the earliest start a later step's window can have
-(``gap_times``, :func:`lagscope.analytics.groups.gap_bounds`).
+(``gap_times``, :func:`lagscope.analytics.groups.gap_bounds`), and the last progress of each member a
+later step's rebalance window can name as departed (``member_progress``: the series state keeps each partition's
+latest owner only).
 """
 
 from __future__ import annotations
@@ -93,7 +95,8 @@ log = logging.getLogger(__name__)
 LAKE_TABLES = ("offsets", "members", "commits", "group_events")
 #: the parts of a step's carried state (see the module doc)
 STATE_PARTS = ("series", "history", "gaps", "entries", "minutes", "msweeps", "recent_rebalances", "outages",
-               "generations", "advice_evidence", "advice_groups", "open_keys", "pending_gaps", "gap_times")
+               "generations", "advice_evidence", "advice_groups", "open_keys", "pending_gaps", "gap_times",
+               "member_progress")
 RESULT_TABLES = ("lag_trends", "rebalances", "anomalies", "status", "advice")
 
 #: how far before an incremental step's start its commits reach (the commit before a step's

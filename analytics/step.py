@@ -646,7 +646,7 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
     grouped = groups.group_pass(groups.GroupInputs(
         members=inputs.members, series=series, carried_series=st.get("series"), carried_msweeps=st.get("msweeps"),
         recent_rebalances=st.get("recent_rebalances"), outages=st.get("outages"), group_events=inputs.group_events,
-        pending_gaps=st.get("pending_gaps"), gap_times=st.get("gap_times"),
+        pending_gaps=st.get("pending_gaps"), gap_times=st.get("gap_times"), member_progress=st.get("member_progress"),
         commits=inputs.commits, carried_generations=st.get("generations"), until=as_of.timestamp(),
         anomalies=found, advances=advances, capacities=capacities), settings)
     tables = {
@@ -723,6 +723,7 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
             series_state.select(KEY).cast(pa.schema([(k, groups.GAP_TIME_SCHEMA.field(k).type) for k in KEY])),
             KEY, join_type="left semi").select(groups.GAP_TIME_SCHEMA.names),
         "generations": grouped.generations,
+        "member_progress": grouped.member_progress,
         "advice_evidence": advised.evidence,
         "advice_groups": advised.groups,
         "open_keys": open_keys(tables["anomalies"]),

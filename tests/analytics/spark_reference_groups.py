@@ -131,6 +131,15 @@ def _generation_end(win: DataFrame, gens: DataFrame) -> DataFrame:
             .withColumn("_b_gen", F.col("_rec.generation")).drop("_rec"))
 
 
+def _hi() -> Column:
+    """A sweep window's latest record time of generation B: the sweep after B, else one interval after it."""
+    return F.coalesce(F.col("b_next_t"), F.col("b.t") + (F.col("b.t") - F.col("b_prev_t")))
+
+
+#: what a sweep window claimed of the records, carried on its B (``groups.MSWEEP_SCHEMA``)
+CLAIMS = ("claimed_gen_t", "claim_hi")
+
+
 def _missed_generations(win: DataFrame, gens: DataFrame, msweeps: DataFrame) -> DataFrame:
     """Windows of the generations no sweep saw (a rebalance shorter than the sweep interval
     with the same members before and after, or one of several between two sweeps): each
@@ -151,11 +160,16 @@ def _missed_generations(win: DataFrame, gens: DataFrame, msweeps: DataFrame) -> 
         F.max(F.when(F.col("is_state"), F.col("t"))).alias("_seen"), F.max("t").alias("_last"))
     g = g.join(span, [*_G]).where((F.col("_seen").isNull() | (F.col("gen_t") > F.col("_seen")))
                                   & (F.col("gen_t") <= F.col("_last")))
-    ends = win.where(F.col("_b_gen_t").isNotNull()).select(*_G, F.col("_b_gen_t").alias("gen_t"))
+    # (with what the windows of earlier steps claimed: those ending at the carried settled sweeps)
+    carried = msweeps.where(F.col("settled") & F.col("is_state"))
+    ends = win.where(F.col("_b_gen_t").isNotNull()).select(*_G, F.col("_b_gen_t").alias("gen_t")).unionByName(
+        carried.where(F.col("claimed_gen_t").isNotNull()).select(*_G, F.col("claimed_gen_t").alias("gen_t")))
     g = g.join(ends, [*_G, "gen_t"], "left_anti")
-    hi = F.coalesce(F.col("b_next_t"), F.col("b.t") + (F.col("b.t") - F.col("b_prev_t")))
     open_ = win.where(F.col("_b_gen_t").isNull()).select(
-        F.col("cluster").alias("_c"), F.col("group_id").alias("_g"), F.col("a.t").alias("_lo"), hi.alias("_hi"))
+        F.col("cluster").alias("_c"), F.col("group_id").alias("_g"), F.col("a.t").alias("_lo"), _hi().alias("_hi"))
+    open_ = open_.unionByName(carried.where(F.col("claim_hi").isNotNull()).select(
+        F.col("cluster").alias("_c"), F.col("group_id").alias("_g"), F.col("t").alias("_lo"),
+        F.col("claim_hi").alias("_hi")))
     g = g.join(open_, (g["cluster"] == open_["_c"]) & (g["group_id"] == open_["_g"]) & (g["gen_t"] > open_["_lo"])
                & (g["gen_t"] <= open_["_hi"]), "left_anti")
     return g.select(*_G, "a", "b", F.col("gen_t").alias("b_prev_t"), F.col("gen_t").alias("b_next_t"),
@@ -361,7 +375,10 @@ def transform_rebalances(
         F.col("a.member_ids").alias("members_before"), F.col("b.member_ids").alias("members_after"),
         "partitions_moved", "bound_s", (F.col("_observed") / F.col("bound_s")).alias("observed_over_bound"),
         "messages_accumulated", "max_processing_gap_s", _ts(F.col("_quiet_from")).alias("quiet_from_ts"),
-        "_through_empty", "_formed_in_view")
+        "_through_empty", "_formed_in_view",
+        # what a sweep window claimed of the records, for the state's sweep that is its B
+        F.when(~from_records, F.col("b.t")).alias("_claim_t"), F.col("_b_gen_t").alias("_claimed_gen_t"),
+        F.when(F.col("_b_gen_t").isNull(), _hi()).alias("_claim_hi"))
     return out.withColumn("date", F.date_format("start_ts", "yyyy-MM-dd"))
 
 
@@ -626,6 +643,9 @@ def _progress_inputs(series: DataFrame, st: dict[str, DataFrame],
                                   .select("cluster", "group_id", who.alias("owner"), before.alias("alive_t")))
         changes = changes.unionByName(carried.where(F.col("m_change_t").isNotNull()).select(
             *KEY, F.col("m_change_t").alias("t")))
+    if st.get("member_progress") is not None:  # each member's last progress of the earlier steps
+        alive = alive.unionByName(st["member_progress"].join(groups, g, "left_semi").select(
+            "cluster", "group_id", F.col("member_id").alias("owner"), "alive_t"))
     alive = alive.groupBy("cluster", "group_id", "owner").agg(F.max("alive_t").alias("alive_t"))
     group_lag = _group_lag(ser)
     if st.get("msweeps") is not None:
@@ -641,7 +661,8 @@ def _df(spark: SparkSession, table: pa.Table | None) -> DataFrame | None:
 def reference_group_pass(spark: SparkSession, *, members: pa.Table, series: pa.Table,
                          carried_series: pa.Table | None, carried_msweeps: pa.Table | None,
                          recent_rebalances: pa.Table | None, group_events: pa.Table | None,
-                         commits: pa.Table | None, anomalies: pa.Table, settings: Any) -> dict[str, pa.Table]:
+                         commits: pa.Table | None, anomalies: pa.Table, settings: Any,
+                         carried_member_progress: pa.Table | None = None) -> dict[str, pa.Table]:
     """The group-level part of ``job.run_step`` (commit 945dae5) over Arrow inputs: ``series`` has
     ``KEY, ts, t, committed, lag, owner``; ``anomalies`` the ANOMALY_COLUMNS. Returns the tables
     ``rebalances`` (without ``quiet_from_ts``), ``anomalies`` (with ``date``), ``msweeps`` and
@@ -656,11 +677,16 @@ def reference_group_pass(spark: SparkSession, *, members: pa.Table, series: pa.T
         st["msweeps"] = _df(spark, carried_msweeps)  # type: ignore[assignment]
     if recent_rebalances is not None:
         st["recent_rebalances"] = _df(spark, recent_rebalances)  # type: ignore[assignment]
+    if carried_member_progress is not None and carried_member_progress.num_rows:
+        st["member_progress"] = _df(spark, carried_member_progress)  # type: ignore[assignment]
     mem = _df(spark, members)
     assert mem is not None
     msweeps = member_sweeps(mem).withColumn("is_state", F.lit(False))
     if st.get("msweeps") is not None:
         msweeps = msweeps.unionByName(st["msweeps"].drop("group_lag"), allowMissingColumns=True)
+    for c in CLAIMS:
+        if c not in msweeps.columns:
+            msweeps = msweeps.withColumn(c, F.lit(None).cast("double"))
     commit_times = None
     cm = _df(spark, commits)
     if cm is not None:
@@ -711,7 +737,13 @@ def reference_group_pass(spark: SparkSession, *, members: pa.Table, series: pa.T
         lag_at = lag_at.unionByName(st["msweeps"].where(F.col("group_lag").isNotNull()).select(
             "cluster", "group_id", "t", "group_lag"))
     ms = ms.withColumn("is_state", F.lit(True)).join(lag_at, ["cluster", "group_id", "t"], "left")
+    claims = rb.where(F.col("_claim_t").isNotNull()).select(*_G, F.col("_claim_t").alias("t"), "_claimed_gen_t",
+                                                            "_claim_hi")
+    ms = ms.join(claims, [*_G, "t"], "left").withColumn(
+        "claimed_gen_t", F.coalesce("claimed_gen_t", "_claimed_gen_t")).withColumn(
+        "claim_hi", F.coalesce("claim_hi", "_claim_hi")).drop("_claimed_gen_t", "_claim_hi")
     recent = storm_state(recent_in, count=p.storm_count, window_s=p.storm_window_s)
-    return {"rebalances": rb_arrow.drop_columns(["quiet_from_ts", "_through_empty", "_formed_in_view"]),
+    return {"rebalances": rb_arrow.drop_columns(["quiet_from_ts", "_through_empty", "_formed_in_view", "_claim_t",
+                                                 "_claimed_gen_t", "_claim_hi"]),
             "anomalies": out_anomalies.toArrow(),
             "msweeps": ms.toArrow(), "recent_rebalances": recent.toArrow()}

@@ -69,11 +69,11 @@ class Step:
 
 
 def inputs(step: Step, carried_msweeps: pa.Table | None = None,
-           recent: pa.Table | None = None) -> groups.GroupInputs:
+           recent: pa.Table | None = None, progress: pa.Table | None = None) -> groups.GroupInputs:
     off = lake("offsets", step.offsets)
     return groups.GroupInputs(
         members=lake("members", step.members), series=prepare(off, ()), carried_series=step.carried_series,
-        carried_msweeps=carried_msweeps, recent_rebalances=recent,
+        carried_msweeps=carried_msweeps, recent_rebalances=recent, member_progress=progress,
         group_events=None if step.events is None else lake("group_events", step.events),
         commits=None if step.commits is None else lake("commits", step.commits),
         anomalies=pa.Table.from_pylist(step.anomalies, schema=ANOMALY_SCHEMA))
@@ -94,7 +94,7 @@ def reference(spark: SparkSession, inp: groups.GroupInputs, settings: AnalyticsC
     return reference_group_pass(
         spark, members=inp.members, series=series, carried_series=carried, carried_msweeps=inp.carried_msweeps,
         recent_rebalances=inp.recent_rebalances, group_events=inp.group_events, commits=inp.commits,
-        anomalies=anomalies, settings=settings)
+        anomalies=anomalies, settings=settings, carried_member_progress=inp.member_progress)
 
 
 # --------------------------------------------------------------------------------------------
@@ -754,9 +754,10 @@ def test_random_groups_equal_the_spark_statement(spark: SparkSession, seed: int)
     compare(one, ref_one)
     second = step(cut + 2, t_end, 0)
     second.carried_series = _carried_random(rows_of("offsets", 0, cut, "sweep_ts"), cut, rng)
-    mine_in = inputs(second, one.msweeps, one.recent_rebalances)
+    # (each member's last progress of the first step: the pass's, which the statement reads as it)
+    mine_in = inputs(second, one.msweeps, one.recent_rebalances, one.member_progress)
     ref_in = inputs(second, ref_one["msweeps"].select(groups.MSWEEP_SCHEMA.names).cast(groups.MSWEEP_SCHEMA),
-                    _ms(ref_one["recent_rebalances"]))
+                    _ms(ref_one["recent_rebalances"]), one.member_progress)
     compare(groups.group_pass(mine_in, settings), reference(spark, ref_in, settings))
 
 
