@@ -1340,7 +1340,7 @@ def gap_time_state(times: _Times | None, groups: pa.Array, bound: _F, of: _I) ->
 
 def _progress(series: pa.Table, carried: pa.Table | None, groups: pa.Array,
               wanted: _I) -> tuple[pa.Table, _Times]:
-    """Of every group in ``groups``, each owner's last progress (``g, owner, t``: a sweep at which
+    """Of every group in ``groups``, each owner's progress (``g, owner, t`` rows: a sweep at which
     its partition's committed offset changed, or it had no lag; a carried row's ``m_alive_t``,
     else its last change, as its owner's, else as its ``owner_last``'s); of the groups
     ``wanted``, every committed-offset change (a carried row's last one included)."""
@@ -1419,28 +1419,24 @@ def _progress(series: pa.Table, carried: pa.Table | None, groups: pa.Array,
     ch_t = np.where(st, change0, np.where(changed, tt, np.nan))
     ch = ~np.isnan(ch_t) & np.isin(gg, wanted)
     m = pa.array(ch)
-    return _last_progress(alive), _Times.of(gg[ch], tp_topic.filter(m), tp_part.filter(m), ch_t[ch])
+    return alive, _Times.of(gg[ch], tp_topic.filter(m), tp_part.filter(m), ch_t[ch])
 
 
 _PROGRESS = pa.schema([("g", pa.int64()), ("owner", pa.string()), ("t", pa.float64())])
 
 
-def _last_progress(alive: pa.Table) -> pa.Table:
-    """``g, owner, t`` rows → each (g, owner)'s latest ``t``."""
+def with_member_progress(alive: pa.Table, carried: pa.Table | None, groups: pa.Array) -> pa.Table:
+    """Each owner's last progress (``g, owner, t``): the latest of its progress this step
+    (:func:`_progress`) and as carried (the state part ``member_progress`` of the groups in
+    ``groups``)."""
+    if carried is not None and carried.num_rows:
+        g, ok = _codes(_gkey(carried), groups)
+        c = carried.filter(pa.array(ok))
+        alive = pa.concat_tables([alive, pa.table({
+            "g": pa.array(g[ok], pa.int64()), "owner": _plain(c.column("member_id")).cast(pa.string()),
+            "t": _plain(c.column("alive_t")).cast(pa.float64())})])
     return alive.group_by(["g", "owner"], use_threads=False).aggregate([("t", "max")]).rename_columns(
         ["g", "owner", "t"])
-
-
-def with_member_progress(alive: pa.Table, carried: pa.Table | None, groups: pa.Array) -> pa.Table:
-    """Each owner's last progress this step (``g, owner, t``, :func:`_progress`) and as carried
-    (the state part ``member_progress`` of the groups in ``groups``): the later of the two."""
-    if carried is None or not carried.num_rows:
-        return alive
-    g, ok = _codes(_gkey(carried), groups)
-    c = carried.filter(pa.array(ok))
-    return _last_progress(pa.concat_tables([alive, pa.table({
-        "g": pa.array(g[ok], pa.int64()), "owner": _plain(c.column("member_id")).cast(pa.string()),
-        "t": _plain(c.column("alive_t")).cast(pa.float64())})]))
 
 
 def member_progress_state(alive: pa.Table, groups: pa.Array, kept: pa.Table, gens: pa.Table) -> pa.Table:

@@ -83,11 +83,7 @@ def test_random_rebalance_lakes_in_minute_steps_equal_one_pass(seed: int) -> Non
     end = at(T_END + 1)
     whole = _run(lake, None, end, None, with_commits)
     assert not any(whole.tables["anomalies"].column("withdrawn").to_pylist())
-    outs, state, lo = [], None, None
-    for hi in [*(at(60 * m) for m in range(1, T_END // 60 + 1)), end]:
-        out = _run(lake, lo, hi, state, with_commits)
-        outs.append(out)
-        state, lo = out.state, hi
+    outs = _minute_steps(lake, with_commits)
     one = _idle(_seen([whole], "anomalies", {"anomalies": ("key",)}))
     split = _idle(_seen(outs, "anomalies", {"anomalies": ("key",)}))
     assert {k: one.get(k) for k in one | split} == {k: split.get(k) for k in one | split}
@@ -105,6 +101,20 @@ def test_random_rebalance_lakes_in_minute_steps_equal_one_pass(seed: int) -> Non
     assert {k: d for k, d in different.items() if d} == {}
 
 
+def _minutes() -> list[dt.datetime]:
+    """The ends of the steps cut at every minute, the last one after the lakes' last sweep."""
+    return [*(at(60 * m) for m in range(1, T_END // 60 + 1)), at(T_END + 1)]
+
+
+def _minute_steps(lake: dict[str, list[dict[str, Any]]], with_commits: bool) -> list[steps.StepOutput]:
+    outs: list[steps.StepOutput] = []
+    state, lo = None, None
+    for hi in _minutes():
+        outs.append(_run(lake, lo, hi, state, with_commits))
+        state, lo = outs[-1].state, hi
+    return outs
+
+
 def _windows(outs: list[steps.StepOutput]) -> dict[tuple[Any, ...], dict[str, Any]]:
     return _seen(outs, "rebalances", {"rebalances": ("cluster", "group_id", "start_ts")})
 
@@ -117,7 +127,7 @@ def test_the_random_lakes_withdraw() -> None:
         seen: set[tuple[Any, ...]] = set()
         lake, with_commits = _lake(seed)
         state, lo = None, None
-        for hi in [*(at(60 * m) for m in range(1, T_END // 60 + 1)), at(T_END + 1)]:
+        for hi in _minutes():
             out = _run(lake, lo, hi, state, with_commits)
             rows += sum(out.tables["anomalies"].column("withdrawn").to_pylist())
             published = out.tables["rebalances"].select(["cluster", "group_id", "start_ts"]).to_pylist()
@@ -141,7 +151,7 @@ def test_the_carried_changes_stay_bounded() -> None:
     for seed in [0, 2, *range(1, 40, 2)]:
         lake, with_commits = _lake(seed)
         state, lo = None, None
-        for hi in [*(at(60 * m) for m in range(1, T_END // 60 + 1)), at(T_END + 1)]:
+        for hi in _minutes():
             out = _run(lake, lo, hi, state, with_commits)
             state, lo = out.state, hi
             gt = state["gap_times"]
@@ -178,7 +188,7 @@ def test_the_carried_member_progress_stays_bounded() -> None:
     for seed in range(0, 40, 3):
         lake, with_commits = _lake(seed)
         state, lo = None, None
-        for hi in [*(at(60 * m) for m in range(1, T_END // 60 + 1)), at(T_END + 1)]:
+        for hi in _minutes():
             out = _run(lake, lo, hi, state, with_commits)
             state, lo = out.state, hi
             mp = state["member_progress"].to_pylist()
@@ -196,27 +206,17 @@ def test_the_carried_member_progress_stays_bounded() -> None:
     assert gone_seen >= 10
 
 
-def _minute_steps(lake: dict[str, list[dict[str, Any]]], with_commits: bool, until: int = T_END
-                  ) -> list[steps.StepOutput]:
-    outs: list[steps.StepOutput] = []
-    state, lo = None, None
-    for hi in [*(at(60 * m) for m in range(1, until // 60 + 1)), *([at(T_END + 1)] if until == T_END else [])]:
-        outs.append(_run(lake, lo, hi, state, with_commits))
-        state, lo = outs[-1].state, hi
-    return outs
-
-
 def test_a_state_written_before_the_member_progress_and_the_claims_is_read() -> None:
     # a state of an older version: no member_progress part, member sweeps without what their
     # window claimed of the records (seed 7: g2's window ending at the sweep at 178 s claims the
     # record at 178.482). The step runs, finds every window the full state gives it (and, as the
     # older version did, the claimed record's window from the records), and writes both
     lake, with_commits = _lake(7)
-    first = _minute_steps(lake, with_commits, until=180)[-1]
+    outs = _minute_steps(lake, with_commits)
+    first, full = outs[2], outs[3]  # the steps to 180 s and to 240 s
     old = {k: v for k, v in first.state.items() if k != "member_progress"}
     old["msweeps"] = old["msweeps"].drop_columns(["claimed_gen_t", "claim_hi"])
     out = _run(lake, at(180), at(240), old, with_commits)
-    full = _run(lake, at(180), at(240), first.state, with_commits)
     mine, theirs = _windows([out]), _windows([full])
     assert theirs.keys() < mine.keys()
     assert out.state["member_progress"].num_rows > 0
