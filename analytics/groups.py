@@ -1797,8 +1797,8 @@ def _silences(rp: _I, t: _F, forget_after_s: float) -> _I:
 
 def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Table | None, groups: pa.Array,
                      ep_topic: pa.Array, ep_partition: pa.Array, ep_q_g: _I, ep_q_t: _F,
-                     ep_start: _F, forget_after_s: float = math.inf) -> tuple[_Progress, _I, _I, _Progress, _F,
-                                                                               _Progress]:
+                     ep_start: _F, forget_after_s: float = math.inf, *,
+                     tenures: bool = False) -> tuple[_Progress, _I, _I, _Progress, _F, _Progress]:
     """The progress events of the groups ``groups`` (see :class:`_Progress`), and per episode (its
     group ``ep_q_g``, partition ``ep_topic``/``ep_partition``, from ``ep_start``) its partition's
     code, its owner's code at ``ep_q_t``: the owner of the partition's latest row with an owner
@@ -1806,7 +1806,13 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
     events: the progress events and every commit record (one that commits the same offset too:
     its member is alive), each with its owner as the progress events have it; per episode the time of its partition's
     first row after ``ep_start`` without an owner (NaN: none); and the rows with an owner (a
-    carried last owned row at its own time), each an event of its owner."""
+    carried last owned row at its own time), each an event of its owner.
+
+    ``tenures``: what a partition's first sweep with a new owner shows (a change, or a commit
+    record as of it) is no event of that owner's: the commit on revoke of the member that held it
+    before is dated after the sweep's stamp yet read by it (the sweep stamps before it reads).
+    Nor is a look-back record dated before the carried ``m_tenure_t``, nor the carried change a
+    tenure's first sweep showed (``m_change_takeover``; :class:`lagscope.analytics.kseries.Series`)."""
     def rows_of(table: pa.Table | None) -> tuple[pa.Table, _I]:
         if table is None or not table.num_rows:
             return pa.table({"topic": pa.array([], pa.string()), "partition": pa.array([], pa.int32())}), np.zeros(
@@ -1837,10 +1843,10 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
         return col(c, name, pa.string()) if name in c.column_names else pa.nulls(nc, pa.string())
 
     owners = pa.concat_arrays([col(s, "owner", pa.string()), col(c, "owner", pa.string()), opt("owner_last"),
-                               opt("change_owner")])
+                               opt("change_owner"), opt("tenure_owner")])
     ocode = np.asarray(pc.dictionary_encode(owners).indices.fill_null(-1), dtype=np.int64) if len(owners) else (
         np.zeros(0, np.int64))
-    os_, oc, oc_last, oc_change = np.split(ocode, [ns, ns + nc, ns + 2 * nc])
+    os_, oc, oc_last, oc_change, oc_tenure = np.split(ocode, [ns, ns + nc, ns + 2 * nc, ns + 3 * nc])
 
     # the series rows, each key's carried row first (at −∞): a change from the row before
     st = np.asarray(_plain(s.column("t")).fill_null(np.nan), dtype=np.float64) if ns else np.zeros(0)
@@ -1856,21 +1862,42 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
     same[1:] = rp_o[1:] == rp_o[:-1]
     moved = np.zeros(len(order), bool)
     moved[1:] = same[1:] & ok_o[1:] & ok_o[:-1] & (rv_o[1:] != rv_o[:-1])
+    seg = ~same  # the first row of a partition's run (of a generation: a silence past the horizon starts one)
     if np.isfinite(forget_after_s) and len(order):  # no progress across a silence past the horizon
         real_t = np.concatenate([st, np.asarray(_plain(c.column("t")).cast(pa.float64()).fill_null(-1e300),
                                                 dtype=np.float64) if nc and "t" in c.column_names
                                  else np.full(nc, -1e300)])
         gen_o = _silences(rp, real_t, forget_after_s)[order]
         moved[1:] &= gen_o[1:] == gen_o[:-1]
+        seg[1:] |= gen_o[1:] != gen_o[:-1]
+    # a tenure's first row: an owner other than the one the partition's latest owned row before it
+    # named (a carried row names its tenure's owner, else its own)
+    first_of_tenure = np.zeros(len(order), bool)
+    if tenures and len(order):
+        named = np.concatenate([os_, np.where(oc_tenure >= 0, oc_tenure, oc)])[order]
+        acc = np.maximum.accumulate(np.where(named >= 0, np.arange(len(order)), -1))
+        prev = np.concatenate(([-1], acc[:-1]))
+        p_start = np.maximum.accumulate(np.where(seg, np.arange(len(order)), 0))
+        ro_o = ro[order]
+        first_of_tenure[order] = ((ro_o >= 0) & (prev >= p_start) & (named[np.maximum(prev, 0)] != ro_o)
+                                  & np.isfinite(rt[order]))
     idx = order[moved]
-    ev_p, ev_t, ev_o = [rp[idx]], [rt[idx]], [ro[idx]]
+    ev_p, ev_t, ev_o = [rp[idx]], [rt[idx]], [np.where(first_of_tenure[idx], -1, ro[idx])]
+    def carried_f(name: str) -> _F:
+        """A carried marker the tenures read (NaN: none, or not ``tenures``)."""
+        return (np.asarray(_plain(c.column(name)).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
+                if tenures and nc and name in c.column_names else np.full(nc, np.nan))
+
+    tenure_c = carried_f("m_tenure_t")
     # the carried rows' last change (before the step)
     if nc and "m_change_t" in c.column_names:
         ch = np.asarray(_plain(c.column("m_change_t")).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
         has = ~np.isnan(ch)
         ev_p.append(pcar[has])
         ev_t.append(ch[has])
-        ev_o.append(np.where(oc_change >= 0, oc_change, oc)[has] if "change_owner" in c.column_names else oc[has])
+        who = np.where(oc_change >= 0, oc_change, oc) if "change_owner" in c.column_names else oc
+        # seen at a tenure's first sweep: nobody's
+        ev_o.append(np.where(carried_f("m_change_takeover") == 1, -1, who)[has])
     # the rows' owners as of any time: the latest row of the partition at or before it (a carried
     # row at its own time, the previous step's last sweep: an episode that ends at the step's first
     # sweep was owned by the owner it carries, as one pass sees it)
@@ -1893,6 +1920,11 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
         k_ro = np.concatenate([os_, np.where(oc >= 0, oc, oc_last)])
         at = asof(rp, k_row_t, pk, kt)
         k_owner = np.where(at >= 0, k_ro[np.maximum(at, 0)] if len(k_ro) else -1, -1)
+        if tenures and len(k_ro):
+            a = np.maximum(at, 0)
+            carried_row = a >= ns
+            early = carried_row & (kt < tenure_c[np.maximum(a - ns, 0)] if nc else False)
+            k_owner = np.where((at >= 0) & (first_of_tenure[a] | early), -1, k_owner)
         ev_p.append(pk[kidx])
         ev_t.append(kt[kidx])
         ev_o.append(k_owner[kidx])
@@ -2075,7 +2107,7 @@ def judge_idle(anomalies: pa.Table, series: pa.Table, carried: pa.Table | None, 
     q_t = np.where(closed, end - 1e-6, seen)
     ev, ep_p, ep_owner, act, lost, owned = _progress_events(series, carried, commits, groups, ep.column("topic"),
                                                          ep.column("partition"), eg, q_t, start,
-                                                         forget_after_s)
+                                                         forget_after_s, tenures=True)
     # events of the same owner (group, owner) and of the whole group, on other partitions
     no = int(max(ev.owner.max(initial=-1), ep_owner.max(initial=-1), act.owner.max(initial=-1),
                  owned.owner.max(initial=-1))) + 2

@@ -40,6 +40,7 @@ __all__ = [
     "segmented_cumsum",
     "shift",
     "starved_rows",
+    "tenure_owners",
 ]
 
 F64 = npt.NDArray[np.float64]
@@ -89,6 +90,10 @@ class Series:
     m_drop_t: F64
     m_owned_t: F64        # the last time the partition was owned (NaN on a state row: unknown, a state
     #                       written before the marker existed)
+    m_tenure_t: F64       # the state row's tenure_t (NaN: unknown, a state written before the marker existed)
+    m_change_takeover: F64  # the state row's change_takeover (NaN: no, a state written before the marker)
+    m_tenure_owner: I64   # the owner of the state row's latest owned row (its tenure's owner: the state's
+    m_tenure_owner_ok: B  # ``tenure_owner``; not ok: none, or a state without it, which then reads its own owner)
     # enriched (per key, in time order)
     minute: I64           # floor(t / 60): the sweep's minute (window_start = minute · 60 s)
     prev_t: F64
@@ -131,6 +136,11 @@ class Series:
     rebased: B
     owned_t: F64          # the last sweep up to the row at which the partition had an owner (its key's first
     #                       row when none had; NaN: unknown, a carried row without m_owned_t and no owner since)
+    tenure_t: F64         # commit records from this time on are the current owner's (its tenure's second
+    #                       sweep); +inf at a tenure's first sweep (none is yet), -inf when the tenure's start
+    #                       is unknown (every record counts: the key was first seen owned, or never changed hands)
+    change_takeover: F64  # 1 when the row's change_t was seen at a tenure's first sweep (the previous owner's
+    #                       commit on revoke, no progress of the new owner's), else 0
 
     @property
     def n(self) -> int:
@@ -340,13 +350,20 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
            m_change_t: F64, m_pending_t: F64, m_max_rate: F64, m_sat_rate: F64, m_rate: F64, m_ret_t: F64,
            m_end_t: F64,
            m_max_committed: I64, m_max_committed_ok: B, m_commit_t: F64, m_alive_t: F64,
-           m_drop_t: F64, m_owned_t: F64, starved: B | None = None, jump_factor: float = JUMP_FACTOR) -> Series:
+           m_drop_t: F64, m_owned_t: F64, m_tenure_t: F64 | None = None, m_change_takeover: F64 | None = None,
+           m_tenure_owner: I64 | None = None, m_tenure_owner_ok: B | None = None, starved: B | None = None,
+           jump_factor: float = JUMP_FACTOR) -> Series:
     """Prepared series rows (grouped by key, in time order, a key's state row first) → a
     :class:`Series` with every running value of
     the Spark SQL reference ``enrich_series`` (``tests/analytics/spark_series.py``), computed the same way."""
     first, last = key_bounds(key)
     has_prev = ~first
-    starved = np.zeros(len(key), bool) if starved is None else starved
+    n = len(key)
+    starved = np.zeros(n, bool) if starved is None else starved
+    m_tenure_t = np.full(n, _NAN) if m_tenure_t is None else m_tenure_t
+    m_change_takeover = np.full(n, _NAN) if m_change_takeover is None else m_change_takeover
+    m_tenure_owner = np.zeros(n, np.int64) if m_tenure_owner is None else m_tenure_owner
+    m_tenure_owner_ok = np.zeros(n, bool) if m_tenure_owner_ok is None else m_tenure_owner_ok
     # the offset lag (lagscope.lag), which the rules read as 0 where the end is unknown (as
     # prepare_series: Spark's greatest skips a null); null without a commit
     lag, _ = offset_lag(committed, committed_ok, end, end_ok)
@@ -433,6 +450,10 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
                       (owned | first, t))
 
     start = key_starts(key)
+    tenure_mark = _tenure_mark(first, start, is_state, t, owner, owned, m_tenure_t, m_tenure_owner,
+                               m_tenure_owner_ok)
+    takeover = ~is_state & (tenure_mark == np.inf)
+    change_tk_mark = mark((is_state, nan_to(m_change_takeover, 0.0)), (changed, takeover.astype(np.float64)))
     change_t = ffill_last(change_mark, key, start=start)
     prev_change_t = ffill_last(change_mark, key, before=True, start=start)
     pending = ffill_last(pending_mark, key, start=start)
@@ -441,6 +462,8 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     alive_t = ffill_last(alive_mark, key, start=start)
     end_drop_t = ffill_last(drop_mark, key, start=start)
     owned_run = ffill_last(owned_mark, key, start=start)
+    tenure_t = ffill_last(tenure_mark, key, start=start)
+    change_takeover = ffill_last(change_tk_mark, key, start=start)
     # the largest busy rate before the row (a state row's own seed is m_max_rate)
     rate_seed = np.where(is_state, nan_to(m_max_rate, -np.inf), busy_rate)
     rate_max = shift(segmented_cummax(rate_seed, key), first, -np.inf)
@@ -471,7 +494,8 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
         m_max_rate=m_max_rate,
         m_sat_rate=m_sat_rate, m_rate=m_rate, m_ret_t=m_ret_t, m_end_t=m_end_t, m_max_committed=m_max_committed,
         m_max_committed_ok=m_max_committed_ok, m_commit_t=m_commit_t, m_alive_t=m_alive_t, m_drop_t=m_drop_t,
-        m_owned_t=m_owned_t,
+        m_owned_t=m_owned_t, m_tenure_t=m_tenure_t, m_change_takeover=m_change_takeover, m_tenure_owner=m_tenure_owner,
+        m_tenure_owner_ok=m_tenure_owner_ok,
         minute=np.floor(t / 60.0).astype(np.int64), prev_t=prev_t, next_t=next_t,
         prev_committed=prev_committed, prev_committed_ok=prev_committed_ok, prev_end=prev_end,
         prev_end_ok=prev_end_ok, prev_lag=prev_lag, prev_lag_ok=prev_lag_ok, prev_log_start=prev_ls,
@@ -481,7 +505,43 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
         max_rate_before=max_rate_before, prev_rate=prev_rate, max_committed_before=np.where(
             max_committed_before_ok, cmax, 0), max_committed_before_ok=max_committed_before_ok, ret_t=ret_t,
         end_change_t=end_change_t, alive_t=alive_t, end_epoch=end_epoch, end_drop_t=end_drop_t, rebased=rebased,
-        owned_t=owned_t)
+        owned_t=owned_t, tenure_t=tenure_t, change_takeover=change_takeover)
+
+
+def tenure_owners(is_state: B, owner: I64, owned: B, m_tenure_owner: I64, m_tenure_owner_ok: B) -> tuple[I64, I64]:
+    """Per row, the owner it names for tenures (a fresh row its owner, a state row its carried
+    tenure owner, else its own), and the index of the latest row up to it that names one (-1:
+    none; compare with :func:`key_starts` for the row's own key)."""
+    n = len(owner)
+    src = np.where(is_state, m_tenure_owner_ok | owned, owned)
+    who = np.where(is_state & m_tenure_owner_ok, m_tenure_owner, owner)
+    acc = np.maximum.accumulate(np.where(src, np.arange(n), -1)) if n else np.zeros(0, np.int64)
+    return who, acc
+
+
+def _tenure_mark(first: B, start: I64, is_state: B, t: F64, owner: I64, owned: B, m_tenure_t: F64,
+                 m_tenure_owner: I64, m_tenure_owner_ok: B) -> F64:
+    """The marks whose running value is ``tenure_t``: a *takeover* (a fresh owned row whose owner
+    differs from the owner of the key's latest owned row before it, the state row's tenure owner
+    included) starts a tenure, +inf (the sweep that shows the new owner may already show the
+    previous owner's last commit: a commit on revoke is dated after the sweep's stamp yet read by
+    it); the row after it, or after a state row carrying +inf, marks its own time (records from
+    the tenure's second sweep on are the new owner's); a state row carries its ``m_tenure_t``
+    (unknown: -inf), and a key's first fresh row without one is -inf (no owner is known before it,
+    so no change of hands is seen)."""
+    n = len(t)
+    who, acc = tenure_owners(is_state, owner, owned, m_tenure_owner, m_tenure_owner_ok)
+    prev = np.concatenate(([-1], acc[:-1])) if n else acc
+    known = prev >= start
+    takeover = ~is_state & owned & known & (owner != who[np.maximum(prev, 0)])
+    carried_inf = is_state & (m_tenure_t == np.inf)
+    after = shift(takeover | carried_inf, first, False)
+    out = np.full(n, _NAN)
+    out[first] = -np.inf
+    out[after] = t[after]
+    out[takeover] = np.inf
+    out[is_state] = np.where(np.isnan(m_tenure_t), -np.inf, m_tenure_t)[is_state]
+    return out
 
 
 def starved_rows(key: I64, group: I64, is_state: B, t: F64, committed: I64, committed_ok: B, owner: I64, owned: B,

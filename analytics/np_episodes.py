@@ -17,6 +17,12 @@ open at the end of the previous step keeps its start):
 - **stop**: not a stall, lagging, nobody owns the partition or it is silent, and
   ``idle_pending_s ≥ stop_after_s`` (the consumer is gone, or commits nothing at all: Burrow's
   STOP). From sweeps alone an owned partition without progress is a stall.
+- **never committed** (only with the commit stream): an owned partition whose last commit
+  record is not its current owner's (records are the owner's from its tenure's second sweep
+  on, ``tenure_t``: :class:`lagscope.analytics.kseries.Series`) is a stall, not a stop, however
+  silent: nothing shows the owner's commits stopped (a rebalance gave a live member the
+  partition, and the last record is the previous owner's). Reason ``never committed`` (below),
+  critical like a stop.
 - **retention_loss**: committed < log start (``lost``); the episode starts at ``ret_t``. It is
   *proven* when at one of its sweeps nobody read the partition (no member owned it, or its owner
   was silent) and its committed offset had not moved for ``stop_after_s`` (``idle_pending_s``:
@@ -40,14 +46,14 @@ whose next sweep carries no mark of the same episode (the latest such next sweep
 ``(end, else its last mark's t) − start``.
 
 Output (:class:`lagscope.analytics.kseries.Found`), per episode: kind ``stall`` / ``stop`` /
-``retention_loss``; severity ``critical`` for stops, proven retention losses and a stall of
-``5 × stall_after_s`` or longer, else ``warning``; magnitude the duration in ``s``, for a
+``retention_loss``; severity ``critical`` for stops, proven retention losses, a never-committed
+stall and a stall of ``5 × stall_after_s`` or longer, else ``warning``; magnitude the duration in ``s``, for a
 retention loss the largest ``log_start − committed`` of its rows in ``messages`` (messages
 never processed; for one not proven, at most that many); detail ``"no commit progress for %.1f s
 with lag pending (<why>)"`` (why: ``no owner`` / ``owner assigned, no commits`` / ``owner still
-assigned``, of the first mark) or ``"committed offset fell %d messages below the log start: "``
-followed by ``"never processed (no consumer held them)"`` (proven) or ``"lost unless its
-consumer had already fetched them"``.
+assigned`` / ``owner assigned, never committed it since taking it over``, of the first mark) or
+``"committed offset fell %d messages below the log start: "`` followed by ``"never processed (no
+consumer held them)"`` (proven) or ``"lost unless its consumer had already fetched them"``.
 
 These are the judgements one partition's rows allow. The per-group pass judges each stall and
 stop again across its group (:func:`lagscope.analytics.groups.judge_idle`): one whose owner made
@@ -73,7 +79,9 @@ _CTX = Context(prec=800)  # enough digits for any double at any scale (no inexac
 
 _KINDS = np.array(["stall", "stop", "retention_loss"], dtype=object)
 _STALL, _STOP, _LOSS = 0, 1, 2
-_WHYS = np.array(["no owner", "owner assigned, no commits", "owner still assigned"], dtype=object)
+_WHYS = np.array(["no owner", "owner assigned, no commits", "owner still assigned",
+                  "owner assigned, never committed it since taking it over"], dtype=object)
+_NEVER = 3  # the why of an owner that has not committed the partition since it took it over
 
 
 # --------------------------------------------------------------------------------------------
@@ -208,10 +216,14 @@ def episodes(s: Series, commits: Commits | None, *, stall_after_s: float, stop_a
     owned = s.owned
     with np.errstate(invalid="ignore"):
         silent = known & ((s.t - np.where(np.isnan(lct), -np.inf, lct)) >= stop_after_s)
+        # the last record is the current owner's: from its tenure's second sweep on, or any record
+        # when the tenure's start is unknown (a record without a time too)
+        own = (s.tenure_t == -np.inf) | (lct >= s.tenure_t)
+        fresh = owned & known & ~own  # its owner has not committed it since taking it over
         idle = s.idle_pending_s
-        stall = lagging & owned & ~silent & (idle >= stall_after_s)
-        stop = ~stall & lagging & (~owned | silent) & (idle >= stop_after_s)
-    why = np.where(~owned, 0, np.where(silent, 1, 2))
+        stall = lagging & owned & (~silent | fresh) & (idle >= stall_after_s)
+        stop = ~stall & lagging & (~owned | (silent & ~fresh)) & (idle >= stop_after_s)
+    why = np.where(~owned, 0, np.where(silent & fresh, 3, np.where(silent, 1, 2)))
 
     # the marks: loss rows (class 0) and stuck rows (class 1)
     loss_rows = np.flatnonzero(s.lost)
@@ -280,7 +292,7 @@ def episodes(s: Series, commits: Commits | None, *, stall_after_s: float, stop_a
     dur = np.where(np.isnan(end_t), last_t, end_t) - ep_start
     magnitude = np.where(is_loss, np.where(lost_ok, lost.astype(np.float64), _NAN), dur)
     with np.errstate(invalid="ignore"):
-        critical = np.where(is_loss, proven, (ep_kind == _STOP) | (dur >= 5 * stall_after_s))
+        critical = np.where(is_loss, proven, (ep_kind == _STOP) | (ep_why == _NEVER) | (dur >= 5 * stall_after_s))
     severity = np.where(critical, "critical", "warning").astype(object)
     unit = np.where(is_loss, "messages", "s").astype(object)
     detail = np.array([

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lagscope.analytics.kseries import F64, I64, Series, key_bounds, segmented_cumsum
+from lagscope.analytics.kseries import F64, I64, Series, key_bounds, key_starts, segmented_cumsum, tenure_owners
 from lagscope.lag import HISTORY_POINTS
 
 __all__ = ["Points", "compact_history", "history_epochs", "history_points", "state_rows"]
@@ -32,7 +32,8 @@ def state_rows(s: Series) -> Series:
     ``m_ret_t`` the start of an open retention loss, ``m_end_t`` the last change of the end,
     ``m_max_committed`` the highest committed offset so far, ``m_alive_t`` the last progress of an
     owner, ``m_drop_t`` the last drop of the end, ``m_owned_t`` the last time it had an owner (null:
-    unknown); ``m_commit_t`` stays the row's own (the commit
+    unknown), ``m_tenure_t`` its ``tenure_t``, ``m_change_takeover`` its ``change_takeover`` and
+    ``m_tenure_owner`` the owner of its latest owned row (not ok: none); ``m_commit_t`` stays the row's own (the commit
     stream's marker is the caller's). Returned as state rows (``is_state``); the enriched columns
     of the result are those of the last rows and are not meant to be read."""
     _, last = key_bounds(s.key)
@@ -53,6 +54,12 @@ def state_rows(s: Series) -> Series:
     r.m_alive_t = r.alive_t
     r.m_drop_t = r.end_drop_t
     r.m_owned_t = r.owned_t
+    r.m_tenure_t = r.tenure_t
+    r.m_change_takeover = r.change_takeover
+    who, acc = tenure_owners(s.is_state, s.owner, s.owned, s.m_tenure_owner, s.m_tenure_owner_ok)
+    at = acc[last]
+    r.m_tenure_owner_ok = at >= key_starts(s.key)[last]
+    r.m_tenure_owner = np.where(r.m_tenure_owner_ok, who[np.maximum(at, 0)], 0)
     r.is_state = np.ones(len(r.key), bool)
     return r
 

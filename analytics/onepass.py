@@ -72,7 +72,8 @@ from lagscope.config import AnalyticsRulesConfig
 
 __all__ = ["COMMIT", "ENTRIES", "ENTRY_B", "GAPS", "GAP_B", "HISTORY", "KIND_BITS", "MINUTE", "OUT_ADVANCE",
            "OUT_ANOMALY", "OUT_CAPACITY", "OUT_ENTRY", "OUT_GAP", "OUT_HISTORY", "OUT_MINUTE", "OUT_MINUTE_STATE",
-           "OUT_SERIES", "PASS_IN", "PASS_OUT", "STATE", "SWEEP", "PassParams", "pass_batches", "pass_table"]
+           "OUT_SERIES", "PASS_IN", "PASS_OUT", "STATE", "STATE_OUT", "STATE_X", "SWEEP", "PassParams", "pass_batches",
+           "pass_table"]
 
 HISTORY, STATE, SWEEP = kernel.HISTORY, kernel.STATE, kernel.SWEEP
 COMMIT, MINUTE, ENTRIES, GAPS = 4, 6, 7, 8
@@ -82,20 +83,24 @@ KIND_BITS = 4
  OUT_CAPACITY) = range(9)
 
 _MARKERS_F = ["m_change_t", "m_pending_t", "m_max_rate", "m_sat_rate", "m_rate", "m_ret_t", "m_end_t", "m_commit_t",
-              "m_alive_t", "m_drop_t", "m_owned_t"]
+              "m_alive_t", "m_drop_t", "m_owned_t", "m_tenure_t", "m_change_takeover"]
 _US = pa.timestamp("us", tz="UTC")
 
 #: a carried state row's ``x`` (``m_idle``: the kind and reason of the idle episode open at the
 #: row, :func:`lagscope.analytics.np_episodes.idle_code`; ``m_lost``: whether the retention loss
-#: open at the row is proven, 1 or 0; both read by the episodes, not the series)
-STATE_X = (*_MARKERS_F, "m_max_committed", "m_idle", "m_lost")
+#: open at the row is proven, 1 or 0; both read by the episodes, not the series;
+#: ``m_tenure_owner``: the step's code of the state's ``tenure_owner``, the owner whose tenure
+#: ``m_tenure_t`` dates, which the pass writes as ``tenure_owner_h`` and the state keeps by name);
+#: :data:`STATE_OUT` those the pass writes back as they are
+STATE_OUT = (*_MARKERS_F, "m_max_committed", "m_idle", "m_lost")
+STATE_X = (*STATE_OUT, "m_tenure_owner")
 #: a carried minute's ``x`` (``m_g_start`` in epoch seconds)
 MINUTE_X = ("produce_rate", "consume_rate", "m_g_start", "m_g_lag0", "m_g_n")
 
 #: ``x``: up to :data:`X_WIDTH` values of a state row or carried minute (a struct, not a list: a
 #: null list on every sweep row made Spark's conversion to Arrow five times slower; a null
 #: struct costs about what no column does)
-X_WIDTH = 14
+X_WIDTH = 17
 X_TYPE = pa.struct([(f"x{i}", pa.float64()) for i in range(X_WIDTH)])
 
 #: the packed values of ``b`` (little-endian float64, row after row): a Burrow entry, a gap sample
@@ -112,7 +117,7 @@ PASS_IN = pa.schema([
 PASS_OUT = pa.schema([
     ("_o", pa.int8()), *_KEY_FIELDS, *kernel.LAG_SECONDS_OUT,
     ("burrow_status", pa.string()), ("status", pa.string()), ("reason", pa.string()),
-    ("owner_h", pa.int64()), ("rec_ts", _US), ("lso", pa.int64()),
+    ("owner_h", pa.int64()), ("tenure_owner_h", pa.int64()), ("rec_ts", _US), ("lso", pa.int64()),
     *((m, pa.float64()) for m in _MARKERS_F), ("m_max_committed", pa.int64()), ("m_idle", pa.float64()),
     ("m_lost", pa.float64()), ("tp", pa.float64()), ("ep", pa.int64()),
     ("kind", pa.string()), ("start_t", pa.float64()), ("end_t", pa.float64()), ("severity", pa.string()),
@@ -233,6 +238,7 @@ def _series(rows: _Chunk, is_state: _B, jump_factor: float) -> tuple[Series, _F,
         cols[m] = marks[:, j]
     cols["m_max_committed"], cols["m_max_committed_ok"] = _ok_long(marks[:, len(_MARKERS_F)])
     n = len(_MARKERS_F)
+    cols["m_tenure_owner"], cols["m_tenure_owner_ok"] = _ok_long(marks[:, n + 3])
     return enrich(**cols, jump_factor=jump_factor), marks[:, n + 1], marks[:, n + 2]  # type: ignore[arg-type]
 
 
@@ -431,6 +437,7 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
         "log_start": kernel.nullable(last.log_start, last.log_start_ok, pa.int64()),
         "lag": kernel.nullable(last.lag, last.lag_ok, pa.int64()),
         "owner_h": kernel.nullable(last.owner, last.owned, pa.int64()),
+        "tenure_owner_h": kernel.nullable(last.m_tenure_owner, last.m_tenure_owner_ok, pa.int64()),
         "rec_ts": _micros(last.rec_t), "lso": kernel.nullable(last.lso, last.lso_ok, pa.int64()),
         **{m: _nan_null(getattr(last, m)) for m in _MARKERS_F if m != "m_commit_t"},
         "m_commit_t": _nan_null(marker[last.key]),

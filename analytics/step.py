@@ -246,7 +246,7 @@ def generations(code: _I, kind: _I, t: _F, forget_after_s: float) -> _I:
 
 
 def pass_input(series: pa.Table, owner_codes: _I, state: dict[str, pa.Table], commits: pa.Table | None,
-               state_owner_codes: _I | None, forget_after_s: float = math.inf,
+               state_owner_codes: tuple[_I, _I] | None, forget_after_s: float = math.inf,
                skip_factor: float = kseries.JUMP_FACTOR) -> pa.Table:
     """The pass's input (:data:`lagscope.analytics.onepass.PASS_IN`) in key, kind and time order:
     ``_h`` a code of the key (:func:`_key_code`) and its generation (:func:`generations`: a key
@@ -267,12 +267,15 @@ def pass_input(series: pa.Table, owner_codes: _I, state: dict[str, pa.Table], co
         # a marker the state does not have reads as null: m_owned_t (a state written before it) is
         # then the carried row's own time when it had an owner, else unknown (kseries.enrich)
         marks = [doubles(st.column(m)) if m in st.column_names and m not in stale else np.full(st.num_rows, np.nan)
-                 for m in onepass.STATE_X]
+                 for m in onepass.STATE_OUT]
+        # the owner whose tenure m_tenure_t dates (tenure_owner), as the step's code (NaN: none, or a
+        # state without it: its own owner)
+        marks.append(np.where(state_owner_codes[1] >= 0, state_owner_codes[1], np.nan))
         parts.append(_rows(st, onepass.STATE, {
             "t": st.column("t"), "committed": st.column("committed"), "end": st.column("end"),
             "log_start": st.column("log_start"), "rec_t": nullable_doubles(seconds(st.column("rec_ts"))),
             "lso": st.column("lso"),
-            "owner_h": kernel.nullable(state_owner_codes, state_owner_codes >= 0, pa.int64()),
+            "owner_h": kernel.nullable(state_owner_codes[0], state_owner_codes[0] >= 0, pa.int64()),
             "x": _x(st.num_rows, marks)}))
     h = state.get("history")
     if h is not None and h.num_rows:
@@ -458,12 +461,15 @@ def open_keys(published: pa.Table) -> pa.Table:
 # the step
 # --------------------------------------------------------------------------------------------
 
-def _owner_codes(series: pa.Table, state: pa.Table | None) -> tuple[_I, _I | None, pa.Array]:
-    """Dense codes of the owners (member ids) of the step's rows and the carried rows (-1: none)
-    and the distinct owners (the pass compares owners by these codes; the state keeps names)."""
+def _owner_codes(series: pa.Table, state: pa.Table | None) -> tuple[_I, tuple[_I, _I] | None, pa.Array]:
+    """Dense codes of the owners (member ids) of the step's rows and of the carried rows with
+    their ``tenure_owner`` (-1: none; all -1 for a state written without it), and the distinct
+    owners (the pass compares owners by these codes; the state keeps names)."""
     cols = [series.column("owner")]
     if state is not None and state.num_rows:
         cols.append(state.column("owner"))
+        cols.append(state.column("tenure_owner") if "tenure_owner" in state.column_names else pa.chunked_array(
+            [pa.nulls(state.num_rows, pa.string())]))
     else:
         own = cols[0].combine_chunks()
         if pa.types.is_dictionary(own.type):  # read so (a batch): its indices are the codes
@@ -472,7 +478,10 @@ def _owner_codes(series: pa.Table, state: pa.Table | None) -> tuple[_I, _I | Non
     enc = pc.dictionary_encode(both).combine_chunks()
     codes = np.asarray(enc.indices.fill_null(-1), dtype=np.int64)
     n = series.num_rows
-    return codes[:n], (codes[n:] if len(cols) > 1 else None), enc.dictionary
+    if len(cols) == 1:
+        return codes, None, enc.dictionary
+    m = state.num_rows if state is not None else 0
+    return codes[:n], (codes[n:n + m], codes[n + m:]), enc.dictionary
 
 
 def _run_pass(inp: pa.Table, params: onepass.PassParams, workers: int) -> pa.Table:
@@ -671,7 +680,7 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
 
     # the next state (the columns the Spark step writes)
     last = part.get(onepass.OUT_SERIES, [*KEY, "ts", "t", "committed", "end", "log_start", "lag", "owner_h", "rec_ts",
-                                         "lso", *onepass.STATE_X, "_h"])
+                                         "lso", *onepass.STATE_OUT, "tenure_owner_h", "_h"])
     # a key silent for longer than the horizon is forgotten (its group or topic gone): its state
     # rows go, every part of them (by the pass's key, ``_h``: one generation of the key)
     silent = doubles(last.column("t")) < as_of.timestamp() - forget_s
@@ -685,18 +694,21 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
             return tbl.drop_columns(["_h"])
         return tbl.filter(pc.invert(pc.is_in(tbl.column("_h"), value_set=forgotten))).drop_columns(["_h"])
 
-    oc, oc_ok = longs(last.column("owner_h"))
-    # the owners' names (none at all when no partition of the step had an owner)
-    owner = owner_names.take(pa.array(np.where(oc_ok, oc, 0))).cast(pa.string()) if len(owner_names) else pa.nulls(
-        len(oc), pa.string())
-    owner = pc.if_else(pa.array(oc_ok), owner, pa.nulls(len(owner), pa.string()))
-    markers = {m: last.column(m) for m in onepass.STATE_X}
+    def names(col: str) -> pa.Array:
+        """The owners' names of a code column (none at all when no partition of the step had an owner)."""
+        oc, oc_ok = longs(last.column(col))
+        named = owner_names.take(pa.array(np.where(oc_ok, oc, 0))).cast(pa.string()) if len(
+            owner_names) else pa.nulls(len(oc), pa.string())
+        return pc.if_else(pa.array(oc_ok), named, pa.nulls(len(named), pa.string()))
+
+    owner = names("owner_h")
+    markers = {m: last.column(m) for m in onepass.STATE_OUT}
     series_state = pa.table({
         **{k: last.column(k) for k in KEY}, "ts": last.column("ts").cast(_MS, safe=False), "t": last.column("t"),
         "committed": last.column("committed"), "end": last.column("end"), "log_start": last.column("log_start"),
         "lag": last.column("lag"), "owner": owner, "group_state": pa.nulls(last.num_rows, pa.string()),
         "rec_ts": last.column("rec_ts").cast(_MS, safe=False), "lso": last.column("lso"),
-        **markers,
+        **markers, "tenure_owner": names("tenure_owner_h"),
         "is_state": pa.array(np.ones(last.num_rows, bool))})
     series_state = _with_owners(series_state, series, st.get("series"))
     hist = kept(part.get(onepass.OUT_HISTORY, [*KEY, "end", "t", "tp", "ep", "_h"]))

@@ -115,6 +115,9 @@ def series_arrays(enriched: DataFrame) -> tuple[Series, list[tuple[Any, ...]]]:
         if name == "owner":
             cols["owner"] = np.array([owner_hash(o) for o in pdf["owner"]], np.int64)
             cols["owned"] = pdf["owner"].notna().to_numpy()
+        elif name == "m_tenure_owner":
+            cols[name] = np.array([owner_hash(o) for o in pdf[name]], np.int64)
+            cols[f"{name}_ok"] = pdf[name].notna().to_numpy()
         elif name == "rec_t":
             cols["rec_t"] = _secs(pdf["rec_ts"])
         elif name in _LONGS:

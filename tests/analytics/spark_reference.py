@@ -37,6 +37,10 @@ def last_commit_marker(last_rows: DataFrame, commits: DataFrame) -> DataFrame:
 
 
 
+#: the reason of an idle episode whose owner has not committed the partition since taking it over
+NEVER_COMMITTED = "owner assigned, never committed it since taking it over"
+
+
 def _with_last_commit(enriched: DataFrame, commits: DataFrame | None) -> DataFrame:
     """Add ``last_commit_t`` (time of the key's last commit record at or before the row) and
     ``commits_known`` (the commit stream has a record of the key at or before the row) to the series rows; a state
@@ -79,10 +83,16 @@ def transform_episodes(enriched: DataFrame, *, stall_after_s: float, stop_after_
     owned = F.col("owner").isNotNull()
     silent = F.col("commits_known") & (
         (F.col("t") - F.coalesce(F.col("last_commit_t"), F.lit(float("-inf")))) >= stop_after_s)
+    # the last record is the current owner's (from its tenure's second sweep on; any, when the
+    # tenure's start is unknown): an owner that has not committed since taking it over is no stop
+    own = (F.col("tenure_t") == F.lit(float("-inf"))) | F.coalesce(
+        F.col("last_commit_t") >= F.col("tenure_t"), F.lit(False))
+    fresh = owned & F.col("commits_known") & ~own
     idle = F.col("idle_pending_s")
-    idle_kind = (F.when(lagging & owned & ~silent & (idle >= stall_after_s), F.lit("stall"))
-                 .when(lagging & (~owned | silent) & (idle >= stop_after_s), F.lit("stop")))
+    idle_kind = (F.when(lagging & owned & (~silent | fresh) & (idle >= stall_after_s), F.lit("stall"))
+                 .when(lagging & (~owned | (silent & ~fresh)) & (idle >= stop_after_s), F.lit("stop")))
     why = (F.when(~owned, F.lit("no owner"))
+           .when(silent & fresh, F.lit(NEVER_COMMITTED))
            .when(silent, F.lit("owner assigned, no commits"))
            .otherwise(F.lit("owner still assigned")))
     # two independent conditions (a stopped consumer whose messages the retention then deletes
@@ -97,7 +107,8 @@ def transform_episodes(enriched: DataFrame, *, stall_after_s: float, stop_after_
         idle_kind = F.when(idle_kind.isNotNull() & carried,
                            F.when(F.floor(code / 4) == 0, F.lit("stall")).otherwise(F.lit("stop"))).otherwise(idle_kind)
         why = F.when(carried, F.element_at(F.array(F.lit("no owner"), F.lit("owner assigned, no commits"),
-                                                   F.lit("owner still assigned")), (code % 4 + 1).cast("int"))
+                                                   F.lit("owner still assigned"), F.lit(NEVER_COMMITTED)),
+                                           (code % 4 + 1).cast("int"))
                      ).otherwise(why)
     stuck = df.where(idle_kind.isNotNull()).select(*df.columns, idle_kind.alias("_kind"),
                                                    F.lit("idle").alias("_cls"), (F.col("t") - idle).alias("_s"))
@@ -127,6 +138,7 @@ def transform_episodes(enriched: DataFrame, *, stall_after_s: float, stop_after_
     severity = (F.when(F.col("_kind") == "retention_loss",
                        F.when(F.col("_proven"), F.lit("critical")).otherwise(F.lit("warning")))
                 .when(F.col("_kind") == "stop", F.lit("critical"))
+                .when(F.col("_first.why") == NEVER_COMMITTED, F.lit("critical"))
                 .when(dur >= 5 * stall_after_s, F.lit("critical")).otherwise(F.lit("warning")))
     unit = F.when(F.col("_kind") == "retention_loss", F.lit("messages")).otherwise(F.lit("s"))
     detail = F.when(
@@ -596,6 +608,9 @@ def state_rows(enriched: DataFrame) -> DataFrame:
         F.col("alive_t").alias("m_alive_t"),
         F.col("end_drop_t").alias("m_drop_t"),
         F.col("owned_t").alias("m_owned_t"),
+        F.col("tenure_t").alias("m_tenure_t"),
+        F.col("change_takeover").alias("m_change_takeover"),
+        F.col("tenure_owner").alias("m_tenure_owner"),
         F.lit(True).alias("is_state"),
     )
 

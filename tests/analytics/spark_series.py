@@ -50,6 +50,9 @@ STATE_MARKERS: dict[str, T.DataType] = {
     "m_alive_t": T.DoubleType(),    # time of the last progress of an owner (commit change or caught up)
     "m_drop_t": T.DoubleType(),     # time of the last sweep that saw the end offset go down
     "m_owned_t": T.DoubleType(),    # time of the last sweep at which the partition had an owner (null: unknown)
+    "m_tenure_t": T.DoubleType(),   # the row's tenure_t (null: unknown, a state written before it)
+    "m_change_takeover": T.DoubleType(),  # the row's change_takeover (null: 0)
+    "m_tenure_owner": T.StringType(),  # the owner of the key's latest owned row up to the state row
 }
 
 
@@ -172,6 +175,14 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
       ``m_owned_t``); a key's first row when it has none (never seen owned: unowned since its
       first row). A state row without ``m_owned_t`` (written before it existed) had an owner at
       its own time when it has one; else the time is unknown: null until the key is owned again;
+    - ``tenure_owner``: the owner of the latest owned row up to the row (a state row's
+      ``m_tenure_owner``, else its own); ``tenure_t``: commit records from this time on are the
+      current owner's. A *takeover* (a fresh owned row whose owner differs from the
+      ``tenure_owner`` before it) starts a tenure: +inf there (no record is the new owner's yet),
+      the next row's own time (its second sweep); a state row carries ``m_tenure_t`` (null:
+      -inf), and a key's first fresh row without one is -inf (every record counts);
+    - ``change_takeover``: 1 when the last change (``change_t``) was seen at a takeover, else 0
+      (seeded by ``m_change_takeover``, null: 0);
     - ``rebased``: the end went down after the committed offset last changed before this row
       (``end_drop_t > prev_change_t``): the previous committed offset belongs to a log that was
       replaced (the topic deleted and re-created) or truncated, so a lower offset now is no
@@ -184,11 +195,13 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
     w = series_window()
     before = w.rowsBetween(Window.unboundedPreceding, -1)
     upto = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    # Two window passes only: every window column of a pass is one ``withColumns`` (Spark
+    # Few window passes: every window column of a pass is one ``withColumns`` (Spark
     # computes a pass's columns in one Window operator over one sort; a chain of
     # ``withColumn`` calls makes one operator per column). Between them, plain columns.
     lost = F.col("committed").isNotNull() & F.col("log_start").isNotNull() & (
         F.col("committed") < F.col("log_start"))
+    # tenures: the owner each row names (a state row its carried tenure owner, else its own)
+    who = F.when(F.col("is_state"), F.coalesce(F.col("m_tenure_owner"), F.col("owner"))).otherwise(F.col("owner"))
     df = df.withColumns({
         "prev_t": F.lag("t").over(w),
         "next_t": F.lead("t").over(w),
@@ -197,7 +210,15 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
         "prev_lag": F.lag("lag").over(w),
         "prev_log_start": F.lag("log_start").over(w),
         "_prev_lost": F.coalesce(F.lag(lost).over(w), F.lit(False)),
+        "tenure_owner": F.last(who, ignorenulls=True).over(upto),
+        "_prev_who": F.last(who, ignorenulls=True).over(before),
     })
+    # a takeover (an owner other than the one named before), then the row after it
+    df = df.withColumn("_takeover", ~F.col("is_state") & F.col("owner").isNotNull() & F.col("_prev_who").isNotNull()
+                       & (F.col("owner") != F.col("_prev_who")))
+    df = df.withColumn("_after", F.coalesce(F.lag(F.col("_takeover") | (
+        F.col("is_state") & F.coalesce(F.col("m_tenure_t") == F.lit(float("inf")), F.lit(False)))).over(w),
+        F.lit(False)))
     df = df.withColumns({
         "dt": F.col("t") - F.col("prev_t"),
         "dc": F.col("committed") - F.col("prev_committed"),
@@ -211,6 +232,11 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
     rate = F.when((F.col("dt") > 0) & (F.col("dc") > 0), F.col("dc") / F.col("dt")).otherwise(F.lit(0.0))
     df = df.withColumns({
         "_change_mark": F.when(F.col("is_state"), F.col("m_change_t")).when(F.col("changed"), F.col("t")),
+        "_tenure_mark": (F.when(F.col("is_state"), F.coalesce(F.col("m_tenure_t"), F.lit(float("-inf"))))
+                         .when(F.col("_takeover"), F.lit(float("inf"))).when(F.col("_after"), F.col("t"))
+                         .when(F.col("prev_t").isNull(), F.lit(float("-inf")))),
+        "_change_tk_mark": (F.when(F.col("is_state"), F.coalesce(F.col("m_change_takeover"), F.lit(0.0)))
+                            .when(F.col("changed"), F.when(F.col("_takeover"), F.lit(1.0)).otherwise(F.lit(0.0)))),
         "_pending_mark": (F.when(F.col("is_state"), F.coalesce(F.col("m_pending_t"), F.lit(-1.0)))
                           .when(F.coalesce(F.col("lag"), F.lit(0)) == 0, F.lit(-1.0))
                           .when(starts_pending, F.col("t"))),
@@ -256,6 +282,8 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
         "_sat_seed": F.when(F.col("is_state"), F.col("m_sat_rate")).otherwise(F.col("sat_rate"))})
     df = df.withColumns({
         "change_t": F.last("_change_mark", ignorenulls=True).over(upto),
+        "change_takeover": F.last("_change_tk_mark", ignorenulls=True).over(upto),
+        "tenure_t": F.last("_tenure_mark", ignorenulls=True).over(upto),
         "prev_change_t": F.last("_change_mark", ignorenulls=True).over(before),
         "_pending": F.last("_pending_mark", ignorenulls=True).over(upto),
         "_ret": F.last("_ret_mark", ignorenulls=True).over(upto),
@@ -276,8 +304,8 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
         "rebased": F.coalesce(F.col("end_drop_t") > F.col("prev_change_t"), F.lit(False)),
         "max_rate_before": F.when(F.col("sat_max_before") > 0, F.col("busy_max_before")).otherwise(F.lit(0.0)),
     }).drop("_busy_before", "_trusted", "_pending", "_rate_seed", "_sat_seed", "_ret", "_prev_lost", "_committed_seed",
-            "_change_mark", "_pending_mark", "_ret_mark", "_end_mark", "_alive_mark", "_drop_mark", "_owned_mark",
-            "_owned")
+            "_change_mark", "_change_tk_mark", "_takeover", "_prev_who", "_after", "_tenure_mark", "_pending_mark",
+            "_ret_mark", "_end_mark", "_alive_mark", "_drop_mark", "_owned_mark", "_owned")
     return df.withColumn(
         "idle_pending_s",
         F.when(F.coalesce(F.col("lag"), F.lit(0)) == 0, F.lit(0.0)).otherwise(

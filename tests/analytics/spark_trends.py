@@ -52,9 +52,14 @@ def kernel_rows(series: DataFrame, kind: int, pass_columns: bool = False) -> Dat
                                 (F.unix_micros("rec_ts").cast("double") / F.lit(1e6)).alias("rec_t")]
     if pass_columns:
         # (xxhash64 of a null is its seed, not null)
-        cols += ["lso", F.when(F.col("owner").isNotNull(), F.xxhash64("owner")).alias("owner_h")]
+        # (a 52-bit hash: the tenure's owner goes in ``x`` as a double, and compares equal to owner_h)
+        def h52(c: str) -> Column:
+            return F.when(F.col(c).isNotNull(), F.xxhash64(c).bitwiseAND(F.lit((1 << 52) - 1)))
+        cols += ["lso", h52("owner").alias("owner_h")]
         if "m_change_t" in series.columns:
-            cols.append(x_struct([F.col(m) if m in series.columns else F.lit(None) for m in onepass.STATE_X]))
+            cols.append(x_struct([
+                h52(m) if m == "m_tenure_owner" and m in series.columns else F.col(m) if m in series.columns
+                else F.lit(None) for m in onepass.STATE_X]))
         else:
             cols.append(x_struct([]))
         cols.append(F.lit(None).cast("binary").alias("b"))

@@ -17,7 +17,7 @@ _INPUTS = ["key", "is_state", "t", "committed", "committed_ok", "end", "end_ok",
            "lso", "lso_ok", "owner", "owned", "rec_t", "starved", "m_change_t", "m_pending_t", "m_max_rate",
            "m_sat_rate", "m_rate",
            "m_ret_t", "m_end_t", "m_max_committed", "m_max_committed_ok", "m_commit_t", "m_alive_t", "m_drop_t",
-           "m_owned_t"]
+           "m_owned_t", "m_tenure_t", "m_change_takeover", "m_tenure_owner", "m_tenure_owner_ok"]
 
 
 def _assert_same(got: Series, want: Series) -> None:

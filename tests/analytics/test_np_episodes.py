@@ -177,7 +177,7 @@ def _random_steps(spark: SparkSession, seed: int, with_commits: bool) -> tuple[D
     # reason), which an episode whose first mark is that row keeps
     h = F.abs(F.hash(*KEY))
     m_idle = F.when(F.col("is_state") & (h % 3 == 0), F.element_at(
-        F.array(*(F.lit(c) for c in (0.0, 1.0, 2.0, 4.0, 5.0, 6.0))), (h % 6 + 1).cast("int")))
+        F.array(*(F.lit(c) for c in (0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0))), (h % 7 + 1).cast("int")))
     # and some carry whether the retention loss open at them is proven (m_lost: 1 or 0)
     m_lost = F.when(F.col("is_state") & (h % 5 < 2), (h % 5).cast("double"))
     if not with_commits:
@@ -382,12 +382,12 @@ def test_every_kind_was_produced(spark: SparkSession) -> None:
                 seen[f"{kind} {severity}"] += 1
                 if start is not None and start < split_us:
                     seen[f"{kind} from the state"] += 1
-                for why in ("no owner", "owner assigned, no commits", "owner still assigned"):
+                for why in ("no owner", "owner assigned, no commits", "owner still assigned", sref.NEVER_COMMITTED):
                     if kind != "retention_loss" and detail.endswith(f"({why})"):
                         seen[f"{kind} {why}"] += 1
     for kind in ("stall", "stop", "retention_loss"):
         for what in ("open", "closed", "from the state", "critical"):
             assert seen[f"{kind} {what}"] > 0, (kind, what, seen)
     for label in ("stall warning", "stall owner still assigned", "stop no owner", "stop owner assigned, no commits",
-                  "retention_loss warning"):
+                  f"stall {sref.NEVER_COMMITTED}", "retention_loss warning"):
         assert seen[label] > 0, (label, seen)

@@ -34,7 +34,10 @@ def test_state_rows_match_spark(spark: SparkSession, seed: int) -> None:
         assert owner_hash(w["owner"]) == got.owner[i]
         for m, typ in STATE_MARKERS.items():
             g = getattr(got, m)[i]
-            if typ.typeName() == "long":
+            if typ.typeName() == "string":  # an owner: its hash, ok where named
+                assert bool(getattr(got, f"{m}_ok")[i]) == (w[m] is not None), m
+                assert g == (owner_hash(w[m]) if w[m] is not None else 0), m
+            elif typ.typeName() == "long":
                 ok = getattr(got, f"{m}_ok")[i]
                 assert (w[m] is None) == (not ok), m
                 if ok:

@@ -81,7 +81,7 @@ def _enriched(cases: tuple[str, ...]) -> Series:
     for name in Series.__dataclass_fields__:
         if name.startswith("m_"):
             kw[name] = np.zeros(n, bool) if name.endswith("_ok") else (
-                np.zeros(n, np.int64) if name == "m_max_committed" else np.full(n, np.nan))
+                np.zeros(n, np.int64) if name in ("m_max_committed", "m_tenure_owner") else np.full(n, np.nan))
     return enrich(**kw)
 
 
