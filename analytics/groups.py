@@ -1812,7 +1812,8 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
     record as of it) is no event of that owner's: the commit on revoke of the member that held it
     before is dated after the sweep's stamp yet read by it (the sweep stamps before it reads).
     Nor is a look-back record dated before the carried ``m_tenure_t``, nor the carried change a
-    tenure's first sweep showed (``m_change_takeover``; :class:`lagscope.analytics.kseries.Series`)."""
+    tenure's first sweep or a sweep without an owner showed (``m_change_takeover``;
+    :class:`lagscope.analytics.kseries.Series`)."""
     def rows_of(table: pa.Table | None) -> tuple[pa.Table, _I]:
         if table is None or not table.num_rows:
             return pa.table({"topic": pa.array([], pa.string()), "partition": pa.array([], pa.int32())}), np.zeros(
@@ -1896,7 +1897,7 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
         ev_p.append(pcar[has])
         ev_t.append(ch[has])
         who = np.where(oc_change >= 0, oc_change, oc) if "change_owner" in c.column_names else oc
-        # seen at a tenure's first sweep: nobody's
+        # seen at a tenure's first sweep or without an owner: nobody's
         ev_o.append(np.where(carried_f("m_change_takeover") == 1, -1, who)[has])
     # the rows' owners as of any time: the latest row of the partition at or before it (a carried
     # row at its own time, the previous step's last sweep: an episode that ends at the step's first

@@ -140,7 +140,8 @@ class Series:
     #                       sweep); +inf at a tenure's first sweep (none is yet), -inf when the tenure's start
     #                       is unknown (every record counts: the key was first seen owned, or never changed hands)
     change_takeover: F64  # 1 when the row's change_t was seen at a tenure's first sweep (the previous owner's
-    #                       commit on revoke, no progress of the new owner's), else 0
+    #                       commit on revoke, no progress of the new owner's) or at a sweep without an owner
+    #                       (nobody's), else 0
 
     @property
     def n(self) -> int:
@@ -453,7 +454,9 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     tenure_mark = _tenure_mark(first, start, is_state, t, owner, owned, m_tenure_t, m_tenure_owner,
                                m_tenure_owner_ok)
     takeover = ~is_state & (tenure_mark == np.inf)
-    change_tk_mark = mark((is_state, nan_to(m_change_takeover, 0.0)), (changed, takeover.astype(np.float64)))
+    # a change seen at a takeover, or at a sweep without an owner, is nobody's progress (carried: 1)
+    change_tk_mark = mark((is_state, nan_to(m_change_takeover, 0.0)),
+                          (changed, (takeover | ~owned).astype(np.float64)))
     change_t = ffill_last(change_mark, key, start=start)
     prev_change_t = ffill_last(change_mark, key, before=True, start=start)
     pending = ffill_last(pending_mark, key, start=start)

@@ -181,8 +181,8 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
       ``tenure_owner`` before it) starts a tenure: +inf there (no record is the new owner's yet),
       the next row's own time (its second sweep); a state row carries ``m_tenure_t`` (null:
       -inf), and a key's first fresh row without one is -inf (every record counts);
-    - ``change_takeover``: 1 when the last change (``change_t``) was seen at a takeover, else 0
-      (seeded by ``m_change_takeover``, null: 0);
+    - ``change_takeover``: 1 when the last change (``change_t``) was seen at a takeover or at a
+      row without an owner (nobody's progress), else 0 (seeded by ``m_change_takeover``, null: 0);
     - ``rebased``: the end went down after the committed offset last changed before this row
       (``end_drop_t > prev_change_t``): the previous committed offset belongs to a log that was
       replaced (the topic deleted and re-created) or truncated, so a lower offset now is no
@@ -236,7 +236,8 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
                          .when(F.col("_takeover"), F.lit(float("inf"))).when(F.col("_after"), F.col("t"))
                          .when(F.col("prev_t").isNull(), F.lit(float("-inf")))),
         "_change_tk_mark": (F.when(F.col("is_state"), F.coalesce(F.col("m_change_takeover"), F.lit(0.0)))
-                            .when(F.col("changed"), F.when(F.col("_takeover"), F.lit(1.0)).otherwise(F.lit(0.0)))),
+                            .when(F.col("changed"), F.when(F.col("_takeover") | F.col("owner").isNull(), F.lit(1.0))
+                                  .otherwise(F.lit(0.0)))),
         "_pending_mark": (F.when(F.col("is_state"), F.coalesce(F.col("m_pending_t"), F.lit(-1.0)))
                           .when(F.coalesce(F.col("lag"), F.lit(0)) == 0, F.lit(-1.0))
                           .when(starts_pending, F.col("t"))),

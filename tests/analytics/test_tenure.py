@@ -238,13 +238,13 @@ def test_a_handover_change_carried_past_a_second_takeover_is_nobodys_progress(cu
     assert idle([first, run(lk, cut, 31, first.state)]) == one
 
 
-@pytest.mark.parametrize("cut", [9.25, 9.75])
+@pytest.mark.parametrize("cut", [9.25, 9.75, 10.25, 12.0])
 def test_a_takeover_after_unowned_sweeps_is_judged_alike_in_steps(cut: float) -> None:
     # partition 2 has no owner from 9.0 s to 10.0 s (c2's commit on revoke read unowned), then c1
     # takes it over and never commits it: the tenure starts at 10.0 s against c2, whom the state
-    # carried over the unowned rows (tenure_owner). (A cut after 10.0 s is open: the change the
-    # unowned sweep showed, carried, is credited to c1 and starves its partitions 0 and 1, where one
-    # pass credits it to nobody; docs/analytics.md "Stall or stop")
+    # carried over the unowned rows (tenure_owner). The change the unowned sweep showed is nobody's
+    # progress, carried too (m_change_takeover): a cut after c1's first sweep does not credit it to
+    # c1 and starve its partitions 0 and 1
     lk = lake(unowned_until=10.0)
     one = idle([run(lk, None, 31)])
     assert one[2][0] == "stall"
