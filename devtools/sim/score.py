@@ -15,8 +15,10 @@ group, partitions and time, and the injected fault it stems from:
   joins later makes a rebalance, which owns the outage (the crash is its cause), as a crash with
   a survivor does;
 - stall, stop, commit_gap, rewind, skip: the injected fault of that kind, on the partitions the
-  member held when it began; a stall or a stop also on those it was assigned while it lasted (a
-  stalled member that a rebalance gives a partition stalls that one too). A commit gap only
+  member held when it began; a stall also on those it was assigned while it lasted (a stalled
+  member that a rebalance gives a partition stalls that one too), and so does a stop (a stopped
+  member never commits what it is given: its commits there never began, so none stopped; a stall,
+  docs/analytics.md "Stall or stop"). A commit gap only
   once the partition has ``gap_min_samples`` gaps before it (the commits of the truth): a gap is
   abnormal against the partition's learned normal, and before that there is none; and only on
   the partitions where the truth's gap is above the floor the rule states for them
@@ -284,9 +286,16 @@ def expected_findings(ti: TruthIndex, rules: AnalyticsRulesConfig, *,
                 if not held:
                     continue
             if f.kind in ("stall", "stop"):
-                gained = {tp for r in ti.assignments(f.group, f.member)
-                          if isinstance(r, Assign) and f.start < r.ts <= max(f.start, f.end) for tp in r.partitions}
-                held = tuple(sorted(set(held) | gained))
+                gains = [r for r in ti.assignments(f.group, f.member)
+                         if isinstance(r, Assign) and f.start < r.ts <= max(f.start, f.end)]
+                gained = {tp for r in gains for tp in r.partitions} - set(held)
+                if f.kind == "stall":
+                    held = tuple(sorted(set(held) | gained))
+                elif gained:
+                    # a stopped member never commits what it is given: a stall there (its owner's
+                    # commits never began, so none stopped), from the first assignment
+                    out.append(Expected("stall", f.group, tuple(sorted(gained)), min(r.ts for r in gains),
+                                        max(f.start, f.end), f))
             out.append(Expected(FINDING_OF[f.kind], f.group, held, f.start, max(f.start, f.end), f))
     if es is not None and not any(f.kind == "retention_overrun" for f in faults):
         # a truth from before the runner recorded overruns: the loss is somewhere in the run

@@ -90,6 +90,24 @@ def test_a_stalled_member_stalls_the_partitions_a_rebalance_gives_it() -> None:
     assert [e.partitions for e in expected_findings(late, RULES) if e.kind == "stall"] == [((T, 0),)]
 
 
+def test_a_stopped_member_stalls_the_partitions_a_rebalance_gives_it() -> None:
+    # c1 stops committing at 120 (its partition 0: a stop); at 130 a rebalance gives it partition 1,
+    # which it never commits: by the definition that is a stall (no commits of its own that then
+    # stopped), called for from the assignment, not a stop
+    stop = Fault("stop", G, "c1", 120.0, 140.0, {}, ((T, 0),))
+    ti = _truth(stop, Assign(G, "c1", ((T, 0), (T, 1)), 130.0, 2))
+    called = [e for e in expected_findings(ti, RULES) if e.kind in ("stall", "stop")]
+    exp = sorted((e.kind, e.partitions, e.start) for e in called)
+    assert exp == [("stall", ((T, 1),), 130.0), ("stop", ((T, 0),), 120.0)]
+    found = [_finding("stop", 121.0, 140.0), _finding("stall", 136.0, 140.0, partition=1)]
+    s = score_run(called, found, tolerance_s=3.0)
+    assert s.unmatched == []
+    assert all(m.finding is not None for m in s.matches)
+    # a stop found on the gained partition matches nothing
+    wrong = score_run(called, [_finding("stop", 136.0, 140.0, partition=1)], tolerance_s=3.0)
+    assert len(wrong.unmatched) == 1
+
+
 def test_real_events_the_truth_calls_for_nothing_about_are_informational() -> None:
     # the group formed in two generations (kafka-python's first join may assign nothing: c1 at
     # 100.5 in generation 1, both again at 101 in generation 2), and c2, static, bounced at 150
