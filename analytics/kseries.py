@@ -391,8 +391,11 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     # capacity is shown only by an interval busy from end to end: with a backlog before and after,
     # the consumer never waited for messages, so its advance measures what it can do; unless its
     # owner was busy elsewhere (starved: it served another of its partitions meanwhile, and this
-    # one's advance is what it left over, not what it can do)
-    busy = ~is_state & prev_lag_ok & (prev_lag > 0) & lag_ok & (lag > 0) & ~starved
+    # one's advance is what it left over, not what it can do), or retention passed the position it
+    # started from (committed before < the log start at its end: its advance may be a reset over
+    # deleted messages, never read)
+    passed = prev_committed_ok & log_start_ok & (prev_committed < log_start)
+    busy = ~is_state & prev_lag_ok & (prev_lag > 0) & lag_ok & (lag > 0) & ~starved & ~passed
     # saturated: the committed offset at the end, plus a commit's worth of progress, is still
     # below the log end at the start, so the messages were there all along and the consumer never
     # waited: its advance is its pace. A committed offset is the position at the consumer's last

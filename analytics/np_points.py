@@ -193,18 +193,21 @@ def point_events(s: Series, commits: Commits | None, *, margin_s: float = 1.0,
 
 @dataclass
 class Advances:
-    """The positive advances of the chunk's keys that a skip rule may judge (:func:`advances`):
+    """The advances of the chunk's keys that a skip rule may judge (:func:`advances`):
     one per commit of the commit stream (keys it has), else per sweep interval."""
 
     key: I64
     t0: F64           # the key's previous commit (commit stream; NaN when none), else the previous sweep
     t1: F64           # the commit, else the sweep
     exact: B          # from a commit of the commit stream
-    advance: I64      # new offset − max(everything committed before, log start) > 0
+    advance: I64      # new offset − max(everything committed before, log start before, deleted's top), ≥ 0
     capacity: F64     # the demonstrated capacity before it (messages/s; 0: none shown)
     at_end: B         # the new offset is at or past the end known before it
-    from_lost: B      # everything committed before lay below the log start (a retention overrun)
+    from_lost: B      # everything committed before lay below the log start (before it, or after it:
+    #                   a retention overrun)
     unowned: B        # the partition had no owner at the sweep before it or the one after
+    deleted: I64      # of what it passed, the messages retention deleted by the sweep after it
+    #                   (below that sweep's log start; not counted by the retention_loss episode)
 
     @property
     def n(self) -> int:
@@ -224,17 +227,28 @@ def capacity_through(s: Series) -> F64:
 
 def advances(s: Series, commits: Commits | None,
              jumps: tuple[Commits, dict[str, np.ndarray]] | None = None) -> Advances:  # type: ignore[type-arg]
-    """The positive advances a skip may hide (the rules: :mod:`lagscope.analytics.skips`): per
+    """The advances a skip may hide (the rules: :mod:`lagscope.analytics.skips`): per
     commit in the step's range for keys the commit stream has, else per fresh sweep interval. Only
-    those that could be one are returned: ``advance > 0`` and either ``unowned`` (an empty group's
+    those that could be one are returned: ``advance > 0`` or ``deleted > 0``, and either ``unowned`` (an empty group's
     reset, judged against the group's membership), ``from_lost`` (everything before it lost to
     retention: judged against the group's capacity) or a demonstrated capacity that could not have
     processed it at face value (``advance > capacity · (t1 − t0)``) with the new offset at the end.
 
     - ``advance`` = new − max(everything committed before: the key's earlier commits, its sweeps'
-      committed offsets and the carried highest; the log start known before it); the last sweep
-      before a commit that already shows its offset (read after the sweep's stamp), no earlier
-      commit having written it, counts with what was committed before that sweep only;
+      committed offsets and the carried highest; the log start known before it; the log start
+      after it, up to new); the last sweep before a commit that already shows its offset (read
+      after the sweep's stamp), no earlier commit having written it, counts with what was
+      committed before that sweep only;
+    - ``deleted``: where new ≥ the log start of the sweep after it (for a sweep interval, its
+      own), that log start − max(everything committed before, the log start before it, or before
+      the sweep that read the commit itself), ≥ 0. Retention moved the log start past the
+      consumer's position between two sweeps, and the consumer's out-of-range offset was reset
+      (to the earliest: onto the log start; to the latest: past it too). No sweep showed the
+      committed offset below the log start, so no ``retention_loss`` episode counts those
+      messages; the skip rules judge them. (A new offset still below the log start is no reset:
+      the sweep shows the shortfall, the episode's.) The log start is known at sweeps only: if
+      retention moved on after a reset and before the sweep, part of what the reset passed is
+      counted as deleted (the total is the same);
     - ``capacity``: the largest rate over sweep intervals busy at both ends (lag > 0 before and
       after, not starved) before it (:attr:`Series.max_rate_before`; for a commit, through the
       last sweep strictly before it);
@@ -250,14 +264,19 @@ def advances(s: Series, commits: Commits | None,
                       s.prev_committed)
     ls = np.where(s.log_start_ok, s.log_start, 0)
     adv = s.committed - np.maximum(before, ls)
+    # below the row's log start, above the previous one's (what the previous sweep's retention
+    # loss, if any, counted) and above what was committed before: deleted in the interval, where
+    # the offset was reset onto the log start or past it (a row still below it is the episode's)
+    prev_ls = np.where(s.prev_log_start_ok, s.prev_log_start, 0)
+    deleted = np.where(s.log_start_ok & (s.committed >= ls), np.maximum(ls - np.maximum(before, prev_ls), 0), 0)
     at_end = s.prev_end_ok & (s.committed >= s.prev_end)
     from_lost = s.log_start_ok & (before < s.log_start)
     prev_owned = np.where(first, False, np.roll(s.owned, 1)) if s.n else s.owned
     unowned = ~s.owned | ~prev_owned
-    sw = np.flatnonzero(fresh & (adv > 0))
+    sw = np.flatnonzero(fresh & ((adv > 0) | (deleted > 0)))
     parts = [Advances(key=s.key[sw], t0=s.t[sw] - s.dt[sw], t1=s.t[sw], exact=np.zeros(len(sw), bool),
-                      advance=adv[sw], capacity=s.max_rate_before[sw], at_end=at_end[sw], from_lost=from_lost[sw],
-                      unowned=unowned[sw])]
+                      advance=np.maximum(adv[sw], 0), capacity=s.max_rate_before[sw], at_end=at_end[sw],
+                      from_lost=from_lost[sw], unowned=unowned[sw], deleted=deleted[sw])]
     if commits is not None and commits.n:
         c, cj = jumps if jumps is not None else commit_jumps(s, commits)
         # the last sweep strictly before each commit, the first at or after it
@@ -283,15 +302,26 @@ def advances(s: Series, commits: Commits | None,
         hi = np.maximum(hi, np.where(cj["prev_ok"], cj["max_before"], lmin))
         before_ok = hi != lmin
         c_ls = np.where(cj["ls_ok"], cj["ls"], 0)
-        c_adv = c.offset - np.maximum(hi, c_ls)
+        floor0 = np.maximum(hi, c_ls)
+        # the log start of the sweep after it, where the commit is at or past it (the consumer's
+        # offset was out of range and reset onto it, or past it): what lies below it, above what
+        # was committed and the log start before, retention deleted. Before a sweep that read the
+        # commit itself, the log start before that sweep (the sweep showed no loss: it read the
+        # reset offset, not the one retention passed)
+        after_ok = (k_ok & s.log_start_ok[kk] & (c.offset >= s.log_start[kk])) if s.n else np.zeros(c.n, bool)
+        ls_seen = (np.where(read_it, np.where(s.prev_log_start_ok[jj], s.prev_log_start[jj], 0), c_ls)
+                   if s.n else c_ls)
+        top = np.where(after_ok, s.log_start[kk], 0) if s.n else np.zeros(c.n, np.int64)
+        c_del = np.where(after_ok, np.maximum(top - np.maximum(hi, ls_seen), 0), 0)
+        c_adv = c.offset - np.maximum(floor0, top)
         cap = np.where(j_ok, capacity_through(s)[jj], 0.0) if s.n else np.zeros(c.n)
         c_end = j_ok & s.end_ok[jj] & (c.offset >= s.end[jj]) if s.n else np.zeros(c.n, bool)
-        c_lost = cj["ls_ok"] & before_ok & (hi < cj["ls"])
+        c_lost = before_ok & ((cj["ls_ok"] & (hi < cj["ls"])) | (c_del > 0))
         c_unowned = (j_ok & ~s.owned[jj]) | (k_ok & ~s.owned[kk]) if s.n else np.zeros(c.n, bool)
-        ci = np.flatnonzero(cj["in_step"] & before_ok & (c_adv > 0))
+        ci = np.flatnonzero(cj["in_step"] & before_ok & ((c_adv > 0) | (c_del > 0)))
         parts.append(Advances(key=c.key[ci], t0=np.where(cj["prev_ok"][ci], cj["prev_t"][ci], np.nan), t1=c.t[ci],
-                              exact=np.ones(len(ci), bool), advance=c_adv[ci], capacity=cap[ci], at_end=c_end[ci],
-                              from_lost=c_lost[ci], unowned=c_unowned[ci]))
+                              exact=np.ones(len(ci), bool), advance=np.maximum(c_adv[ci], 0), capacity=cap[ci],
+                              at_end=c_end[ci], from_lost=c_lost[ci], unowned=c_unowned[ci], deleted=c_del[ci]))
     a = Advances(*(np.concatenate([getattr(p, f) for p in parts]) for f in Advances.__dataclass_fields__))
     with np.errstate(invalid="ignore"):
         unexplained = (a.capacity > 0) & (a.advance > np.floor(a.capacity * (a.t1 - a.t0)))

@@ -41,9 +41,9 @@ Output (:data:`PASS_OUT`), one row kind per ``_o``:
 - :data:`OUT_ANOMALY`: the per-partition anomalies (stall, stop, retention_loss, rewind,
   commit_gap, lag_growth): ``kind``, ``start_t``, ``end_t``, ``severity``, ``magnitude``, ``unit``,
   ``detail``, ``cause``;
-- :data:`OUT_ADVANCE`: the positive advances the per-group pass's skip rules judge
+- :data:`OUT_ADVANCE`: the advances the per-group pass's skip rules judge
   (:func:`lagscope.analytics.np_points.advances`): ``start_t`` (t0), ``end_t`` (t1), ``advance``,
-  ``capacity``, ``exact``, ``at_end``, ``from_lost``, ``unowned``;
+  ``capacity``, ``exact``, ``at_end``, ``from_lost``, ``unowned``, ``deleted``;
 - :data:`OUT_CAPACITY`: each key's demonstrated capacity (``capacity``, messages/s) from each
   row ``t`` where it changed (the running maximum: a state row's carried one first; keys that
   showed none are left out): the skip rules sum a member's or group's partitions as they were
@@ -123,7 +123,7 @@ PASS_OUT = pa.schema([
     ("kind", pa.string()), ("start_t", pa.float64()), ("end_t", pa.float64()), ("severity", pa.string()),
     ("magnitude", pa.float64()), ("unit", pa.string()), ("detail", pa.string()), ("cause", pa.string()),
     ("advance", pa.int64()), ("capacity", pa.float64()), ("exact", pa.bool_()), ("at_end", pa.bool_()),
-    ("from_lost", pa.bool_()), ("unowned", pa.bool_()),
+    ("from_lost", pa.bool_()), ("unowned", pa.bool_()), ("deleted", pa.int64()),
     ("b", pa.binary()), ("gap_s", pa.float64()), ("produce_rate", pa.float64()), ("consume_rate", pa.float64()),
     ("m_g_start", pa.float64()), ("m_g_lag0", pa.int64()), ("m_g_n", pa.int32()),
 ])
@@ -417,7 +417,7 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
         "start_t": _nan_null(adv.t0), "end_t": pa.array(adv.t1, pa.float64()),
         "advance": pa.array(adv.advance, pa.int64()), "capacity": pa.array(adv.capacity, pa.float64()),
         "exact": pa.array(adv.exact), "at_end": pa.array(adv.at_end), "from_lost": pa.array(adv.from_lost),
-        "unowned": pa.array(adv.unowned)})
+        "unowned": pa.array(adv.unowned), "deleted": pa.array(adv.deleted, pa.int64())})
     cap = np_points.capacity_through(s)
     first_row, _ = key_bounds(s.key)
     # each time the running capacity changes (a state row's carried one first): the skip rules

@@ -17,6 +17,13 @@ sweep interval. Each skip has a ``cause``; the first that holds wins:
    than ``skip_factor`` × the group's capacity before it × the interval could reach: the
    consumer was reset to the latest offset (``auto.offset.reset=latest``); judged even where the
    partition showed no capacity of its own (a member that stopped reading it shows none there).
+   An advance also carries what it passed below the log start of the sweep after it
+   (``deleted``: retention passed the consumer between two sweeps, so no ``retention_loss``
+   episode counts it); the rule judges ``deleted`` + ``a`` and reports the deleted part as a
+   ``retention_loss`` (cause ``retention``), the rest as the skip: a reset onto the log start
+   (``earliest``) proves a loss by its pace, and is no reset to the latest. The partition's
+   capacity × the interval explains the part past the log start first, then the deleted one. A
+   ``seek`` and an ``admin_reset`` report their deleted part alike.
 3. ``seek``: the new offset is at or past the end known before it, and the advances are more than
    ``skip_factor`` × the *member's capacity* × the interval, judged per commit request of the
    group (the commits of one group at one commit timestamp; without the commit stream, one
@@ -33,7 +40,9 @@ of progress, the larger of its own advance and the previous interval's rate over
 end at its start: the consumer never waited for messages, so its advance measures what it can do; a partition's
 first busy interval alone may be one early commit), leaving out *starved* intervals (its owner
 advanced another of its partitions more than ``skip_factor`` × faster meanwhile:
-:func:`lagscope.analytics.kseries.starved_rows`) and *jumps*: an
+:func:`lagscope.analytics.kseries.starved_rows`), intervals whose starting committed offset lay
+below the log start at their end (retention passed it: the advance may be a reset over deleted
+messages) and *jumps*: an
 interval that ended at or past the log end at its start faster than ``skip_factor`` × the rate
 kept before it (and, until the capacity is trusted, than ``skip_factor`` × the producers' rate
 over it: one at about the producers' pace is a consumer keeping up) — a seek's own advance is
@@ -99,7 +108,7 @@ _B = npt.NDArray[np.bool_]
 
 #: the per-partition pass's advance rows the rules read
 ADVANCE_COLUMNS = ("cluster", "group_id", "topic", "partition", "start_t", "end_t", "advance", "capacity", "exact",
-                   "at_end", "from_lost", "unowned")
+                   "at_end", "from_lost", "unowned", "deleted")
 
 _DETAIL = {
     "seek": "committed offset jumped to the end past {} messages that were never processed (seek)",
@@ -107,6 +116,8 @@ _DETAIL = {
     "out_of_range_reset": "committed offset below the log start reset past {} messages that were never processed "
                           "(auto.offset.reset after retention)",
 }
+_DELETED_DETAIL = ("retention deleted {} messages past the committed offset between two sweeps and the offset was "
+                   "then reset past them: never processed")
 
 
 @dataclass
@@ -418,6 +429,7 @@ def skip_rows(adv: pa.Table, members: Membership, capacities: pa.Table | None, m
 
     t0, t1, a, cap = col("start_t"), col("end_t"), col("advance"), col("capacity")
     exact, at_end, lost, unowned = col("exact"), col("at_end"), col("from_lost"), col("unowned")
+    deleted = col("deleted") if "deleted" in adv.column_names else np.zeros(adv.num_rows, np.int64)
     g = _gkeys(adv)
     n = adv.num_rows
     span = t1 - t0
@@ -430,7 +442,7 @@ def skip_rows(adv: pa.Table, members: Membership, capacities: pa.Table | None, m
     if len(li):
         g_cap[li] = np.maximum(cap[li], caps.group_at([g[i] for i in li.tolist()], t1[li]))
     with np.errstate(invalid="ignore"):
-        too_far = a > float(skip_factor) * g_cap * span  # False where unknown (NaN)
+        too_far = a + deleted > float(skip_factor) * g_cap * span  # False where unknown (NaN)
     # 1. an empty group's reset: the window is the commit (exact) or the sweep interval
     lo = np.where(exact, t1, t0)
     admin = np.array([bool(unowned[i]) and members.admin(g[i], float(lo[i]), float(t1[i])) for i in range(n)],
@@ -449,13 +461,32 @@ def skip_rows(adv: pa.Table, members: Membership, capacities: pa.Table | None, m
         req, n_req = _dense((gcode * (int(tcode.max()) + 1) + tcode.reshape(-1)) * 2 + exact[ci])
         own = np.maximum(cap[ci], _partition_capacity(adv, ci, cg, caps, t1[ci]))
         bound = _request_capacity(cg, _tps(adv, ci), t1[ci], req, n_req, own, msweeps, caps)
-        total_a = _sums(req, a[ci].astype(np.float64), n_req)
+        total_a = _sums(req, (a + deleted)[ci].astype(np.float64), n_req)
         longest = np.full(n_req, -np.inf)
         np.maximum.at(longest, req, span[ci])
         seek[ci] = (total_a > float(skip_factor) * bound * longest)[req]
-    lost_n = np.where(admin, a, a - np.minimum(a, np.nan_to_num(could, nan=0.0).astype(np.int64)))
+    # what the consumer could have processed explains the messages it reached after the reset
+    # first (they exist: it reads from there on), then the deleted ones (it may have read some
+    # before retention deleted them)
+    allowed = np.nan_to_num(could, nan=0.0).astype(np.int64)
+    lost_n = np.where(admin, a, a - np.minimum(a, allowed))
+    del_n = np.where(admin, deleted, deleted - np.minimum(deleted, np.maximum(allowed - a, 0)))
     cause = np.where(admin, "admin_reset", np.where(oor, "out_of_range_reset", "seek")).astype(object)
-    keep = np.flatnonzero((admin | oor | seek) & (lost_n > 0))
+    skips = _anomaly_rows(adv, np.flatnonzero((admin | oor | seek) & (lost_n > 0)), exact, t0, t1, lost_n,
+                          cause, "skip", schema)
+    # the deleted part of a skip (an empty group's reset, a reset after retention, a jump to the
+    # end): a retention loss
+    gone = _anomaly_rows(adv, np.flatnonzero((admin | oor | seek) & (del_n > 0)), exact, t0, t1, del_n,
+                         np.full(n, "retention", dtype=object), "retention_loss", schema)
+    out = pa.concat_tables([skips, gone]) if gone.num_rows else skips
+    return out.sort_by([("cluster", "ascending"), ("group_id", "ascending"), ("topic", "ascending"),
+                        ("partition", "ascending"), ("start_ts", "ascending")])
+
+
+def _anomaly_rows(adv: pa.Table, keep: _I, exact: _B, t0: _F, t1: _F, lost_n: _I, cause: npt.NDArray[Any],
+                  kind: str, schema: pa.Schema) -> pa.Table:
+    """The anomaly rows (``kind``: skip, or retention_loss for the deleted part) of the advances
+    ``keep``: ``lost_n`` messages each, critical."""
     if not len(keep):
         return schema.empty_table()
     start = np.where(exact, t1, t0)[keep]
@@ -472,16 +503,15 @@ def skip_rows(adv: pa.Table, members: Membership, capacities: pa.Table | None, m
     causes = cause[keep]
     cols: dict[str, pa.Array] = {
         "cluster": plain[0], "group_id": plain[1], "topic": plain[2], "partition": pt.cast(pa.int32()),
-        "kind": pa.array(["skip"] * m, pa.string()), "start_ts": start_ts, "end_ts": timestamps(t1[keep]),
+        "kind": pa.array([kind] * m, pa.string()), "start_ts": start_ts, "end_ts": timestamps(t1[keep]),
         "severity": pa.array(["critical"] * m, pa.string()), "magnitude": pa.array(mag),
         "unit": pa.array(["messages"] * m, pa.string()),
-        "detail": pa.array([_DETAIL[c].format(java_fixed(float(x), 0)) for c, x in zip(causes, mag, strict=True)],
-                           pa.string()),
-        "key": pa.array([f"skip|{c}|{gg}|{t}|{p}|{x}" for c, gg, t, p, x in zip(
+        "detail": pa.array([(_DETAIL[c] if kind == "skip" else _DELETED_DETAIL).format(java_fixed(float(x), 0))
+                            for c, x in zip(causes, mag, strict=True)], pa.string()),
+        # a deleted part's key is apart from the partition's retention_loss episodes' (kind|cluster|…)
+        "key": pa.array([f"{kind}|{c}|{gg}|{t}|{p}|{x}" for c, gg, t, p, x in zip(
             plain[0].to_pylist(), plain[1].to_pylist(), plain[2].to_pylist(), pstr, ms.tolist(), strict=True)],
             pa.string()),
         "cause": pa.array(list(causes), pa.string()), "date": dates(start_ts)}
-    out = pa.table({f.name: cols[f.name].cast(f.type) if f.name in cols else pa.nulls(m, f.type) for f in schema},
-                   schema=schema)
-    return out.sort_by([("cluster", "ascending"), ("group_id", "ascending"), ("topic", "ascending"),
-                        ("partition", "ascending"), ("start_ts", "ascending")])
+    return pa.table({f.name: cols[f.name].cast(f.type) if f.name in cols else pa.nulls(m, f.type) for f in schema},
+                    schema=schema)

@@ -145,8 +145,8 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
       advanced another of its partitions more than ``jump_factor`` × this one's ``rate``: the
       owner served that one, so this one's advance is what it left over, no capacity;
     - ``busy_rate``: ``rate`` when the partition had lag > 0 at both ends of the interval (a
-      fresh row) and was not starved, else 0: what the consumer showed it can do (it never waited
-      for messages);
+      fresh row), was not starved and retention had not passed its start (``prev_committed`` <
+      ``log_start``), else 0: what the consumer showed it can do (it never waited for messages);
       0 for a jump to the end (an interval that ended at or past the log end at its start,
       faster than ``jump_factor`` × the largest busy rate kept before it and, until a saturated
       interval was seen, than ``jump_factor`` × the producers' rate over it: a seek's own
@@ -264,7 +264,8 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
     fastest = F.max(F.when(fresh_owned, F.col("rate"))).over(sweep)
     df = df.withColumn("starved", fresh_owned & F.coalesce(
         (fastest > jump_factor * F.col("rate")) & (fastest > F.col("rate")), F.lit(False)))
-    busy = ~F.col("is_state") & (F.col("prev_lag") > 0) & (F.col("lag") > 0) & ~F.col("starved")
+    passed = F.coalesce(F.col("prev_committed") < F.col("log_start"), F.lit(False))
+    busy = ~F.col("is_state") & (F.col("prev_lag") > 0) & (F.col("lag") > 0) & ~F.col("starved") & ~passed
     pos_busy = F.when(F.col("is_state"), F.coalesce(F.col("m_max_rate"), F.lit(0.0)) > 0).otherwise(
         F.coalesce(busy & (F.col("rate") > 0), F.lit(False)))
     df = df.withColumn("_busy_before", F.coalesce(F.max(pos_busy.cast("int")).over(before), F.lit(0)) > 0)

@@ -723,6 +723,124 @@ def test_an_out_of_range_reset_on_a_partition_that_showed_no_capacity_of_its_own
                    ("skip", "out_of_range_reset", 1, 32.5, 600.0, "critical")]
 
 
+def _retention_between_sweeps(reset_to: str, ls_before: int, *, ls_after: int = 800, reset_at: float = 32.5,
+                              read_after: float = 0.0) -> tuple[
+        list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Produced at 20/s, consumed at 10/s (its capacity, lag growing), committing every second.
+    The sweep at t=30 shows a log start of ``ls_before``; retention moves it to ``ls_after``
+    right after, and at ``reset_at`` the consumer's fetch is out of range and its offset reset
+    (``reset_to``: ``earliest``, onto the log start; ``latest``, to the end), consuming on at
+    10/s; the sweep at t=35 shows ``ls_after``. Each sweep reads the committed offsets
+    ``read_after`` s after its stamp. No sweep shows the committed offset below the log start."""
+    def end(t: float) -> int:
+        return 1000 + round(20 * t)
+
+    landed = ls_after if reset_to == "earliest" else end(reset_at)
+
+    def committed(t: float) -> int:
+        return 10 * int(t) if t < reset_at else landed + int(10 * (t - reset_at))
+
+    def log_start(t: float) -> int:
+        return 0 if t < 30 else ls_before if t < 35 else ls_after
+
+    sweeps = [(t, committed(t + read_after), end(t), log_start(t)) for t in SWEEPS]
+    cs = sorted([(float(t), committed(t)) for t in range(1, 71) if t != reset_at] + [(reset_at, landed)])
+    return offsets_rows(sweeps), _stable(SWEEPS, [0]), _commits("g", 0, cs)
+
+
+@pytest.mark.parametrize("with_stream", [True, False])
+def test_a_reset_onto_the_log_start_after_retention_between_sweeps_is_a_retention_loss(with_stream: bool) -> None:
+    # retention passes the consumer (at 320) between the sweeps at 30 and 35, and its offset is
+    # reset to the earliest, 800: the 480 between were deleted before it read them. No sweep
+    # showed the committed offset below the log start (no retention_loss episode), and the reset
+    # lands on the log start, not past it: before, nothing was reported. The pace proves it: 480
+    # in 0.5 s against the group's 10/s. Less what 10/s could have read in the interval, before
+    # retention deleted them: 480 - 5 (commit stream); from sweeps, 300 -> 825 in 30 -> 35 of
+    # which 825 - 800 = 25 after the reset (consumed), 500 deleted, less the 50 - 25 the
+    # consumer's 10/s x 5 s leaves
+    offsets, members, commits = _retention_between_sweeps("earliest", 0)
+    got = _brief(_step(offsets, members, commits if with_stream else None))
+    want = ("retention_loss", "retention", 0, 32.5, 475.0, "critical") if with_stream else (
+        "retention_loss", "retention", 0, 30.0, 475.0, "critical")
+    assert got == [want]
+
+
+@pytest.mark.parametrize("with_stream", [True, False])
+def test_a_reset_onto_the_log_start_read_by_the_sweep_stamped_before_it(with_stream: bool) -> None:
+    # the sweeps read 0.25 s after their stamps; the consumer (committing on below the new log
+    # start, from what it had fetched, up to 350 at t=35) is reset onto 800 at 35.25, which the
+    # sweep stamped 35 already reads, with the log start 800: that sweep shows no loss, and its
+    # log start is not what was known before the commit (the one before it, 0, is). 450 deleted,
+    # less what 10/s reads in the 0.25 s since the last commit; from sweeps 300 -> 800 in 30 -> 35,
+    # less 10/s x 5 s
+    offsets, members, commits = _retention_between_sweeps("earliest", 0, reset_at=35.25, read_after=0.25)
+    got = _brief(_step(offsets, members, commits if with_stream else None))
+    assert got == [("retention_loss", "retention", 0, 35.25, 448.0, "critical") if with_stream else
+                   ("retention_loss", "retention", 0, 30.0, 450.0, "critical")]
+
+
+@pytest.mark.parametrize("with_stream", [True, False])
+def test_a_reset_to_the_log_start_is_not_a_reset_to_latest(with_stream: bool) -> None:
+    # the sweep at 30 already shows retention past the consumer (log start 500, committed 300:
+    # the retention_loss episode, 200); retention then moves the log start to 800, and the
+    # consumer is reset onto it. The 300 from 500 to 800 were deleted too: retention's, not an
+    # out_of_range_reset's skip past them (what it was labelled before)
+    offsets, members, commits = _retention_between_sweeps("earliest", 500)
+    got = _brief(_step(offsets, members, commits if with_stream else None))
+    episode = ("retention_loss", "retention", 0, 30.0, 200.0, "warning")
+    deleted = ("retention_loss", "retention", 0, 32.5, 295.0, "critical") if with_stream else (
+        "retention_loss", "retention", 0, 30.0, 275.0, "critical")
+    assert sorted(got) == sorted([episode, deleted])
+    assert not [r for r in got if r[0] == "skip"]
+
+
+def test_a_reset_to_latest_after_retention_between_sweeps_counts_both_parts() -> None:
+    # retention passes the consumer (at 320) between two sweeps and its offset is reset to the
+    # end, 1650: 320 -> 800 were deleted (retention's), 800 -> 1650 skipped by the reset (less
+    # what 10/s could have read in the 0.5 s since its last commit). Before, the whole 1325 was a
+    # seek (the sweep before showed no loss)
+    offsets, members, commits = _retention_between_sweeps("latest", 0)
+    assert _brief(_step(offsets, members, commits)) == [
+        ("retention_loss", "retention", 0, 32.5, 480.0, "critical"),
+        ("skip", "out_of_range_reset", 0, 32.5, 845.0, "critical")]
+
+
+def test_a_seek_past_what_retention_deleted_reports_both_parts() -> None:
+    # skip_rows alone: in a group of 20 partitions of 10/s each, m1 (partition 0 only) jumps to
+    # the end 1 s after its previous commit, past 480 messages retention deleted between two
+    # sweeps and 320 beyond the log start. 800 is within 5 x the group's 200/s (no reset after
+    # retention by the group's capacity) but far beyond 5 x m1's 10/s: a seek. Its deleted part
+    # is reported too (a retention loss): a loss is never silent, whichever cause wins
+    adv = pa.table({"cluster": ["c"], "group_id": ["g"], "topic": ["t"], "partition": pa.array([0], pa.int32()),
+                    "start_t": [104.0], "end_t": [105.0], "advance": pa.array([320], pa.int64()),
+                    "capacity": [10.0], "exact": [True], "at_end": [True], "from_lost": [True], "unowned": [False],
+                    "deleted": pa.array([480], pa.int64())})
+    caps = pa.table({"cluster": ["c"] * 20, "group_id": ["g"] * 20, "topic": ["t"] * 20,
+                     "partition": pa.array(range(20), pa.int32()), "t": [50.0] * 20, "capacity": [10.0] * 20})
+    ms = pa.Table.from_pylist([_owners(100.0, {"m1": [0], "m2": list(range(1, 20))})], schema=pa.schema([
+        ("cluster", pa.string()), ("group_id", pa.string()), ("t", pa.float64()),
+        ("owners", pa.list_(pa.struct([("tp", pa.string()), ("owner", pa.string())])))]))
+    schema = pa.schema([*TABLES["anomalies"].schema, pa.field("cluster", pa.string()), pa.field("date", pa.string())])
+    got = skips.skip_rows(adv, skips.Membership(by_group={}), caps, ms, skip_factor=5.0, schema=schema)
+    assert sorted((r["kind"], r["cause"], r["magnitude"], r["severity"]) for r in got.to_pylist()) == [
+        ("retention_loss", "retention", 480.0, "critical"), ("skip", "seek", 310.0, "critical")]
+
+
+@pytest.mark.parametrize("with_stream", [True, False])
+def test_a_consumer_reading_on_at_the_retention_edge_loses_nothing_provable(with_stream: bool) -> None:
+    # retention moves the log start to 320 between the sweeps at 30 and 35, past the offset the
+    # consumer had committed (300) but not past what it had read: it commits on at its 10/s. The
+    # messages below the new log start were passed at the consumer's own pace: nothing proves
+    # it did not read them
+    def end(t: float) -> int:
+        return 1000 + round(20 * t)
+
+    sweeps = [(t, 10 * int(t), end(t), 320 if t >= 35 else 250 if t >= 30 else 0) for t in SWEEPS]
+    cs = [(float(t), 10 * t) for t in range(1, 71)]
+    got = _step(offsets_rows(sweeps), _stable(SWEEPS, [0]), _commits("g", 0, cs) if with_stream else None)
+    assert [r for r in _brief(got) if r[0] in ("skip", "retention_loss") and r[5] == "critical"] == []
+
+
 def test_start_times_are_the_table_type() -> None:
     offsets, members, commits, events = _reset_case("g", 5)
     got = _step(offsets, members, commits, events)
