@@ -36,8 +36,9 @@ Episodes (a condition that holds over consecutive sweeps, reported with start an
   no member owned the partition, or its owner committed nothing at all, and its committed offset
   had not moved for ``stop_after_s``: nobody held or read the deleted records), else a
   ``warning`` with that many at most (a live consumer may have fetched them before retention
-  deleted them). Retention that passed the consumer between two sweeps, followed by a reset
-  beyond the group's capacity, is a critical ``retention_loss`` of the per-group pass
+  deleted them). What retention deleted between two sweeps, past what the last sweep showed,
+  is counted at the reset that follows when the reset is a skip (beyond the group's capacity, a
+  seek, or an empty group's reset): a critical ``retention_loss`` of the per-group pass
   (:mod:`lagscope.analytics.skips`), one row per reset.
 
 Point events (one sweep interval, or one commit):

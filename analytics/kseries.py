@@ -119,7 +119,8 @@ class Series:
     idle_pending_s: F64
     rate: F64
     busy_rate: F64        # rate over an interval with a backlog at both ends (lag > 0 before and after) that
-    #                       is not starved and no jump to the end (enrich's _without_jumps), else 0
+    #                       is not starved, whose starting committed offset retention had not passed (below
+    #                       the log start at its end) and no jump to the end (enrich's _without_jumps), else 0
     sat_rate: F64         # rate over a saturated interval (committed at its end + a commit's worth of progress
     #                       < the log end at its start), else 0
     busy_max_before: F64  # the largest busy_rate of earlier rows (seeded by m_max_rate)

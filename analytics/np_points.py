@@ -250,8 +250,8 @@ def advances(s: Series, commits: Commits | None,
       retention moved on after a reset and before the sweep, part of what the reset passed is
       counted as deleted (the total is the same);
     - ``capacity``: the largest rate over sweep intervals busy at both ends (lag > 0 before and
-      after, not starved) before it (:attr:`Series.max_rate_before`; for a commit, through the
-      last sweep strictly before it);
+      after, not starved, their starting offset not passed by retention) before it
+      (:attr:`Series.max_rate_before`; for a commit, through the last sweep strictly before it);
     - ``at_end``: new ≥ the end of the sweep before it (sweeps: the previous sweep's end)."""
     has_c = np.zeros(s.n_keys, bool)
     if commits is not None and commits.n:

@@ -489,6 +489,7 @@ def _anomaly_rows(adv: pa.Table, keep: _I, exact: _B, t0: _F, t1: _F, lost_n: _I
     ``keep``: ``lost_n`` messages each, critical."""
     if not len(keep):
         return schema.empty_table()
+    prefix = "skip" if kind == "skip" else f"{kind}|retention"
     start = np.where(exact, t1, t0)[keep]
     start_ts = timestamps(start)
     ms = np.asarray(start_ts.cast(pa.int64()), dtype=np.int64)
@@ -508,8 +509,9 @@ def _anomaly_rows(adv: pa.Table, keep: _I, exact: _B, t0: _F, t1: _F, lost_n: _I
         "unit": pa.array(["messages"] * m, pa.string()),
         "detail": pa.array([(_DETAIL[c] if kind == "skip" else _DELETED_DETAIL).format(java_fixed(float(x), 0))
                             for c, x in zip(causes, mag, strict=True)], pa.string()),
-        # a deleted part's key is apart from the partition's retention_loss episodes' (kind|cluster|…)
-        "key": pa.array([f"{kind}|{c}|{gg}|{t}|{p}|{x}" for c, gg, t, p, x in zip(
+        # a deleted part's key is apart from the partition's retention_loss episodes'
+        # (retention_loss|cluster|…), which may start at the same sweep
+        "key": pa.array([f"{prefix}|{c}|{gg}|{t}|{p}|{x}" for c, gg, t, p, x in zip(
             plain[0].to_pylist(), plain[1].to_pylist(), plain[2].to_pylist(), pstr, ms.tolist(), strict=True)],
             pa.string()),
         "cause": pa.array(list(causes), pa.string()), "date": dates(start_ts)}
