@@ -293,9 +293,11 @@ def expected_findings(ti: TruthIndex, rules: AnalyticsRulesConfig, *,
                     held = tuple(sorted(set(held) | gained))
                 elif gained:
                     # a stopped member never commits what it is given: a stall there (its owner's
-                    # commits never began, so none stopped), from the first assignment
-                    out.append(Expected("stall", f.group, tuple(sorted(gained)), min(r.ts for r in gains),
-                                        max(f.start, f.end), f))
+                    # commits never began, so none stopped), from the first assignment that gave one
+                    out.append(Expected("stall", f.group, tuple(sorted(gained)),
+                                        min(r.ts for r in gains if gained & set(r.partitions)), max(f.start, f.end), f))
+                    if not held:  # it held nothing when it stopped: no stop (an empty list names the group)
+                        continue
             out.append(Expected(FINDING_OF[f.kind], f.group, held, f.start, max(f.start, f.end), f))
     if es is not None and not any(f.kind == "retention_overrun" for f in faults):
         # a truth from before the runner recorded overruns: the loss is somewhere in the run

@@ -95,7 +95,8 @@ def test_a_stopped_member_stalls_the_partitions_a_rebalance_gives_it() -> None:
     # which it never commits: by the definition that is a stall (no commits of its own that then
     # stopped), called for from the assignment, not a stop
     stop = Fault("stop", G, "c1", 120.0, 140.0, {}, ((T, 0),))
-    ti = _truth(stop, Assign(G, "c1", ((T, 0), (T, 1)), 130.0, 2))
+    # (an eager rebalance at 125 gives it back only what it held: the stall dates from 130)
+    ti = _truth(stop, Assign(G, "c1", ((T, 0),), 125.0, 2), Assign(G, "c1", ((T, 0), (T, 1)), 130.0, 3))
     called = [e for e in expected_findings(ti, RULES) if e.kind in ("stall", "stop")]
     exp = sorted((e.kind, e.partitions, e.start) for e in called)
     assert exp == [("stall", ((T, 1),), 130.0), ("stop", ((T, 0),), 120.0)]
@@ -106,6 +107,11 @@ def test_a_stopped_member_stalls_the_partitions_a_rebalance_gives_it() -> None:
     # a stop found on the gained partition matches nothing
     wrong = score_run(called, [_finding("stop", 136.0, 140.0, partition=1)], tolerance_s=3.0)
     assert len(wrong.unmatched) == 1
+    # a member that held nothing when it stopped calls for no stop (an empty list would name the
+    # whole group), only the stall of what it is given
+    empty = _truth(Fault("stop", G, "c1", 120.0, 140.0, {}, ()), Assign(G, "c1", ((T, 1),), 130.0, 2))
+    assert [(e.kind, e.partitions) for e in expected_findings(empty, RULES) if e.kind in ("stall", "stop")] == [
+        ("stall", ((T, 1),))]
 
 
 def test_real_events_the_truth_calls_for_nothing_about_are_informational() -> None:
