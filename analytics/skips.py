@@ -115,9 +115,10 @@ _DETAIL = {
     "admin_reset": "offsets reset while the group had no members: {} messages never processed (admin reset)",
     "out_of_range_reset": "committed offset below the log start reset past {} messages that were never processed "
                           "(auto.offset.reset after retention)",
+    # a skip's deleted part (kind retention_loss)
+    "retention": "retention deleted {} messages past the committed offset between two sweeps and the offset was "
+                 "then reset past them: never processed",
 }
-_DELETED_DETAIL = ("retention deleted {} messages past the committed offset between two sweeps and the offset was "
-                   "then reset past them: never processed")
 
 
 @dataclass
@@ -429,7 +430,7 @@ def skip_rows(adv: pa.Table, members: Membership, capacities: pa.Table | None, m
 
     t0, t1, a, cap = col("start_t"), col("end_t"), col("advance"), col("capacity")
     exact, at_end, lost, unowned = col("exact"), col("at_end"), col("from_lost"), col("unowned")
-    deleted = col("deleted") if "deleted" in adv.column_names else np.zeros(adv.num_rows, np.int64)
+    deleted = col("deleted")
     g = _gkeys(adv)
     n = adv.num_rows
     span = t1 - t0
@@ -507,8 +508,8 @@ def _anomaly_rows(adv: pa.Table, keep: _I, exact: _B, t0: _F, t1: _F, lost_n: _I
         "kind": pa.array([kind] * m, pa.string()), "start_ts": start_ts, "end_ts": timestamps(t1[keep]),
         "severity": pa.array(["critical"] * m, pa.string()), "magnitude": pa.array(mag),
         "unit": pa.array(["messages"] * m, pa.string()),
-        "detail": pa.array([(_DETAIL[c] if kind == "skip" else _DELETED_DETAIL).format(java_fixed(float(x), 0))
-                            for c, x in zip(causes, mag, strict=True)], pa.string()),
+        "detail": pa.array([_DETAIL[c].format(java_fixed(float(x), 0)) for c, x in zip(causes, mag, strict=True)],
+                           pa.string()),
         # a deleted part's key is apart from the partition's retention_loss episodes'
         # (retention_loss|cluster|…), which may start at the same sweep
         "key": pa.array([f"{prefix}|{c}|{gg}|{t}|{p}|{x}" for c, gg, t, p, x in zip(

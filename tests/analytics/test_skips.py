@@ -484,7 +484,8 @@ def test_a_request_is_judged_on_the_capacity_of_its_partitions_owner(
     # the previous commit; every partition of the group showed 10/s
     adv = pa.table({"cluster": ["c"], "group_id": ["g"], "topic": ["t"], "partition": pa.array([0], pa.int32()),
                     "start_t": [104.0], "end_t": [105.0], "advance": pa.array([jump], pa.int64()),
-                    "capacity": [10.0], "exact": [True], "at_end": [True], "from_lost": [False], "unowned": [False]})
+                    "capacity": [10.0], "exact": [True], "at_end": [True], "from_lost": [False], "unowned": [False],
+                    "deleted": pa.array([0], pa.int64())})
     caps = pa.table({"cluster": ["c"] * 12, "group_id": ["g"] * 12, "topic": ["t"] * 12,
                      "partition": pa.array(range(12), pa.int32()), "t": [50.0] * 12, "capacity": [10.0] * 12})
     ms = pa.Table.from_pylist(sweeps, schema=pa.schema([
