@@ -148,6 +148,10 @@ class SoakOptions:
     #: seconds between the samples of ``benchmarks/memtrace.py`` (``--trace-memory``): lagscope run
     #: under tracemalloc, its memory by source line into ``<workdir>/memtrace``; None: not traced
     trace_memory_s: float | None = None
+    #: the analytics' ``forget_after_s`` (``--forget-after-s``; None: the default, an hour): the
+    #: silence after which a deleted group's partitions leave the carried state, so the memory of a
+    #: workload whose groups come and go levels off after it
+    forget_after_s: float | None = None
 
 
 @dataclass
@@ -594,7 +598,9 @@ class Soak:
                           "request_timeout_ms": 3000},
             "metrics": {"bind": "127.0.0.1", "port": metrics_port},
             "analytics": {"master": "local[2]", "interval_s": self.o.analytics_interval_s, "shuffle_partitions": 2,
-                          "backfill": "10m", "session_timeout_s": 10.0, "rules": DEMO_RULES},
+                          "backfill": "10m", "session_timeout_s": 10.0,
+                          "rules": {**DEMO_RULES, **({} if self.o.forget_after_s is None else
+                                                     {"forget_after_s": self.o.forget_after_s})}},
             "alerts": {"routes": [{"name": ROUTE, "url": f"{sink_url}/{ROUTE}", "timeout_s": 5}]},
         }
 
@@ -1504,6 +1510,8 @@ def report(r: SoakResult, command: str) -> str:
              + (f"one run of the simulator's `{o['scenario']}` scenario stretched to the whole soak (`--steady`: "
                 "the same groups and topics throughout)" if o.get("steady") else
                 f"{len(r.scenarios)} runs of the simulator's `{o['scenario']}` scenario back to back")
+             + (f"; partitions forgotten after {o['forget_after_s']:g} s of silence (`--forget-after-s`)"
+                if o.get("forget_after_s") is not None else "")
              + (f"; the end waited {r.end_waited_s:g} s past the planned {o['minutes']:g} minutes for the last "
                 "fault's recovery" if r.end_waited_s else "") + ".", "",
              f"**Verdict: {'every check held' if not v else 'FAILED: ' + ', '.join(sorted(v))}.**", "",
@@ -1623,6 +1631,9 @@ def main() -> int:
     ap.add_argument("--trace-memory", type=float, default=None, metavar="SECONDS",
                     help="run lagscope run under benchmarks/memtrace.py (tracemalloc), a sample every SECONDS "
                          "into <workdir>/memtrace (its RSS then includes tracemalloc's overhead)")
+    ap.add_argument("--forget-after-s", type=float, default=None, metavar="SECONDS",
+                    help="the analytics' forget_after_s (default: the product's, an hour; at least 900 is used): "
+                         "a churning workload's memory levels off after it")
     ap.add_argument("--workdir", type=Path, default=None, help="default: a new folder under /tmp, kept")
     ap.add_argument("--report", type=Path, default=None, help="the Markdown report (default: stdout)")
     ap.add_argument("--json", type=Path, default=None, help="every figure as JSON")
@@ -1647,7 +1658,7 @@ def main() -> int:
     opts = SoakOptions(workdir, minutes=args.minutes, seed=args.seed, scenario=args.scenario,
                        sweep_interval_s=args.sweep_interval, analytics_interval_s=args.analytics_interval,
                        alerts_interval_s=args.alerts_interval, faults=not args.no_faults, steady=args.steady,
-                       trace_memory_s=args.trace_memory)
+                       trace_memory_s=args.trace_memory, forget_after_s=args.forget_after_s)
     result = run_soak(opts)
     command = "flock /tmp/lagscope-heavy.lock .venv/bin/python benchmarks/soak.py " + " ".join(sys.argv[1:])
     text = report(result, command)

@@ -76,6 +76,16 @@ def test_steady_stretches_one_scenario_over_the_run_with_the_same_groups_and_top
     assert soak.steady_scenario("demo", soak.SoakOptions(Path("/nowhere"), minutes=120.0)).duration == 3600
 
 
+@pytest.mark.parametrize("forget", [None, 900.0])
+def test_the_run_config_forgets_partitions_after_the_chosen_silence(forget: float | None) -> None:
+    from lagscope.config import Settings
+
+    s = soak.Soak(soak.SoakOptions(Path("/nowhere"), faults=False, forget_after_s=forget))
+    cfg = Settings.model_validate(s._settings("127.0.0.1:9092", "http://127.0.0.1:1", 9999))
+    assert cfg.analytics.rules.forget_after_s == (3600.0 if forget is None else forget)
+    assert cfg.analytics.rules.stall_after_s == 8.0  # the demo's rules kept
+
+
 def test_memtrace_summarises_what_grew_per_hour() -> None:
     memtrace = load_benchmark("memtrace")
     assert memtrace.child_kind("/usr/lib/jvm/bin/java -cp spark org.apache.spark.deploy.SparkSubmit") == "jvm"
