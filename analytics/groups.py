@@ -1340,9 +1340,9 @@ def gap_time_state(times: _Times | None, groups: pa.Array, bound: _F, of: _I) ->
 
 def _progress(series: pa.Table, carried: pa.Table | None, groups: pa.Array,
               wanted: _I) -> tuple[pa.Table, _Times]:
-    """Of every group in ``groups``, each owner's progress (``g, owner, t`` rows: a sweep at which
-    its partition's committed offset changed, or it had no lag; a carried row's ``m_alive_t``,
-    else its last change, as its owner's, else as its ``owner_last``'s); of the groups
+    """Of every group in ``groups``, each owner's progress (``g, owner, t`` rows: a sweep that named
+    it the owner at which its partition's committed offset changed, or it had no lag; a carried
+    row's ``m_alive_t``, as its ``alive_owner``'s); of the groups
     ``wanted``, every committed-offset change (a carried row's last one included)."""
     g, keep = _codes(_gkey(series), groups)
     s = series.filter(pa.array(keep))
@@ -1371,24 +1371,27 @@ def _progress(series: pa.Table, carried: pa.Table | None, groups: pa.Array,
         comm.append(cc)
         comm_ok.append(cc_ok)
         change = np.asarray(_plain(c.column("m_change_t")).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
-        seen = (np.asarray(_plain(c.column("m_alive_t")).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
-                if "m_alive_t" in c.column_names else np.full(c.num_rows, np.nan))
-        # a key's last progress is that of the owner of its row then (``alive_owner``, of its last
-        # change when there is no progress time: ``change_owner``), not of its owner now: a
+        # a key's last progress is ``m_alive_t`` (a change or no lag at a sweep that named an owner;
+        # none: NaN), that of the owner of its row then (``alive_owner``), not of its owner now: a
         # partition that changed hands since, or lost its owner (a crashed member's, unowned once
-        # the broker expired it), still dates the member's last progress in a later step. A state
-        # written before those columns: its owner, else the member that held it last
+        # the broker expired it), still dates the member's last progress in a later step; and a
+        # change seen while nobody owned the partition is nobody's progress, as in one pass. A
+        # state written before ``m_alive_t``: its last change, of ``change_owner``; before those
+        # columns: of its owner, else of the member that held it last
         c_owner = _plain(c.column("owner")).cast(pa.string())
         if "owner_last" in c.column_names:
             c_owner = pc.coalesce(c_owner, _plain(c.column("owner_last")).cast(pa.string()))
-        if "alive_owner" in c.column_names and "change_owner" in c.column_names:
-            by_time = pc.if_else(pa.array(~np.isnan(seen)), _plain(c.column("alive_owner")).cast(pa.string()),
-                                 _plain(c.column("change_owner")).cast(pa.string()))
-            c_owner = pc.coalesce(by_time, c_owner)
+        if "m_alive_t" in c.column_names:
+            seed = np.asarray(_plain(c.column("m_alive_t")).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
+            by_time = "alive_owner"
+        else:
+            seed, by_time = change, "change_owner"
+        if by_time in c.column_names:
+            c_owner = pc.coalesce(_plain(c.column(by_time)).cast(pa.string()), c_owner)
         owner.append(c_owner)
         zero_lag.append(np.zeros(c.num_rows, bool))
         state.append(np.ones(c.num_rows, bool))
-        alive_seed.append(np.where(np.isnan(seen), change, seen))
+        alive_seed.append(seed)
         change_seed.append(change)
     gg = np.concatenate(parts_g)
     tp_topic = pa.concat_arrays(topic)
@@ -1897,8 +1900,12 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
         ev_p.append(pcar[has])
         ev_t.append(ch[has])
         who = np.where(oc_change >= 0, oc_change, oc) if "change_owner" in c.column_names else oc
-        # seen at a tenure's first sweep or without an owner: nobody's
-        ev_o.append(np.where(carried_f("m_change_takeover") == 1, -1, who)[has])
+        # seen at a tenure's first sweep or without an owner: nobody's (without ``tenures``, one
+        # seen without an owner only: a takeover sweep's change is its owner's, ``change_owner``)
+        tk = (np.asarray(_plain(c.column("m_change_takeover")).cast(pa.float64()).fill_null(np.nan),
+                         dtype=np.float64) == 1 if "m_change_takeover" in c.column_names else np.zeros(nc, bool))
+        nobody = tk if tenures else tk & (oc_change < 0)
+        ev_o.append(np.where(nobody, -1, who)[has])
     # the rows' owners as of any time: the latest row of the partition at or before it (a carried
     # row at its own time, the previous step's last sweep: an episode that ends at the step's first
     # sweep was owned by the owner it carries, as one pass sees it)

@@ -630,15 +630,16 @@ def _progress_inputs(series: DataFrame, st: dict[str, DataFrame],
     alive = alive.select("cluster", "group_id", "owner", F.col("t").alias("alive_t"))
     changes = fresh.where(F.col("changed")).select(*KEY, "t")
     if carried is not None:
-        # the owners' last progress before the step (a state written before m_alive_t: the last change)
-        # of the owner of its row then (alive_owner; change_owner for m_change_t), else of its
-        # owner, else of the member that held it before it left
-        before = F.coalesce(F.col("m_alive_t"), F.col("m_change_t"))
+        # the owners' last progress before the step (m_alive_t: a change seen while nobody owned the
+        # partition is nobody's; a state written before it: the last change) of the owner of its
+        # row then (alive_owner; change_owner for m_change_t), else of its owner, else of the
+        # member that held it before it left
         cols = carried.columns
+        before, then = ((F.col("m_alive_t"), "alive_owner") if "m_alive_t" in cols
+                        else (F.col("m_change_t"), "change_owner"))
         who = F.coalesce(F.col("owner"), F.col("owner_last")) if "owner_last" in cols else F.col("owner")
-        if "alive_owner" in cols and "change_owner" in cols:  # the owner of the row then
-            who = F.coalesce(F.when(F.col("m_alive_t").isNotNull(), F.col("alive_owner"))
-                             .otherwise(F.col("change_owner")), who)
+        if then in cols:  # the owner of the row then
+            who = F.coalesce(F.col(then), who)
         alive = alive.unionByName(carried.where(who.isNotNull() & before.isNotNull())
                                   .select("cluster", "group_id", who.alias("owner"), before.alias("alive_t")))
         changes = changes.unionByName(carried.where(F.col("m_change_t").isNotNull()).select(

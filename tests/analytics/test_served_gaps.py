@@ -130,3 +130,41 @@ def test_with_the_commit_stream_a_partition_left_out_of_its_owners_commits_keeps
     recs += [(t - 0.5, 1, p1_steps(t)) for t in T if t > 0 and p1_steps(t) != p1_steps(t - 1)]
     got = run("chosen", steady, {0: "m1", 1: "m1"}, commits=commits_lake(sorted(recs), "chosen"))
     assert got == [(1, at(59.5), at(74.5))]
+
+
+def test_a_change_seen_while_nobody_owned_the_partition_serves_no_gap_across_steps() -> None:
+    # partition 0 has no owner until 68 s; its committed offset changes at 65 s (another consumer's
+    # last commit, read while unowned), then m1 takes it over and never changes it. Inside
+    # partition 1's gap (60 → 75 s) m1 made no progress of its own: the gap stays, in one pass and
+    # in steps cut after the takeover, where the carried row names m1 its owner (the change's own
+    # owner was none: it is nobody's progress)
+    def p0(t: float) -> int:
+        return 0 if t < 65 else 500
+
+    def owner0(t: float) -> str | None:
+        return None if t < 68 else "m1"
+
+    offsets = [r for t in T for r in offsets_rows([(t, p0(t), END, 0, owner0(t))], group="g", partition=0)]
+    offsets += offsets_rows([(t, p1_steps(t), END) for t in T], group="g", partition=1, owner="m1")
+    members = members_rows([(t, "Stable", 1 if t < 68 else 2, [("m1", None, [1] if t < 68 else [0, 1])]) for t in T],
+                           group="g")
+
+    def gaps(cuts: list[tuple[float, float]]) -> list[tuple[Any, ...]]:
+        state: dict[str, pa.Table] = {}
+        found = []
+        for lo, hi in cuts:
+            def part(rows: list[dict[str, Any]], lo: float = lo, hi: float = hi) -> list[dict[str, Any]]:
+                return [r for r in rows if at(lo) < r["sweep_ts"] <= at(hi)]
+
+            out = step.run_step(step.StepInputs(offsets=lake("offsets", part(offsets)),
+                                                members=lake("members", part(members)), commits=None,
+                                                group_events=None, state=state), settings=S, as_of=at(hi))
+            state = out.state
+            found += [(r["partition"], r["start_ts"], r["end_ts"]) for r in out.tables["anomalies"].to_pylist()
+                      if r["kind"] == "commit_gap"]
+        return sorted(found)
+
+    one = gaps([(-1.0, 120.0)])
+    assert one == [(1, at(60), at(75))]
+    for cut in (68.5, 70.0, 72.0):
+        assert gaps([(-1.0, cut), (cut, 120.0)]) == one, cut

@@ -262,3 +262,37 @@ def test_a_state_written_before_tenures_reads_as_an_unknown_tenure() -> None:
                                                                         "tenure_owner"])}
     got = idle([first, run(lk, 10.0, 31, old)])
     assert got[2][:3] == ("stop", "warning", 9.5)
+
+
+def _unowned_change_lake() -> dict[str, list[dict[str, Any]]]:
+    """Partition 0's committed offset changes at 2 s while nobody owns it (an earlier consumer's
+    last commit); x takes it over at 4 s and never commits it, then crashes: it is gone from the
+    sweep at 15 s. y owns partition 1 throughout and commits it at every sweep."""
+    offsets: list[dict[str, Any]] = []
+    members = []
+    for t in SWEEPS:
+        owner = None if t < 4.0 else "x" if t < 15.0 else "y"
+        offsets += offsets_rows([(t, 500 if t < 2.0 else 600, end(t), 0, owner)], partition=0)
+        offsets += offsets_rows([(t, end(t) - 2, end(t), 0, "y")], partition=1)
+        gen, who = ((1, [("y", None, [1])]) if t < 4.0 else (2, [("x", None, [0]), ("y", None, [1])]) if t < 15.0
+                    else (3, [("y", None, [0, 1])]))
+        members += members_rows([(t, "Stable", gen, who)])
+    return {"offsets": offsets, "members": members, "commits": []}
+
+
+@pytest.mark.parametrize("cut", [4.25, 6.0, 12.0])
+def test_a_change_seen_unowned_is_no_progress_of_the_next_owner_across_steps(cut: float) -> None:
+    # the change partition 0 showed while unowned is nobody's progress (one pass credits a member's
+    # progress only at a sweep that names it the owner): a step cut after x took the partition over
+    # must not date x's last progress to it, which would judge x's departure a poll timeout (15 − 2 s
+    # of silence) where one pass, which knows no progress of x's, judges a leave
+    lk = _unowned_change_lake()
+
+    def windows(outs: list[steps.StepOutput]) -> list[tuple[str, float]]:
+        return sorted((r["cause"], (r["start_ts"] - at(0)).total_seconds())
+                      for o in outs for r in o.tables["rebalances"].to_pylist())
+
+    one = windows([run(lk, None, 31)])
+    assert [c for c, s in one if s > 14] == ["leave"]
+    first = run(lk, None, cut)
+    assert windows([first, run(lk, cut, 31, first.state)]) == one
