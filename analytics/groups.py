@@ -1887,10 +1887,10 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
                                   & np.isfinite(rt[order]))
     idx = order[moved]
     ev_p, ev_t, ev_o = [rp[idx]], [rt[idx]], [np.where(first_of_tenure[idx], -1, ro[idx])]
-    def carried_f(name: str) -> _F:
-        """A carried marker the tenures read (NaN: none, or not ``tenures``)."""
+    def carried_f(name: str, *, always: bool = False) -> _F:
+        """A carried marker the tenures read (NaN: none, or not ``tenures`` unless ``always``)."""
         return (np.asarray(_plain(c.column(name)).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
-                if tenures and nc and name in c.column_names else np.full(nc, np.nan))
+                if (tenures or always) and nc and name in c.column_names else np.full(nc, np.nan))
 
     tenure_c = carried_f("m_tenure_t")
     # the carried rows' last change (before the step)
@@ -1902,8 +1902,7 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
         who = np.where(oc_change >= 0, oc_change, oc) if "change_owner" in c.column_names else oc
         # seen at a tenure's first sweep or without an owner: nobody's (without ``tenures``, one
         # seen without an owner only: a takeover sweep's change is its owner's, ``change_owner``)
-        tk = (np.asarray(_plain(c.column("m_change_takeover")).cast(pa.float64()).fill_null(np.nan),
-                         dtype=np.float64) == 1 if "m_change_takeover" in c.column_names else np.zeros(nc, bool))
+        tk = carried_f("m_change_takeover", always=True) == 1
         nobody = tk if tenures else tk & (oc_change < 0)
         ev_o.append(np.where(nobody, -1, who)[has])
     # the rows' owners as of any time: the latest row of the partition at or before it (a carried

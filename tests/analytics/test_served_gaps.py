@@ -76,6 +76,13 @@ def run(group: str, p0: Any, owners: dict[int, str], commits: pa.Table | None = 
         assignment.setdefault(m, []).append(p)
     members = members_rows([(t, "Stable", 1, [(m, None, ps) for m, ps in assignment.items()]) for t in T],
                            group=group)
+    return gaps(offsets, members, commits, split)
+
+
+def gaps(offsets: list[dict[str, Any]], members: list[dict[str, Any]], commits: pa.Table | None = None,
+         split: float | None = None) -> list[tuple[Any, ...]]:
+    """The commit gaps (partition, start, end) of one step over the sweeps, or (``split``) of two
+    steps, the sweeps up to ``split`` and those after it, the second from the first's state."""
     cuts = [(-1.0, 120.0)] if split is None else [(-1.0, split), (split, 120.0)]
     state: dict[str, pa.Table] = {}
     found = []
@@ -149,22 +156,7 @@ def test_a_change_seen_while_nobody_owned_the_partition_serves_no_gap_across_ste
     members = members_rows([(t, "Stable", 1 if t < 68 else 2, [("m1", None, [1] if t < 68 else [0, 1])]) for t in T],
                            group="g")
 
-    def gaps(cuts: list[tuple[float, float]]) -> list[tuple[Any, ...]]:
-        state: dict[str, pa.Table] = {}
-        found = []
-        for lo, hi in cuts:
-            def part(rows: list[dict[str, Any]], lo: float = lo, hi: float = hi) -> list[dict[str, Any]]:
-                return [r for r in rows if at(lo) < r["sweep_ts"] <= at(hi)]
-
-            out = step.run_step(step.StepInputs(offsets=lake("offsets", part(offsets)),
-                                                members=lake("members", part(members)), commits=None,
-                                                group_events=None, state=state), settings=S, as_of=at(hi))
-            state = out.state
-            found += [(r["partition"], r["start_ts"], r["end_ts"]) for r in out.tables["anomalies"].to_pylist()
-                      if r["kind"] == "commit_gap"]
-        return sorted(found)
-
-    one = gaps([(-1.0, 120.0)])
+    one = gaps(offsets, members)
     assert one == [(1, at(60), at(75))]
     for cut in (68.5, 70.0, 72.0):
-        assert gaps([(-1.0, cut), (cut, 120.0)]) == one, cut
+        assert gaps(offsets, members, split=cut) == one, cut
