@@ -31,6 +31,7 @@ __all__ = [
     "Found",
     "Series",
     "asof",
+    "commit_rates",
     "enrich",
     "ffill_last",
     "java_fixed",
@@ -121,6 +122,10 @@ class Series:
     busy_rate: F64        # rate over an interval with a backlog at both ends (lag > 0 before and after) that
     #                       is not starved, whose starting committed offset retention had not passed (below
     #                       the log start at its end) and no jump to the end (enrich's _without_jumps), else 0
+    commit_rate: F64      # with the commit stream: the fastest commit inside the interval that reached the
+    #                       log end at its start and carried more than half its advance (advance past
+    #                       everything committed before ÷ the time since the previous commit:
+    #                       :func:`commit_rates`), else 0
     sat_rate: F64         # rate over a saturated interval (committed at its end + a commit's worth of progress
     #                       < the log end at its start), else 0
     busy_max_before: F64  # the largest busy_rate of earlier rows (seeded by m_max_rate)
@@ -295,12 +300,15 @@ JUMP_FACTOR = 5.0
 _JUMP_ROUNDS = 4
 
 
-def _without_jumps(rate: F64, to_end: B, seed: F64, key: I64, first: B, factor: float, floor: F64) -> F64:
+def _without_jumps(rate: F64, to_end: B, seed: F64, key: I64, first: B, factor: float, floor: F64,
+                   judged: F64 | None = None) -> F64:
     """``rate`` (a busy interval's, else 0) with the *jumps* set to 0: an interval that ended at or
     past the log end at its start (``to_end``) faster than ``factor`` × the largest rate kept
     before it (seeded by ``seed``, a state row's carried maximum; −inf elsewhere) and than
     ``factor`` × its own ``floor`` (the producers' rate over the interval; 0 once the capacity is
-    trusted, :func:`enrich`). Such an advance
+    trusted, :func:`enrich`). "Faster" is ``judged`` (default ``rate``): the interval's pace as
+    judged, which may be finer than its rate (the fastest commit inside it), while a kept interval
+    still counts its own ``rate``. Such an advance
     is what a seek to the end looks like, so it is never evidence of capacity itself; one with no
     rate kept before it counts (nothing to judge it against: the first pace a consumer shows).
     Causal: the answer of one walk per key in time order. Computed first as a fixed point:
@@ -309,6 +317,7 @@ def _without_jumps(rate: F64, to_end: B, seed: F64, key: I64, first: B, factor: 
     The keys still changing after :data:`_JUMP_ROUNDS` rounds are walked, their candidates only
     (every other rate is kept whatever the verdicts: its running maximum is one vector pass)."""
     out = rate.copy()
+    judged = rate if judged is None else judged
     seeded = seed > -np.inf
     cand = np.flatnonzero(to_end & (rate > 0) & ~seeded)  # a carried row is judged by its own step
     if not len(cand):
@@ -316,7 +325,7 @@ def _without_jumps(rate: F64, to_end: B, seed: F64, key: I64, first: B, factor: 
     dropped = np.zeros(len(cand), bool)
     for _ in range(_JUMP_ROUNDS):
         kept = shift(segmented_cummax(np.where(seeded, seed, out), key), first, -np.inf)[cand]
-        now = (kept > 0) & (rate[cand] > factor * np.maximum(kept, floor[cand]))
+        now = (kept > 0) & (judged[cand] > factor * np.maximum(kept, floor[cand]))
         moving = now != dropped
         if not moving.any():
             return out
@@ -329,16 +338,64 @@ def _without_jumps(rate: F64, to_end: B, seed: F64, key: I64, first: B, factor: 
                  -np.inf)[walk]
     verdict = np.zeros(len(walk), bool)
     at, top = None, -np.inf  # the key walked, the largest candidate kept in it so far
-    for i, (k, b, r, f) in enumerate(zip(key[walk].tolist(), base.tolist(), rate[walk].tolist(),
-                                         floor[walk].tolist(), strict=True)):
+    for i, (k, b, r, j, f) in enumerate(zip(key[walk].tolist(), base.tolist(), rate[walk].tolist(),
+                                            judged[walk].tolist(), floor[walk].tolist(), strict=True)):
         if k != at:
             at, top = k, -np.inf
         m = max(b, top)
-        if m > 0 and r > factor * max(m, f):
+        if m > 0 and j > factor * max(m, f):
             verdict[i] = True
         else:
             top = max(top, r)
     out[walk] = np.where(verdict, 0.0, rate[walk])
+    return out
+
+
+def commit_rates(key: I64, t: F64, is_state: B, prev_end: I64, prev_end_ok: B, dc: I64,
+                 commits: Commits | None) -> F64:
+    """Per series row, the fastest commit of the commit stream inside its interval: a commit of the
+    key after the row's previous sweep, up to the row (the first sweep at or after it; one at or
+    before a state row belongs to an earlier step), whose offset reached the log end known at the
+    interval's start (``prev_end``) and whose advance past everything the key committed before is
+    more than half the interval's (``dc``): that advance ÷ the time since the key's previous
+    commit. 0 where no commit qualifies (and on every row without ``commits``).
+
+    A sweep interval's rate averages whatever happened inside it: a seek taken a tenth of a second
+    after the previous commit, read over a half-second interval, looks like a pace. The commit that
+    carried the jump shows it at its own pace, so :func:`enrich` judges a jump by this rate too."""
+    n = len(key)
+    out = np.zeros(n)
+    if commits is None or commits.n == 0 or n == 0:
+        return out
+    order = np.lexsort((commits.seq, commits.t, commits.key))
+    if bool(np.all(order == np.arange(commits.n))):  # the documented order: nothing to sort
+        ck, ct, co = commits.key, commits.t, commits.offset
+    else:
+        ck, ct, co = commits.key[order], commits.t[order], commits.offset[order]
+    nc = len(ck)
+    cfirst, _ = key_bounds(ck)
+    prev_t = shift(ct, cfirst, _NAN)
+    # past everything committed before (as a skip's advance): a stale commit between two others
+    # (another committer, an async commit landing late) is no progress to measure from
+    advance = co - shift(segmented_cummax(co, ck), cfirst, 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.where(~cfirst & (ct > prev_t) & (advance > 0), advance / (ct - prev_t), 0.0)
+    # each commit's row: the first series row of its key at or after it (commits first on a tie)
+    uk = np.concatenate((key, ck))
+    ut = np.concatenate((t, ct))
+    src = np.concatenate((np.ones(n, np.int8), np.zeros(nc, np.int8)))
+    u = np.lexsort((np.arange(n + nc), src, ut, uk))
+    pos = np.arange(n + nc)
+    nxt = np.minimum.accumulate(np.where(u < n, pos, n + nc)[::-1])[::-1]
+    at_c = u >= n
+    ci = u[at_c] - n
+    nx = nxt[at_c]
+    found = nx < n + nc
+    row = np.where(found, u[np.minimum(nx, n + nc - 1)], 0)
+    found &= key[row] == ck[ci]
+    ok = found & ~is_state[row] & prev_end_ok[row] & (co[ci] >= prev_end[row]) & (2 * advance[ci] > dc[row])
+    ok &= rate[ci] > 0
+    np.maximum.at(out, row[ok], rate[ci][ok])
     return out
 
 
@@ -354,10 +411,12 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
            m_max_committed: I64, m_max_committed_ok: B, m_commit_t: F64, m_alive_t: F64,
            m_drop_t: F64, m_owned_t: F64, m_tenure_t: F64 | None = None, m_change_takeover: F64 | None = None,
            m_tenure_owner: I64 | None = None, m_tenure_owner_ok: B | None = None, starved: B | None = None,
-           jump_factor: float = JUMP_FACTOR) -> Series:
+           jump_factor: float = JUMP_FACTOR, commits: Commits | None = None) -> Series:
     """Prepared series rows (grouped by key, in time order, a key's state row first) → a
     :class:`Series` with every running value of
-    the Spark SQL reference ``enrich_series`` (``tests/analytics/spark_series.py``), computed the same way."""
+    the Spark SQL reference ``enrich_series`` (``tests/analytics/spark_series.py``), computed the same way.
+    ``commits``: the chunk's commit records (the commit stream), which judge a jump by the pace of
+    the commit that made it (:func:`commit_rates`)."""
     first, last = key_bounds(key)
     has_prev = ~first
     n = len(key)
@@ -428,9 +487,11 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     # commit landed early) does not leave its every later interval out as a jump
     with np.errstate(divide="ignore", invalid="ignore"):
         produced = np.where(~trusted & (dt > 0) & de_ok & (de > 0), de / dt, 0.0)
+    # with the commit stream, an interval is as fast as the fastest commit that made its advance
+    commit_rate = commit_rates(key, t, is_state, prev_end, prev_end_ok, dc, commits)
     busy_rate = _without_jumps(np.where(busy, fresh_rate, 0.0), busy & prev_end_ok & (committed >= prev_end),
                                np.where(is_state, np.where(np.isnan(m_max_rate), -np.inf, m_max_rate), -np.inf),
-                               key, first, jump_factor, produced)
+                               key, first, jump_factor, produced, np.fmax(fresh_rate, commit_rate))
 
     def mark(*cases: tuple[B, F64 | float]) -> F64:
         """``when(c1, v1).when(c2, v2)…`` (null otherwise), as a NaN-null double."""
@@ -508,7 +569,8 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
         prev_end_ok=prev_end_ok, prev_lag=prev_lag, prev_lag_ok=prev_lag_ok, prev_log_start=prev_ls,
         prev_log_start_ok=prev_ls_ok, dt=dt, dc=dc, dc_ok=dc_ok, de=de, de_ok=de_ok, lost=lost, changed=changed,
         change_t=change_t, prev_change_t=prev_change_t, pending_t=pending_t, idle_pending_s=idle, rate=rate,
-        busy_rate=busy_rate, sat_rate=sat_rate, busy_max_before=busy_max_before, sat_max_before=sat_max_before,
+        busy_rate=busy_rate, commit_rate=commit_rate, sat_rate=sat_rate, busy_max_before=busy_max_before,
+        sat_max_before=sat_max_before,
         max_rate_before=max_rate_before, prev_rate=prev_rate, max_committed_before=np.where(
             max_committed_before_ok, cmax, 0), max_committed_before_ok=max_committed_before_ok, ret_t=ret_t,
         end_change_t=end_change_t, alive_t=alive_t, end_epoch=end_epoch, end_drop_t=end_drop_t, rebased=rebased,

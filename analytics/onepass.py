@@ -217,9 +217,10 @@ def _ok_long(v: _F) -> tuple[_I, _B]:
     return np.where(ok, v, 0).astype(np.int64), ok
 
 
-def _series(rows: _Chunk, is_state: _B, jump_factor: float) -> tuple[Series, _F, _F]:
+def _series(rows: _Chunk, is_state: _B, jump_factor: float, commits: Commits | None) -> tuple[Series, _F, _F]:
     """The chunk's series rows (state and fresh, in key and time order) enriched (a jump to the end
-    beyond ``jump_factor`` × the rate before it, the rules' ``skip_factor``, is no capacity), and
+    beyond ``jump_factor`` × the rate before it, the rules' ``skip_factor``, is no capacity; with
+    ``commits``, judged by the pace of its commit too), and
     per row the carried ``m_idle`` and ``m_lost`` (NaN but on state rows)."""
     cols: dict[str, object] = {"key": rows.key, "is_state": is_state}
     for name in ("committed", "end", "log_start", "lso"):
@@ -239,7 +240,8 @@ def _series(rows: _Chunk, is_state: _B, jump_factor: float) -> tuple[Series, _F,
     cols["m_max_committed"], cols["m_max_committed_ok"] = _ok_long(marks[:, len(_MARKERS_F)])
     n = len(_MARKERS_F)
     cols["m_tenure_owner"], cols["m_tenure_owner_ok"] = _ok_long(marks[:, n + 3])
-    return enrich(**cols, jump_factor=jump_factor), marks[:, n + 1], marks[:, n + 2]  # type: ignore[arg-type]
+    return (enrich(**cols, jump_factor=jump_factor, commits=commits),  # type: ignore[arg-type]
+            marks[:, n + 1], marks[:, n + 2])
 
 
 def _growth_minutes(minutes: pa.Table, mkey: _I, carried: _Chunk) -> np_growth.Minutes:
@@ -361,8 +363,6 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
     sub = sub.set_column(1, "_k", pa.array((h2[lsm] << 2) | kind[lsm], pa.int64()))
     minutes = kernel.lag_seconds_table(sub, history_points=params.history_points)
 
-    series_rows = _Chunk(tbl, ser_mask, keyno)
-    s, carried_idle, carried_lost = _series(series_rows, kind[ser_mask] == STATE, params.rules.skip_factor)
     commits: Commits | None = None
     if params.commit_stream:
         cm = (kind == COMMIT) & has_series[keyno]  # a key's commits matter with its sweeps only
@@ -372,6 +372,8 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
         ct = ci.double("t")
         order = np.lexsort((seq, ct, ci.key))
         commits = Commits(key=ci.key[order], t=ct[order], offset=offset[order], seq=seq[order])
+    series_rows = _Chunk(tbl, ser_mask, keyno)
+    s, carried_idle, carried_lost = _series(series_rows, kind[ser_mask] == STATE, params.rules.skip_factor, commits)
 
     # status at each minute row
     entries = np_status.burrow_entries(s, carried_entries)

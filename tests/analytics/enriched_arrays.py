@@ -31,15 +31,18 @@ def owner_hash(owner: Any) -> int:
 
 
 def random_cases(rng: np.random.Generator, n_keys: int = 12, n_sweeps: int = 40, *,
-                 interval_s: float = 10.0) -> list[dict[str, Any]]:
+                 interval_s: float = 10.0, seeks: bool = False) -> list[dict[str, Any]]:
     """Offsets lake rows of ``n_keys`` partitions (3 groups) over ``n_sweeps`` sweeps: steady
     consumption, stalls (the committed offset stays), rewinds, jumps past the end (offset reset
     to latest), an end that goes down (topic re-created), retention overruns (log start past
-    the committed offset), missing commits and owners, and open transactions (LSO < end)."""
+    the committed offset), missing commits and owners, and open transactions (LSO < end).
+    ``seeks``: a jump is mostly a seek to the end the sweep before knew, with a backlog again by
+    the sweep (lag > 0 at both ends: the interval is busy, its advance a jump)."""
     rows: list[dict[str, Any]] = []
     for k in range(n_keys):
         group, partition = f"g{k % 3}", k
         end, committed, log_start = int(rng.integers(0, 1000)), None, 0
+        prev_end = end
         owner: str | None = f"m{k % 2}"
         t = float(rng.integers(0, 30))
         for _ in range(n_sweeps):
@@ -55,7 +58,10 @@ def random_cases(rng: np.random.Generator, n_keys: int = 12, n_sweeps: int = 40,
             elif u < 0.66:
                 committed = max(0, committed - int(rng.integers(1, 300)))  # rewind
             elif u < 0.70:
-                committed = end + int(rng.integers(0, 3))  # reset to latest
+                if seeks and end > prev_end:
+                    committed = prev_end + (end - prev_end) // 2  # seek to the end, then more produced
+                else:
+                    committed = end + int(rng.integers(0, 3))  # reset to latest
             elif u < 0.72:
                 end = int(rng.integers(0, 50))  # topic re-created
                 committed = min(committed, end)
@@ -65,6 +71,7 @@ def random_cases(rng: np.random.Generator, n_keys: int = 12, n_sweeps: int = 40,
                 committed = None
             if rng.random() < 0.1:
                 owner = None if owner is not None else f"m{int(rng.integers(0, 3))}"
+            prev_end = end
             lso = end - int(rng.integers(1, 5)) if (k % 4 == 3 and rng.random() < 0.5) else end
             rows.append({
                 "cluster": "c", "date": at(t).date().isoformat(), "sweep_ts": at(t), "group_id": group,
@@ -88,14 +95,38 @@ class TwoSteps:
     enriched: DataFrame
 
 
-def two_steps(spark: SparkSession, rows: list[dict[str, Any]], split_s: float) -> TwoSteps:
+def two_steps(spark: SparkSession, rows: list[dict[str, Any]], split_s: float,
+              commits: DataFrame | None = None) -> TwoSteps:
+    """``commits`` (``KEY``, ``t``, ``seq``, ``offset``): the commit stream both steps read."""
     df = spark.createDataFrame(rows, spark_schema("offsets"))
     split = at(split_s)
     first = prepare_series(df.where(F.col("sweep_ts") < F.lit(split)))
-    state = state_rows(enrich_series(first)).localCheckpoint()
+    state = state_rows(enrich_series(first, commits=commits)).localCheckpoint()
     second_off = df.where(F.col("sweep_ts") >= F.lit(split))
     second = prepare_series(second_off)
-    return TwoSteps(offsets=second_off, series=second, state=state, enriched=enrich_series(second, state))
+    return TwoSteps(offsets=second_off, series=second, state=state,
+                    enriched=enrich_series(second, state, commits=commits))
+
+
+def random_commits(rng: np.random.Generator, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Commit records for :func:`random_cases`' rows (``KEY``, ``t`` in epoch seconds, ``seq``,
+    ``offset``): before most sweeps with a committed offset, the commit that wrote it, some of them
+    a moment after a commit of the previous offset (an advance in a tenth of a second or less: a
+    jump at its own pace), some of them a little later than the sweep (the next interval's)."""
+    out: list[dict[str, Any]] = []
+    last: dict[tuple[Any, ...], int | None] = {}
+    for r in sorted(rows, key=lambda r: (r["group_id"], r["partition"], r["sweep_ts"])):
+        k = ("c", r["group_id"], "t", r["partition"])
+        c, prev = r["committed_offset"], last.get(k)
+        last[k] = c
+        if c is None or rng.random() < 0.2:
+            continue
+        t = r["sweep_ts"].timestamp() - float(rng.choice([0.05, 0.5, 2.0, -0.3]))
+        if prev is not None and rng.random() < 0.5:
+            out.append({"key": k, "t": t - float(rng.choice([0.01, 0.1, 1.0])), "offset": prev})
+        out.append({"key": k, "t": t, "offset": int(c)})
+    return [{"cluster": k[0], "group_id": k[1], "topic": k[2], "partition": k[3], "t": e["t"], "seq": i,
+             "offset": e["offset"]} for i, e in enumerate(out) for k in [e["key"]]]
 
 
 def series_arrays(enriched: DataFrame) -> tuple[Series, list[tuple[Any, ...]]]:

@@ -104,11 +104,35 @@ def _with_markers(df: DataFrame) -> DataFrame:
     return df
 
 
+def _commit_rates(df: DataFrame, commits: DataFrame | None) -> DataFrame:
+    """``commit_rate``: the fastest commit (its offset − the highest the key committed before it,
+    ÷ the time since the key's previous commit) at a time in a fresh row's interval (``prev_t``,
+    ``t``], whose offset is at or past
+    ``prev_end`` and whose advance is more than half the row's ``dc`` (null: 0); 0 elsewhere."""
+    if commits is None:
+        return df.withColumn("commit_rate", F.lit(0.0))
+    cw = Window.partitionBy(*KEY).orderBy("_ct", "seq")
+    c = (commits.select(*KEY, F.col("t").alias("_ct"), "seq", F.col("offset").alias("_co"))
+         .withColumns({"_pt": F.lag("_ct").over(cw), "_adv": F.col("_co") - F.max("_co").over(
+             cw.rowsBetween(Window.unboundedPreceding, -1))})
+         .where(F.col("_pt").isNotNull() & (F.col("_ct") > F.col("_pt")) & (F.col("_adv") > 0))
+         .withColumn("_crate", F.col("_adv") / (F.col("_ct") - F.col("_pt"))))
+    rows = df.where(~F.col("is_state") & F.col("prev_t").isNotNull() & F.col("prev_end").isNotNull()).select(
+        *KEY, "t", F.col("prev_t").alias("_rpt"), F.col("prev_end").alias("_rpe"),
+        F.coalesce(F.col("dc"), F.lit(0)).alias("_rdc"))
+    rates = (rows.join(c, [*KEY]).where((F.col("_ct") > F.col("_rpt")) & (F.col("_ct") <= F.col("t"))
+                                        & (F.col("_co") >= F.col("_rpe")) & (2 * F.col("_adv") > F.col("_rdc")))
+             .groupBy(*KEY, "t").agg(F.max("_crate").alias("_cr")))
+    return df.join(rates, [*KEY, "t"], "left").withColumn("commit_rate", F.when(
+        ~F.col("is_state"), F.coalesce(F.col("_cr"), F.lit(0.0))).otherwise(F.lit(0.0))).drop("_cr")
+
+
 def _without_jumps(df: DataFrame, to_end: Column, before: WindowSpec, factor: float, floor: Column) -> DataFrame:
     """``busy_rate`` with the jumps set to 0: a busy interval that ended at or past the log end at
     its start (``to_end``) faster than ``factor`` × the largest busy rate kept before it (seeded by
     a state row's ``m_max_rate``; none kept: it counts) and than ``factor`` × ``floor`` (the
-    producers' rate over the interval). Each kept maximum depends on the earlier
+    producers' rate over the interval), where "faster" is the larger of its rate and its
+    ``commit_rate`` (the fastest commit that made its advance). Each kept maximum depends on the earlier
     verdicts, so this is a fixed point, one round per pass: from every rate kept, a round drops a
     superset of the last; the first that drops nothing new is the sequential answer."""
     df = df.withColumns({"_raw": F.col("busy_rate"), "_to_end": to_end & (F.col("busy_rate") > 0),
@@ -118,14 +142,17 @@ def _without_jumps(df: DataFrame, to_end: Column, before: WindowSpec, factor: fl
             F.col("busy_rate"))).over(before), F.lit(0.0))
         df = df.withColumn("_was", F.col("_jump")).withColumn(
             "_jump", F.col("_to_end") & (kept > 0) & (
-                F.col("_raw") > F.lit(factor) * F.greatest(kept, F.col("_floor")))).withColumn(
+                F.greatest(F.col("_raw"), F.col("commit_rate")) > F.lit(factor) * F.greatest(
+                    kept, F.col("_floor")))).withColumn(
             "busy_rate", F.when(F.col("_jump"), F.lit(0.0)).otherwise(F.col("_raw"))).localCheckpoint()
         if df.where(F.col("_jump") != F.col("_was")).isEmpty():
             return df.drop("_raw", "_to_end", "_floor", "_jump", "_was")
 
 
-def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor: float = 5.0) -> DataFrame:
-    """Add the running values to a series (optionally seeded by state rows).
+def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor: float = 5.0,
+                  commits: DataFrame | None = None) -> DataFrame:
+    """Add the running values to a series (optionally seeded by state rows; ``commits``: the commit
+    stream's records, ``KEY``, ``t``, ``seq``, ``offset``, which judge a jump by its commit's pace).
 
     Added columns (all per key, in time order):
 
@@ -150,7 +177,10 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
       0 for a jump to the end (an interval that ended at or past the log end at its start,
       faster than ``jump_factor`` × the largest busy rate kept before it and, until a saturated
       interval was seen, than ``jump_factor`` × the producers' rate over it: a seek's own
-      advance is no evidence of capacity; :func:`_without_jumps`);
+      advance is no evidence of capacity; :func:`_without_jumps`), where an interval is as fast
+      as the larger of its ``rate`` and its ``commit_rate`` (:func:`_commit_rates`);
+    - ``commit_rate``: with ``commits``, the fastest commit inside the interval that reached the
+      log end at its start and carried more than half its advance, else 0;
     - ``sat_rate``: ``rate`` when the interval was busy, its committed offset at the end plus
       a commit's worth of progress (the larger of its advance ``dc`` and the previous row's
       ``rate`` × ``dt``) is below the log end at its start (saturated: the messages were there
@@ -276,6 +306,7 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
         F.col("sat_rate"))).over(before), F.lit(0.0)) > 0)
     produced = F.when(~F.col("_trusted") & (F.col("dt") > 0) & (F.col("de") > 0), F.col("de") / F.col("dt")).otherwise(
         F.lit(0.0))
+    df = _commit_rates(df, commits)
     df = _without_jumps(df.withColumn("busy_rate", F.when(busy, F.col("rate")).otherwise(F.lit(0.0))),
                         busy & F.coalesce(F.col("committed") >= F.col("prev_end"), F.lit(False)), before,
                         jump_factor, produced)

@@ -6,10 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from analytics_builders import at
-from enriched_arrays import random_cases, series_arrays, two_steps
+from enriched_arrays import random_cases, random_commits, series_arrays, two_steps
 from pyspark.sql import SparkSession
+from pyspark.sql import types as T  # noqa: N812
 
-from lagscope.analytics.kseries import Series, enrich, starved_rows
+from lagscope.analytics.kseries import Commits, Series, enrich, starved_rows
 
 pytestmark = pytest.mark.spark
 
@@ -41,6 +42,34 @@ def test_enrich_matches_spark(spark: SparkSession, seed: int) -> None:
     want, _ = series_arrays(steps.enriched)
     got = enrich(**{name: getattr(want, name) for name in _INPUTS})
     _assert_same(got, want)
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_enrich_with_the_commit_stream_matches_spark(spark: SparkSession, seed: int) -> None:
+    # the same random series with commit records: some a moment after the previous one (a jump at
+    # its own pace), some after their sweep. The interval's commit rate and every running value
+    # built on it (a jump judged by its commit's pace is no capacity) equal the reference's
+    rng = np.random.default_rng(seed)
+    rows = random_cases(rng, seeks=True)
+    cs = random_commits(rng, rows)
+    schema = T.StructType([T.StructField("cluster", T.StringType()), T.StructField("group_id", T.StringType()),
+                           T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType()),
+                           T.StructField("t", T.DoubleType()), T.StructField("seq", T.LongType()),
+                           T.StructField("offset", T.LongType())])
+    steps = two_steps(spark, rows, split_s=200.0, commits=spark.createDataFrame(cs, schema))
+    want, keys = series_arrays(steps.enriched)
+    number = {k: i for i, k in enumerate(keys)}
+    known = [c for c in cs if (c["cluster"], c["group_id"], c["topic"], c["partition"]) in number]
+    commits = Commits(key=np.array([number[(c["cluster"], c["group_id"], c["topic"], c["partition"])]
+                                    for c in known], np.int64),
+                      t=np.array([c["t"] for c in known]), offset=np.array([c["offset"] for c in known], np.int64),
+                      seq=np.array([c["seq"] for c in known], np.int64))
+    got = enrich(**{name: getattr(want, name) for name in _INPUTS}, commits=commits)
+    assert (want.commit_rate > 0).sum() >= 5
+    _assert_same(got, want)
+    # some interval's verdict turned on its commit: a jump by its commit's pace, not by its own rate
+    plain = enrich(**{name: getattr(want, name) for name in _INPUTS})
+    assert (plain.busy_rate > 0).sum() > (got.busy_rate > 0).sum()
 
 
 def test_enrich_first_step_without_state(spark: SparkSession) -> None:

@@ -81,19 +81,19 @@ def test_entries_sorted_by_key_time_and_carried_first(shuffle: bool) -> None:
 
 
 def _jumps_walked(rate: list[float], to_end: list[bool], seed: list[float], key: list[int],
-                  factor: float, floor: list[float]) -> list[float]:
-    """The definition, one row at a time per key: a candidate faster than factor × the largest
-    rate kept before it (the seed included) and than factor × its own floor is dropped; one with
-    none kept before it counts."""
+                  factor: float, floor: list[float], judged: list[float]) -> list[float]:
+    """The definition, one row at a time per key: a candidate whose judged pace is faster than
+    factor × the largest rate kept before it (the seed included) and than factor × its own floor
+    is dropped; one with none kept before it counts. A kept row counts its own rate."""
     out, top, at = [], -math.inf, None
-    for r, e, s, k, f in zip(rate, to_end, seed, key, floor, strict=True):
+    for r, e, s, k, f, j in zip(rate, to_end, seed, key, floor, judged, strict=True):
         if k != at:
             at, top = k, -math.inf
         if s > -math.inf:
             top = max(top, s)
             out.append(r)
             continue
-        if e and r > 0 and top > 0 and r > factor * max(top, f):
+        if e and r > 0 and top > 0 and j > factor * max(top, f):
             out.append(0.0)
             continue
         out.append(r)
@@ -115,9 +115,11 @@ def test_jumps_are_the_walk_of_the_definition(case: int, rounds: int, monkeypatc
     seed = np.where(first & (rng.random(n) < 0.4), np.round(10 ** rng.uniform(0, 2, n), 1), -np.inf)
     # the producers' rate over each interval (the floor before the capacity is trusted), else 0
     floor = np.where(rng.random(n) < 0.5, 0.0, np.round(10 ** rng.uniform(0, 2.5, n), 1))
-    got = kseries._without_jumps(rate, to_end, seed, key, first, 5.0, floor)
+    # the pace judged: the rate, or a commit's inside the interval (faster) on some rows
+    judged = np.where(rng.random(n) < 0.3, rate * np.round(10 ** rng.uniform(0, 1.5, n), 1), rate)
+    got = kseries._without_jumps(rate, to_end, seed, key, first, 5.0, floor, judged)
     assert got.tolist() == _jumps_walked(rate.tolist(), to_end.tolist(), seed.tolist(), key.tolist(), 5.0,
-                                         floor.tolist())
+                                         floor.tolist(), judged.tolist())
 
 
 def test_a_run_of_jumps_takes_a_bounded_number_of_vector_passes(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -135,6 +137,65 @@ def test_a_run_of_jumps_takes_a_bounded_number_of_vector_passes(monkeypatch: pyt
     got = kseries._without_jumps(rate, np.ones(n, bool), np.full(n, -np.inf), key, first, 5.0, np.zeros(n))
     assert got.tolist() == [10.0] + [0.0] * (n - 1)
     assert len(calls) <= kseries._JUMP_ROUNDS + 1
+
+
+def _commit_rates_walked(key: list[int], t: list[float], is_state: list[bool], prev_end: list[int],
+                         prev_end_ok: list[bool], dc: list[int],
+                         commits: list[tuple[int, float, int, int]]) -> list[float]:
+    """The definition, commit by commit: its row is the first of its key at or after it; it counts
+    on a fresh row with a known previous end when its offset reached that end and its advance past
+    the highest offset the key committed before it (earlier in (t, seq) order) is positive and
+    more than half the row's; its rate is that advance over the time since the key's previous
+    commit (which must be earlier)."""
+    out = [0.0] * len(key)
+    ordered = sorted(commits, key=lambda c: (c[0], c[1], c[3]))
+    for i, (k, ct, off, _) in enumerate(ordered):
+        if i == 0 or ordered[i - 1][0] != k:
+            continue
+        pt = ordered[i - 1][1]
+        adv = off - max(c[2] for c in ordered[:i] if c[0] == k)
+        if ct <= pt or adv <= 0:
+            continue
+        rows = [r for r in range(len(key)) if key[r] == k and t[r] >= ct]
+        if not rows:
+            continue
+        r = rows[0]
+        if is_state[r] or not prev_end_ok[r] or off < prev_end[r] or 2 * adv <= dc[r]:
+            continue
+        out[r] = max(out[r], adv / (ct - pt))
+    return out
+
+
+def test_commit_rates_are_the_definition() -> None:
+    from lagscope.analytics.kseries import Commits, commit_rates
+    rated = 0
+    for case in range(30):
+        rng = np.random.default_rng(100 + case)
+        n = int(rng.integers(1, 60))
+        key = np.sort(rng.integers(0, 4, n)).astype(np.int64)
+        first = np.r_[True, key[1:] != key[:-1]]
+        # in time order within a key (keys restart their clocks: rows of different keys tie)
+        t = np.round(np.cumsum(rng.uniform(0.1, 2.0, n)), 1)
+        starts = np.flatnonzero(first)
+        t = t - np.repeat(t[starts] - np.round(rng.uniform(0, 3, len(starts)), 1), np.diff(np.r_[starts, n]))
+        t = np.round(t, 1)
+        is_state = first & (rng.random(n) < 0.5)
+        prev_end = rng.integers(0, 200, n).astype(np.int64)
+        prev_end_ok = ~first & (rng.random(n) < 0.9)
+        dc = rng.integers(-20, 120, n).astype(np.int64)
+        nc = int(rng.integers(0, 80))
+        ck = rng.integers(0, 6, nc).astype(np.int64)  # keys 4 and 5 have no series rows
+        ct = np.round(rng.uniform(0, t.max() + 2, nc), 1)  # ties with rows and with each other
+        co = rng.integers(0, 300, nc).astype(np.int64)
+        seq = rng.permutation(nc).astype(np.int64)
+        got = commit_rates(key, t, is_state, prev_end, prev_end_ok, dc, Commits(key=ck, t=ct, offset=co, seq=seq))
+        cs = list(zip(ck.tolist(), ct.tolist(), co.tolist(), seq.tolist(), strict=True))
+        want = _commit_rates_walked(key.tolist(), t.tolist(), is_state.tolist(), prev_end.tolist(),
+                                    prev_end_ok.tolist(), dc.tolist(), cs)
+        np.testing.assert_allclose(got, want, rtol=1e-12, err_msg=f"case {case}")
+        assert commit_rates(key, t, is_state, prev_end, prev_end_ok, dc, None).tolist() == [0.0] * n
+        rated += bool((got > 0).any())
+    assert rated >= 10  # the cases are not all zeros
 
 
 def test_a_partition_is_starved_only_beside_a_far_faster_sibling_of_the_same_owner_at_the_same_sweep() -> None:

@@ -344,6 +344,54 @@ def test_a_seek_s_own_jump_is_no_capacity_for_the_next() -> None:
     assert [(r["cause"], r["magnitude"]) for r in split] == [("seek", 200.0)]
 
 
+def _quick_seeks(second: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[float], int]:
+    """Sweeps every 0.5 s of one partition produced at 60/s and drained at 50/s (a backlog of
+    25 at first), a commit every 0.5 s between the sweeps (at .3 and .8). A tenth of a second
+    after the commit at 2.3 the consumer seeks to the end (49 past its position), and again a
+    tenth after the one at ``second`` − 0.1. Returns the offsets, the commits, the sweep times and
+    the second seek's truth (messages never processed)."""
+    s1 = 2.4
+
+    def end(t: float) -> int:
+        return 1000 + round(60 * t)
+
+    def pos(t: float) -> int:
+        if t < s1:
+            return 975 + round(50 * t)
+        if t < second:
+            return end(s1) + round(50 * (t - s1))
+        return end(second) + round(50 * (t - second))
+
+    times = sorted([round(0.5 * k + 0.3, 3) for k in range(40)] + [s1, second])
+    assert round(second - 0.1, 3) in times  # a tenth of a second after a commit
+    cs = [(t, pos(t)) for t in times]
+
+    def committed(t: float) -> int:
+        return max([o for u, o in cs if u <= t], default=975)
+
+    sweeps = [(0.5 * k, committed(0.5 * k), end(0.5 * k)) for k in range(41)]
+    return offsets_rows(sweeps), _commits("g", 0, cs), [t for t, _, _ in sweeps], end(second) - pos(second - 1e-9)
+
+
+def test_a_seek_a_tenth_of_a_second_after_a_commit_is_no_capacity_though_its_sweep_interval_looks_like_one() -> None:
+    # the first seek's sweep interval (2.0 → 2.5: 1065 → 1144) shows 158/s, under 5 × the 50/s
+    # kept before it (and the producers' 60/s): read by sweeps it looks like a pace. Its commit
+    # shows what it was, 54 messages in 0.1 s (540/s): a jump, no capacity. Counted as capacity
+    # (158/s, the rule before the commit's pace judged it) it hid the second seek, 75 past the
+    # previous commit in 0.1 s, under 5 × 158/s × 0.1 s; judged on 50/s it is a seek of 70
+    # messages never processed, the truth exactly (75 less the 5 that 50/s reads in 0.1 s). The
+    # first seek is not found: until t=7 the backlog is within a commit's worth of the end, so no
+    # interval is saturated and no capacity is trusted (a consumer keeping up a commit behind
+    # looks the same)
+    offsets, commits, times, truth = _quick_seeks(9.4)
+    got = _step(offsets, _stable(times, [0]), commits)
+    assert truth == 70
+    assert [(r[1], r[3], r[4]) for r in _brief(got)] == [("seek", 9.4, 70.0)]
+    # incremental steps judge each commit the same way (the state carries the kept capacity)
+    split = _two_steps(offsets, _stable(times, [0]), commits, split=5.0)
+    assert [(r["cause"], r["magnitude"]) for r in split] == [("seek", 70.0)]
+
+
 def test_a_later_capacity_does_not_hide_an_earlier_seek() -> None:
     # one member owns two partitions drained at 10/s each (its capacity 20/s). At t=32 it seeks
     # partition 0 to the end, 1330 past its offset in 1 s: beyond 5 × 20/s × 1 s. From t=40 it
