@@ -40,6 +40,7 @@ __all__ = [
     "segmented_cummax",
     "segmented_cumsum",
     "shift",
+    "sorted_commits",
     "starved_rows",
     "tenure_owners",
 ]
@@ -351,6 +352,14 @@ def _without_jumps(rate: F64, to_end: B, seed: F64, key: I64, first: B, factor: 
     return out
 
 
+def sorted_commits(c: Commits) -> Commits:
+    """``c`` in (key, t, seq) order (the documented order; sorted again only if it is not)."""
+    order = np.lexsort((c.seq, c.t, c.key))
+    if bool(np.all(order == np.arange(c.n))):
+        return c
+    return Commits(key=c.key[order], t=c.t[order], offset=c.offset[order], seq=c.seq[order])
+
+
 def commit_rates(key: I64, t: F64, is_state: B, prev_end: I64, prev_end_ok: B, dc: I64,
                  commits: Commits | None) -> F64:
     """Per series row, the fastest commit of the commit stream inside its interval: a commit of the
@@ -367,11 +376,8 @@ def commit_rates(key: I64, t: F64, is_state: B, prev_end: I64, prev_end_ok: B, d
     out = np.zeros(n)
     if commits is None or commits.n == 0 or n == 0:
         return out
-    order = np.lexsort((commits.seq, commits.t, commits.key))
-    if bool(np.all(order == np.arange(commits.n))):  # the documented order: nothing to sort
-        ck, ct, co = commits.key, commits.t, commits.offset
-    else:
-        ck, ct, co = commits.key[order], commits.t[order], commits.offset[order]
+    c = sorted_commits(commits)
+    ck, ct, co = c.key, c.t, c.offset
     nc = len(ck)
     cfirst, _ = key_bounds(ck)
     prev_t = shift(ct, cfirst, _NAN)

@@ -53,6 +53,7 @@ from lagscope.analytics.kseries import (
     java_fixed,
     key_bounds,
     segmented_cummax,
+    sorted_commits,
 )
 
 __all__ = ["Advances", "advances", "capacity_through", "commit_jumps", "point_events"]
@@ -134,19 +135,11 @@ def _commit_jumps(s: Series, c: Commits, fresh_sweep: B) -> dict[str, np.ndarray
             "ls": c_ls, "ls_ok": c_ls_ok, "rebased": rebased, "in_step": in_step}
 
 
-def _sorted_commits(c: Commits) -> Commits:
-    """``c`` in (key, t, seq) order (the documented order; sorted again only if it is not)."""
-    order = np.lexsort((c.seq, c.t, c.key))
-    if bool(np.all(order == np.arange(c.n))):
-        return c
-    return Commits(key=c.key[order], t=c.t[order], offset=c.offset[order], seq=c.seq[order])
-
-
 def commit_jumps(s: Series, commits: Commits) -> tuple[Commits, dict[str, np.ndarray]]:  # type: ignore[type-arg]
     """The commits in (key, t, seq) order and each one's context (previous commit, highest offset
     before it, log start, rebased, in the step's range): what :func:`point_events` and
     :func:`advances` read, computed once for both."""
-    c = _sorted_commits(commits)
+    c = sorted_commits(commits)
     return c, _commit_jumps(s, c, ~s.is_state)
 
 
