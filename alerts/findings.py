@@ -103,7 +103,7 @@ class Finding:
     labels: Mapping[str, str] = field(default_factory=dict)
     #: the delivery accounting of a skip, retention loss or rewind (None for other findings):
     #: messages never processed, messages processed twice, the cause, whether the counts are
-    #: exact (from the commit stream) or a bound, and which (lagscope.delivery.BOUNDS)
+    #: exact (one commit shows them whole) or a bound, and which (lagscope.delivery.BOUNDS)
     messages_lost: int | None = None
     messages_reprocessed: int | None = None
     cause: str | None = None

@@ -871,7 +871,8 @@ def _delivery_metrics(state: _TableState) -> Iterator[Any]:
     labels = ["cluster", "group", "topic", "cause"]
     lost = CounterMetricFamily("lagscope_messages_lost",
                                "Messages never processed (skips, offset resets, proven retention loss), by "
-                               "cause: exact from the commit stream, else a bound (docs/metrics.md).", labels=labels)
+                               "cause: exact where one commit shows it all (an admin reset), else a bound "
+                               "(docs/metrics.md).", labels=labels)
     again = CounterMetricFamily("lagscope_messages_reprocessed",
                                 "Messages processed twice (rewinds, offset resets back), by cause: exact from "
                                 "the commit stream, else at least this many (docs/metrics.md).", labels=labels)

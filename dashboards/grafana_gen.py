@@ -391,8 +391,8 @@ def group(app_url: str = DEFAULT_APP_URL) -> mdash.Dashboard:
     delivery_link = [_data_link("Open delivery in lagscope", _app_link(app_url, "delivery", topic=True))]
     d = d.with_panel(_ts("Messages lost by cause", "Messages never processed since the results exporter "
                          "started, by topic and cause (seek, admin_reset, out_of_range_reset, retention): "
-                         "each step up is a loss the analytics found; exact from the commit stream, else a "
-                         "bound (docs/metrics.md).",
+                         "each step up is a loss the analytics found; exact where one commit shows it all (an "
+                         "admin reset), else a bound (docs/metrics.md).",
                          [Q(f"sum by (cluster, group, topic, cause) (lagscope_messages_lost_total{{{_SEL_T}}})",
                             "{{topic}} {{cause}}")], unit="short", w=8, links=delivery_link))
     d = d.with_panel(_ts("Messages reprocessed by cause", "Messages processed twice since the results exporter "

@@ -22,15 +22,26 @@ skip → ``seek``, retention_loss → ``retention``, rewind → ``rewind`` (:dat
 
 **Exact or a bound.** A finding timed by one commit of the commit stream (the lake's
 ``commits``, the ``__consumer_offsets`` tail) has ``start_ts == end_ts``: the commit itself,
-which shows both offsets, so its count is ``exact``. Every other finding was seen between two
-sweeps (or is still open), and its count is a stated bound (:data:`BOUNDS`):
+which shows both offsets, so its count is ``exact`` — except a skip judged by the consumer's
+pace (:data:`PACED_CAUSES`: a ``seek``, an ``out_of_range_reset``), an ``estimate``: its count
+leaves out what the partition's capacity could have processed since the commit before it (the
+consumer may have read some of the messages before it jumped: the commit shows where it started
+and where it landed, not where it stopped reading; and it may have read more than that
+partition's capacity, giving it the time of its other partitions). So is a ``retention_loss``
+timed by one commit: the part of a skip's jump that retention had deleted, less what that capacity
+could have read of it first (an admin reset's deleted part is all of it, but its row does not
+say whose it is). An ``admin_reset`` (the group was empty: nobody read anything) and a rewind
+are exact. Every other finding was seen between two sweeps (or is still open), and its count is
+a stated bound (:data:`BOUNDS`):
 
 - ``at_least`` for a rewind or a proven retention loss from sweeps: the committed offset went back
   at least that far between two sweeps (a deeper rewind covered again before the next sweep is
   not seen); the committed offset was at least that far below the log start at a sweep
   (retention may have deleted more between sweeps, and an open loss is still growing);
-- ``estimate`` for a skip from sweeps: the jump past everything committed before, less what
-  the group's previous rate could have processed in the interval; never more than that jump;
+- ``estimate`` for a skip judged by the pace and a retention loss timed by a commit (above), and
+  a skip from sweeps: the jump past
+  everything committed before, less what the partition's capacity could have processed since
+  the commit (or the sweep) before it; never more than that jump;
 - ``at_most`` for a retention loss not proven (severity ``warning``: at every sweep of it a
   member that commits owned the partition or its committed offset still moved, so its consumer
   may already have fetched the deleted records, which its client then returns and it commits on
@@ -42,7 +53,7 @@ bucket.
     >>> account(anomalies).to_pylist()[0]  # doctest: +SKIP
     {'cluster': 'prod', 'group_id': 'orders', 'topic': 'orders', 'partition': 3, 'kind': 'skip',
      'cause': 'seek', 'bucket_ts': datetime(...), 'end_ts': datetime(...), 'lost': 512,
-     'reprocessed': 0, 'exact': True, 'bound': 'exact', 'key': 'skip|prod|orders|orders|3|…'}
+     'reprocessed': 0, 'exact': False, 'bound': 'estimate', 'key': 'skip|prod|orders|orders|3|…'}
 
 Pure: Arrow tables in, Arrow tables out (inputs untouched).
 """
@@ -62,6 +73,7 @@ __all__ = [
     "DELIVERY_COLUMNS",
     "DELIVERY_KINDS",
     "LOSS_CAUSES",
+    "PACED_CAUSES",
     "REPROCESS_CAUSES",
     "account",
     "account_rows",
@@ -75,6 +87,8 @@ DEFAULT_CAUSE: dict[str, str] = {"skip": "seek", "retention_loss": "retention", 
 #: every cause of lost messages, and of reprocessed ones (the Prometheus ``cause`` label's values)
 LOSS_CAUSES: tuple[str, ...] = ("seek", "admin_reset", "out_of_range_reset", "retention")
 REPROCESS_CAUSES: tuple[str, ...] = ("rewind", "admin_reset")
+#: the skip causes judged by the consumer's pace, whose count is never exact
+PACED_CAUSES: tuple[str, ...] = ("seek", "out_of_range_reset")
 #: ``bound`` values: the count is exact, a lower bound, an estimate, or an upper bound (module docstring)
 BOUNDS: tuple[str, ...] = ("exact", "at_least", "estimate", "at_most")
 
@@ -127,10 +141,19 @@ def account(anomalies: pa.Table, *, cluster: str | None = None) -> pa.Table:
     zero = pa.scalar(0, pa.int64())
     start = _column(rows, "start_ts", _TS)
     end = _column(rows, "end_ts", _TS)
-    exact = pc.fill_null(pc.equal(start, end), False)
+    one_commit = pc.fill_null(pc.equal(start, end), False)
+    # a seek or a reset after out-of-range is judged by the consumer's pace, and its count leaves
+    # out what that pace could have processed since the commit before it: an estimate, even where
+    # one commit shows both offsets
+    paced = pc.and_(pc.equal(kind, "skip"), pc.is_in(cause, value_set=pa.array(sorted(PACED_CAUSES))))
+    # a retention loss timed by one commit is the deleted part of a skip's jump, less what the
+    # consumer's capacity could have read of it before retention deleted it: an estimate too
+    deleted_part = pc.and_(one_commit, pc.equal(kind, "retention_loss"))
+    estimated = pc.or_(paced, deleted_part)
+    exact = pc.and_(one_commit, pc.invert(estimated))
     unproven = pc.fill_null(pc.and_(pc.equal(kind, "retention_loss"),
                                     pc.equal(_column(rows, "severity", pa.string(), "critical"), "warning")), False)
-    bound = pc.if_else(exact, "exact", pc.if_else(pc.equal(kind, "skip"), "estimate",
+    bound = pc.if_else(exact, "exact", pc.if_else(pc.or_(pc.equal(kind, "skip"), deleted_part), "estimate",
                                                   pc.if_else(unproven, "at_most", "at_least")))
     clusters = _column(rows, "cluster", pa.string(), cluster)
     return pa.Table.from_arrays([

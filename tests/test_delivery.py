@@ -33,11 +33,16 @@ def _row(kind: str, magnitude: float | None, start: dt.datetime = T0, end: dt.da
 
 
 @pytest.mark.parametrize(("row", "expected"), [
-    # a skip timed by its commit (start == end): exact, never processed
-    (_row("skip", 512.4, cause="seek"), ("seek", 512, 0, True, "exact")),
+    # a seek timed by its commit (start == end): never processed, an estimate (its count leaves
+    # out what the consumer's pace could have read since the commit before it)
+    (_row("skip", 512.4, cause="seek"), ("seek", 512, 0, False, "estimate")),
     # a skip without the cause column (written before it existed): the kind's own cause
-    (_row("skip", 70.0), ("seek", 70, 0, True, "exact")),
-    # an admin tool's reset to the end, commit-timed
+    (_row("skip", 70.0), ("seek", 70, 0, False, "estimate")),
+    # a reset after out-of-range is judged by the pace too
+    (_row("skip", 90.0, cause="out_of_range_reset"), ("out_of_range_reset", 90, 0, False, "estimate")),
+    # the part of a skip's jump that retention had deleted, timed by its commit: an estimate too
+    (_row("retention_loss", 14.0), ("retention", 14, 0, False, "estimate")),
+    # an admin tool's reset to the end, commit-timed: the group was empty, so all of it, exactly
     (_row("skip", 300.0, cause="admin_reset"), ("admin_reset", 300, 0, True, "exact")),
     # a skip between two sweeps: the jump less the previous rate's share, an estimate
     (_row("skip", 130.0, end=T0 + 5 * S, cause="out_of_range_reset"),
@@ -87,7 +92,8 @@ def test_needs_kind_and_magnitude() -> None:
 def test_buckets_sum_per_group_topic_cause() -> None:
     rows = [_row("skip", 10.0, start=T0 + 5 * S, end=T0 + 5 * S, partition=0, cause="seek"),
             _row("skip", 20.0, start=T0 + 50 * S, end=T0 + 55 * S, partition=1, cause="seek"),
-            _row("skip", 7.0, start=T0 + 70 * S, end=T0 + 70 * S, partition=0, cause="seek"),
+            _row("skip", 7.0, start=T0 + 70 * S, end=T0 + 70 * S, partition=0, cause="admin_reset"),
+            _row("skip", 4.0, start=T0 + 80 * S, end=T0 + 82 * S, partition=1, cause="admin_reset"),
             _row("rewind", 3.0, start=T0 + 10 * S, end=T0 + 10 * S, partition=2),
             # a retention loss not proven (at most 40): a finding of its bucket, no count of lost messages
             {**_row("retention_loss", 40.0, start=T0 + 65 * S, end=T0 + 75 * S, partition=3), "severity": "warning"}]
@@ -95,10 +101,11 @@ def test_buckets_sum_per_group_topic_cause() -> None:
     got = [(r["bucket_ts"] - T0, r["cause"], r["lost"], r["reprocessed"], r["findings"], r["exact"])
            for r in out.to_pylist()]
     assert got == [(dt.timedelta(0), "rewind", 0, 3, 1, True),
-                   # 10 exact + 20 from sweeps in the first minute: not all exact
+                   # 10 from one commit and 20 from sweeps, both judged by the pace: not exact
                    (dt.timedelta(0), "seek", 30, 0, 2, False),
-                   (dt.timedelta(minutes=1), "retention", 0, 0, 1, False),
-                   (dt.timedelta(minutes=1), "seek", 7, 0, 1, True)]
+                   # one admin reset timed by its commit (exact), one seen between sweeps: not all exact
+                   (dt.timedelta(minutes=1), "admin_reset", 11, 0, 2, False),
+                   (dt.timedelta(minutes=1), "retention", 0, 0, 1, False)]
     with pytest.raises(ValueError, match="whole number of seconds"):
         by_bucket(account(pa.Table.from_pylist(rows)), dt.timedelta(milliseconds=1500))
     with pytest.raises(ValueError, match="not a delivery column"):

@@ -70,9 +70,10 @@ def render(ctx: widgets.Context) -> None:
                    help="Rewinds and offset resets back.")
     cols[2].metric("Findings", f"{summary.findings:,}")
     cols[3].metric("Exact", f"{summary.exact:,} of {summary.findings:,}",
-                   help="Counts shown by one commit of the commit stream; the others are a bound from sweeps "
-                        "(at least, an estimate for a skip, or at most for a retention loss not proven: see the "
-                        "bound column).")
+                   help="Counts one commit of the commit stream shows whole (an admin reset of an empty group, "
+                        "a rewind); the others are a bound (at least, from sweeps; an estimate for a skip "
+                        "judged by the consumer's pace; at most for a retention loss not proven: see the bound "
+                        "column).")
     every = processing.delivery_bucket(ctx.window.duration)
     buckets = processing.delivery_over_time(found, every)
     st.plotly_chart(charts.delivery_chart(buckets, f"Messages lost and processed twice ({scope}, per "
@@ -99,8 +100,10 @@ def render(ctx: widgets.Context) -> None:
     around = TimeRange(start - COMMITS_MARGIN, max(end, start) + COMMITS_MARGIN)
     commits, source = store.commit_history(ctx.lake, cluster, row["group_id"], around, row["topic"],
                                            int(row["partition"]))
-    bound = {"exact": "exact (one commit shows it)", "at_least": "at least this many (seen between sweeps)",
-             "estimate": "an estimate, never more than the jump (seen between sweeps)",
+    bound = {"exact": "exact (one commit shows it)",
+             "at_least": "at least this many (seen between sweeps)",
+             "estimate": "an estimate, never more than the jump (the jump less what the consumer's pace could "
+                         "have read since the commit or sweep before it)",
              "at_most": "at most this many (its consumer was still reading the partition and may have fetched them "
                         "already: not counted in the totals)"
              }[row["bound"]]

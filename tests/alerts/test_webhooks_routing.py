@@ -457,14 +457,21 @@ def test_group_status_alerts_come_from_full_steps_only(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("row", "expected"), [
-    # written before the cause column: a skip is a seek; commit-timed (start == end): exact
-    ({"kind": "skip", "magnitude": 512.0, "end": 0}, (512, 0, "seek", True)),
+    # written before the cause column: a skip is a seek; commit-timed (start == end), an estimate
+    # (its count leaves out what the consumer's pace could have read since the commit before)
+    ({"kind": "skip", "magnitude": 512.0, "end": 0}, (512, 0, "seek", False, "estimate")),
+    # an admin tool's reset to the end of the emptied group, commit-timed: exact
+    ({"kind": "skip", "magnitude": 64.0, "end": 0, "cause": "admin_reset"}, (64, 0, "admin_reset", True, "exact")),
+    # a seek seen between two sweeps: an estimate
+    ({"kind": "skip", "magnitude": 30.0, "end": 5}, (30, 0, "seek", False, "estimate")),
     # an admin tool's reset back while the group was empty, seen between two sweeps: at least
-    ({"kind": "rewind", "magnitude": 500.0, "end": 5, "cause": "admin_reset"}, (0, 500, "admin_reset", False)),
+    ({"kind": "rewind", "magnitude": 500.0, "end": 5, "cause": "admin_reset"},
+     (0, 500, "admin_reset", False, "at_least")),
     # retention, still open: a bound, firing
-    ({"kind": "retention_loss", "magnitude": 40.0, "end": None}, (40, 0, "retention", False)),
+    ({"kind": "retention_loss", "magnitude": 40.0, "end": None}, (40, 0, "retention", False, "at_least")),
     # retention while a member owned the partition (not proven, a warning): at most that many
-    ({"kind": "retention_loss", "magnitude": 7.0, "end": 5, "severity": "warning"}, (7, 0, "retention", False)),
+    ({"kind": "retention_loss", "magnitude": 7.0, "end": 5, "severity": "warning"},
+     (7, 0, "retention", False, "at_most")),
 ])
 def test_loss_and_rewind_payloads_carry_their_counts(row: dict[str, Any], expected: tuple[Any, ...]) -> None:
     from lagscope.alerts.findings import findings_from_anomalies
@@ -474,18 +481,16 @@ def test_loss_and_rewind_payloads_carry_their_counts(row: dict[str, Any], expect
     r = {**anomaly("prod", "orders-svc", "orders", row["kind"], NOW, end, severity, partition=3, as_of=NOW),
          "cluster": "prod", "magnitude": row["magnitude"], "unit": "messages", "cause": row.get("cause")}
     (f,) = findings_from_anomalies([r])
-    assert (f.messages_lost, f.messages_reprocessed, f.cause, f.exact) == expected
-    bound = "exact" if expected[3] else ("estimate" if row["kind"] == "skip" else
-                                        "at_most" if severity == "warning" else "at_least")
-    assert f.bound == bound
+    bound = expected[4]
+    assert (f.messages_lost, f.messages_reprocessed, f.cause, f.exact, f.bound) == expected
     assert f.state == ("firing" if end is None else "resolved")
     assert Finding.from_json(json.loads(json.dumps(f.to_json()))) == f  # the outbox keeps it whole
     kw: dict[str, Any] = {"route": "r", "idempotency_key": "0" * 32, "app_url": "http://app:8501/",
                           "runbook_url": "http://docs/alerting.md", "now": NOW}
     generic = json.loads(render("generic", f, **kw))
     jsonschema.validate(generic, json.loads(GENERIC_SCHEMA_PATH.read_text()))
-    assert (generic["messages_lost"], generic["messages_reprocessed"], generic["cause"], generic["exact"]) == expected
-    assert generic["bound"] == bound
+    assert (generic["messages_lost"], generic["messages_reprocessed"], generic["cause"], generic["exact"],
+            generic["bound"]) == expected
     assert generic["labels"] == {"cause": expected[2]}
     # the app link opens the Delivery page on this finding (its commits around it)
     link = httpx.URL(generic["links"]["app"])

@@ -198,7 +198,7 @@ def test_deep_links(server: str, browser: WebDriver, shots: Path) -> None:
     body = _wait_for(browser, "Messages processed twice", "Commits around a finding", charts=1)
     assert _h1(browser) == "Delivery"
     assert "5,000" in body  # the rewind, processed twice
-    assert "2 of 2" in body  # both findings exact
+    assert "1 of 2" in body  # the rewind exact, the seek an estimate (judged by the consumer's pace)
     _shot(browser, shots, "delivery")
 
     mid = fx.START + dt.timedelta(hours=1)

@@ -92,13 +92,13 @@ def test_delivery_rows_of_both_layouts(stream_lake: Path) -> None:
 
 
 def test_delivery_over_time_buckets() -> None:
-    rows = pd.DataFrame({"group_id": ["g"] * 3, "topic": ["t"] * 3, "cause": ["seek", "seek", "rewind"],
+    rows = pd.DataFrame({"group_id": ["g"] * 3, "topic": ["t"] * 3, "cause": ["admin_reset", "admin_reset", "rewind"],
                          "bucket_ts": pd.to_datetime([T0, T0 + dt.timedelta(seconds=50), T0 + dt.timedelta(minutes=3)],
                                                      utc=True),
                          "lost": [5, 7, 0], "reprocessed": [0, 0, 9], "exact": [True, False, True]})
     out = processing.delivery_over_time(rows, dt.timedelta(minutes=1))
     assert out[["cause", "lost", "reprocessed", "findings", "exact"]].values.tolist() == [
-        ["seek", 12, 0, 2, False], ["rewind", 0, 9, 1, True]]
+        ["admin_reset", 12, 0, 2, False], ["rewind", 0, 9, 1, True]]
     assert processing.delivery_bucket(dt.timedelta(hours=6)) == dt.timedelta(minutes=8)
     assert processing.delivery_bucket(dt.timedelta(minutes=10)) == dt.timedelta(minutes=1)
     assert processing.summarize_delivery(rows) == processing.DeliverySummary(12, 9, 3, 2)
@@ -114,8 +114,9 @@ def test_page_over_the_synthetic_lake(open_app: Open, ui_lake: fx.FixtureLake) -
     assert at.title[0].value == "Delivery"
     assert at.selectbox(key="w_group").value == "(all groups)"
     m = metrics(at)
+    # the rewind exact, the seek (judged by the consumer's pace) an estimate wherever it was timed
     assert (m["Messages lost"], m["Messages processed twice"], m["Findings"], m["Exact"]) == (
-        f"{ui_lake.skipped:,}", f"{fx.REWIND_BY:,}", "2", "2 of 2")
+        f"{ui_lake.skipped:,}", f"{fx.REWIND_BY:,}", "2", "1 of 2")
     totals = table(at, "group_id", "cause", "lost", "reprocessed", "findings")
     assert sorted(map(tuple, totals[["cause", "lost", "reprocessed"]].values.tolist())) == [
         ("rewind", 0, fx.REWIND_BY), ("seek", ui_lake.skipped, 0)]
