@@ -255,6 +255,67 @@ def test_fast_catch_up_after_a_burst_is_no_skip(with_stream: bool) -> None:
     assert got == []
 
 
+def _bursts_after_a_slow_phase(sweep_s: float, bursts: list[tuple[float, int]], *, seek_at: float | None = None
+                               ) -> tuple[list[tuple[float, int, int]], list[tuple[float, int]]]:
+    """Producers at 10/s plus ``bursts``; a consumer that does 1,000/s except from t=40 to 100,
+    when a slow downstream holds it to 5/s (its backlog grows: saturated, so that pace is
+    trusted). A commit every second (0.1 s before the whole second), a sweep every ``sweep_s``.
+    Every message is processed, unless ``seek_at``: from then on the consumer seeks to the end and
+    commits it. (sweeps, commits)."""
+    def end(t: float) -> int:
+        return 1000 + int(10 * t + 1e-9) + sum(n for at_s, n in bursts if t >= at_s)
+
+    pos, budget, step = 999, 0.0, 0.01
+    position: dict[int, int] = {}
+    for i in range(17_100):  # t = -0.1 … 170.9, in hundredths
+        t = -0.1 + i * step
+        pace = 5.0 if 40 <= t < 100 else 1000.0
+        budget += pace * step
+        take = min(int(budget), end(t) - pos)
+        pos, budget = pos + take, budget - take
+        if seek_at is not None and t >= seek_at:
+            pos = end(t)
+        if end(t) == pos:
+            budget = min(budget, pace * step)  # caught up: no saving up while it waits
+        position[i] = pos
+    cs = [(k - 0.1, position[round(k * 100)]) for k in range(0, 166)]
+
+    def committed(t: float) -> int:
+        return max(o for u, o in cs if u <= t)
+
+    n = int(165 / sweep_s)
+    return [(k * sweep_s, committed(k * sweep_s), end(k * sweep_s)) for k in range(n + 1)], cs
+
+
+@pytest.mark.xfail(strict=True, reason="open (docs/analytics.md): the pace trusted is the one a slow downstream "
+                                       "held the consumer to, and its drain of a later burst is faster than 5 × it")
+def test_a_burst_drained_after_a_slow_phase_is_no_skip() -> None:
+    # a review's case (2026-12-01): sweeps every 15 s, a commit every second. A burst of 2,000 at
+    # t=21 is drained at 1,000/s (averaged over its 15-s sweep interval: 143/s); from t=40 to 100
+    # a slow downstream holds the consumer to 5/s (saturated: the capacity, 143/s, is trusted); a
+    # second burst of 2,000 at t=131 is drained at 1,000/s again, 900-1,000 a commit, each more
+    # than 5 × 143/s × 1 s past the end of the last sweep: two critical seeks (777 and 857)
+    sweeps, cs = _bursts_after_a_slow_phase(15.0, [(21.0, 2000), (131.0, 2000)])
+    times = [t for t, _, _ in sweeps]
+    assert _brief(_step(offsets_rows(sweeps), _stable(times, [0]), _commits("g", 0, cs))) == []
+
+
+@pytest.mark.parametrize("sweep_s", [5.0, 15.0])
+def test_a_seek_over_a_burst_by_a_consumer_caught_up_before_it_is_found(sweep_s: float) -> None:
+    # the loss a rule "judge a commit only from behind" (tried 2026-12-01, not adopted) silenced:
+    # the same consumer, caught up, seeks to the end half a second after a burst of 20,000 arrived
+    # (its commit at 131.9 passes it all). What it jumped over arrived after the last sweep, as a
+    # burst it took would have, but its pace (the 5/s it was held to, the 10/s it kept up with)
+    # could not have read 20,000 in a second: a critical seek of the burst (20,010 less the 10 that
+    # pace reads in the second since the commit before), at any sweep interval
+    sweeps, cs = _bursts_after_a_slow_phase(sweep_s, [(131.0, 20_000)], seek_at=131.5)
+    times = [t for t, _, _ in sweeps]
+    got = _brief(_step(offsets_rows(sweeps), _stable(times, [0]), _commits("g", 0, cs)))
+    seeks = [f for f in got if f[3] > 101]
+    assert [(*f[:4], f[5]) for f in seeks] == [("skip", "seek", 0, 131.9, "critical")]
+    assert seeks[0][4] >= 19_000
+
+
 # --------------------------------------------------------------------------------------------
 # seek to the end
 # --------------------------------------------------------------------------------------------
