@@ -95,10 +95,12 @@ class Report:
 
 
 def collect(scenario: str | SimScenario, bootstrap: str, root: Path, interval_s: float,
-            seed: int | None = None) -> Scenario:
+            seed: int | None = None, linger_s: float = 0.0) -> Scenario:
     """Run ``scenario`` (a built-in one's name, or a scenario model: e.g. one with changed
     settings; drawn with ``seed``, default: the scenario's own) while a collector (tail on, from
-    the latest offset) sweeps its groups into ``root/lake``."""
+    the latest offset) sweeps its groups into ``root/lake``. ``linger_s``: the members go on
+    consuming this long after the schedule ends (the sweeps see the group settle after a
+    rebalance that ends near the schedule's end)."""
     from lagscope.collector.loop import Collector
     from lagscope.config import Settings as LagscopeSettings
     from lagscope.devtools.sim.runner import start_scenario
@@ -119,7 +121,8 @@ def collect(scenario: str | SimScenario, bootstrap: str, root: Path, interval_s:
     th = threading.Thread(target=collector.run, args=(stop,), daemon=True)
     th.start()
     try:
-        result = start_scenario(scenario, bootstrap, root / "out", run_id=run_id, seed=seed).wait()
+        result = start_scenario(scenario, bootstrap, root / "out", run_id=run_id, seed=seed,
+                                linger_s=linger_s).wait()
         time.sleep(2 * interval_s)
     finally:
         stop.set()
