@@ -163,7 +163,7 @@ class DeliverySummary:
     lost: int
     reprocessed: int
     findings: int
-    exact: int  # findings whose counts the commit stream shows exactly
+    exact: int  # findings whose bound is exact (one commit shows them whole: an admin reset, a rewind)
 
 
 def known_lost(delivery: pd.DataFrame) -> pd.Series:

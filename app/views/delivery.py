@@ -72,8 +72,8 @@ def render(ctx: widgets.Context) -> None:
     cols[3].metric("Exact", f"{summary.exact:,} of {summary.findings:,}",
                    help="Counts one commit of the commit stream shows whole (an admin reset of an empty group, "
                         "a rewind); the others are a bound (at least, from sweeps; an estimate for a skip "
-                        "judged by the consumer's pace; at most for a retention loss not proven: see the bound "
-                        "column).")
+                        "judged by the consumer's pace and a retention loss timed by one commit; at most for a "
+                        "retention loss not proven: see the bound column).")
     every = processing.delivery_bucket(ctx.window.duration)
     buckets = processing.delivery_over_time(found, every)
     st.plotly_chart(charts.delivery_chart(buckets, f"Messages lost and processed twice ({scope}, per "
