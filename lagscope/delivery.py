@@ -39,9 +39,9 @@ a stated bound (:data:`BOUNDS`):
   not seen); the committed offset was at least that far below the log start at a sweep
   (retention may have deleted more between sweeps, and an open loss is still growing);
 - ``estimate`` for a skip judged by the pace and a retention loss timed by a commit (above), and
-  a skip from sweeps: the jump past
-  everything committed before, less what the partition's capacity could have processed since
-  the commit (or the sweep) before it; never more than that jump;
+  a skip from sweeps: the jump past everything committed before, less what the partition's
+  capacity could have processed since the commit (or the sweep) before it; never more than that
+  jump;
 - ``at_most`` for a retention loss not proven (severity ``warning``: at every sweep of it a
   member that commits owned the partition or its committed offset still moved, so its consumer
   may already have fetched the deleted records, which its client then returns and it commits on
