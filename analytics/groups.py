@@ -97,8 +97,11 @@ before its first.
 **Starved** (:func:`judge_idle`): each stall and stop of the per-partition pass (which sees one
 partition) judged across its group, after the outages are dropped. Progress = a committed-offset
 change between two rows of a partition (the carried row's last change, ``m_change_t``, counts),
-and with the commit stream a commit whose offset is above the partition's previous commit record;
-each owned by the partition's owner at that time (the latest row at or before it). The episode's
+and with the commit stream a commit whose offset is above the partition's previous commit record,
+unless the partition's latest sweep at or before the record already showed that offset (a sweep
+stamps before it reads: the record of a commit it read is dated after its stamp, and that sweep's
+change is the progress); each owned by the partition's owner at that time (the latest row at or
+before it). The episode's
 owner is the partition's owner at its last row inside the episode (before the sweep that ended
 it); its window is ``[start, end]``, an open one's ``[start, start + magnitude]``.
 
@@ -117,7 +120,8 @@ The ``starved`` episodes go to the status table (:data:`STARVED_SCHEMA`).
 
 **Held** (:func:`judge_idle`): a stall or stop whose owner shows no *activity* on any partition
 since the episode's start (no progress as above, and with the commit stream no commit record at
-all, not even of the same offset: a member that commits is alive) looks crashed. A SIGKILLed
+all, not even of the same offset: a member that commits is alive; a carried partition's last
+record, ``m_commit_t``, counts once the step's look-back no longer reaches it) looks crashed. A SIGKILLed
 member keeps its partitions until the broker expires its session, so until then a crash and a
 consumer stuck alive look the same, and the rebalance that removes a crashed member owns its
 outage (**Outages**). Such an episode is held — not reported — while it is open and its last
@@ -1921,6 +1925,15 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
         adv = np.zeros(nk, bool)
         adv[1:] = ksame[1:] & (kv_o[1:] > kv_o[:-1])
         kidx = korder[adv]
+        # a record whose offset the partition's latest sweep at or before it already showed is no
+        # progress of its own: that sweep's change is (a sweep stamps before it reads, so the record
+        # of a commit it read is dated after its stamp). The carried row stands for the sweep of its
+        # last change (``m_change_t``), which showed the value it carries
+        ch_t = carried_f("m_change_t", always=True)
+        shown_ok = np.concatenate([sc_ok & ~np.isnan(st), cc_ok & ~np.isnan(ch_t)])
+        shown = asof(np.concatenate([ps, pcar])[shown_ok], np.concatenate([st, ch_t])[shown_ok], pk[kidx], kt[kidx])
+        shown_v = np.concatenate([sc, cc])[shown_ok]
+        kidx = kidx[~((shown >= 0) & (shown_v[np.maximum(shown, 0)] >= kv[kidx] if len(shown_v) else False))]
         # a commit's owner: of the partition's row at or before it; a commit before the step's
         # rows (the look-back) belongs to the carried row's owner, else its last owner
         k_row_t = np.where(np.isneginf(rt), -1e300, rt)
@@ -1938,6 +1951,14 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
         act_p, act_t, act_o = [pk], [kt], [k_owner]
     else:
         act_p, act_t, act_o = [], [], []
+    # the carried row's last commit record (``m_commit_t``, of any offset) is its owner's activity
+    # after the step's look-back no longer reaches the record (one dated before the tenure: nobody's)
+    commit_c = carried_f("m_commit_t", always=True)
+    has_k = ~np.isnan(commit_c)
+    if has_k.any():
+        act_p.append(pcar[has_k])
+        act_t.append(commit_c[has_k])
+        act_o.append(np.where(commit_c < tenure_c, -1, np.where(oc >= 0, oc, oc_last))[has_k])
     # the episode's owner: of the partition's latest row with an owner at or before ep_q_t, if that
     # row lies inside the episode (a consumer that left at the end of its run leaves rows without
     # an owner behind it: the member that held the partition through the episode is still its owner)

@@ -233,3 +233,78 @@ def test_a_status_row_before_a_live_owner_took_over_is_not_starved() -> None:
     assert whole == {**_p3_status(first), **_p3_status(second)}
     assert whole[at(58)][1] == HELD_REASON.split(":")[0]
     assert whole[at(118)] == ("WARN", STARVED_REASON.split(":")[0])
+
+
+def _stamped_before_read() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """m1 owns partitions 0 and 1 and stops on both at 30 s, as in the test above, with the commit
+    stream: it commits both every 2 s, 0.1 s (partition 0) and 0.15 s (partition 1) after each
+    sweep's stamp, and each sweep already shows what those commits wrote (a sweep stamps before
+    it reads). From 30 s it commits 300 on both again and again (alive, stuck on both)."""
+    offsets = [r for p in (0, 1)
+               for r in offsets_rows([(t, 10 * min(t, 30), 10 * t + 5) for t in T], partition=p, owner="m1")]
+    members = members_rows([(t, "Stable", 1, [("m1", None, [0, 1])]) for t in T])
+    commits = [{"cluster": "c", "date": "2026-01-01", "group_id": "g", "topic": "t", "partition": p,
+                "committed_offset": 10 * min(t, 30), "commit_ts": at(t + 0.1 + 0.05 * p),
+                "record_ts": at(t + 0.1 + 0.05 * p), "source_partition": 0, "source_offset": 2 * t + p}
+               for t in T for p in (0, 1)]
+    return offsets, members, commits
+
+
+def _with_commits(offsets: list[dict[str, Any]], members: list[dict[str, Any]], commits: list[dict[str, Any]],
+                  lo: float, hi: float, *, state: dict[str, pa.Table] | None = None,
+                  lookback: float = 900) -> step.StepOutput:
+    """A step over the sweeps in ``[lo, hi)`` and, as the job reads them, the commit records from
+    ``lookback`` seconds before ``lo``."""
+    return step.run_step(step.StepInputs(
+        offsets=lake("offsets", [r for r in offsets if at(lo) <= r["sweep_ts"] < at(hi)]),
+        members=lake("members", [r for r in members if at(lo) <= r["sweep_ts"] < at(hi)]),
+        commits=lake("commits", [r for r in commits if at(lo - lookback) <= r["record_ts"] < at(hi)]),
+        group_events=None, state=state or {}), settings=S, as_of=at(hi))
+
+
+def test_a_commit_record_the_stop_sweep_already_read_is_no_progress_on_another_partition() -> None:
+    # the commits of 300 on partitions 0 and 1 are dated 30.10 and 30.15 s, after the stamp of the
+    # sweep at 30 s that read both: that sweep is where both stopped, and each record is the
+    # change the other's episode starts at, not progress during it. Nobody progresses after 30 s:
+    # both stall, critical, as from the sweeps alone (found in the churn soak, issue 26: the
+    # sibling's record made both `starved` in one pass)
+    offsets, members, commits = _stamped_before_read()
+    assert anomalies(_with_commits(offsets, members, commits, 0, 120)) == [
+        ("g", 0, "stall", "critical"), ("g", 1, "stall", "critical")]
+
+
+def test_an_open_stall_is_judged_the_same_once_its_start_left_the_commit_look_back() -> None:
+    # the group's sweeps and commits end at 120 s (it was deleted) with both episodes open; they
+    # are carried. The steps every minute after read the records of 30 s in their 15-minute
+    # look-back until 15 minutes have passed, and none after: each judges as one pass over the
+    # whole lake does (the soak's steps said `starved` while the records were in the look-back,
+    # `stall` after)
+    offsets, members, commits = _stamped_before_read()
+    whole = anomalies(_with_commits(offsets, members, commits, 0, 1260))
+    assert whole == [("g", 0, "stall", "critical"), ("g", 1, "stall", "critical")]
+    out = _with_commits(offsets, members, commits, 0, 120)
+    seen = [anomalies(out)]
+    for lo in range(120, 1260, 60):
+        out = _with_commits(offsets, members, commits, lo, lo + 60, state=out.state)
+        seen.append(anomalies(out))
+    assert [i for i, got in enumerate(seen) if got != whole] == []
+
+
+def test_an_alive_owners_stall_stays_reported_once_its_records_left_the_commit_look_back() -> None:
+    # the group is deleted at 60 s, 30 s into both stalls: within m1's session bound (the default
+    # 45 + 3 + 1 s) from their start, so only m1's records of 300 after 30 s show it alive (a stall,
+    # reported) and not crashed (held back). A step 15 minutes later reads none of them; the
+    # partition's carried last record (``m_commit_t``) still does: the stalls stay reported, as
+    # in one pass, and are not withdrawn
+    offsets, members, commits = _stamped_before_read()
+    offsets, members, commits = ([r for r in rows if r[ts] < at(60)]
+                                 for rows, ts in ((offsets, "sweep_ts"), (members, "sweep_ts"), (commits, "record_ts")))
+    whole = anomalies(_with_commits(offsets, members, commits, 0, 1260))
+    assert whole == [("g", 0, "stall", "warning"), ("g", 1, "stall", "warning")]
+    out = _with_commits(offsets, members, commits, 0, 60)
+    seen = [anomalies(out)]
+    for lo in range(60, 1260, 60):
+        out = _with_commits(offsets, members, commits, lo, lo + 60, state=out.state)
+        seen.append(anomalies(out))
+        assert not [r for r in out.tables["anomalies"].to_pylist() if r["withdrawn"]]
+    assert [i for i, got in enumerate(seen) if got != whole] == []
