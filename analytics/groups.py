@@ -98,9 +98,10 @@ before its first.
 partition) judged across its group, after the outages are dropped. Progress = a committed-offset
 change between two rows of a partition (the carried row's last change, ``m_change_t``, counts),
 and with the commit stream a commit whose offset is above the partition's previous commit record,
-unless the partition's latest sweep at or before the record already showed that offset (a sweep
-stamps before it reads: the record of a commit it read is dated after its stamp, and that sweep's
-change is the progress); each owned by the partition's owner at that time (the latest row at or
+unless it lies inside the change the partition's latest sweep at or before the record shows
+(above the offset of the row before that sweep, at most the sweep's own: a sweep stamps before it
+reads, so the record of a commit it read is dated after its stamp, and that sweep's change is the
+progress); each owned by the partition's owner at that time (the latest row at or
 before it). The episode's
 owner is the partition's owner at its last row inside the episode (before the sweep that ended
 it); its window is ``[start, end]``, an open one's ``[start, start + magnitude]``.
@@ -121,7 +122,8 @@ The ``starved`` episodes go to the status table (:data:`STARVED_SCHEMA`).
 **Held** (:func:`judge_idle`): a stall or stop whose owner shows no *activity* on any partition
 since the episode's start (no progress as above, and with the commit stream no commit record at
 all, not even of the same offset: a member that commits is alive; a carried partition's last
-record, ``m_commit_t``, counts once the step's look-back no longer reaches it) looks crashed. A SIGKILLed
+record, ``m_commit_t``, counts too, so it still does once the step's look-back no longer reaches
+it) looks crashed. A SIGKILLed
 member keeps its partitions until the broker expires its session, so until then a crash and a
 consumer stuck alive look the same, and the rebalance that removes a crashed member owns its
 outage (**Outages**). Such an episode is held — not reported — while it is open and its last
@@ -1811,7 +1813,8 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
     code, its owner's code at ``ep_q_t``: the owner of the partition's latest row with an owner
     at or before it, when that row is at or after ``ep_start`` (−1: none); then the *activity*
     events: the progress events and every commit record (one that commits the same offset too:
-    its member is alive), each with its owner as the progress events have it; per episode the time of its partition's
+    its member is alive; a carried row's last one, ``m_commit_t``, nobody's before its tenure),
+    each with its owner as the progress events have it; per episode the time of its partition's
     first row after ``ep_start`` without an owner (NaN: none); and the rows with an owner (a
     carried last owned row at its own time), each an event of its owner.
 
@@ -1925,15 +1928,27 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
         adv = np.zeros(nk, bool)
         adv[1:] = ksame[1:] & (kv_o[1:] > kv_o[:-1])
         kidx = korder[adv]
-        # a record whose offset the partition's latest sweep at or before it already showed is no
-        # progress of its own: that sweep's change is (a sweep stamps before it reads, so the record
-        # of a commit it read is dated after its stamp). The carried row stands for the sweep of its
-        # last change (``m_change_t``), which showed the value it carries
+        # a record inside the change the partition's latest sweep at or before it shows (above that
+        # sweep's previous row's offset, at most its own) is no progress of its own: that sweep's
+        # change is, a progress event at the sweep (a sweep stamps before it reads, so the record of
+        # a commit it read is dated after its stamp). A sweep that is no change event (its row or
+        # the one before without an offset, the partition's first row, a rewind) takes none. The
+        # carried row stands for the sweep of its last change (``m_change_t``, always an event),
+        # which showed the value it carries
         ch_t = carried_f("m_change_t", always=True)
-        shown_ok = np.concatenate([sc_ok & ~np.isnan(st), cc_ok & ~np.isnan(ch_t)])
-        shown = asof(np.concatenate([ps, pcar])[shown_ok], np.concatenate([st, ch_t])[shown_ok], pk[kidx], kt[kidx])
-        shown_v = np.concatenate([sc, cc])[shown_ok]
-        kidx = kidx[~((shown >= 0) & (shown_v[np.maximum(shown, 0)] >= kv[kidx] if len(shown_v) else False))]
+        pos = np.empty(len(order), np.int64)
+        pos[order] = np.arange(len(order))
+        q = pos[:ns]
+        prev_v = rv_o[np.maximum(q - 1, 0)] if ns else np.zeros(0, np.int64)
+        lo_v = np.concatenate([np.where(moved[q], prev_v, np.iinfo(np.int64).max) if ns else prev_v,
+                               np.full(nc, np.iinfo(np.int64).min)])
+        marks = np.concatenate([~np.isnan(st), cc_ok & ~np.isnan(ch_t)])
+        at_k = asof(np.concatenate([ps, pcar])[marks], np.concatenate([st, ch_t])[marks], pk[kidx], kt[kidx])
+        j = np.flatnonzero(marks)[np.maximum(at_k, 0)] if marks.any() else np.zeros(len(kidx), np.int64)
+        hi_v = np.concatenate([sc, cc])
+        inside = (at_k >= 0) & (lo_v[j] < kv[kidx]) & (kv[kidx] <= hi_v[j]) if marks.any() else np.zeros(
+            len(kidx), bool)
+        kidx = kidx[~inside]
         # a commit's owner: of the partition's row at or before it; a commit before the step's
         # rows (the look-back) belongs to the carried row's owner, else its last owner
         k_row_t = np.where(np.isneginf(rt), -1e300, rt)

@@ -16,10 +16,12 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pytest
 from analytics_builders import at, members_rows, offsets_rows
 
-from lagscope.analytics import step
+from lagscope.analytics import groups, step
 from lagscope.analytics.status import HELD_REASON, STARVED_REASON
 from lagscope.config import AnalyticsConfig, AnalyticsRulesConfig
 from lagscope.schema import TABLES
@@ -308,3 +310,34 @@ def test_an_alive_owners_stall_stays_reported_once_its_records_left_the_commit_l
         seen.append(anomalies(out))
         assert not [r for r in out.tables["anomalies"].to_pylist() if r["withdrawn"]]
     assert [i for i, got in enumerate(seen) if got != whole] == []
+
+
+@pytest.mark.parametrize(("sweeps", "records", "events"), [
+    # the soak's case: the sweep at 20 s shows 600, read from the commit dated 20.1 s: one event, the sweep's
+    ([(0, 100), (10, 100), (20, 600)], [(0.1, 100), (20.1, 600)], [20.0]),
+    # the sweep before shows no offset: the sweep at 20 s is no change event, the record is the
+    # progress (the first record, at 15 s, advances from none: no event)
+    ([(0, 100), (10, None), (20, 600)], [(15, 500), (20.1, 600)], [20.1]),
+    # the partition's first row: no change before it to stand for the record
+    ([(20, 600), (30, 600)], [(5, 500), (20.1, 600)], [20.1]),
+    # a rewind to 0 and commits of 100 and 200 between two sweeps: the sweep at 20 s (1000 → 200)
+    # is a change, but not one that contains them; each record is progress
+    ([(0, 1000), (10, 1000), (20, 200)], [(0.1, 1000), (11, 0), (12, 100), (13, 200)], [12.0, 13.0, 20.0]),
+])
+def test_a_record_is_progress_unless_inside_the_change_its_sweep_shows(
+        sweeps: list[tuple[float, int | None]], records: list[tuple[float, int]], events: list[float]) -> None:
+    base = at(0).timestamp()
+    series = pa.table({"cluster": ["c"] * len(sweeps), "group_id": ["g"] * len(sweeps), "topic": ["t"] * len(sweeps),
+                       "partition": pa.array([1] * len(sweeps), pa.int32()),
+                       "t": pa.array([base + t for t, _ in sweeps], pa.float64()),
+                       "committed": pa.array([c for _, c in sweeps], pa.int64()),
+                       "lag": pa.array([0] * len(sweeps), pa.int64()), "owner": ["m1"] * len(sweeps)})
+    commits = pa.table({"cluster": ["c"] * len(records), "group_id": ["g"] * len(records),
+                        "topic": ["t"] * len(records), "partition": pa.array([1] * len(records), pa.int32()),
+                        "committed_offset": pa.array([o for _, o in records], pa.int64()),
+                        "commit_ts": pa.array([at(t) for t, _ in records], pa.timestamp("us", tz="UTC")),
+                        "record_ts": pa.array([at(t) for t, _ in records], pa.timestamp("us", tz="UTC"))})
+    ev, *_ = groups._progress_events(series, None, commits, pa.array(["c\x1fg"]), pa.array(["t"]),
+                                     pa.array([0], pa.int32()), np.array([0]), np.array([base + 100.0]),
+                                     np.array([base]), tenures=True)
+    assert sorted(round(float(t) - base, 3) for t in ev.t) == events
