@@ -90,7 +90,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,6 +152,22 @@ class SoakOptions:
     #: silence after which a deleted group's partitions leave the carried state, so the memory of a
     #: workload whose groups come and go levels off after it
     forget_after_s: float | None = None
+    #: variables added to the environment of ``lagscope run`` only (``--run-env KEY=VALUE``): an
+    #: allocator's settings to compare memory side by side (``MALLOC_ARENA_MAX``,
+    #: ``ARROW_DEFAULT_MEMORY_POOL``), without changing the broker's or the harness's
+    run_env: dict[str, str] = field(default_factory=dict)
+
+
+def parse_env(items: Sequence[str]) -> dict[str, str]:
+    """``KEY=VALUE`` strings as a dict; a string without ``=`` or with an empty or non-identifier
+    key is a :class:`ValueError` that names it."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.isidentifier():
+            raise ValueError(f"--run-env wants KEY=VALUE, got {item!r}")
+        out[key] = value
+    return out
 
 
 @dataclass
@@ -867,7 +883,7 @@ class Soak:
             self._warm_offsets_topic(self.broker.bootstrap)
             self._start_sink()
             self.config.write_text(yaml.safe_dump(self._settings(self.broker.bootstrap, self.sink.url, metrics_port)))
-            env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONUNBUFFERED": "1"}
+            env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONUNBUFFERED": "1", **self.o.run_env}
             lagscope = LAGSCOPE
             if self.o.trace_memory_s:
                 lagscope = [sys.executable, str(Path(__file__).with_name("memtrace.py")), "--out",
@@ -1493,6 +1509,24 @@ def _range(xs: list[float | None]) -> str:
     return f"{min(got):.1f}–{max(got):.1f}" if len(got) > 1 else f"{got[0]:.1f}"
 
 
+def describe_run(r: SoakResult) -> str:
+    """The report's sentence on what ran: how long, the intervals, the workload and the options."""
+    o = r.opts
+    return (f"{(r.ended - r.began) / 60:.1f} minutes of `lagscope run` (seed {o['seed']}): sweeps every "
+            f"{o['sweep_interval_s']:g} s with the `__consumer_offsets` tail, an analytics step every "
+            f"{o['analytics_interval_s']:g} s (Spark local[2], provisional steps on), alerts every "
+            f"{o['alerts_interval_s']:g} s to a webhook receiver; the lake on a {o['tmpfs_mb']} MB tmpfs; "
+            + (f"one run of the simulator's `{o['scenario']}` scenario stretched to the whole soak (`--steady`: "
+               "the same groups and topics throughout)" if o.get("steady") else
+               f"{len(r.scenarios)} runs of the simulator's `{o['scenario']}` scenario back to back")
+            + (f"; partitions forgotten after {o['forget_after_s']:g} s of silence (`--forget-after-s`)"
+               if o.get("forget_after_s") is not None else "")
+            + (f"; `lagscope run`'s environment adds {', '.join(f'`{k}={v}`' for k, v in o['run_env'].items())}"
+               " (`--run-env`)" if o.get("run_env") else "")
+            + (f"; the end waited {r.end_waited_s:g} s past the planned {o['minutes']:g} minutes for the last "
+               "fault's recovery" if r.end_waited_s else "") + ".")
+
+
 def report(r: SoakResult, command: str) -> str:
     o = r.opts
     v = verdicts(r)
@@ -1503,17 +1537,7 @@ def report(r: SoakResult, command: str) -> str:
              f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
              f"`uptime` load average at start {' / '.join(f'{x:.2f}' for x in r.load_start)}, at end "
              f"{' / '.join(f'{x:.2f}' for x in r.load_end)} (1 / 5 / 15 min)" + _load_line(r.load_during), "",
-             f"{(r.ended - r.began) / 60:.1f} minutes of `lagscope run` (seed {o['seed']}): sweeps every "
-             f"{o['sweep_interval_s']:g} s with the `__consumer_offsets` tail, an analytics step every "
-             f"{o['analytics_interval_s']:g} s (Spark local[2], provisional steps on), alerts every "
-             f"{o['alerts_interval_s']:g} s to a webhook receiver; the lake on a {o['tmpfs_mb']} MB tmpfs; "
-             + (f"one run of the simulator's `{o['scenario']}` scenario stretched to the whole soak (`--steady`: "
-                "the same groups and topics throughout)" if o.get("steady") else
-                f"{len(r.scenarios)} runs of the simulator's `{o['scenario']}` scenario back to back")
-             + (f"; partitions forgotten after {o['forget_after_s']:g} s of silence (`--forget-after-s`)"
-                if o.get("forget_after_s") is not None else "")
-             + (f"; the end waited {r.end_waited_s:g} s past the planned {o['minutes']:g} minutes for the last "
-                "fault's recovery" if r.end_waited_s else "") + ".", "",
+             describe_run(r), "",
              f"**Verdict: {'every check held' if not v else 'FAILED: ' + ', '.join(sorted(v))}.**", "",
              f"Bounds: sweeps back within one sweep interval (+{SWEEP_JITTER_S:g} s of the loop's own scheduling) of "
              "the fault's end (for a kill: the restart), the first successful sweep that started after it (from "
@@ -1634,6 +1658,9 @@ def main() -> int:
     ap.add_argument("--forget-after-s", type=float, default=None, metavar="SECONDS",
                     help="the analytics' forget_after_s (default: the product's, an hour; at least 900 is used): "
                          "a churning workload's memory levels off after it")
+    ap.add_argument("--run-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="add a variable to the environment of lagscope run only (repeatable), e.g. "
+                         "MALLOC_ARENA_MAX=2 or ARROW_DEFAULT_MEMORY_POOL=system, to compare its memory")
     ap.add_argument("--workdir", type=Path, default=None, help="default: a new folder under /tmp, kept")
     ap.add_argument("--report", type=Path, default=None, help="the Markdown report (default: stdout)")
     ap.add_argument("--json", type=Path, default=None, help="every figure as JSON")
@@ -1652,13 +1679,18 @@ def main() -> int:
     logging.getLogger("kafka").setLevel(logging.CRITICAL)  # the scenarios' admin clients during the broker's outage
     # SIGTERM (a timeout, a Ctrl-C of flock) unwinds like Ctrl-C: the finally unmounts and stops what started
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        run_env = parse_env(args.run_env)
+    except ValueError as e:
+        ap.error(str(e))
     import tempfile
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="soak-"))
     opts = SoakOptions(workdir, minutes=args.minutes, seed=args.seed, scenario=args.scenario,
                        sweep_interval_s=args.sweep_interval, analytics_interval_s=args.analytics_interval,
                        alerts_interval_s=args.alerts_interval, faults=not args.no_faults, steady=args.steady,
-                       trace_memory_s=args.trace_memory, forget_after_s=args.forget_after_s)
+                       trace_memory_s=args.trace_memory, forget_after_s=args.forget_after_s,
+                       run_env=run_env)
     result = run_soak(opts)
     command = "flock /tmp/lagscope-heavy.lock .venv/bin/python benchmarks/soak.py " + " ".join(sys.argv[1:])
     text = report(result, command)

@@ -316,3 +316,34 @@ def test_a_receiver_outage_with_nothing_to_deliver_proved_nothing() -> None:
     assert not soak.verdicts(result({"backlog": 3, "backlog_delivered": 3}, 4.0)).get("recovery")
     assert "backlog delivered after 7.0 s" in soak.verdicts(
         result({"backlog": 3, "backlog_delivered": 3}, 7.0))["recovery"][0]
+
+
+def test_run_env_takes_key_value_pairs_for_the_run_process_only() -> None:
+    assert soak.parse_env(["MALLOC_ARENA_MAX=2", "ARROW_DEFAULT_MEMORY_POOL=system", "EMPTY="]) == {
+        "MALLOC_ARENA_MAX": "2", "ARROW_DEFAULT_MEMORY_POOL": "system", "EMPTY": ""}
+    for bad in ("MALLOC_ARENA_MAX", "=2", "NOT A KEY=1"):
+        with pytest.raises(ValueError, match="KEY=VALUE"):
+            soak.parse_env([bad])
+
+
+def test_a_bad_run_env_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = Path(soak.__file__)
+    done = subprocess.run([sys.executable, str(script), "--run-env", "MALLOC_ARENA_MAX",
+                           "--workdir", str(tmp_path / "w")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "--run-env wants KEY=VALUE, got 'MALLOC_ARENA_MAX'" in done.stderr
+    assert not (tmp_path / "w").exists()
+
+
+def test_the_report_says_what_run_env_added() -> None:
+    import dataclasses
+
+    result = _clean_run_but(soak.FaultRecord("kill", 1000.0, 1001.0, detail={}))
+    opts = soak.SoakOptions(Path("/nowhere"), minutes=1.0, faults=False, run_env={"MALLOC_ARENA_MAX": "2"})
+    result.opts = {k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(opts).items()}
+    assert soak.describe_run(result).endswith("; `lagscope run`'s environment adds `MALLOC_ARENA_MAX=2` (`--run-env`).")
+    result.opts["run_env"] = {}
+    assert "--run-env" not in soak.describe_run(result)
