@@ -1901,8 +1901,8 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
 
     tenure_c = carried_f("m_tenure_t")
     # the carried rows' last change (before the step)
+    ch = carried_f("m_change_t", always=True)
     if nc and "m_change_t" in c.column_names:
-        ch = np.asarray(_plain(c.column("m_change_t")).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
         has = ~np.isnan(ch)
         ev_p.append(pcar[has])
         ev_t.append(ch[has])
@@ -1935,20 +1935,17 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
         # the one before without an offset, the partition's first row, a rewind) takes none. The
         # carried row stands for the sweep of its last change (``m_change_t``, always an event),
         # which showed the value it carries
-        ch_t = carried_f("m_change_t", always=True)
         pos = np.empty(len(order), np.int64)
         pos[order] = np.arange(len(order))
         q = pos[:ns]
-        prev_v = rv_o[np.maximum(q - 1, 0)] if ns else np.zeros(0, np.int64)
-        lo_v = np.concatenate([np.where(moved[q], prev_v, np.iinfo(np.int64).max) if ns else prev_v,
+        lo_v = np.concatenate([np.where(moved[q], rv_o[np.maximum(q - 1, 0)], np.iinfo(np.int64).max),
                                np.full(nc, np.iinfo(np.int64).min)])
-        marks = np.concatenate([~np.isnan(st), cc_ok & ~np.isnan(ch_t)])
-        at_k = asof(np.concatenate([ps, pcar])[marks], np.concatenate([st, ch_t])[marks], pk[kidx], kt[kidx])
-        j = np.flatnonzero(marks)[np.maximum(at_k, 0)] if marks.any() else np.zeros(len(kidx), np.int64)
         hi_v = np.concatenate([sc, cc])
-        inside = (at_k >= 0) & (lo_v[j] < kv[kidx]) & (kv[kidx] <= hi_v[j]) if marks.any() else np.zeros(
-            len(kidx), bool)
-        kidx = kidx[~inside]
+        marks = np.flatnonzero(np.concatenate([~np.isnan(st), cc_ok & ~np.isnan(ch)]))
+        at_k = asof(np.concatenate([ps, pcar])[marks], np.concatenate([st, ch])[marks], pk[kidx], kt[kidx])
+        hit = np.flatnonzero(at_k >= 0)
+        j, v = marks[at_k[hit]], kv[kidx[hit]]
+        kidx = np.delete(kidx, hit[(lo_v[j] < v) & (v <= hi_v[j])])
         # a commit's owner: of the partition's row at or before it; a commit before the step's
         # rows (the look-back) belongs to the carried row's owner, else its last owner
         k_row_t = np.where(np.isneginf(rt), -1e300, rt)

@@ -264,6 +264,15 @@ def _with_commits(offsets: list[dict[str, Any]], members: list[dict[str, Any]], 
         group_events=None, state=state or {}), settings=S, as_of=at(hi))
 
 
+def _steps_after(offsets: list[dict[str, Any]], members: list[dict[str, Any]], commits: list[dict[str, Any]],
+                 first: float, until: float = 1260) -> list[step.StepOutput]:
+    """A step over ``[0, first)``, then one a minute up to ``until``, each from the state of the one before."""
+    outs = [_with_commits(offsets, members, commits, 0, first)]
+    for lo in range(int(first), int(until), 60):
+        outs.append(_with_commits(offsets, members, commits, lo, lo + 60, state=outs[-1].state))
+    return outs
+
+
 def test_a_commit_record_the_stop_sweep_already_read_is_no_progress_on_another_partition() -> None:
     # the commits of 300 on partitions 0 and 1 are dated 30.10 and 30.15 s, after the stamp of the
     # sweep at 30 s that read both: that sweep is where both stopped, and each record is the
@@ -284,11 +293,7 @@ def test_an_open_stall_is_judged_the_same_once_its_start_left_the_commit_look_ba
     offsets, members, commits = _stamped_before_read()
     whole = anomalies(_with_commits(offsets, members, commits, 0, 1260))
     assert whole == [("g", 0, "stall", "critical"), ("g", 1, "stall", "critical")]
-    out = _with_commits(offsets, members, commits, 0, 120)
-    seen = [anomalies(out)]
-    for lo in range(120, 1260, 60):
-        out = _with_commits(offsets, members, commits, lo, lo + 60, state=out.state)
-        seen.append(anomalies(out))
+    seen = [anomalies(out) for out in _steps_after(offsets, members, commits, 120)]
     assert [i for i, got in enumerate(seen) if got != whole] == []
 
 
@@ -303,13 +308,9 @@ def test_an_alive_owners_stall_stays_reported_once_its_records_left_the_commit_l
                                  for rows, ts in ((offsets, "sweep_ts"), (members, "sweep_ts"), (commits, "record_ts")))
     whole = anomalies(_with_commits(offsets, members, commits, 0, 1260))
     assert whole == [("g", 0, "stall", "warning"), ("g", 1, "stall", "warning")]
-    out = _with_commits(offsets, members, commits, 0, 60)
-    seen = [anomalies(out)]
-    for lo in range(60, 1260, 60):
-        out = _with_commits(offsets, members, commits, lo, lo + 60, state=out.state)
-        seen.append(anomalies(out))
-        assert not [r for r in out.tables["anomalies"].to_pylist() if r["withdrawn"]]
-    assert [i for i, got in enumerate(seen) if got != whole] == []
+    outs = _steps_after(offsets, members, commits, 60)
+    assert not [r for out in outs for r in out.tables["anomalies"].to_pylist() if r["withdrawn"]]
+    assert [i for i, out in enumerate(outs) if anomalies(out) != whole] == []
 
 
 @pytest.mark.parametrize(("sweeps", "records", "events"), [
