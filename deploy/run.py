@@ -63,6 +63,7 @@ from lagscope.command import settings_or_exit
 from lagscope.config import AlertsConfig, AnalyticsConfig, Settings, parse_duration, resolve_results_root
 from lagscope.errors import ConfigError, LagscopeError
 from lagscope.lag import HISTORY_POINTS
+from lagscope.memory import release_unused
 from lagscope.retention import RUN_EVERY_S, Removals, prune
 from lagscope.s3a import session_conf
 from lagscope.schema import RESULT_TABLES
@@ -423,6 +424,8 @@ class AnalyticsLoop(_Periodic):
             self._failed(exc)
             return
         self.consecutive_failures = 0
+        # the step's buffers are freed: what the allocators keep of them goes back (lagscope.memory)
+        release_unused()
         self.files_written += sum(written.values())
         # a full step done without a tail it waited for as long as it may: said in its summary
         overdue = self.last_overdue = end.note(now, self.tail_wait_s) if written else ""

@@ -18,6 +18,7 @@ from rich.markup import escape
 
 from lagscope import __version__
 from lagscope.errors import LagscopeError
+from lagscope.memory import tune_allocators
 
 __all__ = ["app", "main"]
 
@@ -87,7 +88,9 @@ _register_all()
 
 
 def main() -> None:
-    """Entry point: turn lagscope's own errors into one clear line and exit code 1."""
+    """Entry point: turn lagscope's own errors into one clear line and exit code 1. The process's
+    allocators are set first (:func:`lagscope.memory.tune_allocators`)."""
+    tune_allocators()
     try:
         app()
     except LagscopeError as exc:
