@@ -3,7 +3,7 @@
 
     .venv/bin/python benchmarks/memtrace.py --out /tmp/memtrace --every 60 -- run --config lagscope.yaml
 
-The command after ``--`` runs in this process as ``python -m lagscope.cli …`` would, with
+The command after ``--`` runs in this process as ``python -m lagscope …`` would, with
 :mod:`tracemalloc` on (``--frames`` frames per allocation). A thread writes one JSON line to
 ``<out>/samples.jsonl`` every ``--every`` seconds, and one at exit:
 
@@ -216,7 +216,7 @@ def main() -> None:
 
     atexit.register(tracer.sample, True)
     sys.argv = ["lagscope", *command]
-    runpy.run_module("lagscope.cli", run_name="__main__", alter_sys=True)
+    runpy.run_module("lagscope", run_name="__main__", alter_sys=True)
 
 
 if __name__ == "__main__":

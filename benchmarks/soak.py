@@ -101,7 +101,7 @@ from lagscope.devtools.spark_standalone import pid_alive
 
 log = logging.getLogger("soak")
 
-LAGSCOPE = [sys.executable, "-m", "lagscope.cli"]
+LAGSCOPE = [sys.executable, "-m", "lagscope"]
 CLUSTER = "soak"
 ROUTE = "soak-receiver"
 #: the tables compared with the clean analysis (advice: every step rewrites it whole)

@@ -423,9 +423,10 @@ class AnalyticsLoop(_Periodic):
                 raise
             self._failed(exc)
             return
+        finally:
+            # the step's buffers are freed, done or failed: what the allocators keep goes back (lagscope.memory)
+            release_unused()
         self.consecutive_failures = 0
-        # the step's buffers are freed: what the allocators keep of them goes back (lagscope.memory)
-        release_unused()
         self.files_written += sum(written.values())
         # a full step done without a tail it waited for as long as it may: said in its summary
         overdue = self.last_overdue = end.note(now, self.tail_wait_s) if written else ""

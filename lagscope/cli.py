@@ -18,7 +18,7 @@ from rich.markup import escape
 
 from lagscope import __version__
 from lagscope.errors import LagscopeError
-from lagscope.memory import tune_allocators
+from lagscope.memory import TUNED
 
 __all__ = ["app", "main"]
 
@@ -72,6 +72,8 @@ def _root(
     # kafka-python is chatty at INFO (every connect and close); keep its warnings
     if not verbose:
         logging.getLogger("kafka").setLevel(logging.WARNING)
+    if TUNED:
+        logging.getLogger("lagscope.memory").debug("allocators: %s", "; ".join(TUNED))
 
 
 def _register_all() -> None:
@@ -88,9 +90,7 @@ _register_all()
 
 
 def main() -> None:
-    """Entry point: turn lagscope's own errors into one clear line and exit code 1. The process's
-    allocators are set first (:func:`lagscope.memory.tune_allocators`)."""
-    tune_allocators()
+    """Entry point: turn lagscope's own errors into one clear line and exit code 1."""
     try:
         app()
     except LagscopeError as exc:

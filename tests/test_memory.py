@@ -7,10 +7,10 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
-import lagscope.cli
 from lagscope import memory
 
 glibc = pytest.mark.skipif(memory._glibc() is None, reason="glibc's malloc only")
@@ -61,7 +61,7 @@ def test_tuned_process_makes_at_most_two_arenas_where_glibc_would_make_one_per_t
     assert tuned.stderr.count("Arena ") == memory.ARENA_MAX
     # glibc's own limit is 8 per core: the main thread's arena and one per thread (9) from 2 cores up
     assert plain.stderr.count("Arena ") >= 8
-    assert "glibc malloc arenas at most 2" in tuned.stdout
+    assert "glibc's malloc at most 2 arenas" in tuned.stdout
 
 
 @glibc
@@ -71,13 +71,29 @@ def test_operators_arena_limit_wins() -> None:
     assert "arenas" not in done.stdout
 
 
-def test_arrow_pool_goes_to_the_system_allocator_unless_the_environment_chose() -> None:
-    code = ("import pyarrow as pa; from lagscope.memory import tune_allocators; "
-            "done = tune_allocators(); print(pa.default_memory_pool().backend_name, done)")
-    assert _python(code, "").stdout.startswith("system ")
-    chosen = _python(code, "", ARROW_DEFAULT_MEMORY_POOL="mimalloc").stdout
-    assert chosen.startswith("mimalloc ")
-    assert "Arrow" not in chosen
+# Parquet written and read back through a filtered dataset (the lake's paths: they take C++'s
+# default pool, not only pyarrow's), then which pool served them
+_ARROW = textwrap.dedent("""
+    import sys, tempfile
+    from lagscope.memory import tune_allocators
+    if sys.argv[1] == "tune":
+        tune_allocators()
+    import pyarrow as pa, pyarrow.dataset as ds, pyarrow.parquet as pq
+    folder = tempfile.mkdtemp()
+    pq.write_table(pa.table({"x": list(range(500_000))}), folder + "/part.parquet")
+    assert ds.dataset(folder).to_table(filter=ds.field("x") > 10).num_rows == 500_000 - 11
+    print(pa.default_memory_pool().backend_name, pa.mimalloc_memory_pool().max_memory())
+""")
+
+
+def test_arrow_allocates_from_the_system_allocator_unless_the_environment_chose() -> None:
+    tuned = _python(_ARROW, "tune").stdout.split()
+    plain = _python(_ARROW, "plain").stdout.split()
+    chosen = _python(_ARROW, "tune", ARROW_DEFAULT_MEMORY_POOL="mimalloc").stdout.split()
+    assert tuned == ["system", "0"]  # mimalloc never served a byte
+    assert plain[0] == "mimalloc"
+    assert int(plain[1]) > 1_000_000
+    assert chosen[0] == "mimalloc"
 
 
 @glibc
@@ -87,12 +103,25 @@ def test_release_unused_gives_the_free_pages_between_kept_blocks_back() -> None:
     assert before > 200
     assert kept_before > 200
     assert after < before - 100            # most of the 198 MB freed goes back
-    assert kept_after > kept_before - 20   # without it, free() alone keeps them
+    assert kept_after > kept_before - 20   # the control: free() alone keeps them
 
 
-def test_entry_point_tunes_before_any_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[str] = []
-    monkeypatch.setattr(lagscope.cli, "tune_allocators", lambda: calls.append("tune"))
-    monkeypatch.setattr(lagscope.cli, "app", lambda: calls.append("app"))
-    lagscope.cli.main()
-    assert calls == ["tune", "app"]
+def test_the_command_tunes_the_process_before_pyarrow_is_imported(tmp_path: Path) -> None:
+    # `lagscope` and `python -m lagscope` (lagscope.__main__): a command that imports pyarrow runs
+    # with Arrow on the system allocator (were lagscope.cli imported first, pyarrow would already
+    # have chosen mimalloc); its --verbose log names what was set
+    code = textwrap.dedent("""
+        import sys
+        from lagscope.__main__ import main
+        sys.argv = ["lagscope", "--verbose", "lake", "prune", "--lake", sys.argv[1], "--dry-run"]
+        try:
+            main()
+        except SystemExit:
+            pass
+        import pyarrow as pa
+        print(pa.default_memory_pool().backend_name, pa.mimalloc_memory_pool().max_memory())
+    """)
+    done = _python(code, str(tmp_path))
+    assert done.stdout.split()[-2:] == ["system", "0"]
+    assert "allocators: " in done.stderr
+    assert "Arrow's default pool on the system allocator" in done.stderr

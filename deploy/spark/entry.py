@@ -8,7 +8,7 @@ with the cluster settings spark-submit was given. The image copies it to
 
 from __future__ import annotations
 
-from lagscope.cli import main
+from lagscope.__main__ import main
 
 if __name__ == "__main__":
     main()
