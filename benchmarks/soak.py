@@ -620,6 +620,12 @@ class Soak:
             "alerts": {"routes": [{"name": ROUTE, "url": f"{sink_url}/{ROUTE}", "timeout_s": 5}]},
         }
 
+    def _forget_horizon_s(self) -> float:
+        """The silence after which the run's analytics forget a partition (its rules')."""
+        from lagscope.config import AnalyticsRulesConfig
+
+        return AnalyticsRulesConfig(**self._settings("-", "-", 0)["analytics"]["rules"]).forget_horizon_s()
+
     def _start_sink(self, port: int = 0) -> None:
         from lagscope.devtools.sink import WebhookSink
 
@@ -952,7 +958,8 @@ class Soak:
             alerts=check_alerts(self.outbox, self.hooks),
             quarantine=check_quarantine(lake, self.results, self.dropped, self.work / "lakefs" / "lake"),
             results=compare_results(self.config, lake, self.results, self.work / "clean", first_start, watermark),
-            rss=rss_fit(self.watcher.rss, self.run.lives), load_during=load_summary(self.watcher.load),
+            rss=rss_fit(self.watcher.rss, self.run.lives, self._forget_horizon_s()),
+            load_during=load_summary(self.watcher.load),
             problems=self.problems, logs={"run": str(self.work / "run.log")}, end_waited_s=self.end_waited_s)
 
     def _recoveries(self, lake: Path) -> None:
@@ -1298,9 +1305,17 @@ def _means_by(samples: list[tuple[float, float, float]], start: float, width_s: 
     return [round(sum(v) / len(v), 1) for _, v in sorted(spans.items())]
 
 
-def rss_fit(samples: list[tuple[float, int, float, float]], lives: list[dict[str, Any]]) -> dict[str, Any]:
+#: the samples a settled slope needs after the forget horizon (s)
+SETTLED_MIN_S = 600.0
+
+
+def rss_fit(samples: list[tuple[float, int, float, float]], lives: list[dict[str, Any]],
+            settled_after_s: float = 0.0) -> dict[str, Any]:
     """Slopes in MB per hour: over the whole run and per life, of the Python process and of its
-    JVM; the longest life's first and last minute's means."""
+    JVM; each life's means per 5 minutes. A life's *settled* slope is the Python process's from
+    ``settled_after_s`` after its start (the analytics' forget horizon: from then on a churning
+    workload's carried state has its full size, the state of the partitions forgotten as fast as new
+    ones come), given for at least :data:`SETTLED_MIN_S` of samples after it, else None."""
     def per_h(s: float | None) -> float | None:
         return None if s is None else round(s * 3600.0, 2)
 
@@ -1312,12 +1327,16 @@ def rss_fit(samples: list[tuple[float, int, float, float]], lives: list[dict[str
         s = by_pid.get(life["pid"], [])
         # after the first analytics steps have warmed up the process (its first minute left out)
         warm = [x for x in s if x[0] >= life["start"] + 60.0]
+        settled = [x for x in warm if x[0] >= life["start"] + settled_after_s]
         lived = (life["end"] or life["start"]) - life["start"]
         out_lives.append({"pid": life["pid"], "minutes": round(lived / 60, 1),
                           "samples": len(s), "py_mb_first": round(warm[0][1], 1) if warm else None,
                           "py_mb_last": round(warm[-1][1], 1) if warm else None,
                           "py_slope_mb_per_h": per_h(_slope([(x[0], x[1]) for x in warm])),
                           "jvm_slope_mb_per_h": per_h(_slope([(x[0], x[2]) for x in warm if x[2] > 0])),
+                          "settled_after_min": round(settled_after_s / 60.0, 1),
+                          "py_slope_settled_mb_per_h": per_h(_slope([(x[0], x[1]) for x in settled]))
+                          if settled and settled[-1][0] - settled[0][0] >= SETTLED_MIN_S else None,
                           # the shape: a warm-up levels off, a leak keeps its slope
                           "py_mb_by_5min": _means_by(warm, life["start"], 300.0, 1),
                           "jvm_mb_by_5min": _means_by(warm, life["start"], 300.0, 2)})
@@ -1607,6 +1626,10 @@ def report(r: SoakResult, command: str) -> str:
         lines.append(f"  The longest life ({longest['minutes']} min): Python {longest['py_mb_first']} → "
                      f"{longest['py_mb_last']} MB, slope {_fmt(longest['py_slope_mb_per_h'])} MB/h; JVM slope "
                      f"{_fmt(longest['jvm_slope_mb_per_h'])} MB/h.")
+        if longest.get("py_slope_settled_mb_per_h") is not None:
+            lines.append(f"  From minute {longest['settled_after_min']:g} on (the forget horizon: the churning "
+                         f"workload's carried state at its full size): slope "
+                         f"{_fmt(longest['py_slope_settled_mb_per_h'])} MB/h.")
         if longest.get("py_mb_by_5min"):
             lines.append(f"  Its mean per 5 minutes: Python {' → '.join(map(str, longest['py_mb_by_5min']))} MB; "
                          f"JVM {' → '.join(map(str, longest['jvm_mb_by_5min']))} MB.")

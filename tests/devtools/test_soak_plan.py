@@ -347,3 +347,28 @@ def test_the_report_says_what_run_env_added() -> None:
     assert soak.describe_run(result).endswith("; `lagscope run`'s environment adds `MALLOC_ARENA_MAX=2` (`--run-env`).")
     result.opts["run_env"] = {}
     assert "--run-env" not in soak.describe_run(result)
+
+
+def test_rss_fit_gives_the_slope_after_the_forget_horizon_apart() -> None:
+    # a life of 40 minutes, sampled every 10 s: +30 MB over the first 15 (the carried state filling
+    # up to the horizon), then flat but for a ripple: the whole life's slope is the fill's, the
+    # settled one about 0; a life with less than 10 minutes after the horizon has none
+    def mb(t: float) -> float:
+        return 200.0 + min(t, 900.0) / 30.0 + (1.0 if int(t / 10) % 2 else 0.0)
+
+    samples = [(1000.0 + t, 7, mb(t), 500.0) for t in range(0, 2400, 10)]
+    short = [(5000.0 + t, 8, mb(t), 500.0) for t in range(0, 1200, 10)]
+    lives = [{"pid": 7, "start": 1000.0, "end": 3400.0}, {"pid": 8, "start": 5000.0, "end": 6200.0}]
+    fit = soak.rss_fit(samples + short, lives, settled_after_s=900.0)
+    whole, brief = fit["lives"]
+    assert whole["py_slope_mb_per_h"] > 20
+    assert abs(whole["py_slope_settled_mb_per_h"]) < 1
+    assert whole["settled_after_min"] == 15
+    assert brief["py_slope_settled_mb_per_h"] is None
+
+
+def test_the_soak_settles_after_its_analytics_forget_horizon() -> None:
+    # the rules' horizon: the run's --forget-after-s, never under the longest window a rule reads
+    for forget, horizon in ((None, 3600.0), (1200.0, 1200.0), (60.0, 900.0)):
+        s = soak.Soak(soak.SoakOptions(Path("/nowhere"), minutes=1.0, faults=False, forget_after_s=forget))
+        assert s._forget_horizon_s() == horizon
