@@ -44,3 +44,33 @@ def test_the_loop_follows_each_full_step_with_a_provisional_one(tmp_path: Path, 
     assert calls == expected * 2
     assert loop.fatal is None
     assert loop.failures == 0
+
+
+def test_the_loop_gives_memory_back_after_every_step_done_or_failed(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # lagscope.memory.release_unused once per step that ran, the failed one too; none without a lake
+    monkeypatch.setattr(run_mod.AnalyticsLoop, "_session", lambda self: object())
+    monkeypatch.setattr(run_mod.AnalyticsLoop, "_drop_session", lambda self: None)
+    import lagscope.analytics.job as job
+
+    outcomes = iter([job.StepFiles(), RuntimeError("engine killed"), job.StepFiles()])
+
+    def full(*_: Any, **__: Any) -> job.StepFiles:
+        got = next(outcomes)
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    released: list[int] = []
+    monkeypatch.setattr(job, "run_incremental", full)
+    monkeypatch.setattr(run_mod, "release_unused", lambda: released.append(len(released)))
+    loop = run_mod.AnalyticsLoop(tmp_path / "lake", tmp_path / "res", interval_s=1, master="local[1]",
+                                 settings=AnalyticsConfig(provisional=False), clock=lambda: NOW,
+                                 log_file=tmp_path / "spark.log")
+    loop.step()  # no lake yet: nothing ran
+    assert released == []
+    (tmp_path / "lake").mkdir()
+    for _ in range(3):
+        loop.step()
+    assert released == [0, 1, 2]
+    assert loop.consecutive_failures == 0
