@@ -958,7 +958,9 @@ class Soak:
             alerts=check_alerts(self.outbox, self.hooks),
             quarantine=check_quarantine(lake, self.results, self.dropped, self.work / "lakefs" / "lake"),
             results=compare_results(self.config, lake, self.results, self.work / "clean", first_start, watermark),
-            rss=rss_fit(self.watcher.rss, self.run.lives, self._forget_horizon_s()),
+            # settled: the forget horizon after the first partitions' last sweeps (a scenario's run
+            # and the first steps after the start: 5 minutes allowed)
+            rss=rss_fit(self.watcher.rss, self.run.lives, self._forget_horizon_s() + SETTLE_MARGIN_S),
             load_during=load_summary(self.watcher.load),
             problems=self.problems, logs={"run": str(self.work / "run.log")}, end_waited_s=self.end_waited_s)
 
@@ -1307,6 +1309,8 @@ def _means_by(samples: list[tuple[float, float, float]], start: float, width_s: 
 
 #: the samples a settled slope needs after the forget horizon (s)
 SETTLED_MIN_S = 600.0
+#: a life's carried state has its full size this long after the forget horizon from its start (s)
+SETTLE_MARGIN_S = 300.0
 
 
 def rss_fit(samples: list[tuple[float, int, float, float]], lives: list[dict[str, Any]],
@@ -1627,8 +1631,8 @@ def report(r: SoakResult, command: str) -> str:
                      f"{longest['py_mb_last']} MB, slope {_fmt(longest['py_slope_mb_per_h'])} MB/h; JVM slope "
                      f"{_fmt(longest['jvm_slope_mb_per_h'])} MB/h.")
         if longest.get("py_slope_settled_mb_per_h") is not None:
-            lines.append(f"  From minute {longest['settled_after_min']:g} on (the forget horizon: the churning "
-                         f"workload's carried state at its full size): slope "
+            lines.append(f"  From minute {longest['settled_after_min']:g} on (the forget horizon and 5 minutes: the "
+                         f"churning workload's carried state at its full size): slope "
                          f"{_fmt(longest['py_slope_settled_mb_per_h'])} MB/h.")
         if longest.get("py_mb_by_5min"):
             lines.append(f"  Its mean per 5 minutes: Python {' → '.join(map(str, longest['py_mb_by_5min']))} MB; "

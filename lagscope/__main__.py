@@ -1,16 +1,16 @@
 """The ``lagscope`` command (and ``python -m lagscope``): the process's allocators are set
-first, before anything imports pyarrow (:mod:`lagscope.memory`), then the command line runs
-(:mod:`lagscope.cli`)."""
+around pyarrow's import (:mod:`lagscope.memory`), then the command line runs (:mod:`lagscope.cli`)."""
 
 from __future__ import annotations
 
-from lagscope.memory import tune_allocators
+from lagscope import memory
 
 
 def main() -> None:
-    tune_allocators()
-    from lagscope.cli import main as cli
+    memory.tune_allocators()
+    from lagscope.cli import main as cli  # imports pyarrow, which chooses its pool
 
+    memory.settle()
     cli()
 
 

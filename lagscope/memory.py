@@ -3,23 +3,26 @@
 ``lagscope run`` is one process for weeks. Measured over hours (benchmarks/results/soak.md), what
 its RSS gained was not objects it still held: Python's own allocations grew a few MB an hour
 while the allocators kept what had been freed, in glibc's per-thread arenas (up to eight per core,
-each keeping its own free pages) and in the mimalloc pool behind Arrow's buffers. So the entry
-point (:mod:`lagscope.__main__`, the ``lagscope`` command) calls :func:`tune_allocators` before
-anything imports pyarrow, and the analytics loop calls :func:`release_unused` after each step:
+each keeping its own free pages) and in the mimalloc pool behind Arrow's buffers. So the
+``lagscope`` command (:mod:`lagscope.__main__`) calls :func:`tune_allocators` before anything
+imports pyarrow and :func:`settle` after, and the analytics loop calls :func:`release_unused`
+after each step:
 
 - glibc's malloc makes at most :data:`ARENA_MAX` arenas (``mallopt(M_ARENA_MAX)``, the in-process
-  form of ``MALLOC_ARENA_MAX``, which glibc reads only when a process starts), in this process
-  only: the Spark JVM it starts keeps glibc's default;
-- Arrow's default pool is the system allocator (``ARROW_DEFAULT_MEMORY_POOL=system``: Arrow reads
-  it when pyarrow is imported, for every allocation that names no pool, the Parquet reader's and
-  writer's among them), so what Arrow frees goes to the same glibc arenas; pyspark's Python
-  workers inherit the variable;
-- after a step, those arenas give their free pages back (``malloc_trim(0)``, through the pool's
-  ``release_unused``).
+  form of ``MALLOC_ARENA_MAX``, which glibc reads only when a process starts);
+- Arrow's default pool is the system allocator, for every allocation that names no pool (the
+  Parquet reader's and writer's among them), so what Arrow frees goes back to those arenas: the
+  process sets ``ARROW_DEFAULT_MEMORY_POOL=system`` for pyarrow's import, which chooses the pool,
+  and takes it back after (:func:`settle`);
+- free pages go back to the system (``malloc_trim(0)``, through the pool's ``release_unused``)
+  after each analytics step and every :data:`RELEASE_EVERY_S` in any case (a thread
+  :func:`settle` starts: the collector's writes and merges, the exporter's reads).
 
-An operator's own choice wins: with ``MALLOC_ARENA_MAX`` (or glibc's ``arena_max`` tunable in
-``GLIBC_TUNABLES``) or ``ARROW_DEFAULT_MEMORY_POOL`` set, that setting is left alone. Where glibc
-is not the C library (musl, macOS) the malloc part is skipped.
+Only this process: the children it starts (the Spark JVM, pyspark's workers, Streamlit) keep
+their allocators' defaults. An operator's own choice wins: with ``MALLOC_ARENA_MAX`` (or glibc's
+``arena_max`` tunable in ``GLIBC_TUNABLES``) or ``ARROW_DEFAULT_MEMORY_POOL`` set, that setting is
+left alone (and inherited). Where glibc is not the C library (musl, macOS) the malloc part is
+skipped.
 """
 
 from __future__ import annotations
@@ -28,18 +31,24 @@ import ctypes
 import os
 import platform
 import sys
+import threading
 from collections.abc import MutableMapping
 from functools import cache
 from typing import Any
 
-__all__ = ["ARENA_MAX", "TUNED", "release_unused", "tune_allocators"]
+__all__ = ["ARENA_MAX", "RELEASE_EVERY_S", "TUNED", "release_unused", "settle", "tune_allocators"]
 
 #: glibc's malloc arenas at most (its default: eight per core)
 ARENA_MAX = 2
+#: the free pages go back at least this often (s)
+RELEASE_EVERY_S = 60.0
 #: mallopt's parameter number for the arena limit (glibc's malloc.h)
 _M_ARENA_MAX = -8
 #: what :func:`tune_allocators` set in this process, in words (the command line logs it)
 TUNED: list[str] = []
+#: the variable this process set for pyarrow's import (taken back by :func:`settle`)
+_POOL_VAR = "ARROW_DEFAULT_MEMORY_POOL"
+_set_for_import: list[MutableMapping[str, str]] = []
 
 
 @cache
@@ -54,21 +63,40 @@ def _glibc() -> Any:
 
 
 def tune_allocators(environ: MutableMapping[str, str] | None = None) -> list[str]:
-    """Cap glibc's arenas and put Arrow's default pool on the system allocator, each unless the
-    environment already chose. Call it before pyarrow is imported (the pool is chosen then).
-    Returns what it set, in words, also kept in :data:`TUNED`."""
+    """Cap glibc's arenas and have pyarrow's import choose the system allocator, each unless the
+    environment already chose (and, for Arrow, unless pyarrow is already imported: its pool is
+    chosen then). Returns what it set, in words, also kept in :data:`TUNED`."""
     env = os.environ if environ is None else environ
     done: list[str] = []
     libc = _glibc()
     chosen = env.get("MALLOC_ARENA_MAX") or "glibc.malloc.arena_max" in env.get("GLIBC_TUNABLES", "")
     if libc is not None and not chosen and libc.mallopt(_M_ARENA_MAX, ARENA_MAX) == 1:
         done.append(f"glibc's malloc at most {ARENA_MAX} arenas")
-    if not env.get("ARROW_DEFAULT_MEMORY_POOL"):
-        env["ARROW_DEFAULT_MEMORY_POOL"] = "system"
-        done.append("Arrow's default pool on the system allocator"
-                    + (" (for the children only: pyarrow was already imported)" if "pyarrow" in sys.modules else ""))
+    if not env.get(_POOL_VAR) and "pyarrow" not in sys.modules:
+        env[_POOL_VAR] = "system"
+        _set_for_import.append(env)
+        done.append("Arrow's default pool on the system allocator")
     TUNED[:] = done
     return done
+
+
+def settle(every_s: float = RELEASE_EVERY_S) -> threading.Event:
+    """After pyarrow's import: its pool is chosen, so the variable :func:`tune_allocators` set is
+    taken back (the children keep Arrow's default); and a daemon thread calls
+    :func:`release_unused` every ``every_s``. Returns the event that stops the thread."""
+    import pyarrow as pa
+
+    pa.default_memory_pool()  # chosen now, if the import did not already
+    while _set_for_import:
+        _set_for_import.pop().pop(_POOL_VAR, None)
+    stop = threading.Event()
+
+    def release() -> None:
+        while not stop.wait(every_s):
+            release_unused()
+
+    threading.Thread(target=release, name="lagscope-memory", daemon=True).start()
+    return stop
 
 
 def release_unused() -> None:
