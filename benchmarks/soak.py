@@ -604,9 +604,6 @@ class Soak:
 
     # -- set-up ---------------------------------------------------------------------------
     def _settings(self, bootstrap: str, sink_url: str, metrics_port: int) -> dict[str, Any]:
-        # rule thresholds for scenarios of a minute: the demo's
-        from lagscope.devtools.demo import DEMO_RULES
-
         return {
             "clusters": [{"name": CLUSTER, "bootstrap_servers": [bootstrap], "groups": {"include": ["sim-.*"]},
                           "consumer_offsets_tail": {"enabled": True}}],
@@ -615,16 +612,21 @@ class Soak:
             "metrics": {"bind": "127.0.0.1", "port": metrics_port},
             "analytics": {"master": "local[2]", "interval_s": self.o.analytics_interval_s, "shuffle_partitions": 2,
                           "backfill": "10m", "session_timeout_s": 10.0,
-                          "rules": {**DEMO_RULES, **({} if self.o.forget_after_s is None else
-                                                     {"forget_after_s": self.o.forget_after_s})}},
+                          "rules": self._rules()},
             "alerts": {"routes": [{"name": ROUTE, "url": f"{sink_url}/{ROUTE}", "timeout_s": 5}]},
         }
+
+    def _rules(self) -> dict[str, Any]:
+        """The run's analytics rules: the demo's thresholds (scenarios of a minute), with ``--forget-after-s``."""
+        from lagscope.devtools.demo import DEMO_RULES
+
+        return {**DEMO_RULES, **({} if self.o.forget_after_s is None else {"forget_after_s": self.o.forget_after_s})}
 
     def _forget_horizon_s(self) -> float:
         """The silence after which the run's analytics forget a partition (its rules')."""
         from lagscope.config import AnalyticsRulesConfig
 
-        return AnalyticsRulesConfig(**self._settings("-", "-", 0)["analytics"]["rules"]).forget_horizon_s()
+        return AnalyticsRulesConfig(**self._rules()).forget_horizon_s()
 
     def _start_sink(self, port: int = 0) -> None:
         from lagscope.devtools.sink import WebhookSink

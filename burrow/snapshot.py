@@ -49,6 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lagscope.errors import LakeError
+from lagscope.memory import release_unused
 from lagscope.schema import RESULT_TABLES
 from lagscope.storage import Store
 
@@ -576,7 +577,7 @@ class SnapshotBuilder:
         self.snapshot = Snapshot(clusters=clusters, intervals=self.intervals, built_at=now,
                                  newest_sweep_ms=max(self._cluster_sweep.values(), default=0),
                                  newest_eval_ms=max(self._cluster_eval.values(), default=0))
-        pa.default_memory_pool().release_unused()  # the windows' buffers back to the system
+        release_unused()  # the windows' buffers back to the system
         return self.snapshot
 
 

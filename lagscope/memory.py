@@ -32,7 +32,6 @@ import os
 import platform
 import sys
 import threading
-from collections.abc import MutableMapping
 from functools import cache
 from typing import Any
 
@@ -46,9 +45,9 @@ RELEASE_EVERY_S = 60.0
 _M_ARENA_MAX = -8
 #: what :func:`tune_allocators` set in this process, in words (the command line logs it)
 TUNED: list[str] = []
-#: the variable this process set for pyarrow's import (taken back by :func:`settle`)
+ARROW_SYSTEM = "Arrow's default pool on the system allocator"
+#: the variable this process sets for pyarrow's import (taken back by :func:`settle`)
 _POOL_VAR = "ARROW_DEFAULT_MEMORY_POOL"
-_set_for_import: list[MutableMapping[str, str]] = []
 
 
 @cache
@@ -62,20 +61,18 @@ def _glibc() -> Any:
     return libc
 
 
-def tune_allocators(environ: MutableMapping[str, str] | None = None) -> list[str]:
+def tune_allocators() -> list[str]:
     """Cap glibc's arenas and have pyarrow's import choose the system allocator, each unless the
     environment already chose (and, for Arrow, unless pyarrow is already imported: its pool is
     chosen then). Returns what it set, in words, also kept in :data:`TUNED`."""
-    env = os.environ if environ is None else environ
     done: list[str] = []
     libc = _glibc()
-    chosen = env.get("MALLOC_ARENA_MAX") or "glibc.malloc.arena_max" in env.get("GLIBC_TUNABLES", "")
+    chosen = os.environ.get("MALLOC_ARENA_MAX") or "glibc.malloc.arena_max" in os.environ.get("GLIBC_TUNABLES", "")
     if libc is not None and not chosen and libc.mallopt(_M_ARENA_MAX, ARENA_MAX) == 1:
         done.append(f"glibc's malloc at most {ARENA_MAX} arenas")
-    if not env.get(_POOL_VAR) and "pyarrow" not in sys.modules:
-        env[_POOL_VAR] = "system"
-        _set_for_import.append(env)
-        done.append("Arrow's default pool on the system allocator")
+    if not os.environ.get(_POOL_VAR) and "pyarrow" not in sys.modules:
+        os.environ[_POOL_VAR] = "system"
+        done.append(ARROW_SYSTEM)
     TUNED[:] = done
     return done
 
@@ -87,8 +84,8 @@ def settle(every_s: float = RELEASE_EVERY_S) -> threading.Event:
     import pyarrow as pa
 
     pa.default_memory_pool()  # chosen now, if the import did not already
-    while _set_for_import:
-        _set_for_import.pop().pop(_POOL_VAR, None)
+    if ARROW_SYSTEM in TUNED:
+        del os.environ[_POOL_VAR]
     stop = threading.Event()
 
     def release() -> None:
