@@ -1321,13 +1321,22 @@ def rss_fit(samples: list[tuple[float, int, float, float]], lives: list[dict[str
     JVM; each life's means per 5 minutes. A life's *settled* slope is the Python process's from
     ``settled_after_s`` after its start (the analytics' forget horizon: from then on a churning
     workload's carried state has its full size, the state of the partitions forgotten as fast as new
-    ones come), given for at least :data:`SETTLED_MIN_S` of samples after it, else None."""
+    ones come), given for at least :data:`SETTLED_MIN_S` of samples after it, else None; and the
+    slopes of that window's first and second halves in time, given for at least twice that: a leak
+    keeps its slope in both, memory still filling up (an allocator's free lists, a cache short of
+    its bound) has a smaller one in the second."""
     def per_h(s: float | None) -> float | None:
         return None if s is None else round(s * 3600.0, 2)
 
     by_pid: dict[int, list[tuple[float, float, float]]] = collections.defaultdict(list)
     for t, pid, py, jvm in samples:
         by_pid[pid].append((t, py, jvm))
+    def halves(xs: list[tuple[float, float, float]]) -> list[float | None] | None:
+        if not xs or xs[-1][0] - xs[0][0] < 2 * SETTLED_MIN_S:
+            return None
+        mid = (xs[0][0] + xs[-1][0]) / 2.0
+        return [per_h(_slope([(x[0], x[1]) for x in xs if (x[0] < mid) == first])) for first in (True, False)]
+
     out_lives = []
     for life in lives:
         s = by_pid.get(life["pid"], [])
@@ -1343,6 +1352,7 @@ def rss_fit(samples: list[tuple[float, int, float, float]], lives: list[dict[str
                           "settled_after_min": round(settled_after_s / 60.0, 1),
                           "py_slope_settled_mb_per_h": per_h(_slope([(x[0], x[1]) for x in settled]))
                           if settled and settled[-1][0] - settled[0][0] >= SETTLED_MIN_S else None,
+                          "py_slope_settled_halves_mb_per_h": halves(settled),
                           # the shape: a warm-up levels off, a leak keeps its slope
                           "py_mb_by_5min": _means_by(warm, life["start"], 300.0, 1),
                           "jvm_mb_by_5min": _means_by(warm, life["start"], 300.0, 2)})
@@ -1636,6 +1646,10 @@ def report(r: SoakResult, command: str) -> str:
             lines.append(f"  From minute {longest['settled_after_min']:g} on (the forget horizon and 5 minutes: the "
                          f"churning workload's carried state at its full size): slope "
                          f"{_fmt(longest['py_slope_settled_mb_per_h'])} MB/h.")
+        if longest.get("py_slope_settled_halves_mb_per_h"):
+            first, second = longest["py_slope_settled_halves_mb_per_h"]
+            lines.append(f"  That window's first half: {_fmt(first)} MB/h; its second half: {_fmt(second)} MB/h "
+                         f"(a leak keeps its slope; memory still filling up levels off).")
         if longest.get("py_mb_by_5min"):
             lines.append(f"  Its mean per 5 minutes: Python {' → '.join(map(str, longest['py_mb_by_5min']))} MB; "
                          f"JVM {' → '.join(map(str, longest['jvm_mb_by_5min']))} MB.")

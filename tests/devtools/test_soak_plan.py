@@ -365,6 +365,29 @@ def test_rss_fit_gives_the_slope_after_the_forget_horizon_apart() -> None:
     assert abs(whole["py_slope_settled_mb_per_h"]) < 1
     assert whole["settled_after_min"] == 15
     assert brief["py_slope_settled_mb_per_h"] is None
+    # 25 minutes settled: over 20, so the halves are given; both about 0 here
+    assert all(abs(h) < 1 for h in whole["py_slope_settled_halves_mb_per_h"])
+    assert brief["py_slope_settled_halves_mb_per_h"] is None
+
+
+def test_rss_fit_tells_a_leak_from_memory_that_levels_off() -> None:
+    # settled from minute 15, sampled every 10 s to minute 75: a leak of 12 MB/h keeps its slope in
+    # both halves of the settled window; a fill that levels off (6 MB over a half-hour, then flat)
+    # has most of its slope in the first half and none in the second
+    def leak(t: float) -> float:
+        return 200.0 + t / 300.0
+
+    def fill(t: float) -> float:
+        return 200.0 + min(max(t - 900.0, 0.0), 1800.0) / 300.0
+
+    lives = [{"pid": 1, "start": 0.0, "end": 4500.0}, {"pid": 2, "start": 10_000.0, "end": 14_500.0}]
+    samples = [(float(t), 1, leak(t), 500.0) for t in range(0, 4500, 10)]
+    samples += [(10_000.0 + t, 2, fill(t), 500.0) for t in range(0, 4500, 10)]
+    got = {x["pid"]: x["py_slope_settled_halves_mb_per_h"] for x in soak.rss_fit(samples, lives, 900.0)["lives"]}
+    assert got[1] == pytest.approx([12.0, 12.0], abs=0.1)
+    first, second = got[2]
+    assert first > 10
+    assert abs(second) < 1
 
 
 def test_the_soak_settles_after_its_analytics_forget_horizon() -> None:
