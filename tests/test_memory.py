@@ -149,3 +149,28 @@ def test_the_command_tunes_the_process_before_pyarrow_is_imported(tmp_path: Path
     assert done.stdout.split()[-4:] == ["system", "0", "-", "True"]
     assert "allocators: " in done.stderr
     assert "Arrow's default pool on the system allocator" in done.stderr
+
+
+def test_the_allocators_benchmark_reads_the_speed_benchmarks_rows() -> None:
+    # benchmarks/allocators_speed.py compares the medians analytics_speed prints: its rows as
+    # analytics_speed writes them (its own _row), the median of each row's runs
+    from helpers.benchmarks import load_benchmark
+
+    speed, bench = load_benchmark("analytics_speed"), load_benchmark("allocators_speed")
+    report = "\n".join([
+        "| measurement | rows | seconds | rows/s | peak driver heap MB |",
+        speed._row("incremental step, 1 new sweep, 1 day of history: median of 3 (1.90, 1.50, 1.70 s); "
+                   "rebalances rows written: 0", 100_000, 1.7, 300.0),
+        speed._row("incremental step, 1 new sweep, 7 days of history: median of 2 (2.00, 1.00 s); "
+                   "rebalances rows written: 0", 100_000, 1.5, 280.0),
+        speed._row("the batch, 50,000,000 rows", 50_000_000, 46.1, 900.0)])
+    assert bench.medians(report) == {"1 day of history": 1.7, "7 days of history": 1.5}
+
+
+def test_the_allocators_benchmark_stops_on_a_run_that_failed() -> None:
+    bench = Path(__file__).parents[1] / "benchmarks" / "allocators_speed.py"
+    got = subprocess.run([sys.executable, str(bench), "--", "--no-such-option"], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert got.returncode == 1
+    assert "error: the default run failed (exit 2)" in got.stderr
+    assert "--no-such-option" in got.stderr  # analytics_speed's own complaint, passed on
