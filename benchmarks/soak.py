@@ -570,6 +570,11 @@ class SoakResult:
     load_during: dict[str, Any] = field(default_factory=dict)
     #: seconds the run went on past its planned minutes for the last faults' recoveries
     end_waited_s: float = 0.0
+    #: the RSS samples ``rss`` was fitted to, ``[t, pid, python_mb, jvm_mb]`` (kept so that a
+    #: report rendered again with ``--from-json`` fits them again, with that code's analysis)
+    rss_samples: list[list[float]] = field(default_factory=list)
+    #: where each life's settled window starts (s after its start)
+    settled_after_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -963,6 +968,8 @@ class Soak:
             # settled: the forget horizon after the first partitions' last sweeps (a scenario's run
             # and the first steps after the start: 5 minutes allowed)
             rss=rss_fit(self.watcher.rss, self.run.lives, self._forget_horizon_s() + SETTLE_MARGIN_S),
+            rss_samples=[list(x) for x in self.watcher.rss],
+            settled_after_s=self._forget_horizon_s() + SETTLE_MARGIN_S,
             load_during=load_summary(self.watcher.load),
             problems=self.problems, logs={"run": str(self.work / "run.log")}, end_waited_s=self.end_waited_s)
 
@@ -1562,6 +1569,31 @@ def describe_run(r: SoakResult) -> str:
                "fault's recovery" if r.end_waited_s else "") + ".")
 
 
+def memory_lines(m: dict[str, Any]) -> list[str]:
+    """The report's lines on the process's memory (:func:`rss_fit`'s figures)."""
+    out: list[str] = []
+    out.append(f"- **Memory**: {m['samples']} RSS samples; slope of a least-squares line over the run (each life's "
+               f"first minute left out): Python {_fmt(m['py_slope_mb_per_h'])} MB/h, Spark JVM "
+               f"{_fmt(m['jvm_slope_mb_per_h'])} MB/h; max Python {m['py_mb_max']} MB, JVM {m['jvm_mb_max']} MB.")
+    longest = max(m["lives"], key=lambda x: x["minutes"], default=None)
+    if longest:
+        out.append(f"  The longest life ({longest['minutes']} min): Python {longest['py_mb_first']} → "
+                   f"{longest['py_mb_last']} MB, slope {_fmt(longest['py_slope_mb_per_h'])} MB/h; JVM slope "
+                   f"{_fmt(longest['jvm_slope_mb_per_h'])} MB/h.")
+        if longest.get("py_slope_settled_mb_per_h") is not None:
+            out.append(f"  From minute {longest['settled_after_min']:g} on (the forget horizon and 5 minutes: the "
+                       f"churning workload's carried state at its full size): slope "
+                       f"{_fmt(longest['py_slope_settled_mb_per_h'])} MB/h.")
+        if longest.get("py_slope_settled_halves_mb_per_h"):
+            first, second = longest["py_slope_settled_halves_mb_per_h"]
+            out.append(f"  That window's first half: {_fmt(first)} MB/h; its second half: {_fmt(second)} MB/h "
+                       f"(a leak keeps its slope; memory still filling up levels off).")
+        if longest.get("py_mb_by_5min"):
+            out.append(f"  Its mean per 5 minutes: Python {' → '.join(map(str, longest['py_mb_by_5min']))} MB; "
+                       f"JVM {' → '.join(map(str, longest['jvm_mb_by_5min']))} MB.")
+    return out
+
+
 def report(r: SoakResult, command: str) -> str:
     o = r.opts
     v = verdicts(r)
@@ -1633,26 +1665,7 @@ def report(r: SoakResult, command: str) -> str:
                      f"{res['since']} to the live checkpoint's watermark {res['watermark']} (rows live/clean): {eq}.")
     else:
         lines.append(f"- **Results**: not compared: {res.get('error')}")
-    m = r.rss
-    lines.append(f"- **Memory**: {m['samples']} RSS samples; slope of a least-squares line over the run (each life's "
-                 f"first minute left out): Python {_fmt(m['py_slope_mb_per_h'])} MB/h, Spark JVM "
-                 f"{_fmt(m['jvm_slope_mb_per_h'])} MB/h; max Python {m['py_mb_max']} MB, JVM {m['jvm_mb_max']} MB.")
-    longest = max(m["lives"], key=lambda x: x["minutes"], default=None)
-    if longest:
-        lines.append(f"  The longest life ({longest['minutes']} min): Python {longest['py_mb_first']} → "
-                     f"{longest['py_mb_last']} MB, slope {_fmt(longest['py_slope_mb_per_h'])} MB/h; JVM slope "
-                     f"{_fmt(longest['jvm_slope_mb_per_h'])} MB/h.")
-        if longest.get("py_slope_settled_mb_per_h") is not None:
-            lines.append(f"  From minute {longest['settled_after_min']:g} on (the forget horizon and 5 minutes: the "
-                         f"churning workload's carried state at its full size): slope "
-                         f"{_fmt(longest['py_slope_settled_mb_per_h'])} MB/h.")
-        if longest.get("py_slope_settled_halves_mb_per_h"):
-            first, second = longest["py_slope_settled_halves_mb_per_h"]
-            lines.append(f"  That window's first half: {_fmt(first)} MB/h; its second half: {_fmt(second)} MB/h "
-                         f"(a leak keeps its slope; memory still filling up levels off).")
-        if longest.get("py_mb_by_5min"):
-            lines.append(f"  Its mean per 5 minutes: Python {' → '.join(map(str, longest['py_mb_by_5min']))} MB; "
-                         f"JVM {' → '.join(map(str, longest['jvm_mb_by_5min']))} MB.")
+    lines += memory_lines(r.rss)
     lines.append(f"- **Process**: {len(r.lives)} lives of `lagscope run`, {len(r.unexpected_exits)} exits of its own.")
     if v:
         lines += ["", "## Failures", ""] + [f"- {k}: {x}" for k, xs in sorted(v.items()) for x in xs]
@@ -1674,8 +1687,11 @@ def from_json(data: dict[str, Any]) -> SoakResult:
         if "step_began_s" not in f.detail:  # kept before the detail held it: the recovery was the step's start
             f.detail["step_began_s"] = f.analytics_recovery_s
         f.analytics_recovery_s = analytics_back(f)
-    return SoakResult(**{**data, "faults": faults,
-                         "load_start": tuple(data["load_start"]), "load_end": tuple(data["load_end"])})
+    r = SoakResult(**{**data, "faults": faults,
+                      "load_start": tuple(data["load_start"]), "load_end": tuple(data["load_end"])})
+    if r.rss_samples:  # kept with the run: fitted again by this code
+        r.rss = rss_fit([(t, int(pid), py, jvm) for t, pid, py, jvm in r.rss_samples], r.lives, r.settled_after_s)
+    return r
 
 
 def run_soak(opts: SoakOptions) -> SoakResult:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import threading
 import time
 from pathlib import Path
@@ -388,6 +389,23 @@ def test_rss_fit_tells_a_leak_from_memory_that_levels_off() -> None:
     first, second = got[2]
     assert first > 10
     assert abs(second) < 1
+
+
+def test_a_kept_run_is_fitted_again_when_its_report_is_rendered_again() -> None:
+    # the JSON keeps the samples: --from-json fits them with the code that renders (here the
+    # halves of the settled window, which a run kept with an older fit lacks)
+    result = _clean_run_but(soak.FaultRecord("kill", 1000.0, 1001.0, detail={"step_began_s": 5.0}))
+    result.lives = [{"pid": 3, "start": 0.0, "end": 4500.0}]
+    result.settled_after_s = 900.0
+    result.rss_samples = [[float(t), 3, 200.0 + t / 300.0, 500.0] for t in range(0, 4500, 10)]
+    result.rss = {"samples": 0, "py_slope_mb_per_h": None, "jvm_slope_mb_per_h": None, "py_mb_max": 0.0,
+                  "jvm_mb_max": 0.0, "lives": [{"pid": 3, "minutes": 75.0}]}  # an older fit's
+    again = soak.from_json(json.loads(json.dumps(result.to_json())))
+    life = again.rss["lives"][0]
+    assert again.rss["samples"] == 450
+    assert life["py_slope_settled_halves_mb_per_h"] == pytest.approx([12.0, 12.0], abs=0.1)
+    assert any("That window's first half: 12.0 MB/h; its second half: 12.0 MB/h" in line
+               for line in soak.memory_lines(again.rss))
 
 
 def test_the_soak_settles_after_its_analytics_forget_horizon() -> None:
