@@ -231,11 +231,14 @@ def transform_rebalances(
     else:
         win = (win.withColumn("_b_gen_t", F.lit(None).cast("double"))
                .withColumn("_b_gen", F.lit(None).cast("int")))
+    # materialised where several uses follow (each use of a DataFrame repeats its whole plan: the
+    # reference's plans grew with the square of its steps, minutes to plan a step of 5 groups)
+    win = win.localCheckpoint()
     # the per-sweep inputs matter only for groups with a window (few): built for those only
     with_window = F.broadcast(win.select(*_G).distinct())
-    alive, group_lag, changes = inputs(with_window)
+    alive, group_lag, changes = (x.localCheckpoint() for x in inputs(with_window))
     if commits is not None:
-        commits = commits.join(with_window, list(_G), "left_semi")
+        commits = commits.join(with_window, list(_G), "left_semi").localCheckpoint()
     # static members that came back with a new member id; members gone for good; newcomers
     a_iids = F.transform(F.col("a.instances"), lambda x: x["iid"])
     b_iids = F.transform(F.col("b.instances"), lambda x: x["iid"])
@@ -297,6 +300,7 @@ def transform_rebalances(
     win = win.withColumn("source", F.when(from_records, F.lit("commit_stream")).otherwise(F.lit("sweeps")))
     if commits is not None:
         win = _exact_bounds(win, commits)
+    win = win.localCheckpoint()
     bound = F.when(F.col("cause").isin("session_timeout", "static_member_bounce"),
                    F.col("_session") + F.lit(heartbeat_s + network_s)).otherwise(F.col("_rebal"))
     win = (win.withColumn("bound_s", bound)
@@ -321,7 +325,7 @@ def transform_rebalances(
     # production rule's fix of the earlier greatest(0, null) = 0
     grew = F.col("_lb") - F.col("_la")
     win = win.withColumn("messages_accumulated", F.when(grew.isNotNull(), F.greatest(F.lit(0), grew)).cast("long"))
-    win = win.join(_processing_gaps(win, commits if commits is not None else changes), "_wid", "left")
+    win = win.join(_processing_gaps(win, commits if commits is not None else changes), "_wid", "left").localCheckpoint()
     # the group seen Empty between the sides (a sweep of a sweep window, a generation record
     # without members): for the storms' formation (:func:`formation`)
     sides = (F.col("cluster") == F.col("_ec")) & (F.col("group_id") == F.col("_eg")) & (
@@ -688,6 +692,7 @@ def reference_group_pass(spark: SparkSession, *, members: pa.Table, series: pa.T
     for c in CLAIMS:
         if c not in msweeps.columns:
             msweeps = msweeps.withColumn(c, F.lit(None).cast("double"))
+    msweeps = msweeps.localCheckpoint()  # read by every part of the statement
     commit_times = None
     cm = _df(spark, commits)
     if cm is not None:
