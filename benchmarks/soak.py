@@ -956,6 +956,9 @@ class Soak:
         assert self.watcher is not None
         lake = self.work / "lake"
         self._recoveries(lake)
+        # settled: the forget horizon after the first partitions' last sweeps (a scenario's run
+        # and the first steps after the start: 5 minutes allowed)
+        settled = self._forget_horizon_s() + SETTLE_MARGIN_S
         return SoakResult(
             opts={k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(self.o).items()},
             began=began, ended=ended, load_start=load_start, load_end=load_end, faults=self.faults,
@@ -965,11 +968,8 @@ class Soak:
             alerts=check_alerts(self.outbox, self.hooks),
             quarantine=check_quarantine(lake, self.results, self.dropped, self.work / "lakefs" / "lake"),
             results=compare_results(self.config, lake, self.results, self.work / "clean", first_start, watermark),
-            # settled: the forget horizon after the first partitions' last sweeps (a scenario's run
-            # and the first steps after the start: 5 minutes allowed)
-            rss=rss_fit(self.watcher.rss, self.run.lives, self._forget_horizon_s() + SETTLE_MARGIN_S),
-            rss_samples=[list(x) for x in self.watcher.rss],
-            settled_after_s=self._forget_horizon_s() + SETTLE_MARGIN_S,
+            rss=rss_fit(self.watcher.rss, self.run.lives, settled),
+            rss_samples=[list(x) for x in self.watcher.rss], settled_after_s=settled,
             load_during=load_summary(self.watcher.load),
             problems=self.problems, logs={"run": str(self.work / "run.log")}, end_waited_s=self.end_waited_s)
 
