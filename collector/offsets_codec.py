@@ -791,6 +791,10 @@ def decode_record(key: bytes | None, value: bytes | None) -> DecodedRecord:
                 _KEY_CACHE.clear()
             _KEY_CACHE[key] = k
     if value is None:
+        # a tombstone: the group or its offsets are gone (deleted, expired), so is the key's reason
+        # to be kept; under groups that come and go the memo holds the live keys, not every key seen
+        if type(key) is bytes:
+            _KEY_CACHE.pop(key, None)
         return DecodedRecord(k, None)
     if type(k) is OffsetCommitKey:
         try:

@@ -86,6 +86,25 @@ def test_offset_tombstone_and_unicode_names() -> None:
     assert rec.value is None
 
 
+def test_the_key_memo_holds_live_keys_and_forgets_the_ones_a_tombstone_deletes() -> None:
+    # keys repeat, so the decoder memoises them; groups that come and go (deleted: a tombstone for
+    # each of their offsets and their metadata) must not leave their keys behind for good
+    from lagscope.collector import offsets_codec
+
+    before = len(offsets_codec._KEY_CACHE)
+    for i in range(300):
+        key = offset_key(f"gone-{i}", "t", i % 3)
+        first = decode_record(key, offset_value(3, 1, "", 5))
+        assert decode_record(key, offset_value(3, 2, "", 6)).key is first.key  # the live key: memoised
+        assert len(offsets_codec._KEY_CACHE) == before + 1
+        assert decode_record(key, None).key == first.key  # the tombstone still decodes its key
+        assert decode_record(group_key(f"gone-{i}"), None).key == GroupMetadataKey(f"gone-{i}")
+        assert len(offsets_codec._KEY_CACHE) == before
+    live = offset_key("live", "t", 0)
+    decode_record(live, offset_value(3, 1, "", 5))
+    assert len(offsets_codec._KEY_CACHE) == before + 1  # a key without a tombstone stays
+
+
 def test_empty_metadata_v3() -> None:
     rec = decode_record(offset_key("g", "t", 0), offset_value(3, 0, "", 5, leader_epoch=0))
     assert rec.value == OffsetCommitValue(3, 0, 0, "", 5, None)
