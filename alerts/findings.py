@@ -273,10 +273,19 @@ class FindingsReader:
     evaluation and laid over what is kept, for that evaluation only (the next provisional step or
     the full step replaces them). Status rows come from the full steps only (module docstring).
     The findings equal :func:`findings_from_results`'s over the same files (tested). A read that
-    fails keeps the state of the evaluation before, and the next one tries again."""
+    fails keeps the state of the evaluation before, and the next one tries again.
 
-    def __init__(self, root: Path | str | Store) -> None:
+    With ``hold_ended_s`` (a long-lived loop passes the alerts' ``lookback_s``), an anomaly or a
+    rebalance window that ended longer ago than that is dropped from what the reader keeps once
+    an evaluation has reported it: it can cause no notification any more (a finding first seen
+    already closed is sent only within the lookback; one the outbox had as firing was resolved
+    by that evaluation), so the reader's memory follows the open findings and the recent ones,
+    not every identity of the retained days. Its later evaluations leave those findings out;
+    a day read again whole (a batch) reports them once more, and drops them again."""
+
+    def __init__(self, root: Path | str | Store, *, hold_ended_s: float | None = None) -> None:
         self.root = root
+        self.hold_ended_s = hold_ended_s
         self._tails = {t: TableTail(root, t) for t in _TABLES}
         #: per table and (cluster, date): identity → the current row (status: (cluster, group) → latest)
         self._kept: dict[str, dict[_Folder, dict[Any, dict[str, Any]]]] = {t: {} for t in _TABLES}
@@ -323,6 +332,20 @@ class FindingsReader:
             if cur is None or event_rank(r) >= event_rank(cur):
                 into[k] = r
 
+    @property
+    def rows_kept(self) -> int:
+        """The rows the reader keeps (tests, the soak's diagnostics)."""
+        return sum(len(rows) for folders in self._kept.values() for rows in folders.values())
+
+    def _drop_ended(self, before: dt.datetime) -> None:
+        """Forget the kept events (anomalies, rebalance windows) that ended before ``before``."""
+        for table in ("anomalies", "rebalances"):
+            folders = self._kept[table]
+            for folder, rows in list(folders.items()):
+                ended = {k for k, r in rows.items() if (end := r.get("end_ts")) is not None and _utc(end) < before}
+                if ended:  # a new dict: the folder's may be shared with the state before
+                    folders[folder] = {k: r for k, r in rows.items() if k not in ended}
+
     def findings(self, now: dt.datetime) -> list[Finding]:
         """The findings now (see the class docstring); raises LakeError when the root does not
         exist or a table cannot be read."""
@@ -364,6 +387,8 @@ class FindingsReader:
             *findings_from_rebalances(current("rebalances"), now),
             *findings_from_status(rows("status")),
         ]
+        if self.hold_ended_s is not None:
+            self._drop_ended(now - dt.timedelta(seconds=self.hold_ended_s))
         if not any(f.kind in ADVICE_KINDS for f in found):
             return found
         return with_advice(found, current_advice(root))

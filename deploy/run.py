@@ -510,8 +510,9 @@ class AlertsLoop(_Periodic):
         from lagscope.alerts import FindingsReader, Outbox, Sender
 
         self._outbox = Outbox(self.outbox_path)
-        # each evaluation reads only the result files new since the one before (not every table whole)
-        self._reader = FindingsReader(self.results)
+        # each evaluation reads only the result files new since the one before (not every table whole),
+        # and keeps a finding that ended only as long as it could still be sent
+        self._reader = FindingsReader(self.results, hold_ended_s=self.config.lookback_s)
         # a route that was down is probed twice an interval: its backlog goes within one of its return
         self._sender = Sender(self._outbox, self.config, probe_s=self.interval_s / 2)
         if not _exists(self.results):

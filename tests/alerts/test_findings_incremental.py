@@ -134,3 +134,42 @@ def test_a_withdrawn_anomaly_is_no_finding_until_a_later_step_reports_it_again(t
     publish_step(tmp_path, "prod", T0 + MIN, T0 + 2 * MIN, {"anomalies": [{**stall, "as_of_ts": T0 + 2 * MIN,
                                                                             "withdrawn": False}]})
     assert view(T0 + 2 * MIN) == [(stall["key"], "firing")]
+
+
+def test_a_reader_that_forgets_ended_findings_queues_what_one_that_keeps_them_queues(tmp_path: Path) -> None:
+    # `lagscope run` and `alerts serve` hold an ended anomaly or window only for the lookback: past it,
+    # it can cause no notification, so forgetting it changes nothing that is sent, only what is kept
+    from lagscope.alerts import Outbox, enqueue_findings
+    from lagscope.config import AlertsConfig
+
+    config = AlertsConfig.model_validate({"lookback_s": 300, "routes": [{"name": "r", "url": "http://127.0.0.1:9/h"}]})
+    hold = dt.timedelta(seconds=config.lookback_s)
+    keeping, forgetting = FindingsReader(tmp_path), FindingsReader(tmp_path, hold_ended_s=config.lookback_s)
+    rng = random.Random(28)
+    open_: dict[str, dt.datetime] = {}
+    left_out: set[str] = set()
+    w, before = T0, T0
+    with Outbox(tmp_path / "a.sqlite") as a, Outbox(tmp_path / "b.sqlite") as b:
+        for _ in range(40):
+            now = w + MIN
+            publish_step(tmp_path, "prod", w, now, _step_rows(rng, w, now, open_))
+            kept, got = keeping.findings(now), forgetting.findings(now)
+            assert _view(kept) == _view(findings_from_results(tmp_path, now))
+            # what it leaves out: findings that had ended more than the hold before its last evaluation
+            gone = [f for f in kept if f not in got]
+            assert all(f.ends_at is not None and f.ends_at < before - hold for f in gone), gone
+            assert _view([f for f in kept if f not in gone]) == _view(got)
+            left_out |= {f.key for f in gone}
+            for box, found in ((a, kept), (b, got)):
+                enqueue_findings(box, config, found, now, app_url="http://app")
+            assert [(e["idempotency_key"], e["state"]) for e in a.entries()] == [
+                (e["idempotency_key"], e["state"]) for e in b.entries()]
+            with a.transaction() as da, b.transaction() as db:
+                assert {k: (s.state, s.episode) for k, s in Outbox.states_in(da).items()} == {
+                    k: (s.state, s.episode) for k, s in Outbox.states_in(db).items()}
+            # kept: per folder a status row per group, the open events and those ended within the hold
+            # (at most one anomaly and one window per group and step)
+            assert forgetting.rows_kept <= 2 * len(GROUPS) + len(GROUPS) + 2 * len(GROUPS) * (hold // MIN + 2)
+            before, w = now, now
+    assert len(left_out) > 40
+    assert keeping.rows_kept > 4 * forgetting.rows_kept, (keeping.rows_kept, forgetting.rows_kept)
