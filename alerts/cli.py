@@ -93,8 +93,9 @@ def run_cmd(
     alerts.check_secrets()
     root = open_root(results, settings.storage)
     # each evaluation reads only the result files new since the last; an ended finding is kept while it
-    # could still be sent
-    reader = FindingsReader(root, hold_ended_s=alerts.lookback_s)
+    # could still be sent; a group whose status stopped for the forget horizon is gone
+    reader = FindingsReader(root, hold_ended_s=alerts.lookback_s,
+                            gone_after_s=settings.analytics.rules.forget_horizon_s())
     if not results_exist(root):
         log.warning("alerts: the results folder %s does not exist (yet): nothing is evaluated until the analytics "
                     "write it (what the outbox holds is still delivered)", results)

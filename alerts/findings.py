@@ -50,8 +50,10 @@ from lagscope.results import (
     TableTail,
     current_advice,
     current_rows,
+    default_gone_after_s,
     event_rank,
     latest_rows,
+    live_series,
 )
 from lagscope.storage import Store
 
@@ -281,11 +283,18 @@ class FindingsReader:
     already closed is sent only within the lookback; one the outbox had as firing was resolved
     by that evaluation), so the reader's memory follows the open findings and the recent ones,
     not every identity of the retained days. Its later evaluations leave those findings out;
-    a day read again whole (a batch) reports them once more, and drops them again."""
+    a day read again whole (a batch) reports them once more, and drops them again.
 
-    def __init__(self, root: Path | str | Store, *, hold_ended_s: float | None = None) -> None:
+    A group whose status rows stopped ``gone_after_s`` before the newest of its cluster is gone
+    (deleted, no longer swept: :func:`lagscope.results.live_series`; None: the analytics' default
+    forget horizon): its status is no finding any more, so a status alert of a deleted group
+    resolves instead of firing until retention removes its day."""
+
+    def __init__(self, root: Path | str | Store, *, hold_ended_s: float | None = None,
+                 gone_after_s: float | None = None) -> None:
         self.root = root
         self.hold_ended_s = hold_ended_s
+        self.gone_after_s = default_gone_after_s() if gone_after_s is None else gone_after_s
         self._tails = {t: TableTail(root, t) for t in _TABLES}
         #: per table and (cluster, date): identity → the current row (status: (cluster, group) → latest)
         self._kept: dict[str, dict[_Folder, dict[Any, dict[str, Any]]]] = {t: {} for t in _TABLES}
@@ -346,6 +355,18 @@ class FindingsReader:
                 if ended:  # a new dict: the folder's may be shared with the state before
                     folders[folder] = {k: r for k, r in rows.items() if k not in ended}
 
+    def _drop_gone_status(self) -> None:
+        """Forget the status rows of the groups that are gone (see the class docstring)."""
+        folders = self._kept["status"]
+        rows = {(folder, k): r for folder, kept in folders.items() for k, r in kept.items()}
+        live = live_series(rows, lambda k, _: k[0][0], lambda r: _utc(r["eval_ts"]).timestamp(), self.gone_after_s)
+        if len(live) == len(rows):
+            return
+        out: dict[_Folder, dict[Any, dict[str, Any]]] = {folder: {} for folder in folders}
+        for (folder, k), r in live.items():
+            out[folder][k] = r
+        self._kept["status"] = out
+
     def findings(self, now: dt.datetime) -> list[Finding]:
         """The findings now (see the class docstring); raises LakeError when the root does not
         exist or a table cannot be read."""
@@ -374,6 +395,7 @@ class FindingsReader:
         for table in _TABLES:
             self._tails[table].commit(polls[table])
         self._kept = kept
+        self._drop_gone_status()
 
         def rows(table: str) -> list[dict[str, Any]]:
             return [r for folder in kept[table].values() for r in folder.values()] + provisional[table]

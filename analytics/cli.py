@@ -157,15 +157,18 @@ def results_exporter_cmd(
     port: Annotated[int, typer.Option(help="Port (0: any free port).")] = 9309,
     refresh: Annotated[float, typer.Option(help="Re-read the result tables at most this often (s).")] = 15.0,
     config: Annotated[Path | None, typer.Option(
-        "--config", "-c", dir_okay=False, help="lagscope.yaml: its storage section, for s3:// results.")] = None,
+        "--config", "-c", dir_okay=False, help="lagscope.yaml: its storage section, for s3:// results, and "
+                                               "analytics.rules.forget_after_s (a series unwritten that long is gone).")
+    ] = None,
 ) -> None:
     """Serve the analytics' findings as Prometheus metrics until interrupted."""
     from lagscope.analytics.results_metrics import serve
     from lagscope.storage import open_root
 
-    root = open_root(results, settings_or_exit(config).storage) if is_object_url(results) else Path(
-        results.removeprefix("file://"))
-    server, _ = serve(root, host=bind, port=port, refresh_s=refresh)
+    settings = settings_or_exit(config)
+    root = open_root(results, settings.storage) if is_object_url(results) else Path(results.removeprefix("file://"))
+    server, _ = serve(root, host=bind, port=port, refresh_s=refresh,
+                      gone_after_s=settings.analytics.rules.forget_horizon_s())
     typer.echo(f"serving http://{bind}:{server.server_port}/metrics (Ctrl-C stops)")
     try:
         while True:

@@ -29,7 +29,9 @@ metric                                                       type       labels
 ===========================================================  =========  ==========================================
 
 It holds what it exports, not the tables' rows, so its memory does not grow with the results'
-history: per partition its latest lag-trend values, per group its latest status, per cluster its
+history: per partition its latest lag-trend values, per group its latest status (until the partition
+or group is gone: its rows stopped for the analytics' forget horizon while its cluster's go on, its
+group or topic deleted; it is then no longer exported), per cluster its
 current advice (the rows of the latest step that wrote any, :func:`lagscope.results.current_advice`:
 at most six per group, so the info series are bounded by the groups); the open
 rebalance windows and anomalies, and those closed within :data:`HOLD_CLOSED_S` of the newest
@@ -80,8 +82,10 @@ from lagscope.results import (
     FolderChange,
     TableChanges,
     TableTail,
+    default_gone_after_s,
     event_rank,
     list_files,
+    live_series,
     newest_step_files,
     object_files,
     read_publish_state,
@@ -475,9 +479,12 @@ def _fold_closed(spec: _TableSpec, folder: _EventFolder, before: float) -> _Even
 
 
 def _apply(spec: _TableSpec, state: _TableState, changes: TableChanges,
-           folder_files: Callable[[str, str], list[Path]]) -> tuple[_TableState, list[Path]]:
+           folder_files: Callable[[str, str], list[Path]],
+           gone_after_s: float | None = None) -> tuple[_TableState, list[Path]]:
     """The next state, ``state`` with ``changes`` folded in (``state`` is not modified), and the
-    files read. ``folder_files(cluster, date)``: a folder's live files, to read one again whole."""
+    files read. ``folder_files(cluster, date)``: a folder's live files, to read one again whole.
+    ``gone_after_s``: a series whose rows stopped this long before its cluster's newest is dropped
+    (:func:`lagscope.results.live_series`)."""
     read = [f for c in changes.changed for f in c.files]
     if spec.is_series:
         series = dict(state.series)
@@ -486,6 +493,8 @@ def _apply(spec: _TableSpec, state: _TableState, changes: TableChanges,
             series = {k: v for k, v in series.items() if (k[0], v.date) not in gone_days}
         for change in changes.changed:
             _fold_series(spec, series, change)
+        if gone_after_s is not None and changes.changed:
+            series = live_series(series, lambda k, _: k[0], lambda v: v.ts, gone_after_s)
         return _TableState(series=series, updated=changes.newest_mtime), read
     gone = set(changes.gone)
     events = {k: v for k, v in state.events.items() if k not in gone}
@@ -641,14 +650,18 @@ class ResultsCollector(Collector):
     """A prometheus_client custom collector over the result tables under ``root``.
 
     ``refresh_s``: the tables are brought up to date when the last refresh is older than this.
-    ``clock``: injectable monotonic clock (tests).
+    ``gone_after_s``: see the attribute. ``clock``: injectable monotonic clock (tests).
     """
 
-    def __init__(self, root: Path | str | Store, *, refresh_s: float = 15.0,
+    def __init__(self, root: Path | str | Store, *, refresh_s: float = 15.0, gone_after_s: float | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         #: a local folder, or the results on an object store (:mod:`lagscope.storage`)
         self.root: Path | Store = root if isinstance(root, Store) else Path(root)
         self.refresh_s = refresh_s
+        #: a partition's lag trend or a group's status unwritten this long while its cluster's others are
+        #: written is gone (deleted, no longer swept) and no longer exported; None: the analytics' default
+        #: forget horizon (:func:`lagscope.results.live_series`)
+        self.gone_after_s = default_gone_after_s() if gone_after_s is None else gone_after_s
         self._clock = clock
         self._lock = threading.Lock()
         self._tails = {name: TableTail(self.root, name) for name in _SPECS}
@@ -681,7 +694,7 @@ class ResultsCollector(Collector):
                     if _needs_full_read(spec, changes):
                         tail, state = TableTail(self.root, name), _TableState()
                         changes = tail.poll()
-                    state, read = _apply(spec, state, changes, self._folder_files(name))
+                    state, read = _apply(spec, state, changes, self._folder_files(name), self.gone_after_s)
                     break
                 except FileQuarantined:
                     continue  # the file is in quarantine (one warning said so): read the table again
@@ -929,9 +942,11 @@ def _advice_metrics(advice: Mapping[str, _Advice]) -> Iterator[Any]:
 
 
 def serve(root: Path | str | Store, *, host: str = "127.0.0.1", port: int = 9309,
-          refresh_s: float = 15.0, extra_collectors: Sequence[Any] = ()) -> tuple[Any, Any]:
+          refresh_s: float = 15.0, gone_after_s: float | None = None,
+          extra_collectors: Sequence[Any] = ()) -> tuple[Any, Any]:
     """Serve the results metrics on ``http://host:port/metrics`` (a daemon thread), with
-    ``extra_collectors`` (e.g. the retention counters of ``lagscope run --component analytics``).
+    ``extra_collectors`` (e.g. the retention counters of ``lagscope run --component analytics``);
+    ``gone_after_s``: :attr:`ResultsCollector.gone_after_s`.
 
     Returns ``(server, thread)``; ``server.shutdown()`` stops it.
     """
@@ -941,7 +956,7 @@ def serve(root: Path | str | Store, *, host: str = "127.0.0.1", port: int = 9309
         log.warning("results metrics: the results folder %s does not exist (yet): no findings are exported "
                     "until the analytics write it", root)
     registry = CollectorRegistry()
-    registry.register(ResultsCollector(root, refresh_s=refresh_s))
+    registry.register(ResultsCollector(root, refresh_s=refresh_s, gone_after_s=gone_after_s))
     registry.register(QUARANTINED)
     for extra in extra_collectors:
         registry.register(extra)

@@ -495,9 +495,10 @@ class AlertsLoop(_Periodic):
     name = "alerts"
 
     def __init__(self, results: Path | Store, config: AlertsConfig, outbox: Path, *, interval_s: float,
-                 app_url: str) -> None:
+                 app_url: str, gone_after_s: float | None = None) -> None:
         super().__init__(interval_s)
         self.results, self.outbox_path = results, outbox
+        self.gone_after_s = gone_after_s  # a group's status unwritten this long is gone (None: the default)
         # a secret that cannot be read fails here, before anything starts; links point at app_url
         config.check_secrets()
         self.config, self.app_url = config, app_url
@@ -512,7 +513,8 @@ class AlertsLoop(_Periodic):
         self._outbox = Outbox(self.outbox_path)
         # each evaluation reads only the result files new since the one before (not every table whole),
         # and keeps a finding that ended only as long as it could still be sent
-        self._reader = FindingsReader(self.results, hold_ended_s=self.config.lookback_s)
+        self._reader = FindingsReader(self.results, hold_ended_s=self.config.lookback_s,
+                                      gone_after_s=self.gone_after_s)
         # a route that was down is probed twice an interval: its backlog goes within one of its return
         self._sender = Sender(self._outbox, self.config, probe_s=self.interval_s / 2)
         if not _exists(self.results):
@@ -547,9 +549,10 @@ class ResultsMetrics:
     name = "results-metrics"
 
     def __init__(self, results: Path | Store, bind: str, port: int,
-                 extra_collectors: list[Any] | None = None) -> None:
+                 extra_collectors: list[Any] | None = None, *, gone_after_s: float | None = None) -> None:
         self.results, self.bind, self.port = results, bind, port
         self.extra_collectors = list(extra_collectors or [])
+        self.gone_after_s = gone_after_s
         self._server: Any = None
         self._thread: Any = None
 
@@ -557,7 +560,7 @@ class ResultsMetrics:
         from lagscope.analytics.results_metrics import serve
 
         self._server, self._thread = serve(self.results, host=self.bind, port=self.port,
-                                           extra_collectors=self.extra_collectors)
+                                           gone_after_s=self.gone_after_s, extra_collectors=self.extra_collectors)
         log.info("results metrics on http://%s:%s/metrics", self.bind, self._server.server_port)
 
     def stop(self) -> None:
@@ -633,19 +636,24 @@ def build_components(settings: Settings, parts: set[Part], *, results: Path | St
         out.append(build_api(settings, results=_where(results)))
     # what retention removes, from the collector (lake) and the analytics loop (results), on one /metrics
     removals = Removals()
+    # a partition or group whose results stopped for the analytics' forget horizon is gone: the metrics
+    # stop exporting it and its status alert resolves
+    gone_after_s = settings.analytics.rules.forget_horizon_s()
     on_collector: Any = None
     if settings.metrics.enabled and results_metrics:
         if Part.collector in parts:
             from lagscope.analytics.results_metrics import ResultsCollector
 
-            on_collector = ResultsCollector(results)
+            on_collector = ResultsCollector(results, gone_after_s=gone_after_s)
         else:
             from lagscope.collector.metrics import RetentionCollector
 
             extra = [RetentionCollector(removals.snapshot)] if Part.analytics in parts else []
-            out.append(ResultsMetrics(results, settings.metrics.bind, settings.metrics.port, extra))
+            out.append(ResultsMetrics(results, settings.metrics.bind, settings.metrics.port, extra,
+                                      gone_after_s=gone_after_s))
     if Part.alerts in parts:
-        out.append(AlertsLoop(results, settings.alerts, outbox, interval_s=alerts_interval_s, app_url=settings.ui.url))
+        out.append(AlertsLoop(results, settings.alerts, outbox, interval_s=alerts_interval_s, app_url=settings.ui.url,
+                              gone_after_s=gone_after_s))
     collector = CollectorComponent(settings, [on_collector] if on_collector is not None else None,
                                    results=results, removals=removals) if Part.collector in parts else None
     if Part.analytics in parts:

@@ -55,7 +55,7 @@ import uuid
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
@@ -68,6 +68,9 @@ from lagscope.storage import Store
 if TYPE_CHECKING:
     import pyarrow.dataset as ds
 
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
 __all__ = [
     "EVENT_IDENTITY",
     "TIME_COLUMN",
@@ -79,11 +82,13 @@ __all__ = [
     "current_advice",
     "current_events",
     "current_rows",
+    "default_gone_after_s",
     "event_rank",
     "inc_tag",
     "is_provisional",
     "latest_rows",
     "list_files",
+    "live_series",
     "newest_step_files",
     "object_files",
     "pre_tag",
@@ -417,6 +422,34 @@ def latest_rows(rows: Iterable[Mapping[str, Any]], key: Callable[[Mapping[str, A
         if cur is None or row[ts] >= cur[ts]:
             latest[k] = row
     return latest
+
+
+def default_gone_after_s() -> float:
+    """How long a series may go unwritten while its cluster's others are written before it counts as
+    gone: the analytics' forget horizon at its default settings (``analytics.rules.forget_after_s``,
+    :meth:`lagscope.config.AnalyticsRulesConfig.forget_horizon_s`). A reader given settings passes
+    their horizon instead."""
+    from lagscope.config import AnalyticsRulesConfig
+
+    return AnalyticsRulesConfig().forget_horizon_s()
+
+
+def live_series(series: Mapping[_K, _V], cluster: Callable[[_K, _V], str], ts: Callable[[_V], float],
+                gone_after_s: float) -> dict[_K, _V]:
+    """``series`` (one latest row per partition or group) without those that are gone: whose latest
+    time is more than ``gone_after_s`` before the newest of their cluster (``ts``: Unix seconds).
+
+    The analytics write a row for every partition and group the collector sweeps, at every step;
+    one whose rows stopped while its cluster's go on is no longer swept (its group or topic
+    deleted, its offsets expired, a filter changed) — the analytics themselves forget it after their
+    forget horizon, so that is the horizon a reader of their results passes. A cluster whose steps
+    all stopped (the analytics down) keeps every series: what is newest there is old too."""
+    newest: dict[str, float] = {}
+    for k, v in series.items():
+        c, t = cluster(k, v), ts(v)
+        if t > newest.get(c, -math.inf):
+            newest[c] = t
+    return {k: v for k, v in series.items() if ts(v) >= newest[cluster(k, v)] - gone_after_s}
 
 
 def current_events(results: Path | str | Store, table: str, *, cluster: str | Iterable[str] | None = None,

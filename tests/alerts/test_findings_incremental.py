@@ -173,3 +173,19 @@ def test_a_reader_that_forgets_ended_findings_queues_what_one_that_keeps_them_qu
             before, w = now, now
     assert len(left_out) > 40
     assert keeping.rows_kept > 4 * forgetting.rows_kept, (keeping.rows_kept, forgetting.rows_kept)
+
+
+def test_the_status_of_a_group_gone_for_the_horizon_is_no_finding(tmp_path: Path) -> None:
+    # `gone` is deleted while STOP: its status rows stop while g1's go on (across midnight); its status
+    # alert resolves once its last row is more than the horizon older than its cluster's newest, rather
+    # than firing until retention removes its day
+    horizon = 600.0
+    reader = FindingsReader(tmp_path, gone_after_s=horizon)
+    publish_step(tmp_path, "prod", T0 - MIN, T0, {"status": [_status("g1", T0 - S, "STOP"),
+                                                           _status("gone", T0 - S, "STOP")]})
+    for i in range(1, 14):
+        now = T0 + i * MIN
+        publish_step(tmp_path, "prod", now - MIN, now, {"status": [_status("g1", now - S, "STOP")]})
+        got = reader.findings(now)
+        assert _view(got) == _view(FindingsReader(tmp_path, gone_after_s=horizon).findings(now))
+        assert sorted(f.group for f in got) == (["g1", "gone"] if i * 60 <= horizon else ["g1"]), i

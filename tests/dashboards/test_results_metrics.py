@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 import urllib.request
 from pathlib import Path
 
@@ -395,6 +396,38 @@ def test_memory_holds_the_series_not_the_steps(tmp_path: Path) -> None:
     assert registry.get_sample_value("lagscope_group_status", {**cg, "status": "WARN"}) == 1
 
 
+def test_a_partition_and_a_group_no_longer_written_are_no_longer_exported(tmp_path: Path) -> None:
+    # `gone` is deleted after the first step: its rows stop while g's go on; once its latest rows are
+    # more than the horizon older than its cluster's newest, its series are gone from the exposition
+    def rows(i: int, groups: tuple[str, ...]) -> dict[str, list[dict[str, object]]]:
+        at = D0 + i * STEP
+        return {"lag_trends": [trend(g, "t", 0, at, 100.0 + i, 60.0) for g in groups],
+                "status": [status(g, at + STEP, "STOP", "STOP") for g in groups]}
+
+    publish_step(tmp_path, "prod", D0, D0 + STEP, rows(0, ("g", "gone")))
+    registry, collector = _registry(tmp_path, refresh_s=0.0, gone_after_s=3600.0)
+
+    def exported(group: str) -> tuple[float | None, float | None]:
+        return (registry.get_sample_value("lagscope_retention_headroom_seconds",
+                                          {"cluster": "prod", "group": group, "topic": "t", "partition": "0"}),
+                registry.get_sample_value("lagscope_group_status", {"cluster": "prod", "group": group,
+                                                                    "status": "STOP"}))
+
+    assert exported("gone") == (100.0, 1.0)
+    for i in (1, 2):  # the newest rows an hour after gone's: not more than the horizon
+        publish_step(tmp_path, "prod", D0 + i * STEP, D0 + (i + 1) * STEP, rows(i, ("g",)))
+        assert exported("gone") == (100.0, 1.0)
+    publish_step(tmp_path, "prod", D0 + 3 * STEP, D0 + 4 * STEP, rows(3, ("g",)))
+    assert exported("gone") == (None, None)
+    assert exported("g") == (103.0, 1.0)
+    assert collector.reading().held()["lag_trends"] == 1
+    fresh, _ = _registry(tmp_path, gone_after_s=3600.0)
+    assert _samples(registry) == _samples(fresh)
+    # a cluster whose steps all stopped keeps its series (the newest is old too), however late it is read
+    late, _ = _registry(tmp_path, gone_after_s=60.0)
+    assert _samples(late) == _samples(fresh)
+
+
 def test_a_step_not_checkpointed_is_not_exported(tmp_path: Path) -> None:
     _publish_steps(tmp_path, 0, 2)
     registry, collector = _registry(tmp_path, refresh_s=0.0)
@@ -435,10 +468,11 @@ def test_a_batch_over_read_days_is_read_again_whole(tmp_path: Path) -> None:
 
 def test_days_removed_by_retention_are_dropped_without_reading_again(tmp_path: Path) -> None:
     _publish_steps(tmp_path, 0, 8)
-    # partition 9 of the first day only: its series ends with that day
+    # partition 9 of the first day only: its series ends with that day (the gone horizon off here: the
+    # day's removal alone drops it)
     publish_step(tmp_path, "prod", D0 + 8 * STEP, D0 + 9 * STEP, {"lag_trends": [
         trend("g", "t", 9, D0, 5.0, None)]})
-    registry, collector = _registry(tmp_path, refresh_s=0.0)
+    registry, collector = _registry(tmp_path, refresh_s=0.0, gone_after_s=math.inf)
     gone = {"cluster": "prod", "group": "g", "topic": "t", "partition": "9"}
     assert registry.get_sample_value("lagscope_retention_headroom_seconds", gone) == 5.0
     import shutil
@@ -447,7 +481,7 @@ def test_days_removed_by_retention_are_dropped_without_reading_again(tmp_path: P
         shutil.rmtree(tmp_path / table / "cluster=prod" / f"date={D0.date()}")
     snapshot = collector.reading()
     assert not any(snapshot.files_read.values())  # nothing read again: what came from the day is dropped
-    fresh, _ = _registry(tmp_path)
+    fresh, _ = _registry(tmp_path, gone_after_s=math.inf)
     assert _samples(registry) == _samples(fresh)
     assert registry.get_sample_value("lagscope_retention_headroom_seconds", gone) is None
     assert registry.get_sample_value("lagscope_rebalances_total", {"cluster": "prod", "group": "g",
