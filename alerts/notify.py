@@ -112,7 +112,7 @@ def enqueue_findings(outbox: Outbox, config: AlertsConfig, findings: Iterable[Fi
     ts = now.timestamp()
     transitions = queued = 0
     with outbox.transaction() as db:
-        states = Outbox.states_in(db)
+        states = Outbox.states_in(db, current.keys())  # the firing ones and those of these findings
         for key, f in current.items():
             st = states.get(key)
             if f.state == "firing":

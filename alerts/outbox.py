@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +27,9 @@ from pathlib import Path
 from lagscope.errors import ConfigError
 
 __all__ = ["Entry", "Outbox", "OutboxCounts"]
+
+#: keys per ``IN (...)`` of one query (SQLite allows at least 999 parameters)
+_IN_CHUNK = 500
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS outbox (
@@ -215,8 +218,20 @@ class Outbox:
     # -- alert state ----------------------------------------------------------------------
 
     @staticmethod
-    def states_in(db: sqlite3.Connection) -> dict[str, AlertState]:
-        return {r[0]: AlertState(*r) for r in db.execute("SELECT key, state, episode, finding FROM alert_state")}
+    def states_in(db: sqlite3.Connection, keys: Collection[str] | None = None) -> dict[str, AlertState]:
+        """The alert states: every one, or with ``keys`` the firing ones and those of ``keys`` (what an
+        evaluation of those findings reads: the resolved states of other keys, kept for days, are
+        not loaded at every evaluation)."""
+        select = "SELECT key, state, episode, finding FROM alert_state"
+        if keys is None:
+            return {r[0]: AlertState(*r) for r in db.execute(select)}
+        out = {r[0]: AlertState(*r) for r in db.execute(select + " WHERE state = 'firing'")}
+        rest = [k for k in keys if k not in out]
+        for i in range(0, len(rest), _IN_CHUNK):
+            chunk = rest[i:i + _IN_CHUNK]
+            where = f" WHERE key IN ({', '.join('?' * len(chunk))})"
+            out.update((r[0], AlertState(*r)) for r in db.execute(select + where, chunk))
+        return out
 
     @staticmethod
     def set_state_in(db: sqlite3.Connection, key: str, state: str, episode: int, finding: str, now: float) -> None:

@@ -319,3 +319,16 @@ def test_a_route_that_comes_back_gets_its_backlog_within_one_probe(tmp_path: Pat
         assert sorted(sent) == [f"k{i}" for i in range(5)]
         assert clock[0] - back <= 5.0 + 2.0
         sender.close()
+
+
+def test_an_evaluation_loads_the_firing_states_and_those_of_its_findings_only(tmp_path: Path) -> None:
+    # resolved states are kept for days; an evaluation needs them only for the keys it reports
+    with Outbox(tmp_path / "outbox.sqlite") as box, box.transaction() as db:
+        for i in range(1200):
+            Outbox.set_state_in(db, f"k{i}", "firing" if i % 3 == 0 else "resolved", 1, "{}", 0.0)
+        asked = [f"k{i}" for i in range(0, 1200, 2)] + ["never-seen"]  # more than one query's worth
+        got = Outbox.states_in(db, asked)
+        assert set(got) == {f"k{i}" for i in range(1200) if i % 3 == 0 or i % 2 == 0}
+        assert got["k2"].state == "resolved"
+        assert got["k3"].state == "firing"
+        assert set(Outbox.states_in(db)) == {f"k{i}" for i in range(1200)}
