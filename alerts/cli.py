@@ -54,7 +54,8 @@ def evaluate_cmd(results: _Results, config: _Config, outbox: _Outbox) -> None:
 
     settings = settings_or_exit(config)
     now = dt.datetime.now(dt.UTC)
-    findings = findings_from_results(open_root(results, settings.storage), now)
+    findings = findings_from_results(open_root(results, settings.storage), now,
+                                     gone_after_s=settings.analytics.rules.forget_horizon_s())
     with Outbox(outbox) as box:
         report = enqueue_findings(box, settings.alerts, findings, now, app_url=settings.ui.url)
     typer.echo(f"{len(findings)} findings, {report.transitions} transitions, {report.queued} notifications queued")
@@ -106,6 +107,7 @@ def run_cmd(
                 try:
                     if results_exist(root):  # said once above; an evaluation would resolve every firing alert
                         enqueue_findings(box, alerts, reader.findings(now), now, app_url=settings.ui.url)
+                        reader.forget_sent()
                 except LakeError as exc:  # a failing evaluation is logged and retried next round
                     log.error("alerts: cannot read the results: %s", exc)
                 sender.run(max_seconds=interval, until_empty=False)

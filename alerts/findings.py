@@ -245,7 +245,8 @@ def results_exist(root: Path | str | Store) -> bool:
         raise LakeError(f"cannot list the results at {store.url}: {exc}") from exc
 
 
-def findings_from_results(root: Path | str | Store, now: dt.datetime) -> list[Finding]:
+def findings_from_results(root: Path | str | Store, now: dt.datetime, *,
+                          gone_after_s: float | None = None) -> list[Finding]:
     """Every finding in the result tables under ``root`` (a folder, or an object store: a
     :class:`~lagscope.storage.Store`; raises LakeError when unreadable): one
     :class:`FindingsReader`'s first evaluation (a long-lived loop keeps the reader instead, and
@@ -253,8 +254,8 @@ def findings_from_results(root: Path | str | Store, now: dt.datetime) -> list[Fi
 
     A root that does not exist (on an object store: a prefix without any object) is an error, not
     "no findings": that would resolve every alert still firing (a mistyped ``--results``, a volume
-    not mounted yet)."""
-    return FindingsReader(root).findings(now)
+    not mounted yet). ``gone_after_s``: :class:`FindingsReader`'s."""
+    return FindingsReader(root, gone_after_s=gone_after_s).findings(now)
 
 
 #: the tables the findings come from
@@ -279,11 +280,12 @@ class FindingsReader:
 
     With ``hold_ended_s`` (a long-lived loop passes the alerts' ``lookback_s``), an anomaly or a
     rebalance window that ended longer ago than that is dropped from what the reader keeps once
-    an evaluation has reported it: it can cause no notification any more (a finding first seen
-    already closed is sent only within the lookback; one the outbox had as firing was resolved
-    by that evaluation), so the reader's memory follows the open findings and the recent ones,
-    not every identity of the retained days. Its later evaluations leave those findings out;
-    a day read again whole (a batch) reports them once more, and drops them again.
+    an evaluation that reported it has been queued (:meth:`forget_sent`, which the loop calls after
+    :func:`lagscope.alerts.enqueue_findings` committed): it can cause no notification any more (a
+    finding first seen already closed is sent only within the lookback; one the outbox had as
+    firing was resolved by that evaluation), so the reader's memory follows the open findings and
+    the recent ones, not every identity of the retained days. Its later evaluations leave those
+    findings out; a day read again whole (a batch) reports them once more, and drops them again.
 
     A group whose status rows stopped ``gone_after_s`` before the newest of its cluster is gone
     (deleted, no longer swept: :func:`lagscope.results.live_series`; None: the analytics' default
@@ -295,6 +297,7 @@ class FindingsReader:
         self.root = root
         self.hold_ended_s = hold_ended_s
         self.gone_after_s = default_gone_after_s() if gone_after_s is None else gone_after_s
+        self._evaluated_at: dt.datetime | None = None  # the last evaluation's time, until forget_sent
         self._tails = {t: TableTail(root, t) for t in _TABLES}
         #: per table and (cluster, date): identity → the current row (status: (cluster, group) → latest)
         self._kept: dict[str, dict[_Folder, dict[Any, dict[str, Any]]]] = {t: {} for t in _TABLES}
@@ -346,8 +349,14 @@ class FindingsReader:
         """The rows the reader keeps (tests, the soak's diagnostics)."""
         return sum(len(rows) for folders in self._kept.values() for rows in folders.values())
 
-    def _drop_ended(self, before: dt.datetime) -> None:
-        """Forget the kept events (anomalies, rebalance windows) that ended before ``before``."""
+    def forget_sent(self) -> None:
+        """The last evaluation's findings are queued: forget the anomalies and rebalance windows
+        that had ended more than ``hold_ended_s`` before it (none without ``hold_ended_s``). Not
+        called after a failed evaluation or enqueue, so nothing is forgotten before it was queued."""
+        if self.hold_ended_s is None or self._evaluated_at is None:
+            return
+        before = self._evaluated_at - dt.timedelta(seconds=self.hold_ended_s)
+        self._evaluated_at = None
         for table in ("anomalies", "rebalances"):
             folders = self._kept[table]
             for folder, rows in list(folders.items()):
@@ -409,8 +418,7 @@ class FindingsReader:
             *findings_from_rebalances(current("rebalances"), now),
             *findings_from_status(rows("status")),
         ]
-        if self.hold_ended_s is not None:
-            self._drop_ended(now - dt.timedelta(seconds=self.hold_ended_s))
+        self._evaluated_at = now
         if not any(f.kind in ADVICE_KINDS for f in found):
             return found
         return with_advice(found, current_advice(root))

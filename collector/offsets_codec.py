@@ -783,16 +783,16 @@ def decode_record(key: bytes | None, value: bytes | None) -> DecodedRecord:
     if key is None:
         raise RecordDecodeError("record without a key")
     # Keys repeat (the same group/topic/partition commits again and again): memoise them.
+    # A tombstone's key is not kept: the group or its offsets are gone (deleted, expired), so is the
+    # key's reason to be kept; under groups that come and go the memo holds the live keys only.
     k = _KEY_CACHE.get(key) if type(key) is bytes else None
     if k is None:
         k = decode_key(key)
-        if type(key) is bytes:
+        if type(key) is bytes and value is not None:
             if len(_KEY_CACHE) >= _KEY_CACHE_MAX:
                 _KEY_CACHE.clear()
             _KEY_CACHE[key] = k
     if value is None:
-        # a tombstone: the group or its offsets are gone (deleted, expired), so is the key's reason
-        # to be kept; under groups that come and go the memo holds the live keys, not every key seen
         if type(key) is bytes:
             _KEY_CACHE.pop(key, None)
         return DecodedRecord(k, None)

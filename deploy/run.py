@@ -530,6 +530,7 @@ class AlertsLoop(_Periodic):
             if _exists(self.results):  # missing: said once at start (an evaluation would resolve every alert)
                 enqueue_findings(self._outbox, self.config, self._reader.findings(now), now,
                                  app_url=self.app_url)
+                self._reader.forget_sent()
         except LakeError as exc:  # a table being rewritten: try next round
             log.warning("alerts: cannot read the results: %s", exc)
         report = self._sender.run(max_seconds=max(1.0, self.interval_s * 0.8), until_empty=True,

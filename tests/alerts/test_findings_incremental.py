@@ -138,7 +138,8 @@ def test_a_withdrawn_anomaly_is_no_finding_until_a_later_step_reports_it_again(t
 
 def test_a_reader_that_forgets_ended_findings_queues_what_one_that_keeps_them_queues(tmp_path: Path) -> None:
     # `lagscope run` and `alerts serve` hold an ended anomaly or window only for the lookback: past it,
-    # it can cause no notification, so forgetting it changes nothing that is sent, only what is kept
+    # it can cause no notification, so forgetting it once its evaluation is queued changes nothing
+    # that is sent, only what is kept
     from lagscope.alerts import Outbox, enqueue_findings
     from lagscope.config import AlertsConfig
 
@@ -162,6 +163,10 @@ def test_a_reader_that_forgets_ended_findings_queues_what_one_that_keeps_them_qu
             left_out |= {f.key for f in gone}
             for box, found in ((a, kept), (b, got)):
                 enqueue_findings(box, config, found, now, app_url="http://app")
+            held = forgetting.rows_kept
+            assert _view(forgetting.findings(now)) == _view(got)  # evaluated again, not yet queued:
+            assert forgetting.rows_kept == held  # nothing forgotten
+            forgetting.forget_sent()
             assert [(e["idempotency_key"], e["state"]) for e in a.entries()] == [
                 (e["idempotency_key"], e["state"]) for e in b.entries()]
             with a.transaction() as da, b.transaction() as db:

@@ -103,6 +103,17 @@ def test_the_key_memo_holds_live_keys_and_forgets_the_ones_a_tombstone_deletes()
     live = offset_key("live", "t", 0)
     decode_record(live, offset_value(3, 1, "", 5))
     assert len(offsets_codec._KEY_CACHE) == before + 1  # a key without a tombstone stays
+    # a tombstone of a key never seen is not memoised first (a full memo would be cleared for it)
+    full = dict.fromkeys(range(offsets_codec._KEY_CACHE_MAX), None)
+    saved = dict(offsets_codec._KEY_CACHE)
+    try:
+        offsets_codec._KEY_CACHE.clear()
+        offsets_codec._KEY_CACHE.update(full)  # type: ignore[arg-type]
+        decode_record(offset_key("unseen", "t", 0), None)
+        assert len(offsets_codec._KEY_CACHE) == offsets_codec._KEY_CACHE_MAX
+    finally:
+        offsets_codec._KEY_CACHE.clear()
+        offsets_codec._KEY_CACHE.update(saved)
 
 
 def test_empty_metadata_v3() -> None:
