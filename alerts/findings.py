@@ -368,7 +368,7 @@ class FindingsReader:
         """Forget the status rows of the groups that are gone (see the class docstring)."""
         folders = self._kept["status"]
         rows = {(folder, k): r for folder, kept in folders.items() for k, r in kept.items()}
-        live = live_series(rows, lambda k, _: k[0][0], lambda r: _utc(r["eval_ts"]).timestamp(), self.gone_after_s)
+        live = live_series(rows, lambda k: k[0][0], lambda r: _utc(r["eval_ts"]).timestamp(), self.gone_after_s)
         if len(live) == len(rows):
             return
         out: dict[_Folder, dict[Any, dict[str, Any]]] = {folder: {} for folder in folders}
@@ -404,7 +404,8 @@ class FindingsReader:
         for table in _TABLES:
             self._tails[table].commit(polls[table])
         self._kept = kept
-        self._drop_gone_status()
+        if polls["status"].changed:  # the newest status moves only with new rows
+            self._drop_gone_status()
 
         def rows(table: str) -> list[dict[str, Any]]:
             return [r for folder in kept[table].values() for r in folder.values()] + provisional[table]

@@ -479,8 +479,7 @@ def _fold_closed(spec: _TableSpec, folder: _EventFolder, before: float) -> _Even
 
 
 def _apply(spec: _TableSpec, state: _TableState, changes: TableChanges,
-           folder_files: Callable[[str, str], list[Path]],
-           gone_after_s: float | None = None) -> tuple[_TableState, list[Path]]:
+           folder_files: Callable[[str, str], list[Path]], gone_after_s: float) -> tuple[_TableState, list[Path]]:
     """The next state, ``state`` with ``changes`` folded in (``state`` is not modified), and the
     files read. ``folder_files(cluster, date)``: a folder's live files, to read one again whole.
     ``gone_after_s``: a series whose rows stopped this long before its cluster's newest is dropped
@@ -493,8 +492,8 @@ def _apply(spec: _TableSpec, state: _TableState, changes: TableChanges,
             series = {k: v for k, v in series.items() if (k[0], v.date) not in gone_days}
         for change in changes.changed:
             _fold_series(spec, series, change)
-        if gone_after_s is not None and changes.changed:
-            series = live_series(series, lambda k, _: k[0], lambda v: v.ts, gone_after_s)
+        if changes.changed:
+            series = live_series(series, lambda k: k[0], lambda v: v.ts, gone_after_s)
         return _TableState(series=series, updated=changes.newest_mtime), read
     gone = set(changes.gone)
     events = {k: v for k, v in state.events.items() if k not in gone}

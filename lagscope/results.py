@@ -434,7 +434,7 @@ def default_gone_after_s() -> float:
     return AnalyticsRulesConfig().forget_horizon_s()
 
 
-def live_series(series: Mapping[_K, _V], cluster: Callable[[_K, _V], str], ts: Callable[[_V], float],
+def live_series(series: Mapping[_K, _V], cluster: Callable[[_K], str], ts: Callable[[_V], float],
                 gone_after_s: float) -> dict[_K, _V]:
     """``series`` (one latest row per partition or group) without those that are gone: whose latest
     time is more than ``gone_after_s`` before the newest of their cluster (``ts``: Unix seconds).
@@ -446,10 +446,10 @@ def live_series(series: Mapping[_K, _V], cluster: Callable[[_K, _V], str], ts: C
     all stopped (the analytics down) keeps every series: what is newest there is old too."""
     newest: dict[str, float] = {}
     for k, v in series.items():
-        c, t = cluster(k, v), ts(v)
+        c, t = cluster(k), ts(v)
         if t > newest.get(c, -math.inf):
             newest[c] = t
-    return {k: v for k, v in series.items() if ts(v) >= newest[cluster(k, v)] - gone_after_s}
+    return {k: v for k, v in series.items() if ts(v) >= newest[cluster(k)] - gone_after_s}
 
 
 def current_events(results: Path | str | Store, table: str, *, cluster: str | Iterable[str] | None = None,
