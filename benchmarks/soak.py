@@ -633,6 +633,19 @@ class Soak:
 
         return AnalyticsRulesConfig(**self._rules()).forget_horizon_s()
 
+    def _settled_after_s(self) -> float:
+        """Where a life's settled window starts: every bounded hold has filled by then. The
+        longest of the analytics' forget horizon (after a partition's last sweep), the alerts'
+        ``lookback_s`` (the long-lived reader keeps an ended finding that long) and the results
+        exporter's :data:`~lagscope.analytics.results_metrics.HOLD_CLOSED_S` (a closed event held
+        as a record that long), with :data:`SETTLE_MARGIN_S` for a scenario's run and the first
+        steps after the start."""
+        from lagscope.analytics.results_metrics import HOLD_CLOSED_S
+        from lagscope.config import AlertsConfig
+
+        lookback = AlertsConfig(**yaml.safe_load(self.config.read_text()).get("alerts", {})).lookback_s
+        return max(self._forget_horizon_s(), lookback, HOLD_CLOSED_S) + SETTLE_MARGIN_S
+
     def _start_sink(self, port: int = 0) -> None:
         from lagscope.devtools.sink import WebhookSink
 
@@ -956,9 +969,7 @@ class Soak:
         assert self.watcher is not None
         lake = self.work / "lake"
         self._recoveries(lake)
-        # settled: the forget horizon after the first partitions' last sweeps (a scenario's run
-        # and the first steps after the start: 5 minutes allowed)
-        settled = self._forget_horizon_s() + SETTLE_MARGIN_S
+        settled = self._settled_after_s()
         return SoakResult(
             opts={k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(self.o).items()},
             began=began, ended=ended, load_start=load_start, load_end=load_end, faults=self.faults,
@@ -1316,9 +1327,9 @@ def _means_by(samples: list[tuple[float, float, float]], start: float, width_s: 
     return [round(sum(v) / len(v), 1) for _, v in sorted(spans.items())]
 
 
-#: the samples a settled slope needs after the forget horizon (s)
+#: the samples a settled slope needs after its start (s)
 SETTLED_MIN_S = 600.0
-#: a life's carried state has its full size this long after the forget horizon from its start (s)
+#: a life's carried state has its full size this long after its longest hold from its start (s)
 SETTLE_MARGIN_S = 300.0
 
 
@@ -1326,9 +1337,9 @@ def rss_fit(samples: list[tuple[float, int, float, float]], lives: list[dict[str
             settled_after_s: float = 0.0) -> dict[str, Any]:
     """Slopes in MB per hour: over the whole run and per life, of the Python process and of its
     JVM; each life's means per 5 minutes. A life's *settled* slope is the Python process's from
-    ``settled_after_s`` after its start (the analytics' forget horizon: from then on a churning
-    workload's carried state has its full size, the state of the partitions forgotten as fast as new
-    ones come), given for at least :data:`SETTLED_MIN_S` of samples after it, else None; and the
+    ``settled_after_s`` after its start (its longest hold, :meth:`Soak._settled_after_s`: from then
+    on a churning workload's carried state has its full size, what is held forgotten as fast as new
+    things come), given for at least :data:`SETTLED_MIN_S` of samples after it, else None; and the
     slopes of that window's first and second halves in time, given for at least twice that: a leak
     keeps its slope in both, memory still filling up (an allocator's free lists, a cache short of
     its bound) has a smaller one in the second."""
@@ -1581,9 +1592,9 @@ def memory_lines(m: dict[str, Any]) -> list[str]:
                    f"{longest['py_mb_last']} MB, slope {_fmt(longest['py_slope_mb_per_h'])} MB/h; JVM slope "
                    f"{_fmt(longest['jvm_slope_mb_per_h'])} MB/h.")
         if longest.get("py_slope_settled_mb_per_h") is not None:
-            out.append(f"  From minute {longest['settled_after_min']:g} on (the forget horizon and 5 minutes: the "
-                       f"churning workload's carried state at its full size): slope "
-                       f"{_fmt(longest['py_slope_settled_mb_per_h'])} MB/h.")
+            out.append(f"  From minute {longest['settled_after_min']:g} on (the longest of the forget horizon, "
+                       f"the alerts' lookback and the exporter's hold of closed events, and 5 minutes: every "
+                       f"bounded hold full): slope {_fmt(longest['py_slope_settled_mb_per_h'])} MB/h.")
         if longest.get("py_slope_settled_halves_mb_per_h"):
             first, second = longest["py_slope_settled_halves_mb_per_h"]
             out.append(f"  That window's first half: {_fmt(first)} MB/h; its second half: {_fmt(second)} MB/h "

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from helpers.benchmarks import load_benchmark
 
 soak = load_benchmark("soak")
@@ -413,3 +414,17 @@ def test_the_soak_settles_after_its_analytics_forget_horizon() -> None:
     for forget, horizon in ((None, 3600.0), (1200.0, 1200.0), (60.0, 900.0)):
         s = soak.Soak(soak.SoakOptions(Path("/nowhere"), minutes=1.0, faults=False, forget_after_s=forget))
         assert s._forget_horizon_s() == horizon
+
+
+def test_the_settled_window_starts_when_every_hold_is_full(tmp_path: Path) -> None:
+    # the longest of the forget horizon, the alerts' lookback and the exporter's hold of closed
+    # events, and the margin: a shorter forget horizon does not start it before the others filled
+    from lagscope.analytics.results_metrics import HOLD_CLOSED_S
+
+    for forget, lookback, want in ((900.0, None, max(3600.0, HOLD_CLOSED_S)),
+                                   (900.0, 7200.0, 7200.0),
+                                   (10800.0, None, 10800.0)):
+        s = soak.Soak(soak.SoakOptions(tmp_path, minutes=1.0, faults=False, forget_after_s=forget))
+        alerts = {} if lookback is None else {"lookback_s": lookback}
+        s.config.write_text(yaml.safe_dump({"alerts": alerts}))
+        assert s._settled_after_s() == want + soak.SETTLE_MARGIN_S
