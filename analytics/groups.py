@@ -409,6 +409,14 @@ def _gkey(table: pa.Table) -> pa.Array:
                                        _plain(table.column("group_id")).cast(pa.string()), "\x1f")
 
 
+def of_groups(table: pa.Table, *by: pa.Table) -> pa.Table:
+    """The rows of ``table`` of a group (``cluster, group_id``) that one of ``by`` has a row of."""
+    if not table.num_rows:
+        return table
+    keys = [pc.unique(_gkey(b)) for b in by if b.num_rows]
+    return table.filter(pa.array(_is_in(_gkey(table), pa.concat_arrays(keys) if keys else pa.array([], pa.string()))))
+
+
 def _codes(keys: pa.Array, groups: pa.Array) -> tuple[_I, _B]:
     """Each key's index in ``groups`` and whether it is there."""
     idx, ok = longs(pc.index_in(keys, value_set=groups))
@@ -789,14 +797,13 @@ def _sorted_sweeps(fresh: pa.Table, carried: pa.Table | None) -> _Sweeps:
     return _Sweeps(ms=ms, g=g[order], groups=groups, t=t[order], settled=_flag(ms.column("settled")))
 
 
-def sweep_windows(sw: _Sweeps, ch: _Changes | None = None) -> list[_Window]:
+def sweep_windows(sw: _Sweeps, ch: _Changes) -> list[_Window]:
     """Windows between settled sweeps (see the module doc): B settled, A the group's previous
     settled sweep, their generation (null as −1) or member ids differ. Vectorised over the sweeps;
     one :class:`_Window` per window found."""
     n = len(sw.t)
     if not n:
         return []
-    ch = ch if ch is not None else _changes(sw)
     g, a, changed, new_group = sw.g, ch.a, ch.changed, ch.new_group
     empty = np.cumsum(ch.is_empty)
     out = []
@@ -833,7 +840,10 @@ def _seen_sweeps(sw: _Sweeps) -> _Sweeps:
 class _Changes:
     """Per member sweep (:class:`_Sweeps` order): ``a`` the group's settled sweep before it (−1:
     none), ``changed`` it ends a sweep window, ``is_empty`` it saw the group Empty, ``new_group``
-    the group's first, ``last_empty`` the group's latest Empty sweep at or before it (−1: none)
+    the first of a life of the group (its first sweep, or its first after a silence past the
+    horizon: the group was gone, deleted or no longer swept, and what it was before is not
+    paired with what it is now, as a partition's rows start a new generation of the key after
+    such a silence), ``last_empty`` the group's latest Empty sweep at or before it (−1: none)
     and ``formed`` the group was seen Empty and every sweep window since only added members (its
     members before all still there after; one through Empty starts again): the group is still
     forming in view (:func:`formation`)."""
@@ -846,11 +856,13 @@ class _Changes:
     formed: _B
 
 
-def _changes(sw: _Sweeps) -> _Changes:
+def _changes(sw: _Sweeps, horizon_s: float = math.inf) -> _Changes:
+    """``horizon_s``: the analytics' forget horizon; a group's sweep more than that after its sweep
+    before starts a new life of the group (:attr:`_Changes.new_group`)."""
     n = len(sw.t)
     idx = np.arange(n)
     new_group = np.ones(n, bool)
-    new_group[1:] = sw.g[1:] != sw.g[:-1]
+    new_group[1:] = (sw.g[1:] != sw.g[:-1]) | (sw.t[1:] - sw.t[:-1] > horizon_s)
     gstart = np.maximum.accumulate(np.where(new_group, idx, 0))
     last_settled = np.maximum.accumulate(np.where(sw.settled, idx, -1))
     a = np.full(n, -1, np.int64)
@@ -908,10 +920,14 @@ def generation_end(w: _Window, recs: list[dict[str, Any]]) -> None:
         w.b_gen_t, w.b_gen = float(best["gen_t"]), best["generation"]
 
 
-def missed_generations(sw: _Sweeps, gens: pa.Table, windows: list[_Window]) -> list[_Window]:
+def missed_generations(sw: _Sweeps, gens: pa.Table, windows: list[_Window], ch: _Changes | None = None,
+                       horizon_s: float = math.inf) -> list[_Window]:
     """Windows of the generations no sweep saw (see the module doc). Vectorised up to the
     candidates (records whose members or generation differ from the group's previous record,
-    inside its span of settled sweeps), which are few."""
+    inside its span of settled sweeps), which are few. With ``ch``, two records of different lives
+    of the group (:attr:`_Changes.new_group`) are no window: a record belongs to the life whose
+    first sweep (after a silence past ``horizon_s``) is at most the horizon after it, else to the
+    one before."""
     c = gens.filter(pc.greater(pc.list_value_length(gens.column("member_ids")).fill_null(0), 0))
     if not c.num_rows or not len(sw.groups):  # no records, or no sweep to place them after
         return []
@@ -943,11 +959,22 @@ def missed_generations(sw: _Sweeps, gens: pa.Table, windows: list[_Window]) -> l
     ends |= {(int(sw.g[i]), float(claimed[i])) for i in np.flatnonzero(carried & claimed_ok).tolist()}
     open_ += [(int(sw.g[i]), float(sw.t[i]), float(claim_hi[i]))
               for i in np.flatnonzero(carried & claim_hi_ok).tolist()]
+    # each group's lives after its first: the first sweep after a silence past the horizon
+    lives: dict[int, _F] = {}
+    if ch is not None:
+        again = ch.new_group.copy()
+        again[0] = False
+        again[1:] &= sw.g[1:] == sw.g[:-1]
+        for j in np.flatnonzero(again).tolist():
+            lives.setdefault(int(sw.g[j]), np.zeros(0))
+            lives[int(sw.g[j])] = np.append(lives[int(sw.g[j])], sw.t[j] - horizon_s)
     out = []
     for i in np.flatnonzero(cand).tolist():
         gg, t = int(g[i]), float(gt[i])
         if (gg, t) in ends or any(og == gg and lo < t <= hi for og, lo, hi in open_):
             continue
+        if gg in lives and np.searchsorted(lives[gg], gt[i - 1], "right") != np.searchsorted(lives[gg], t, "right"):
+            continue  # the record before is of the group's life before
         a, b = _rec_snap(c, i - 1), _rec_snap(c, i)
         out.append(_Window(g=gg, cluster=c.column("cluster")[i].as_py(), group_id=c.column("group_id")[i].as_py(),
                            a=a, b=b, b_prev_t=t, b_next_t=t, a_next_t=t, b_gen_t=t, b_gen=b.generation,
@@ -2309,14 +2336,15 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
     empty = empty_records(inp.group_events) if inp.group_events is not None else {}
     if gens is not None:  # with the records of earlier days the step does not read (module doc)
         gens = with_carried_records(gens, inp.carried_generations)
-    ch = _changes(sw)  # once: the windows, the formation at a records window's A, the carried sweeps
+    # once: the windows, the formation at a records window's A, the carried sweeps
+    ch = _changes(sw, p.forget_horizon_s())
     windows = sweep_windows(sw, ch)
     wanted = {w.g for w in windows}
     recs = _records(gens, sw.groups, wanted) if gens is not None and wanted else _Records({})
     if gens is not None:
         for w in windows:
             generation_end(w, recs.by_group.get(w.g, []))
-        missed = missed_generations(sw, gens, windows)
+        missed = missed_generations(sw, gens, windows, ch, p.forget_horizon_s())
         windows += missed
         if missed:
             recs = _records(gens, sw.groups, {w.g for w in windows})
@@ -2328,7 +2356,7 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
     carried_g, carried_ok = (_codes(_gkey(inp.pending_gaps), sw.groups) if inp.pending_gaps is not None
                              else (np.zeros(0, np.int64), np.zeros(0, bool)))
     wanted_g = np.fromiter({w.g for w in windows} | set(carried_g[carried_ok].tolist()), np.int64)
-    keep_state = _carried_sweeps(sw, ch)
+    keep_state = _carried_sweeps(sw, ch, -math.inf if inp.until is None else inp.until - p.forget_horizon_s())
     # from sweeps alone, the changes a later step's window may need (those before the step: the
     # state part gap_times) of the groups whose earliest such start is before their last sweep,
     # and of those carried
@@ -2494,16 +2522,25 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
     next_gens = (generation_state(gens, sw, inp.series, inp.carried_generations, until=inp.until,
                                   horizon_s=p.forget_horizon_s()) if gens is not None else
                  GENERATION_STATE_SCHEMA.empty_table())
+    # of the groups whose sweeps the state carries only (a group gone past the horizon leaves
+    # nothing: its next sweep starts a new life, which no window, storm or outage of the last one
+    # reaches, as the horizon is longer than each of their windows)
+    live = kept if inp.until is None else of_groups(kept, kept.filter(pc.greater_equal(
+        pc.fill_null(kept.column("t"), -math.inf), inp.until - p.forget_horizon_s())))  # without the marks
+
+    def of_live(t: pa.Table) -> pa.Table:
+        return t if inp.until is None else of_groups(t, live)
+
     return GroupOutputs(rebalances=rebalances, regapped=regapped.cast(REBALANCE_SCHEMA),
                         gap_times=gap_time_state(changes, sw.groups, gap_bound, gap_g),
                         anomalies=anomalies, msweeps=_msweeps_state(kept, lags, carried_lag),
-                        pending_gaps=pa.concat_tables([waiting.cast(PENDING_GAP_SCHEMA), still]),
-                        outages=_outage_state(out_q, inp.series,
-                                              max(OUTAGE_CARRY_S, min(p.stall_after_s, p.stop_after_s) + 1.0)),
-                        recent_rebalances=storm_state(recent_in, is_state, count=p.storm_count,
-                                                      window_s=p.storm_window_s), starved=starved, held=held,
+                        pending_gaps=of_live(pa.concat_tables([waiting.cast(PENDING_GAP_SCHEMA), still])),
+                        outages=of_live(_outage_state(out_q, inp.series,
+                                                      max(OUTAGE_CARRY_S, min(p.stall_after_s, p.stop_after_s) + 1.0))),
+                        recent_rebalances=of_live(storm_state(recent_in, is_state, count=p.storm_count,
+                                                              window_s=p.storm_window_s)), starved=starved, held=held,
                         generations=next_gens,
-                        member_progress=member_progress_state(progress, sw.groups, kept, next_gens))
+                        member_progress=member_progress_state(progress, sw.groups, live, next_gens))
 
 
 def _outage_state(outages: pa.Table, series: pa.Table, carry_s: float = OUTAGE_CARRY_S) -> pa.Table:
@@ -2560,20 +2597,44 @@ def _rebalance_table(rows: list[dict[str, Any]]) -> pa.Table:
         REBALANCE_COLUMNS).cast(REBALANCE_SCHEMA)
 
 
-def _carried_sweeps(sw: _Sweeps, ch: _Changes) -> _B:
-    """The sweeps the state carries: each group's since its last settled one (all when none is),
-    and the Empty sweep before that one while the group is still forming from it
-    (:attr:`_Changes.formed`: the next step's windows see the group forming in view,
-    :func:`formation`)."""
+#: a gone group's last sweep is carried this long past the horizon (s): a step reads the
+#: ``group_events`` of the UTC days from its start's, whole, so the records of the group's last
+#: life may be read again for up to a day
+GONE_HOLD_S = 86_400.0
+
+
+def _carried_sweeps(sw: _Sweeps, ch: _Changes, gone_before: float = -math.inf) -> _B:
+    """The sweeps the state carries: of each group's latest life (:attr:`_Changes.new_group`)
+    those since its last settled one (all when none is), and the Empty sweep before that one
+    while the group is still forming from it (:attr:`_Changes.formed`: the next step's windows see
+    the group forming in view, :func:`formation`). Of a group whose latest sweep is before
+    ``gone_before`` (the step's end less the horizon: the group is gone, and a sweep of it after
+    that starts a new life, paired with nothing carried) only that sweep, for
+    :data:`GONE_HOLD_S` more: the mark that the group had a life before, so that its records of
+    that life, which a step reads again with the rest of their day, pair with none of the next
+    (:func:`missed_generations`); then nothing."""
     n = len(sw.t)
     if not n:
         return np.zeros(0, bool)
     ng = int(sw.g.max()) + 1
+    idx = np.arange(n)
+    life = np.zeros(ng, np.int64)
+    np.maximum.at(life, sw.g[ch.new_group], idx[ch.new_group])
     last = np.full(ng, -1, np.int64)
-    np.maximum.at(last, sw.g[sw.settled], np.flatnonzero(sw.settled))
-    keep = (last[sw.g] < 0) | (np.arange(n) >= last[sw.g])
+    np.maximum.at(last, sw.g[sw.settled], idx[sw.settled])
+    last = np.where(last >= life, last, -1)
+    frm = np.where(last >= 0, last, life)
+    latest = np.full(ng, -np.inf)
+    np.fmax.at(latest, sw.g, sw.t)
+    gone = latest[sw.g] < gone_before
+    keep = (idx >= frm[sw.g]) & ~gone
     li = last[last >= 0]
-    keep[ch.last_empty[li][ch.formed[li]]] = True
+    li = li[ch.formed[li] & ~(latest[sw.g[li]] < gone_before)]
+    keep[ch.last_empty[li]] = True
+    # a gone group's mark: its latest sweep (the last of its group in this order), held a while
+    is_last = np.ones(n, bool)
+    is_last[:-1] = sw.g[1:] != sw.g[:-1]
+    keep |= gone & is_last & (sw.t >= gone_before - GONE_HOLD_S)
     return keep
 
 

@@ -740,4 +740,8 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
         "advice_groups": advised.groups,
         "open_keys": open_keys(tables["anomalies"]),
     }
+    # a group's settings only while another part keeps the group (the advice reads them for its
+    # evidence; a group gone past the horizon with none left is forgotten whole)
+    state["advice_groups"] = groups.of_groups(state["advice_groups"], *(
+        state[k] for k in ("series", "msweeps", "generations", "advice_evidence")))
     return StepOutput(tables=tables, state=state)

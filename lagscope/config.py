@@ -466,6 +466,8 @@ class AnalyticsRulesConfig(_Section):
         3600.0, gt=0, description="A partition without a sweep for this long (its group or topic deleted, or no "
                                   "longer swept) is forgotten: a step drops its carried state, and a sweep after "
                                   "such a silence starts it afresh, as a new partition, in a batch as in the steps. "
+                                  "A group without a member sweep for this long is forgotten too: its next sweep "
+                                  "starts a new life, which no rebalance window pairs with the last. "
                                   "The results exporter and the alerts drop a partition's series or a group's status "
                                   "whose rows stopped this long while its cluster's go on (the group is gone). "
                                   "Never less than the longest window a rule reads (the stall and stop thresholds, "

@@ -12,14 +12,16 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
+import rebalance_cases as rc
 from analytics_builders import at
 from test_step_invariance import _arrow, random_group
 
 from lagscope.analytics import onepass
 from lagscope.analytics import step as steps
 from lagscope.config import COMMIT_LOOKBACK_S, AnalyticsConfig, AnalyticsRulesConfig
-from lagscope.schema import COMMITS, MEMBERS, OFFSETS
+from lagscope.schema import COMMITS, GROUP_EVENTS, MEMBERS, OFFSETS
 
 SETTINGS = AnalyticsConfig(rules=AnalyticsRulesConfig(stall_after_s=15, stop_after_s=15, gap_min_samples=10_000,
                                                       growth_min_minutes=2, storm_window_s=60,
@@ -30,24 +32,41 @@ LIFE_MIN = 6  # test_step_invariance.MINUTES: one life of a group
 BACK_MIN = LIFE_MIN + int(HORIZON_S // 60) + 2
 END_MIN = BACK_MIN + LIFE_MIN
 IDENTITY = {"anomalies": ("key",), "status": ("eval_ts", "group_id", "topic", "partition"),
-            "lag_trends": ("window_start", "group_id", "topic", "partition")}
-TIME = {"anomalies": "start_ts", "status": "eval_ts", "lag_trends": "window_start"}
+            "lag_trends": ("window_start", "group_id", "topic", "partition"),
+            "rebalances": ("cluster", "group_id", "start_ts")}
+TIME = {"anomalies": "start_ts", "status": "eval_ts", "lag_trends": "window_start", "rebalances": "start_ts"}
+#: the state parts of a group (each keeps nothing of a group gone past the horizon, but
+#: ``msweeps`` its last sweep, the mark of its life, for a day: groups.GONE_HOLD_S)
+GROUP_PARTS = ("series", "history", "entries", "gaps", "minutes", "pending_gaps", "gap_times", "msweeps",
+               "recent_rebalances", "outages", "member_progress", "generations")
 
 
 def _shifted(rows: list[dict[str, Any]], by: dt.timedelta) -> list[dict[str, Any]]:
     return [{k: (v + by if isinstance(v, dt.datetime) else v) for k, v in r.items()} for r in rows]
 
 
-def _lake(seed: int) -> dict[str, list[dict[str, Any]]]:
-    """g0 lives twice (minutes 0–6, then again from BACK_MIN, its partitions the same names); g1
-    lives once, in the first six minutes, and never comes back."""
+def _lake(seed: int, with_records: bool = False) -> dict[str, list[dict[str, Any]]]:
+    """g0 lives twice (minutes 0–6, then again from BACK_MIN, its partitions and members the same
+    names, its generations others: a group deleted and made again); g1 lives once, in the first six
+    minutes, and never comes back. ``with_records``: each life's generation record (the commit
+    stream's ``group_events``), written a second before its first sweep."""
     rng = random.Random(seed)
     lake: dict[str, list[dict[str, Any]]] = {"offsets": [], "members": [], "commits": []}
     second = random_group(rng, "g0")
-    for name, rows in [*random_group(rng, "g0").items(), *random_group(rng, "g1").items()]:
-        lake[name] += rows
-    for name, rows in second.items():
-        lake[name] += _shifted(rows, dt.timedelta(minutes=BACK_MIN))
+    second["members"] = [{**r, "generation": r["generation"] + 10} for r in second["members"]]
+    lives = [(random_group(rng, "g0"), 0.0), (random_group(rng, "g1"), 0.0), (second, BACK_MIN * 60.0)]
+    for life, shift in lives:
+        for name, rows in life.items():
+            lake[name] += _shifted(rows, dt.timedelta(seconds=shift))
+    if with_records:
+        lake["group_events"] = []
+        for life, shift in lives:
+            first = min(r["sweep_ts"] for r in life["members"])
+            ids = sorted({r["member_id"] for r in life["members"] if r["sweep_ts"] == first and r["member_id"]})
+            gen = min(r["generation"] for r in life["members"])
+            t = (first - at(0)).total_seconds() + shift - 1.0
+            lake["group_events"].append({**rc.record(life["members"][0]["group_id"], t, gen,
+                                                     [rc.member(m) for m in ids]), "date": at(t).date().isoformat()})
     return lake
 
 
@@ -56,13 +75,16 @@ def _run(lake: dict[str, list[dict[str, Any]]], lo: dt.datetime | None, hi: dt.d
     def rows(table: str, col: str, since: dt.datetime | None) -> list[dict[str, Any]]:
         return [r for r in lake[table] if (since is None or r[col] >= since) and r[col] < hi]
 
-    commits = None
+    commits = events = None
     if with_commits:  # as the job reads them: from COMMIT_LOOKBACK before the step's start
         commits = _arrow(rows("commits", "commit_ts", None if lo is None else lo - dt.timedelta(
             seconds=COMMIT_LOOKBACK_S)), COMMITS)
+    if "group_events" in lake:  # as the job reads them: the UTC days from the step's start's, whole
+        events = _arrow([r for r in lake["group_events"] if (lo is None or r["record_ts"].date() >= lo.date())
+                         and r["record_ts"].date() <= hi.date()], GROUP_EVENTS)
     return steps.run_step(steps.StepInputs(offsets=_arrow(rows("offsets", "sweep_ts", lo), OFFSETS),
                                            members=_arrow(rows("members", "sweep_ts", lo), MEMBERS),
-                                           commits=commits, group_events=None, state=state or {}),
+                                           commits=commits, group_events=events, state=state or {}),
                           settings=SETTINGS, as_of=hi)
 
 
@@ -78,8 +100,7 @@ def _seen(outs: list[steps.StepOutput], table: str, since: dt.datetime | None = 
 
 
 def _state_groups(state: dict[str, pa.Table]) -> dict[str, set[str]]:
-    return {name: set(state[name].column("group_id").to_pylist())
-            for name in ("series", "history", "entries", "gaps", "minutes", "pending_gaps", "gap_times")}
+    return {name: set(state[name].column("group_id").to_pylist()) for name in GROUP_PARTS}
 
 
 def test_the_horizon_is_at_least_every_window_a_rule_reads() -> None:
@@ -106,30 +127,41 @@ def test_a_silence_past_the_horizon_starts_a_new_generation_of_the_key() -> None
 
 @pytest.mark.parametrize("seed", range(10))
 def test_a_key_back_after_the_horizon_is_new_alike_in_steps_and_in_one_pass(seed: int) -> None:
-    lake, with_commits = _lake(seed), seed % 2 == 0
+    # seeds 5–9 with each life's generation record: no window pairs the records of two lives either
+    lake, with_commits = _lake(seed, with_records=seed >= 5), seed % 2 == 0
     end = at(END_MIN * 60)
     whole = [_run(lake, None, end, None, with_commits)]
     outs: list[steps.StepOutput] = []
     state: dict[str, pa.Table] | None = None
     lo = None
     forgotten_at = None
+    last_sweep = {"g1": max(r["sweep_ts"].timestamp() for r in lake["members"] if r["group_id"] == "g1")}
     for m in range(1, END_MIN + 1):
         hi = at(60 * m)
         out = _run(lake, lo, hi, state, with_commits)
         outs.append(out)
         state, lo = out.state, hi
         held = _state_groups(state)
+        # a group's settings only while another part keeps the group (its advice evidence too)
+        assert set(state["advice_groups"].column("group_id").to_pylist()) <= set().union(
+            *held.values(), state["advice_evidence"].column("group_id").to_pylist()), m
         if m < LIFE_MIN + HORIZON_S / 60:  # within the horizon of the first life's last sweep: kept
-            assert held["series"] == {"g0", "g1"}, m
-        elif m < BACK_MIN:  # past it, before g0 comes back: nothing of either is carried
-            assert all(not groups for groups in held.values()), (m, held)
-            forgotten_at = forgotten_at or m
-        else:
-            assert "g1" not in set().union(*held.values())
+            assert held["series"] == held["msweeps"] == {"g0", "g1"}, m
+        else:  # past it: nothing of g1 is carried (nor of g0 before it comes back) but its mark
+            marks = state["msweeps"].filter(pc.equal(state["msweeps"].column("group_id"), "g1"))
+            assert marks.column("t").to_pylist() == [last_sweep["g1"]], m
+            held.pop("msweeps")
+            assert "g1" not in set().union(*held.values()), (m, held)
+            if m < BACK_MIN:
+                assert all(not groups for groups in held.values()), (m, held)
+                forgotten_at = forgotten_at or m
     assert forgotten_at is not None
     for table in IDENTITY:
         one, split = _seen(whole, table), _seen(outs, table)
         assert one == split, table
+    # no rebalance window pairs the first life with the second (their generations differ)
+    first_end, back_at = at(LIFE_MIN * 60), at(BACK_MIN * 60)
+    assert not [r for r in _seen(whole, "rebalances").values() if r["start_ts"] < back_at and r["end_ts"] > first_end]
     # the second life is judged as a new key: as one pass over the second life alone judges it
     back = at(BACK_MIN * 60)
     first_life_end = at(LIFE_MIN * 60)
