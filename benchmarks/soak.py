@@ -448,6 +448,8 @@ class Watcher:
         self.files: dict[str, float] = {}
         self.rss: list[tuple[float, int, float, float]] = []  # (t, pid, python MB, JVMs MB)
         self.load: list[tuple[float, float]] = []  # (t, the 1-minute load average)
+        #: (t, {state part: [rows, groups]}) every STATE_EVERY_S: the analytics' carried state
+        self.state: list[tuple[float, dict[str, list[int]]]] = []
         self.stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="soak-watcher", daemon=True)
         self.restarts: list[float] = []
@@ -472,7 +474,7 @@ class Watcher:
                             self.files[p] = os.stat(p).st_mtime
 
     def _loop(self) -> None:
-        last_rss = 0.0
+        last_rss = last_state = 0.0
         while not self.stopping.wait(0.5):
             restarted = self.run.check()
             if restarted is not None:
@@ -483,6 +485,11 @@ class Watcher:
             for d in list(self.dropped):  # a dropped bad file gone from its place: quarantined
                 if "quarantined_at" not in d and not os.path.exists(d["path"]):
                     d["quarantined_at"] = now
+            if now - last_state >= STATE_EVERY_S:
+                last_state = now
+                held = state_rows(self.results)
+                if held is not None:
+                    self.state.append((now, held))
             if now - last_rss >= 2.0:
                 last_rss = now
                 self.load.append((now, os.getloadavg()[0]))
@@ -509,6 +516,55 @@ class Watcher:
         began = [b if pre is None else pre + settle_s for b, pre in step_ends(self.results / "_logs" / "pyspark.log")]
         after = [b for b in began if b >= t]
         return min(after) if after else None
+
+
+#: how often the watcher counts the analytics' carried state (s)
+STATE_EVERY_S = 60.0
+
+
+def state_rows(results: Path) -> dict[str, list[int]] | None:
+    """The analytics' carried state that the live checkpoint names (``<results>/_state``): per
+    part, its rows and its groups (None when there is none yet, or a step replaced it while read)."""
+    import pyarrow.parquet as pq
+
+    root = results / "_state"
+    try:
+        held = root / json.loads((root / "checkpoint.json").read_text())["version"]
+        out: dict[str, list[int]] = {}
+        for part in sorted(held.iterdir()):
+            rows, groups = 0, set()
+            for f in part.glob("*.parquet"):
+                pf = pq.ParquetFile(f)
+                rows += pf.metadata.num_rows
+                if "group_id" in pf.schema_arrow.names:
+                    groups.update(pf.read(columns=["group_id"]).column("group_id").to_pylist())
+            out[part.name] = [rows, len(groups)]
+        return out
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def state_growth(samples: list[list[Any]], lives: list[dict[str, Any]], settled_after_s: float) -> dict[str, Any]:
+    """Of the longest life's samples of :func:`state_rows` from its settled start on: per part,
+    rows and groups at that start, their largest and at the end (a part whose groups grow with
+    every group ever seen keeps growing; a bounded one levels off)."""
+    def within(x: dict[str, Any]) -> list[tuple[float, dict[str, list[int]]]]:
+        return [(t, held) for t, held in samples if x["start"] <= t <= (x.get("end") or math.inf)]
+
+    life = max(lives, key=lambda x: len(within(x)), default=None)
+    if life is None:
+        return {}
+    xs = [(t, held) for t, held in within(life) if t >= life["start"] + settled_after_s]
+    if not xs:
+        return {}
+    parts = sorted({k for _, held in xs for k in held})
+    out: dict[str, Any] = {"from_min": round((xs[0][0] - life["start"]) / 60.0, 1),
+                           "to_min": round((xs[-1][0] - life["start"]) / 60.0, 1), "parts": {}}
+    for k in parts:
+        got = [held.get(k, [0, 0]) for _, held in xs]
+        out["parts"][k] = {"rows": [got[0][0], max(g[0] for g in got), got[-1][0]],
+                           "groups": [got[0][1], max(g[1] for g in got), got[-1][1]]}
+    return out
 
 
 _STEP_LINE = re.compile(r"analytics step began (\S+): full step until \S+(?: \([^)]*\))?, provisional until (\S+)")
@@ -575,6 +631,8 @@ class SoakResult:
     rss_samples: list[list[float]] = field(default_factory=list)
     #: where each life's settled window starts (s after its start)
     settled_after_s: float = 0.0
+    #: the watcher's samples of the analytics' carried state, ``[t, {part: [rows, groups]}]``
+    state_samples: list[list[Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -981,6 +1039,7 @@ class Soak:
             results=compare_results(self.config, lake, self.results, self.work / "clean", first_start, watermark),
             rss=rss_fit(self.watcher.rss, self.run.lives, settled),
             rss_samples=[list(x) for x in self.watcher.rss], settled_after_s=settled,
+            state_samples=[list(x) for x in self.watcher.state],
             load_during=load_summary(self.watcher.load),
             problems=self.problems, logs={"run": str(self.work / "run.log")}, end_waited_s=self.end_waited_s)
 
@@ -1605,6 +1664,16 @@ def memory_lines(m: dict[str, Any]) -> list[str]:
     return out
 
 
+def state_lines(g: dict[str, Any]) -> list[str]:
+    """The report's lines on the analytics' carried state (:func:`state_growth`)."""
+    if not g:
+        return []
+    cells = [f"`{k}` {v['rows'][0]} → {v['rows'][2]} rows (max {v['rows'][1]}), {v['groups'][0]} → {v['groups'][2]} "
+             f"groups (max {v['groups'][1]})" for k, v in g["parts"].items()]
+    return [f"- **Carried state** (the analytics' checkpoint, counted every {STATE_EVERY_S:g} s), from minute "
+            f"{g['from_min']:g} to {g['to_min']:g} of the longest life: " + "; ".join(cells) + "."]
+
+
 def report(r: SoakResult, command: str) -> str:
     o = r.opts
     v = verdicts(r)
@@ -1677,6 +1746,7 @@ def report(r: SoakResult, command: str) -> str:
     else:
         lines.append(f"- **Results**: not compared: {res.get('error')}")
     lines += memory_lines(r.rss)
+    lines += state_lines(state_growth(r.state_samples, r.lives, r.settled_after_s))
     lines.append(f"- **Process**: {len(r.lives)} lives of `lagscope run`, {len(r.unexpected_exits)} exits of its own.")
     if v:
         lines += ["", "## Failures", ""] + [f"- {k}: {x}" for k, xs in sorted(v.items()) for x in xs]

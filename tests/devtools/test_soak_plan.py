@@ -428,3 +428,32 @@ def test_the_settled_window_starts_when_every_hold_is_full(tmp_path: Path) -> No
         alerts = {} if lookback is None else {"lookback_s": lookback}
         s.config.write_text(yaml.safe_dump({"alerts": alerts}))
         assert s._settled_after_s() == want + soak.SETTLE_MARGIN_S
+
+
+def test_the_carried_state_is_counted_per_part_and_its_growth_reported(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    results = tmp_path / "results"
+    assert soak.state_rows(results) is None  # no checkpoint yet
+    held = results / "_state" / "v-1-a"
+    for part, groups in (("msweeps", ["g1", "g2", "g2"]), ("open_keys", None)):
+        (held / part).mkdir(parents=True)
+        cols = {"t": [1.0, 2.0, 3.0]} | ({"group_id": groups} if groups else {})
+        pq.write_table(pa.table(cols), held / part / "part-1.parquet")
+    (results / "_state" / "checkpoint.json").write_text(json.dumps({"version": "v-1-a"}))
+    assert soak.state_rows(results) == {"msweeps": [3, 2], "open_keys": [3, 0]}
+    (results / "_state" / "checkpoint.json").write_text(json.dumps({"version": "v-2-b"}))  # replaced meanwhile
+    assert soak.state_rows(results) is None
+
+    # a part that grows with every group seen against one that levels off, from the settled start
+    lives = [{"start": 0.0, "end": 100.0}, {"start": 100.0, "end": None}]
+    samples = [[100.0 + 60 * i, {"msweeps": [10 + 4 * i, 10 + 4 * i], "series": [30 + (i % 2), 10]}]
+               for i in range(20)]
+    g = soak.state_growth(samples, lives, settled_after_s=600.0)
+    assert (g["from_min"], g["to_min"]) == (10, 19)
+    assert g["parts"]["msweeps"] == {"rows": [50, 86, 86], "groups": [50, 86, 86]}
+    assert g["parts"]["series"] == {"rows": [30, 31, 31], "groups": [10, 10, 10]}
+    line = soak.state_lines(g)[0]
+    assert "`msweeps` 50 → 86 rows (max 86), 50 → 86 groups (max 86)" in line
+    assert soak.state_growth(samples, lives, settled_after_s=1e6) == {}
