@@ -635,6 +635,21 @@ def empty_records(group_events: pa.Table) -> dict[tuple[str, str], list[float]]:
     return {k: sorted(v) for k, v in out.items()}
 
 
+def tombstone_records(group_events: pa.Table | None) -> dict[tuple[str, str], list[float]]:
+    """The times of each group's tombstones (``group_tombstone``: the group deleted, its next
+    records are of a new group of the same name): ``(cluster, group_id)`` → record times (s)."""
+    if group_events is None or not group_events.num_rows:
+        return {}
+    rt = _plain(group_events.column("record_type")).cast(pa.string())
+    ev = group_events.filter(pc.equal(rt, "group_tombstone").fill_null(False))
+    out: dict[tuple[str, str], list[float]] = {}
+    for c, g, t in zip(_plain(ev.column("cluster")).cast(pa.string()).to_pylist(),
+                       _plain(ev.column("group_id")).cast(pa.string()).to_pylist(),
+                       seconds(ev.column("record_ts")).tolist(), strict=True):
+        out.setdefault((c, g), []).append(t)
+    return out
+
+
 def with_carried_records(gens: pa.Table, carried: pa.Table | None) -> pa.Table:
     """The step's generation records ``gens`` (:data:`GENERATION_SCHEMA`) with, before them, each
     group's carried ones (state part ``generations``) older than the group's first record in
@@ -730,6 +745,8 @@ class _Window:
     a_next_t: float
     b_gen_t: float | None = None
     b_gen: int | None = None
+    #: the records of the window's life are those after this (:func:`life_start`)
+    life_lo: float = -math.inf
     # filled in by the rules
     session: float = 0.0
     rebal: float = 0.0
@@ -920,14 +937,43 @@ def generation_end(w: _Window, recs: list[dict[str, Any]]) -> None:
         w.b_gen_t, w.b_gen = float(best["gen_t"]), best["generation"]
 
 
-def missed_generations(sw: _Sweeps, gens: pa.Table, windows: list[_Window], ch: _Changes | None = None,
-                       horizon_s: float = math.inf) -> list[_Window]:
+@dataclass
+class _Lives:
+    """Where the lives of the groups of :class:`_Sweeps` end: per group code, the last sweep of
+    each life but the latest (:attr:`_Changes.new_group`), and per group its tombstones (the group
+    deleted: :func:`tombstone_records`)."""
+
+    ended: dict[int, list[float]]
+    tombstones: dict[tuple[str, str], list[float]]
+
+
+def group_lives(sw: _Sweeps, ch: _Changes, group_events: pa.Table | None) -> _Lives:
+    again = ch.new_group.copy()
+    if len(again):
+        again[0] = False
+        again[1:] &= sw.g[1:] == sw.g[:-1]
+    ended: dict[int, list[float]] = {}
+    for j in np.flatnonzero(again).tolist():
+        ended.setdefault(int(sw.g[j]), []).append(float(sw.t[j - 1]))
+    return _Lives(ended=ended, tombstones=tombstone_records(group_events))
+
+
+def life_start(lives: _Lives, g: int, cluster: str, group_id: str, t: float) -> float:
+    """The time after which what is at ``t`` (a sweep, a record) shares its life: the group's
+    latest end of a life before ``t`` — the last sweep before a silence past the horizon (a record
+    at or before that sweep is of that life), or a tombstone — or −inf. Two things of one group
+    with the same start are of one life."""
+    ends = [e for e in lives.ended.get(g, []) if e < t] + [e for e in lives.tombstones.get((cluster, group_id), [])
+                                                           if e < t]
+    return max(ends, default=-math.inf)
+
+
+def missed_generations(sw: _Sweeps, gens: pa.Table, windows: list[_Window], lives: _Lives | None = None
+                       ) -> list[_Window]:
     """Windows of the generations no sweep saw (see the module doc). Vectorised up to the
     candidates (records whose members or generation differ from the group's previous record,
-    inside its span of settled sweeps), which are few. With ``ch``, two records of different lives
-    of the group (:attr:`_Changes.new_group`) are no window: a record belongs to the life whose
-    first sweep (after a silence past ``horizon_s``) is at most the horizon after it, else to the
-    one before."""
+    inside its span of settled sweeps), which are few. Two records of different lives of the group
+    (``lives``, :func:`life_start`) are no window."""
     c = gens.filter(pc.greater(pc.list_value_length(gens.column("member_ids")).fill_null(0), 0))
     if not c.num_rows or not len(sw.groups):  # no records, or no sweep to place them after
         return []
@@ -959,25 +1005,26 @@ def missed_generations(sw: _Sweeps, gens: pa.Table, windows: list[_Window], ch: 
     ends |= {(int(sw.g[i]), float(claimed[i])) for i in np.flatnonzero(carried & claimed_ok).tolist()}
     open_ += [(int(sw.g[i]), float(sw.t[i]), float(claim_hi[i]))
               for i in np.flatnonzero(carried & claim_hi_ok).tolist()]
-    # each group's lives after its first: the first sweep after a silence past the horizon
-    lives: dict[int, _F] = {}
-    if ch is not None:
-        again = ch.new_group.copy()
-        again[0] = False
-        again[1:] &= sw.g[1:] == sw.g[:-1]
-        for j in np.flatnonzero(again).tolist():
-            lives.setdefault(int(sw.g[j]), np.zeros(0))
-            lives[int(sw.g[j])] = np.append(lives[int(sw.g[j])], sw.t[j] - horizon_s)
     out = []
+    settled_t: dict[int, _F] = {}
     for i in np.flatnonzero(cand).tolist():
         gg, t = int(g[i]), float(gt[i])
         if (gg, t) in ends or any(og == gg and lo < t <= hi for og, lo, hi in open_):
             continue
-        if gg in lives and np.searchsorted(lives[gg], gt[i - 1], "right") != np.searchsorted(lives[gg], t, "right"):
-            continue  # the record before is of the group's life before
+        cluster, group_id = c.column("cluster")[i].as_py(), c.column("group_id")[i].as_py()
+        if lives is not None:
+            lo = life_start(lives, gg, cluster, group_id, t)
+            if life_start(lives, gg, cluster, group_id, float(gt[i - 1])) != lo:
+                continue  # the record before is of the group's life before
+            st = settled_t.get(gg)
+            if st is None:
+                st = settled_t[gg] = np.sort(sw.t[s & (sw.g == gg)])
+            k = int(np.searchsorted(st, t, "left"))
+            if k == len(st) or life_start(lives, gg, cluster, group_id, float(st[k])) != lo:
+                continue  # no settled sweep of its life at or after it
         a, b = _rec_snap(c, i - 1), _rec_snap(c, i)
-        out.append(_Window(g=gg, cluster=c.column("cluster")[i].as_py(), group_id=c.column("group_id")[i].as_py(),
-                           a=a, b=b, b_prev_t=t, b_next_t=t, a_next_t=t, b_gen_t=t, b_gen=b.generation,
+        out.append(_Window(g=gg, cluster=cluster, group_id=group_id, a=a, b=b, b_prev_t=t, b_next_t=t, a_next_t=t,
+                           b_gen_t=t, b_gen=b.generation,
                            from_records=True))
     return out
 
@@ -1558,8 +1605,12 @@ def formation(rows: list[dict[str, Any]]) -> _B:
     step's data) no rebalance is its formation."""
     out = np.zeros(len(rows), bool)
     forming: dict[tuple[str, str], bool] = {}
+    life: dict[tuple[str, str], float] = {}
     for i, r in enumerate(rows):
         k = (r["cluster"], r["group_id"])
+        if life.get(k, r.get("_life_lo", -math.inf)) != r.get("_life_lo", -math.inf):
+            forming.pop(k, None)  # a new life of the group: its first row, as a step's first
+        life[k] = r.get("_life_lo", -math.inf)
         before, after = r.get("members_before"), r.get("members_after")
         from_empty = ((before is not None and not len(before)) or r.get("generation_before") == 1
                       or (k not in forming and bool(r.get("_formed_in_view"))))
@@ -2339,19 +2390,23 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
     # once: the windows, the formation at a records window's A, the carried sweeps
     ch = _changes(sw, p.forget_horizon_s())
     windows = sweep_windows(sw, ch)
+    lives = group_lives(sw, ch, inp.group_events)
+    for w in windows:
+        w.life_lo = life_start(lives, w.g, w.cluster, w.group_id, w.a.t)
     wanted = {w.g for w in windows}
     recs = _records(gens, sw.groups, wanted) if gens is not None and wanted else _Records({})
     if gens is not None:
         for w in windows:
             generation_end(w, recs.by_group.get(w.g, []))
-        missed = missed_generations(sw, gens, windows, ch, p.forget_horizon_s())
+        missed = missed_generations(sw, gens, windows, lives)
         windows += missed
         if missed:
             recs = _records(gens, sw.groups, {w.g for w in windows})
-            # the group seen forming by the sweeps at a record's A as at a sweep's
+            # the group seen forming by the sweeps at a record's A as at a sweep's (of its life)
             j = asof(sw.g, sw.t, np.array([w.g for w in missed], np.int64), np.array([w.a.t for w in missed]))
             for w, jj in zip(missed, j.tolist(), strict=True):
-                w.a_after_empty = jj >= 0 and bool(ch.formed[jj])
+                w.life_lo = life_start(lives, w.g, w.cluster, w.group_id, w.a.t)
+                w.a_after_empty = jj >= 0 and sw.t[jj] > w.life_lo and bool(ch.formed[jj])
     # the groups of the windows, and of the carried windows still waiting for a first commit
     carried_g, carried_ok = (_codes(_gkey(inp.pending_gaps), sw.groups) if inp.pending_gaps is not None
                              else (np.zeros(0, np.int64), np.zeros(0, bool)))
@@ -2437,7 +2492,9 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
             "observed_over_bound": observed / bound if bound != 0 else None, "messages_accumulated": acc,
             "max_processing_gap_s": gap, "_waiting": (waiting_tp, waiting_lb),
             "_formed_in_view": w.a_after_empty or formed_in_records(
-                recs.by_group.get(w.g, []) if gens is not None else [], w.a.t, empty.get((w.cluster, w.group_id), [])),
+                [r for r in recs.by_group.get(w.g, []) if r["gen_t"] > w.life_lo] if gens is not None else [], w.a.t,
+                [e for e in empty.get((w.cluster, w.group_id), []) if e > w.life_lo]),
+            "_life_lo": w.life_lo,
             "_through_empty": w.through_empty or any(
                 w.a.t < e < w.b.t for e in empty.get((w.cluster, w.group_id), []))})
         outages.append((w.cluster, w.group_id, _us(w.quiet_from), _us(w.end)))
@@ -2597,9 +2654,9 @@ def _rebalance_table(rows: list[dict[str, Any]]) -> pa.Table:
         REBALANCE_COLUMNS).cast(REBALANCE_SCHEMA)
 
 
-#: a gone group's last sweep is carried this long past the horizon (s): a step reads the
-#: ``group_events`` of the UTC days from its start's, whole, so the records of the group's last
-#: life may be read again for up to a day
+#: the marks of a group's past life (its last sweep and last settled one) are carried this long
+#: past the horizon (s): a step reads the ``group_events`` of the UTC days from its start's, whole,
+#: so the records of that life may be read again for up to a day
 GONE_HOLD_S = 86_400.0
 
 
@@ -2607,34 +2664,37 @@ def _carried_sweeps(sw: _Sweeps, ch: _Changes, gone_before: float = -math.inf) -
     """The sweeps the state carries: of each group's latest life (:attr:`_Changes.new_group`)
     those since its last settled one (all when none is), and the Empty sweep before that one
     while the group is still forming from it (:attr:`_Changes.formed`: the next step's windows see
-    the group forming in view, :func:`formation`). Of a group whose latest sweep is before
-    ``gone_before`` (the step's end less the horizon: the group is gone, and a sweep of it after
-    that starts a new life, paired with nothing carried) only that sweep, for
-    :data:`GONE_HOLD_S` more: the mark that the group had a life before, so that its records of
-    that life, which a step reads again with the rest of their day, pair with none of the next
-    (:func:`missed_generations`); then nothing."""
+    the group forming in view, :func:`formation`). A group whose latest sweep is before
+    ``gone_before`` (the step's end less the horizon) is gone: a sweep of it after that starts a
+    new life, paired with nothing carried. Of a past life (a gone group's, or one before the
+    latest) only its *marks*: its last sweep and its last settled one (with what its window
+    claimed of the records), while the last is within :data:`GONE_HOLD_S` of ``gone_before`` —
+    a step reads that life's records again with the rest of their day, and the marks keep them
+    apart from the next life's and from the windows already found (:func:`missed_generations`),
+    as one pass over both lives keeps them."""
     n = len(sw.t)
     if not n:
         return np.zeros(0, bool)
-    ng = int(sw.g.max()) + 1
     idx = np.arange(n)
-    life = np.zeros(ng, np.int64)
-    np.maximum.at(life, sw.g[ch.new_group], idx[ch.new_group])
-    last = np.full(ng, -1, np.int64)
-    np.maximum.at(last, sw.g[sw.settled], idx[sw.settled])
-    last = np.where(last >= life, last, -1)
-    frm = np.where(last >= 0, last, life)
-    latest = np.full(ng, -np.inf)
-    np.fmax.at(latest, sw.g, sw.t)
-    gone = latest[sw.g] < gone_before
-    keep = (idx >= frm[sw.g]) & ~gone
-    li = last[last >= 0]
-    li = li[ch.formed[li] & ~(latest[sw.g[li]] < gone_before)]
-    keep[ch.last_empty[li]] = True
-    # a gone group's mark: its latest sweep (the last of its group in this order), held a while
-    is_last = np.ones(n, bool)
-    is_last[:-1] = sw.g[1:] != sw.g[:-1]
-    keep |= gone & is_last & (sw.t >= gone_before - GONE_HOLD_S)
+    life = np.cumsum(ch.new_group) - 1  # one id per life of a group (``sw``: by group, then time)
+    nl = int(life[-1]) + 1
+    last = np.full(nl, -1, np.int64)
+    np.maximum.at(last, life, idx)
+    last_settled = np.full(nl, -1, np.int64)
+    np.maximum.at(last_settled, life[sw.settled], idx[sw.settled])
+    first = np.full(nl, n, np.int64)
+    np.minimum.at(first, life, idx)
+    latest_life = np.ones(nl, bool)  # the group's latest life
+    latest_life[:-1] = sw.g[first[1:]] != sw.g[first[:-1]]
+    gone = sw.t[last] < gone_before
+    current = latest_life & ~gone
+    frm = np.where(last_settled >= 0, last_settled, first)
+    keep: _B = current[life] & (idx >= frm[life])
+    li = last_settled[current & (last_settled >= 0)]
+    keep[ch.last_empty[li][ch.formed[li]]] = True
+    past = ~current & (sw.t[last] >= gone_before - GONE_HOLD_S)
+    keep[last[past]] = True
+    keep[last_settled[past & (last_settled >= 0)]] = True
     return keep
 
 
