@@ -244,7 +244,7 @@ MSWEEP_SCHEMA = pa.schema([
     ("group_state", pa.string()), ("generation", pa.int32()), ("member_ids", pa.list_(pa.string())),
     ("instances", pa.list_(_INSTANCE)), ("owners", pa.list_(_OWNER)),
     ("settled", pa.bool_()), ("is_state", pa.bool_()), ("group_lag", pa.int64()),
-    ("claimed_gen_t", pa.float64()), ("claim_hi", pa.float64()),
+    ("claimed_gen_t", pa.float64()), ("claim_hi", pa.float64()), ("life_end", pa.bool_()),
 ])
 _CLAIMS = ("claimed_gen_t", "claim_hi")
 
@@ -531,7 +531,7 @@ def member_sweeps(members: pa.Table) -> pa.Table:
         "generation": pa.array(gmax, pa.int64(), mask=~has_gen).cast(pa.int32()),
         "member_ids": member_ids, "instances": instances, "owners": owners, "settled": settled,
         "is_state": pa.array(np.zeros(n, bool)), "group_lag": pa.nulls(n, pa.int64()),
-        **{c: pa.nulls(n, pa.float64()) for c in _CLAIMS}}, schema=MSWEEP_SCHEMA)
+        **{c: pa.nulls(n, pa.float64()) for c in _CLAIMS}, "life_end": pa.nulls(n, pa.bool_())}, schema=MSWEEP_SCHEMA)
 
 
 def _dense(code: _I) -> tuple[_I, int]:
@@ -633,21 +633,6 @@ def empty_records(group_events: pa.Table) -> dict[tuple[str, str], list[float]]:
                        seconds(ev.column("record_ts")).tolist(), strict=True):
         out.setdefault((c, g), []).append(t)
     return {k: sorted(v) for k, v in out.items()}
-
-
-def tombstone_records(group_events: pa.Table | None) -> dict[tuple[str, str], list[float]]:
-    """The times of each group's tombstones (``group_tombstone``: the group deleted, its next
-    records are of a new group of the same name): ``(cluster, group_id)`` → record times (s)."""
-    if group_events is None or not group_events.num_rows:
-        return {}
-    rt = _plain(group_events.column("record_type")).cast(pa.string())
-    ev = group_events.filter(pc.equal(rt, "group_tombstone").fill_null(False))
-    out: dict[tuple[str, str], list[float]] = {}
-    for c, g, t in zip(_plain(ev.column("cluster")).cast(pa.string()).to_pylist(),
-                       _plain(ev.column("group_id")).cast(pa.string()).to_pylist(),
-                       seconds(ev.column("record_ts")).tolist(), strict=True):
-        out.setdefault((c, g), []).append(t)
-    return out
 
 
 def with_carried_records(gens: pa.Table, carried: pa.Table | None) -> pa.Table:
@@ -800,9 +785,9 @@ class _Sweeps:
 def _sorted_sweeps(fresh: pa.Table, carried: pa.Table | None) -> _Sweeps:
     parts = [fresh]
     if carried is not None and carried.num_rows:
-        for c in _CLAIMS:  # a state written before them
+        for c in (*_CLAIMS, "life_end"):  # a state written before them
             if c not in carried.column_names:
-                carried = carried.append_column(c, pa.nulls(carried.num_rows, pa.float64()))
+                carried = carried.append_column(c, pa.nulls(carried.num_rows, MSWEEP_SCHEMA.field(c).type))
         parts.append(carried.select(MSWEEP_SCHEMA.names).cast(MSWEEP_SCHEMA))
     ms = pa.concat_tables(parts)
     keys = _gkey(ms)
@@ -835,7 +820,7 @@ def sweep_windows(sw: _Sweeps, ch: _Changes) -> list[_Window]:
     return out
 
 
-def _seen_sweeps(sw: _Sweeps) -> _Sweeps:
+def _seen_sweeps(sw: _Sweeps, ch: _Changes) -> _Sweeps:
     """``sw`` without the carried sweeps before a group's first carried settled one: the Empty
     sweep the state carries for the formation (:func:`_carried_sweeps`) stands alone before it,
     with the sweeps between them dropped, so what the group was doing then is not known from it
@@ -843,7 +828,7 @@ def _seen_sweeps(sw: _Sweeps) -> _Sweeps:
     n = len(sw.t)
     if not n:
         return sw
-    state = _flag(sw.ms.column("is_state"))
+    state = _flag(sw.ms.column("is_state")) & _latest_life(sw, ch)  # (a past life's marks stay apart)
     first = np.full(int(sw.g.max()) + 1, np.inf)
     np.fmin.at(first, sw.g[state & sw.settled], sw.t[state & sw.settled])
     keep = ~(state & (sw.t < first[sw.g]) & np.isfinite(first[sw.g]))  # (none settled: all carried, as ever)
@@ -851,6 +836,15 @@ def _seen_sweeps(sw: _Sweeps) -> _Sweeps:
         return sw
     return _Sweeps(ms=sw.ms.filter(pa.array(keep)), g=sw.g[keep], groups=sw.groups, t=sw.t[keep],
                    settled=sw.settled[keep])
+
+
+def _latest_life(sw: _Sweeps, ch: _Changes) -> _B:
+    """Per sweep: whether it is of its group's latest life (:attr:`_Changes.new_group`)."""
+    life = np.cumsum(ch.new_group) - 1
+    latest = np.full(int(sw.g.max()) + 1 if len(sw.g) else 0, -1, np.int64)
+    np.maximum.at(latest, sw.g, life)
+    out: _B = life == latest[sw.g]
+    return out
 
 
 @dataclass
@@ -879,7 +873,13 @@ def _changes(sw: _Sweeps, horizon_s: float = math.inf) -> _Changes:
     n = len(sw.t)
     idx = np.arange(n)
     new_group = np.ones(n, bool)
-    new_group[1:] = (sw.g[1:] != sw.g[:-1]) | (sw.t[1:] - sw.t[:-1] > horizon_s)
+    # a silence past the horizon between two sweeps that follow each other: not between two carried
+    # ones (the state carries a life's sweeps with gaps: its formation's Empty sweep, its last
+    # settled one); there, the mark of a past life's last sweep (``life_end``) says where it ended
+    state = _flag(sw.ms.column("is_state"))
+    ended = _flag(sw.ms.column("life_end"))
+    new_group[1:] = ((sw.g[1:] != sw.g[:-1]) | ended[:-1]
+                     | ((sw.t[1:] - sw.t[:-1] > horizon_s) & ~(state[1:] & state[:-1])))
     gstart = np.maximum.accumulate(np.where(new_group, idx, 0))
     last_settled = np.maximum.accumulate(np.where(sw.settled, idx, -1))
     a = np.full(n, -1, np.int64)
@@ -939,15 +939,14 @@ def generation_end(w: _Window, recs: list[dict[str, Any]]) -> None:
 
 @dataclass
 class _Lives:
-    """Where the lives of the groups of :class:`_Sweeps` end: per group code, the last sweep of
-    each life but the latest (:attr:`_Changes.new_group`), and per group its tombstones (the group
-    deleted: :func:`tombstone_records`)."""
+    """Where the lives of the groups of :class:`_Sweeps` end (:attr:`_Changes.new_group`): per
+    group code, the last sweep of each life but the latest; and the horizon."""
 
     ended: dict[int, list[float]]
-    tombstones: dict[tuple[str, str], list[float]]
+    horizon_s: float
 
 
-def group_lives(sw: _Sweeps, ch: _Changes, group_events: pa.Table | None) -> _Lives:
+def group_lives(sw: _Sweeps, ch: _Changes, horizon_s: float) -> _Lives:
     again = ch.new_group.copy()
     if len(again):
         again[0] = False
@@ -955,17 +954,15 @@ def group_lives(sw: _Sweeps, ch: _Changes, group_events: pa.Table | None) -> _Li
     ended: dict[int, list[float]] = {}
     for j in np.flatnonzero(again).tolist():
         ended.setdefault(int(sw.g[j]), []).append(float(sw.t[j - 1]))
-    return _Lives(ended=ended, tombstones=tombstone_records(group_events))
+    return _Lives(ended=ended, horizon_s=horizon_s)
 
 
-def life_start(lives: _Lives, g: int, cluster: str, group_id: str, t: float) -> float:
-    """The time after which what is at ``t`` (a sweep, a record) shares its life: the group's
-    latest end of a life before ``t`` — the last sweep before a silence past the horizon (a record
-    at or before that sweep is of that life), or a tombstone — or −inf. Two things of one group
-    with the same start are of one life."""
-    ends = [e for e in lives.ended.get(g, []) if e < t] + [e for e in lives.tombstones.get((cluster, group_id), [])
-                                                           if e < t]
-    return max(ends, default=-math.inf)
+def life_start(lives: _Lives, g: int, t: float) -> float:
+    """The time after which what is at ``t`` (a sweep, a record) shares its life: the last sweep of
+    the group's latest life that ended more than the horizon before ``t`` (until the horizon has
+    passed the group is the one it was: a record written then is of that life), or −inf. Two things
+    of one group with the same start are of one life."""
+    return max((e for e in lives.ended.get(g, []) if e + lives.horizon_s < t), default=-math.inf)
 
 
 def missed_generations(sw: _Sweeps, gens: pa.Table, windows: list[_Window], lives: _Lives | None = None
@@ -973,7 +970,8 @@ def missed_generations(sw: _Sweeps, gens: pa.Table, windows: list[_Window], live
     """Windows of the generations no sweep saw (see the module doc). Vectorised up to the
     candidates (records whose members or generation differ from the group's previous record,
     inside its span of settled sweeps), which are few. Two records of different lives of the group
-    (``lives``, :func:`life_start`) are no window."""
+    (``lives``, :func:`life_start`) are no window, nor is a record without a settled sweep of its
+    life at or after it."""
     c = gens.filter(pc.greater(pc.list_value_length(gens.column("member_ids")).fill_null(0), 0))
     if not c.num_rows or not len(sw.groups):  # no records, or no sweep to place them after
         return []
@@ -1013,14 +1011,15 @@ def missed_generations(sw: _Sweeps, gens: pa.Table, windows: list[_Window], live
             continue
         cluster, group_id = c.column("cluster")[i].as_py(), c.column("group_id")[i].as_py()
         if lives is not None:
-            lo = life_start(lives, gg, cluster, group_id, t)
-            if life_start(lives, gg, cluster, group_id, float(gt[i - 1])) != lo:
+            lo = life_start(lives, gg, t)
+            if life_start(lives, gg, float(gt[i - 1])) != lo:
                 continue  # the record before is of the group's life before
             st = settled_t.get(gg)
-            if st is None:
-                st = settled_t[gg] = np.sort(sw.t[s & (sw.g == gg)])
+            if st is None:  # the group's settled sweeps (``sw``: by group, then time)
+                a, b = np.searchsorted(sw.g, [gg, gg + 1])
+                st = settled_t[gg] = sw.t[a:b][sw.settled[a:b]]
             k = int(np.searchsorted(st, t, "left"))
-            if k == len(st) or life_start(lives, gg, cluster, group_id, float(st[k])) != lo:
+            if k == len(st) or life_start(lives, gg, float(st[k])) != lo:
                 continue  # no settled sweep of its life at or after it
         a, b = _rec_snap(c, i - 1), _rec_snap(c, i)
         out.append(_Window(g=gg, cluster=cluster, group_id=group_id, a=a, b=b, b_prev_t=t, b_next_t=t, a_next_t=t,
@@ -2382,17 +2381,17 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
     p = settings.rules
     fresh = member_sweeps(inp.members.select(list(MEMBER_COLUMNS)))
     sw = _sorted_sweeps(fresh, inp.carried_msweeps)
-    seen = _seen_sweeps(sw)
     gens = generation_records(inp.group_events) if inp.group_events is not None else None
     empty = empty_records(inp.group_events) if inp.group_events is not None else {}
     if gens is not None:  # with the records of earlier days the step does not read (module doc)
         gens = with_carried_records(gens, inp.carried_generations)
     # once: the windows, the formation at a records window's A, the carried sweeps
     ch = _changes(sw, p.forget_horizon_s())
+    seen = _seen_sweeps(sw, ch)
     windows = sweep_windows(sw, ch)
-    lives = group_lives(sw, ch, inp.group_events)
+    lives = group_lives(sw, ch, p.forget_horizon_s())
     for w in windows:
-        w.life_lo = life_start(lives, w.g, w.cluster, w.group_id, w.a.t)
+        w.life_lo = life_start(lives, w.g, w.a.t)
     wanted = {w.g for w in windows}
     recs = _records(gens, sw.groups, wanted) if gens is not None and wanted else _Records({})
     if gens is not None:
@@ -2405,20 +2404,21 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
             # the group seen forming by the sweeps at a record's A as at a sweep's (of its life)
             j = asof(sw.g, sw.t, np.array([w.g for w in missed], np.int64), np.array([w.a.t for w in missed]))
             for w, jj in zip(missed, j.tolist(), strict=True):
-                w.life_lo = life_start(lives, w.g, w.cluster, w.group_id, w.a.t)
+                w.life_lo = life_start(lives, w.g, w.a.t)
                 w.a_after_empty = jj >= 0 and sw.t[jj] > w.life_lo and bool(ch.formed[jj])
     # the groups of the windows, and of the carried windows still waiting for a first commit
     carried_g, carried_ok = (_codes(_gkey(inp.pending_gaps), sw.groups) if inp.pending_gaps is not None
                              else (np.zeros(0, np.int64), np.zeros(0, bool)))
     wanted_g = np.fromiter({w.g for w in windows} | set(carried_g[carried_ok].tolist()), np.int64)
-    keep_state = _carried_sweeps(sw, ch, -math.inf if inp.until is None else inp.until - p.forget_horizon_s())
+    keep_state, current, life_ends = _carried_sweeps(
+        sw, ch, -math.inf if inp.until is None else inp.until - p.forget_horizon_s())
     # from sweeps alone, the changes a later step's window may need (those before the step: the
     # state part gap_times) of the groups whose earliest such start is before their last sweep,
     # and of those carried
     gap_g = np.zeros(0, np.int64)
     gap_bound = np.zeros(0)
     if inp.commits is None and inp.until is not None and len(sw.t):
-        gap_bound = gap_bounds(sw, keep_state, gens, inp.until, p.forget_horizon_s())
+        gap_bound = gap_bounds(sw, keep_state & current, gens, inp.until, p.forget_horizon_s())
         # the group's latest member sweep or offset row (a change after the bound is carried)
         latest = np.full(len(sw.groups), -np.inf)
         np.maximum.at(latest, sw.g, sw.t)
@@ -2454,6 +2454,7 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
             at_rows["group_id"].append(w.group_id)
             at_rows["_tu"].append(int(_tu(np.array([t]))[0]))
     kept = _with_claims(sw, keep_state, windows)
+    kept = kept.set_column(kept.schema.get_field_index("life_end"), "life_end", pa.array(life_ends[keep_state]))
     need = pa.concat_tables([
         pa.table({"cluster": pa.array(at_rows["cluster"], pa.string()),
                   "group_id": pa.array(at_rows["group_id"], pa.string()),
@@ -2660,7 +2661,7 @@ def _rebalance_table(rows: list[dict[str, Any]]) -> pa.Table:
 GONE_HOLD_S = 86_400.0
 
 
-def _carried_sweeps(sw: _Sweeps, ch: _Changes, gone_before: float = -math.inf) -> _B:
+def _carried_sweeps(sw: _Sweeps, ch: _Changes, gone_before: float = -math.inf) -> tuple[_B, _B, _B]:
     """The sweeps the state carries: of each group's latest life (:attr:`_Changes.new_group`)
     those since its last settled one (all when none is), and the Empty sweep before that one
     while the group is still forming from it (:attr:`_Changes.formed`: the next step's windows see
@@ -2671,10 +2672,11 @@ def _carried_sweeps(sw: _Sweeps, ch: _Changes, gone_before: float = -math.inf) -
     claimed of the records), while the last is within :data:`GONE_HOLD_S` of ``gone_before`` —
     a step reads that life's records again with the rest of their day, and the marks keep them
     apart from the next life's and from the windows already found (:func:`missed_generations`),
-    as one pass over both lives keeps them."""
+    as one pass over both lives keeps them. Returns ``(keep, current, ends)``: the sweeps carried,
+    those of a group's current life (not gone), and the marks that end a past life (``life_end``)."""
     n = len(sw.t)
     if not n:
-        return np.zeros(0, bool)
+        return np.zeros(0, bool), np.zeros(0, bool), np.zeros(0, bool)
     idx = np.arange(n)
     life = np.cumsum(ch.new_group) - 1  # one id per life of a group (``sw``: by group, then time)
     nl = int(life[-1]) + 1
@@ -2695,7 +2697,9 @@ def _carried_sweeps(sw: _Sweeps, ch: _Changes, gone_before: float = -math.inf) -
     past = ~current & (sw.t[last] >= gone_before - GONE_HOLD_S)
     keep[last[past]] = True
     keep[last_settled[past & (last_settled >= 0)]] = True
-    return keep
+    ends = np.zeros(n, bool)
+    ends[last[past]] = True
+    return keep, current[life], ends
 
 
 def _with_claims(sw: _Sweeps, keep: _B, windows: list[_Window]) -> pa.Table:

@@ -188,3 +188,37 @@ def test_a_key_back_after_the_horizon_is_new_alike_in_steps_and_in_one_pass(seed
     for table in IDENTITY:
         assert _seen(whole, table, back) == _seen(alone, table, back), table
     assert _seen(alone, "anomalies", back) or _seen(alone, "status", back)
+
+
+def test_a_gap_between_two_carried_sweeps_is_no_new_life_and_a_past_life_ends_at_its_mark() -> None:
+    # the state carries a life's sweeps with gaps (the Empty sweep its formation started from, its
+    # last settled one): two hours between them are no silence of the group. A past life's mark
+    # (``life_end``) ends it however close the next sweep is.
+    from analytics_builders import members_rows
+
+    from lagscope.analytics import groups
+
+    def sweeps(rows: list[tuple[Any, ...]]) -> pa.Table:
+        return groups.member_sweeps(_arrow(members_rows(rows), MEMBERS))
+
+    one = [("m1", None, [0])]
+    carried = sweeps([(0.0, "Empty", 1, []), (7200.0, "Stable", 2, one)])
+    carried = carried.set_column(carried.schema.get_field_index("is_state"), "is_state",
+                                 pa.array([True, True]))
+    fresh = sweeps([(7205.0, "Stable", 2, one), (7210.0, "Stable", 2, one)])
+    sw = groups._sorted_sweeps(fresh, carried)
+    assert groups._changes(sw, 3600.0).new_group.tolist() == [True, False, False, False]
+    # the same gap between fresh sweeps (one pass over them) is a new life
+    sw = groups._sorted_sweeps(sweeps([(0.0, "Empty", 1, []), (7200.0, "Stable", 2, one)]), None)
+    assert groups._changes(sw, 3600.0).new_group.tolist() == [True, True]
+    # a mark that ends a past life: the sweep after it starts the next, 5 s later or not
+    marked = carried.set_column(carried.schema.get_field_index("life_end"), "life_end", pa.array([False, True]))
+    sw = groups._sorted_sweeps(fresh, marked)
+    assert groups._changes(sw, 3600.0).new_group.tolist() == [True, False, True, False]
+    # and the step carries such a life as the marks of its end (its last and last settled sweep),
+    # the next life's own sweeps from its last settled one
+    ch = groups._changes(sw, 3600.0)
+    keep, current, ends = groups._carried_sweeps(sw, ch, gone_before=7210.0 - 3600.0)
+    assert keep.tolist() == [False, True, False, True]
+    assert current.tolist() == [False, False, True, True]
+    assert ends.tolist() == [False, True, False, False]

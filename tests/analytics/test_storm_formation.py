@@ -259,7 +259,7 @@ def test_the_carried_empty_sweep_says_nothing_of_the_time_before_the_settled_one
     assert [(r["t"] - at(0).timestamp(), r["group_state"]) for r in carried] == [(0.0, "Empty"), (58.0, "Stable")]
     later = members_rows(_sweeps([(0, 1, ["m1"])], 62))[-2:]  # the next step's sweeps, 60 and 62
     sw = groups._sorted_sweeps(groups.member_sweeps(lake("members", later)), first.msweeps)
-    seen = groups._seen_sweeps(sw)
+    seen = groups._seen_sweeps(sw, groups._changes(sw, S.rules.forget_horizon_s()))
     assert [r["group_state"] for r in seen.ms.to_pylist()] == ["Stable"] * 3  # 58, 60, 62
     t30 = np.array([at(30).timestamp()])
     key = groups._gkey(sw.ms).unique()
