@@ -958,10 +958,10 @@ def group_lives(sw: _Sweeps, ch: _Changes, horizon_s: float) -> _Lives:
 
 
 def life_start(lives: _Lives, g: int, t: float) -> float:
-    """The time after which what is at ``t`` (a sweep, a record) shares its life: the last sweep of
-    the group's latest life that ended more than the horizon before ``t`` (until the horizon has
-    passed the group is the one it was: a record written then is of that life), or −inf. Two things
-    of one group with the same start are of one life."""
+    """Which life of its group what is at ``t`` (a sweep, a record) is of, as the last sweep of the
+    life before it: of the lives that ended more than the horizon before ``t`` (until the horizon
+    has passed the group is the one it was: a record written then is of that life), the latest
+    one's last sweep, or −inf. Two things of one group with the same value are of one life."""
     return max((e for e in lives.ended.get(g, []) if e + lives.horizon_s < t), default=-math.inf)
 
 
@@ -2493,8 +2493,9 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
             "observed_over_bound": observed / bound if bound != 0 else None, "messages_accumulated": acc,
             "max_processing_gap_s": gap, "_waiting": (waiting_tp, waiting_lb),
             "_formed_in_view": w.a_after_empty or formed_in_records(
-                [r for r in recs.by_group.get(w.g, []) if r["gen_t"] > w.life_lo] if gens is not None else [], w.a.t,
-                [e for e in empty.get((w.cluster, w.group_id), []) if e > w.life_lo]),
+                [r for r in recs.by_group.get(w.g, []) if life_start(lives, w.g, r["gen_t"]) == w.life_lo]
+                if gens is not None else [], w.a.t,
+                [e for e in empty.get((w.cluster, w.group_id), []) if life_start(lives, w.g, e) == w.life_lo]),
             "_life_lo": w.life_lo,
             "_through_empty": w.through_empty or any(
                 w.a.t < e < w.b.t for e in empty.get((w.cluster, w.group_id), []))})
