@@ -2584,8 +2584,7 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
     # of the groups whose sweeps the state carries only (a group gone past the horizon leaves
     # nothing: its next sweep starts a new life, which no window, storm or outage of the last one
     # reaches, as the horizon is longer than each of their windows)
-    live = kept if inp.until is None else of_groups(kept, kept.filter(pc.greater_equal(
-        pc.fill_null(kept.column("t"), -math.inf), inp.until - p.forget_horizon_s())))  # without the marks
+    live = of_groups(kept, kept.filter(pa.array(current[keep_state])))  # (the gone groups' marks left out)
 
     def of_live(t: pa.Table) -> pa.Table:
         return t if inp.until is None else of_groups(t, live)
