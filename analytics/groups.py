@@ -2024,11 +2024,19 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
         j, v = marks[at_k[hit]], kv[kidx[hit]]
         kidx = np.delete(kidx, hit[(lo_v[j] < v) & (v <= hi_v[j])])
         # a commit's owner: of the partition's row at or before it; a commit before the step's
-        # rows (the look-back) belongs to the carried row's owner, else its last owner
+        # rows (the look-back) belongs to the carried row's owner if at or after that row's own
+        # time, and before it, to the carried row's owner, else its last owner, unless at or after
+        # the carried run of rows without an owner began (``unowned_t``): nobody's
         k_row_t = np.where(np.isneginf(rt), -1e300, rt)
         k_ro = np.concatenate([os_, np.where(oc >= 0, oc, oc_last)])
         at = asof(rp, k_row_t, pk, kt)
         k_owner = np.where(at >= 0, k_ro[np.maximum(at, 0)] if len(k_ro) else -1, -1)
+        if nc:
+            ci = np.maximum(at - ns, 0)
+            free_t = carried_f("unowned_t", always=True)
+            from_carried = at >= ns
+            nobody = from_carried & (oc[ci] < 0) & ((kt >= ct[ci]) & (ct[ci] > -1e299) | (kt >= free_t[ci]))
+            k_owner = np.where(nobody, -1, k_owner)
         if tenures and len(k_ro):
             a = np.maximum(at, 0)
             carried_row = a >= ns
@@ -2052,7 +2060,10 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
     # row lies inside the episode (a consumer that left at the end of its run leaves rows without
     # an owner behind it: the member that held the partition through the episode is still its owner)
     unowned = np.flatnonzero(ro < 0)
-    ep_lost = _first_from(rp[unowned], row_t[unowned], pe, ep_start + 1e-6)
+    free_t = carried_f("unowned_t", always=True)  # where the carried run without an owner began
+    has_free = ~np.isnan(free_t)
+    ep_lost = _first_from(np.concatenate([rp[unowned], pcar[has_free]]),
+                          np.concatenate([row_t[unowned], free_t[has_free]]), pe, ep_start + 1e-6)
     if nc and "owner_last_t" in c.column_names:  # the carried last owned rows, at their own time
         lt = np.asarray(_plain(c.column("owner_last_t")).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
         has = (oc_last >= 0) & ~np.isnan(lt)

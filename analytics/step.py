@@ -513,7 +513,10 @@ def _with_owners(state: pa.Table, series: pa.Table, carried: pa.Table | None) ->
     member of the key's latest row with an owner (this step's, else the carried one) and its time,
     ``change_owner`` the owner of the row of the key's last commit change (``m_change_t``: this
     step's row at that time, else the carried one) and ``alive_owner`` that of its last progress
-    (``m_alive_t``, alike: a partition that changed hands since is not its new owner's progress).
+    (``m_alive_t``, alike: a partition that changed hands since is not its new owner's progress);
+    ``unowned_t`` the first of the key's rows without an owner after its latest one with an owner
+    (null: its latest row has one): a commit record between it and the next step's first row is
+    nobody's, as one pass dates the record's owner by the row at or before it.
     In numpy over one coding of the keys."""
     def strings(t: pa.Table, name: str) -> pa.Array:
         return t.column(name).combine_chunks().cast(pa.string())
@@ -573,10 +576,27 @@ def _with_owners(state: pa.Table, series: pa.Table, carried: pa.Table | None) ->
         return pc.if_else(pa.array(i >= 0), owner.take(pa.array(np.maximum(i, 0))), pa.nulls(n, pa.string())) if len(
             owner) else pa.nulls(n, pa.string())
 
+    # the start of the key's run of rows without an owner after its latest owned row: this step's
+    # rows, the carried row and where the carried run began
+    free = np.flatnonzero(~owned & ~np.isnan(when) & ((src == 1) | (src == 2)))
+    cand_code, cand_t = code[free], when[free]
+    if carried is not None and carried.num_rows and "unowned_t" in carried.column_names:
+        began = doubles(carried.column("unowned_t").cast(pa.float64()))
+        has = ~np.isnan(began)
+        cand_code = np.concatenate([cand_code, code[sum(sizes[:2]):sum(sizes[:3])][has]])
+        cand_t = np.concatenate([cand_t, began[has]])
+    unowned_t = np.full(n, np.inf)
+    if n and len(cand_code):
+        last_t = np.where(last >= 0, when[np.maximum(last, 0)], -np.inf)
+        by_code = np.argsort(st_code, kind="stable")
+        row = by_code[np.clip(np.searchsorted(st_code[by_code], cand_code), 0, n - 1)]
+        hit = (st_code[row] == cand_code) & (cand_t > last_t[row])
+        np.minimum.at(unowned_t, row[hit], cand_t[hit])
     return (state.append_column("owner_last", taken(last))
             .append_column("owner_last_t", nullable_doubles(np.where(last >= 0, when[np.maximum(last, 0)], np.nan)))
             .append_column("change_owner", taken(owner_at("m_change_t", "change_owner")))
-            .append_column("alive_owner", taken(owner_at("m_alive_t", "alive_owner"))))
+            .append_column("alive_owner", taken(owner_at("m_alive_t", "alive_owner")))
+            .append_column("unowned_t", nullable_doubles(np.where(np.isinf(unowned_t), np.nan, unowned_t))))
 
 
 def close_at_silence(episodes: pa.Table, series: pa.Table, carried: pa.Table | None,
