@@ -407,9 +407,52 @@ def anomalies(rows: pa.Table, as_of: dt.datetime) -> pa.Table:
 
 #: the next state's ``open_keys``: the anomalies a step published open of the kinds a later step
 #: may find a rebalance explains, or its owner's session may still (:func:`withdrawals`), with the
-#: kind and severity they were published with
+#: kind, severity and detail they were published with (:func:`as_published`)
 OPEN_KEYS_SCHEMA = pa.schema([("cluster", pa.string()), ("group_id", pa.string()), ("key", pa.string()),
-                              ("kind", pa.string()), ("severity", pa.string())])
+                              ("kind", pa.string()), ("severity", pa.string()), ("detail", pa.string())])
+
+
+def as_published(published: pa.Table, series: pa.Table, carried: pa.Table | None) -> pa.Table:
+    """``published`` (the group pass's anomalies) with each open stall, stop or starved episode
+    that a previous step published open (``carried``: its ``open_keys``) and whose partition has no
+    row in this step (``series``) given the kind, severity and detail it was published with.
+
+    Such an episode's last sweep is before the step, and the group pass judges it by what
+    happened from its start to that sweep (its owner's progress on other partitions, the group's):
+    the previous step knew at least as much of that span as this one (its commit look-back and
+    its rows reach back further), and a step knows a partition's rows before its range only by its
+    carried last change. So the previous verdict stands: judged again, a progress elsewhere that
+    only the previous step's rows, or commit records that have since left the look-back, showed
+    was lost, and the episode flipped from ``starved`` to ``stop`` in a later step (the fault soak
+    of 2026-12-02: 15 minutes after the group was deleted). A state written before the part had
+    its ``detail`` keeps the verdict of each step."""
+    if carried is None or not carried.num_rows or "detail" not in carried.column_names or not published.num_rows:
+        return published
+    key = published.column("key").cast(pa.string()).combine_chunks()
+    at = np.asarray(pc.index_in(key, value_set=carried.column("key").cast(pa.string()).combine_chunks())
+                    .fill_null(-1), dtype=np.int64)
+    idle = np.asarray(pc.is_in(published.column("kind").cast(pa.string()),
+                               value_set=pa.array(["stall", "stop", "starved"])), dtype=bool)
+    open_ = np.asarray(pc.is_null(published.column("end_ts")), dtype=bool)
+    n = published.num_rows
+
+    def col(t: pa.Table, k: str) -> pa.Array:
+        c = t.column(k).combine_chunks()
+        return c.cast(pa.int32()) if k == "partition" else c.cast(pa.string())
+
+    code = key_code(*(pa.concat_arrays([col(published, k), col(series, k)]) for k in KEY))
+    silent = ~np.isin(code[:n], code[n:])
+    use = (at >= 0) & idle & open_ & silent
+    if not use.any():
+        return published
+    was = carried.take(pa.array(np.maximum(at, 0)))
+    out = published
+    for name in ("kind", "severity", "detail"):
+        i = out.schema.get_field_index(name)
+        then = was.column(name).cast(out.schema.field(name).type).combine_chunks()
+        out = out.set_column(i, out.schema.field(name), pc.if_else(pa.array(use), then,
+                                                                 out.column(name).combine_chunks()))
+    return out
 
 
 def withdrawals(found: pa.Table, published: pa.Table, carried: pa.Table | None) -> pa.Table:
@@ -681,7 +724,8 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
     tables = {
         "lag_trends": lag_trends(minutes),
         "rebalances": _stamped(pa.concat_tables([grouped.rebalances, grouped.regapped]), as_of),
-        "anomalies": withdrawals(found, _stamped(grouped.anomalies, as_of), st.get("open_keys")),
+        "anomalies": withdrawals(found, _stamped(as_published(grouped.anomalies, series, st.get("open_keys")), as_of),
+                                 st.get("open_keys")),
         "status": status(minutes, close_at_silence(grouped.starved, series, st.get("series"), forget_s),
                          close_at_silence(grouped.held, series, st.get("series"), forget_s)),
     }
