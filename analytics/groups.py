@@ -1995,6 +1995,15 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
     ct = (np.asarray(_plain(c.column("t")).cast(pa.float64()).fill_null(-1e300), dtype=np.float64)
           if nc and "t" in c.column_names else np.full(nc, -1e300))
     row_t = np.concatenate([st, ct])
+    # a carried row without an owner: nobody's from its own time on (``ct`` known), and from where
+    # its run of rows without an owner began (``unowned_t``): a record or commit then is nobody's
+    free_c = carried_f("unowned_t", always=True)
+
+    def nobodys(i: _I, when: _F) -> _B:
+        """Whether a time ``when`` of the carried row ``i`` (its index among the carried rows) fell
+        while the partition had no owner."""
+        return (oc[i] < 0) & (((when >= ct[i]) & (ct[i] > -1e299)) | (when >= free_c[i]))
+
     if nk:
         kt = seconds(pc.coalesce(_plain(k.column("commit_ts")).cast(_US), _plain(k.column("record_ts")).cast(_US)))
         kv, _ = longs(k.column("committed_offset"))
@@ -2032,11 +2041,7 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
         at = asof(rp, k_row_t, pk, kt)
         k_owner = np.where(at >= 0, k_ro[np.maximum(at, 0)] if len(k_ro) else -1, -1)
         if nc:
-            ci = np.maximum(at - ns, 0)
-            free_t = carried_f("unowned_t", always=True)
-            from_carried = at >= ns
-            nobody = from_carried & (oc[ci] < 0) & ((kt >= ct[ci]) & (ct[ci] > -1e299) | (kt >= free_t[ci]))
-            k_owner = np.where(nobody, -1, k_owner)
+            k_owner = np.where((at >= ns) & nobodys(np.maximum(at - ns, 0), kt), -1, k_owner)
         if tenures and len(k_ro):
             a = np.maximum(at, 0)
             carried_row = a >= ns
@@ -2055,15 +2060,15 @@ def _progress_events(series: pa.Table, carried: pa.Table | None, commits: pa.Tab
     if has_k.any():
         act_p.append(pcar[has_k])
         act_t.append(commit_c[has_k])
-        act_o.append(np.where(commit_c < tenure_c, -1, np.where(oc >= 0, oc, oc_last))[has_k])
+        act_o.append(np.where((commit_c < tenure_c) | nobodys(np.arange(nc), commit_c), -1,
+                              np.where(oc >= 0, oc, oc_last))[has_k])
     # the episode's owner: of the partition's latest row with an owner at or before ep_q_t, if that
     # row lies inside the episode (a consumer that left at the end of its run leaves rows without
     # an owner behind it: the member that held the partition through the episode is still its owner)
     unowned = np.flatnonzero(ro < 0)
-    free_t = carried_f("unowned_t", always=True)  # where the carried run without an owner began
-    has_free = ~np.isnan(free_t)
+    has_free = ~np.isnan(free_c)  # where the carried run without an owner began
     ep_lost = _first_from(np.concatenate([rp[unowned], pcar[has_free]]),
-                          np.concatenate([row_t[unowned], free_t[has_free]]), pe, ep_start + 1e-6)
+                          np.concatenate([row_t[unowned], free_c[has_free]]), pe, ep_start + 1e-6)
     if nc and "owner_last_t" in c.column_names:  # the carried last owned rows, at their own time
         lt = np.asarray(_plain(c.column("owner_last_t")).cast(pa.float64()).fill_null(np.nan), dtype=np.float64)
         has = (oc_last >= 0) & ~np.isnan(lt)
