@@ -23,8 +23,9 @@ header (base offset, last offset, leader epoch) is read without decompressing it
 probe needs READ on the topic (the sweeps need only DESCRIBE); a refusal is a probe without
 evidence, named in its ``reason``.
 
-No evidence (``verdict`` ``none``) when: ``c − 1`` is below the log start (retention) or above
-the high watermark (truncation: ``OFFSET_OUT_OF_RANGE``), the batch found starts after ``c − 1``
+No evidence (``verdict`` ``none``) when: ``c − 1`` is below the log start (retention) or beyond
+the log end (truncation: ``OFFSET_OUT_OF_RANGE``), at or above the high watermark (an empty
+answer), the batch found starts after ``c − 1``
 (compaction removed the records around it), the batch is of the v0/v1 formats (no last offset),
 or the batch was written by a newer leader epoch than the commit's (an unclean election may have
 rewritten the log since the commit).
@@ -42,6 +43,7 @@ from kafka.protocol.metadata import MetadataRequest
 from kafka.record.memory_records import MemoryRecords
 
 from lagscope.collector.kafka_client import ClusterClient, gather
+from lagscope.errors import KafkaUnavailable
 
 __all__ = ["BOUNDARY", "INSIDE", "NONE", "Batch", "Probe", "counts", "judge", "probe"]
 
@@ -89,8 +91,12 @@ def judge(p: Probe, base: int, last: int, epoch: int | None) -> Batch:
 def probe(client: ClusterClient, probes: Sequence[Probe], *, timeout_ms: int = 10_000) -> list[Batch]:
     """Probe each of ``probes`` (one Fetch per probe, to its partition's leader, all at once);
     one :class:`Batch` per probe, in order. A probe of offset 0 (nothing before it), a partition
-    without a leader or a failed request is a :data:`NONE` with the reason."""
-    got: list[Batch] = client.run(_probe_all, client, list(probes), timeout_ms=timeout_ms)
+    without a leader, a failed request or no answer within ``timeout_ms`` is a :data:`NONE` with
+    the reason."""
+    try:
+        got: list[Batch] = client.run(_probe_all, client, list(probes), timeout_ms=timeout_ms)
+    except KafkaUnavailable as exc:  # no answer in time: no evidence for any of them
+        return [Batch(p, NONE, reason=str(exc)) for p in probes]
     return got
 
 
@@ -150,9 +156,9 @@ def _read(p: Probe, resp: object) -> Batch:
                 data = bytes(data) if data is not None else b""
             batch = MemoryRecords(bytes(data)).next_batch() if data else None
             if batch is None:
-                return Batch(p, NONE, reason="no batch at or after the offset (the log end)")
+                return Batch(p, NONE, reason="no whole batch at or after the offset below the high watermark")
             if batch.magic < 2:
-                return Batch(p, NONE, batch.base_offset, None, None, f"a v{batch.magic} batch has no last offset")
+                return Batch(p, NONE, reason=f"a v{batch.magic} batch has no last offset")
             epoch = batch.leader_epoch if batch.leader_epoch >= 0 else None
             return judge(p, batch.base_offset, batch.last_offset, epoch)
     return Batch(p, NONE, reason="the partition is missing from the answer")

@@ -10,6 +10,7 @@ from kafka.admin import NewTopic
 from lagscope.collector import probe
 from lagscope.collector.kafka_client import ClusterClient
 from lagscope.config import ClusterConfig
+from lagscope.errors import KafkaUnavailable
 
 pytestmark = pytest.mark.kafka
 
@@ -68,3 +69,14 @@ def test_a_batch_that_starts_after_the_offset_is_no_evidence() -> None:
     # compaction removed the records around c − 1: the first batch after it proves nothing
     got = probe.judge(probe.Probe("t", 0, 5), 7, 9, None)
     assert (got.verdict, got.reason) == (probe.NONE, "no batch holds offset 4 (compacted or deleted)")
+
+
+def test_no_answer_in_time_is_no_evidence_for_each_probe() -> None:
+    class Silent:
+        def run(self, *args: object, **kwargs: object) -> object:
+            raise KafkaUnavailable("itest: no answer within 10 ms")
+
+    probes = [probe.Probe("t", 0, 5), probe.Probe("t", 1, 9)]
+    got = probe.probe(Silent(), probes, timeout_ms=10)  # type: ignore[arg-type]
+    assert [(b.probe, b.verdict, b.reason) for b in got] == [
+        (p, probe.NONE, "itest: no answer within 10 ms") for p in probes]
