@@ -626,7 +626,7 @@ def _with_owners(state: pa.Table, series: pa.Table, carried: pa.Table | None) ->
     if carried is not None and carried.num_rows and "unowned_t" in carried.column_names:
         began = doubles(carried.column("unowned_t").cast(pa.float64()))
         has = ~np.isnan(began)
-        cand_code = np.concatenate([cand_code, code[sum(sizes[:2]):sum(sizes[:3])][has]])
+        cand_code = np.concatenate([cand_code, code[src == 2][has]])
         cand_t = np.concatenate([cand_t, began[has]])
     unowned_t = np.full(n, np.inf)
     if n and len(cand_code):

@@ -33,19 +33,18 @@ rewritten the log since the commit).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import kafka.errors as kerr
 from kafka.protocol.consumer import FetchRequest
-from kafka.protocol.metadata import MetadataRequest
 from kafka.record.memory_records import MemoryRecords
 
 from lagscope.collector.kafka_client import ClusterClient, gather
+from lagscope.collector.sweep import _metadata, _Raw
 from lagscope.errors import KafkaUnavailable
 
-__all__ = ["BOUNDARY", "INSIDE", "NONE", "Batch", "Probe", "counts", "judge", "probe"]
+__all__ = ["BOUNDARY", "INSIDE", "NONE", "Batch", "Probe", "judge", "probe"]
 
 INSIDE, BOUNDARY, NONE = "inside", "boundary", "none"
 
@@ -104,17 +103,12 @@ async def _probe_all(client: ClusterClient, probes: list[Probe]) -> list[Batch]:
     out: list[Batch | None] = [None] * len(probes)
     wanted = sorted({p.topic for p in probes if p.committed > 0})
     leaders: dict[tuple[str, int], int] = {}
-    if wanted:
-        (meta,) = await gather([client.send(MetadataRequest(
-            topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in wanted], allow_auto_topic_creation=False))])
-        if isinstance(meta, Exception):
-            return [Batch(p, NONE, reason=f"Metadata: {type(meta).__name__}: {meta}") for p in probes]
-        for b in meta.brokers:
-            client.add_broker(b.node_id, b.host, b.port)
-        for t in meta.topics:
-            for part in t.partitions if not t.error_code else []:
-                if part.leader_id is not None and part.leader_id >= 0:
-                    leaders[(t.name, part.partition_index)] = part.leader_id
+    if wanted:  # the sweeps' Metadata phase: each partition's leader, the brokers registered
+        raw = _Raw()
+        by_leader = await _metadata(client, wanted, raw)
+        if raw.fatal:
+            return [Batch(p, NONE, reason=raw.fatal[0]) for p in probes]
+        leaders = {tp: leader for leader, tps in by_leader.items() for tp in tps}
     pending: list[tuple[int, object]] = []
     for i, p in enumerate(probes):
         if p.committed <= 0:
@@ -151,10 +145,7 @@ def _read(p: Probe, resp: object) -> Batch:
                 continue
             if part.error_code:
                 return Batch(p, NONE, reason=f"Fetch: {kerr.for_code(part.error_code).__name__}")
-            data = part.records
-            if not isinstance(data, bytes | bytearray | memoryview):
-                data = bytes(data) if data is not None else b""
-            batch = MemoryRecords(bytes(data)).next_batch() if data else None
+            batch = MemoryRecords(bytes(part.records)).next_batch() if part.records else None
             if batch is None:
                 return Batch(p, NONE, reason="no whole batch at or after the offset below the high watermark")
             if batch.magic < 2:
@@ -163,10 +154,3 @@ def _read(p: Probe, resp: object) -> Batch:
             return judge(p, batch.base_offset, batch.last_offset, epoch)
     return Batch(p, NONE, reason="the partition is missing from the answer")
 
-
-def counts(batches: Sequence[Batch]) -> dict[str, int]:
-    """How many of ``batches`` had each verdict (for a log line)."""
-    counts: dict[str, int] = defaultdict(int)
-    for b in batches:
-        counts[b.verdict] += 1
-    return dict(counts)
