@@ -485,6 +485,8 @@ class CommitLogTailer:
         #: a check read through whose records are still in the buffer: its time (the watermark
         #: once the buffer is flushed)
         self._read_through: float | None = None
+        #: called with each commits table once it is in the lake (the batch prober's ``offer``)
+        self.on_commits: Callable[[pa.Table], None] | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------
     @property
@@ -864,6 +866,11 @@ class CommitLogTailer:
         for date, data in sorted(commits.items()):
             with self._counting_failures(COMMITS.name):
                 lake.write_table(self.lake_root, COMMITS, self.cluster, data, date=date)
+            if self.on_commits is not None:
+                try:
+                    self.on_commits(data)
+                except Exception:  # a consumer of the commits (the batch prober) never stops the tail
+                    log.exception("commit log tail of %s: the commits' consumer raised", self.cluster)
         for date, rows in sorted(events.items()):
             with self._counting_failures(GROUP_EVENTS.name):
                 lake.write_rows(self.lake_root, GROUP_EVENTS, self.cluster, rows, date=date)

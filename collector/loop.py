@@ -39,6 +39,7 @@ from typing import Any, Protocol
 from lagscope.collector.compaction import compact_lake
 from lagscope.collector.kafka_client import ClusterClient
 from lagscope.collector.model import Snapshot
+from lagscope.collector.probe import BatchProber
 from lagscope.collector.rows import ColumnRows
 from lagscope.collector.sweep import collector_id, failed_snapshot, sweep
 from lagscope.config import ClusterConfig, Settings, resolve_results, resolve_results_root
@@ -236,9 +237,16 @@ class Collector:
         self.removals = removals if removals is not None else Removals()
         for c in settings.clusters:
             self.removals.watch([c.name], ("offsets", "members", "sweeps")
-                                + (("commits", "group_events") if c.consumer_offsets_tail.enabled else ()))
+                                + (("commits", "group_events", "batch_probes") if c.consumer_offsets_tail.enabled
+                                   else ()))
         self.sweeps = 0
         self.latest: dict[str, Snapshot] = {}
+        #: per cluster whose tail is on (and probes not set to 0): the batch prober the tail feeds
+        self.probers: dict[str, BatchProber] = {
+            c.name: BatchProber(c.name, self.lake_root, rate_per_s=c.consumer_offsets_tail.batch_probes_per_s,
+                                timeout_ms=min(5000, cfg.request_timeout_ms))
+            for c in settings.clusters
+            if c.consumer_offsets_tail.enabled and c.consumer_offsets_tail.batch_probes_per_s > 0}
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> Collector:
@@ -257,11 +265,16 @@ class Collector:
         if self.commitlog is None and any(c.consumer_offsets_tail.enabled for c in self.settings.clusters):
             from lagscope.collector.commitlog import CommitLogService
 
-            self.commitlog = CommitLogService(self.settings.clusters, self.lake_root).start()
+            self.commitlog = CommitLogService(self.settings.clusters, self.lake_root)
+            for name, tailer in self.commitlog.tailers.items():
+                prober = self.probers.get(name)
+                if prober is not None:
+                    tailer.on_commits = prober.offer
+            self.commitlog.start()
             if self.metrics_server is not None:  # the tails' statistics on the same /metrics
                 from lagscope.collector.metrics import CommitLogCollector
 
-                self.metrics_server.registry.register(CommitLogCollector(self.commitlog.stats))
+                self.metrics_server.registry.register(CommitLogCollector(self.tail_stats))
         return self
 
     def tail_watermarks(self) -> dict[str, dt.datetime | None]:
@@ -273,6 +286,16 @@ class Collector:
             return {c.name: None for c in self.settings.clusters if c.consumer_offsets_tail.enabled}
         return {name: None if t is None else dt.datetime.fromtimestamp(t, dt.UTC)
                 for name, t in commitlog.watermarks().items()}
+
+    def tail_stats(self) -> dict[str, dict[str, Any]]:
+        """Per cluster whose tail is on: its statistics (:meth:`CommitLogService.stats`) and its
+        batch prober's (:meth:`ProberStats.snapshot`)."""
+        commitlog = self.commitlog
+        out = commitlog.stats() if commitlog is not None else {}
+        for name, prober in self.probers.items():
+            if name in out:
+                out[name] = {**out[name], **prober.stats.snapshot()}
+        return out
 
     def stop(self) -> None:
         maintenance, self._maintenance = self._maintenance, None
@@ -311,6 +334,8 @@ class Collector:
             for cluster, st in commitlog.stats().items():
                 for table, n in (st.get("lake_write_errors") or {}).items():
                     out[(cluster, table)] = out.get((cluster, table), 0) + int(n)
+        for cluster, prober in self.probers.items():
+            out[(cluster, "batch_probes")] = out.get((cluster, "batch_probes"), 0) + prober.stats.lake_write_errors
         return out
 
     # -- one iteration -------------------------------------------------------------------
@@ -356,6 +381,12 @@ class Collector:
             (log.info if snap.ok else log.warning)("%s", describe(snap))
             self.deliver(snap)
             self.latest[run.cluster.name] = snap
+            prober = self.probers.get(run.cluster.name)
+            if prober is not None and snap.ok:
+                try:
+                    prober.run(run.get_client())
+                except Exception:  # evidence for the analytics, never a reason to stop sweeping
+                    log.exception("cluster %s: batch probes failed", run.cluster.name)
             self.sweeps += 1
             out.append(snap)
         return out

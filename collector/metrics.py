@@ -210,12 +210,19 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("lagscope_commitlog_errors_total", "counter", ("cluster",),
                "Errors that interrupted the tail (connection, fetch, lake write: each retried; no READ "
                "access or unreadable positions: the tail stops).", "errors", source="commitlog"),
+    MetricSpec("lagscope_batch_probes_total", "counter", ("cluster", "verdict"),
+               "Batch probes of candidate commits since the collector started, by verdict: inside (the commit "
+               "was never the log end), boundary (proves nothing), none (no evidence: out of range, no leader, "
+               "no READ access, ...). Present while the tail's batch probes are on.", "probes", source="batch_probes"),
+    MetricSpec("lagscope_batch_probe_candidates_dropped_total", "counter", ("cluster",),
+               "Candidate commits dropped unprobed (more waiting than the bound, the smallest first): their "
+               "skip verdicts stand without the probe's evidence.", "commits", source="batch_probes"),
     # the lake writes (sweeps and the __consumer_offsets tail)
     MetricSpec("lagscope_lake_write_errors_total", "counter", ("cluster", "table"),
                "Lake writes that failed since the collector started, by table: offsets, members, sweeps "
-               "(a sweep's rows, lost), commits, group_events (a tail flush, read again after a retry) and "
-               "_state (the tail's saved positions); e.g. the lake path is a file, permission denied, "
-               "disk full.", "writes", source="lake"),
+               "(a sweep's rows, lost), commits, group_events (a tail flush, read again after a retry), "
+               "_state (the tail's saved positions) and batch_probes (held for the next sweep); e.g. the lake "
+               "path is a file, permission denied, disk full.", "writes", source="lake"),
     # retention (lagscope.retention): the lake's partitions the collector removed, the results' the analytics
     # loop removed when it runs in the same process
     MetricSpec("lagscope_retention_removed_partitions_total", "counter", ("cluster", "table"),
@@ -638,7 +645,7 @@ class CommitLogCollector(Collector):
 
     def __init__(self, stats: Callable[[], Mapping[str, Mapping[str, Any]]]) -> None:
         self._stats = stats
-        self.specs = tuple(m for m in METRICS if m.source == "commitlog")
+        self.specs = tuple(m for m in METRICS if m.source in ("commitlog", "batch_probes"))
 
     def describe(self) -> list[Metric]:
         return []  # no collect() at registration: the tails may not have started yet
@@ -670,6 +677,12 @@ def _commitlog_samples(c: str, st: Mapping[str, Any], samples: Samples) -> None:
     if st.get("last_record_ts_ms") is not None:
         _put(samples, "lagscope_commitlog_last_record_timestamp_seconds", (c,), int(st["last_record_ts_ms"]) / 1000.0)
     _put(samples, "lagscope_commitlog_errors_total", (c,), int(st.get("errors") or 0))
+    if "batch_probes" in st:  # the tail's batch prober (Collector.tail_stats)
+        verdicts = dict(st.get("batch_probes") or {})
+        for verdict in ("inside", "boundary", "none"):
+            _put(samples, "lagscope_batch_probes_total", (c, verdict), int(verdicts.get(verdict, 0)))
+        _put(samples, "lagscope_batch_probe_candidates_dropped_total", (c,),
+             int(st.get("batch_probe_candidates_dropped") or 0))
 
 
 # ------------------------------------------------------------------------------------------

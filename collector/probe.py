@@ -33,18 +33,30 @@ rewritten the log since the commit).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import collections
+import datetime as dt
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import kafka.errors as kerr
+import pyarrow as pa
 from kafka.protocol.consumer import FetchRequest
 from kafka.record.memory_records import MemoryRecords
 
+from lagscope import lake
 from lagscope.collector.kafka_client import ClusterClient, gather
 from lagscope.collector.sweep import _metadata, _Raw
 from lagscope.errors import KafkaUnavailable
+from lagscope.storage import Store
 
-__all__ = ["BOUNDARY", "INSIDE", "NONE", "Batch", "Probe", "judge", "probe"]
+__all__ = ["BOUNDARY", "INSIDE", "NONE", "Batch", "BatchProber", "Candidate", "Probe", "judge", "probe"]
+
+log = logging.getLogger(__name__)
 
 INSIDE, BOUNDARY, NONE = "inside", "boundary", "none"
 
@@ -154,3 +166,178 @@ def _read(p: Probe, resp: object) -> Batch:
             return judge(p, batch.base_offset, batch.last_offset, epoch)
     return Batch(p, NONE, reason="the partition is missing from the answer")
 
+
+
+# ------------------------------------------------------------------------------------------------
+# The collector's prober: which commits to probe, at what pace, into the batch_probes table
+# ------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Candidate:
+    """A commit worth probing: its :class:`Probe`, its group and time, its ``advance`` over the
+    group's previous commit of the partition and the largest advance before it (``record``)."""
+    probe: Probe
+    group_id: str
+    commit_ts: dt.datetime
+    advance: int
+    record: int
+
+    @property
+    def ratio(self) -> float:
+        """How far the advance passes every earlier one: the order candidates are probed in."""
+        return self.advance / max(1, self.record)
+
+
+@dataclass
+class ProberStats:
+    """What a :class:`BatchProber` did since start: probes by verdict, candidates found, and
+    those dropped unprobed (``dropped``: over the pending bound or the offered-tables bound)."""
+    verdicts: collections.Counter[str] = field(default_factory=collections.Counter)
+    candidates: int = 0
+    dropped: int = 0
+    lake_write_errors: int = 0
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"batch_probes": dict(self.verdicts), "batch_probe_candidates": self.candidates,
+                "batch_probe_candidates_dropped": self.dropped, "batch_probes_write_errors": self.lake_write_errors}
+
+
+class BatchProber:
+    """Probes the commits the skip rule may read as a jump to the end, and writes each verdict to
+    the ``batch_probes`` lake table (docs/collector.md, "Batch probes").
+
+    **Candidates.** Each commit of a group's partition advances over the group's previous commit
+    of it; a commit is a candidate when its advance is larger than every earlier advance of that
+    series since the collector started (and there was one: a first advance has nothing to be
+    unprecedented against). The skip rule calls a commit a seek only when its advance is several
+    times what the group's demonstrated pace explains; at a steady commit interval that is always
+    an unprecedented advance, while a steady consumer makes one only rarely (a new record in a
+    noisy series: about ln n in n commits). A tombstone ends its series; a rewind only moves it.
+
+    **Budget.** Probes run from the collector's loop after a sweep of the cluster, at most
+    ``rate_per_s`` per second on average (``burst`` at once), largest ``ratio`` first; each
+    ``(topic, partition, offset)`` once. At most ``max_pending`` candidates wait: beyond that the
+    smallest are dropped (counted). A commit never probed keeps the rule's reading without
+    evidence, as before the probes existed.
+
+    :meth:`offer` is called by the ``__consumer_offsets`` tail's thread with each commits table it
+    wrote; :meth:`run` by the loop with the cluster's client. Rows that cannot be written are held
+    (up to ``max_held`` rows) and written with the next run's.
+    """
+
+    def __init__(self, cluster: str, lake_root: Path | str | Store, *, rate_per_s: float = 1.0,
+                 burst: int = 20, max_pending: int = 1000, max_offered: int = 256, max_held: int = 10_000,
+                 timeout_ms: int = 5000, clock: Callable[[], float] = time.monotonic,
+                 now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)) -> None:
+        if rate_per_s <= 0:
+            raise ValueError("rate_per_s must be positive")
+        self.cluster = cluster
+        self.lake_root = lake_root
+        self.rate_per_s = rate_per_s
+        self.burst = max(1, burst)
+        self.max_pending = max_pending
+        self.max_held = max_held
+        self.timeout_ms = timeout_ms
+        self._clock = clock
+        self._now = now
+        self.stats = ProberStats()
+        self._lock = threading.Lock()
+        self._offered: collections.deque[pa.Table] = collections.deque()
+        self._max_offered = max_offered
+        #: per (group, topic, partition): [last committed offset, largest advance so far (0: none yet)]
+        self._series: dict[tuple[str, str, int], list[int]] = {}
+        self._pending: list[Candidate] = []
+        #: (topic, partition, offset) already probed or pending, oldest first (bounded)
+        self._done: dict[tuple[str, int, int], None] = {}
+        self._held: list[dict[str, Any]] = []
+        self._tokens = float(self.burst)
+        self._last = clock()
+
+    # -- the tail's side ------------------------------------------------------------------------
+    def offer(self, commits: pa.Table) -> None:
+        """A commits table the tail wrote (``commits`` schema, in the order read). Thread-safe."""
+        with self._lock:
+            self._offered.append(commits.select(["group_id", "topic", "partition", "committed_offset",
+                                                 "leader_epoch", "commit_ts", "record_ts"]))
+            while len(self._offered) > self._max_offered:
+                self.stats.dropped += self._offered.popleft().num_rows
+
+    # -- the loop's side ------------------------------------------------------------------------
+    def select(self) -> list[Candidate]:
+        """Read the offered tables into the series; the new candidates, in commit order."""
+        with self._lock:
+            tables, self._offered = list(self._offered), collections.deque()
+        found: list[Candidate] = []
+        series = self._series
+        for table in tables:
+            cols = [table.column(n).to_pylist() for n in
+                    ("group_id", "topic", "partition", "committed_offset", "leader_epoch", "commit_ts", "record_ts")]
+            for g, topic, part, off, epoch, cts, rts in zip(*cols, strict=True):
+                key = (g, topic, part)
+                if off is None:  # a tombstone: the group's offset of the partition is gone
+                    series.pop(key, None)
+                    continue
+                s = series.get(key)
+                if s is None:
+                    series[key] = [off, -1]  # -1: no advance yet
+                    continue
+                adv = off - s[0]
+                s[0] = off
+                if adv <= 0:
+                    continue
+                if s[1] > 0 and adv > s[1]:
+                    found.append(Candidate(Probe(topic, part, off, epoch), g, cts or rts, adv, s[1]))
+                s[1] = max(s[1], adv)
+        self.stats.candidates += len(found)
+        return found
+
+    def run(self, client: ClusterClient) -> list[Batch]:
+        """Select, probe what the budget allows, write the verdicts; the batches probed now."""
+        for c in self.select():
+            k = (c.probe.topic, c.probe.partition, c.probe.committed)
+            if k not in self._done:
+                self._done[k] = None
+                self._pending.append(c)
+        while len(self._done) > 100_000:
+            del self._done[next(iter(self._done))]
+        self._pending.sort(key=lambda c: -c.ratio)
+        if len(self._pending) > self.max_pending:
+            self.stats.dropped += len(self._pending) - self.max_pending
+            del self._pending[self.max_pending:]
+        now = self._clock()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.rate_per_s)
+        self._last = now
+        n = min(len(self._pending), int(self._tokens))
+        batches: list[Batch] = []
+        if n:
+            todo, self._pending = self._pending[:n], self._pending[n:]
+            self._tokens -= n
+            batches = probe(client, [c.probe for c in todo], timeout_ms=self.timeout_ms)
+            at = self._now()
+            for c, b in zip(todo, batches, strict=True):
+                self.stats.verdicts[b.verdict] += 1
+                self._held.append({
+                    "group_id": c.group_id, "topic": c.probe.topic, "partition": c.probe.partition,
+                    "committed_offset": c.probe.committed, "commit_ts": c.commit_ts, "advance": c.advance,
+                    "verdict": b.verdict, "base_offset": b.base_offset, "last_offset": b.last_offset,
+                    "batch_leader_epoch": b.batch_epoch, "reason": b.reason, "probe_ts": at})
+        self._write()
+        return batches
+
+    def _write(self) -> None:
+        if not self._held:
+            return
+        from lagscope.schema import BATCH_PROBES
+
+        try:
+            lake.write_rows(self.lake_root, BATCH_PROBES, self.cluster, self._held,
+                            date=self._held[0]["probe_ts"].astimezone(dt.UTC).date())
+        except Exception as exc:
+            self.stats.lake_write_errors += 1
+            if len(self._held) > self.max_held:
+                self.stats.dropped += len(self._held) - self.max_held
+                del self._held[:len(self._held) - self.max_held]
+            log.error("cluster %s: could not write %d batch probe(s), held for the next sweep: %s",
+                      self.cluster, len(self._held), exc)
+            return
+        self._held = []

@@ -251,6 +251,11 @@ class ConsumerOffsetsTailConfig(_Section):
     enabled: bool = Field(False, description="Read __consumer_offsets (needs Read on that topic).")
     start: str = Field(
         "1h", description="Where to start on first run: 'earliest', 'latest' or a duration back from now ('1h').")
+    batch_probes_per_s: float = Field(
+        1.0, ge=0,
+        description="Batch probes per second at most (average; 20 at once): which record batch held each commit "
+                    "whose advance passes every earlier one of its group's partition, written to the batch_probes "
+                    "table (needs Read on the topics; docs/collector.md, 'Batch probes'). 0: none.")
 
     @field_validator("start")
     @classmethod

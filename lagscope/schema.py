@@ -16,7 +16,7 @@ Layout (Hive-style partitions, readable by Spark, DuckDB and pyarrow as they are
 - ``cluster`` and ``date`` are partition columns: they are in the path, not in the file.
 
 Sample lake tables (collector): ``offsets``, ``members``, ``sweeps``; with the
-``__consumer_offsets`` tail on: ``commits``, ``group_events``.
+``__consumer_offsets`` tail on: ``commits``, ``group_events``, ``batch_probes``.
 Result tables (analytics): ``lag_trends``, ``rebalances``, ``anomalies``, ``status``, ``advice``.
 """
 
@@ -29,6 +29,7 @@ import pyarrow as pa
 __all__ = [
     "ADVICE",
     "ANOMALIES",
+    "BATCH_PROBES",
     "COMMITS",
     "GROUP_EVENTS",
     "LAG_TRENDS",
@@ -199,6 +200,28 @@ GROUP_EVENTS = Table("group_events", pa.schema([
        "consumer_group_current_assignment: partitions the member must still revoke; null otherwise."),
 ]), "Every group-metadata change read from __consumer_offsets.")
 
+BATCH_PROBES = Table("batch_probes", pa.schema([
+    _f("group_id", pa.string(), "Consumer group id of the probed commit.", nullable=False),
+    _f("topic", pa.string(), "Topic name.", nullable=False),
+    _f("partition", pa.int32(), "Partition number.", nullable=False),
+    _f("committed_offset", pa.int64(), "The probed commit's offset c (the batch holding c - 1 is read).",
+       nullable=False),
+    _f("commit_ts", TS, "The probed commit's timestamp (commits.commit_ts, else its record_ts).", nullable=False),
+    _f("advance", pa.int64(),
+       "The commit's advance over the group's previous commit of the partition (what made it a candidate).",
+       nullable=False),
+    _f("verdict", pa.string(),
+       "'inside': c - 1 and c lie in one batch, so c was never the log end (no seek or reset to the end); "
+       "'boundary': c - 1 is a batch's last offset (proves nothing); 'none': no evidence (reason).",
+       nullable=False),
+    _f("base_offset", pa.int64(), "Base offset of the batch holding c - 1; null when none was read."),
+    _f("last_offset", pa.int64(), "Last offset of that batch; null when none was read."),
+    _f("batch_leader_epoch", pa.int32(), "Leader epoch that wrote that batch; null when none was read."),
+    _f("reason", pa.string(), "For 'none': why there is no evidence; empty otherwise.", nullable=False),
+    _f("probe_ts", TS, "When the log was read (the collector's clock).", nullable=False),
+]), "Which record batch held each candidate commit's previous record: evidence that the commit was never the "
+    "log end (docs/collector.md, 'Batch probes').")
+
 # --------------------------------------------------------------------------------------------
 # Result tables (analytics)
 # --------------------------------------------------------------------------------------------
@@ -336,6 +359,7 @@ ADVICE = Table("advice", pa.schema([
        "(lagscope.results.current_advice); a group without rows there has none.", nullable=False),
 ]), "One row per group and recommendation, recomputed by every step over the results' retention window.")
 
-SAMPLE_TABLES: dict[str, Table] = {t.name: t for t in (OFFSETS, MEMBERS, SWEEPS, COMMITS, GROUP_EVENTS)}
+SAMPLE_TABLES: dict[str, Table] = {t.name: t for t in (OFFSETS, MEMBERS, SWEEPS, COMMITS, GROUP_EVENTS,
+                                                      BATCH_PROBES)}
 RESULT_TABLES: dict[str, Table] = {t.name: t for t in (LAG_TRENDS, REBALANCES, ANOMALIES, STATUS, ADVICE)}
 TABLES: dict[str, Table] = {**SAMPLE_TABLES, **RESULT_TABLES}

@@ -186,10 +186,12 @@ def test_failed_commit_log_flushes_are_counted(tmp_path: Path, monkeypatch: pyte
     finally:
         collector.stop()
     assert seen[("c1", "commits")] >= 1
-    # the tail's other writes have their series too; the positions were saved before the commits failed
+    # the tail's other writes have their series too (its batch probes' as well); the positions were
+    # saved before the commits failed
     assert {t for c, t in seen if c == "c1"} == {"offsets", "members", "sweeps", "commits", "group_events",
-                                                 "_state"}
+                                                 "_state", "batch_probes"}
     assert seen[("c1", "_state")] == 0.0
+    assert seen[("c1", "batch_probes")] == 0.0
 
 
 def test_unwritable_commit_log_positions_are_counted(tmp_path: Path) -> None:
