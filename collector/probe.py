@@ -36,6 +36,7 @@ from __future__ import annotations
 import collections
 import datetime as dt
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -190,16 +191,21 @@ class Candidate:
 
 @dataclass
 class ProberStats:
-    """What a :class:`BatchProber` did since start: probes by verdict, candidates found, and
-    those dropped unprobed (``dropped``: over the pending bound or the offered-tables bound)."""
+    """What a :class:`BatchProber` did since start: probes by verdict, candidates found, those
+    dropped unprobed (``dropped``: over the pending bound, or waiting longer than the wait bound),
+    commits never examined (``unread``: offered tables beyond the bound, while the loop did not
+    run) and verdicts lost unwritten (``lost``: held beyond the bound while the lake failed)."""
     verdicts: collections.Counter[str] = field(default_factory=collections.Counter)
     candidates: int = 0
     dropped: int = 0
+    unread: int = 0
+    lost: int = 0
     lake_write_errors: int = 0
 
     def snapshot(self) -> dict[str, Any]:
         return {"batch_probes": dict(self.verdicts), "batch_probe_candidates": self.candidates,
-                "batch_probe_candidates_dropped": self.dropped, "batch_probes_write_errors": self.lake_write_errors}
+                "batch_probe_candidates_dropped": self.dropped, "batch_probe_commits_unread": self.unread,
+                "batch_probes_lost": self.lost, "batch_probes_write_errors": self.lake_write_errors}
 
 
 class BatchProber:
@@ -207,27 +213,32 @@ class BatchProber:
     the ``batch_probes`` lake table (docs/collector.md, "Batch probes").
 
     **Candidates.** Each commit of a group's partition advances over the group's previous commit
-    of it; a commit is a candidate when its advance is larger than every earlier advance of that
-    series since the collector started (and there was one: a first advance has nothing to be
-    unprecedented against). The skip rule calls a commit a seek only when its advance is several
-    times what the group's demonstrated pace explains; at a steady commit interval that is always
-    an unprecedented advance, while a steady consumer makes one only rarely (a new record in a
-    noisy series: about ln n in n commits). A tombstone ends its series; a rewind only moves it.
+    of it; a commit is a candidate when its advance is larger than every advance of that series in
+    the ``window_s`` before it (15 minutes: the analytics' commit look-back), and there was one
+    (a first advance has nothing to pass). The skip rule calls a commit a seek only when its
+    advance is several times what the group's demonstrated pace explains, which at a steady commit
+    interval is an advance past the recent ones; the drain of a burst after a quiet spell is one
+    too (its commits, inside batches, show the pace that explains the drain's last commit). A
+    steady consumer sets a new record only rarely. A tombstone ends its series; a rewind only
+    moves it.
 
-    **Budget.** Probes run from the collector's loop after a sweep of the cluster, at most
-    ``rate_per_s`` per second on average (``burst`` at once), largest ``ratio`` first; each
-    ``(topic, partition, offset)`` once. At most ``max_pending`` candidates wait: beyond that the
-    smallest are dropped (counted). A commit never probed keeps the rule's reading without
-    evidence, as before the probes existed.
+    **Budget.** Probes run from the collector's loop after a sweep of the cluster, ``rate_per_s``
+    per second on average (at least ``burst`` at once), largest ``ratio`` first; each
+    ``(group, topic, partition, offset)`` once (the analytics read a group's own probes: a
+    step's rows are routed by group). At most ``max_pending`` candidates wait, none longer than
+    ``max_wait_s`` after its commit (the analytics' bounded wait for a tail): beyond either they
+    are dropped (counted). A commit never probed keeps the rule's reading without evidence, as
+    before the probes existed; a probe that raised is a ``none`` with the error as its reason.
 
     :meth:`offer` is called by the ``__consumer_offsets`` tail's thread with each commits table it
     wrote; :meth:`run` by the loop with the cluster's client. Rows that cannot be written are held
-    (up to ``max_held`` rows) and written with the next run's.
+    (up to ``max_held`` rows) and written with the next run's, each in its commit's date.
     """
 
     def __init__(self, cluster: str, lake_root: Path | str | Store, *, rate_per_s: float = 1.0,
-                 burst: int = 20, max_pending: int = 1000, max_offered: int = 256, max_held: int = 10_000,
-                 timeout_ms: int = 5000, clock: Callable[[], float] = time.monotonic,
+                 burst: int = 20, max_pending: int = 1000, max_wait_s: float = 120.0, window_s: float = 900.0,
+                 max_offered: int = 256, max_held: int = 10_000, timeout_ms: int = 5000,
+                 clock: Callable[[], float] = time.monotonic,
                  now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)) -> None:
         if rate_per_s <= 0:
             raise ValueError("rate_per_s must be positive")
@@ -236,6 +247,8 @@ class BatchProber:
         self.rate_per_s = rate_per_s
         self.burst = max(1, burst)
         self.max_pending = max_pending
+        self.max_wait_s = max_wait_s
+        self.window_s = window_s
         self.max_held = max_held
         self.timeout_ms = timeout_ms
         self._clock = clock
@@ -244,14 +257,18 @@ class BatchProber:
         self._lock = threading.Lock()
         self._offered: collections.deque[pa.Table] = collections.deque()
         self._max_offered = max_offered
-        #: per (group, topic, partition): [last committed offset, largest advance so far (0: none yet)]
-        self._series: dict[tuple[str, str, int], list[int]] = {}
+        #: per (group, topic, partition): its last committed offset and the advances of the window
+        #: that may still be its largest ((t, advance), advances decreasing: a sliding maximum)
+        self._series: dict[tuple[str, str, int], tuple[list[int], collections.deque[tuple[float, int]]]] = {}
         self._pending: list[Candidate] = []
-        #: (topic, partition, offset) already probed or pending, oldest first (bounded)
-        self._done: dict[tuple[str, int, int], None] = {}
+        #: (group, topic, partition, offset) already probed or pending, oldest first (bounded)
+        self._done: dict[tuple[str, str, int, int], None] = {}
         self._held: list[dict[str, Any]] = []
         self._tokens = float(self.burst)
         self._last = clock()
+        #: every candidate commit written before this time (epoch s) was probed (or dropped) and
+        #: its verdict is in the lake; None before the first run with the tail's watermark
+        self.through: float | None = None
 
     # -- the tail's side ------------------------------------------------------------------------
     def offer(self, commits: pa.Table) -> None:
@@ -260,7 +277,7 @@ class BatchProber:
             self._offered.append(commits.select(["group_id", "topic", "partition", "committed_offset",
                                                  "leader_epoch", "commit_ts", "record_ts"]))
             while len(self._offered) > self._max_offered:
-                self.stats.dropped += self._offered.popleft().num_rows
+                self.stats.unread += self._offered.popleft().num_rows
 
     # -- the loop's side ------------------------------------------------------------------------
     def select(self) -> list[Candidate]:
@@ -269,6 +286,7 @@ class BatchProber:
             tables, self._offered = list(self._offered), collections.deque()
         found: list[Candidate] = []
         series = self._series
+        window = self.window_s
         for table in tables:
             cols = [table.column(n).to_pylist() for n in
                     ("group_id", "topic", "partition", "committed_offset", "leader_epoch", "commit_ts", "record_ts")]
@@ -277,42 +295,62 @@ class BatchProber:
                 if off is None:  # a tombstone: the group's offset of the partition is gone
                     series.pop(key, None)
                     continue
-                s = series.get(key)
-                if s is None:
-                    series[key] = [off, -1]  # -1: no advance yet
+                got = series.get(key)
+                if got is None:
+                    series[key] = ([off], collections.deque())
                     continue
-                adv = off - s[0]
-                s[0] = off
+                last, recent = got
+                adv = off - last[0]
+                last[0] = off
                 if adv <= 0:
                     continue
-                if s[1] > 0 and adv > s[1]:
-                    found.append(Candidate(Probe(topic, part, off, epoch), g, cts or rts, adv, s[1]))
-                s[1] = max(s[1], adv)
+                ts = cts or rts
+                t = ts.timestamp()
+                while recent and recent[0][0] < t - window:
+                    recent.popleft()
+                if recent and adv > recent[0][1]:
+                    found.append(Candidate(Probe(topic, part, off, epoch), g, ts, adv, recent[0][1]))
+                while recent and recent[-1][1] <= adv:
+                    recent.pop()
+                recent.append((t, adv))
         self.stats.candidates += len(found)
         return found
 
-    def run(self, client: ClusterClient) -> list[Batch]:
-        """Select, probe what the budget allows, write the verdicts; the batches probed now."""
+    def run(self, client: ClusterClient, watermark: float | None = None) -> list[Batch]:
+        """Select, probe what the budget allows, write the verdicts; the batches probed now.
+
+        ``watermark``: the tail's (:attr:`CommitLogTailer.watermark`, epoch s), read before this
+        run: every commit written before it was offered (the tail offers a file before its
+        watermark moves past it). Once every verdict is in the lake, it becomes :attr:`through`,
+        bounded by the earliest commit of the candidates still waiting."""
         for c in self.select():
-            k = (c.probe.topic, c.probe.partition, c.probe.committed)
+            k = (c.group_id, c.probe.topic, c.probe.partition, c.probe.committed)
             if k not in self._done:
                 self._done[k] = None
                 self._pending.append(c)
         while len(self._done) > 100_000:
             del self._done[next(iter(self._done))]
-        self._pending.sort(key=lambda c: -c.ratio)
+        oldest = self._now().timestamp() - self.max_wait_s
+        waited = [c for c in self._pending if c.commit_ts.timestamp() >= oldest]
+        self.stats.dropped += len(self._pending) - len(waited)
+        self._pending = sorted(waited, key=lambda c: -c.ratio)
         if len(self._pending) > self.max_pending:
             self.stats.dropped += len(self._pending) - self.max_pending
             del self._pending[self.max_pending:]
         now = self._clock()
-        self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.rate_per_s)
+        earned = (now - self._last) * self.rate_per_s
+        self._tokens = min(max(float(self.burst), earned), self._tokens + earned)
         self._last = now
         n = min(len(self._pending), int(self._tokens))
         batches: list[Batch] = []
         if n:
             todo, self._pending = self._pending[:n], self._pending[n:]
             self._tokens -= n
-            batches = probe(client, [c.probe for c in todo], timeout_ms=self.timeout_ms)
+            try:
+                batches = probe(client, [c.probe for c in todo], timeout_ms=self.timeout_ms)
+            except Exception as exc:  # evidence, never a reason to lose the candidates' rows
+                log.warning("cluster %s: %d batch probe(s) failed: %s: %s", self.cluster, n, type(exc).__name__, exc)
+                batches = [Batch(c.probe, NONE, reason=f"{type(exc).__name__}: {exc}") for c in todo]
             at = self._now()
             for c, b in zip(todo, batches, strict=True):
                 self.stats.verdicts[b.verdict] += 1
@@ -322,22 +360,38 @@ class BatchProber:
                     "verdict": b.verdict, "base_offset": b.base_offset, "last_offset": b.last_offset,
                     "batch_leader_epoch": b.batch_epoch, "reason": b.reason, "probe_ts": at})
         self._write()
+        if watermark is not None and not self._held:
+            waiting = min((c.commit_ts.timestamp() for c in self._pending), default=math.inf)
+            through = min(watermark, waiting - 0.001)
+            if self.through is None or through > self.through:
+                self.through = through
         return batches
 
     def _write(self) -> None:
+        """The held rows, one file per commit date (the analytics read a commit's probes by its
+        date); what fails stays held."""
         if not self._held:
             return
         from lagscope.schema import BATCH_PROBES
 
-        try:
-            lake.write_rows(self.lake_root, BATCH_PROBES, self.cluster, self._held,
-                            date=self._held[0]["probe_ts"].astimezone(dt.UTC).date())
-        except Exception as exc:
-            self.stats.lake_write_errors += 1
-            if len(self._held) > self.max_held:
-                self.stats.dropped += len(self._held) - self.max_held
-                del self._held[:len(self._held) - self.max_held]
-            log.error("cluster %s: could not write %d batch probe(s), held for the next sweep: %s",
-                      self.cluster, len(self._held), exc)
-            return
-        self._held = []
+        by_date: dict[dt.date, list[dict[str, Any]]] = {}
+        for row in self._held:
+            by_date.setdefault(row["commit_ts"].astimezone(dt.UTC).date(), []).append(row)
+        left: list[dict[str, Any]] = []
+        for date, rows in sorted(by_date.items()):
+            if left:  # an earlier date failed: the lake is failing, try again next run
+                left.extend(rows)
+                continue
+            try:
+                lake.write_rows(self.lake_root, BATCH_PROBES, self.cluster, rows, date=date)
+            except Exception as exc:
+                self.stats.lake_write_errors += 1
+                log.error("cluster %s: could not write %d batch probe(s), held for the next sweep: %s",
+                          self.cluster, len(self._held), exc)
+                left.extend(rows)
+        if len(left) > self.max_held:
+            self.stats.lost += len(left) - self.max_held
+            log.error("cluster %s: dropped %d batch probe verdict(s) held beyond %d while the lake failed",
+                      self.cluster, len(left) - self.max_held, self.max_held)
+            del left[:len(left) - self.max_held]
+        self._held = left

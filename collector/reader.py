@@ -28,7 +28,7 @@ __all__ = ["list_files", "read"]
 
 #: the column each table's date partition is taken from, where it is not the first timestamp
 #: column (the commit-log tables: their commit_ts / state_ts are null for tombstones and more)
-_TIME_COLUMN = {"commits": "record_ts", "group_events": "record_ts", "batch_probes": "probe_ts"}
+_TIME_COLUMN = {"commits": "record_ts", "group_events": "record_ts", "batch_probes": "commit_ts"}
 
 
 def _utc_date(when: dt.datetime | None) -> dt.date | None:

@@ -220,7 +220,7 @@ BATCH_PROBES = Table("batch_probes", pa.schema([
     _f("reason", pa.string(), "For 'none': why there is no evidence; empty otherwise.", nullable=False),
     _f("probe_ts", TS, "When the log was read (the collector's clock).", nullable=False),
 ]), "Which record batch held each candidate commit's previous record: evidence that the commit was never the "
-    "log end (docs/collector.md, 'Batch probes').")
+    "log end (docs/collector.md, 'Batch probes'). Its date partition is the commit's.")
 
 # --------------------------------------------------------------------------------------------
 # Result tables (analytics)

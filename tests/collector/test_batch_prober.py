@@ -98,26 +98,56 @@ def test_the_budget_probes_the_largest_first_each_once(probed: list[list[Probe]]
     assert len(third) == 1
     assert sorted(b.probe.committed for b in first + third) == [6, 21, 121]
     clock.t = 100.0
-    # the same commits again (a tail's re-read after a crash), and another group's commit of an
-    # offset already probed: nothing is probed twice
-    prober.offer(_commits([("g", "t", 0, 121), ("k", "t", 0, 0), ("k", "t", 0, 1), ("k", "t", 0, 121)]))
-    assert prober.run(object()) == []  # type: ignore[arg-type]
+    # the same commits again (a tail's re-read after a crash): no advance. Group g's offsets
+    # deleted and committed again up to 121: a candidate probed before, not again; group k's
+    # commit of the same offset is its own (the analytics read each group's probes)
+    prober.offer(_commits([("g", "t", 0, 121), ("g", "t", 0, None), ("g", "t", 0, 0), ("g", "t", 0, 1),
+                           ("g", "t", 0, 121), ("k", "t", 0, 0), ("k", "t", 0, 1), ("k", "t", 0, 121)]))
+    assert [(b.probe.partition, b.probe.committed) for b in prober.run(object())] == [(0, 121)]  # type: ignore[arg-type]
     rows = lake.read_table(tmp_path, "batch_probes", cluster="c1").to_pylist()
     assert sorted((r["group_id"], r["committed_offset"], r["advance"], r["verdict"]) for r in rows) == [
-        ("g", 21, 20, "inside"), ("g", 121, 100, "inside"), ("h", 6, 5, "inside")]
+        ("g", 21, 20, "inside"), ("g", 121, 100, "inside"), ("h", 6, 5, "inside"), ("k", 121, 120, "inside")]
     assert {(r["base_offset"], r["last_offset"]) for r in rows if r["committed_offset"] == 21} == {(16, 26)}
-    assert prober.stats.snapshot()["batch_probes"] == {"inside": 3}
+    assert prober.stats.snapshot()["batch_probes"] == {"inside": 4}
+    assert prober.stats.candidates == 5
 
 
 def test_the_smallest_waiting_candidates_are_dropped_beyond_the_bound(probed: list[list[Probe]],
                                                                       tmp_path: Path) -> None:
-    prober = BatchProber("c1", tmp_path, rate_per_s=0.001, burst=1, max_pending=2, clock=_Clock())
+    now = [T0]
+    prober = BatchProber("c1", tmp_path, rate_per_s=0.001, burst=1, max_pending=2, clock=_Clock(),
+                         now=lambda: now[0])
     rows = [("g", "t", p, o) for p in range(4) for o in (0, 1, 1 + 10 * (p + 2))]  # ratios 20, 30, 40, 50
     prober.offer(_commits(rows))
-    got = prober.run(object())  # type: ignore[arg-type]
+    w = (T0 + dt.timedelta(seconds=60)).timestamp()
+    got = prober.run(object(), w)  # type: ignore[arg-type]
     assert [b.probe.partition for b in got] == [3]  # the largest, the one token
     assert [c.probe.partition for c in prober._pending] == [2]
     assert prober.stats.dropped == 2
+    assert prober.through is not None
+    assert prober.through < (T0 + dt.timedelta(seconds=9)).timestamp()  # partition 2's commit waits
+    # no token for two minutes: the one waiting is dropped, and no longer holds the analytics
+    now[0] = T0 + dt.timedelta(seconds=130)
+    assert prober.run(object(), w + 70) == []  # type: ignore[arg-type]
+    assert prober._pending == []
+    assert prober.stats.dropped == 3
+    assert prober.through == w + 70
+
+
+def test_a_probe_that_raises_is_a_none_row_and_loses_no_candidate(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    def broken(client: object, probes: list[Probe], *, timeout_ms: int = 10_000) -> list[probe_mod.Batch]:
+        raise RuntimeError("metadata went away")
+
+    monkeypatch.setattr(probe_mod, "probe", broken)
+    prober = BatchProber("c1", tmp_path, now=lambda: T0)
+    prober.offer(_commits([("g", "t", 0, 0), ("g", "t", 0, 1), ("g", "t", 0, 50)]))
+    got = prober.run(object(), T0.timestamp() + 60)  # type: ignore[arg-type]
+    assert [(b.verdict, b.reason) for b in got] == [("none", "RuntimeError: metadata went away")]
+    rows = lake.read_table(tmp_path, "batch_probes", cluster="c1").to_pylist()
+    assert [(r["committed_offset"], r["verdict"], r["reason"]) for r in rows] == [
+        (50, "none", "RuntimeError: metadata went away")]
+    assert prober.stats.snapshot()["batch_probes"] == {"none": 1}
 
 
 def test_rows_that_cannot_be_written_are_held_for_the_next_run(probed: list[list[Probe]], tmp_path: Path) -> None:
@@ -132,6 +162,32 @@ def test_rows_that_cannot_be_written_are_held_for_the_next_run(probed: list[list
     prober.run(object())  # type: ignore[arg-type]
     rows = lake.read_table(tmp_path / "lake", "batch_probes", cluster="c1").to_pylist()
     assert [(r["committed_offset"], r["verdict"]) for r in rows] == [(50, "inside")]
+
+
+def test_through_follows_the_tails_watermark_once_every_candidate_before_it_is_in_the_lake(
+        probed: list[list[Probe]], tmp_path: Path) -> None:
+    clock = _Clock()
+    prober = BatchProber("c1", tmp_path, rate_per_s=1.0, burst=1, clock=clock, now=lambda: T0)
+    w = (T0 + dt.timedelta(seconds=60)).timestamp()
+    prober.run(object(), w)  # type: ignore[arg-type]  # nothing offered: through the watermark
+    assert prober.through == w
+    # two candidates (commits at T0+2 s and T0+5 s), one token: the one waiting bounds it
+    prober.offer(_commits([("g", "t", 0, 0), ("g", "t", 0, 1), ("g", "t", 0, 11),
+                           ("h", "t", 1, 0), ("h", "t", 1, 1), ("h", "t", 1, 3)]))
+    prober.run(object(), w + 30)  # type: ignore[arg-type]
+    assert [c.probe.committed for c in prober._pending] == [3]  # h's, ratio 2 (g's: 10)
+    assert prober.through == w  # the waiting commit (T0+5 s) is before it: it stays
+    clock.t = 1.0
+    prober.run(object(), w + 30)  # type: ignore[arg-type]
+    assert prober.through == w + 30
+    # a verdict not written holds it too
+    prober.lake_root = tmp_path / "a-file"
+    (tmp_path / "a-file").write_text("")
+    prober.offer(_commits([("k", "t", 2, 0), ("k", "t", 2, 1), ("k", "t", 2, 9)]))
+    clock.t = 2.0
+    prober.run(object(), w + 60)  # type: ignore[arg-type]
+    assert prober.stats.lake_write_errors == 1
+    assert prober.through == w + 30
 
 
 def _wait(what: str, cond: Any, timeout: float = 60.0) -> None:
@@ -185,6 +241,14 @@ def test_the_collector_probes_the_tails_candidates_on_the_real_broker(bootstrap:
         st = collector.tail_stats()["c1"]
         assert st["batch_probes"] == {"inside": 1, "boundary": 1}
         assert st["batch_probe_candidates"] == 2
+        # the analytics stop where both the tail's records and the probes are in the lake
+        _wait("the probes' watermark", lambda: collector.tail_watermarks()["c1"] is not None)
+        mark = collector.tail_watermarks()["c1"]
+        tail_mark = collector.commitlog.tailers["c1"].watermark
+        assert mark is not None
+        assert tail_mark is not None
+        assert mark.timestamp() <= tail_mark
+        assert collector.probers["c1"].through is not None
         # on /metrics, each verdict's series from the start
         with urllib.request.urlopen(collector.metrics_server.url, timeout=10) as resp:
             served = {(s.name, s.labels.get("verdict")): s.value
