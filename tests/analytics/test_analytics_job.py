@@ -207,3 +207,42 @@ def test_a_step_is_a_handful_of_spark_jobs_whatever_its_history(spark: SparkSess
     # a steady step: the route stage's shuffle map job and the passes' result job
     assert counts[1] == counts[2] == (2, 3), counts  # a later step is the same job as the one before
     assert counts[0][0] <= 4, counts  # the first also asks Spark where its buckets' keys hash to
+
+
+@pytest.mark.timeout(1200)
+def test_the_job_reads_the_batch_probes_and_a_drain_inside_batches_is_no_skip(spark: SparkSession,
+                                                                              tmp_path: Path) -> None:
+    # test_skips' consumer held to 5/s by a slow downstream, then draining a burst of 2,000 (at
+    # 119.2 s) at 1,000/s, swept every 15 s: the drain's first commit (119.9) is a critical seek
+    # from offsets alone. The same lake with the collector's batch probes (the drain's commits
+    # inside batches) has none, in two incremental steps split at 120 s, inside the drain: the
+    # second judges the drain's later commits with the first's probe in its look-back
+    from test_skips import _bursts_after_a_slow_phase, _commits, _end_with, _probed
+
+    from lagscope.schema import BATCH_PROBES, COMMITS
+
+    bursts = [(21.0, 2000), (119.2, 2000)]
+    sweeps, cs = _bursts_after_a_slow_phase(15.0, bursts)
+    drop = {"cluster", "date"}
+
+    def lake(root: Path, probes: bool) -> Path:
+        write_rows(root, OFFSETS, "c", [{k: v for k, v in r.items() if k not in drop} for r in offsets_rows(sweeps)])
+        write_rows(root, MEMBERS, "c", [{k: v for k, v in r.items() if k not in drop} for r in members_rows(
+            [(t, "Stable", 1, [("m1", None, [0])]) for t, _, _ in sweeps])])
+        write_rows(root, COMMITS, "c", [{k: v for k, v in r.items() if k not in drop} for r in _commits("g", 0, cs)])
+        if probes:
+            write_rows(root, BATCH_PROBES, "c", [{k: v for k, v in r.items() if k not in drop}
+                                                 for r in _probed(cs, _end_with(bursts))])
+        return root
+
+    def skips(root: Path) -> list[tuple[float, float]]:
+        out = tmp_path / f"results-{root.name}"
+        run_incremental(spark, root, out, settings=SETTINGS, since=at(0), until=at(120))
+        run_incremental(spark, root, out, settings=SETTINGS, until=at(180))
+        if not (out / "anomalies").exists():
+            return []
+        rows = _current(_read(spark, out, "anomalies")).where(F.col("kind") == "skip").collect()
+        return sorted(((r["start_ts"] - T0).total_seconds(), r["magnitude"]) for r in rows)
+
+    assert [t for t, _ in skips(lake(tmp_path / "plain", probes=False))] == [119.9]
+    assert skips(lake(tmp_path / "probed", probes=True)) == []
