@@ -91,9 +91,8 @@ __all__ = ["RESULT_TABLES", "STATE_PARTS", "StepFiles", "root_store", "run_batch
 log = logging.getLogger(__name__)
 
 
-#: the lake tables a step reads; the last three are the commit stream's (optional): its records,
-#: and the collector's batch probes of its commits
-LAKE_TABLES = ("offsets", "members", "commits", "group_events", "batch_probes")
+#: the lake tables a step reads; the last two are the commit stream's (optional)
+LAKE_TABLES = ("offsets", "members", "commits", "group_events")
 #: the parts of a step's carried state (see the module doc)
 STATE_PARTS = ("series", "history", "gaps", "entries", "minutes", "msweeps", "recent_rebalances", "outages",
                "generations", "advice_evidence", "advice_groups", "open_keys", "pending_gaps", "gap_times",
@@ -198,9 +197,7 @@ def _read(plan: _Plan, table: str, path: str) -> pa.Table:
         return pq.read_table(path, filesystem=plan.results.filesystem)
     where = None
     if plan.start is not None and plan.until is not None and table != "group_events":
-        col, lo = (("record_ts", plan.start - COMMIT_LOOKBACK) if table == "commits"
-                   else ("commit_ts", plan.start - COMMIT_LOOKBACK) if table == "batch_probes"
-                   else ("sweep_ts", plan.start))
+        col, lo = ("record_ts", plan.start - COMMIT_LOOKBACK) if table == "commits" else ("sweep_ts", plan.start)
         where = (pc.field(col) >= pa.scalar(lo, _US)) & (pc.field(col) < pa.scalar(plan.until, _US))
     return steps.read_files([path], spark_arrow_schema(table), plan.lake.path(table), where=where,
                             columns=steps.READ_COLUMNS[table], dictionaries=_DICTIONARIES.get(table, ()),
@@ -300,7 +297,6 @@ def _run(plan: _Plan):  # type: ignore[no-untyped-def]
             members=members if members is not None else _empty("members"),
             commits=got.get("commits", _empty("commits") if "commits" in plan.optional else None),
             group_events=got.get("group_events", _empty("group_events") if "group_events" in plan.optional else None),
-            probes=got.get("batch_probes"),
             state={name: got[name] for name in STATE_PARTS if name in got})
         done = steps.run_step(inputs, settings=plan.settings, history_points=plan.history_points, as_of=plan.as_of,
                               with_state=plan.state_out is not None, partial_from=plan.partial_from)
@@ -635,7 +631,7 @@ def _step(spark: SparkSession, lake: Store, results: Store, cp: Checkpoint | Non
     moved: list[Quarantined] = []
     checked: dict[str, list[CheckedFile]] = {}
     for name in LAKE_TABLES:
-        first = (start - COMMIT_LOOKBACK).date() if name in ("commits", "batch_probes") else start.date()
+        first = (start - COMMIT_LOOKBACK).date() if name == "commits" else start.date()
         checked[name] = _lake_files(lake, name, clusters, first, until.date(), moved)
     files = _paths(checked)
     state = _state_files(results, cp["version"]) if cp is not None else {}

@@ -173,18 +173,10 @@ class Commits:
     t: F64                # the commit's exact time (coordinator's commit timestamp, else the record's)
     offset: I64           # the committed offset
     seq: I64              # position in __consumer_offsets (the coordinator's order)
-    #: a batch probe found the offset inside a record batch: never the log end (the collector's
-    #: ``batch_probes``); None: no commit was probed so
-    inside: B | None = None
 
     @property
     def n(self) -> int:
         return len(self.t)
-
-    @property
-    def inside_or_false(self) -> B:
-        """:attr:`inside`, all False where it is None."""
-        return self.inside if self.inside is not None else np.zeros(self.n, bool)
 
 
 @dataclass
@@ -365,8 +357,7 @@ def sorted_commits(c: Commits) -> Commits:
     order = np.lexsort((c.seq, c.t, c.key))
     if bool(np.all(order == np.arange(c.n))):
         return c
-    return Commits(key=c.key[order], t=c.t[order], offset=c.offset[order], seq=c.seq[order],
-                   inside=None if c.inside is None else c.inside[order])
+    return Commits(key=c.key[order], t=c.t[order], offset=c.offset[order], seq=c.seq[order])
 
 
 def commit_rates(key: I64, t: F64, is_state: B, prev_end: I64, prev_end_ok: B, dc: I64,

@@ -55,9 +55,8 @@ from lagscope.analytics.kseries import (
     segmented_cummax,
     sorted_commits,
 )
-from lagscope.config import COMMIT_LOOKBACK_S
 
-__all__ = ["Advances", "advances", "capacity_through", "commit_jumps", "inside_pace_before", "point_events"]
+__all__ = ["Advances", "advances", "capacity_through", "commit_jumps", "point_events"]
 
 _REWIND_DETAIL = "committed offset went back: {} messages will be processed again"
 
@@ -185,30 +184,6 @@ def point_events(s: Series, commits: Commits | None, *, margin_s: float = 1.0,
                  cause=np.full(n, "rewind", dtype=object))
 
 
-def inside_pace_before(c: Commits, cj: dict[str, np.ndarray], inside: B,  # type: ignore[type-arg]
-                       window_s: float = COMMIT_LOOKBACK_S) -> F64:
-    """Per commit of ``c`` (in (key, t, seq) order, ``cj`` its context: :func:`commit_jumps`), the
-    fastest pace of the key's commits marked ``inside`` (a batch probe found them inside a record
-    batch: never the log end, so consumption, not a jump) strictly before it: each one's advance
-    over the key's previous commit ÷ the time since it, counted while that previous commit is at
-    most ``window_s`` earlier. 0 where there is none. The window is the commit look-back every
-    step reads, so both commits of each pace are in a batch and in every incremental step alike."""
-    out = np.zeros(c.n)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        pace = np.where(cj["prev_ok"] & (c.t > cj["prev_t"]),
-                        (c.offset - cj["prev_offset"]) / (c.t - cj["prev_t"]), 0.0)
-    src = np.flatnonzero(inside & (pace > 0))
-    if not len(src):
-        return out
-    first, _ = key_bounds(c.key)
-    key_end = np.r_[np.flatnonzero(first)[1:], c.n]  # each row's key segment's end
-    seg_end = key_end[np.cumsum(first) - 1]
-    for j in src.tolist():
-        hi = j + 1 + int(np.searchsorted(c.t[j + 1:seg_end[j]], cj["prev_t"][j] + window_s, side="right"))
-        np.maximum(out[j + 1:hi], pace[j], out=out[j + 1:hi])
-    return out
-
-
 @dataclass
 class Advances:
     """The advances of the chunk's keys that a skip rule may judge (:func:`advances`):
@@ -332,15 +307,10 @@ def advances(s: Series, commits: Commits | None,
         top = np.where(after_ok, s.log_start[kk], 0) if s.n else np.zeros(c.n, np.int64)
         c_del = np.where(after_ok, np.maximum(top - np.maximum(hi, ls_seen), 0), 0)
         c_adv = c.offset - np.maximum(floor0, top)
+        cap = np.where(j_ok, capacity_through(s)[jj], 0.0) if s.n else np.zeros(c.n)
+        c_end = j_ok & s.end_ok[jj] & (c.offset >= s.end[jj]) if s.n else np.zeros(c.n, bool)
         c_lost = before_ok & ((cj["ls_ok"] & (hi < cj["ls"])) | (c_del > 0))
         c_unowned = (j_ok & ~s.owned[jj]) | (k_ok & ~s.owned[kk]) if s.n else np.zeros(c.n, bool)
-        cap = np.where(j_ok, capacity_through(s)[jj], 0.0) if s.n else np.zeros(c.n)
-        # a commit a batch probe found inside a record batch was never the log end (no jump to
-        # it); where a capacity is trusted, the pace of such commits shortly before (of a member,
-        # not a reset past deleted records) is one the consumer showed
-        inside = c.inside_or_false
-        cap = np.where(cap > 0, np.maximum(cap, inside_pace_before(c, cj, inside & ~c_unowned & ~c_lost)), cap)
-        c_end = (j_ok & s.end_ok[jj] & (c.offset >= s.end[jj]) & ~inside) if s.n else np.zeros(c.n, bool)
         ci = np.flatnonzero(cj["in_step"] & before_ok & ((c_adv > 0) | (c_del > 0)))
         parts.append(Advances(key=c.key[ci], t0=np.where(cj["prev_ok"][ci], cj["prev_t"][ci], np.nan), t1=c.t[ci],
                               exact=np.ones(len(ci), bool), advance=np.maximum(c_adv[ci], 0), capacity=cap[ci],

@@ -28,8 +28,7 @@ element would make the state's rows, not the sweep's, the step's cost):
 - :data:`ENTRIES`: a key's carried Burrow entries, packed in ``b`` (:data:`ENTRY_B`, one value per
   key: up to ``burrow_window`` entries);
 - :data:`COMMIT`: a commit record of the commit stream (``t``, ``committed`` = its offset,
-  ``end`` = its position in ``__consumer_offsets``, ``x0`` = 1 where a batch probe found the offset
-  inside a record batch);
+  ``end`` = its position in ``__consumer_offsets``);
 - :data:`GAPS`: a key's carried commit-gap samples, packed in ``b`` (:data:`GAP_B`: up to 64 per
   key);
 - :data:`MINUTE`: the key's carried last partition minute (``t`` = its start, ``end`` = its last
@@ -372,9 +371,7 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
         seq, _ = ci.long("end")
         ct = ci.double("t")
         order = np.lexsort((seq, ct, ci.key))
-        inside = ci.xs(1)[:, 0] == 1.0  # x0: a batch probe found the offset inside a batch (null: not so)
-        commits = Commits(key=ci.key[order], t=ct[order], offset=offset[order], seq=seq[order],
-                          inside=inside[order] if bool(inside.any()) else None)
+        commits = Commits(key=ci.key[order], t=ct[order], offset=offset[order], seq=seq[order])
     series_rows = _Chunk(tbl, ser_mask, keyno)
     s, carried_idle, carried_lost = _series(series_rows, kind[ser_mask] == STATE, params.rules.skip_factor, commits)
 

@@ -67,8 +67,6 @@ class StepInputs:
     commits: pa.Table | None
     group_events: pa.Table | None
     state: dict[str, pa.Table]
-    #: the collector's batch probes of commits (``batch_probes``): which offsets lay inside a batch
-    probes: pa.Table | None = None
 
 
 @dataclass
@@ -115,7 +113,6 @@ READ_COLUMNS = {
     "commits": ["cluster", "group_id", "topic", "partition", "committed_offset", "commit_ts", "record_ts",
                 "source_partition", "source_offset"],
     "group_events": ["cluster", "group_id", "record_type", "value_version", "generation", "members", "record_ts"],
-    "batch_probes": ["cluster", "group_id", "topic", "partition", "committed_offset", "commit_ts", "verdict"],
 }
 
 
@@ -289,12 +286,8 @@ def pass_input(series: pa.Table, owner_codes: _I, state: dict[str, pa.Table], co
         if p is not None and p.num_rows:
             parts.append(_rows(p, packed, {"t": np.zeros(p.num_rows), "b": p.column("b")}))
     if commits is not None and commits.num_rows:
-        inside = (np.asarray(commits.column("inside").combine_chunks(), dtype=bool)
-                  if "inside" in commits.column_names else np.zeros(commits.num_rows, bool))
         parts.append(_rows(commits, onepass.COMMIT, {"t": commits.column("t"), "committed": commits.column("offset"),
-                                                     "end": commits.column("seq"),
-                                                     "x": _x(commits.num_rows, [inside.astype(np.float64)]
-                                                             if bool(inside.any()) else None)}))
+                                                     "end": commits.column("seq")}))
     m = state.get("minutes")
     if m is not None and m.num_rows:
         x = {"produce_rate": doubles(m.column("produce_rate")), "consume_rate": doubles(m.column("consume_rate")),
@@ -348,48 +341,16 @@ def _starved(rows: pa.Table, code: _I, kind: _I, t: _F, factor: float) -> pa.Arr
     return pa.array(out, pa.bool_(), mask=kind != onepass.SWEEP)
 
 
-def commit_records(commits: pa.Table, probes: pa.Table | None = None) -> pa.Table:
+def commit_records(commits: pa.Table) -> pa.Table:
     """Lake ``commits`` rows → ``KEY, t, offset, seq`` (as ``commit_records`` of the Spark
-    reference, tests/analytics/spark_reference.py), and ``inside`` where ``probes`` (lake
-    ``batch_probes`` rows) found a commit's offset inside a record batch (:func:`inside_probed`)."""
+    reference, tests/analytics/spark_reference.py)."""
     c = commits.filter(pc.is_valid(commits.column("committed_offset")))
     t = seconds(pc.coalesce(c.column("commit_ts"), c.column("record_ts")))
     sp, _ = longs(c.column("source_partition"))
     so, _ = longs(c.column("source_offset"))
-    out = pa.table({"cluster": c.column("cluster"), "group_id": c.column("group_id"), "topic": c.column("topic"),
-                    "partition": c.column("partition").cast(pa.int32()), "t": pa.array(t),
-                    "offset": c.column("committed_offset"), "seq": pa.array(sp * (1 << 40) + so, pa.int64())})
-    return out.append_column("inside", pa.array(inside_probed(out, probes))) if probes is not None else out
-
-
-def inside_probed(records: pa.Table, probes: pa.Table) -> _B:
-    """Per row of ``records`` (``cluster, group_id, topic, partition, offset``): a batch probe
-    (``batch_probes``: the collector's, docs/collector.md) of that group's commit found the offset
-    inside a record batch. By the group's own probe only: a step's rows are routed by group, so
-    another group's probe of the same offset may be in another task."""
-    out = np.zeros(records.num_rows, bool)
-    p = probes.filter(pc.equal(probes.column("verdict"), "inside")) if probes.num_rows else probes
-    if not p.num_rows or not records.num_rows:
-        return out
-    offsets = records.column("offset").combine_chunks()
-    near = np.flatnonzero(np.asarray(pc.is_in(offsets, value_set=p.column("committed_offset").combine_chunks())
-                                     .fill_null(False), dtype=bool))
-    if not len(near):
-        return out
-
-    def plain(tbl: pa.Table, name: str, rows: npt.NDArray[np.int64] | None = None) -> list[Any]:
-        col = tbl.column(name).combine_chunks()
-        if rows is not None:
-            col = col.take(pa.array(rows))
-        values: list[Any] = (col.dictionary_decode() if pa.types.is_dictionary(col.type) else col).to_pylist()
-        return values
-
-    found = set(zip(*(plain(p, n) for n in ("cluster", "group_id", "topic", "partition", "committed_offset")),
-                    strict=True))
-    keys = zip(*(plain(records, n, near) for n in ("cluster", "group_id", "topic", "partition", "offset")),
-               strict=True)
-    out[near] = [k in found for k in keys]
-    return out
+    return pa.table({"cluster": c.column("cluster"), "group_id": c.column("group_id"), "topic": c.column("topic"),
+                     "partition": c.column("partition").cast(pa.int32()), "t": pa.array(t),
+                     "offset": c.column("committed_offset"), "seq": pa.array(sp * (1 << 40) + so, pa.int64())})
 
 
 # --------------------------------------------------------------------------------------------
@@ -735,7 +696,7 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
     st = inputs.state
     p = settings.rules
     series = prepare(inputs.offsets, settings.read_committed_groups)
-    commits = commit_records(inputs.commits, inputs.probes) if inputs.commits is not None else None
+    commits = commit_records(inputs.commits) if inputs.commits is not None else None
     owners, state_owners, owner_names = _owner_codes(series, st.get("series"))
     forget_s = p.forget_horizon_s()
     inp = pass_input(series, owners, st, commits, state_owners, forget_s, p.skip_factor)

@@ -72,14 +72,14 @@ def cut(tables: dict[str, pa.Table | None], start: float, until: float) -> steps
         if name == "group_events":
             keep = hi
         else:
-            lo_t = start - COMMIT_LOOKBACK.total_seconds() if name in ("commits", "batch_probes") else start
+            lo_t = start - COMMIT_LOOKBACK.total_seconds() if name == "commits" else start
             keep = pc.and_(pc.greater_equal(col, pa.scalar(_ts(lo_t), col.type)), hi)
         out[name] = tbl.filter(keep)
     offsets, members = out["offsets"], out["members"]
     assert offsets is not None
     assert members is not None
     return steps.StepInputs(offsets=offsets, members=members, commits=out["commits"],
-                            group_events=out["group_events"], state={}, probes=out.get("batch_probes"))
+                            group_events=out["group_events"], state={})
 
 
 def alerts_of(tables: dict[str, pa.Table], now: dt.datetime, *, status: bool = True) -> list[Finding]:

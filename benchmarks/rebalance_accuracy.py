@@ -141,8 +141,7 @@ def reuse(name: str, root: Path) -> Scenario:
 
 
 #: each lake table's time column (a scenario's rows are cut at its end by it)
-TIME_COLUMN = {"offsets": "sweep_ts", "members": "sweep_ts", "commits": "record_ts", "group_events": "record_ts",
-               "batch_probes": "commit_ts"}
+TIME_COLUMN = {"offsets": "sweep_ts", "members": "sweep_ts", "commits": "record_ts", "group_events": "record_ts"}
 
 
 def _days(lake: Path) -> tuple[dt.date, dt.date] | None:
@@ -194,8 +193,7 @@ def run_step(tables: dict[str, pa.Table | None], *, commit_stream: bool, setting
     assert members is not None
     inputs = steps.StepInputs(offsets=offsets, members=members,
                               commits=tables["commits"] if commit_stream else None,
-                              group_events=tables["group_events"] if commit_stream else None, state={},
-                              probes=tables.get("batch_probes") if commit_stream else None)
+                              group_events=tables["group_events"] if commit_stream else None, state={})
     return steps.run_step(inputs, settings=settings, as_of=dt.datetime.now(dt.UTC), with_state=False)
 
 
