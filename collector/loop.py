@@ -279,19 +279,13 @@ class Collector:
 
     def tail_watermarks(self) -> dict[str, dt.datetime | None]:
         """Per cluster whose ``__consumer_offsets`` tail is on and running: the time before which
-        every record it reads is in the lake (:meth:`CommitLogService.watermarks`) and, with batch
-        probes on, every candidate commit's probe too (:attr:`BatchProber.through`); None before
+        every record it reads is in the lake (:meth:`CommitLogService.watermarks`), None before
         its first (or before the tails start). A tail stopped for good is left out."""
         commitlog = self.commitlog
         if commitlog is None:
             return {c.name: None for c in self.settings.clusters if c.consumer_offsets_tail.enabled}
-        out: dict[str, dt.datetime | None] = {}
-        for name, t in commitlog.watermarks().items():
-            prober = self.probers.get(name)
-            if prober is not None:  # the batch probes of the commits before it are in the lake too
-                t = None if t is None or prober.through is None else min(t, prober.through)
-            out[name] = None if t is None else dt.datetime.fromtimestamp(t, dt.UTC)
-        return out
+        return {name: None if t is None else dt.datetime.fromtimestamp(t, dt.UTC)
+                for name, t in commitlog.watermarks().items()}
 
     def tail_stats(self) -> dict[str, dict[str, Any]]:
         """Per cluster whose tail is on: its statistics (:meth:`CommitLogService.stats`) and its
@@ -389,10 +383,8 @@ class Collector:
             self.latest[run.cluster.name] = snap
             prober = self.probers.get(run.cluster.name)
             if prober is not None and snap.ok:
-                commitlog = self.commitlog
-                tailer = commitlog.tailers.get(run.cluster.name) if commitlog is not None else None
                 try:
-                    prober.run(run.get_client(), tailer.watermark if tailer is not None else None)
+                    prober.run(run.get_client())
                 except Exception:  # evidence for the analytics, never a reason to stop sweeping
                     log.exception("cluster %s: batch probes failed", run.cluster.name)
             self.sweeps += 1

@@ -215,8 +215,8 @@ METRICS: tuple[MetricSpec, ...] = (
                "was never the log end), boundary (proves nothing), none (no evidence: out of range, no leader, "
                "no READ access, ...). Present while the tail's batch probes are on.", "probes", source="batch_probes"),
     MetricSpec("lagscope_batch_probe_candidates_dropped_total", "counter", ("cluster",),
-               "Candidate commits dropped unprobed (more waiting than the bound, the smallest first, or "
-               "waiting over 120 s): their skip verdicts stand without the probe's evidence.", "commits",
+               "Candidate commits dropped unprobed (more waiting than the bound, the smallest first): "
+               "their batches' evidence is not collected.", "commits",
                source="batch_probes"),
     # the lake writes (sweeps and the __consumer_offsets tail)
     MetricSpec("lagscope_lake_write_errors_total", "counter", ("cluster", "table"),

@@ -36,7 +36,6 @@ from __future__ import annotations
 import collections
 import datetime as dt
 import logging
-import math
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -209,26 +208,24 @@ class ProberStats:
 
 
 class BatchProber:
-    """Probes the commits the skip rule may read as a jump to the end, and writes each verdict to
-    the ``batch_probes`` lake table (docs/collector.md, "Batch probes").
+    """Probes the commits that advance past their recent history, and writes each verdict to the
+    ``batch_probes`` lake table: the log's evidence, kept while it can be read (retention and
+    compaction remove it), for the skip rule (docs/collector.md, "Batch probes").
 
     **Candidates.** Each commit of a group's partition advances over the group's previous commit
     of it; a commit is a candidate when its advance is larger than every advance of that series in
-    the ``window_s`` before it (15 minutes: the analytics' commit look-back), and there was one
-    (a first advance has nothing to pass). The skip rule calls a commit a seek only when its
-    advance is several times what the group's demonstrated pace explains, which at a steady commit
-    interval is an advance past the recent ones; the drain of a burst after a quiet spell is one
-    too (its commits, inside batches, show the pace that explains the drain's last commit). A
-    steady consumer sets a new record only rarely. A tombstone ends its series; a rewind only
-    moves it.
+    the ``window_s`` before it (15 minutes: the analytics' commit look-back), and there was one (a
+    first advance has nothing to pass). The skip rule calls a commit a seek only when its advance
+    is several times what the group's demonstrated pace explains, which at a steady commit
+    interval is an advance past the recent ones; the commits of a drain after a burst are often
+    such advances too. With noisy steady advances a series sets a record about once per window.
+    A tombstone ends its series; a rewind only moves it.
 
     **Budget.** Probes run from the collector's loop after a sweep of the cluster, ``rate_per_s``
-    per second on average (at least ``burst`` at once), largest ``ratio`` first; each
-    ``(group, topic, partition, offset)`` once (the analytics read a group's own probes: a
-    step's rows are routed by group). At most ``max_pending`` candidates wait, none longer than
-    ``max_wait_s`` after its commit (the analytics' bounded wait for a tail): beyond either they
-    are dropped (counted). A commit never probed keeps the rule's reading without evidence, as
-    before the probes existed; a probe that raised is a ``none`` with the error as its reason.
+    per second on average (``burst`` at once), largest ``ratio`` first; each ``(group, topic,
+    partition, offset)`` once (a group's evidence is its own). At most ``max_pending`` candidates
+    wait: beyond that the smallest are dropped (counted). A probe that raised is a ``none`` row
+    with the error as its reason.
 
     :meth:`offer` is called by the ``__consumer_offsets`` tail's thread with each commits table it
     wrote; :meth:`run` by the loop with the cluster's client. Rows that cannot be written are held
@@ -236,7 +233,7 @@ class BatchProber:
     """
 
     def __init__(self, cluster: str, lake_root: Path | str | Store, *, rate_per_s: float = 1.0,
-                 burst: int = 20, max_pending: int = 1000, max_wait_s: float = 120.0, window_s: float = 900.0,
+                 burst: int = 20, max_pending: int = 1000, window_s: float = 900.0,
                  max_offered: int = 256, max_held: int = 10_000, timeout_ms: int = 5000,
                  clock: Callable[[], float] = time.monotonic,
                  now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC)) -> None:
@@ -247,7 +244,6 @@ class BatchProber:
         self.rate_per_s = rate_per_s
         self.burst = max(1, burst)
         self.max_pending = max_pending
-        self.max_wait_s = max_wait_s
         self.window_s = window_s
         self.max_held = max_held
         self.timeout_ms = timeout_ms
@@ -266,9 +262,6 @@ class BatchProber:
         self._held: list[dict[str, Any]] = []
         self._tokens = float(self.burst)
         self._last = clock()
-        #: every candidate commit written before this time (epoch s) was probed (or dropped) and
-        #: its verdict is in the lake; None before the first run with the tail's watermark
-        self.through: float | None = None
 
     # -- the tail's side ------------------------------------------------------------------------
     def offer(self, commits: pa.Table) -> None:
@@ -316,13 +309,8 @@ class BatchProber:
         self.stats.candidates += len(found)
         return found
 
-    def run(self, client: ClusterClient, watermark: float | None = None) -> list[Batch]:
-        """Select, probe what the budget allows, write the verdicts; the batches probed now.
-
-        ``watermark``: the tail's (:attr:`CommitLogTailer.watermark`, epoch s), read before this
-        run: every commit written before it was offered (the tail offers a file before its
-        watermark moves past it). Once every verdict is in the lake, it becomes :attr:`through`,
-        bounded by the earliest commit of the candidates still waiting."""
+    def run(self, client: ClusterClient) -> list[Batch]:
+        """Select, probe what the budget allows, write the verdicts; the batches probed now."""
         for c in self.select():
             k = (c.group_id, c.probe.topic, c.probe.partition, c.probe.committed)
             if k not in self._done:
@@ -330,16 +318,12 @@ class BatchProber:
                 self._pending.append(c)
         while len(self._done) > 100_000:
             del self._done[next(iter(self._done))]
-        oldest = self._now().timestamp() - self.max_wait_s
-        waited = [c for c in self._pending if c.commit_ts.timestamp() >= oldest]
-        self.stats.dropped += len(self._pending) - len(waited)
-        self._pending = sorted(waited, key=lambda c: -c.ratio)
+        self._pending.sort(key=lambda c: -c.ratio)
         if len(self._pending) > self.max_pending:
             self.stats.dropped += len(self._pending) - self.max_pending
             del self._pending[self.max_pending:]
         now = self._clock()
-        earned = (now - self._last) * self.rate_per_s
-        self._tokens = min(max(float(self.burst), earned), self._tokens + earned)
+        self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.rate_per_s)
         self._last = now
         n = min(len(self._pending), int(self._tokens))
         batches: list[Batch] = []
@@ -360,11 +344,6 @@ class BatchProber:
                     "verdict": b.verdict, "base_offset": b.base_offset, "last_offset": b.last_offset,
                     "batch_leader_epoch": b.batch_epoch, "reason": b.reason, "probe_ts": at})
         self._write()
-        if watermark is not None and not self._held:
-            waiting = min((c.commit_ts.timestamp() for c in self._pending), default=math.inf)
-            through = min(watermark, waiting - 0.001)
-            if self.through is None or through > self.through:
-                self.through = through
         return batches
 
     def _write(self) -> None:

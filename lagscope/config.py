@@ -253,7 +253,7 @@ class ConsumerOffsetsTailConfig(_Section):
         "1h", description="Where to start on first run: 'earliest', 'latest' or a duration back from now ('1h').")
     batch_probes_per_s: float = Field(
         1.0, ge=0,
-        description="Batch probes per second at most (on average; at least 20 at once): which record batch "
+        description="Batch probes per second at most (on average; 20 at once): which record batch "
                     "held each commit whose advance passes every one of its group's partition in the 15 "
                     "minutes before, written to the batch_probes table (needs Read on the topics; "
                     "docs/collector.md, 'Batch probes'). 0: none.")

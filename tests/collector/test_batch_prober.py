@@ -70,6 +70,20 @@ def test_a_commit_is_a_candidate_when_its_advance_passes_every_earlier_one() -> 
     assert prober.stats.candidates == 3
 
 
+def test_the_record_to_pass_is_that_of_the_last_fifteen_minutes() -> None:
+    # advances of 1,000 (a drain) at 20 s, then 10 a commit; 16 minutes on, a drain's 500 passes
+    # every advance of the window (the 1,000 has left it), and so does its next commit's 600
+    prober = BatchProber("c1", "/nonexistent")
+    times = [0.0, 10.0, 20.0, 30.0, 40.0, 980.0, 990.0, 1000.0, 1010.0]
+    offsets = [0, 10, 1010, 1020, 1030, 1040, 1050, 1550, 2150]
+    table = _commits([("g", "t", 0, o) for o in offsets])
+    at_t = pa.array([T0 + dt.timedelta(seconds=t) for t in times], COMMITS.schema.field("commit_ts").type)
+    table = table.set_column(table.schema.get_field_index("commit_ts"), "commit_ts", at_t)
+    prober.offer(table)
+    got = [(c.probe.committed, c.advance, c.record) for c in prober.select()]
+    assert got == [(1010, 1000, 10), (1550, 500, 10), (2150, 600, 500)]
+
+
 def test_series_are_per_group_and_partition_and_a_tombstone_ends_one() -> None:
     prober = BatchProber("c1", "/nonexistent")
     prober.offer(_commits([("a", "t", 0, 0), ("a", "t", 0, 10), ("b", "t", 0, 100), ("a", "t", 1, 0),
@@ -114,24 +128,14 @@ def test_the_budget_probes_the_largest_first_each_once(probed: list[list[Probe]]
 
 def test_the_smallest_waiting_candidates_are_dropped_beyond_the_bound(probed: list[list[Probe]],
                                                                       tmp_path: Path) -> None:
-    now = [T0]
     prober = BatchProber("c1", tmp_path, rate_per_s=0.001, burst=1, max_pending=2, clock=_Clock(),
-                         now=lambda: now[0])
+                         now=lambda: T0)
     rows = [("g", "t", p, o) for p in range(4) for o in (0, 1, 1 + 10 * (p + 2))]  # ratios 20, 30, 40, 50
     prober.offer(_commits(rows))
-    w = (T0 + dt.timedelta(seconds=60)).timestamp()
-    got = prober.run(object(), w)  # type: ignore[arg-type]
+    got = prober.run(object())  # type: ignore[arg-type]
     assert [b.probe.partition for b in got] == [3]  # the largest, the one token
     assert [c.probe.partition for c in prober._pending] == [2]
     assert prober.stats.dropped == 2
-    assert prober.through is not None
-    assert prober.through < (T0 + dt.timedelta(seconds=9)).timestamp()  # partition 2's commit waits
-    # no token for two minutes: the one waiting is dropped, and no longer holds the analytics
-    now[0] = T0 + dt.timedelta(seconds=130)
-    assert prober.run(object(), w + 70) == []  # type: ignore[arg-type]
-    assert prober._pending == []
-    assert prober.stats.dropped == 3
-    assert prober.through == w + 70
 
 
 def test_a_probe_that_raises_is_a_none_row_and_loses_no_candidate(monkeypatch: pytest.MonkeyPatch,
@@ -142,7 +146,7 @@ def test_a_probe_that_raises_is_a_none_row_and_loses_no_candidate(monkeypatch: p
     monkeypatch.setattr(probe_mod, "probe", broken)
     prober = BatchProber("c1", tmp_path, now=lambda: T0)
     prober.offer(_commits([("g", "t", 0, 0), ("g", "t", 0, 1), ("g", "t", 0, 50)]))
-    got = prober.run(object(), T0.timestamp() + 60)  # type: ignore[arg-type]
+    got = prober.run(object())  # type: ignore[arg-type]
     assert [(b.verdict, b.reason) for b in got] == [("none", "RuntimeError: metadata went away")]
     rows = lake.read_table(tmp_path, "batch_probes", cluster="c1").to_pylist()
     assert [(r["committed_offset"], r["verdict"], r["reason"]) for r in rows] == [
@@ -162,32 +166,6 @@ def test_rows_that_cannot_be_written_are_held_for_the_next_run(probed: list[list
     prober.run(object())  # type: ignore[arg-type]
     rows = lake.read_table(tmp_path / "lake", "batch_probes", cluster="c1").to_pylist()
     assert [(r["committed_offset"], r["verdict"]) for r in rows] == [(50, "inside")]
-
-
-def test_through_follows_the_tails_watermark_once_every_candidate_before_it_is_in_the_lake(
-        probed: list[list[Probe]], tmp_path: Path) -> None:
-    clock = _Clock()
-    prober = BatchProber("c1", tmp_path, rate_per_s=1.0, burst=1, clock=clock, now=lambda: T0)
-    w = (T0 + dt.timedelta(seconds=60)).timestamp()
-    prober.run(object(), w)  # type: ignore[arg-type]  # nothing offered: through the watermark
-    assert prober.through == w
-    # two candidates (commits at T0+2 s and T0+5 s), one token: the one waiting bounds it
-    prober.offer(_commits([("g", "t", 0, 0), ("g", "t", 0, 1), ("g", "t", 0, 11),
-                           ("h", "t", 1, 0), ("h", "t", 1, 1), ("h", "t", 1, 3)]))
-    prober.run(object(), w + 30)  # type: ignore[arg-type]
-    assert [c.probe.committed for c in prober._pending] == [3]  # h's, ratio 2 (g's: 10)
-    assert prober.through == w  # the waiting commit (T0+5 s) is before it: it stays
-    clock.t = 1.0
-    prober.run(object(), w + 30)  # type: ignore[arg-type]
-    assert prober.through == w + 30
-    # a verdict not written holds it too
-    prober.lake_root = tmp_path / "a-file"
-    (tmp_path / "a-file").write_text("")
-    prober.offer(_commits([("k", "t", 2, 0), ("k", "t", 2, 1), ("k", "t", 2, 9)]))
-    clock.t = 2.0
-    prober.run(object(), w + 60)  # type: ignore[arg-type]
-    assert prober.stats.lake_write_errors == 1
-    assert prober.through == w + 30
 
 
 def _wait(what: str, cond: Any, timeout: float = 60.0) -> None:
@@ -241,14 +219,6 @@ def test_the_collector_probes_the_tails_candidates_on_the_real_broker(bootstrap:
         st = collector.tail_stats()["c1"]
         assert st["batch_probes"] == {"inside": 1, "boundary": 1}
         assert st["batch_probe_candidates"] == 2
-        # the analytics stop where both the tail's records and the probes are in the lake
-        _wait("the probes' watermark", lambda: collector.tail_watermarks()["c1"] is not None)
-        mark = collector.tail_watermarks()["c1"]
-        tail_mark = collector.commitlog.tailers["c1"].watermark
-        assert mark is not None
-        assert tail_mark is not None
-        assert mark.timestamp() <= tail_mark
-        assert collector.probers["c1"].through is not None
         # on /metrics, each verdict's series from the start
         with urllib.request.urlopen(collector.metrics_server.url, timeout=10) as resp:
             served = {(s.name, s.labels.get("verdict")): s.value
