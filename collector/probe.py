@@ -44,7 +44,9 @@ from pathlib import Path
 from typing import Any
 
 import kafka.errors as kerr
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from kafka.protocol.consumer import FetchRequest
 from kafka.record.memory_records import MemoryRecords
 
@@ -254,8 +256,8 @@ class BatchProber:
         self._offered: collections.deque[pa.Table] = collections.deque()
         self._max_offered = max_offered
         #: per (group, topic, partition): its last committed offset and the advances of the window
-        #: that may still be its largest ((t, advance), advances decreasing: a sliding maximum)
-        self._series: dict[tuple[str, str, int], tuple[list[int], collections.deque[tuple[float, int]]]] = {}
+        #: that may still be its largest ((t in ms, advance), advances decreasing: a sliding maximum)
+        self._series: dict[tuple[str, str, int], tuple[list[int], collections.deque[tuple[int, int]]] | None] = {}
         self._pending: list[Candidate] = []
         #: (group, topic, partition, offset) already probed or pending, oldest first (bounded)
         self._done: dict[tuple[str, str, int, int], None] = {}
@@ -278,36 +280,68 @@ class BatchProber:
         with self._lock:
             tables, self._offered = list(self._offered), collections.deque()
         found: list[Candidate] = []
-        series = self._series
-        window = self.window_s
         for table in tables:
-            cols = [table.column(n).to_pylist() for n in
-                    ("group_id", "topic", "partition", "committed_offset", "leader_epoch", "commit_ts", "record_ts")]
-            for g, topic, part, off, epoch, cts, rts in zip(*cols, strict=True):
-                key = (g, topic, part)
-                if off is None:  # a tombstone: the group's offset of the partition is gone
-                    series.pop(key, None)
-                    continue
-                got = series.get(key)
-                if got is None:
-                    series[key] = ([off], collections.deque())
-                    continue
-                last, recent = got
-                adv = off - last[0]
-                last[0] = off
-                if adv <= 0:
-                    continue
-                ts = cts or rts
-                t = ts.timestamp()
-                while recent and recent[0][0] < t - window:
-                    recent.popleft()
-                if recent and adv > recent[0][1]:
-                    found.append(Candidate(Probe(topic, part, off, epoch), g, ts, adv, recent[0][1]))
-                while recent and recent[-1][1] <= adv:
-                    recent.pop()
-                recent.append((t, adv))
+            found.extend(self._select(table))
         self.stats.candidates += len(found)
         return found
+
+    def _select(self, table: pa.Table) -> list[Candidate]:
+        """One offered table's candidates. The loop over its rows sees plain ints only (the
+        series by a code per distinct key, times in ms): a busy cluster commits tens of
+        thousands of offsets a second, and the loop shares the process with the tail."""
+        if not table.num_rows:
+            return []
+        window_ms = self.window_s * 1000.0
+        offsets = table.column("committed_offset")
+        valid = pc.is_valid(offsets).to_pylist()
+        off = offsets.fill_null(0).to_pylist()
+        t_ms = pc.coalesce(table.column("commit_ts"), table.column("record_ts")).cast(pa.int64()).to_pylist()
+        codes = []
+        names = []
+        for name in ("group_id", "topic"):
+            enc = pc.dictionary_encode(table.column(name)).combine_chunks()
+            codes.append(np.asarray(enc.indices, dtype=np.int64))
+            names.append(enc.dictionary.to_pylist())
+        part = np.asarray(table.column("partition").combine_chunks(), dtype=np.int64)
+        combo = (codes[0] * len(names[1]) + codes[1]) * (int(part.max()) + 1) + part
+        _, first, code = np.unique(combo, return_index=True, return_inverse=True)
+        keys = [(names[0][codes[0][f]], names[1][codes[1][f]], int(part[f])) for f in first.tolist()]
+        series = self._series
+        states = [series.get(k) for k in keys]
+        picked: list[tuple[int, int, int]] = []  # (row, advance, record)
+        for i, (c, ok, o, t) in enumerate(zip(code.tolist(), valid, off, t_ms, strict=True)):
+            st = states[c]
+            if not ok:  # a tombstone: the group's offset of the partition is gone
+                states[c] = None
+                continue
+            if st is None:
+                states[c] = ([o], collections.deque())
+                continue
+            last, recent = st
+            adv = o - last[0]
+            last[0] = o
+            if adv <= 0:
+                continue
+            while recent and recent[0][0] < t - window_ms:
+                recent.popleft()
+            if recent and adv > recent[0][1]:
+                picked.append((i, adv, recent[0][1]))
+            while recent and recent[-1][1] <= adv:
+                recent.pop()
+            recent.append((t, adv))
+        for k, st in zip(keys, states, strict=True):
+            if st is None:
+                series.pop(k, None)
+            else:
+                series[k] = st
+        if not picked:
+            return []
+        rows = pa.array([r for r, _, _ in picked], pa.int64())
+        sub = table.take(rows)
+        ts = pc.coalesce(sub.column("commit_ts"), sub.column("record_ts")).to_pylist()
+        epochs = sub.column("leader_epoch").to_pylist()
+        return [Candidate(Probe(keys[code[r]][1], keys[code[r]][2], off[r], e), keys[code[r]][0], when, adv, record)
+                for (r, adv, record), when, e in zip(picked, ts, epochs, strict=True)]
 
     def run(self, client: ClusterClient) -> list[Batch]:
         """Select, probe what the budget allows, write the verdicts; the batches probed now."""

@@ -84,6 +84,64 @@ def test_the_record_to_pass_is_that_of_the_last_fifteen_minutes() -> None:
     assert got == [(1010, 1000, 10), (1550, 500, 10), (2150, 600, 500)]
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_the_candidates_equal_a_plain_reading_of_the_rule(seed: int) -> None:
+    # random commits of a few series (rewinds, repeats, tombstones), over 40 minutes, offered in
+    # tables of random sizes: the candidates are those of the rule read literally (every earlier
+    # advance of the series kept, the window's largest computed afresh for each commit)
+    import random
+
+    rng = random.Random(seed)
+    keys = [("g1", "t", 0), ("g1", "t", 1), ("g2", "t", 0), ("g2", "u", 3)]
+    rows: list[dict[str, Any]] = []
+    pos = dict.fromkeys(keys, 0)
+    t = 0.0
+    for n in range(600):
+        g, topic, p = key = rng.choice(keys)
+        t += rng.uniform(0.0, 8.0)
+        r = rng.random()
+        if r < 0.02:
+            off: int | None = None
+        else:
+            pos[key] += rng.choice([0, rng.randint(1, 20), rng.randint(1, 400), -rng.randint(1, 30)])
+            off = max(pos[key], 0)
+        ts = T0 + dt.timedelta(seconds=t)
+        rows.append({"group_id": g, "topic": topic, "partition": p, "committed_offset": off, "leader_epoch": 0,
+                     "commit_ts": ts if off is not None else None, "record_ts": ts, "source_partition": 0,
+                     "source_offset": n, "value_version": 3 if off is not None else None})
+    expected = []
+    history: dict[tuple[str, str, int], tuple[int, list[tuple[float, int]]] | None] = {}
+    for r in rows:
+        key = (r["group_id"], r["topic"], r["partition"])
+        if r["committed_offset"] is None:
+            history[key] = None
+            continue
+        got = history.get(key)
+        at_s = r["record_ts"].timestamp()
+        if got is None:
+            history[key] = (r["committed_offset"], [])
+            continue
+        last, advs = got
+        adv = r["committed_offset"] - last
+        history[key] = (r["committed_offset"], advs)
+        if adv <= 0:
+            continue
+        recent = [a for u, a in advs if u >= at_s - 900]
+        if recent and adv > max(recent):
+            expected.append((key, r["committed_offset"], adv, max(recent)))
+        advs.append((at_s, adv))
+    prober = BatchProber("c1", "/nonexistent")
+    cut = 0
+    while cut < len(rows):
+        size = rng.randint(1, 120)
+        prober.offer(pa.Table.from_pylist(rows[cut:cut + size], schema=COMMITS.schema))
+        cut += size
+    got = [((c.group_id, c.probe.topic, c.probe.partition), c.probe.committed, c.advance, c.record)
+           for c in prober.select()]
+    assert got == expected
+    assert len(expected) > 10
+
+
 def test_series_are_per_group_and_partition_and_a_tombstone_ends_one() -> None:
     prober = BatchProber("c1", "/nonexistent")
     prober.offer(_commits([("a", "t", 0, 0), ("a", "t", 0, 10), ("b", "t", 0, 100), ("a", "t", 1, 0),
