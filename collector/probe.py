@@ -54,6 +54,7 @@ from lagscope import lake
 from lagscope.collector.kafka_client import ClusterClient, gather
 from lagscope.collector.sweep import _metadata, _Raw
 from lagscope.errors import KafkaUnavailable
+from lagscope.schema import BATCH_PROBES
 from lagscope.storage import Store
 
 __all__ = ["BOUNDARY", "INSIDE", "NONE", "Batch", "BatchProber", "Candidate", "Probe", "judge", "probe"]
@@ -193,20 +194,16 @@ class Candidate:
 @dataclass
 class ProberStats:
     """What a :class:`BatchProber` did since start: probes by verdict, candidates found, those
-    dropped unprobed (``dropped``: over the pending bound, or waiting longer than the wait bound),
-    commits never examined (``unread``: offered tables beyond the bound, while the loop did not
-    run) and verdicts lost unwritten (``lost``: held beyond the bound while the lake failed)."""
+    dropped unprobed (over the pending bound), and failed lake writes."""
     verdicts: collections.Counter[str] = field(default_factory=collections.Counter)
     candidates: int = 0
     dropped: int = 0
-    unread: int = 0
-    lost: int = 0
     lake_write_errors: int = 0
 
     def snapshot(self) -> dict[str, Any]:
+        """The counters the metrics read (:class:`lagscope.collector.metrics.CommitLogCollector`)."""
         return {"batch_probes": dict(self.verdicts), "batch_probe_candidates": self.candidates,
-                "batch_probe_candidates_dropped": self.dropped, "batch_probe_commits_unread": self.unread,
-                "batch_probes_lost": self.lost, "batch_probes_write_errors": self.lake_write_errors}
+                "batch_probe_candidates_dropped": self.dropped}
 
 
 class BatchProber:
@@ -271,8 +268,12 @@ class BatchProber:
         with self._lock:
             self._offered.append(commits.select(["group_id", "topic", "partition", "committed_offset",
                                                  "leader_epoch", "commit_ts", "record_ts"]))
+            unread = 0
             while len(self._offered) > self._max_offered:
-                self.stats.unread += self._offered.popleft().num_rows
+                unread += self._offered.popleft().num_rows
+        if unread:
+            log.warning("cluster %s: %d commit(s) not examined for batch probes: more than %d files waited for "
+                        "the collector's loop", self.cluster, unread, self._max_offered)
 
     # -- the loop's side ------------------------------------------------------------------------
     def select(self) -> list[Candidate]:
@@ -385,8 +386,6 @@ class BatchProber:
         date); what fails stays held."""
         if not self._held:
             return
-        from lagscope.schema import BATCH_PROBES
-
         by_date: dict[dt.date, list[dict[str, Any]]] = {}
         for row in self._held:
             by_date.setdefault(row["commit_ts"].astimezone(dt.UTC).date(), []).append(row)
@@ -403,7 +402,6 @@ class BatchProber:
                           self.cluster, len(self._held), exc)
                 left.extend(rows)
         if len(left) > self.max_held:
-            self.stats.lost += len(left) - self.max_held
             log.error("cluster %s: dropped %d batch probe verdict(s) held beyond %d while the lake failed",
                       self.cluster, len(left) - self.max_held, self.max_held)
             del left[:len(left) - self.max_held]

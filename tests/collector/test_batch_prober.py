@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +15,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
-from prometheus_client.parser import text_string_to_metric_families
+from test_commitlog_filter_metrics import _scrape, _wait
 
 from lagscope import lake
 from lagscope.collector import probe as probe_mod
@@ -226,13 +224,6 @@ def test_rows_that_cannot_be_written_are_held_for_the_next_run(probed: list[list
     assert [(r["committed_offset"], r["verdict"]) for r in rows] == [(50, "inside")]
 
 
-def _wait(what: str, cond: Any, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.3)
-
-
 @pytest.mark.kafka
 def test_the_collector_probes_the_tails_candidates_on_the_real_broker(bootstrap: str, unique: str,
                                                                        tmp_path: Path) -> None:
@@ -278,14 +269,10 @@ def test_the_collector_probes_the_tails_candidates_on_the_real_broker(bootstrap:
         assert st["batch_probes"] == {"inside": 1, "boundary": 1}
         assert st["batch_probe_candidates"] == 2
         # on /metrics, each verdict's series from the start
-        with urllib.request.urlopen(collector.metrics_server.url, timeout=10) as resp:
-            served = {(s.name, s.labels.get("verdict")): s.value
-                      for f in text_string_to_metric_families(resp.read().decode()) for s in f.samples
-                      if s.name.startswith("lagscope_batch_probe") and s.labels.get("cluster") == "c1"}
-        assert served == {("lagscope_batch_probes_total", "inside"): 1.0,
-                          ("lagscope_batch_probes_total", "boundary"): 1.0,
-                          ("lagscope_batch_probes_total", "none"): 0.0,
-                          ("lagscope_batch_probe_candidates_dropped_total", None): 0.0}
+        served = _scrape(collector.metrics_server.url)
+        assert served["lagscope_batch_probes_total"] == {
+            (("cluster", "c1"), ("verdict", v)): n for v, n in (("inside", 1.0), ("boundary", 1.0), ("none", 0.0))}
+        assert served["lagscope_batch_probe_candidates_dropped_total"] == {(("cluster", "c1"),): 0.0}
     finally:
         stop.set()
         th.join(30)
