@@ -1,7 +1,7 @@
 """A lake produced by the real pipeline: simulator → collector → analytics.
 
 A scenario (``UI_SCENARIO``: a member of ``readers`` is SIGKILLed at 5 s, so the group
-rebalances when its 3 s session expires; ``replay`` rewinds 50 messages per partition at 6 s)
+rebalances when its 3 s session expires; ``replay`` rewinds 50 messages per partition at 8 s)
 runs against the real Kafka broker while the real collector sweeps every second into a sample
 lake (with the ``__consumer_offsets`` tail on, so every commit is recorded), then the real
 analytics job (Spark, local) turns the lake into the result tables.
@@ -26,7 +26,7 @@ from lagscope.devtools.sim.model import load_scenario_file
 from lagscope.devtools.sim.runner import plan_names, start_scenario
 
 CLUSTER = "sim"
-REWIND_AT = 6  # s after the start: replay's rewind
+REWIND_AT = 8  # s after the start: replay's rewind (its partitions hold 50 committed by then, jitter and load allowing)
 
 UI_SCENARIO = {
     "name": "ui",

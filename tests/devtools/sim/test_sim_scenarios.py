@@ -399,7 +399,7 @@ def test_repeated_poll_timeouts_evict_and_rejoin(runs: Runs) -> None:
     stops = sorted(_faults(records, "stop_polling"), key=lambda f: f.start)
     assert len(stops) == 2
     for stall in stops:
-        # each 5 s silence outlasts the 3 s interval: c1 holds every partition before it ends, c2
+        # each 5.5 s silence outlasts the 3 s interval: c1 holds every partition before it ends, c2
         # has partitions again after it
         assert stall.end - stall.start >= 4.5
         assert [a for a in _of(records, Assign, "c1") if stall.start < a.ts < stall.end and len(a.partitions) == 4]
@@ -517,9 +517,11 @@ def test_transactional_lso_lag_zero(runs: Runs) -> None:
 
 def test_rebalance_storm(runs: Runs) -> None:
     _, records = _result(runs, "rebalance-storm")
-    # c1 stays for the whole run and sees a rebalance for each of the 4 joins and 3 leaves
+    # c1 stays for the whole run and sees a rebalance for each of the 4 joins and 3 leaves, but
+    # c2's leave and c4's join, and c3's leave and c5's join, are scheduled together (each moved by
+    # up to 0.5 s by the seed): each pair is one rebalance or two
     generations = [a for a in _of(records, Assign, "c1")]
-    assert len(generations) >= 6
+    assert len(generations) >= 5
     assert len(_faults(records, "join")) == 4
     assert len(_faults(records, "leave")) == 3
 
@@ -711,7 +713,8 @@ def test_mixed_rewind_after_burst(runs: Runs) -> None:
     result, records = _result(runs, "mixed-burst-rewind")
     rewind = _named(result, records, "rewind", "audit")
     burst = result.t0 + result.scenario.producers[0].bursts[0].at
-    assert 0 < rewind.start - burst < 2.5
+    # 3 s after the burst (each moved by up to 0.5 s by the seed), after the commit that holds it
+    assert 0 < rewind.start - burst < 4.5
     assert all(rewind.detail["before"][k] - v == 100 for k, v in rewind.detail["after"].items())
 
 
