@@ -533,7 +533,7 @@ def test_rolling_restart_of_dynamic_members_rebalances(runs: Runs) -> None:
     assert [(b.member, b.detail.get("static")) for b in bounces] == [
         ("c2", False), ("c3", False), ("c4", False), ("c2", False)]
     for b in bounces:
-        assert 1.4 <= b.end - b.start <= 5
+        assert 4.9 <= b.end - b.start <= 8
         # back as a new member: a dynamic member's place is not kept
         before = [a for a in _of(records, Assign, b.member) if a.ts < b.start][-1]
         after = [a for a in _of(records, Assign, b.member) if a.ts >= b.start]
@@ -547,8 +547,9 @@ def test_rolling_restart_of_dynamic_members_rebalances(runs: Runs) -> None:
 def test_scenarios_are_short(tmp_path: Path) -> None:
     # CI budget: each fault scenario (but the demo) stays under 20 s of scheduled time; the
     # realistic no-fault ones need bursts, cycles and restarts to come round: 40 s; the proof of
-    # the session-timeout advice needs two timeouts of a session above the advice's 10 s: 45 s
-    long_ = {"crash-long-session": 45}
+    # the session-timeout advice needs two timeouts of a session above the advice's 10 s: 45 s; a
+    # rolling restart whose restarts are long next to its rebalances (no advice), four of 5 s: 32 s
+    long_ = {"crash-long-session": 45, "rolling-restart-storm": 32}
     for name in SCENARIOS:
         sc = load_scenario(name)
         assert sc.duration <= long_.get(name, 40 if sc.no_fault else 20), name
