@@ -333,10 +333,10 @@ def merge_evidence(carried: pa.Table | None, fresh: pa.Table, *, keep_from: dt.d
 
 def group_settings(members: pa.Table, generations: pa.Table | None, carried: pa.Table | None) -> pa.Table:
     """Per group, its settings as last seen (:data:`GROUP_SCHEMA`): the latest member sweep's
-    (the latest with a member, when any has one) group protocol, member, static member and
-    assigned partition counts; the assignor of the latest sweep that names one; the latest
-    generation record's session and rebalance timeouts (each side from the carried row when the
-    step saw none newer)."""
+    (the latest that saw the group ``Stable`` with a member, else the latest with a member, when
+    any has one) group protocol, member, static member and assigned partition counts; the
+    assignor of the latest sweep that names one; the latest generation record's session and
+    rebalance timeouts (each side from the carried row when the step saw none newer)."""
     parts = []
     if members.num_rows:
         cl, gr = _col(members, "cluster", pa.string()), _col(members, "group_id", pa.string())
@@ -347,6 +347,9 @@ def group_settings(members: pa.Table, generations: pa.Table | None, carried: pa.
         nassign = (np.asarray(pc.list_value_length(members.column("assignment")).fill_null(0), dtype=np.float64)
                    if "assignment" in members.column_names else np.zeros(members.num_rows))
         has_m = np.asarray(mid.is_valid(), dtype=np.float64)
+        state = (_col(members, "group_state", pa.string()) if "group_state" in members.column_names
+                 else pa.nulls(members.num_rows, pa.string()))
+        is_stable = np.asarray(pc.equal(state, "Stable").fill_null(False), dtype=np.float64)
         has_i = np.asarray(iid.is_valid(), dtype=np.float64)
         first = order[starts]
         parts.append(pa.table({
@@ -358,7 +361,8 @@ def group_settings(members: pa.Table, generations: pa.Table | None, carried: pa.
             "static_members": pa.array(np.nan_to_num(gsum(has_i[order], starts)).astype(np.int32)),
             "partitions": pa.array(np.nan_to_num(gsum(nassign[order], starts)).astype(np.int32)),
             "gen_ts": pa.nulls(len(starts), _MS), "session_timeout_s": pa.nulls(len(starts), pa.float64()),
-            "rebalance_timeout_s": pa.nulls(len(starts), pa.float64())}, schema=GROUP_SCHEMA))
+            "rebalance_timeout_s": pa.nulls(len(starts), pa.float64())}, schema=GROUP_SCHEMA).append_column(
+                "stable", pa.array(np.nan_to_num(gsum(is_stable[order], starts)) > 0)))
     if generations is not None and generations.num_rows:
         g = generations
         parts.append(pa.table({
@@ -368,9 +372,11 @@ def group_settings(members: pa.Table, generations: pa.Table | None, carried: pa.
             "static_members": pa.nulls(g.num_rows, pa.int32()), "partitions": pa.nulls(g.num_rows, pa.int32()),
             "gen_ts": timestamps(doubles(g.column("gen_t"))),
             "session_timeout_s": _col(g, "session_timeout_s", pa.float64()),
-            "rebalance_timeout_s": _col(g, "rebalance_timeout_s", pa.float64())}, schema=GROUP_SCHEMA))
-    if carried is not None and carried.num_rows:
-        parts.append(carried.select(GROUP_SCHEMA.names).cast(GROUP_SCHEMA))
+            "rebalance_timeout_s": _col(g, "rebalance_timeout_s", pa.float64())}, schema=GROUP_SCHEMA).append_column(
+                "stable", pa.array(np.zeros(g.num_rows, bool))))
+    if carried is not None and carried.num_rows:  # the settings an earlier step picked by this rule
+        parts.append(carried.select(GROUP_SCHEMA.names).cast(GROUP_SCHEMA).append_column(
+            "stable", pa.array(np.ones(carried.num_rows, bool))))
     if not parts:
         return GROUP_SCHEMA.empty_table()
     rows = pa.concat_tables(parts)
@@ -380,10 +386,15 @@ def group_settings(members: pa.Table, generations: pa.Table | None, carried: pa.
     timed = np.asarray(pc.or_(pc.is_valid(rows.column("session_timeout_s")),
                               pc.is_valid(rows.column("rebalance_timeout_s"))), dtype=bool)[order]
     # the latest row of each side (ties: the first, the fresh rows coming before the carried); of
-    # the sweeps, the latest that saw a member (a group that emptied, e.g. stopped at the end of
-    # a run, keeps the settings its members had: an empty group has no assignor), else the latest
+    # the sweeps, the latest that saw the group Stable with a member (a group that emptied, e.g.
+    # stopped at the end of a run, keeps the settings its members had: an empty group has no
+    # assignor; and one caught rebalancing as its members shut down holds only some of them: a
+    # size that halved doubled the static-membership estimate), else the latest with a member,
+    # else the latest
     with_members = np.asarray(pc.greater(rows.column("members"), 0).fill_null(False), dtype=bool)[order]
-    s_pick = gargmax(np.where(with_members, sweep_t, np.nan), starts, gid)
+    stable = np.asarray(rows.column("stable"), dtype=bool)[order]
+    s_pick = gargmax(np.where(with_members & stable, sweep_t, np.nan), starts, gid)
+    s_pick = np.where(s_pick >= 0, s_pick, gargmax(np.where(with_members, sweep_t, np.nan), starts, gid))
     s_pick = np.where(s_pick >= 0, s_pick, gargmax(sweep_t, starts, gid))
     # the assignor: from the latest sweep that names one (a group caught mid-rebalance names none
     # yet, and a churning group often is mid-rebalance), else as the other sweep settings

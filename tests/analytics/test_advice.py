@@ -319,6 +319,22 @@ def test_a_group_that_emptied_keeps_the_settings_its_members_had() -> None:
     assert (row["members"], row["partitions"], row["sweep_ts"]) == (2, 4, at(-60))
 
 
+def test_a_group_last_seen_rebalancing_as_it_shut_down_keeps_its_stable_size() -> None:
+    # the latest sweep with a member caught the group rebalancing while its members stopped: one
+    # of its two members left, holding 2 of its 4 partitions. Its size is the latest Stable
+    # sweep's: a halved size would double the static-membership estimate (a test run of the
+    # simulator's rolling-restart-storm passed on exactly that, 2026-12-02)
+    mem = members()
+    leaving = pa.Table.from_pylist([{**mem.to_pylist()[0], "sweep_ts": at(300), "group_state": "PreparingRebalance"}],
+                                   schema=mem.schema)
+    out = run(churn(), STORM, mem=pa.concat_tables([mem, leaving]))
+    row = out.groups.to_pylist()[0]
+    assert (row["members"], row["partitions"], row["sweep_ts"]) == (2, 4, at(-60))
+    # without a Stable sweep, the latest with a member, as before
+    alone = run(churn(), STORM, mem=leaving).groups.to_pylist()[0]
+    assert (alone["members"], alone["partitions"], alone["sweep_ts"]) == (1, 2, at(300))
+
+
 def test_a_group_last_seen_mid_rebalance_keeps_its_assignor() -> None:
     # the latest sweep caught the churning group rebalancing (members, no protocol chosen yet: the
     # broker names none before the generation completes): the assignor is the latest one named
