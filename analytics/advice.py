@@ -13,8 +13,9 @@ the results' retention window (``analytics.retention`` days, 30 when it keeps ev
   below the group's catch-up ETA of the same minute, the day's worst catch-up ETA and its least
   headroom (``lag_trends``);
 - its settings as last seen (:data:`GROUP_SCHEMA`): the assignor, group protocol, members, static
-  members and assigned partitions of its latest member sweep that saw a member; the session and
-  rebalance timeouts of its latest group-metadata record (``__consumer_offsets``).
+  members and assigned partitions of its latest member sweep that saw it Stable with a member
+  (else the latest with a member); the session and rebalance timeouts of its latest
+  group-metadata record (``__consumer_offsets``).
 
 The evidence is the step's own result rows plus what earlier steps carried (the state parts
 ``advice_evidence`` and ``advice_groups``, bounded by the faults within the retention window and
@@ -92,7 +93,7 @@ GROUP_SCHEMA = pa.schema([
     ("cluster", pa.string()), ("group_id", pa.string()), ("sweep_ts", _MS), ("protocol", pa.string()),
     ("group_protocol", pa.string()), ("members", pa.int32()), ("static_members", pa.int32()),
     ("partitions", pa.int32()), ("gen_ts", _MS), ("session_timeout_s", pa.float64()),
-    ("rebalance_timeout_s", pa.float64()),
+    ("rebalance_timeout_s", pa.float64()), ("stable", pa.bool_()),
 ])
 
 #: the rules, in the order their rows are written
@@ -334,9 +335,12 @@ def merge_evidence(carried: pa.Table | None, fresh: pa.Table, *, keep_from: dt.d
 def group_settings(members: pa.Table, generations: pa.Table | None, carried: pa.Table | None) -> pa.Table:
     """Per group, its settings as last seen (:data:`GROUP_SCHEMA`): the latest member sweep's
     (the latest that saw the group ``Stable`` with a member, else the latest with a member, when
-    any has one) group protocol, member, static member and assigned partition counts; the
-    assignor of the latest sweep that names one; the latest generation record's session and
-    rebalance timeouts (each side from the carried row when the step saw none newer)."""
+    any has one) group protocol, member, static member and assigned partition counts, and
+    whether that sweep was Stable (``stable``: a carried row competes as what it was, so steps
+    pick as one pass over their sweeps would; a row carried from before the flag counts as
+    Stable); the assignor of the latest sweep that names one; the latest generation record's
+    session and rebalance timeouts (each side from the carried row when the step saw none
+    newer)."""
     parts = []
     if members.num_rows:
         cl, gr = _col(members, "cluster", pa.string()), _col(members, "group_id", pa.string())
@@ -347,9 +351,8 @@ def group_settings(members: pa.Table, generations: pa.Table | None, carried: pa.
         nassign = (np.asarray(pc.list_value_length(members.column("assignment")).fill_null(0), dtype=np.float64)
                    if "assignment" in members.column_names else np.zeros(members.num_rows))
         has_m = np.asarray(mid.is_valid(), dtype=np.float64)
-        state = (_col(members, "group_state", pa.string()) if "group_state" in members.column_names
-                 else pa.nulls(members.num_rows, pa.string()))
-        is_stable = np.asarray(pc.equal(state, "Stable").fill_null(False), dtype=np.float64)
+        is_stable = np.asarray(pc.equal(_col(members, "group_state", pa.string()), "Stable").fill_null(False),
+                               dtype=np.float64)
         has_i = np.asarray(iid.is_valid(), dtype=np.float64)
         first = order[starts]
         parts.append(pa.table({
@@ -361,8 +364,8 @@ def group_settings(members: pa.Table, generations: pa.Table | None, carried: pa.
             "static_members": pa.array(np.nan_to_num(gsum(has_i[order], starts)).astype(np.int32)),
             "partitions": pa.array(np.nan_to_num(gsum(nassign[order], starts)).astype(np.int32)),
             "gen_ts": pa.nulls(len(starts), _MS), "session_timeout_s": pa.nulls(len(starts), pa.float64()),
-            "rebalance_timeout_s": pa.nulls(len(starts), pa.float64())}, schema=GROUP_SCHEMA).append_column(
-                "stable", pa.array(np.nan_to_num(gsum(is_stable[order], starts)) > 0)))
+            "rebalance_timeout_s": pa.nulls(len(starts), pa.float64()),
+            "stable": pa.array(np.nan_to_num(gsum(is_stable[order], starts)) > 0)}, schema=GROUP_SCHEMA))
     if generations is not None and generations.num_rows:
         g = generations
         parts.append(pa.table({
@@ -372,11 +375,14 @@ def group_settings(members: pa.Table, generations: pa.Table | None, carried: pa.
             "static_members": pa.nulls(g.num_rows, pa.int32()), "partitions": pa.nulls(g.num_rows, pa.int32()),
             "gen_ts": timestamps(doubles(g.column("gen_t"))),
             "session_timeout_s": _col(g, "session_timeout_s", pa.float64()),
-            "rebalance_timeout_s": _col(g, "rebalance_timeout_s", pa.float64())}, schema=GROUP_SCHEMA).append_column(
-                "stable", pa.array(np.zeros(g.num_rows, bool))))
+            "rebalance_timeout_s": _col(g, "rebalance_timeout_s", pa.float64()),
+            "stable": pa.nulls(g.num_rows, pa.bool_())}, schema=GROUP_SCHEMA))
     if carried is not None and carried.num_rows:  # the settings an earlier step picked by this rule
-        parts.append(carried.select(GROUP_SCHEMA.names).cast(GROUP_SCHEMA).append_column(
-            "stable", pa.array(np.ones(carried.num_rows, bool))))
+        if "stable" not in carried.column_names:  # state written before the flag
+            carried = carried.append_column("stable", pa.nulls(carried.num_rows, pa.bool_()))
+        carried = carried.set_column(carried.schema.get_field_index("stable"), "stable",
+                                     pc.fill_null(carried.column("stable").cast(pa.bool_()), True))
+        parts.append(carried.select(GROUP_SCHEMA.names).cast(GROUP_SCHEMA))
     if not parts:
         return GROUP_SCHEMA.empty_table()
     rows = pa.concat_tables(parts)
@@ -392,7 +398,7 @@ def group_settings(members: pa.Table, generations: pa.Table | None, carried: pa.
     # size that halved doubled the static-membership estimate), else the latest with a member,
     # else the latest
     with_members = np.asarray(pc.greater(rows.column("members"), 0).fill_null(False), dtype=bool)[order]
-    stable = np.asarray(rows.column("stable"), dtype=bool)[order]
+    stable = np.asarray(rows.column("stable").fill_null(False), dtype=bool)[order]
     s_pick = gargmax(np.where(with_members & stable, sweep_t, np.nan), starts, gid)
     s_pick = np.where(s_pick >= 0, s_pick, gargmax(np.where(with_members, sweep_t, np.nan), starts, gid))
     s_pick = np.where(s_pick >= 0, s_pick, gargmax(sweep_t, starts, gid))
@@ -412,7 +418,7 @@ def group_settings(members: pa.Table, generations: pa.Table | None, carried: pa.
     return pa.table({
         "cluster": ordered.column("cluster").take(pa.array(starts)),
         "group_id": ordered.column("group_id").take(pa.array(starts)),
-        **side(s_pick, ("sweep_ts", "group_protocol", "members", "static_members", "partitions")),
+        **side(s_pick, ("sweep_ts", "group_protocol", "members", "static_members", "partitions", "stable")),
         **side(p_pick, ("protocol",)),
         **side(g_pick, ("gen_ts", "session_timeout_s", "rebalance_timeout_s"))}, schema=GROUP_SCHEMA) if k else \
         GROUP_SCHEMA.empty_table()
@@ -684,8 +690,8 @@ def restart_storm(g: _Group, r: AdviceRulesConfig) -> _Advice | None:
 
 
 def _members(windows: list[dict[str, Any]], settings: dict[str, Any]) -> int:
-    """The group's size: its latest sweep's members, else the windows' members before (median),
-    at least 1."""
+    """The group's size: its settings' members (the latest Stable sweep's, :func:`group_settings`),
+    else the windows' members before (median), at least 1."""
     n = settings.get("members")
     if not n:
         sizes = [w["members_before"] for w in windows if w.get("members_before")]

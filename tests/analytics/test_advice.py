@@ -335,6 +335,33 @@ def test_a_group_last_seen_rebalancing_as_it_shut_down_keeps_its_stable_size() -
     assert (alone["members"], alone["partitions"], alone["sweep_ts"]) == (1, 2, at(300))
 
 
+def test_the_stable_pick_carries_across_steps_as_one_pass() -> None:
+    mem = members()
+    rebalancing = [{**r, "group_state": "PreparingRebalance"} for r in mem.to_pylist()]
+    one = pa.Table.from_pylist([{**rebalancing[0], "sweep_ts": at(100)}], schema=mem.schema)
+    two = pa.Table.from_pylist([{**r, "sweep_ts": at(200)} for r in rebalancing], schema=mem.schema)
+    stable_two = pa.Table.from_pylist([{**r, "sweep_ts": at(150)} for r in mem.to_pylist()], schema=mem.schema)
+    for first, second in ((one, two), (stable_two, two), (one, stable_two)):
+        batch = run(churn(), STORM, mem=pa.concat_tables([first, second])).groups.to_pylist()
+        carried = run(churn(), STORM, mem=first)
+        steps = run(churn(), STORM, mem=second, carried=carried).groups.to_pylist()
+        assert steps == batch
+    # no Stable sweep in either step: the latest with a member (two members at +200), not the
+    # first step's pick as if it were Stable; a Stable one carried beats a later rebalancing one
+    assert run(churn(), STORM, mem=two, carried=run(churn(), STORM, mem=one)).groups.to_pylist()[0]["members"] == 2
+    got = run(churn(), STORM, mem=two, carried=run(churn(), STORM, mem=stable_two)).groups.to_pylist()[0]
+    assert (got["members"], got["sweep_ts"], got["stable"]) == (2, at(150), True)
+
+
+def test_settings_carried_from_before_the_stable_flag_count_as_stable() -> None:
+    old = run(churn(), STORM, mem=members()).groups.drop_columns(["stable"])
+    mem = members()
+    later = pa.Table.from_pylist([{**mem.to_pylist()[0], "sweep_ts": at(300), "group_state": "PreparingRebalance"}],
+                                 schema=mem.schema)
+    got = advice.group_settings(later, None, old).to_pylist()[0]
+    assert (got["members"], got["sweep_ts"], got["stable"]) == (2, at(-60), True)
+
+
 def test_a_group_last_seen_mid_rebalance_keeps_its_assignor() -> None:
     # the latest sweep caught the churning group rebalancing (members, no protocol chosen yet: the
     # broker names none before the generation completes): the assignor is the latest one named
