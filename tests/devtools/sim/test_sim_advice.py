@@ -13,8 +13,8 @@ run's groups are scored against the scenario's ``expect_advice`` (:func:`score.s
   away against sub-second rebalances: no advice (static membership would lengthen the pause, as
   would cooperative-sticky's second round).
 
-All run at once (each with its own collector), so the module takes about the longest one (50 s:
-crash-long-session's 44 s and its members' 6 s after, ``LINGER_S``).
+All run at once (each with its own collector), so the module takes about the longest one (54 s:
+crash-long-session's 48 s and its members' 6 s after, ``LINGER_S``).
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 SCENARIOS = ("crash-long-session", "quiet-rolling-restart", "rebalance-storm", "rolling-restart-storm")
 INTERVAL_S = 0.5
-#: the members go on consuming after the schedule: crash-long-session's second crash (t=24) is
-#: settled only after its 15 s session, a heartbeat (3 s) and a join, about t=42.5 of its 44 s. One
+#: the members go on consuming after the schedule: crash-long-session's second crash (t=27) is
+#: settled only after its 15 s session, a heartbeat (3 s) and a join, about t=45.5 of its 48 s. One
 #: CI run (2026-12-01, a loaded machine) gave no advice at all; the likely cause (its lake was not
 #: kept): no sweep saw the group settle before c1 left at 44 s, the second window stayed open, and
 #: the rule needs two
