@@ -378,10 +378,8 @@ def group_settings(members: pa.Table, generations: pa.Table | None, carried: pa.
             "rebalance_timeout_s": _col(g, "rebalance_timeout_s", pa.float64()),
             "stable": pa.nulls(g.num_rows, pa.bool_())}, schema=GROUP_SCHEMA))
     if carried is not None and carried.num_rows:  # the settings an earlier step picked by this rule
-        if "stable" not in carried.column_names:  # state written before the flag
-            carried = carried.append_column("stable", pa.nulls(carried.num_rows, pa.bool_()))
-        carried = carried.set_column(carried.schema.get_field_index("stable"), "stable",
-                                     pc.fill_null(carried.column("stable").cast(pa.bool_()), True))
+        if "stable" not in carried.column_names:  # state written before the flag: its pick counts as Stable
+            carried = carried.append_column("stable", pa.array(np.ones(carried.num_rows, bool)))
         parts.append(carried.select(GROUP_SCHEMA.names).cast(GROUP_SCHEMA))
     if not parts:
         return GROUP_SCHEMA.empty_table()

@@ -128,8 +128,8 @@ def test_a_rolling_restart_of_quick_rebalances_gets_no_advice(advised: dict[str,
     # restarts of 5 s against sub-second rebalances: static membership would make each
     # restarting member's partitions wait longer than the stops it avoids, cooperative-sticky's
     # second round (a heartbeat) longer than the eager stop: neither predicts a gain. (At 1.5 s
-    # away the scenario sat within the rule's min_gain of advice: one loaded CI run's windows,
-    # 2.22 s per storm against 1.67 s per restart, gave static membership.)
+    # away a loaded CI run's windows, 2.22 s per storm against 1.67 s per restart, crossed the
+    # rule's min_gain and gave static membership.)
     got = advised["rolling-restart-storm"]
     assert got.score.expected == ()
     assert got.rows == []

@@ -548,8 +548,8 @@ def test_scenarios_are_short(tmp_path: Path) -> None:
     # CI budget: each fault scenario (but the demo) stays under 20 s of scheduled time; the
     # realistic no-fault ones need bursts, cycles and restarts to come round: 40 s; the proof of
     # the session-timeout advice needs two timeouts of a session above the advice's 10 s, each
-    # settled before the next crash and before the end: 48 s; a
-    # rolling restart whose restarts are long next to its rebalances (no advice), four of 5 s: 32 s
+    # settled before the next crash and before the end: 48 s; a rolling restart whose restarts
+    # are long next to its rebalances (no advice), four of 5 s: 32 s
     long_ = {"crash-long-session": 48, "rolling-restart-storm": 32}
     for name in SCENARIOS:
         sc = load_scenario(name)
