@@ -17,9 +17,13 @@ stopped between A and the sweep after it (A⁺) and was settled again between th
 **Cause** (:func:`cause_of`), from the member sets of A and B:
 
 - a ``group_instance_id`` on both sides with a new member id → ``static_member_bounce``;
-- members gone (not bounced): *gap* = A⁺ − the earliest of their last progress (an owner's
-  partition's committed offset moved, or it was caught up; from earlier steps, the state part
-  ``member_progress``) at or before A⁺ (A when unknown);
+- members gone (not bounced): *gap* = their departure − the earliest of their last progress (an
+  owner's partition's committed offset moved, or it was caught up; from earlier steps, the state
+  part ``member_progress``) at or before A⁺ (A when unknown); the departure is A⁺, or the first
+  sight of the group Empty after A when that is earlier (:attr:`_Window.left_by`: an Empty
+  ``group_metadata`` record or member sweep in ``(A, A⁺]``: every member had left by then, and a
+  window from the records has its A⁺ at B, which may come long after an operator kept the
+  group Empty);
   ``gap ≤ max(leave_gap_s, session/4)`` → ``leave``, or ``join`` when members also came (a
   JoinGroup and a LeaveGroup in one rebalance: nothing says which came first, joins usually do);
   otherwise a timeout (:func:`timeout_cause`): ``session_timeout`` or ``max_poll_interval``
@@ -38,15 +42,19 @@ timeout), else the settings' defaults. ``observed_over_bound`` = the outage (for
 member: from its last progress, ``quiet_from``; else the window) over the bound.
 
 **Exact boundaries from the commit stream** (:func:`exact_bounds`, classic groups, eager
-rebalancing): ``end`` = the record of the generation B saw, i.e. the latest generation record
-after A with B's member ids, written before the sweep after B (:func:`generation_end`);
+rebalancing): ``end`` = the record of the generation B saw, i.e. of the generation records
+after A with B's member ids written before the sweep after B, the latest at or before B, else
+the earliest after it (:func:`generation_end`: the same members can rejoin after B, and that
+later generation is not the one B saw);
 ``start`` = the earliest of the surviving members' last commits in ``[A, end]`` (their revocation
 commits), else the group's last commit in ``[A, end]``; with no commit in ``[A, end]``, the
 middle of ``(A, end)``, the interval the change must have happened in (of ``(A, A⁺)``, the
 sweeps' estimate, when ``end`` is after A⁺); a static bounce's window is the member's absence
 (its last commit → end; without one, from that middle); a timed-out member's last progress is
-its partitions' last commit before A⁺. Only commits in ``[A − session − rebalance timeout, end]``
-count.
+its partitions' last commit before its departure (above). Only commits in
+``[A − session − rebalance timeout, end]`` count, and none written while the group was Empty (its
+latest ``group_metadata`` record before the commit has no member: an operator's reset, never a
+member's progress nor a rebalance's bound; :func:`_member_commits`).
 ``source`` = ``commit_stream`` when the end came from a record (always for a window from the
 records alone), else ``sweeps``.
 
@@ -61,7 +69,13 @@ includes the generations before the group's first settled sweep (members joining
 another as the group starts): no sweep saw them, the records do. Such a window's start is the
 midpoint of the two records (with the commit stream: the surviving members' revocation commits),
 its end B's record, its cause from the member sets (new members: ``join``), and its
-``messages_accumulated`` null.
+``messages_accumulated`` null. One window per generation change (:func:`start_after_missed`): a
+sweep window whose end is a record, with windows from the records alone ending between its A and
+that record, starts at the latest of their Bs (its A that record, A⁺ its end; its end that record
+with or without the commits), so each says what its own change was: two generations between two
+sweeps are two windows, and a group restarted through Empty is its members' leave (the records
+window to the first new generation, its departure bounded by the Empty record) then each further
+generation of the new members.
 
 **Carried records** (:func:`generation_state`, :func:`with_carried_records`): a step reads the
 ``group_events`` of its UTC days only (from its start's day on, whole), so the record in force at
@@ -746,11 +760,22 @@ class _Window:
     quiet_from: float = 0.0
     source: str = "sweeps"
     from_records: bool = False  # a generation no sweep saw: a window from the records alone
+    #: A is a generation record: a window from the records alone, or a sweep window that starts
+    #: at the last generation no sweep saw before its end (:func:`start_after_missed`)
+    a_from_record: bool = False
     #: a sweep between A and B saw the group Empty (no member): B's members arrived into it
     through_empty: bool = False
     #: a sweep before A saw the group Empty, and every sweep window since only added members: the
     #: group is forming in view (:func:`formation`)
     a_after_empty: bool = False
+    #: the first sight of the group Empty in (A, A⁺] (an Empty record or member sweep), else None:
+    #: every member had left by then (:func:`left_by`)
+    left_by: float | None = None
+
+    @property
+    def departed_by(self) -> float:
+        """When the departed members had left at the latest: A⁺, or the first Empty sight before it."""
+        return self.a_next_t if self.left_by is None else min(self.a_next_t, self.left_by)
 
     @property
     def hi(self) -> float:
@@ -925,14 +950,24 @@ def _records(gens: pa.Table, groups: pa.Array, wanted: set[int]) -> _Records:
 
 
 def generation_end(w: _Window, recs: list[dict[str, Any]]) -> None:
-    """The record of the generation B saw: the latest generation record after A, at or before
-    :attr:`_Window.hi`, whose member ids are B's (DescribeGroups reports no generation; a sweep
-    sees a generation only once its record is written)."""
-    best = None
+    """The record of the generation B saw: of the generation records after A, at or before
+    :attr:`_Window.hi`, whose member ids are B's, the latest at or before B, else the earliest
+    after B (DescribeGroups reports no generation; a sweep sees a generation only once its record
+    is written, so B's is at or before B unless B read the group between the rebalance's end and
+    its record; the same members rejoining after B write a later one, which B did not see). When B
+    knows its generation (a KIP-848 group's epoch; classic sweeps have none) only a record of that
+    generation is B's."""
+    before = after = None
     for r in recs:
-        if (r["member_ids"] is not None and w.a.t < r["gen_t"] <= w.hi and r["member_ids"] == w.b.member_ids
-                and (best is None or r["gen_t"] >= best["gen_t"])):
-            best = r
+        if (r["member_ids"] is None or not w.a.t < r["gen_t"] <= w.hi or r["member_ids"] != w.b.member_ids
+                or (w.b.generation is not None and r["generation"] != w.b.generation)):
+            continue
+        if r["gen_t"] <= w.b.t:
+            if before is None or r["gen_t"] >= before["gen_t"]:
+                before = r
+        elif after is None or r["gen_t"] < after["gen_t"]:
+            after = r
+    best = before if before is not None else after
     if best is not None:
         w.b_gen_t, w.b_gen = float(best["gen_t"]), best["generation"]
 
@@ -969,9 +1004,9 @@ def missed_generations(sw: _Sweeps, gens: pa.Table, windows: list[_Window], live
                        ) -> list[_Window]:
     """Windows of the generations no sweep saw (see the module doc). Vectorised up to the
     candidates (records whose members or generation differ from the group's previous record,
-    inside its span of settled sweeps), which are few. Two records of different lives of the group
-    (``lives``, :func:`life_start`) are no window, nor is a record without a settled sweep of its
-    life at or after it."""
+    inside its span of settled sweeps and the records their windows ended at), which are few.
+    Two records of different lives of the group (``lives``, :func:`life_start`) are no window,
+    nor is a record without a settled sweep of its life (or a window's end) at or after it."""
     c = gens.filter(pc.greater(pc.list_value_length(gens.column("member_ids")).fill_null(0), 0))
     if not c.num_rows or not len(sw.groups):  # no records, or no sweep to place them after
         return []
@@ -986,20 +1021,24 @@ def missed_generations(sw: _Sweeps, gens: pa.Table, windows: list[_Window], live
     differs = np.zeros(len(g), bool)
     differs[1:] = (ids[1:] != ids[:-1]) | (gen_ok[1:] & gen_ok[:-1] & (gen[1:] != gen[:-1]))
     ng = len(sw.groups)
-    # after the settled sweep the state carried in (an earlier step judged the records up to it),
-    # at or before the group's last settled sweep (a later step's sweeps may see the rest)
+    # after the settled sweep the state carried in and the record its window ended at (an earlier
+    # step judged the records up to them), at or before the group's last settled sweep or the
+    # record a window of the step ended at (a later step's sweeps may see the rest)
     seen, last = np.full(ng, -np.inf), np.full(ng, -np.inf)
     s = sw.settled
     carried = s & _flag(sw.ms.column("is_state"))
+    claimed, claimed_ok = _floats(sw.ms.column("claimed_gen_t"))
+    claim_hi, claim_hi_ok = _floats(sw.ms.column("claim_hi"))
     np.maximum.at(seen, sw.g[carried], sw.t[carried])
+    np.maximum.at(seen, sw.g[carried & claimed_ok], claimed[carried & claimed_ok])
     np.maximum.at(last, sw.g[s], sw.t[s])
+    judged = [w for w in windows if w.b_gen_t is not None]
+    np.maximum.at(last, np.array([w.g for w in judged], np.int64), np.array([w.b_gen_t for w in judged], np.float64))
     gi = np.where(ok, g, 0)
     cand = same & differs & ok & (gt > seen[gi]) & (gt <= last[gi])
     ends = {(w.g, w.b_gen_t) for w in windows if w.b_gen_t is not None}
     open_ = [(w.g, w.a.t, w.hi) for w in windows if w.b_gen_t is None]
     # and what the windows of earlier steps claimed: those ending at the carried settled sweeps
-    claimed, claimed_ok = _floats(sw.ms.column("claimed_gen_t"))
-    claim_hi, claim_hi_ok = _floats(sw.ms.column("claim_hi"))
     ends |= {(int(sw.g[i]), float(claimed[i])) for i in np.flatnonzero(carried & claimed_ok).tolist()}
     open_ += [(int(sw.g[i]), float(sw.t[i]), float(claim_hi[i]))
               for i in np.flatnonzero(carried & claim_hi_ok).tolist()]
@@ -1015,17 +1054,51 @@ def missed_generations(sw: _Sweeps, gens: pa.Table, windows: list[_Window], live
             if life_start(lives, gg, float(gt[i - 1])) != lo:
                 continue  # the record before is of the group's life before
             st = settled_t.get(gg)
-            if st is None:  # the group's settled sweeps (``sw``: by group, then time)
+            if st is None:  # the group's settled sweeps (``sw``: by group, then time) and window ends
                 a, b = np.searchsorted(sw.g, [gg, gg + 1])
-                st = settled_t[gg] = sw.t[a:b][sw.settled[a:b]]
+                st = settled_t[gg] = np.sort(np.concatenate([sw.t[a:b][sw.settled[a:b]],
+                                                             [w.b_gen_t for w in judged if w.g == gg]]))
             k = int(np.searchsorted(st, t, "left"))
             if k == len(st) or life_start(lives, gg, float(st[k])) != lo:
-                continue  # no settled sweep of its life at or after it
+                continue  # no settled sweep of its life (nor a window's end) at or after it
         a, b = _rec_snap(c, i - 1), _rec_snap(c, i)
         out.append(_Window(g=gg, cluster=cluster, group_id=group_id, a=a, b=b, b_prev_t=t, b_next_t=t, a_next_t=t,
-                           b_gen_t=t, b_gen=b.generation,
-                           from_records=True))
+                           b_gen_t=t, b_gen=b.generation, from_records=True, a_from_record=True))
     return out
+
+
+def start_after_missed(windows: list[_Window]) -> None:
+    """One window per generation change: a sweep window whose end is a record (``b_gen_t``), with
+    windows from the records alone ending between its A and that record (generations no sweep saw,
+    :func:`missed_generations`), starts at the latest of their Bs: its A becomes that record (and
+    A⁺ its end), so that what it says (members before, cause, partitions moved) is of the last
+    change alone, the earlier ones being windows of their own (two generations between two
+    sweeps; a group restarted through Empty, its leave a window from the records)."""
+    ends: dict[int, list[_Window]] = {}
+    for w in windows:
+        if w.from_records:
+            ends.setdefault(w.g, []).append(w)
+    for w in windows:
+        if w.from_records or w.b_gen_t is None:
+            continue
+        inner = [r for r in ends.get(w.g, []) if w.a.t < r.b.t < w.b_gen_t]
+        if inner:
+            w.a = max(inner, key=lambda r: r.b.t).b
+            w.a_next_t = w.b_gen_t
+            w.a_from_record = True
+            w.through_empty = False  # (its Empty sights are those after the new A: :func:`empty_sights`)
+
+
+def empty_sights(w: _Window, records: Sequence[float], sweeps: _F) -> None:
+    """``w.left_by``: the first of the group's Empty ``group_metadata`` record times ``records``
+    and Empty member sweep times ``sweeps`` in (A, A⁺], else None; and a window whose A is a
+    record goes through Empty (:attr:`_Window.through_empty`) when an Empty sweep is between its
+    sides (a window between two sweeps knows that from its sweeps already)."""
+    sights = [t for t in records if w.a.t < t <= w.a_next_t]
+    sights += sweeps[(sweeps > w.a.t) & (sweeps <= w.a_next_t)].tolist()
+    w.left_by = min(sights) if sights else None
+    if w.a_from_record:
+        w.through_empty = w.through_empty or bool(((sweeps > w.a.t) & (sweeps < w.b.t)).any())
 
 
 def _rec_snap(c: pa.Table, i: int) -> _Snap:
@@ -1082,9 +1155,11 @@ def cause_of(w: _Window, leave_gap_s: float, heartbeat_s: float, network_s: floa
     if w.bounced:
         return "static_member_bounce"
     if w.gone:
-        gap = w.a_next_t - (w.last_alive if w.last_alive is not None else w.a.t)
+        gap = w.departed_by - (w.last_alive if w.last_alive is not None else w.a.t)
         if gap <= max(leave_gap_s, w.session / 4):
-            return "join" if w.new else "leave"
+            # with members arriving too: a JoinGroup and a LeaveGroup in one rebalance, nothing
+            # says which came first (joins usually do) — unless the group went Empty in between
+            return "join" if w.new and w.left_by is None else "leave"
         return timeout_cause(gap, w.session, w.rebal, heartbeat_s, network_s)
     return "join" if w.new else "unknown"
 
@@ -1160,7 +1235,8 @@ def exact_bounds(w: _Window, commits: _Times) -> None:
     surviving members' earliest revocation commit, else the group's last commit, in [A, end] (a
     static bounce: the bounced member's last commit), else the middle of (A, end) when the end
     is exact and before A⁺ (else the sweeps' midpoint of (A, A⁺)); never after the end; a
-    timed-out member's last progress = its partitions' last commit before A⁺."""
+    timed-out member's last progress = its partitions' last commit before its departure
+    (:attr:`_Window.departed_by`)."""
     has_end = w.b_gen_t is not None
     if w.b_gen_t is not None:
         w.end = w.b_gen_t
@@ -1186,7 +1262,7 @@ def exact_bounds(w: _Window, commits: _Times) -> None:
             pairs_c, pairs_e = _pairs(ctp, a_tp, entry)
             t = ct[pairs_c]
             recent = t >= w.a.t
-            gone_m = is_gone[pairs_e] & (t <= w.a_next_t)
+            gone_m = is_gone[pairs_e] & (t <= w.departed_by)
             bounce_m = is_bounced[pairs_e]
             if gone_m.any():
                 gone_last = float(t[gone_m].max())
@@ -1547,6 +1623,37 @@ def member_progress_state(alive: pa.Table, groups: pa.Array, kept: pa.Table, gen
     return pa.table({"cluster": pc.list_element(cg, 0), "group_id": pc.list_element(cg, 1),
                      "member_id": _plain(mine.column("owner")), "alive_t": _plain(mine.column("t"))},
                     schema=MEMBER_PROGRESS_SCHEMA)
+
+
+def _member_commits(commits: _Times, gens: pa.Table | None, empty: dict[tuple[str, str], list[float]],
+                    groups: pa.Array) -> _Times:
+    """``commits`` without those written while the group was Empty: the group's latest
+    ``group_metadata`` record strictly before the commit has no member (``empty``, against the
+    generations of ``gens``). No member wrote them (an operator's reset, ``kafka-consumer-groups
+    --reset-offsets``, which works only on an Empty group; a member that joins commits only once
+    its generation's record is written): they are no member's progress, nor the start of a
+    rebalance (a group restarted through Empty would start its window at the operator's commit).
+    The records, not the sweeps: the commits come from the same ``__consumer_offsets`` tail as
+    the records (without records there is nothing to judge), a step reads its days' records whole
+    (a sweep a step does not carry would judge a commit differently in the next step), and only
+    a record is written at the moment the group empties."""
+    if gens is None or not empty or not len(commits.t):
+        return commits
+    rec = gens.filter(pc.is_valid(gens.column("member_ids")))
+    rg, rok = _codes(_gkey(rec), groups)
+    ek = pa.table({"cluster": pa.array([k[0] for k, ts in empty.items() for _ in ts], pa.string()),
+                   "group_id": pa.array([k[1] for k, ts in empty.items() for _ in ts], pa.string())})
+    eg, eok = _codes(_gkey(ek), groups)
+    mark_g = np.concatenate([rg[rok], eg[eok]])
+    mark_t = np.concatenate([np.asarray(rec.column("gen_t"), dtype=np.float64)[rok],
+                             np.array([t for ts in empty.values() for t in ts], np.float64)[eok]])
+    is_empty = np.concatenate([np.zeros(int(rok.sum()), bool), np.ones(int(eok.sum()), bool)])
+    before = asof(mark_g, mark_t, commits.g, np.nextafter(commits.t, -np.inf))
+    drop = (before >= 0) & is_empty[np.maximum(before, 0)]
+    if not drop.any():
+        return commits
+    keep = pa.array(~drop)
+    return _Times.of(commits.g[~drop], commits.topic.filter(keep), commits.partition.filter(keep), commits.t[~drop])
 
 
 def _commit_times(commits: pa.Table, groups: pa.Array, wanted: _I) -> _Times:
@@ -2415,13 +2522,20 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
             generation_end(w, recs.by_group.get(w.g, []))
         missed = missed_generations(sw, gens, windows, lives)
         windows += missed
+        start_after_missed(windows)
         if missed:
             recs = _records(gens, sw.groups, {w.g for w in windows})
-            # the group seen forming by the sweeps at a record's A as at a sweep's (of its life)
-            j = asof(sw.g, sw.t, np.array([w.g for w in missed], np.int64), np.array([w.a.t for w in missed]))
-            for w, jj in zip(missed, j.tolist(), strict=True):
+            for w in missed:
                 w.life_lo = life_start(lives, w.g, w.a.t)
-                w.a_after_empty = jj >= 0 and sw.t[jj] > w.life_lo and bool(ch.formed[jj])
+        # the group seen forming by the sweeps at a record's A as at a sweep's (of its life)
+        at_rec = [w for w in windows if w.a_from_record]
+        j = asof(sw.g, sw.t, np.array([w.g for w in at_rec], np.int64), np.array([w.a.t for w in at_rec]))
+        for w, jj in zip(at_rec, j.tolist(), strict=True):
+            w.a_after_empty = jj >= 0 and sw.t[jj] > w.life_lo and bool(ch.formed[jj])
+    # the first sight of each window's group Empty after A (records and sweeps)
+    for w in windows:
+        a, b = np.searchsorted(sw.g, [w.g, w.g + 1])
+        empty_sights(w, empty.get((w.cluster, w.group_id), []), sw.t[a:b][ch.is_empty[a:b]])
     # the groups of the windows, and of the carried windows still waiting for a first commit
     carried_g, carried_ok = (_codes(_gkey(inp.pending_gaps), sw.groups) if inp.pending_gaps is not None
                              else (np.zeros(0, np.int64), np.zeros(0, bool)))
@@ -2458,7 +2572,7 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
                              mine.column("t").to_pylist(), strict=True))
         changes = with_gap_times(changes, inp.gap_times, sw.groups, read_g)
         if inp.commits is not None and len(wanted_g):
-            commits = _commit_times(inp.commits, sw.groups, wanted_g)
+            commits = _member_commits(_commit_times(inp.commits, sw.groups, wanted_g), gens, empty, sw.groups)
     # a window's processing gap: from the commits, else from the committed-offset changes
     gaps_from = commits if commits is not None else changes
 
@@ -2650,7 +2764,7 @@ def _details(w: _Window, settings: AnalyticsConfig, recs: list[dict[str, Any]] |
     w.last_alive = min(known) if known else None
     w.cause = cause_of(w, LEAVE_GAP_S, settings.heartbeat_s, settings.network_s)
     w.start = (w.a.t + w.a_next_t) / 2
-    w.end = (w.b_prev_t + w.b.t) / 2
+    w.end = w.b_gen_t if w.a_from_record and w.b_gen_t is not None else (w.b_prev_t + w.b.t) / 2
     w.quiet_from = w.last_alive if w.cause in _TIMED_OUT and w.last_alive is not None else w.start
     if commits is not None:
         exact_bounds(w, commits)

@@ -115,18 +115,24 @@ def _record_timeouts(win: DataFrame, gens: DataFrame) -> DataFrame:
 
 
 def _generation_end(win: DataFrame, gens: DataFrame) -> DataFrame:
-    """Per window: the record of the generation sweep B saw: the latest generation record
-    after A whose members are B's, written before the sweep after B (a sweep sees a generation
-    only once its record is written; sweep_ts is the sweep's start). ``_b_gen_t``, ``_b_gen``."""
+    """Per window: the record of the generation sweep B saw: of the generation records after A
+    whose members are B's, written before the sweep after B (a sweep sees a generation only once
+    its record is written; sweep_ts is the sweep's start), the latest at or before B, else the
+    earliest after B (the same members rejoining after B write a later one); only B's own
+    generation's when B knows it. ``_b_gen_t``, ``_b_gen``."""
     r = gens.where(F.col("member_ids").isNotNull()).select(
         F.col("cluster").alias("_c"), F.col("group_id").alias("_g"), F.col("gen_t").alias("_et"),
         F.col("member_ids").alias("_em"), F.struct(F.col("gen_t").alias("t"), "generation").alias("_rec"))
     hi = F.coalesce(F.col("b_next_t"), F.col("b.t") + (F.col("b.t") - F.col("b_prev_t")))
     w = win.select("_wid", "cluster", "group_id", F.col("a.t").alias("_at"), F.col("b.member_ids").alias("_bm"),
-                   hi.alias("_hi"))
+                   hi.alias("_hi"), F.col("b.t").alias("_bt"), F.col("b.generation").alias("_bg"))
     j = w.join(r, (w["cluster"] == r["_c"]) & (w["group_id"] == r["_g"]) & (r["_et"] > w["_at"])
-               & (r["_et"] <= w["_hi"]) & (r["_em"] == w["_bm"]))
-    last = j.groupBy("_wid").agg(F.max_by("_rec", "_et").alias("_rec"))
+               & (r["_et"] <= w["_hi"]) & (r["_em"] == w["_bm"])
+               & (w["_bg"].isNull() | (F.col("_rec.generation") == w["_bg"])))
+    seen = F.col("_et") <= F.col("_bt")
+    last = j.groupBy("_wid").agg(F.coalesce(
+        F.max_by(F.when(seen, F.col("_rec")), F.when(seen, F.col("_et"))),
+        F.min_by(F.when(~seen, F.col("_rec")), F.when(~seen, F.col("_et")))).alias("_rec"))
     return (win.join(last, "_wid", "left").withColumn("_b_gen_t", F.col("_rec.t"))
             .withColumn("_b_gen", F.col("_rec.generation")).drop("_rec"))
 
@@ -156,8 +162,13 @@ def _missed_generations(win: DataFrame, gens: DataFrame, msweeps: DataFrame) -> 
          .withColumn("a", F.lag(snap).over(rw)).withColumn("b", snap)
          .where(F.col("a").isNotNull() & ((F.col("a.member_ids") != F.col("b.member_ids"))
                                           | (F.col("a.generation") != F.col("b.generation")))))
-    span = msweeps.where("settled").groupBy(*_G).agg(
-        F.max(F.when(F.col("is_state"), F.col("t"))).alias("_seen"), F.max("t").alias("_last"))
+    # (the records up to the end a window claimed are judged with it: in an earlier step when
+    # carried, in this one when the window is this step's)
+    span = msweeps.where("settled").select(
+        *_G, F.when(F.col("is_state"), F.greatest(F.col("t"), F.col("claimed_gen_t"))).alias("_s"),
+        F.col("t").alias("_l")).unionByName(win.where(F.col("_b_gen_t").isNotNull()).select(
+            *_G, F.lit(None).cast("double").alias("_s"), F.col("_b_gen_t").alias("_l"))).groupBy(*_G).agg(
+        F.max("_s").alias("_seen"), F.max("_l").alias("_last"))
     g = g.join(span, [*_G]).where((F.col("_seen").isNull() | (F.col("gen_t") > F.col("_seen")))
                                   & (F.col("gen_t") <= F.col("_last")))
     # (with what the windows of earlier steps claimed: those ending at the carried settled sweeps)
@@ -174,7 +185,41 @@ def _missed_generations(win: DataFrame, gens: DataFrame, msweeps: DataFrame) -> 
                & (g["gen_t"] <= open_["_hi"]), "left_anti")
     return g.select(*_G, "a", "b", F.col("gen_t").alias("b_prev_t"), F.col("gen_t").alias("b_next_t"),
                     F.col("gen_t").alias("a_next_t"), F.xxhash64("cluster", "group_id", "gen_t").alias("_wid"),
-                    F.col("gen_t").alias("_b_gen_t"), F.col("generation").alias("_b_gen"))
+                    F.col("gen_t").alias("_b_gen_t"), F.col("generation").alias("_b_gen"),
+                    F.lit(True).alias("_from_rec"))
+
+
+def _start_after_missed(win: DataFrame) -> DataFrame:
+    """One window per generation change: a sweep window ending at a record (``_b_gen_t``) with
+    windows from the records alone (``_from_rec``) ending between its A and that record starts at
+    the latest of their Bs (A := that record, A⁺ := its end). ``_a_rec``: A is a record."""
+    rec = win.where("_from_rec").select(F.col("cluster").alias("_c"), F.col("group_id").alias("_g"),
+                                       F.col("b").alias("_rb"))
+    sw = win.where(~F.col("_from_rec") & F.col("_b_gen_t").isNotNull()).select("_wid", "cluster", "group_id",
+                                                                               F.col("a.t").alias("_at"), "_b_gen_t")
+    j = sw.join(rec, (sw["cluster"] == rec["_c"]) & (sw["group_id"] == rec["_g"]) & (F.col("_rb.t") > F.col("_at"))
+                & (F.col("_rb.t") < F.col("_b_gen_t")))
+    latest = j.groupBy("_wid").agg(F.max_by("_rb", "_rb.t").alias("_new_a"))
+    moved = F.col("_new_a").isNotNull()
+    return (win.join(latest, "_wid", "left")
+            .withColumn("a", F.when(moved, F.col("_new_a")).otherwise(F.col("a")))
+            .withColumn("a_next_t", F.when(moved, F.col("_b_gen_t")).otherwise(F.col("a_next_t")))
+            .withColumn("_a_rec", F.col("_from_rec") | moved).drop("_new_a"))
+
+
+def _left_by(win: DataFrame, msweeps: DataFrame, empty_records: DataFrame | None) -> DataFrame:
+    """Per window: ``_left_by``, the first sight of the group Empty (an Empty sweep, a record
+    without members) in (A, A⁺]."""
+    sights = msweeps.where(F.col("group_state") == "Empty").select(
+        F.col("cluster").alias("_ec"), F.col("group_id").alias("_eg"), F.col("t").alias("_et"))
+    if empty_records is not None:
+        sights = sights.unionByName(empty_records.select(F.col("cluster").alias("_ec"), F.col("group_id").alias("_eg"),
+                                                         F.col("gen_t").alias("_et")))
+    w = win.select("_wid", "cluster", "group_id", F.col("a.t").alias("_at"), "a_next_t")
+    j = w.join(sights, (w["cluster"] == sights["_ec"]) & (w["group_id"] == sights["_eg"])
+               & (F.col("_et") > F.col("_at"))
+               & (F.col("_et") <= F.col("a_next_t")))
+    return win.join(j.groupBy("_wid").agg(F.min("_et").alias("_left_by")), "_wid", "left")
 
 
 #: builds a step's per-sweep rebalance inputs (``alive``, ``group_lag``, ``changes``: see
@@ -226,11 +271,13 @@ def transform_rebalances(
     win = win.withColumn("_wid", F.xxhash64("cluster", "group_id", "b.t"))
     # the record of the generation B saw (the window's exact end); generations the sweeps missed
     if generations is not None:
-        win = _generation_end(win, generations)
-        win = win.unionByName(_missed_generations(win, generations, msweeps))
+        win = _generation_end(win, generations).withColumn("_from_rec", F.lit(False))
+        win = _start_after_missed(win.unionByName(_missed_generations(win, generations, msweeps)))
     else:
         win = (win.withColumn("_b_gen_t", F.lit(None).cast("double"))
-               .withColumn("_b_gen", F.lit(None).cast("int")))
+               .withColumn("_b_gen", F.lit(None).cast("int")).withColumn("_from_rec", F.lit(False))
+               .withColumn("_a_rec", F.lit(False)))
+    win = _left_by(win, msweeps, empty_records)
     # materialised where several uses follow (each use of a DataFrame repeats its whole plan: the
     # reference's plans grew with the square of its steps, minutes to plan a step of 5 groups)
     win = win.localCheckpoint()
@@ -270,7 +317,8 @@ def transform_rebalances(
                   .groupBy("_wid", "owner").agg(F.max("alive_t").alias("_alive"))
                   .groupBy("_wid").agg(F.min("_alive").alias("_last_alive")))
     win = win.join(last_alive, "_wid", "left")
-    gap = F.col("a_next_t") - F.coalesce(F.col("_last_alive"), F.col("a.t"))
+    departed_by = F.least(F.col("a_next_t"), F.col("_left_by"))  # (least skips a null)
+    gap = departed_by - F.coalesce(F.col("_last_alive"), F.col("a.t"))
     prompt = gap <= F.greatest(F.lit(leave_gap_s), F.col("_session") / 4)
     nearer_session = F.abs(F.log(gap / F.col("_session"))) <= F.abs(F.log(gap / F.col("_rebal")))
     # the timeout the gap can have been: a session timeout only from session − heartbeat − network
@@ -280,7 +328,8 @@ def transform_rebalances(
     session_cause = F.when(can_session & ~can_poll, True).when(can_poll & ~can_session, False).otherwise(
         F.coalesce(nearer_session, F.lit(False)))
     cause = (F.when(F.size("_bounced") > 0, F.lit("static_member_bounce"))
-             .when(F.size("_gone") > 0, F.when(prompt & (F.size("_new") > 0), F.lit("join"))
+             .when(F.size("_gone") > 0, F.when(prompt & (F.size("_new") > 0) & F.col("_left_by").isNull(),
+                                               F.lit("join"))
                    .when(prompt, F.lit("leave"))
                    .when(session_cause, F.lit("session_timeout")).otherwise(F.lit("max_poll_interval")))
              .when(F.size("_new") > 0, F.lit("join"))
@@ -292,6 +341,7 @@ def transform_rebalances(
     # the rebalance proper starts when the group stops (A → A⁺); a timed-out member stopped
     # earlier, at its last progress: that is where the bound (crash/slow member → recovered) is
     # measured from, and where its partitions' processing stopped
+    sweep_end = F.when(F.col("_a_rec") & F.col("_b_gen_t").isNotNull(), F.col("_b_gen_t")).otherwise(sweep_end)
     win = (win.withColumn("_start", sweep_start).withColumn("_end", sweep_end)
            .withColumn("_quiet_from", F.when(timed_out & F.col("_last_alive").isNotNull(), F.col("_last_alive"))
                        .otherwise(sweep_start)))
@@ -332,7 +382,7 @@ def transform_rebalances(
         F.col("a.t") < F.col("_et")) & (F.col("_et") < F.col("b.t"))
     empties = msweeps.where(F.col("group_state") == "Empty").select(
         F.col("cluster").alias("_ec"), F.col("group_id").alias("_eg"), F.col("t").alias("_et"))
-    flagged = win.where(F.col("b_prev_t") != F.col("b.t")).join(empties, sides, "left_semi").select("_wid")
+    flagged = win.join(empties, sides, "left_semi").select("_wid")
     if empty_records is not None:
         flagged = flagged.union(win.join(empty_records.select(
             F.col("cluster").alias("_ec"), F.col("group_id").alias("_eg"), F.col("gen_t").alias("_et")),
@@ -452,7 +502,9 @@ def _exact_bounds(win: DataFrame, commits: DataFrame) -> DataFrame:
     mid_iid = F.map_from_entries(F.transform(F.col("a.instances"), lambda x: F.struct(x["mid"], x["iid"])))
     gone_owners = F.transform(F.col("_gone"), lambda m: F.coalesce(F.element_at(mid_iid, m), m))
     b_owners = F.array_distinct(F.transform(F.col("b.owners"), lambda x: x["owner"]))
-    owners = win.select("_wid", "cluster", "group_id", "a_next_t", "_end", F.col("a.t").alias("_at"),
+    owners = win.select("_wid", "cluster", "group_id",
+                        F.least(F.col("a_next_t"), F.col("_left_by")).alias("a_next_t"),  # (the departure)
+                        "_end", F.col("a.t").alias("_at"),
                         (F.col("a.t") - F.col("_session") - F.col("_rebal")).alias("_lo"),
                         gone_owners.alias("_gone_o"), b_owners.alias("_b_o"), "_bounced",
                         F.explode("a.owners").alias("_o"))
@@ -489,6 +541,21 @@ def _exact_bounds(win: DataFrame, commits: DataFrame) -> DataFrame:
             .withColumn("_quiet_from", quiet)
             .withColumn("source", F.when(has_end, F.lit("commit_stream")).otherwise(F.col("source")))
             .drop("_gone_last", "_bounce_last", "_surv_start", "_group_last"))
+
+
+def _member_commits(commits: DataFrame, gens: DataFrame | None, empty_records: DataFrame | None) -> DataFrame:
+    """``commits`` without those written while the group was Empty: its latest ``group_metadata``
+    record strictly before the commit has no member."""
+    if gens is None or empty_records is None:
+        return commits
+    marks = gens.where(F.col("member_ids").isNotNull()).select(*_G, "gen_t", F.lit(False).alias("_empty")).unionByName(
+        empty_records.select(*_G, "gen_t", F.lit(True).alias("_empty")))
+    m = marks.select(F.col("cluster").alias("_mc"), F.col("group_id").alias("_mg"), F.col("gen_t").alias("_mt"),
+                     "_empty")
+    c = commits.withColumn("_cid", F.monotonically_increasing_id()).localCheckpoint()  # (ids fixed once)
+    j = c.join(m, (c["cluster"] == m["_mc"]) & (c["group_id"] == m["_mg"]) & (m["_mt"] < c["t"]))
+    latest = j.groupBy("_cid").agg(F.max_by("_empty", "_mt").alias("_e"))
+    return c.join(latest, "_cid", "left").where(~F.coalesce(F.col("_e"), F.lit(False))).drop("_cid", "_e")
 
 
 def _processing_gaps(win: DataFrame, changes: DataFrame, lookaround_s: float = 900.0) -> DataFrame:
@@ -699,12 +766,15 @@ def reference_group_pass(spark: SparkSession, *, members: pa.Table, series: pa.T
         commit_times = cm.where(F.col("committed_offset").isNotNull()).select(
             *KEY, _secs(F.coalesce(F.col("commit_ts"), F.col("record_ts"))).alias("t"))
     ge = _df(spark, group_events)
+    gens = generation_records(ge) if ge is not None else None
+    empty_recs = None if ge is None else ge.where(
+        (F.col("record_type") == "group_metadata") & (F.size("members") == 0)).select(
+        *_G, _secs(F.col("record_ts")).alias("gen_t"))
+    if commit_times is not None:
+        commit_times = _member_commits(commit_times, gens, empty_recs)
     rb = transform_rebalances(
         msweeps, lambda groups: _progress_inputs(ser, st, groups),
-        generations=generation_records(ge) if ge is not None else None,
-        empty_records=None if ge is None else ge.where(
-            (F.col("record_type") == "group_metadata") & (F.size("members") == 0)).select(
-            *_G, _secs(F.col("record_ts")).alias("gen_t")), commits=commit_times,
+        generations=gens, empty_records=empty_recs, commits=commit_times,
         session_timeout_s=settings.session_timeout_s, heartbeat_s=settings.heartbeat_s,
         network_s=settings.network_s, rebalance_timeout_s=settings.rebalance_timeout_s)
     rb_arrow = rb.toArrow()
