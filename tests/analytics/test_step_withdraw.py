@@ -45,13 +45,13 @@ T_END = 300
 IDLE = {"stall", "stop", "starved"}
 
 
-def _lake(seed: int) -> tuple[dict[str, list[dict[str, Any]]], bool]:
+def _lake(seed: int, *, restarts: bool = False) -> tuple[dict[str, list[dict[str, Any]]], bool]:
     rng = random.Random(seed)
     with_commits = seed % 2 == 0
     lake: dict[str, list[dict[str, Any]]] = {"offsets": [], "members": [], "commits": [], "group_events": []}
     for g in range(3):
         for name, rows in random_lake(rng, f"g{g}", t_end=T_END, generations=rng.random() < 0.5,
-                                      events=seed % 3 != 2, commits=with_commits).items():
+                                      events=seed % 3 != 2, commits=with_commits, restarts=restarts).items():
             lake[name] += rows
     return lake, with_commits
 
@@ -94,6 +94,30 @@ def test_random_rebalance_lakes_in_minute_steps_equal_one_pass(seed: int) -> Non
     # processing gap (per partition: its first commit after the start less its last at or before
     # it, which may come in a later step, re-publishing the row: pending_gaps; from sweeps alone,
     # a window found starting in an earlier step needs the changes before the step: gap_times)
+    one_w, split_w = _windows([whole]), _windows(outs)
+    assert one_w.keys() == split_w.keys()
+    assert len(one_w) >= 20  # not vacuous
+    different = {k: {f: (v, split_w[k][f]) for f, v in r.items() if split_w[k][f] != v} for k, r in one_w.items()}
+    assert {k: d for k, d in different.items() if d} == {}
+
+
+@pytest.mark.parametrize("seed", [pytest.param(s, marks=pytest.mark.xfail(
+    strict=True, reason="open (docs/analytics.md, Starved): a stall whose owner's progress elsewhere is a "
+                        "change the carried row of a partition without an owner holds (the new owner's, "
+                        "taken as nobody's): the same with the engine before the restarts"))
+    if s == 9 else s for s in range(40)])
+def test_random_restart_lakes_in_minute_steps_equal_one_pass(seed: int) -> None:
+    # groups restarted through Empty (their members leave, an operator may reset the offsets, new
+    # members join in one or two generations), cut at every minute: the same windows (a
+    # restart's leave, then the new members' generations) and anomalies as one pass; commits
+    # written while the group was Empty are judged by the records, which a step reads whole
+    lake, with_commits = _lake(seed, restarts=True)
+    assert any(r["group_state"] == "Empty" for r in lake["members"])  # (restarts there are)
+    whole = _run(lake, None, at(T_END + 1), None, with_commits)
+    outs = _minute_steps(lake, with_commits)
+    one = _idle(_seen([whole], "anomalies", {"anomalies": ("key",)}))
+    split = _idle(_seen(outs, "anomalies", {"anomalies": ("key",)}))
+    assert {k: one.get(k) for k in one | split} == {k: split.get(k) for k in one | split}
     one_w, split_w = _windows([whole]), _windows(outs)
     assert one_w.keys() == split_w.keys()
     assert len(one_w) >= 20  # not vacuous
