@@ -13,6 +13,8 @@ state is unknown and partitions are assigned, which counts as not settled, as in
 settled sweep (carried ones included), and their generation or member ids differ. The group
 stopped between A and the sweep after it (A⁺) and was settled again between the sweep before B
 (B⁻) and B: ``start = (A + A⁺)/2``, ``end = (B⁻ + B)/2`` (error ≤ half a sweep interval each).
+When members left, A⁺ is their departure (:attr:`_Window.change_by`, below: the first sight of
+the group Empty when that is earlier): the change cannot start after every member had gone.
 
 **Cause** (:func:`cause_of`), from the member sets of A and B:
 
@@ -169,7 +171,9 @@ the gap's last row) changed another of its partitions' committed offset strictly
 **Starved**.
 
 **Outages** (:func:`drop_rebalance_outages`): a stall, stop or commit gap of a group that starts
-at or after a rebalance's ``quiet_from`` − 1 s and ends (an open one: start + magnitude s) by its
+at or after a rebalance's ``quiet_from`` − 1 s (a stall or stop: less than the smaller of
+``stall_after_s`` and ``stop_after_s`` before it, so it was no stall or stop yet when the
+outage began: what it has of its own is below the rule's threshold) and ends (an open one: start + magnitude s) by its
 end + 1 s is that rebalance: dropped (every row with its key); so is a commit gap that starts
 there by the window's end + 1 s, however long the new owner took to commit first (the window's
 ``max_processing_gap_s`` keeps it).
@@ -778,6 +782,12 @@ class _Window:
         return self.a_next_t if self.left_by is None else min(self.a_next_t, self.left_by)
 
     @property
+    def change_by(self) -> float:
+        """When the change had happened at the latest, as the sweeps and Empty sights tell: the
+        departure when members left (:attr:`departed_by`), else A⁺."""
+        return self.departed_by if self.gone else self.a_next_t
+
+    @property
     def hi(self) -> float:
         """The latest a record of generation B can be written: the sweep after B (else one
         interval after it)."""
@@ -1279,7 +1289,8 @@ def exact_bounds(w: _Window, commits: _Times) -> None:
     # no commit to go by: the sweeps' estimate, which must respect an exact end (A saw the old
     # membership settled, the record says the new one was settled at end: the change happened in
     # (A, end], its middle when that is before the midpoint of (A, A⁺))
-    estimate = (w.a.t + w.end) / 2 if has_end and w.end < w.a_next_t else w.start
+    by = min(w.end, w.change_by)
+    estimate = (w.a.t + by) / 2 if has_end and by < w.a_next_t else w.start
     if static:
         start = bounce_last if bounce_last is not None else estimate
     else:
@@ -2446,12 +2457,14 @@ def _episode_columns(ep: pa.Table, rows: np.ndarray) -> dict[str, pa.Array]:
             "end_ts": _plain(sub.column("end_ts")).cast(_MS, safe=False)}
 
 
-def drop_rebalance_outages(anomalies: pa.Table, outages: pa.Table) -> pa.Table:
+def drop_rebalance_outages(anomalies: pa.Table, outages: pa.Table, idle_after_s: float = 0.0) -> pa.Table:
     """``anomalies`` without the stalls, stops and commit gaps inside one of their group's
     rebalance outages (``outages``: ``cluster, group_id, q0_us`` (the outage's start, µs),
-    ``q1_us`` (the window's end, else start)): starting at or after q0 − 1 s and ending (an open
-    one: start + magnitude in s) by q1 + 1 s; a commit gap starting by q1 + 1 s, however it ends
-    (the rebalance's processing gap). Every row with a dropped row's key goes."""
+    ``q1_us`` (the window's end, else start)): starting at or after q0 − 1 s (a stall or stop:
+    or less than ``idle_after_s``, the smaller of the two rules' thresholds, before q0: it was
+    no stall or stop yet when the outage began) and ending (an open one: start + magnitude in s)
+    by q1 + 1 s; a commit gap starting by q1 + 1 s, however it ends (the rebalance's processing
+    gap). Every row with a dropped row's key goes."""
     if not outages.num_rows or not anomalies.num_rows:
         return anomalies
     groups = pc.unique(_gkey(outages))
@@ -2475,9 +2488,12 @@ def drop_rebalance_outages(anomalies: pa.Table, outages: pa.Table) -> pa.Table:
     # end by the window's end: lasting past it, it is a problem of its own
     is_gap = np.asarray(pc.equal(_plain(sub.column("kind")).cast(pa.string()), "commit_gap").to_numpy(
         zero_copy_only=False), dtype=bool)
+    # a stall or stop that began before the outage but had not lasted its threshold by then was
+    # nothing of its own: the rest of it is the outage's
+    before_us = np.where(is_gap, 0, _us(idle_after_s))
     inside = np.zeros(len(idx), bool)
     for k in range(outages.num_rows):
-        began = (sg == og[k]) & (s_us >= q0[k] - 1_000_000)
+        began = (sg == og[k]) & ((s_us >= q0[k] - 1_000_000) | (s_us > q0[k] - before_us))
         inside |= began & ((seen_to <= q1[k] + 1_000_000) | (is_gap & (s_us <= q1[k] + 1_000_000)))
     if not inside.any():
         return anomalies
@@ -2696,7 +2712,7 @@ def group_pass(inp: GroupInputs, settings: AnalyticsConfig) -> GroupOutputs:
                                        heartbeat_s=settings.heartbeat_s, network_s=settings.network_s,
                                        rebalance_timeout_s=settings.rebalance_timeout_s, sweeps=seen,
                                        forget_after_s=p.forget_horizon_s())
-    judged = drop_rebalance_outages(judged, out_q)
+    judged = drop_rebalance_outages(judged, out_q, min(p.stall_after_s, p.stop_after_s))
     anomalies = pa.concat_tables([judged, storm_rows.cast(judged.schema)]) if storm_rows.num_rows else judged
     # skips (and the rewinds an empty group's reset wrote): judged with the group's membership
     members = skips.membership(seen.ms, inp.group_events, skips.wanted_groups(anomalies, inp.advances))
@@ -2763,7 +2779,7 @@ def _details(w: _Window, settings: AnalyticsConfig, recs: list[dict[str, Any]] |
     known = [x for x in last if x is not None and x <= w.a_next_t]
     w.last_alive = min(known) if known else None
     w.cause = cause_of(w, LEAVE_GAP_S, settings.heartbeat_s, settings.network_s)
-    w.start = (w.a.t + w.a_next_t) / 2
+    w.start = (w.a.t + w.change_by) / 2
     w.end = w.b_gen_t if w.a_from_record and w.b_gen_t is not None else (w.b_prev_t + w.b.t) / 2
     w.quiet_from = w.last_alive if w.cause in _TIMED_OUT and w.last_alive is not None else w.start
     if commits is not None:

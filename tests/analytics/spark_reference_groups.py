@@ -336,7 +336,11 @@ def transform_rebalances(
              .otherwise(F.lit("unknown")))
     win = win.withColumn("cause", cause)
     timed_out = F.col("cause").isin("session_timeout", "max_poll_interval")
-    sweep_start = (F.col("a.t") + F.col("a_next_t")) / 2
+    # the change happened in (A, A⁺), and by the first sight of the group Empty when members left
+    change_by = F.when(F.size("_gone") > 0, F.least(F.col("a_next_t"), F.col("_left_by"))).otherwise(
+        F.col("a_next_t"))
+    win = win.withColumn("_change_by", change_by)
+    sweep_start = (F.col("a.t") + F.col("_change_by")) / 2
     sweep_end = (F.col("b_prev_t") + F.col("b.t")) / 2
     # the rebalance proper starts when the group stops (A → A⁺); a timed-out member stopped
     # earlier, at its last progress: that is where the bound (crash/slow member → recovered) is
@@ -529,8 +533,8 @@ def _exact_bounds(win: DataFrame, commits: DataFrame) -> DataFrame:
     win = win.join(last, "_wid", "left")
     static = F.col("cause") == "static_member_bounce"
     # no commit to go by: the sweeps' estimate within an exact end (the change happened in (A, end])
-    estimate = F.when(has_end & (F.col("_end") < F.col("a_next_t")), (F.col("a.t") + F.col("_end")) / 2).otherwise(
-        F.col("_start"))
+    by = F.least(F.col("_end"), F.col("_change_by"))
+    estimate = F.when(has_end & (by < F.col("a_next_t")), (F.col("a.t") + by) / 2).otherwise(F.col("_start"))
     start = F.when(static, F.coalesce(F.col("_bounce_last"), estimate)).otherwise(
         F.coalesce(F.col("_surv_start"), F.col("_group_last"), estimate))
     start = F.least(start, F.col("_end"))
@@ -540,7 +544,7 @@ def _exact_bounds(win: DataFrame, commits: DataFrame) -> DataFrame:
     return (win.withColumn("_start", start)
             .withColumn("_quiet_from", quiet)
             .withColumn("source", F.when(has_end, F.lit("commit_stream")).otherwise(F.col("source")))
-            .drop("_gone_last", "_bounce_last", "_surv_start", "_group_last"))
+            .drop("_gone_last", "_bounce_last", "_surv_start", "_group_last", "_change_by"))
 
 
 def _member_commits(commits: DataFrame, gens: DataFrame | None, empty_records: DataFrame | None) -> DataFrame:
@@ -637,12 +641,13 @@ def storm_state(rebalances: DataFrame, *, count: int, window_s: float) -> DataFr
         "cluster", "group_id", "start_ts", "end_ts")
 
 
-def drop_rebalance_outages(episodes: DataFrame, rebalances: DataFrame) -> DataFrame:
+def drop_rebalance_outages(episodes: DataFrame, rebalances: DataFrame, idle_after_s: float = 0.0) -> DataFrame:
     """Stall, stop and commit-gap anomalies that lie inside one of the group's rebalance outages (from the
     departed member's last progress, ``quiet_from_ts``, to the end of the window) are the
-    rebalance, already reported as such: drop them. An open episode (``end_ts`` null) lasts at
-    least to its last sweep (start + its duration, the magnitude in s): one still going after
-    the group settled is not the rebalance."""
+    rebalance, already reported as such: drop them. A stall or stop that began less than
+    ``idle_after_s`` before the outage was none yet when it began: it lies inside too. An open
+    episode (``end_ts`` null) lasts at least to its last sweep (start + its duration, the
+    magnitude in s): one still going after the group settled is not the rebalance."""
     rb = rebalances.select(F.col("cluster").alias("_c"), F.col("group_id").alias("_g"),
                            F.col("quiet_from_ts").alias("_q0"),
                            F.coalesce(F.col("end_ts"), F.col("start_ts")).alias("_q1"))
@@ -653,10 +658,12 @@ def drop_rebalance_outages(episodes: DataFrame, rebalances: DataFrame) -> DataFr
     # a commit gap that began inside it is the rebalance's processing gap, however it ends
     ends_inside = F.coalesce(F.col("end_ts"), seen_to) <= F.col("_q1") + F.expr("INTERVAL 1 SECOND")
     gap_began = (F.col("kind") == "commit_gap") & (F.col("start_ts") <= F.col("_q1") + F.expr("INTERVAL 1 SECOND"))
+    q0 = F.unix_micros("_q0")
+    began = (F.unix_micros("start_ts") >= q0 - 1_000_000) | (
+        (F.col("kind") != "commit_gap") & (F.unix_micros("start_ts") > q0 - int(idle_after_s * 1e6)))
     inside = (episodes.where(F.col("kind").isin("stall", "stop", "commit_gap"))
               .join(rb, (F.col("cluster") == F.col("_c")) & (F.col("group_id") == F.col("_g"))
-                    & (F.col("start_ts") >= F.col("_q0") - F.expr("INTERVAL 1 SECOND"))
-                    & (ends_inside | gap_began))
+                    & began & (ends_inside | gap_began))
               .select("key").distinct())
     return episodes.join(inside, "key", "left_anti")
 
@@ -790,7 +797,7 @@ def reference_group_pass(spark: SparkSession, *, members: pa.Table, series: pa.T
     storms = transform_storms(recent_in, count=p.storm_count, window_s=p.storm_window_s)
     an = _df(spark, anomalies.select(ANOMALY_COLUMNS))
     assert an is not None
-    quiet = drop_rebalance_outages(an, rb)
+    quiet = drop_rebalance_outages(an, rb, min(p.stall_after_s, p.stop_after_s))
     out_anomalies = quiet.unionByName(storms).withColumn("date", F.date_format("start_ts", "yyyy-MM-dd"))
     settled_w = Window.partitionBy("cluster", "group_id")
     # each group's sweeps since its last settled one, and the Empty sweep before that one while

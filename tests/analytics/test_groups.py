@@ -261,16 +261,16 @@ def _early_record_step() -> Step:
 
 def test_an_exact_end_before_the_sweeps_midpoint_keeps_the_start_before_it() -> None:
     # no commit in [A, end] = [20, 21.5]: the start falls back to the sweeps' estimate, which
-    # must respect the exact end: the change happened in (A, end], its middle is 20.75 (the
-    # midpoint of (A, A⁺), 22.5, was after the end: a window ending before it started); m1's
-    # outage from its last commit 6.5 to 21.5 = 15 s against 6 + 1 + 1; the processing gap
-    # 6.5 → 22.0 (m2's first commit)
+    # must respect the exact end and m1's departure (the group recorded Empty at 21.0): the
+    # change happened in (A, 21.0], its middle is 20.5 (the midpoint of (A, A⁺), 22.5, was after
+    # the end: a window ending before it started); m1's outage from its last commit 6.5 to 21.5
+    # = 15 s against 6 + 1 + 1; the processing gap 6.5 → 22.0 (m2's first commit)
     out = groups.group_pass(inputs(_early_record_step()), S)
     got = out.rebalances.to_pylist()
     assert [(r["cause"], r["source"], r["start_ts"], r["end_ts"], round(r["duration_s"], 3), r["bound_s"],
              round(r["observed_over_bound"], 4), r["members_before"], r["members_after"], r["partitions_moved"],
              r["messages_accumulated"], r["max_processing_gap_s"]) for r in got] == [
-        ("session_timeout", "commit_stream", at(20.75), at(21.5), 0.75, 8.0, round(15 / 8, 4), ["m1"], ["m2"], 4,
+        ("session_timeout", "commit_stream", at(20.5), at(21.5), 1.0, 8.0, round(15 / 8, 4), ["m1"], ["m2"], 4,
          4 * (180 - 135), 15.5)]
     assert got[0]["start_ts"] <= got[0]["end_ts"]
     assert [(r["q0_us"], r["q1_us"]) for r in out.outages.to_pylist()] == [

@@ -13,9 +13,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 import rebalance_cases as rc
-from analytics_builders import at, members_rows
+from analytics_builders import at, members_rows, offsets_rows
 from pyspark.sql import SparkSession
-from test_groups import S, Step, compare, inputs, reference
+from test_groups import ANOMALY_SCHEMA, S, Step, anomaly, compare, inputs, reference
 
 from lagscope.analytics import groups
 from lagscope.config import AnalyticsConfig, AnalyticsRulesConfig
@@ -198,10 +198,100 @@ def test_commits_while_empty_are_nobodys() -> None:
     assert len(groups._member_commits(times, joined, empty, keys).t) == len(times.t)
 
 
+def _hung_step(*, stuck_p1_from: float | None = None) -> Step:
+    """m1 (session 8 s in the records) rejoins at 11.0 (generation 2, the sweeps see it settled
+    to 18) and then does nothing more: no commit, no heartbeat; the broker expires it at 19.0
+    (the Empty record, generation 3). The group stays Empty (sweeps 20 … 34) until m2 joins
+    (generation 4 at 35.0, 5 at 35.3: the sweeps from 36 see 5; m2 commits from 36). With
+    ``stuck_p1_from`` m1 instead keeps committing partition 0 every 2 s to 18 (alive) but
+    partition 1 only to that time, and leaves at 18.5 (the Empty record at 18.52); the input
+    anomaly is a stop on partition 1 from a second after its last commit to m2's first."""
+    g = "hung"
+    sweeps = [*rc.stable(range(0, 11, 2), 1, [("m1", None, [0, 1])]),  # type: ignore[arg-type]
+              *rc.stable(range(12, 19, 2), 2, [("m1", None, [0, 1])]),  # type: ignore[arg-type]
+              *[(t, "Empty", None, []) for t in range(20, 35, 2)],
+              *rc.stable(range(36, 41, 2), 5, [("m2", None, [0, 1])])]  # type: ignore[arg-type]
+    gone = 19.0 if stuck_p1_from is None else 18.52
+    events = [rc.record(g, 0.5, 1, [rc.member("m1", parts=(0, 1))]),
+              rc.record(g, 11.0, 2, [rc.member("m1", parts=(0, 1))]), rc.record(g, gone, 3, []),
+              rc.record(g, 35.0, 4, [rc.member("m2", parts=(0, 1))]),
+              rc.record(g, 35.3, 5, [rc.member("m2", parts=(0, 1))])]
+    last = {0: 10.0, 1: 10.0} if stuck_p1_from is None else {0: 18.0, 1: stuck_p1_from}
+    mine = [(p, float(t)) for t in range(0, 19, 2) for p in (0, 1) if t <= last[p]]
+    commits = sorted([*mine, *[(p, float(t)) for t in range(36, 41, 2) for p in (0, 1)]], key=lambda c: c[1])
+    offsets = []
+    for p in (0, 1):
+        series = []
+        for t in range(0, 41, 2):
+            owner = "m1" if t < 20 else None if t < 36 else "m2"
+            committed = 5 * t if t >= 36 else 5 * min(t, int(last[p]))
+            series.append((t, committed, 5 * t, 0, owner))
+        offsets += offsets_rows(series, group=g, partition=p)
+    anomalies = [] if stuck_p1_from is None else [anomaly(g, "stop", stuck_p1_from + 1, 36.0, 35.0 - stuck_p1_from)]
+    return Step(members=members_rows(sorted(sweeps), group=g), offsets=offsets, events=events,
+                commits=rc.commits(g, commits), anomalies=anomalies)
+
+
+def test_a_window_through_empty_starts_before_the_group_was_empty() -> None:
+    # the records window 2 → 4 (m1 gone, m2 new; generation 3 is the Empty record) has no commit
+    # to go by: it starts in the middle of generation 2's record (11.0) and the first sight of
+    # the group Empty (the record at 19.0), not of the two records (23.0, four seconds after the
+    # broker had recorded the group Empty); m1 silent from its commit at 10 to its removal at 19
+    # (9 s ≥ session 8 − heartbeat 1 − network 1) was a session timeout, its outage from 10
+    got = groups.group_pass(inputs(_hung_step()), S).rebalances.to_pylist()
+    assert [(r["cause"], r["start_ts"], r["end_ts"], r["generation_before"], r["generation_after"])
+            for r in got] == [("unknown", at(10.0), at(11.0), 1, 2), ("session_timeout", at(15.0), at(35.0), 2, 4),
+                              ("unknown", at(35.15), at(35.3), 4, 5)]
+
+
+def test_a_stop_short_of_its_threshold_when_the_outage_began_is_the_rebalances() -> None:
+    # m1 left at 18.5 (a leave: partition 0 committed at 18), partition 1 stuck from its commit
+    # at 10 or 8; the group stays Empty 20 … 34. The leave's outage begins at 14.76, the middle
+    # of generation 2's record (11.0) and the Empty record (18.52) (the commits date the window
+    # from 18.0; a leave's outage is where the change can have begun). With the thresholds at
+    # 5 s, the stop from 11 had lasted 3.76 s then: the rebalance's, not a finding; the stop
+    # from 9 had lasted 5.76 s (a stop already): reported (starved: m1 committed partition 0
+    # meanwhile). Before 2026-12-03 both were (the
+    # outage owned what began from its start − 1 s only, and began at 23.0, after the group had
+    # been recorded Empty)
+    settings = AnalyticsConfig(session_timeout_s=10, heartbeat_s=1, network_s=1, rebalance_timeout_s=30,
+                               rules=AnalyticsRulesConfig(stall_after_s=5, stop_after_s=5))
+    for stuck, kept in ((10.0, []), (8.0, [("starved", at(9.0))])):
+        out = groups.group_pass(inputs(_hung_step(stuck_p1_from=stuck)), settings)
+        assert [(r["cause"], r["start_ts"]) for r in out.rebalances.to_pylist()][1] == ("leave", at(18.0))
+        stops = [(a["kind"], a["start_ts"]) for a in out.anomalies.to_pylist() if a["kind"] in groups.OUTAGE_KINDS]
+        assert stops == kept, stuck
+
+
+def test_outages_own_what_was_no_stall_or_stop_yet() -> None:
+    # the rule itself: an outage from 16 to 36; with idle_after_s 5, a stall or stop that began
+    # after 11 and ended by 37 is the outage's, one from 10.5 is not, a commit gap keeps the 1 s
+    # (its own threshold is learned per partition), and without idle_after_s only from 15 on
+    outages = pa.table({"cluster": ["c"], "group_id": ["o"], "q0_us": [int(at(16).timestamp() * 1e6)],
+                        "q1_us": [int(at(36).timestamp() * 1e6)]}, schema=groups.OUTAGE_SCHEMA)
+    rows = [anomaly("o", "stop", 13.0, 36.0, 23.0, partition=0), anomaly("o", "stall", 11.5, 36.5, 25.0, partition=1),
+            anomaly("o", "stop", 10.5, 36.0, 25.5, partition=2),
+            anomaly("o", "commit_gap", 13.0, 20.0, 7.0, partition=3),
+            anomaly("o", "stop", 13.0, 40.0, 27.0, partition=4), anomaly("o", "stall", 15.5, 30.0, 14.5, partition=5)]
+    table = pa.Table.from_pylist(rows, schema=ANOMALY_SCHEMA)
+
+    def kept(idle: float) -> list[int]:
+        return sorted(r["partition"] for r in groups.drop_rebalance_outages(table, outages, idle).to_pylist())
+
+    assert kept(5.0) == [2, 3, 4]
+    assert kept(0.0) == [0, 1, 2, 3, 4]
+
+
 @pytest.mark.spark
 def test_the_cases_equal_the_spark_statement(spark: SparkSession) -> None:
     steps = [_restart_step(), _restart_step(gens=(3,)), _restart_step(empty_record=False),
-             _restart_step(empty_sweeps=False), _two_step()]
+             _restart_step(empty_sweeps=False), _two_step(), _hung_step()]
     for step in steps:
         inp = inputs(step)
         compare(groups.group_pass(inp, S), reference(spark, inp, S))
+    # the outage's ownership of a stop short of its threshold, with the thresholds at 5 s
+    settings = AnalyticsConfig(session_timeout_s=10, heartbeat_s=1, network_s=1, rebalance_timeout_s=30,
+                               rules=AnalyticsRulesConfig(stall_after_s=5, stop_after_s=5))
+    for stuck in (10.0, 8.0):
+        inp = inputs(_hung_step(stuck_p1_from=stuck))
+        compare(groups.group_pass(inp, settings), reference(spark, inp, settings))
