@@ -1016,7 +1016,9 @@ def missed_generations(sw: _Sweeps, gens: pa.Table, windows: list[_Window], live
     candidates (records whose members or generation differ from the group's previous record,
     inside its span of settled sweeps and the records their windows ended at), which are few.
     Two records of different lives of the group (``lives``, :func:`life_start`) are no window,
-    nor is a record without a settled sweep of its life (or a window's end) at or after it."""
+    nor is a record without a settled sweep of its life (or a window's end) at or after it, nor
+    two records between which the latest settled sweep saw members of neither (a generation
+    whose record is missing, the tail down a while: the sweep windows have the changes)."""
     c = gens.filter(pc.greater(pc.list_value_length(gens.column("member_ids")).fill_null(0), 0))
     if not c.num_rows or not len(sw.groups):  # no records, or no sweep to place them after
         return []
@@ -1072,6 +1074,12 @@ def missed_generations(sw: _Sweeps, gens: pa.Table, windows: list[_Window], live
             if k == len(st) or life_start(lives, gg, float(st[k])) != lo:
                 continue  # no settled sweep of its life (nor a window's end) at or after it
         a, b = _rec_snap(c, i - 1), _rec_snap(c, i)
+        lo_, hi_ = np.searchsorted(sw.g, [gg, gg + 1])
+        seen_k = np.flatnonzero(sw.settled[lo_:hi_] & (sw.t[lo_:hi_] > a.t) & (sw.t[lo_:hi_] < t))
+        if len(seen_k):  # the latest settled sweep between them saw other members: a record is missing
+            between = set(sw.ms.column("member_ids")[lo_ + int(seen_k[-1])].as_py() or [])
+            if between != set(a.member_ids) and between != set(b.member_ids):
+                continue
         out.append(_Window(g=gg, cluster=cluster, group_id=group_id, a=a, b=b, b_prev_t=t, b_next_t=t, a_next_t=t,
                            b_gen_t=t, b_gen=b.generation, from_records=True, a_from_record=True))
     return out

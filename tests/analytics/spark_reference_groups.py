@@ -153,7 +153,8 @@ def _missed_generations(win: DataFrame, gens: DataFrame, msweeps: DataFrame) -> 
     record, at or before the group's last settled sweep and after the settled sweep the state
     carried in (so that an incremental step reports it once; generations before the group's
     first settled sweep count: every generation change is a rebalance), that is neither the end
-    of a sweep window nor inside a sweep window without one (that window stands for it). A = the
+    of a sweep window nor inside a sweep window without one (that window stands for it), nor
+    after a settled sweep since the previous record that saw members of neither. A = the
     previous record, B = this one; they have the columns of the sweep windows (times are record
     times)."""
     snap = F.struct(F.col("gen_t").alias("t"), "generation", "member_ids", "instances", "owners")
@@ -183,6 +184,15 @@ def _missed_generations(win: DataFrame, gens: DataFrame, msweeps: DataFrame) -> 
         F.col("claim_hi").alias("_hi")))
     g = g.join(open_, (g["cluster"] == open_["_c"]) & (g["group_id"] == open_["_g"]) & (g["gen_t"] > open_["_lo"])
                & (g["gen_t"] <= open_["_hi"]), "left_anti")
+    # nor two records between which the latest settled sweep saw members of neither (a record missing)
+    between = msweeps.where("settled").select(F.col("cluster").alias("_c"), F.col("group_id").alias("_g"),
+                                              F.col("t").alias("_t"), F.array_sort("member_ids").alias("_m"))
+    latest = (g.join(between, (g["cluster"] == between["_c"]) & (g["group_id"] == between["_g"])
+                     & (between["_t"] > F.col("a.t")) & (between["_t"] < g["gen_t"]))
+              .groupBy(*_G, "gen_t").agg(F.max_by("_m", "_t").alias("_between")))
+    g = g.join(latest, [*_G, "gen_t"], "left").where(
+        F.col("_between").isNull() | (F.col("_between") == F.array_sort("a.member_ids"))
+        | (F.col("_between") == F.array_sort("b.member_ids"))).drop("_between")
     return g.select(*_G, "a", "b", F.col("gen_t").alias("b_prev_t"), F.col("gen_t").alias("b_next_t"),
                     F.col("gen_t").alias("a_next_t"), F.xxhash64("cluster", "group_id", "gen_t").alias("_wid"),
                     F.col("gen_t").alias("_b_gen_t"), F.col("generation").alias("_b_gen"),

@@ -283,9 +283,42 @@ def test_outages_own_what_was_no_stall_or_stop_yet() -> None:
 
 
 @pytest.mark.spark
+def _missing_record_step(*, missing: bool = True) -> Step:
+    """m1 alone (generation 1, its record at 0.5) to the sweep at 10; m2 replaces it (generation
+    2 at 11.0, settled at the sweeps 12 … 16), then m3 (generation 3 at 17.0, 4 at 17.3: the same
+    member twice; the sweeps from 18 see it). The sweeps carry no generation. With ``missing``
+    generation 2's record is not in the lake (the tail was down while it was written)."""
+    g = "missing"
+    sweeps = [*rc.stable(range(0, 11, 2), None, [("m1", None, [0, 1])]),  # type: ignore[arg-type]
+              *rc.stable(range(12, 17, 2), None, [("m2", None, [0, 1])]),  # type: ignore[arg-type]
+              *rc.stable(range(18, 23, 2), None, [("m3", None, [0, 1])])]  # type: ignore[arg-type]
+    events = [rc.record(g, 0.5, 1, [rc.member("m1", parts=(0, 1))]),
+              *([] if missing else [rc.record(g, 11.0, 2, [rc.member("m2", parts=(0, 1))])]),
+              rc.record(g, 17.0, 3, [rc.member("m3", parts=(0, 1))]),
+              rc.record(g, 17.3, 4, [rc.member("m3", parts=(0, 1))])]
+    commits = [(p, float(t)) for t in range(0, 23, 2) for p in (0, 1)]
+    owner: dict[int, list[tuple[int, str | None]]] = {p: [(0, "m1"), (12, "m2"), (18, "m3")] for p in (0, 1)}
+    return Step(members=members_rows(sweeps, group=g), offsets=rc.offsets(g, 22, owner), events=events,
+                commits=rc.commits(g, commits))
+
+
+def test_no_window_spans_a_generation_whose_record_is_missing() -> None:
+    # generation 2 has no record: the records 1 (m1) and 3 (m3) are no window of their own (it
+    # would say m1 was replaced by m3 from 0.5 to 17.0, though the sweeps saw m2 settled from 12
+    # to 16): the sweep windows have the changes, m1 → m2 and m2 → m3 (to generation 4's record,
+    # the latest of m3's at or before its B: 3 → 4 is inside it)
+    got = [(r[5], r[6]) for r in _rows(groups.group_pass(inputs(_missing_record_step()), S))]
+    assert got == [(["m1"], ["m2"]), (["m2"], ["m3"])]
+    # with every record, each generation change is a window: 1 → 2, 2 → 3 and 3 → 4
+    full = _rows(groups.group_pass(inputs(_missing_record_step(missing=False)), S))
+    assert [(r[3], r[4], r[5], r[6]) for r in full] == [
+        (1, 2, ["m1"], ["m2"]), (2, 3, ["m2"], ["m3"]), (3, 4, ["m3"], ["m3"])]
+
+
 def test_the_cases_equal_the_spark_statement(spark: SparkSession) -> None:
     steps = [_restart_step(), _restart_step(gens=(3,)), _restart_step(empty_record=False),
-             _restart_step(empty_sweeps=False), _two_step(), _hung_step()]
+             _restart_step(empty_sweeps=False), _two_step(), _hung_step(), _missing_record_step(),
+             _missing_record_step(missing=False)]
     for step in steps:
         inp = inputs(step)
         compare(groups.group_pass(inp, S), reference(spark, inp, S))
