@@ -650,7 +650,10 @@ def restart_storm(g: _Group, r: AdviceRulesConfig) -> _Advice | None:
     coop = statistics.median(rounds) * sticky if eager else None
     static = None
     if is_restarts and not statics:
-        static = restarts / len(per_storm) * statistics.median(away) / _members(inside, g.settings)
+        # the restarts' total time away per storm, as ``cur`` totals the windows' (a median × a
+        # count against a sum would favour it whenever one away time is long: a one-member
+        # group's restarts are its windows, and static membership cannot shorten them)
+        static = restarts / len(per_storm) * statistics.mean(away) / _members(inside, g.settings)
     coop_txt = (f"cooperative-sticky would pause only the moved partitions, {_s3(coop)} per partition per storm"
                 if coop is not None else "")
     if static is not None and static <= worth:
@@ -659,12 +662,12 @@ def restart_storm(g: _Group, r: AdviceRulesConfig) -> _Advice | None:
             "static membership: a group.instance.id per consumer, session.timeout.ms above a restart's time",
             f"a member restarting within its session timeout keeps its partitions: no rebalance (today "
             f"{_s3(cur)} per storm, every partition stopped); each restarting member's own partitions wait for "
-            f"it instead, {_s3(statistics.median(away))} per restart: an average partition's pause per storm "
+            f"it instead, {_s3(statistics.mean(away))} per restart (mean): an average partition's pause per storm "
             f"{_s3(now)} → {_s3(static)}" + (f" ({coop_txt})" if coop_txt else ""),
             "partition_pause_s", "s", now, static, evidence, len(inside), first_ts, last_ts,
             confidence(len(inside), r.min_storm_windows, known))
     if static is not None:
-        evidence += (f"; static membership would not help: a restart's {_s3(statistics.median(away))} away is "
+        evidence += (f"; static membership would not help: a restart's {_s3(statistics.mean(away))} away (mean) is "
                      f"longer than the stops it avoids (an average partition would wait ~{_s3(static)} per storm, "
                      f"against {_s3(now)} today)")
     if coop is not None:

@@ -279,6 +279,23 @@ def test_no_storm_advice_without_a_predicted_gain() -> None:
     assert rows(run(solo, STORM, mem=members(n=1))) == []
 
 
+def test_a_one_member_group_restarted_through_empty_gets_no_static_membership() -> None:
+    # one consumer restarted five times, each a window through Empty (gone and back in it: the
+    # window is its time away), 2, 2, 2, 8 and 10 s: 24 s of stops per storm, and with static
+    # membership its partitions (all of them) would wait the same 24 s. The median time away
+    # (2 s) × 5 made it look like 10 s and advised static membership; the mean does not
+    times = ((0, 2), (20, 2), (40, 2), (60, 8), (90, 10))
+    ws = [window(t, d, "leave", members=0, moved=4, gone=(mid("app-1", k),), came=(mid("app-1", k + 1),))
+          for k, (t, d) in enumerate(times)]
+    assert rows(run(ws, STORM, mem=members(n=1))) == []
+    # the same restarts of one member of four: its quarter of the partitions waits 24 s, 6 s on
+    # average (the median made it 2.5 s)
+    ws = [window(t, d, "leave", members=3, gone=(mid("app-1", k),), came=(mid("app-1", k + 1),))
+          for k, (t, d) in enumerate(times)]
+    got = only(run(ws, STORM, mem=members(n=4)), "restart_storm")
+    assert (got["setting"], got["expected_amount"]) == ("group.instance.id", pytest.approx(24.0 / 4))
+
+
 def test_a_quick_restart_inside_one_window_is_a_restart() -> None:
     # gone and back within one rebalance (a JoinGroup and a LeaveGroup in one window: cause join)
     ws = [window(0, 3, "join", gone=(mid("app-2", 1),), came=(mid("app-2", 2),)),
