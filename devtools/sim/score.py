@@ -910,7 +910,10 @@ def skip_bounds(ti: TruthIndex, factor: float) -> dict[tuple[str, str, float], S
     saturated interval; a consumer a commit behind neither. A skip smaller than ``factor`` × what
     the pace processes over the jump's interval is consumption as far as offsets can tell: the
     margin is the rule's, which keeps a consumer's faster interval (a larger fetch, a cheaper
-    batch) from reading as a loss."""
+    batch) from reading as a loss. An interval whose commit request (the member's commits at that
+    time) advanced another partition more than ``factor`` × faster is *starved*, as the rule
+    has it: the member served the other one meanwhile, and this one's advance is what it left over
+    (a partition held back while the rest are read), not its pace."""
     # each group's commits in time order, and per partition
     groups: dict[str, list[Commit]] = {}
     for r in ti.records:
@@ -931,6 +934,15 @@ def skip_bounds(ti: TruthIndex, factor: float) -> dict[tuple[str, str, float], S
             continue
         cs = groups.get(f.group, [])
         by_tp = parts.get(f.group, {})
+        # each commit request's fastest advance (one member, one commit time): a partition that
+        # advanced more than ``factor`` × slower than another of the same request was starved, its
+        # owner busy elsewhere, and shows what was left over for it, not the consumer's pace
+        fastest: dict[tuple[str, float], float] = {}
+        for tcs in by_tp.values():
+            for c0, c1 in itertools.pairwise(tcs):
+                if c1.offset > c0.offset and c1.ts > c0.ts:
+                    k = (c1.member, c1.ts)
+                    fastest[k] = max(fastest.get(k, 0.0), (c1.offset - c0.offset) / (c1.ts - c0.ts))
         # the pace: saturated intervals strictly before the skip
         rates: dict[tuple[str, int], float] = {}
         for tp, tcs in by_tp.items():
@@ -938,6 +950,8 @@ def skip_bounds(ti: TruthIndex, factor: float) -> dict[tuple[str, str, float], S
             for c0, c1 in itertools.pairwise(c for c in tcs if c.ts < f.start):
                 a = c1.offset - c0.offset
                 if a <= 0 or c1.ts <= c0.ts or c1.offset >= ti.end_at(*tp, c1.ts) or c0.offset >= ti.end_at(*tp, c0.ts):
+                    continue
+                if fastest.get((c1.member, c1.ts), 0.0) > factor * a / (c1.ts - c0.ts):
                     continue
                 if busy and c1.offset + a < ti.end_at(*tp, c0.ts):
                     rates[tp] = max(rates.get(tp, 0.0), a / (c1.ts - c0.ts))

@@ -506,6 +506,25 @@ def test_a_lagging_consumers_seek_is_provable_beyond_the_bound_of_its_pace() -> 
     assert (b.reason, b.provable) == ("within the bound", False)
 
 
+def test_a_partition_starved_while_its_member_served_another_shows_no_pace() -> None:
+    # the lagging consumer's partition 0 (saturated at 10/s) committed in the same requests as a
+    # partition 1 the member drained at 100/s as it came (caught up: no pace of its own): 0's
+    # advance is what the member left over for it, not its pace, as the rule has it (starved)
+    recs = _seek_at(_consumer(20.0, 10.0, until=120.0), 120.0, 200)
+    other = [Produce(T, 1, i, 100.0 + i / 100.0) for i in range(2000)]
+    times = [100.5 + 0.5 * k for k in range(39)]
+    other += [Commit(G, "c1", T, 1, int(100 * (t - 100.0)), t) for t in times]
+    (b,) = skip_bounds(truth.TruthIndex([*recs, *other]), 5.0).values()
+    assert (b.pace, b.reason, b.provable) == (0.0, "no pace", False)
+    # written and served at 30/s instead (no more than 5 × its 10/s): 0's pace counts, the seek is
+    # provable
+    slower: list[truth.Record] = [Produce(T, 1, i, 100.0 + i / 30.0) for i in range(600)]
+    slower += [Commit(G, "c1", T, 1, int(30 * (t - 100.0)), t) for t in times]
+    (b,) = skip_bounds(truth.TruthIndex([*recs, *slower]), 5.0).values()
+    assert b.pace == pytest.approx(10.0, rel=0.05)
+    assert (b.reason, b.provable) == ("beyond the bound", True)
+
+
 def test_a_caught_up_consumers_seek_and_a_burst_show_no_pace() -> None:
     # keeps up (10/s written, up to 50/s processed): no interval ends with more waiting than it took
     recs = _seek_at(_consumer(10.0, 50.0, until=120.0), 120.0, 1000)
