@@ -338,7 +338,11 @@ def test_join_shares_partitions(runs: Runs) -> None:
     assert c2
     assert c1_after
     assert len(c2[0].partitions) == 2
-    assert len(c1_after[-1].partitions) == 2
+    # c1's share in the generation c2 joined (a later one, c2 gone at teardown or timed out on a
+    # loaded machine and back, may give c1 all four again)
+    shared = [a for a in c1_after if a.generation == c2[0].generation]
+    assert shared
+    assert len(shared[-1].partitions) == 2
     assert [r for r in _of(records, Revoke, "c1") if r.ts > join.start and r.partitions]
 
 
