@@ -122,8 +122,7 @@ class Series:
     rate: F64
     busy_rate: F64        # rate over an interval with a backlog at both ends (lag > 0 before and after) that
     #                       is not starved, whose starting committed offset retention had not passed (below
-    #                       the log start at its end) unless it ended below the log start at its start (no
-    #                       reset lands there), and no jump to the end (enrich's _without_jumps), else 0
+    #                       the log start at its end) and no jump to the end (enrich's _without_jumps), else 0
     commit_rate: F64      # with the commit stream: the fastest commit inside the interval that reached the
     #                       log end at its start and carried more than half its advance (advance past
     #                       everything committed before ÷ the time since the previous commit:
@@ -459,12 +458,9 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     # the consumer never waited for messages, so its advance measures what it can do; unless its
     # owner was busy elsewhere (starved: it served another of its partitions meanwhile, and this
     # one's advance is what it left over, not what it can do), or retention passed the position it
-    # started from (committed before < the log start at its end) and the advance may be a reset
-    # over deleted messages, never read. A reset lands at or past the log start of its moment, so
-    # at or past the one at the interval's start: an advance that ends below that was read (the
-    # consumer's fetched records, which retention cannot take back) and measures its pace
-    no_reset = committed_ok & prev_ls_ok & (committed < prev_ls)
-    passed = prev_committed_ok & log_start_ok & (prev_committed < log_start) & ~no_reset
+    # started from (committed before < the log start at its end: its advance may be a reset over
+    # deleted messages, never read)
+    passed = prev_committed_ok & log_start_ok & (prev_committed < log_start)
     busy = ~is_state & prev_lag_ok & (prev_lag > 0) & lag_ok & (lag > 0) & ~starved & ~passed
     # saturated: the committed offset at the end, plus a commit's worth of progress, is still
     # below the log end at the start, so the messages were there all along and the consumer never

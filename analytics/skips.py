@@ -42,7 +42,7 @@ first busy interval alone may be one early commit), leaving out *starved* interv
 advanced another of its partitions more than ``skip_factor`` × faster meanwhile:
 :func:`lagscope.analytics.kseries.starved_rows`), intervals whose starting committed offset lay
 below the log start at their end (retention passed it: the advance may be a reset over deleted
-messages; not where it ended below the log start at its start, where no reset lands) and *jumps*: an
+messages) and *jumps*: an
 interval that ended at or past the log end at its start faster than ``skip_factor`` × the rate
 kept before it (and, until the capacity is trusted, than ``skip_factor`` × the producers' rate
 over it: one at about the producers' pace is a consumer keeping up; with the commit stream, the

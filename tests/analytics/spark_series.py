@@ -294,10 +294,7 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
     fastest = F.max(F.when(fresh_owned, F.col("rate"))).over(sweep)
     df = df.withColumn("starved", fresh_owned & F.coalesce(
         (fastest > jump_factor * F.col("rate")) & (fastest > F.col("rate")), F.lit(False)))
-    # retention passed the starting offset, unless the advance ended below the log start at the
-    # interval's start (a reset lands at or past it)
-    passed = F.coalesce(F.col("prev_committed") < F.col("log_start"), F.lit(False)) & ~F.coalesce(
-        F.col("committed") < F.col("prev_log_start"), F.lit(False))
+    passed = F.coalesce(F.col("prev_committed") < F.col("log_start"), F.lit(False))
     busy = ~F.col("is_state") & (F.col("prev_lag") > 0) & (F.col("lag") > 0) & ~F.col("starved") & ~passed
     pos_busy = F.when(F.col("is_state"), F.coalesce(F.col("m_max_rate"), F.lit(0.0)) > 0).otherwise(
         F.coalesce(busy & (F.col("rate") > 0), F.lit(False)))

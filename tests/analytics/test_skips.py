@@ -955,32 +955,6 @@ def test_a_consumer_reading_on_at_the_retention_edge_loses_nothing_provable(with
     assert [r for r in _brief(got) if r[0] in ("skip", "retention_loss") and r[5] == "critical"] == []
 
 
-@pytest.mark.parametrize("with_stream", [True, False])
-def test_a_consumer_reading_below_the_log_start_shows_its_pace(with_stream: bool) -> None:
-    # produced at 20/s, consumed at 10/s with a growing backlog. Retention moves the log start to
-    # 400 at t=3, before any interval showed the consumer's pace; the consumer reads on through
-    # the records it had fetched (10/s, committed 50 … 320, all below 400: no reset lands below
-    # the log start, so each advance is consumption) until at t=32.5 its fetch is out of range and
-    # auto.offset.reset=latest moves it to the end, 1650: the 1250 from the log start on were
-    # never processed, less what 10/s could have read since its last commit (stream: 0.5 s, 5;
-    # sweeps: 300 -> 1700 over 30 -> 35, 1300 past the log start, less 10/s x 5 s). An interval
-    # whose start retention had passed shows no capacity only where its advance may be a reset:
-    # before, this group had none and the reset went unreported
-    def end(t: float) -> int:
-        return 1000 + round(20 * t)
-
-    def committed(t: float) -> int:
-        return 10 * int(t) if t < 32.5 else end(t)
-
-    sweeps = [(t, committed(t), end(t), 400 if t >= 3 else 0) for t in SWEEPS]
-    cs = [(float(t), committed(t)) for t in range(1, 33)] + [(32.5, end(32.5))] + [
-        (float(t), end(t)) for t in range(33, 71)]
-    got = _step(offsets_rows(sweeps), _stable(SWEEPS, [0]), _commits("g", 0, cs) if with_stream else None)
-    skip = ("skip", "out_of_range_reset", 0, 32.5, 1245.0, "critical") if with_stream else (
-        "skip", "out_of_range_reset", 0, 30.0, 1250.0, "critical")
-    assert [r for r in _brief(got) if r[0] == "skip"] == [skip]
-
-
 def test_start_times_are_the_table_type() -> None:
     offsets, members, commits, events = _reset_case("g", 5)
     got = _step(offsets, members, commits, events)
