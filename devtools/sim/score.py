@@ -951,7 +951,8 @@ def skip_bounds(ti: TruthIndex, factor: float) -> dict[tuple[str, str, float], S
                 a = c1.offset - c0.offset
                 if a <= 0 or c1.ts <= c0.ts or c1.offset >= ti.end_at(*tp, c1.ts) or c0.offset >= ti.end_at(*tp, c0.ts):
                     continue
-                if fastest.get((c1.member, c1.ts), 0.0) > factor * a / (c1.ts - c0.ts):
+                top, own = fastest.get((c1.member, c1.ts), 0.0), a / (c1.ts - c0.ts)
+                if top > factor * own and top > own:  # another was faster (a factor below 1 starves nothing by itself)
                     continue
                 if busy and c1.offset + a < ti.end_at(*tp, c0.ts):
                     rates[tp] = max(rates.get(tp, 0.0), a / (c1.ts - c0.ts))

@@ -523,6 +523,9 @@ def test_a_partition_starved_while_its_member_served_another_shows_no_pace() -> 
     (b,) = skip_bounds(truth.TruthIndex([*recs, *slower]), 5.0).values()
     assert b.pace == pytest.approx(10.0, rel=0.05)
     assert (b.reason, b.provable) == ("beyond the bound", True)
+    # a margin below 1 starves no partition by its own pace
+    (b,) = skip_bounds(truth.TruthIndex(recs), 0.5).values()
+    assert b.pace == pytest.approx(10.0, rel=0.05)
 
 
 def test_a_caught_up_consumers_seek_and_a_burst_show_no_pace() -> None:
