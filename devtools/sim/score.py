@@ -924,6 +924,17 @@ def skip_bounds(ti: TruthIndex, factor: float) -> dict[tuple[str, str, float], S
         cs.sort(key=lambda c: c.ts)
         for c in cs:
             parts.setdefault(g, {}).setdefault((c.topic, c.partition), []).append(c)
+    # each commit request's fastest advance (one group, member and commit time): a partition that
+    # advanced more than ``factor`` × slower than another of the same request was starved, its owner
+    # busy elsewhere, and shows what was left over for it, not the consumer's pace
+    requests: dict[str, dict[tuple[str, float], float]] = {}
+    for g, by_tp in parts.items():
+        fastest = requests.setdefault(g, {})
+        for tcs in by_tp.values():
+            for c0, c1 in itertools.pairwise(tcs):
+                if c1.offset > c0.offset and c1.ts > c0.ts:
+                    k = (c1.member, c1.ts)
+                    fastest[k] = max(fastest.get(k, 0.0), (c1.offset - c0.offset) / (c1.ts - c0.ts))
 
     out: dict[tuple[str, str, float], SkipBound] = {}
     for f in skip_faults(ti.faults()):
@@ -934,15 +945,7 @@ def skip_bounds(ti: TruthIndex, factor: float) -> dict[tuple[str, str, float], S
             continue
         cs = groups.get(f.group, [])
         by_tp = parts.get(f.group, {})
-        # each commit request's fastest advance (one member, one commit time): a partition that
-        # advanced more than ``factor`` × slower than another of the same request was starved, its
-        # owner busy elsewhere, and shows what was left over for it, not the consumer's pace
-        fastest: dict[tuple[str, float], float] = {}
-        for tcs in by_tp.values():
-            for c0, c1 in itertools.pairwise(tcs):
-                if c1.offset > c0.offset and c1.ts > c0.ts:
-                    k = (c1.member, c1.ts)
-                    fastest[k] = max(fastest.get(k, 0.0), (c1.offset - c0.offset) / (c1.ts - c0.ts))
+        fastest = requests.get(f.group, {})
         # the pace: saturated intervals strictly before the skip
         rates: dict[tuple[str, int], float] = {}
         for tp, tcs in by_tp.items():
@@ -955,7 +958,7 @@ def skip_bounds(ti: TruthIndex, factor: float) -> dict[tuple[str, str, float], S
                 if top > factor * own and top > own:  # another was faster (a factor below 1 starves nothing by itself)
                     continue
                 if busy and c1.offset + a < ti.end_at(*tp, c0.ts):
-                    rates[tp] = max(rates.get(tp, 0.0), a / (c1.ts - c0.ts))
+                    rates[tp] = max(rates.get(tp, 0.0), own)
                 busy = True
         if f.detail.get("mechanism") == "out_of_range":
             mine = set(by_tp)

@@ -173,7 +173,8 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
       owner served that one, so this one's advance is what it left over, no capacity;
     - ``busy_rate``: ``rate`` when the partition had lag > 0 at both ends of the interval (a
       fresh row), was not starved and retention had not passed its start (passed:
-      ``prev_committed`` < ``log_start``), else 0: what the consumer showed it can do (it never waited for messages);
+      ``prev_committed`` < ``log_start``), else 0: what the consumer showed it can do (it never
+      waited for messages);
       0 for a jump to the end (an interval that ended at or past the log end at its start,
       faster than ``jump_factor`` × the largest busy rate kept before it and, until a saturated
       interval was seen, than ``jump_factor`` × the producers' rate over it: a seek's own
