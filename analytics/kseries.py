@@ -37,6 +37,7 @@ __all__ = [
     "java_fixed",
     "key_bounds",
     "key_starts",
+    "member_rates",
     "segmented_cummax",
     "segmented_cumsum",
     "shift",
@@ -653,6 +654,55 @@ def starved_rows(key: I64, group: I64, is_state: B, t: F64, committed: I64, comm
     np.maximum.at(top, cell, rate[rows])
     # another partition was faster (a factor below 1 must not make a row starved by itself)
     out[rows] = (top[cell] > factor * rate[rows]) & (top[cell] > rate[rows])
+    return out
+
+
+def member_rates(key: I64, group: I64, is_state: B, t: F64, committed: I64, committed_ok: B, end: I64, end_ok: B,
+                 log_start: I64, log_start_ok: B, owner: I64, owned: B) -> F64:
+    """Per fresh, owned row (grouped by key, in time order, a key's state row first; ``group`` a
+    code of its consumer group), what its owner processed per second over the interval ending at
+    the row, summed over the owner's partitions of that sweep (every partition of a sweep shares
+    its time): the rates (Δ committed / Δ t) of the owner's partitions whose interval was *behind
+    throughout*: lag > 0 at both ends, the committed offset at the end still below the log end at
+    the start (a partition that reached that end may have waited for messages, or jumped to it),
+    its starting offset not passed by retention (the advance may be a reset over deleted messages),
+    and the same owner at both ends (at a new owner's first sweep the interval was its
+    predecessor's).
+    NaN on state rows and rows without an owner; 0 where none of the owner's partitions qualifies.
+
+    A member's capacity is what it did at once, not the sum of each partition's best interval:
+    a member that reads four partitions at 50/s in all shows each one's 12/s to 50/s (one alone
+    busy, the others caught up) at different times, and those best intervals add up to four times
+    what it ever did (:mod:`lagscope.analytics.skips`). Starved partitions count: what the member
+    left over for them is work it did."""
+    n = len(key)
+    out = np.full(n, np.nan)
+    if not n:
+        return out
+    first, _ = key_bounds(key)
+    prev_t = shift(t, first, np.nan)
+    prev_c, prev_c_ok = shift(committed, first, 0), shift(committed_ok, first, False)
+    prev_e, prev_e_ok = shift(end, first, 0), shift(end_ok, first, False)
+    dt = t - prev_t
+    ok = committed_ok & prev_c_ok & end_ok & prev_e_ok
+    dc = np.where(ok, committed - prev_c, 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.where((dt > 0) & (dc > 0), dc / dt, 0.0)
+    passed = log_start_ok & (prev_c < log_start)
+    # the same owner at both ends: an interval that ends at a new owner's first sweep was read
+    # (mostly) by the one before it
+    kept = owned & shift(owned, first, False) & (owner == shift(owner, first, 0))
+    behind = ok & kept & (prev_c < prev_e) & (committed < end) & (committed < prev_e) & ~passed
+    rows = np.flatnonzero(~is_state & owned)
+    if not len(rows):
+        return out
+    # one dense code per (group, owner, sweep time), as starved_rows
+    _, sweep = np.unique(t[rows], return_inverse=True)
+    own, n_own = dense(owner[rows])
+    member, _ = dense(dense(group[rows])[0] * n_own + own)
+    cell, n_cells = dense(member * (int(sweep.max()) + 1) + sweep.reshape(-1))
+    total = np.bincount(cell, weights=np.where(behind[rows], rate[rows], 0.0), minlength=n_cells)
+    out[rows] = total[cell]
     return out
 
 

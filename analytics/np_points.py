@@ -52,11 +52,13 @@ from lagscope.analytics.kseries import (
     Series,
     java_fixed,
     key_bounds,
+    key_starts,
     segmented_cummax,
+    shift,
     sorted_commits,
 )
 
-__all__ = ["Advances", "advances", "capacity_through", "commit_jumps", "point_events"]
+__all__ = ["Advances", "advances", "capacity_through", "commit_jumps", "member_capacity_through", "point_events"]
 
 _REWIND_DETAIL = "committed offset went back: {} messages will be processed again"
 
@@ -216,6 +218,38 @@ def capacity_through(s: Series) -> F64:
 
     busy = through(s.busy_max_before, s.busy_rate, s.m_max_rate)
     return np.where(through(s.sat_max_before, s.sat_rate, s.m_sat_rate) > 0, busy, 0.0)
+
+
+def member_capacity_through(s: Series, member_rate: F64, m_member_rate: F64) -> tuple[F64, F64]:
+    """Each row's demonstrated *member* capacity up to and including its own interval, and the
+    running value a state row carries (ungated, NaN: none shown).
+
+    ``member_rate`` (:func:`lagscope.analytics.kseries.member_rates`, NaN without an owner) is what
+    the row's owner processed over the interval on its partitions that stayed behind throughout;
+    an interval of this partition that is evidence of capacity (``busy_rate`` > 0) shows that the
+    member did that much at once, plus this partition's own rate where it reached the log end
+    known at its start (kept by the jump test as a pace, but left out of the owner's sum). The
+    running maximum from the carried ``m_member_rate`` (a state row's) on, over the current owner's
+    rows only (it restarts where the owner changes: another member's pace is no measure of this
+    one's, which may own more partitions or fewer); gated like
+    :func:`capacity_through` (NaN until a saturated interval was seen). NaN where the partition's
+    owners never showed one: the skip rules then fall back to the summed partition capacities."""
+    # what one owner did is no measure of the next: the running value restarts where the owner
+    # changes (the last owner seen, through sweeps without one), and the interval that ends at a
+    # new owner's first sweep is its predecessor's
+    first, _ = key_bounds(s.key)
+    at = np.maximum.accumulate(np.where(s.owned, np.arange(s.n), -1)) if s.n else np.zeros(0, np.int64)
+    seen = at >= key_starts(s.key)  # an owner seen in the key up to the row: the last one's
+    who = np.where(seen, s.owner[np.maximum(at, 0)], 0)
+    new_run = first | (seen != shift(seen, first, False)) | (who != shift(who, first, 0))
+    tenure = np.cumsum(new_run)
+    to_end = s.prev_end_ok & (s.committed >= s.prev_end)
+    shown = ~s.is_state & ~new_run & (s.busy_rate > 0) & ~np.isnan(member_rate)
+    own = np.where(shown, np.nan_to_num(member_rate) + np.where(to_end, s.busy_rate, 0.0), np.nan)
+    seed = np.where(s.is_state, m_member_rate, own)
+    run = segmented_cummax(np.where(np.isnan(seed), -np.inf, seed), tenure)
+    run = np.where(np.isfinite(run), run, np.nan)
+    return np.where(capacity_through(s) > 0, run, np.nan), run
 
 
 def advances(s: Series, commits: Commits | None,

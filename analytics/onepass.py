@@ -89,10 +89,11 @@ _US = pa.timestamp("us", tz="UTC")
 #: a carried state row's ``x`` (``m_idle``: the kind and reason of the idle episode open at the
 #: row, :func:`lagscope.analytics.np_episodes.idle_code`; ``m_lost``: whether the retention loss
 #: open at the row is proven, 1 or 0; both read by the episodes, not the series;
+#: ``m_member_rate``: the running member capacity, :func:`lagscope.analytics.np_points.member_capacity_through`;
 #: ``m_tenure_owner``: the step's code of the state's ``tenure_owner``, the owner whose tenure
 #: ``m_tenure_t`` dates, which the pass writes as ``tenure_owner_h`` and the state keeps by name);
 #: :data:`STATE_OUT` those the pass writes back as they are
-STATE_OUT = (*_MARKERS_F, "m_max_committed", "m_idle", "m_lost")
+STATE_OUT = (*_MARKERS_F, "m_max_committed", "m_idle", "m_lost", "m_member_rate")
 STATE_X = (*STATE_OUT, "m_tenure_owner")
 #: a carried minute's ``x`` (``m_g_start`` in epoch seconds)
 MINUTE_X = ("produce_rate", "consume_rate", "m_g_start", "m_g_lag0", "m_g_n")
@@ -100,7 +101,7 @@ MINUTE_X = ("produce_rate", "consume_rate", "m_g_start", "m_g_lag0", "m_g_n")
 #: ``x``: up to :data:`X_WIDTH` values of a state row or carried minute (a struct, not a list: a
 #: null list on every sweep row made Spark's conversion to Arrow five times slower; a null
 #: struct costs about what no column does)
-X_WIDTH = 17
+X_WIDTH = 18
 X_TYPE = pa.struct([(f"x{i}", pa.float64()) for i in range(X_WIDTH)])
 
 #: the packed values of ``b`` (little-endian float64, row after row): a Burrow entry, a gap sample
@@ -110,7 +111,8 @@ GAP_B = ("t", "gap_s")
 _KEY_FIELDS = [("cluster", pa.string()), ("group_id", pa.string()), ("topic", pa.string()), ("partition", pa.int32())]
 
 PASS_IN = pa.schema([
-    *kernel.LAG_SECONDS_IN, ("lso", pa.int64()), ("owner_h", pa.int64()), ("starved", pa.bool_()), ("x", X_TYPE),
+    *kernel.LAG_SECONDS_IN, ("lso", pa.int64()), ("owner_h", pa.int64()), ("starved", pa.bool_()),
+    ("member_rate", pa.float64()), ("x", X_TYPE),
     ("b", pa.binary()), *_KEY_FIELDS,
 ])
 
@@ -119,10 +121,11 @@ PASS_OUT = pa.schema([
     ("burrow_status", pa.string()), ("status", pa.string()), ("reason", pa.string()),
     ("owner_h", pa.int64()), ("tenure_owner_h", pa.int64()), ("rec_ts", _US), ("lso", pa.int64()),
     *((m, pa.float64()) for m in _MARKERS_F), ("m_max_committed", pa.int64()), ("m_idle", pa.float64()),
-    ("m_lost", pa.float64()), ("tp", pa.float64()), ("ep", pa.int64()),
+    ("m_lost", pa.float64()), ("m_member_rate", pa.float64()), ("tp", pa.float64()), ("ep", pa.int64()),
     ("kind", pa.string()), ("start_t", pa.float64()), ("end_t", pa.float64()), ("severity", pa.string()),
     ("magnitude", pa.float64()), ("unit", pa.string()), ("detail", pa.string()), ("cause", pa.string()),
-    ("advance", pa.int64()), ("capacity", pa.float64()), ("exact", pa.bool_()), ("at_end", pa.bool_()),
+    ("advance", pa.int64()), ("capacity", pa.float64()), ("member_capacity", pa.float64()), ("exact", pa.bool_()),
+    ("at_end", pa.bool_()),
     ("from_lost", pa.bool_()), ("unowned", pa.bool_()), ("deleted", pa.int64()),
     ("b", pa.binary()), ("gap_s", pa.float64()), ("produce_rate", pa.float64()), ("consume_rate", pa.float64()),
     ("m_g_start", pa.float64()), ("m_g_lag0", pa.int64()), ("m_g_n", pa.int32()),
@@ -217,11 +220,13 @@ def _ok_long(v: _F) -> tuple[_I, _B]:
     return np.where(ok, v, 0).astype(np.int64), ok
 
 
-def _series(rows: _Chunk, is_state: _B, jump_factor: float, commits: Commits | None) -> tuple[Series, _F, _F]:
+def _series(rows: _Chunk, is_state: _B, jump_factor: float,
+            commits: Commits | None) -> tuple[Series, _F, _F, _F, _F]:
     """The chunk's series rows (state and fresh, in key and time order) enriched (a jump to the end
     beyond ``jump_factor`` × the rate before it, the rules' ``skip_factor``, is no capacity; with
     ``commits``, judged by the pace of its commit too), and
-    per row the carried ``m_idle`` and ``m_lost`` (NaN but on state rows)."""
+    per row the carried ``m_idle`` and ``m_lost`` (NaN but on state rows), the sweeps'
+    ``member_rate`` (NaN on state rows) and the carried ``m_member_rate``."""
     cols: dict[str, object] = {"key": rows.key, "is_state": is_state}
     for name in ("committed", "end", "log_start", "lso"):
         cols[name], cols[f"{name}_ok"] = rows.long(name)
@@ -239,9 +244,9 @@ def _series(rows: _Chunk, is_state: _B, jump_factor: float, commits: Commits | N
         cols[m] = marks[:, j]
     cols["m_max_committed"], cols["m_max_committed_ok"] = _ok_long(marks[:, len(_MARKERS_F)])
     n = len(_MARKERS_F)
-    cols["m_tenure_owner"], cols["m_tenure_owner_ok"] = _ok_long(marks[:, n + 3])
+    cols["m_tenure_owner"], cols["m_tenure_owner_ok"] = _ok_long(marks[:, n + 4])
     return (enrich(**cols, jump_factor=jump_factor, commits=commits),  # type: ignore[arg-type]
-            marks[:, n + 1], marks[:, n + 2])
+            marks[:, n + 1], marks[:, n + 2], rows.double("member_rate"), marks[:, n + 3])
 
 
 def _growth_minutes(minutes: pa.Table, mkey: _I, carried: _Chunk) -> np_growth.Minutes:
@@ -373,7 +378,8 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
         order = np.lexsort((seq, ct, ci.key))
         commits = Commits(key=ci.key[order], t=ct[order], offset=offset[order], seq=seq[order])
     series_rows = _Chunk(tbl, ser_mask, keyno)
-    s, carried_idle, carried_lost = _series(series_rows, kind[ser_mask] == STATE, params.rules.skip_factor, commits)
+    s, carried_idle, carried_lost, member_rate, carried_member = _series(
+        series_rows, kind[ser_mask] == STATE, params.rules.skip_factor, commits)
 
     # status at each minute row
     entries = np_status.burrow_entries(s, carried_entries)
@@ -421,13 +427,18 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
         "exact": pa.array(adv.exact), "at_end": pa.array(adv.at_end), "from_lost": pa.array(adv.from_lost),
         "unowned": pa.array(adv.unowned), "deleted": pa.array(adv.deleted, pa.int64())})
     cap = np_points.capacity_through(s)
+    mcap, member_run = np_points.member_capacity_through(s, member_rate, carried_member)
     first_row, _ = key_bounds(s.key)
-    # each time the running capacity changes (a state row's carried one first): the skip rules
-    # take a member's or group's capacity as it was before the commit they judge
+    # each time the running capacity or member capacity changes (a state row's carried one
+    # first): the skip rules take a member's or group's capacity as it was before the commit they
+    # judge
     prev_cap = np.where(first_row, 0.0, np.roll(cap, 1)) if s.n else cap
-    shown = np.flatnonzero((cap > 0) & (cap != prev_cap))
+    prev_mcap = np.where(first_row, np.nan, np.roll(mcap, 1)) if s.n else mcap
+    moved = (cap != prev_cap) | ((mcap != prev_mcap) & ~(np.isnan(mcap) & np.isnan(prev_mcap)))
+    shown = np.flatnonzero((cap > 0) & moved)
     out.add(OUT_CAPACITY, s.key[shown], {"t": pa.array(s.t[shown], pa.float64()),
-                                         "capacity": pa.array(cap[shown], pa.float64())})
+                                         "capacity": pa.array(cap[shown], pa.float64()),
+                                         "member_capacity": _nan_null(mcap[shown])})
 
     # the next step's state
     last = np_state.state_rows(s)
@@ -444,7 +455,8 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
         **{m: _nan_null(getattr(last, m)) for m in _MARKERS_F if m != "m_commit_t"},
         "m_commit_t": _nan_null(marker[last.key]),
         "m_max_committed": kernel.nullable(last.m_max_committed, last.m_max_committed_ok, pa.int64()),
-        "m_idle": _nan_null(idle[last.key]), "m_lost": _nan_null(lost[last.key])})
+        "m_idle": _nan_null(idle[last.key]), "m_lost": _nan_null(lost[last.key]),
+        "m_member_rate": _nan_null(member_run[key_bounds(s.key)[1]] if s.n else member_run)})
     hist_in = _Chunk(tbl, (kind == HISTORY) & has_series[keyno], keyno)
     fresh_points = np_state.history_points(s)
     if len(hist_in):

@@ -56,24 +56,34 @@ consumer taking a burst, or a consumer catching up fast, is not a skip. Every ca
 one shown strictly before the commit judged (:class:`Capacities`, from
 :data:`lagscope.analytics.onepass.OUT_CAPACITY`: each partition's running capacity with the time
 it changed), so a batch and incremental steps judge a commit alike and a later, larger capacity
-never hides an earlier skip. Summed capacities, because a consumer that shares its time between
-six busy partitions shows a sixth of its pace on each and can give a burst on one of them all
-of it:
+never hides an earlier skip. A consumer that shares its time between six busy partitions shows a
+sixth of its pace on each and can give a burst on one of them all of it, so:
 
 - the *member's capacity* (``seek``): an OffsetCommit request is written by one member, for the
   partitions it owns (``commitSync()`` commits every assigned partition's position), so what it
-  could have processed is what that member can do, not the whole group: the sum over the
-  partitions owned by the member(s) that own the request's partitions, from the group's member
-  sweep at or before the request and the one at or after it (``owners``; the larger of the two,
-  as a rebalance between them may have given the member more). In a group of 20 members the
-  group's capacity is 20 × a member's: a member seeking to the end of its few partitions would
-  pass unreported. Where no sweep names a partition's owner (no member sweeps, a group without
-  members) that partition's own capacity counts instead, so the request is judged on its own
-  partitions;
+  could have processed is what that member can do, not the whole group: what it showed it does
+  *at once*, the largest *member capacity* (or capacity) shown through any partition owned by
+  the member(s) that own the request's partitions, from the group's member sweep at or before
+  the request and the one at or after it (``owners``; the larger of the two, as a rebalance
+  between them may have given the member more), each member once. A partition's member capacity
+  (``member_capacity`` of :data:`lagscope.analytics.onepass.OUT_CAPACITY`) is the largest rate its
+  owner showed over its partitions together in one sweep interval where this partition's own
+  showed capacity (:func:`lagscope.analytics.kseries.member_rates`,
+  :func:`lagscope.analytics.np_points.member_capacity_through`). Not the sum of the partitions'
+  capacities: each is its best interval, and partitions that took turns being the busy one each
+  show the member's whole pace, at different times. A partition's member capacity restarts where
+  its owner changes (another member's pace is no measure of this one's); where one of the
+  member's partitions showed a capacity but no member capacity (none since its owner changed, or
+  a state from before it was kept), their summed capacities count instead. In a group of 20 members the group's capacity is 20 × a member's: a member
+  seeking to the end of its few partitions would pass unreported. Where no sweep names a
+  partition's owner (no member sweeps, a group without members) that partition's own capacity
+  counts instead, added up, so the request is judged on its own partitions;
 - the *group's capacity* (``out_of_range_reset``): the sum over all its partitions.
 
 Magnitude (messages never processed) = ``a − min(a, floor(capacity · interval))`` with the
-partition's own capacity (exact ``a`` for ``admin_reset``); severity ``critical`` for every skip
+partition's own capacity (exact ``a`` for ``admin_reset``); for a ``seek`` what the consumer could
+have processed is also no more than the partition's share of the member's capacity × the request's
+interval (shared in proportion to the request's advances); severity ``critical`` for every skip
 (a loss is never silent).
 
 *Empty group* at an advance (from ``lo`` to ``hi``: the commit's time, or the sweep interval):
@@ -265,22 +275,28 @@ class Capacities:
         self.by_group: dict[str, list[str]] = {}
         if capacities is None or not self.n:
             self.uniq = pa.array([], pa.string())
+            self.mv = np.zeros(0)
             return
         keys = _joined(_gkey_array(capacities), _tps(capacities))
         self.uniq = pc.unique(keys)
         code = np.asarray(pc.index_in(keys, value_set=self.uniq), dtype=np.int64)
         t = np.asarray(capacities.column("t").combine_chunks().fill_null(-np.inf), dtype=np.float64)
         v = np.asarray(capacities.column("capacity").combine_chunks().fill_null(0.0), dtype=np.float64)
+        mv = (np.asarray(capacities.column("member_capacity").combine_chunks().fill_null(np.nan), dtype=np.float64)
+              if "member_capacity" in capacities.column_names else np.full(self.n, np.nan))
         order = np.lexsort((t, code))
         self.code, self.t, self.v = code[order], t[order], np.maximum(v[order], 0.0)
+        #: the member capacity shown through each partition (NaN: unknown)
+        self.mv = mv[order]
         for k in self.uniq.to_pylist():
             self.by_group.setdefault(k.rsplit("\x1f", 1)[0], []).append(k)
 
-    def at(self, keys: pa.Array, t: _F) -> _F:
+    def at(self, keys: pa.Array, t: _F, *, member: bool = False) -> _F:
         """The capacity of each ``group ␟ topic/partition`` of ``keys`` strictly before ``t``
-        (0 where none was shown by then)."""
+        (0 where none was shown by then); ``member``: the member capacity shown through it
+        instead (NaN where unknown)."""
         if not self.n or not len(keys):
-            return np.zeros(len(keys))
+            return np.full(len(keys), np.nan) if member else np.zeros(len(keys))
         q = np.asarray(pc.index_in(keys, value_set=self.uniq).fill_null(-1), dtype=np.int64)
         _, rank = np.unique(np.concatenate((self.t, t)), return_inverse=True)
         rank = rank.reshape(-1).astype(np.int64)
@@ -288,6 +304,8 @@ class Capacities:
         rows = self.code * r + rank[:self.n]
         pos = np.searchsorted(rows, np.maximum(q, 0) * r + rank[self.n:], side="left") - 1
         ok = (q >= 0) & (pos >= 0) & (self.code[np.maximum(pos, 0)] == q)
+        if member:
+            return np.where(ok, self.mv[np.maximum(pos, 0)], np.nan)
         return np.where(ok, self.v[np.maximum(pos, 0)], 0.0)
 
     def group_at(self, groups: list[str], t: _F) -> _F:
@@ -330,12 +348,15 @@ def _partition_capacity(adv: pa.Table, rows: _I, g: pa.Array, caps: Capacities, 
 def _request_capacity(g: pa.Array, tp: pa.Array, t1: _F, req: _I, n_req: int, own: _F, msweeps: pa.Table | None,
                       caps: Capacities) -> _F:
     """Per commit request (``req`` of each of its advances: group ``g``, partition ``tp``, time
-    ``t1``, the partition's own capacity ``own``) the capacity it is judged against: the summed
-    capacity of the partitions owned by the member(s) that own its partitions, at the group's
-    member sweep at or before the request and at the one at or after it (the larger: a rebalance
-    between them may have given the member more); an advance whose partition neither sweep
-    assigns adds its own partition's capacity instead. Never less than the request's own
-    partitions' sum. Vectorised: sweeps and requests merged by (group, time)."""
+    ``t1``, the partition's own capacity ``own``) the capacity it is judged against: per member
+    that owns its partitions (at the group's member sweep at or before the request, and at the one
+    at or after it: the larger, as a rebalance between them may have given the member more), the
+    member's capacity: the largest member capacity (or partition capacity) shown through any of
+    the partitions it owns, or, where one of them that showed a capacity has no member capacity
+    (a state from before it was kept), their summed capacities; summed over the members, plus the
+    own capacity of each advance whose partition the sweep assigns to nobody. Without a sweep on
+    either side: the request's own partitions' summed capacities. Vectorised: sweeps and requests
+    merged by (group, time)."""
     fallback = _sums(req, own, n_req)
     if msweeps is None or not msweeps.num_rows:
         return fallback
@@ -392,6 +413,7 @@ def _request_capacity(g: pa.Array, tp: pa.Array, t1: _F, req: _I, n_req: int, ow
     qtp = np.asarray(pc.index_in(tp, value_set=tps), dtype=np.int64)
 
     def at(sweep: _I, ok: _B) -> _F:
+        """Per request, its bound from one side's sweeps (NaN: no sweep on that side)."""
         code = np.where(ok, sweep, 0) * nt + qtp
         pos = np.minimum(np.searchsorted(fk, code), len(fk) - 1)
         found = ok & (fk[pos] == code)
@@ -403,12 +425,27 @@ def _request_capacity(g: pa.Array, tp: pa.Array, t1: _F, req: _I, n_req: int, ow
         first = np.repeat(pair_start[u_pair], reps)
         within = np.arange(int(reps.sum())) - np.repeat(np.cumsum(reps) - reps, reps)
         entries = by_pair[first + within]
-        e_req = np.repeat(u_req, reps)
-        e_cap = caps.at(f_key.take(pa.array(entries)), req_t[e_req]) if len(entries) else np.zeros(0)
-        by_owner = _sums(e_req, e_cap, n_req)
-        return by_owner + _sums(req[~found], own[~found], n_req)
+        e_req, e_u = np.repeat(u_req, reps), np.repeat(np.arange(len(u)), reps)
+        e_keys = f_key.take(pa.array(entries))
+        e_cap = caps.at(e_keys, req_t[e_req]) if len(entries) else np.zeros(0)
+        e_mem = caps.at(e_keys, req_t[e_req], member=True) if len(entries) else np.zeros(0)
+        # per (request, member): the largest capacity shown through its partitions, or their sum
+        # where one that showed a capacity has no member capacity
+        summed = _sums(e_u, e_cap, len(u))
+        top = np.zeros(len(u))
+        np.maximum.at(top, e_u, np.fmax(e_cap, np.nan_to_num(e_mem)))
+        unknown = np.zeros(len(u), bool)
+        np.logical_or.at(unknown, e_u, (e_cap > 0) & np.isnan(e_mem))
+        by_owner = _sums(u_req, np.where(unknown, summed, top), n_req)
+        sided = by_owner + _sums(req[~found], own[~found], n_req)
+        seen = np.zeros(n_req, bool)
+        seen[req[ok]] = True
+        return np.where(seen, sided, np.nan)
 
-    return np.maximum(fallback, np.maximum(at(before, before_ok), at(after, after_ok)))
+    both = np.fmax(at(before, before_ok), at(after, after_ok))
+    largest = np.zeros(n_req)
+    np.maximum.at(largest, req, own)  # never below what one of its own partitions showed
+    return np.where(np.isnan(both), fallback, np.maximum(both, largest))
 
 
 def skip_rows(adv: pa.Table, members: Membership, capacities: pa.Table | None, msweeps: pa.Table | None, *,
@@ -455,6 +492,7 @@ def skip_rows(adv: pa.Table, members: Membership, capacities: pa.Table | None, m
     # 3. seek: per partition, then per commit request of the group
     cand = ~admin & ~oor & at_end & known
     seek = np.zeros(n, bool)
+    share_of = np.full(n, np.nan)
     ci = np.flatnonzero(cand)
     if len(ci):
         # the commit requests: one group, one commit timestamp (from sweeps: one sweep)
@@ -468,10 +506,15 @@ def skip_rows(adv: pa.Table, members: Membership, capacities: pa.Table | None, m
         longest = np.full(n_req, -np.inf)
         np.maximum.at(longest, req, span[ci])
         seek[ci] = (total_a > float(skip_factor) * bound * longest)[req]
+        # the member could have processed its capacity × the request's interval in all, not each
+        # partition its own capacity's worth: shared in proportion to the advances
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = np.floor(bound[req] * longest[req] * (a + deleted)[ci] / total_a[req])
+        share_of[ci] = np.where(np.isfinite(share), share, np.nan)
     # what the consumer could have processed explains the messages it reached after the reset
     # first (they exist: it reads from there on), then the deleted ones (it may have read some
     # before retention deleted them)
-    allowed = np.nan_to_num(could, nan=0.0).astype(np.int64)
+    allowed = np.nan_to_num(np.where(seek, np.fmin(could, share_of), could), nan=0.0).astype(np.int64)
     lost_n = np.where(admin, a, a - np.minimum(a, allowed))
     del_n = np.where(admin, deleted, deleted - np.minimum(deleted, np.maximum(allowed - a, 0)))
     cause = np.where(admin, "admin_reset", np.where(oor, "out_of_range_reset", "seek")).astype(object)

@@ -321,8 +321,10 @@ def pass_input(series: pa.Table, owner_codes: _I, state: dict[str, pa.Table], co
     # columns null in every row (a batch's packed state, markers) need no sorting
     out = pa.table({name: pa.nulls(rows.num_rows, col.type) if col.null_count == len(col) else col.take(order)
                     for name, col in zip(rows.column_names, rows.columns, strict=True)})
-    return out.set_column(out.column_names.index("starved"), "starved",
-                          _starved(out, code[at], kind[at], t[at], skip_factor))
+    out = out.set_column(out.column_names.index("starved"), "starved",
+                         _starved(out, code[at], kind[at], t[at], skip_factor))
+    return out.set_column(out.column_names.index("member_rate"), "member_rate",
+                          _member_rates(out, code[at], kind[at], t[at]))
 
 
 def _starved(rows: pa.Table, code: _I, kind: _I, t: _F, factor: float) -> pa.Array:
@@ -339,6 +341,24 @@ def _starved(rows: pa.Table, code: _I, kind: _I, t: _F, factor: float) -> pa.Arr
                                         kind[sel] == onepass.STATE, t[sel], committed, committed_ok, owner, owned,
                                         factor)
     return pa.array(out, pa.bool_(), mask=kind != onepass.SWEEP)
+
+
+def _member_rates(rows: pa.Table, code: _I, kind: _I, t: _F) -> pa.Array:
+    """The pass input's ``member_rate`` column (``rows`` in pass order):
+    :func:`lagscope.analytics.kseries.member_rates` over its series rows, null on the other kinds
+    and where the sweep names no owner."""
+    out = np.full(rows.num_rows, np.nan)
+    sel = np.flatnonzero((kind == onepass.SWEEP) | (kind == onepass.STATE))
+    if len(sel):
+        sub = rows.take(pa.array(sel)).select(["cluster", "group_id", "committed", "end", "log_start", "owner_h"])
+        committed, committed_ok = longs(sub.column("committed"))
+        end, end_ok = longs(sub.column("end"))
+        log_start, log_start_ok = longs(sub.column("log_start"))
+        owner, owned = longs(sub.column("owner_h"))
+        out[sel] = kseries.member_rates(code[sel], key_code(sub.column("cluster"), sub.column("group_id")),
+                                        kind[sel] == onepass.STATE, t[sel], committed, committed_ok, end, end_ok,
+                                        log_start, log_start_ok, owner, owned)
+    return pa.array(out, pa.float64(), mask=np.isnan(out) | (kind != onepass.SWEEP))
 
 
 def commit_records(commits: pa.Table) -> pa.Table:
@@ -713,7 +733,7 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
                                                 "detail", "cause"])
     advances = part.get(onepass.OUT_ADVANCE, [*KEY, "start_t", "end_t", "advance", "capacity", "exact", "at_end",
                                               "from_lost", "unowned", "deleted"])
-    capacities = part.get(onepass.OUT_CAPACITY, [*KEY, "t", "capacity"])
+    capacities = part.get(onepass.OUT_CAPACITY, [*KEY, "t", "capacity", "member_capacity"])
     found = anomalies(anomaly_in, as_of)
     grouped = groups.group_pass(groups.GroupInputs(
         members=inputs.members, series=series, carried_series=st.get("series"), carried_msweeps=st.get("msweeps"),

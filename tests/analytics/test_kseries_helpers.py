@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from lagscope.analytics.kseries import ffill_last, key_starts, segmented_cumsum, starved_rows
+from lagscope.analytics.kseries import ffill_last, key_starts, member_rates, segmented_cumsum, starved_rows
 from lagscope.analytics.np_status import Entries, _cat, _first_of, _fixed0, _longs, _sorted
 
 
@@ -222,3 +222,40 @@ def test_a_partition_is_starved_only_beside_a_far_faster_sibling_of_the_same_own
     # at 11 (key 0's 400/s the fastest): key 1's 3/s is starved, key 2's 100/s is not (400 ≤ 5 × 100);
     # at 12 key 1 is the fastest (97/s): keys 0 and 2 (1/s each) are starved then
     assert starved == {(1, 11.0), (0, 12.0), (2, 12.0)}
+
+
+def test_a_member_s_rate_sums_its_partitions_behind_throughout_at_the_same_sweep() -> None:
+    # rows (key, group, is_state, t, committed, end, log_start, owner; owner 0: none), by key and
+    # time, the state row first
+    rows = [
+        # group 0, owner 1, sweeps at 10 and 11: key 0 advanced 40 behind throughout (lag 460 → 440,
+        # its end at 11 below the end at 10), key 1 20 the same; key 2 caught up with its producers
+        # (committed at 11 at or past the end at 10: it may have waited, or jumped): left out
+        (0, 0, True, 10.0, 1000, 1500, 0, 1), (0, 0, False, 11.0, 1040, 1480, 0, 1),
+        (1, 0, False, 10.0, 500, 600, 0, 1), (1, 0, False, 11.0, 520, 610, 0, 1),
+        (2, 0, False, 10.0, 98, 100, 0, 1), (2, 0, False, 11.0, 101, 102, 0, 1),
+        # key 3, same owner and sweeps: retention passed its start (log start 40 > 30 at 11): left out
+        (3, 0, False, 10.0, 30, 300, 20, 1), (3, 0, False, 11.0, 60, 300, 40, 1),
+        # key 4: owner 2, the same sweeps: its own member (12/s)
+        (4, 0, False, 10.0, 0, 100, 0, 2), (4, 0, False, 11.0, 12, 110, 0, 2),
+        # key 5: group 1, owner 1 (the same code, another group): its own member (7/s)
+        (5, 1, False, 10.0, 0, 100, 0, 1), (5, 1, False, 11.0, 7, 100, 0, 1),
+        # key 6: no owner at 11: NaN; key 7: sweeps at 10.5 and 11.5, owner 1: no sibling there (5/s)
+        (6, 0, False, 10.0, 0, 100, 0, 1), (6, 0, False, 11.0, 9, 100, 0, 0),
+        (7, 0, False, 10.5, 0, 100, 0, 1), (7, 0, False, 11.5, 5, 100, 0, 1),
+    ]
+    key, group, state, t, committed, end, log_start, owner = (np.array(c) for c in zip(*rows, strict=True))
+    ok = np.ones(len(rows), bool)
+    got = member_rates(key.astype(np.int64), group.astype(np.int64), state.astype(bool), t.astype(np.float64),
+                       committed.astype(np.int64), ok, end.astype(np.int64), ok, log_start.astype(np.int64), ok,
+                       owner.astype(np.int64), owner > 0)
+    at = {(int(k), float(x)): float(v) for k, x, v in zip(key, t, got, strict=True)}
+    # state rows and a key's first rows have no interval of their own; owner 1 at 11 in group 0:
+    # 40 + 20 (keys 0 and 1), shared by every row of that (group, owner, sweep)
+    assert math.isnan(at[(0, 10.0)])
+    assert at[(1, 10.0)] == at[(2, 10.0)] == 0.0
+    assert at[(0, 11.0)] == at[(1, 11.0)] == at[(2, 11.0)] == at[(3, 11.0)] == 60.0
+    assert at[(4, 11.0)] == 12.0
+    assert at[(5, 11.0)] == 7.0
+    assert math.isnan(at[(6, 11.0)])
+    assert at[(7, 11.5)] == 5.0

@@ -351,15 +351,16 @@ def _draining_group_seeks() -> tuple[list[dict[str, Any]], list[dict[str, Any]],
 
 def test_a_seek_to_the_end_over_six_partitions_in_one_commit() -> None:
     # each partition's jump (72…132) is under 5 × its own 15/s × 0.2 s? no: 5 × 15 × 0.2 = 15, but
-    # the member's capacity (its 6 × 15/s = 90/s, which it could spend on any one partition) bounds
-    # each: 5 × 90 × 0.2 = 90 > 72. The request's sum, 602, is far beyond: a seek on all six,
-    # each its jump minus the 3 its own 15/s could have processed in 0.2 s
+    # the member's capacity (the 90/s it showed over its six partitions at once, which it could
+    # spend on any one of them) bounds each: 5 × 90 × 0.2 = 90 > 72. The request's sum, 602, is far
+    # beyond: a seek on all six, each its jump minus its share of the 18 the member could have
+    # processed in 0.2 s (in proportion to the jumps: 2 of 72, 3 of 132)
     offsets, commits, truth = _draining_group_seeks()
     got = _step(offsets, _stable(SWEEPS, list(range(6))), commits)
     assert [(r[0], r[1], r[2], r[3], r[5]) for r in _brief(got)] == [
         ("skip", "seek", p, 40.2, "critical") for p in range(6)]
     mags = [r["magnitude"] for r in got]
-    assert mags == [float(x - 3) for x in truth]
+    assert mags == [float(x - 18 * x // sum(truth)) for x in truth]
     assert sum(mags) == pytest.approx(sum(truth), rel=0.05)
 
 
@@ -482,6 +483,98 @@ def test_a_later_capacity_does_not_hide_an_earlier_seek() -> None:
 # commits every second: the member's capacity is 30/s, the group's 600/s
 MEMBERS = 20
 SEEKER = 7
+
+
+ROTATING = [float(t) for t in range(0, 61)]
+
+
+def _rotating_backlog(seek: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[int, int]]:
+    """One member, four partitions produced at 2/s each, swept every second, a commit every
+    second between the sweeps (at .5). The member reads 40/s in all. From t=10·p a burst of 380
+    on partition p (p = 0…3) is drained alone at 40/s in ten seconds (the others caught up), so
+    each partition shows 40/s in its own phase. From t=40 a burst of 150 on each is drained
+    together at 10/s each (40/s in all). With ``seek`` the member seeks to the end of all four at
+    t=50.5. The truth per partition: what the seek jumped past."""
+    offsets: list[dict[str, Any]] = []
+    commits: list[dict[str, Any]] = []
+    truth = {}
+    for p in range(4):
+        e0 = 1000 * (p + 1)
+
+        def end(t: float, p: int = p, e0: int = e0) -> int:
+            return e0 + int(2 * t) + (380 if t >= 10 * p else 0) + (150 if t >= 40 else 0)
+
+        def pos(t: float, p: int = p, e0: int = e0, end: Any = end) -> int:
+            if 10 * p <= t < 10 * p + 10:
+                return min(end(t), e0 + 20 * p + int(40 * (t - 10 * p)))
+            if t >= 40 and not (seek and t >= 50.5):
+                return min(end(t), end(40.0) - 150 + int(10 * (t - 40)))
+            return end(t)
+
+        cs = [(k + 0.5, pos(k + 0.5)) for k in range(60)]
+        offsets += offsets_rows([(t, pos(t - 0.5) if t >= 0.5 else e0, end(t)) for t in ROTATING], partition=p)
+        commits += _commits("g", p, cs, seq0=1000 * p)
+        if seek:
+            truth[p] = end(50.5) - (end(40.0) - 150 + int(10 * 10.5))
+    return offsets, commits, truth
+
+
+@pytest.mark.parametrize("with_stream", [True, False])
+def test_a_member_s_capacity_is_what_it_did_at_once_not_its_partitions_best_intervals_summed(
+        with_stream: bool) -> None:
+    # each partition showed 40/s, each in its own phase: summed, 160/s, four times anything the
+    # member ever did, and its seek of 4 × 76 in one second (within 5 × 160/s × 1 s) would pass.
+    # Its capacity is what it did at once: 40/s (one partition alone, or four at 10/s), so the seek
+    # is beyond 5 × 40/s × 1 s: found on all four. Each reported loss is its jump minus its share
+    # of the 40 the member could have processed in the second (10), a loss the truth confirms
+    offsets, commits, truth = _rotating_backlog(seek=True)
+    members = _stable(ROTATING, [0, 1, 2, 3])
+    got = _step(offsets, members, commits if with_stream else None)
+    assert [(r[0], r[1], r[2], r[5]) for r in _brief(got)] == [("skip", "seek", p, "critical") for p in range(4)]
+    assert [r[3] for r in _brief(got)] == [50.5 if with_stream else 50.0] * 4
+    for r in got:
+        assert truth[r["partition"]] - 10 <= r["magnitude"] <= truth[r["partition"]]
+    if with_stream:
+        # incremental steps judge it alike: the member capacity is carried in the state
+        split = _two_steps(offsets, members, commits, split=45.0)
+        assert [(r["partition"], r["cause"]) for r in split] == [(p, "seek") for p in range(4)]
+
+
+@pytest.mark.parametrize("with_stream", [True, False])
+def test_a_member_draining_at_its_own_pace_after_its_partitions_took_turns_is_no_skip(with_stream: bool) -> None:
+    # the same member without the seek: it drains the four bursts together at 40/s in all and
+    # catches up, never faster than it showed, so nothing is a skip
+    offsets, commits, _ = _rotating_backlog(seek=False)
+    assert _step(offsets, _stable(ROTATING, [0, 1, 2, 3]), commits if with_stream else None) == []
+
+
+def test_a_member_that_took_over_partitions_is_not_judged_on_their_former_owners_pace() -> None:
+    # eight partitions, each read by its own member at 40/s until t=30 (a backlog of 1,500 on
+    # each, 360 left then): each partition's member capacity is its own member's 40/s. At t=30 m0
+    # takes all eight and drains them at 100/s each (800/s in all, a faster machine) within one
+    # sweep interval, commits every second. Its last commits (34 s: 68 on each, at the end) sum to
+    # 544, beyond 5 × 40/s × 1 s: judged on what its predecessors did at once, a false seek. What
+    # another member did is no measure of this one's: until it shows its own, the request is
+    # judged on the partitions' summed capacities (8 × 40/s), and everything was processed
+    offsets: list[dict[str, Any]] = []
+    commits: list[dict[str, Any]] = []
+    for p in range(8):
+        c0 = 10_000 * (p + 1)
+
+        def end(t: float, c0: int = c0) -> int:
+            return c0 + 1500 + int(2 * t)
+
+        def pos(t: float, c0: int = c0, end: Any = end) -> int:
+            if t <= 30:
+                return c0 + int(40 * t)
+            return min(end(t), c0 + 1200 + int(100 * (t - 30)))
+
+        offsets += offsets_rows([(t, pos(t), end(t), 0, f"m{p}" if t < 30 else "m0") for t in SWEEPS], partition=p)
+        commits += _commits("g", p, [(float(t), pos(t)) for t in range(1, 71)], seq0=1000 * p)
+    members = members_rows([(t, "Stable", 1 if t < 30 else 2,
+                             [(f"m{p}", None, [p]) for p in range(8)] if t < 30 else [("m0", None, list(range(8)))])
+                            for t in SWEEPS])
+    assert _step(offsets, members, commits) == []
 
 
 def _big_group(seeker: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[int, int]]:
@@ -986,11 +1079,12 @@ def _two_steps(offsets: list[dict[str, Any]], members: list[dict[str, Any]], com
 
 def test_a_seek_in_the_next_step_is_judged_on_the_carried_capacity() -> None:
     # the six-partition seek with the step boundary at t=38: the capacity was shown in step one
-    # (carried in the state), the seek at t=40.2 is step two's; the same rows as in one step
+    # (carried in the state, the member capacity too), the seek at t=40.2 is step two's; the same
+    # rows as in one step
     offsets, commits, truth = _draining_group_seeks()
     got = _two_steps(offsets, _stable(SWEEPS, list(range(6))), commits, split=38.0)
     assert [(r["partition"], r["cause"], r["magnitude"]) for r in got] == [
-        (p, "seek", float(x - 3)) for p, x in enumerate(truth)]
+        (p, "seek", float(x - 18 * x // sum(truth))) for p, x in enumerate(truth)]
 
 
 def test_an_admin_reset_after_the_members_left_in_an_earlier_step() -> None:
