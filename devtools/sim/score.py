@@ -874,9 +874,10 @@ class SkipBound:
     most any observer of offsets can see; :func:`skip_bounds`).
 
     ``pace``: the demonstrated capacity in messages/s that the skip is judged against (a seek: the
-    member's, Σ over the partitions it committed last before the skip; an out-of-range reset: the
-    group's, Σ over all its partitions), each partition's the largest rate over its *saturated*
-    commit intervals before the skip (0: none showed one); ``interval_s``: the longest time from a
+    member's, the most it processed at once over one commit request on the partitions it committed
+    last before the skip, where one of them showed a pace in it, or one partition's pace if more;
+    an out-of-range reset: the group's, Σ over all its partitions), a partition's pace the largest
+    rate over its *saturated* commit intervals before the skip (0: none showed one); ``interval_s``: the longest time from a
     skipped partition's commit before the jump to the commit of the jump; ``lost``: the messages
     the skip left unprocessed (Σ over its partitions); ``bound``: ``factor`` × ``pace`` ×
     ``interval_s``, the advance consumption at that pace can explain; ``reason``: ``membership``
@@ -946,26 +947,39 @@ def skip_bounds(ti: TruthIndex, factor: float) -> dict[tuple[str, str, float], S
         cs = groups.get(f.group, [])
         by_tp = parts.get(f.group, {})
         fastest = requests.get(f.group, {})
-        # the pace: saturated intervals strictly before the skip
+        oor = f.detail.get("mechanism") == "out_of_range"
+        if oor:
+            mine = set(by_tp)
+        else:
+            before = [c for c in cs if c.member == f.member and c.ts < f.start]
+            mine = {(c.topic, c.partition) for c in before if c.ts == before[-1].ts} if before else set(lost)
+        # the pace: saturated intervals strictly before the skip; per commit request, what the
+        # member processed at once on its partitions that stayed behind throughout (the rule's
+        # member capacity), where one of them showed a pace in it
         rates: dict[tuple[str, int], float] = {}
+        at_once: dict[tuple[str, float], float] = {}
+        paced: set[tuple[str, float]] = set()
         for tp, tcs in by_tp.items():
             busy = False
             for c0, c1 in itertools.pairwise(c for c in tcs if c.ts < f.start):
                 a = c1.offset - c0.offset
                 if a <= 0 or c1.ts <= c0.ts or c1.offset >= ti.end_at(*tp, c1.ts) or c0.offset >= ti.end_at(*tp, c0.ts):
                     continue
-                top, own = fastest.get((c1.member, c1.ts), 0.0), a / (c1.ts - c0.ts)
+                req, own = (c1.member, c1.ts), a / (c1.ts - c0.ts)
+                if c1.offset < ti.end_at(*tp, c0.ts) and tp in mine | set(lost):
+                    at_once[req] = at_once.get(req, 0.0) + own
+                top = fastest.get(req, 0.0)
                 if top > factor * own and top > own:  # another was faster (a factor below 1 starves nothing by itself)
                     continue
                 if busy and c1.offset + a < ti.end_at(*tp, c0.ts):
                     rates[tp] = max(rates.get(tp, 0.0), own)
+                    paced.add(req)
                 busy = True
-        if f.detail.get("mechanism") == "out_of_range":
-            mine = set(by_tp)
+        if oor:
+            pace = sum(rates.get(tp, 0.0) for tp in mine)
         else:
-            before = [c for c in cs if c.member == f.member and c.ts < f.start]
-            mine = {(c.topic, c.partition) for c in before if c.ts == before[-1].ts} if before else set(lost)
-        pace = sum(rates.get(tp, 0.0) for tp in mine | set(lost))
+            shown = [v for k, v in at_once.items() if k in paced]
+            pace = max([*shown, *(rates.get(tp, 0.0) for tp in mine | set(lost))], default=0.0)
         # the jump's interval: from each skipped partition's commit before its jump to the jump
         after = {}
         for k, v in (f.detail.get("after") or {}).items():

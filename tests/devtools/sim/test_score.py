@@ -528,6 +528,34 @@ def test_a_partition_starved_while_its_member_served_another_shows_no_pace() -> 
     assert b.pace == pytest.approx(10.0, rel=0.05)
 
 
+def test_a_members_pace_is_what_it_processed_at_once_not_its_partitions_paces_summed() -> None:
+    # one member, two partitions committed together every 0.5 s. A backlog of 200 on partition 0
+    # at 100 s is read alone at 20/s (partition 1 quiet), then one of 200 on partition 1 at 110 s
+    # the same (partition 0 caught up): each shows a pace of 20/s, at different times. From 120 s
+    # 100 more on each, read together at 10/s each. At 125 s the member seeks to the end of both,
+    # skipping 50 on each: 100 in a 0.5-s commit interval. Summed, the paces (40/s) bound it at
+    # 5 × 40 × 0.5 = 100; the member never processed more than 20/s at once: beyond 5 × 20 × 0.5
+    recs: list[truth.Record] = [Produce(T, 0, i, 100.0) for i in range(200)]
+    recs += [Produce(T, 1, i, 110.0) for i in range(200)]
+    recs += [Produce(T, p, 200 + i, 120.0) for p in (0, 1) for i in range(100)]
+
+    def pos(p: int, t: float) -> int:
+        if t >= 120.0:
+            return 200 + int(10 * (t - 120.0))
+        start = 100.0 + 10 * p
+        return min(200, max(0, int(20 * (t - start))))
+
+    times = [100.0 + 0.5 * k for k in range(50)]
+    recs += [Commit(G, "c1", T, p, pos(p, t), t) for t in times for p in (0, 1)]
+    recs += [Fault("skip", G, "c1", 125.0, 125.0, {"mechanism": "seek", "after": {f"{T}:0": 300, f"{T}:1": 300},
+                                                   "skipped": {f"{T}:0": 50, f"{T}:1": 50}}, ((T, 0), (T, 1))),
+             Commit(G, "c1", T, 0, 300, 125.001), Commit(G, "c1", T, 1, 300, 125.001)]
+    (b,) = skip_bounds(truth.TruthIndex(recs), 5.0).values()
+    assert b.pace == pytest.approx(20.0, rel=0.05)
+    assert b.lost == 100
+    assert (b.reason, b.provable) == ("beyond the bound", True)
+
+
 def test_a_caught_up_consumers_seek_and_a_burst_show_no_pace() -> None:
     # keeps up (10/s written, up to 50/s processed): no interval ends with more waiting than it took
     recs = _seek_at(_consumer(10.0, 50.0, until=120.0), 120.0, 1000)
