@@ -74,8 +74,9 @@ sixth of its pace on each and can give a burst on one of them all of it, so:
   show the member's whole pace, at different times. A partition's member capacity restarts where
   its owner changes (another member's pace is no measure of this one's); where one of the
   member's partitions showed a capacity but no member capacity (none since its owner changed, or
-  a state from before it was kept), their summed capacities count instead. In a group of 20 members the group's capacity is 20 × a member's: a member
-  seeking to the end of its few partitions would pass unreported. Where no sweep names a
+  a state from before it was kept), their summed capacities count instead. In a group of 20
+  members the group's capacity is 20 × a member's: a member seeking to the end of its few
+  partitions would pass unreported. Where no sweep names a
   partition's owner (no member sweeps, a group without members) that partition's own capacity
   counts instead, added up, so the request is judged on its own partitions;
 - the *group's capacity* (``out_of_range_reset``): the sum over all its partitions.

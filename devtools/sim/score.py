@@ -877,8 +877,9 @@ class SkipBound:
     member's, the most it processed at once over one commit request on the partitions it committed
     last before the skip, where one of them showed a pace in it, or one partition's pace if more;
     an out-of-range reset: the group's, Σ over all its partitions), a partition's pace the largest
-    rate over its *saturated* commit intervals before the skip (0: none showed one); ``interval_s``: the longest time from a
-    skipped partition's commit before the jump to the commit of the jump; ``lost``: the messages
+    rate over its *saturated* commit intervals before the skip (0: none showed one);
+    ``interval_s``: the longest time from a skipped partition's commit before the jump to the
+    commit of the jump; ``lost``: the messages
     the skip left unprocessed (Σ over its partitions); ``bound``: ``factor`` × ``pace`` ×
     ``interval_s``, the advance consumption at that pace can explain; ``reason``: ``membership``
     (an admin reset: the group was empty, any size is provable), ``no pace`` (the consumer never
