@@ -620,6 +620,25 @@ def _tenure_mark(first: B, start: I64, is_state: B, t: F64, owner: I64, owned: B
     return out
 
 
+def _interval_rates(key: I64, t: F64, committed: I64, committed_ok: B) -> F64:
+    """Per row (grouped by key, in time order), :func:`enrich`'s rate over the interval ending at
+    it: Δ committed / Δ t, 0 without progress or without a row before it."""
+    first, _ = key_bounds(key)
+    dt = t - shift(t, first, np.nan)
+    dc = np.where(committed_ok & shift(committed_ok, first, False), committed - shift(committed, first, 0), 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where((dt > 0) & (dc > 0), dc / dt, 0.0)
+
+
+def _owner_sweeps(group: I64, owner: I64, t: F64) -> tuple[I64, int]:
+    """One dense code per (group, owner, sweep time) of the rows given, and how many (each coded
+    densely first: an owner may be any 64-bit hash)."""
+    _, sweep = np.unique(t, return_inverse=True)
+    own, n_own = dense(owner)
+    member, _ = dense(dense(group)[0] * n_own + own)
+    return dense(member * (int(sweep.max()) + 1) + sweep.reshape(-1))
+
+
 def starved_rows(key: I64, group: I64, is_state: B, t: F64, committed: I64, committed_ok: B, owner: I64, owned: B,
                  factor: float = JUMP_FACTOR) -> B:
     """Per row (grouped by key, in time order, a key's state row first; ``group`` a code of its
@@ -630,26 +649,13 @@ def starved_rows(key: I64, group: I64, is_state: B, t: F64, committed: I64, comm
     leaves the others lagging while the producers write: their intervals look saturated at what it
     left over (the producers' rate), which is no measure of what it can do. The fastest sibling
     decides, not their sum, so a member sharing its time evenly over N partitions keeps them all."""
-    n = len(key)
-    out = np.zeros(n, bool)
-    if not n:
-        return out
-    first, _ = key_bounds(key)
-    prev_t = shift(t, first, np.nan)
-    prev_c, prev_ok = shift(committed, first, 0), shift(committed_ok, first, False)
-    dt = t - prev_t
-    dc = np.where(committed_ok & prev_ok, committed - prev_c, 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rate = np.where((dt > 0) & (dc > 0), dc / dt, 0.0)
+    out = np.zeros(len(key), bool)
     rows = np.flatnonzero(~is_state & owned)
     if not len(rows):
         return out
-    # the fastest rate per (group, owner, sweep time): one dense code of the three, each coded
-    # densely first (an owner may be any 64-bit hash)
-    _, sweep = np.unique(t[rows], return_inverse=True)
-    own, n_own = dense(owner[rows])
-    member, _ = dense(dense(group[rows])[0] * n_own + own)
-    cell, n_cells = dense(member * (int(sweep.max()) + 1) + sweep.reshape(-1))
+    rate = _interval_rates(key, t, committed, committed_ok)
+    # the fastest rate per (group, owner, sweep time)
+    cell, n_cells = _owner_sweeps(group[rows], owner[rows], t[rows])
     top = np.zeros(n_cells)
     np.maximum.at(top, cell, rate[rows])
     # another partition was faster (a factor below 1 must not make a row starved by itself)
@@ -675,32 +681,20 @@ def member_rates(key: I64, group: I64, is_state: B, t: F64, committed: I64, comm
     busy, the others caught up) at different times, and those best intervals add up to four times
     what it ever did (:mod:`lagscope.analytics.skips`). Starved partitions count: what the member
     left over for them is work it did."""
-    n = len(key)
-    out = np.full(n, np.nan)
-    if not n:
+    out = np.full(len(key), np.nan)
+    rows = np.flatnonzero(~is_state & owned)
+    if not len(rows):
         return out
     first, _ = key_bounds(key)
-    prev_t = shift(t, first, np.nan)
-    prev_c, prev_c_ok = shift(committed, first, 0), shift(committed_ok, first, False)
-    prev_e, prev_e_ok = shift(end, first, 0), shift(end_ok, first, False)
-    dt = t - prev_t
-    ok = committed_ok & prev_c_ok & end_ok & prev_e_ok
-    dc = np.where(ok, committed - prev_c, 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rate = np.where((dt > 0) & (dc > 0), dc / dt, 0.0)
+    rate = _interval_rates(key, t, committed, committed_ok)
+    prev_c, prev_e = shift(committed, first, 0), shift(end, first, 0)
+    ok = committed_ok & shift(committed_ok, first, False) & end_ok & shift(end_ok, first, False)
     passed = log_start_ok & (prev_c < log_start)
     # the same owner at both ends: an interval that ends at a new owner's first sweep was read
     # (mostly) by the one before it
     kept = owned & shift(owned, first, False) & (owner == shift(owner, first, 0))
     behind = ok & kept & (prev_c < prev_e) & (committed < end) & (committed < prev_e) & ~passed
-    rows = np.flatnonzero(~is_state & owned)
-    if not len(rows):
-        return out
-    # one dense code per (group, owner, sweep time), as starved_rows
-    _, sweep = np.unique(t[rows], return_inverse=True)
-    own, n_own = dense(owner[rows])
-    member, _ = dense(dense(group[rows])[0] * n_own + own)
-    cell, n_cells = dense(member * (int(sweep.max()) + 1) + sweep.reshape(-1))
+    cell, n_cells = _owner_sweeps(group[rows], owner[rows], t[rows])
     total = np.bincount(cell, weights=np.where(behind[rows], rate[rows], 0.0), minlength=n_cells)
     out[rows] = total[cell]
     return out

@@ -56,6 +56,7 @@ from lagscope.analytics.kseries import (
     segmented_cummax,
     shift,
     sorted_commits,
+    tenure_owners,
 )
 
 __all__ = ["Advances", "advances", "capacity_through", "commit_jumps", "member_capacity_through", "point_events"]
@@ -238,9 +239,9 @@ def member_capacity_through(s: Series, member_rate: F64, m_member_rate: F64) -> 
     # changes (the last owner seen, through sweeps without one), and the interval that ends at a
     # new owner's first sweep is its predecessor's
     first, _ = key_bounds(s.key)
-    at = np.maximum.accumulate(np.where(s.owned, np.arange(s.n), -1)) if s.n else np.zeros(0, np.int64)
+    names, at = tenure_owners(s.is_state, s.owner, s.owned, s.m_tenure_owner, s.m_tenure_owner_ok)
     seen = at >= key_starts(s.key)  # an owner seen in the key up to the row: the last one's
-    who = np.where(seen, s.owner[np.maximum(at, 0)], 0)
+    who = np.where(seen, names[np.maximum(at, 0)], 0)
     new_run = first | (seen != shift(seen, first, False)) | (who != shift(who, first, 0))
     tenure = np.cumsum(new_run)
     to_end = s.prev_end_ok & (s.committed >= s.prev_end)

@@ -428,7 +428,7 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
         "unowned": pa.array(adv.unowned), "deleted": pa.array(adv.deleted, pa.int64())})
     cap = np_points.capacity_through(s)
     mcap, member_run = np_points.member_capacity_through(s, member_rate, carried_member)
-    first_row, _ = key_bounds(s.key)
+    first_row, last_row = key_bounds(s.key)
     # each time the running capacity or member capacity changes (a state row's carried one
     # first): the skip rules take a member's or group's capacity as it was before the commit they
     # judge
@@ -456,7 +456,7 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
         "m_commit_t": _nan_null(marker[last.key]),
         "m_max_committed": kernel.nullable(last.m_max_committed, last.m_max_committed_ok, pa.int64()),
         "m_idle": _nan_null(idle[last.key]), "m_lost": _nan_null(lost[last.key]),
-        "m_member_rate": _nan_null(member_run[key_bounds(s.key)[1]] if s.n else member_run)})
+        "m_member_rate": _nan_null(member_run[last_row])})
     hist_in = _Chunk(tbl, (kind == HISTORY) & has_series[keyno], keyno)
     fresh_points = np_state.history_points(s)
     if len(hist_in):

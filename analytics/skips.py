@@ -292,12 +292,16 @@ class Capacities:
         for k in self.uniq.to_pylist():
             self.by_group.setdefault(k.rsplit("\x1f", 1)[0], []).append(k)
 
-    def at(self, keys: pa.Array, t: _F, *, member: bool = False) -> _F:
+    def at(self, keys: pa.Array, t: _F) -> _F:
         """The capacity of each ``group ␟ topic/partition`` of ``keys`` strictly before ``t``
-        (0 where none was shown by then); ``member``: the member capacity shown through it
-        instead (NaN where unknown)."""
+        (0 where none was shown by then)."""
+        return self.both(keys, t)[0]
+
+    def both(self, keys: pa.Array, t: _F) -> tuple[_F, _F]:
+        """:meth:`at` and the member capacity shown through each partition then (NaN where
+        unknown)."""
         if not self.n or not len(keys):
-            return np.full(len(keys), np.nan) if member else np.zeros(len(keys))
+            return np.zeros(len(keys)), np.full(len(keys), np.nan)
         q = np.asarray(pc.index_in(keys, value_set=self.uniq).fill_null(-1), dtype=np.int64)
         _, rank = np.unique(np.concatenate((self.t, t)), return_inverse=True)
         rank = rank.reshape(-1).astype(np.int64)
@@ -305,9 +309,8 @@ class Capacities:
         rows = self.code * r + rank[:self.n]
         pos = np.searchsorted(rows, np.maximum(q, 0) * r + rank[self.n:], side="left") - 1
         ok = (q >= 0) & (pos >= 0) & (self.code[np.maximum(pos, 0)] == q)
-        if member:
-            return np.where(ok, self.mv[np.maximum(pos, 0)], np.nan)
-        return np.where(ok, self.v[np.maximum(pos, 0)], 0.0)
+        at = np.maximum(pos, 0)
+        return np.where(ok, self.v[at], 0.0), np.where(ok, self.mv[at], np.nan)
 
     def group_at(self, groups: list[str], t: _F) -> _F:
         """Each group's summed capacity over its partitions strictly before ``t``."""
@@ -428,8 +431,7 @@ def _request_capacity(g: pa.Array, tp: pa.Array, t1: _F, req: _I, n_req: int, ow
         entries = by_pair[first + within]
         e_req, e_u = np.repeat(u_req, reps), np.repeat(np.arange(len(u)), reps)
         e_keys = f_key.take(pa.array(entries))
-        e_cap = caps.at(e_keys, req_t[e_req]) if len(entries) else np.zeros(0)
-        e_mem = caps.at(e_keys, req_t[e_req], member=True) if len(entries) else np.zeros(0)
+        e_cap, e_mem = caps.both(e_keys, req_t[e_req])
         # per (request, member): the largest capacity shown through its partitions, or their sum
         # where one that showed a capacity has no member capacity
         summed = _sums(e_u, e_cap, len(u))

@@ -321,44 +321,33 @@ def pass_input(series: pa.Table, owner_codes: _I, state: dict[str, pa.Table], co
     # columns null in every row (a batch's packed state, markers) need no sorting
     out = pa.table({name: pa.nulls(rows.num_rows, col.type) if col.null_count == len(col) else col.take(order)
                     for name, col in zip(rows.column_names, rows.columns, strict=True)})
-    out = out.set_column(out.column_names.index("starved"), "starved",
-                         _starved(out, code[at], kind[at], t[at], skip_factor))
-    return out.set_column(out.column_names.index("member_rate"), "member_rate",
-                          _member_rates(out, code[at], kind[at], t[at]))
+    starved, member_rate = _per_member(out, code[at], kind[at], t[at], skip_factor)
+    out = out.set_column(out.column_names.index("starved"), "starved", starved)
+    return out.set_column(out.column_names.index("member_rate"), "member_rate", member_rate)
 
 
-def _starved(rows: pa.Table, code: _I, kind: _I, t: _F, factor: float) -> pa.Array:
-    """The pass input's ``starved`` column (``rows`` in pass order: a key's state row before its
-    sweeps): :func:`lagscope.analytics.kseries.starved_rows` over its series rows, null on the
-    other kinds."""
-    out = np.zeros(rows.num_rows, bool)
-    sel = np.flatnonzero((kind == onepass.SWEEP) | (kind == onepass.STATE))
-    if len(sel):
-        sub = rows.take(pa.array(sel)).select(["cluster", "group_id", "committed", "owner_h"])
-        committed, committed_ok = longs(sub.column("committed"))
-        owner, owned = longs(sub.column("owner_h"))
-        out[sel] = kseries.starved_rows(code[sel], key_code(sub.column("cluster"), sub.column("group_id")),
-                                        kind[sel] == onepass.STATE, t[sel], committed, committed_ok, owner, owned,
-                                        factor)
-    return pa.array(out, pa.bool_(), mask=kind != onepass.SWEEP)
-
-
-def _member_rates(rows: pa.Table, code: _I, kind: _I, t: _F) -> pa.Array:
-    """The pass input's ``member_rate`` column (``rows`` in pass order):
+def _per_member(rows: pa.Table, code: _I, kind: _I, t: _F, factor: float) -> tuple[pa.Array, pa.Array]:
+    """The pass input's ``starved`` and ``member_rate`` columns (``rows`` in pass order: a key's
+    state row before its sweeps): :func:`lagscope.analytics.kseries.starved_rows` and
     :func:`lagscope.analytics.kseries.member_rates` over its series rows, null on the other kinds
-    and where the sweep names no owner."""
-    out = np.full(rows.num_rows, np.nan)
+    (``member_rate`` also where the sweep names no owner)."""
+    starved = np.zeros(rows.num_rows, bool)
+    rate = np.full(rows.num_rows, np.nan)
     sel = np.flatnonzero((kind == onepass.SWEEP) | (kind == onepass.STATE))
     if len(sel):
         sub = rows.take(pa.array(sel)).select(["cluster", "group_id", "committed", "end", "log_start", "owner_h"])
+        group = key_code(sub.column("cluster"), sub.column("group_id"))
+        is_state = kind[sel] == onepass.STATE
         committed, committed_ok = longs(sub.column("committed"))
         end, end_ok = longs(sub.column("end"))
         log_start, log_start_ok = longs(sub.column("log_start"))
         owner, owned = longs(sub.column("owner_h"))
-        out[sel] = kseries.member_rates(code[sel], key_code(sub.column("cluster"), sub.column("group_id")),
-                                        kind[sel] == onepass.STATE, t[sel], committed, committed_ok, end, end_ok,
-                                        log_start, log_start_ok, owner, owned)
-    return pa.array(out, pa.float64(), mask=np.isnan(out) | (kind != onepass.SWEEP))
+        starved[sel] = kseries.starved_rows(code[sel], group, is_state, t[sel], committed, committed_ok, owner, owned,
+                                            factor)
+        rate[sel] = kseries.member_rates(code[sel], group, is_state, t[sel], committed, committed_ok, end, end_ok,
+                                         log_start, log_start_ok, owner, owned)
+    sweep = kind == onepass.SWEEP
+    return (pa.array(starved, pa.bool_(), mask=~sweep), pa.array(rate, pa.float64(), mask=np.isnan(rate) | ~sweep))
 
 
 def commit_records(commits: pa.Table) -> pa.Table:
