@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -255,6 +256,27 @@ def test_fast_catch_up_after_a_burst_is_no_skip(with_stream: bool) -> None:
     assert got == []
 
 
+def _consumed(end: Callable[[float], int], pace: Callable[[float], float], pos: int, t_end: float,
+              seeks: Callable[[float], bool]) -> dict[int, int]:
+    """A consumer's position every hundredth of a second from t=−0.1 up to ``t_end`` (key: the
+    hundredths since t=0, rounded): it starts at ``pos`` and reads up to ``pace(t)`` messages/s
+    of what ``end`` has written, never saving up while it waits at the end; where ``seeks(t)`` it
+    jumps to the end."""
+    budget, step = 0.0, 0.01
+    position: dict[int, int] = {}
+    for i in range(round((t_end + 0.1) * 100)):
+        t = -0.1 + i * step
+        budget += pace(t) * step
+        take = min(int(budget), end(t) - pos)
+        pos, budget = pos + take, budget - take
+        if seeks(t):
+            pos = end(t)
+        if end(t) == pos:
+            budget = min(budget, pace(t) * step)  # caught up: no saving up while it waits
+        position[i] = pos
+    return position
+
+
 def _bursts_after_a_slow_phase(sweep_s: float, bursts: list[tuple[float, int]], *, seek_at: float | None = None,
                                slow_until: float = 100.0, commit_s: float = 1.0
                                ) -> tuple[list[tuple[float, int, int]], list[tuple[float, int]]]:
@@ -266,19 +288,8 @@ def _bursts_after_a_slow_phase(sweep_s: float, bursts: list[tuple[float, int]], 
     def end(t: float) -> int:
         return 1000 + int(10 * t + 1e-9) + sum(n for at_s, n in bursts if t >= at_s)
 
-    pos, budget, step = 999, 0.0, 0.01
-    position: dict[int, int] = {}
-    for i in range(17_100):  # t = -0.1 … 170.9, in hundredths
-        t = -0.1 + i * step
-        pace = 5.0 if 40 <= t < slow_until else 1000.0
-        budget += pace * step
-        take = min(int(budget), end(t) - pos)
-        pos, budget = pos + take, budget - take
-        if seek_at is not None and t >= seek_at:
-            pos = end(t)
-        if end(t) == pos:
-            budget = min(budget, pace * step)  # caught up: no saving up while it waits
-        position[i] = pos
+    position = _consumed(end, lambda t: 5.0 if 40 <= t < slow_until else 1000.0, 999, 171.0,
+                         lambda t: seek_at is not None and t >= seek_at)
     cs = [(k * commit_s - 0.1, position[round(k * commit_s * 100)]) for k in range(0, int(166 / commit_s))]
 
     def committed(t: float) -> int:
@@ -350,18 +361,7 @@ def _draining_with_seeks(seeks: list[float]) -> tuple[list[tuple[float, int, int
     def end(t: float) -> int:
         return 1400 + int(10 * t + 1e-9) + (400 if t >= 50 else 0)
 
-    pos, budget, step = 1000, 0.0, 0.01
-    position: dict[int, int] = {}
-    for i in range(10_100):  # t = -0.1 … 100.9, in hundredths
-        t = -0.1 + i * step
-        budget += 20 * step
-        take = min(int(budget), end(t) - pos)
-        pos, budget = pos + take, budget - take
-        if any(abs(t - s) < step / 2 for s in seeks):
-            pos = end(t)
-        if end(t) == pos:
-            budget = min(budget, 20 * step)
-        position[i] = pos
+    position = _consumed(end, lambda t: 20.0, 1000, 101.0, lambda t: any(abs(t - s) < 0.005 for s in seeks))
     cs = [(k - 0.1, position[round(k * 100)]) for k in range(0, 100)]
 
     def committed(t: float) -> int:
@@ -379,7 +379,7 @@ def test_a_small_seek_is_no_pace_to_hide_a_larger_one_behind() -> None:
     # than 5 × 20/s × the second since the commit before) pass within 5 × 29.6/s. Wanted: the
     # second seek found (141 less the 20 the pace explains), the first not. Counting such an
     # interval no faster than the producers' rate over it finds it, and reads the catch-up after
-    # a slow phase as a seek (the next test)
+    # a slow phase as a seek (test_a_burst_after_a_catch_up_from_a_slow_phase_is_no_skip)
     sweeps, cs = _draining_with_seeks([30.95, 76.95])
     times = [t for t, _, _ in sweeps]
     got = _brief(_step(offsets_rows(sweeps), _stable(times, [0]), _commits("g", 0, cs)))
