@@ -370,16 +370,16 @@ def _draining_with_seeks(seeks: list[float]) -> tuple[list[tuple[float, int, int
     return [(5.0 * k, committed(5.0 * k), end(5.0 * k)) for k in range(20)], cs
 
 
-@pytest.mark.xfail(strict=True, reason="open (docs/analytics.md, 'Small seeks ratchet the capacity up'): an interval "
-                                       "that reached the end counts as a pace: in offsets a small seek is a catch-up")
 def test_a_small_seek_is_no_pace_to_hide_a_larger_one_behind() -> None:
     # the consumer drains at 20/s; at t=31 it seeks over about 90 (its commit at 31.9 advances
     # 98: within 5 × 20/s × 1 s, no proof), which its 5-s sweep interval shows at 29.6/s. Counted
-    # as a pace, it lets the seek over about 130 at t=77 (its commit at 77.9 advances 141: more
-    # than 5 × 20/s × the second since the commit before) pass within 5 × 29.6/s. Wanted: the
-    # second seek found (141 less the 20 the pace explains), the first not. Counting such an
-    # interval no faster than the producers' rate over it finds it, and reads the catch-up after
-    # a slow phase as a seek (test_a_burst_after_a_catch_up_from_a_slow_phase_is_no_skip)
+    # as a pace (main until 2026-12-04), it let the seek over about 130 at t=77 (its commit at
+    # 77.9 advances 141: more than 5 × 20/s × the second since the commit before) pass within
+    # 5 × 29.6/s. The interval reached the end known at its start, so it counts its pace only up
+    # to its last commit still below that end (30.9: 20 in a second): the second seek is found
+    # (141 less the 20 the pace explains), the first not. Counting such an interval no faster than
+    # the producers' rate over it also found it, and read the catch-up after a slow phase as a
+    # seek (test_a_burst_after_a_catch_up_from_a_slow_phase_is_no_skip)
     sweeps, cs = _draining_with_seeks([30.95, 76.95])
     times = [t for t, _, _ in sweeps]
     got = _brief(_step(offsets_rows(sweeps), _stable(times, [0]), _commits("g", 0, cs)))
