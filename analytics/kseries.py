@@ -31,7 +31,7 @@ __all__ = [
     "Found",
     "Series",
     "asof",
-    "commit_paces",
+    "commit_rates",
     "enrich",
     "ffill_last",
     "java_fixed",
@@ -123,13 +123,11 @@ class Series:
     rate: F64
     busy_rate: F64        # rate over an interval with a backlog at both ends (lag > 0 before and after) that
     #                       is not starved, whose starting committed offset retention had not passed (below
-    #                       the log start at its end) and no jump to the end (enrich's _without_jumps), else 0;
-    #                       one that reached the log end at its start counts its pace up to its last commit
-    #                       below that end where the commit stream has one (:func:`commit_paces`)
+    #                       the log start at its end) and no jump to the end (enrich's _without_jumps), else 0
     commit_rate: F64      # with the commit stream: the fastest commit inside the interval that reached the
     #                       log end at its start and carried more than half its advance (advance past
     #                       everything committed before ÷ the time since the previous commit:
-    #                       :func:`commit_paces`), else 0
+    #                       :func:`commit_rates`), else 0
     sat_rate: F64         # rate over a saturated interval (committed at its end + a commit's worth of progress
     #                       < the log end at its start), else 0
     busy_max_before: F64  # the largest busy_rate of earlier rows (seeded by m_max_rate)
@@ -363,30 +361,22 @@ def sorted_commits(c: Commits) -> Commits:
     return Commits(key=c.key[order], t=c.t[order], offset=c.offset[order], seq=c.seq[order])
 
 
-def commit_paces(key: I64, t: F64, is_state: B, prev_end: I64, prev_end_ok: B, dc: I64,
-                 commits: Commits | None) -> tuple[F64, F64]:
-    """Per series row, two paces of the commit stream inside its interval (its commits: those of the
-    key after the row's previous sweep, up to the row, the first sweep at or after them; one at or
-    before a state row belongs to an earlier step), on fresh rows whose previous sweep knew the log
-    end (``prev_end``):
+def commit_rates(key: I64, t: F64, is_state: B, prev_end: I64, prev_end_ok: B, dc: I64,
+                 commits: Commits | None) -> F64:
+    """Per series row, the fastest commit of the commit stream inside its interval: a commit of the
+    key after the row's previous sweep, up to the row (the first sweep at or after it; one at or
+    before a state row belongs to an earlier step), whose offset reached the log end known at the
+    interval's start (``prev_end``) and whose advance past everything the key committed before is
+    more than half the interval's (``dc``): that advance ÷ the time since the key's previous
+    commit. 0 where no commit qualifies (and on every row without ``commits``).
 
-    - the *commit rate*, the fastest commit that reached ``prev_end`` and whose advance past
-      everything the key committed before is more than half the interval's (``dc``): that advance
-      ÷ the time since the key's previous commit; 0 where none. A sweep interval's rate averages
-      whatever happened inside it: a seek taken a tenth of a second after the previous commit,
-      read over a half-second interval, looks like a pace. The commit that carried the jump shows
-      it at its own pace, so :func:`enrich` judges a jump by this rate too;
-    - the *behind rate*, the pace up to the interval's last commit still below ``prev_end``: its
-      advance past everything the key committed up to the key's last commit before the interval
-      (the one before the interval's first), ÷ the time since that commit; NaN where no commit
-      advanced while below that end, or none came before the interval. The part of an interval up
-      to it was behind throughout, a pace whatever the rest of it did (:func:`enrich`).
-
-    (0 and NaN on every row without ``commits``.)"""
+    A sweep interval's rate averages whatever happened inside it: a seek taken a tenth of a second
+    after the previous commit, read over a half-second interval, looks like a pace. The commit that
+    carried the jump shows it at its own pace, so :func:`enrich` judges a jump by this rate too."""
     n = len(key)
-    rate_out, behind_out = np.zeros(n), np.full(n, _NAN)
+    out = np.zeros(n)
     if commits is None or commits.n == 0 or n == 0:
-        return rate_out, behind_out
+        return out
     c = sorted_commits(commits)
     ck, ct, co = c.key, c.t, c.offset
     nc = len(ck)
@@ -394,8 +384,7 @@ def commit_paces(key: I64, t: F64, is_state: B, prev_end: I64, prev_end_ok: B, d
     prev_t = shift(ct, cfirst, _NAN)
     # past everything committed before (as a skip's advance): a stale commit between two others
     # (another committer, an async commit landing late) is no progress to measure from
-    top = segmented_cummax(co, ck)  # everything the key committed up to each commit
-    advance = co - shift(top, cfirst, 0)
+    advance = co - shift(segmented_cummax(co, ck), cfirst, 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         rate = np.where(~cfirst & (ct > prev_t) & (advance > 0), advance / (ct - prev_t), 0.0)
     # each commit's row: the first series row of its key at or after it (commits first on a tie)
@@ -406,29 +395,15 @@ def commit_paces(key: I64, t: F64, is_state: B, prev_end: I64, prev_end_ok: B, d
     pos = np.arange(n + nc)
     nxt = np.minimum.accumulate(np.where(u < n, pos, n + nc)[::-1])[::-1]
     at_c = u >= n
-    ci = u[at_c] - n  # in (key, t, seq) order: c is
+    ci = u[at_c] - n
     nx = nxt[at_c]
     found = nx < n + nc
     row = np.where(found, u[np.minimum(nx, n + nc - 1)], 0)
-    found &= (key[row] == ck[ci]) & ~is_state[row] & prev_end_ok[row]
-    ci, row = ci[found], row[found]
-    reached = co[ci] >= prev_end[row]
-    ok = reached & (2 * advance[ci] > dc[row]) & (rate[ci] > 0)
-    np.maximum.at(rate_out, row[ok], rate[ci][ok])
-    # the key's last commit before each row's interval: the one before the interval's first
-    start = np.full(n, nc)
-    np.minimum.at(start, row, ci)
-    s_ci = start[row] - 1
-    has_start = (s_ci >= 0) & (ck[np.maximum(s_ci, 0)] == ck[ci])
-    s_ci = np.maximum(s_ci, 0)
-    sel = np.flatnonzero(has_start & ~reached & (co[ci] > top[s_ci]) & (ct[ci] > ct[s_ci]))
-    # the latest such commit of each row (ci ascends: the commits' (key, t, seq) order)
-    latest = np.full(n, -1)
-    np.maximum.at(latest, row[sel], sel)
-    has = latest >= 0
-    j = latest[has]
-    behind_out[has] = (co[ci[j]] - top[s_ci[j]]) / (ct[ci[j]] - ct[s_ci[j]])
-    return rate_out, behind_out
+    found &= key[row] == ck[ci]
+    ok = found & ~is_state[row] & prev_end_ok[row] & (co[ci] >= prev_end[row]) & (2 * advance[ci] > dc[row])
+    ok &= rate[ci] > 0
+    np.maximum.at(out, row[ok], rate[ci][ok])
+    return out
 
 
 def nan_to(v: F64, fill: float) -> F64:
@@ -448,7 +423,7 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     :class:`Series` with every running value of
     the Spark SQL reference ``enrich_series`` (``tests/analytics/spark_series.py``), computed the same way.
     ``commits``: the chunk's commit records (the commit stream), which judge a jump by the pace of
-    the commit that made it (:func:`commit_paces`)."""
+    the commit that made it (:func:`commit_rates`)."""
     first, last = key_bounds(key)
     has_prev = ~first
     n = len(key)
@@ -520,14 +495,8 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     with np.errstate(divide="ignore", invalid="ignore"):
         produced = np.where(~trusted & (dt > 0) & de_ok & (de > 0), de / dt, 0.0)
     # with the commit stream, an interval is as fast as the fastest commit that made its advance
-    commit_rate, behind = commit_paces(key, t, is_state, prev_end, prev_end_ok, dc, commits)
-    # an interval that reached the log end known at its start may have jumped there (a seek), so
-    # with the commit stream it counts as a pace only up to its last commit still below that end,
-    # when it has one (a small seek is then no pace for a larger one to hide behind); without one
-    # (a consumer committing once a sweep) its whole rate is all it shows, judged as a jump below
-    to_end = busy & prev_end_ok & (committed >= prev_end)
-    counted = np.where(to_end & ~np.isnan(behind), behind, fresh_rate)
-    busy_rate = _without_jumps(np.where(busy, counted, 0.0), to_end,
+    commit_rate = commit_rates(key, t, is_state, prev_end, prev_end_ok, dc, commits)
+    busy_rate = _without_jumps(np.where(busy, fresh_rate, 0.0), busy & prev_end_ok & (committed >= prev_end),
                                np.where(is_state, np.where(np.isnan(m_max_rate), -np.inf, m_max_rate), -np.inf),
                                key, first, jump_factor, produced, np.fmax(fresh_rate, commit_rate))
 

@@ -47,10 +47,8 @@ interval that ended at or past the log end at its start faster than ``skip_facto
 kept before it (and, until the capacity is trusted, than ``skip_factor`` × the producers' rate
 over it: one at about the producers' pace is a consumer keeping up; with the commit stream, the
 interval is as fast as the fastest commit inside it that reached that end and carried more than
-half its advance: :func:`lagscope.analytics.kseries.commit_paces`) — a seek's own advance is
-no evidence of capacity; with the commit stream, an interval that reached that end counts only
-its pace up to its last commit still below it, where it holds one (the part that was behind:
-the rest may be a seek too small to be judged a jump). Lag at both ends alone does
+half its advance: :func:`lagscope.analytics.kseries.commit_rates`) — a seek's own advance is
+no evidence of capacity. Lag at both ends alone does
 not show it: a caught-up consumer a commit behind at every sweep advances at the producers' rate.
 An interval that ends caught up shows only a lower bound and counts for nothing. A partition
 that never showed capacity is never judged for ``seek`` or ``out_of_range_reset``: a caught-up

@@ -127,32 +127,6 @@ def _commit_rates(df: DataFrame, commits: DataFrame | None) -> DataFrame:
         ~F.col("is_state"), F.coalesce(F.col("_cr"), F.lit(0.0))).otherwise(F.lit(0.0))).drop("_cr")
 
 
-def _behind_rates(df: DataFrame, commits: DataFrame | None) -> DataFrame:
-    """``_behind``: a fresh row's pace up to its interval's last commit (latest in (t, seq) order,
-    at a time in (``prev_t``, ``t``]) whose offset is below ``prev_end`` and above everything the
-    key committed up to its last commit before the interval (the one before the interval's
-    first), later than that one: (its offset − that highest offset) ÷ (its time − that commit's
-    time); null where none (or the key has no commit before the interval; or no ``commits``)."""
-    if commits is None:
-        return df.withColumn("_behind", F.lit(None).cast("double"))
-    cw = Window.partitionBy(*KEY).orderBy("_ct", "seq")
-    c = (commits.select(*KEY, F.col("t").alias("_ct"), "seq", F.col("offset").alias("_co"))
-         .withColumns({"_pt": F.lag("_ct").over(cw),
-                       "_top": F.max("_co").over(cw.rowsBetween(Window.unboundedPreceding, -1))}))
-    rows = df.where(~F.col("is_state") & F.col("prev_t").isNotNull() & F.col("prev_end").isNotNull()).select(
-        *KEY, "t", F.col("prev_t").alias("_rpt"), F.col("prev_end").alias("_rpe"))
-    inside = rows.join(c, [*KEY]).where((F.col("_ct") > F.col("_rpt")) & (F.col("_ct") <= F.col("t")))
-    start = inside.groupBy(*KEY, "t").agg(F.min(F.struct("_ct", "seq", "_pt", "_top")).alias("_f")).select(
-        *KEY, "t", F.col("_f._pt").alias("_st"), F.col("_f._top").alias("_stop"))
-    last = (inside.join(start, [*KEY, "t"])
-            .where(F.col("_st").isNotNull() & (F.col("_co") < F.col("_rpe")) & (F.col("_co") > F.col("_stop"))
-                   & (F.col("_ct") > F.col("_st")))
-            .groupBy(*KEY, "t").agg(F.max(F.struct("_ct", "seq", "_co", "_st", "_stop")).alias("_l"))
-            .select(*KEY, "t", ((F.col("_l._co") - F.col("_l._stop")) / (F.col("_l._ct") - F.col("_l._st")))
-                    .alias("_behind")))
-    return df.join(last, [*KEY, "t"], "left")
-
-
 def _without_jumps(df: DataFrame, to_end: Column, before: WindowSpec, factor: float, floor: Column) -> DataFrame:
     """``busy_rate`` with the jumps set to 0: a busy interval that ended at or past the log end at
     its start (``to_end``) faster than ``factor`` × the largest busy rate kept before it (seeded by
@@ -168,7 +142,7 @@ def _without_jumps(df: DataFrame, to_end: Column, before: WindowSpec, factor: fl
             F.col("busy_rate"))).over(before), F.lit(0.0))
         df = df.withColumn("_was", F.col("_jump")).withColumn(
             "_jump", F.col("_to_end") & (kept > 0) & (
-                F.greatest(F.col("rate"), F.col("commit_rate")) > F.lit(factor) * F.greatest(
+                F.greatest(F.col("_raw"), F.col("commit_rate")) > F.lit(factor) * F.greatest(
                     kept, F.col("_floor")))).withColumn(
             "busy_rate", F.when(F.col("_jump"), F.lit(0.0)).otherwise(F.col("_raw"))).localCheckpoint()
         if df.where(F.col("_jump") != F.col("_was")).isEmpty():
@@ -333,11 +307,10 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
         F.col("sat_rate"))).over(before), F.lit(0.0)) > 0)
     produced = F.when(~F.col("_trusted") & (F.col("dt") > 0) & (F.col("de") > 0), F.col("de") / F.col("dt")).otherwise(
         F.lit(0.0))
-    df = _behind_rates(_commit_rates(df, commits), commits)
-    to_end = busy & F.coalesce(F.col("committed") >= F.col("prev_end"), F.lit(False))
-    counted = F.when(to_end & F.col("_behind").isNotNull(), F.col("_behind")).otherwise(F.col("rate"))
-    df = _without_jumps(df.withColumn("busy_rate", F.when(busy, counted).otherwise(F.lit(0.0))), to_end, before,
-                        jump_factor, produced).drop("_behind")
+    df = _commit_rates(df, commits)
+    df = _without_jumps(df.withColumn("busy_rate", F.when(busy, F.col("rate")).otherwise(F.lit(0.0))),
+                        busy & F.coalesce(F.col("committed") >= F.col("prev_end"), F.lit(False)), before,
+                        jump_factor, produced)
     df = df.withColumns({
         "_rate_seed": F.when(F.col("is_state"), F.col("m_max_rate")).otherwise(F.col("busy_rate")),
         "_sat_seed": F.when(F.col("is_state"), F.col("m_sat_rate")).otherwise(F.col("sat_rate"))})

@@ -166,8 +166,8 @@ def _commit_rates_walked(key: list[int], t: list[float], is_state: list[bool], p
     return out
 
 
-def test_commit_paces_commit_rates_are_the_definition() -> None:
-    from lagscope.analytics.kseries import Commits, commit_paces
+def test_commit_rates_are_the_definition() -> None:
+    from lagscope.analytics.kseries import Commits, commit_rates
     rated = 0
     for case in range(30):
         rng = np.random.default_rng(100 + case)
@@ -188,12 +188,12 @@ def test_commit_paces_commit_rates_are_the_definition() -> None:
         ct = np.round(rng.uniform(0, t.max() + 2, nc), 1)  # ties with rows and with each other
         co = rng.integers(0, 300, nc).astype(np.int64)
         seq = rng.permutation(nc).astype(np.int64)
-        got = commit_paces(key, t, is_state, prev_end, prev_end_ok, dc, Commits(key=ck, t=ct, offset=co, seq=seq))[0]
+        got = commit_rates(key, t, is_state, prev_end, prev_end_ok, dc, Commits(key=ck, t=ct, offset=co, seq=seq))
         cs = list(zip(ck.tolist(), ct.tolist(), co.tolist(), seq.tolist(), strict=True))
         want = _commit_rates_walked(key.tolist(), t.tolist(), is_state.tolist(), prev_end.tolist(),
                                     prev_end_ok.tolist(), dc.tolist(), cs)
         np.testing.assert_allclose(got, want, rtol=1e-12, err_msg=f"case {case}")
-        assert commit_paces(key, t, is_state, prev_end, prev_end_ok, dc, None)[0].tolist() == [0.0] * n
+        assert commit_rates(key, t, is_state, prev_end, prev_end_ok, dc, None).tolist() == [0.0] * n
         rated += bool((got > 0).any())
     assert rated >= 10  # the cases are not all zeros
 
@@ -259,58 +259,3 @@ def test_a_member_s_rate_sums_its_partitions_behind_throughout_at_the_same_sweep
     assert at[(5, 11.0)] == 7.0
     assert math.isnan(at[(6, 11.0)])
     assert at[(7, 11.5)] == 5.0
-
-
-def _behind_rates_walked(key: list[int], t: list[float], is_state: list[bool], prev_end: list[int],
-                         prev_end_ok: list[bool], commits: list[tuple[int, float, int, int]]) -> list[float]:
-    """The definition, row by row: a fresh row with a known previous end and a row before it of its
-    key; its interval's commits are those of its key after that row's time, up to its own; the
-    start is the key's last commit before the first of them (in (t, seq) order); the pace is that
-    of the latest commit of the interval below the previous end, above every offset committed up
-    to the start and later than it: (offset − that highest) ÷ (its time − the start's)."""
-    out = [float("nan")] * len(key)
-    ordered = sorted(commits, key=lambda c: (c[0], c[1], c[3]))
-    for r in range(len(key)):
-        if is_state[r] or not prev_end_ok[r] or r == 0 or key[r - 1] != key[r]:
-            continue
-        idx = [i for i, c in enumerate(ordered) if c[0] == key[r] and t[r - 1] < c[1] <= t[r]]
-        if not idx or idx[0] == 0 or ordered[idx[0] - 1][0] != key[r]:
-            continue
-        s = idx[0] - 1
-        top = max(c[2] for c in ordered[:s + 1] if c[0] == key[r])
-        ok = [i for i in idx if ordered[i][2] < prev_end[r] and ordered[i][2] > top and ordered[i][1] > ordered[s][1]]
-        if ok:
-            c = ordered[ok[-1]]
-            out[r] = (c[2] - top) / (c[1] - ordered[s][1])
-    return out
-
-
-def test_commit_paces_behind_rates_are_the_definition() -> None:
-    from lagscope.analytics.kseries import Commits, commit_paces
-    rated = 0
-    for case in range(30):
-        rng = np.random.default_rng(200 + case)
-        n = int(rng.integers(1, 60))
-        key = np.sort(rng.integers(0, 4, n)).astype(np.int64)
-        first = np.r_[True, key[1:] != key[:-1]]
-        t = np.round(np.cumsum(rng.uniform(0.1, 2.0, n)), 1)
-        starts = np.flatnonzero(first)
-        t = t - np.repeat(t[starts] - np.round(rng.uniform(0, 3, len(starts)), 1), np.diff(np.r_[starts, n]))
-        t = np.round(t, 1)
-        is_state = first & (rng.random(n) < 0.5)
-        prev_end = rng.integers(0, 300, n).astype(np.int64)
-        prev_end_ok = ~first & (rng.random(n) < 0.9)
-        nc = int(rng.integers(0, 80))
-        ck = rng.integers(0, 6, nc).astype(np.int64)  # keys 4 and 5 have no series rows
-        ct = np.round(rng.uniform(0, t.max() + 2, nc), 1)  # ties with rows and with each other
-        co = rng.integers(0, 300, nc).astype(np.int64)
-        seq = rng.permutation(nc).astype(np.int64)
-        dc = np.zeros(n, np.int64)
-        got = commit_paces(key, t, is_state, prev_end, prev_end_ok, dc, Commits(key=ck, t=ct, offset=co, seq=seq))[1]
-        cs = list(zip(ck.tolist(), ct.tolist(), co.tolist(), seq.tolist(), strict=True))
-        want = _behind_rates_walked(key.tolist(), t.tolist(), is_state.tolist(), prev_end.tolist(),
-                                    prev_end_ok.tolist(), cs)
-        np.testing.assert_allclose(got, want, rtol=1e-12, err_msg=f"case {case}")
-        assert np.isnan(commit_paces(key, t, is_state, prev_end, prev_end_ok, dc, None)[1]).all()
-        rated += int((~np.isnan(got)).sum())
-    assert rated >= 10  # the cases are not all NaN
