@@ -378,15 +378,20 @@ def _long_session_crashes_broken(result: RunResult, records: list[truth.Record])
     crashes = sorted(_faults(records, "crash"), key=lambda f: f.start)
     assert [f.member for f in crashes] == ["c2", "c3"]
     rbs = truth.TruthIndex(records).rebalances(result.names.group("readers"))
+    why = None
     for crash in crashes:
         # the rebalance after each crash is its own (the group settled in between) and waits for
-        # the 15 s session (from the last heartbeat, up to 3 s before the kill)
-        (after,) = [r for r in rbs if r.cause == crash]
-        assert 15.0 - 3.0 - 0.5 <= after.start - crash.start <= 15.0 + 3.0, after.start - crash.start
+        # the 15 s session (from the last heartbeat, up to 3 s before the kill); a run where load
+        # merged or hid one broke the premise (rerun alone), it is no error of the check
+        after = [r for r in rbs if r.cause == crash]
+        if len(after) != 1:
+            why = f"{len(after)} rebalances caused by {crash.member}'s crash"
+            break
+        assert 15.0 - 3.0 - 0.5 <= after[0].start - crash.start <= 15.0 + 3.0, after[0].start - crash.start
     survivors = [r.members for r in rbs if r.cause is not None]
-    if survivors == [("c1", "c3"), ("c1",)]:
+    if why is None and survivors == [("c1", "c3"), ("c1",)]:
         return None
-    return f"survivors {survivors}, rebalances {rbs}:\n" + _timeline(
+    return f"{why or 'survivors'} {survivors}, rebalances {rbs}:\n" + _timeline(
         records, result.names.group("readers"), result.t0)
 
 
