@@ -277,6 +277,18 @@ def _consumed(end: Callable[[float], int], pace: Callable[[float], float], pos: 
     return position
 
 
+def _swept(end: Callable[[float], int], position: dict[int, int], commit_times: list[float], sweep_s: float,
+           n_sweeps: int) -> tuple[list[tuple[float, int, int]], list[tuple[float, int]]]:
+    """The commits at ``commit_times`` (hundredths of a second from t=−0.1 on) of a consumer at
+    ``position`` (:func:`_consumed`), and a sweep every ``sweep_s``. (sweeps, commits)."""
+    cs = [(u, position[round((u + 0.1) * 100)]) for u in commit_times]
+
+    def committed(t: float) -> int:
+        return max(o for u, o in cs if u <= t)
+
+    return [(k * sweep_s, committed(k * sweep_s), end(k * sweep_s)) for k in range(n_sweeps)], cs
+
+
 def _bursts_after_a_slow_phase(sweep_s: float, bursts: list[tuple[float, int]], *, seek_at: float | None = None,
                                slow_until: float = 100.0, commit_s: float = 1.0
                                ) -> tuple[list[tuple[float, int, int]], list[tuple[float, int]]]:
@@ -290,13 +302,8 @@ def _bursts_after_a_slow_phase(sweep_s: float, bursts: list[tuple[float, int]], 
 
     position = _consumed(end, lambda t: 5.0 if 40 <= t < slow_until else 1000.0, 999, 171.0,
                          lambda t: seek_at is not None and t >= seek_at)
-    cs = [(k * commit_s - 0.1, position[round(k * commit_s * 100)]) for k in range(0, int(166 / commit_s))]
-
-    def committed(t: float) -> int:
-        return max(o for u, o in cs if u <= t)
-
-    n = int(165 / sweep_s)
-    return [(k * sweep_s, committed(k * sweep_s), end(k * sweep_s)) for k in range(n + 1)], cs
+    return _swept(end, position, [k * commit_s - 0.1 for k in range(int(166 / commit_s))], sweep_s,
+                  int(165 / sweep_s) + 1)
 
 
 @pytest.mark.xfail(strict=True, reason="open (docs/analytics.md): the pace trusted is the one a slow downstream "
@@ -363,12 +370,7 @@ def _drained_then_seeks_over_a_burst(sweep_s: float) -> tuple[list[tuple[float, 
         return 2200 + int(10 * t + 1e-9) + (20_000 if t >= 131.0 else 0)
 
     position = _consumed(end, lambda t: 20.0, 1000, 171.0, lambda t: t >= 131.5)
-    cs = [(k - 0.1, position[round(k * 100)]) for k in range(0, 166)]
-
-    def committed(t: float) -> int:
-        return max(o for u, o in cs if u <= t)
-
-    return [(k * sweep_s, committed(k * sweep_s), end(k * sweep_s)) for k in range(int(165 / sweep_s) + 1)], cs
+    return _swept(end, position, [k - 0.1 for k in range(166)], sweep_s, int(165 / sweep_s) + 1)
 
 
 @pytest.mark.parametrize("sweep_s", [5.0, 15.0])
@@ -404,18 +406,6 @@ def test_a_catch_up_after_a_slow_downstream_phase_is_no_skip(sweep_s: float, com
     assert _step(offsets_rows(sweeps), _stable(times, [0])) == []
 
 
-def _swept(end: Callable[[float], int], position: dict[int, int], commit_times: list[float], sweep_s: float,
-           n_sweeps: int) -> tuple[list[tuple[float, int, int]], list[tuple[float, int]]]:
-    """The commits at ``commit_times`` (hundredths of a second from t=−0.1 on) of a consumer at
-    ``position`` (:func:`_consumed`), and a sweep every ``sweep_s``. (sweeps, commits)."""
-    cs = [(u, position[round((u + 0.1) * 100)]) for u in commit_times]
-
-    def committed(t: float) -> int:
-        return max(o for u, o in cs if u <= t)
-
-    return [(k * sweep_s, committed(k * sweep_s), end(k * sweep_s)) for k in range(n_sweeps)], cs
-
-
 def test_a_burst_after_a_catch_up_with_a_slow_commit_in_its_interval_is_no_skip() -> None:
     # a review's case (2026-12-04, later): 5-s sweeps, a commit every 2.5 s (at x.4 and x.9); a
     # slow downstream holds the consumer to 5/s from t=40 to 58 (trusted), then it catches up about
@@ -435,9 +425,9 @@ def test_a_seek_s_commit_below_the_end_of_the_next_sweep_is_no_pace_to_hide_the_
     # a review's case (2026-12-04, later): a consumer at 20/s drains a backlog (trusted), a commit
     # every second (at x.4), 5-s sweeps; the producers go from 10/s to 40/s at t=90. It seeks to
     # the end at 99.45 (its 100.4 commit is below the end the sweep at 100 read: no rule can judge
-    # it) and again at 131.45, over about 620 (its commit at 132.4). Counting the pace up to the last commit below the
-    # end (tried 2026-12-04, reverted) took the first seek's commit (306/s) as a pace, and the
-    # second seek passed within 5 × it; it is found
+    # it) and again at 131.45, over about 620 (its commit at 132.4). Counting the pace up to the
+    # last commit below the end (tried 2026-12-04, reverted) took the first seek's commit (306/s)
+    # as a pace, and the second seek passed within 5 × it; it is found
     def end(t: float) -> int:
         return 2000 + int(10 * min(t, 90.0) + 40.0 * max(0.0, t - 90.0) + 1e-9)
 
@@ -459,12 +449,7 @@ def _draining_with_seeks(seeks: list[float]) -> tuple[list[tuple[float, int, int
         return 1400 + int(10 * t + 1e-9) + (400 if t >= 50 else 0)
 
     position = _consumed(end, lambda t: 20.0, 1000, 101.0, lambda t: any(abs(t - s) < 0.005 for s in seeks))
-    cs = [(k - 0.1, position[round(k * 100)]) for k in range(0, 100)]
-
-    def committed(t: float) -> int:
-        return max(o for u, o in cs if u <= t)
-
-    return [(5.0 * k, committed(5.0 * k), end(5.0 * k)) for k in range(20)], cs
+    return _swept(end, position, [k - 0.1 for k in range(100)], 5.0, 20)
 
 
 @pytest.mark.xfail(strict=True, reason="open (docs/analytics.md, 'Small seeks ratchet the capacity up'): an interval "
