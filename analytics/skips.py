@@ -496,6 +496,9 @@ def skip_rows(adv: pa.Table, members: Membership, capacities: pa.Table | None, m
     cand = ~admin & ~oor & at_end & known
     seek = np.zeros(n, bool)
     share_of = np.full(n, np.nan)
+    # the evidence each verdict rests on, for its detail: what the request (an out-of-range
+    # reset: the partition) advanced, over how long, on how many partitions, against which pace
+    ev_a, ev_span, ev_cap, ev_parts = (a + deleted).astype(np.float64), span.copy(), g_cap.copy(), np.ones(n, np.int64)
     ci = np.flatnonzero(cand)
     if len(ci):
         # the commit requests: one group, one commit timestamp (from sweeps: one sweep)
@@ -514,6 +517,8 @@ def skip_rows(adv: pa.Table, members: Membership, capacities: pa.Table | None, m
         with np.errstate(invalid="ignore", divide="ignore"):
             share = np.floor(bound[req] * longest[req] * (a + deleted)[ci] / total_a[req])
         share_of[ci] = np.where(np.isfinite(share), share, np.nan)
+        ev_a[ci], ev_span[ci], ev_cap[ci] = total_a[req], longest[req], bound[req]
+        ev_parts[ci] = np.bincount(req, minlength=n_req)[req]
     # what the consumer could have processed explains the messages it reached after the reset
     # first (they exist: it reads from there on), then the deleted ones (it may have read some
     # before retention deleted them)
@@ -521,8 +526,9 @@ def skip_rows(adv: pa.Table, members: Membership, capacities: pa.Table | None, m
     lost_n = np.where(admin, a, a - np.minimum(a, allowed))
     del_n = np.where(admin, deleted, deleted - np.minimum(deleted, np.maximum(allowed - a, 0)))
     cause = np.where(admin, "admin_reset", np.where(oor, "out_of_range_reset", "seek")).astype(object)
+    evidence = _Evidence(ev_a, ev_span, ev_cap, ev_parts, exact, float(skip_factor))
     skips = _anomaly_rows(adv, np.flatnonzero((admin | oor | seek) & (lost_n > 0)), exact, t0, t1, lost_n,
-                          cause, "skip", schema)
+                          cause, "skip", schema, evidence)
     # the deleted part of a skip (an empty group's reset, a reset after retention, a jump to the
     # end): a retention loss
     gone = _anomaly_rows(adv, np.flatnonzero((admin | oor | seek) & (del_n > 0)), exact, t0, t1, del_n,
@@ -532,10 +538,43 @@ def skip_rows(adv: pa.Table, members: Membership, capacities: pa.Table | None, m
                         ("partition", "ascending"), ("start_ts", "ascending")])
 
 
+@dataclass
+class _Evidence:
+    """Per advance, what its verdict rests on: the advance judged (``a``: the commit request's,
+    summed over its ``parts`` partitions, for a seek), over ``span`` seconds, against ``skip_factor``
+    × ``cap`` messages/s (the member's capacity for a seek, the group's for an out-of-range reset);
+    ``exact``: one commit, else a sweep interval."""
+
+    a: _F
+    span: _F
+    cap: _F
+    parts: _I
+    exact: _B
+    skip_factor: float
+
+    def says(self, i: int, cause: str) -> str:
+        """What the detail of advance ``i``'s skip of ``cause`` adds: the numbers behind it."""
+        if cause == "admin_reset":
+            return ""
+        over = f" over {self.parts[i]} partitions" if self.parts[i] > 1 else ""
+        span = java_fixed(float(self.span[i]), 1)
+        how = (f"in one commit, {span} s after the one before" if self.exact[i]
+               else f"between two sweeps {span} s apart")
+        whose = "its member" if cause == "seek" else "the group"
+        said = (f": advanced {java_fixed(float(self.a[i]), 0)} messages{over} {how}, more than "
+                f"{java_fixed(self.skip_factor, 0)} × the {java_fixed(float(self.cap[i]), 1)} messages/s "
+                f"{whose} showed it can process")
+        if cause == "seek":
+            # offsets cannot tell the one case apart (docs/analytics.md, skip): say which it would be
+            said += ("; a consumer that a slow downstream held to that pace and then released catches up as "
+                     "fast: its logs show a seek or an offset reset if this was one")
+        return said
+
+
 def _anomaly_rows(adv: pa.Table, keep: _I, exact: _B, t0: _F, t1: _F, lost_n: _I, cause: npt.NDArray[Any],
-                  kind: str, schema: pa.Schema) -> pa.Table:
+                  kind: str, schema: pa.Schema, evidence: _Evidence | None = None) -> pa.Table:
     """The anomaly rows (``kind``: skip, or retention_loss for the deleted part) of the advances
-    ``keep``: ``lost_n`` messages each, critical."""
+    ``keep``: ``lost_n`` messages each, critical; a skip's detail names its ``evidence``."""
     if not len(keep):
         return schema.empty_table()
     prefix = "skip" if kind == "skip" else f"{kind}|retention"
@@ -556,8 +595,9 @@ def _anomaly_rows(adv: pa.Table, keep: _I, exact: _B, t0: _F, t1: _F, lost_n: _I
         "kind": pa.array([kind] * m, pa.string()), "start_ts": start_ts, "end_ts": timestamps(t1[keep]),
         "severity": pa.array(["critical"] * m, pa.string()), "magnitude": pa.array(mag),
         "unit": pa.array(["messages"] * m, pa.string()),
-        "detail": pa.array([_DETAIL[c].format(java_fixed(float(x), 0)) for c, x in zip(causes, mag, strict=True)],
-                           pa.string()),
+        "detail": pa.array([_DETAIL[c].format(java_fixed(float(x), 0))
+                            + ("" if evidence is None else evidence.says(int(i), c))
+                            for c, x, i in zip(causes, mag, keep, strict=True)], pa.string()),
         # a deleted part's key is apart from the partition's retention_loss episodes'
         # (retention_loss|cluster|…), which may start at the same sweep
         "key": pa.array([f"{prefix}|{c}|{gg}|{t}|{p}|{x}" for c, gg, t, p, x in zip(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -385,6 +386,32 @@ def test_a_seek_over_a_burst_by_a_consumer_that_drained_a_backlog_before_it_is_f
     got = _brief(_step(offsets_rows(sweeps), _stable(times, [0]), _commits("g", 0, cs)))
     assert [(*f[:4], f[5]) for f in got] == [("skip", "seek", 0, 131.9, "critical")]
     assert got[0][4] >= 19_000
+
+
+_EVIDENCE = re.compile(r"\(seek\): advanced (\d+) messages (in one commit, ([\d.]+) s after the one before|between two "
+                       r"sweeps ([\d.]+) s apart), more than 5 × the ([\d.]+) messages/s its member showed it can "
+                       r"process; a consumer that a slow downstream held to that pace and then released catches up as "
+                       r"fast: its logs show a seek or an offset reset if this was one$")
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_seek_s_detail_gives_the_numbers_it_was_judged_on(stream: bool) -> None:
+    # an operator woken by a critical seek must see why it is one, and what else it could be: the
+    # advance, over how long, against which pace; those numbers are the verdict's (the advance
+    # beyond 5 × the pace × the interval, the magnitude the advance less what the pace reads in it)
+    sweeps, cs = _drained_then_seeks_over_a_burst(5.0)
+    times = [t for t, _, _ in sweeps]
+    got = _step(offsets_rows(sweeps), _stable(times, [0]), _commits("g", 0, cs) if stream else None)
+    seeks = [r for r in got if r["kind"] == "skip"]
+    assert len(seeks) == 1
+    m = _EVIDENCE.search(seeks[0]["detail"])
+    assert m is not None, seeks[0]["detail"]
+    advance, span, pace = int(m[1]), float(m[3] or m[4]), float(m[5])
+    assert (m[3] is not None) == stream
+    assert span == (1.0 if stream else 5.0)
+    assert 15 <= pace <= 25  # the 20/s it drained its backlog at
+    assert advance > 5 * pace * span
+    assert abs(advance - seeks[0]["magnitude"] - pace * span) <= 0.05 * span + 1
 
 
 @pytest.mark.xfail(strict=True, reason="open (docs/analytics.md, 'held back'): the pace trusted is the one a slow "
@@ -1048,6 +1075,11 @@ def test_an_out_of_range_reset_to_latest_after_retention(with_stream: bool) -> N
     skip = ("skip", "out_of_range_reset", 0, 32.5, 1145.0, "critical") if with_stream else (
         "skip", "out_of_range_reset", 0, 30.0, 1150.0, "critical")
     assert _brief(got) == [("retention_loss", "retention", 0, 30.0, 200.0, "warning"), skip]
+    # its detail names the evidence: the advance from the log start, over how long, against the group's pace
+    how = "in one commit, 0.5 s after the one before" if with_stream else "between two sweeps 5.0 s apart"
+    assert got[1]["detail"].endswith(
+        f"(auto.offset.reset after retention): advanced {1150 if with_stream else 1200} messages {how}, more "
+        "than 5 × the 10.0 messages/s the group showed it can process")
 
 
 def test_an_out_of_range_reset_on_a_partition_that_showed_no_capacity_of_its_own() -> None:
