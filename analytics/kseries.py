@@ -97,12 +97,6 @@ class Series:
     m_change_takeover: F64  # the state row's change_takeover (NaN: no, a state written before the marker)
     m_tenure_owner: I64   # the owner of the state row's latest owned row (its tenure's owner: the state's
     m_tenure_owner_ok: B  # ``tenure_owner``; not ok: none, or a state without it, which then reads its own owner)
-    m_free_sat: F64       # the largest saturated rate so far that was not held back (NaN: a state written before
-    #                       the marker, which reads its m_sat_rate)
-    m_keep_t0: F64        # the first sweep at which the key's committed offset had reached the log end of the
-    m_keep_c0: F64        # sweep before (kept up), its time and committed offset; m_keep_t1/c1 the latest such
-    m_keep_t1: F64        # (NaN: none yet, or a state written before the markers existed)
-    m_keep_c1: F64
     # enriched (per key, in time order)
     minute: I64           # floor(t / 60): the sweep's minute (window_start = minute · 60 s)
     prev_t: F64
@@ -156,15 +150,6 @@ class Series:
     change_takeover: F64  # 1 when the row's change_t was seen at a tenure's first sweep (the previous owner's
     #                       commit on revoke, no progress of the new owner's) or at a sweep without an owner
     #                       (nobody's), else 0
-    held: B               # a saturated interval slower than kept_up_before: held back (a slow downstream)
-    free_sat_rate: F64    # sat_rate where not held, else 0
-    free_sat_max_before: F64  # the largest free_sat_rate of earlier rows (seeded by m_free_sat, else m_sat_rate)
-    keep_t0: F64          # up to the row (a state row: its carried markers), the first sweep at which the key
-    keep_c0: F64          # had kept up (its committed offset at or past the log end of the sweep before), its
-    keep_t1: F64          # time and committed offset, and the latest such (NaN: none)
-    keep_c1: F64
-    kept_up_before: F64   # the rate at which the key kept up before the row: (keep_c1 − keep_c0) ÷ (keep_t1 −
-    #                       keep_t0) of the rows before it, 0 without two such sweeps
 
     @property
     def n(self) -> int:
@@ -282,17 +267,6 @@ def ffill_last(marks: F64, key: I64, *, before: bool = False, start: I64 | None 
     if start is None:
         start = key_starts(key)
     return np.where(acc >= start, marks[np.maximum(acc, 0)], _NAN)
-
-
-def ffill_first(marks: F64, key: I64) -> F64:
-    """Per key, the first non-NaN value of ``marks`` up to each row; NaN before it (Spark's
-    ``first(…, ignorenulls)`` over a running frame)."""
-    n = len(marks)
-    if not n:
-        return marks.copy()
-    idx = np.where(~np.isnan(marks), np.arange(n), n)
-    first_idx = pd.Series(idx).groupby(key, sort=False).cummin().to_numpy(dtype=np.int64)
-    return np.where(first_idx < n, marks[np.minimum(first_idx, n - 1)], _NAN)
 
 
 def segmented_cummax(values: npt.NDArray, key: I64) -> npt.NDArray:  # type: ignore[type-arg]
@@ -444,8 +418,6 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
            m_max_committed: I64, m_max_committed_ok: B, m_commit_t: F64, m_alive_t: F64,
            m_drop_t: F64, m_owned_t: F64, m_tenure_t: F64 | None = None, m_change_takeover: F64 | None = None,
            m_tenure_owner: I64 | None = None, m_tenure_owner_ok: B | None = None, starved: B | None = None,
-           m_free_sat: F64 | None = None, m_keep_t0: F64 | None = None, m_keep_c0: F64 | None = None,
-           m_keep_t1: F64 | None = None, m_keep_c1: F64 | None = None,
            jump_factor: float = JUMP_FACTOR, commits: Commits | None = None) -> Series:
     """Prepared series rows (grouped by key, in time order, a key's state row first) → a
     :class:`Series` with every running value of
@@ -460,8 +432,6 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     m_change_takeover = np.full(n, _NAN) if m_change_takeover is None else m_change_takeover
     m_tenure_owner = np.zeros(n, np.int64) if m_tenure_owner is None else m_tenure_owner
     m_tenure_owner_ok = np.zeros(n, bool) if m_tenure_owner_ok is None else m_tenure_owner_ok
-    m_free_sat, m_keep_t0, m_keep_c0, m_keep_t1, m_keep_c1 = (
-        np.full(n, _NAN) if m is None else m for m in (m_free_sat, m_keep_t0, m_keep_c0, m_keep_t1, m_keep_c1))
     # the offset lag (lagscope.lag), which the rules read as 0 where the end is unknown (as
     # prepare_series: Spark's greatest skips a null); null without a commit
     lag, _ = offset_lag(committed, committed_ok, end, end_ok)
@@ -511,29 +481,7 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     prev_rate = np.where(has_prev, shift(rate, first, 0.0), _NAN)
     unseen = np.fmax(np.maximum(dc, 0).astype(np.float64), prev_rate * dt)  # NaN-free: dc where no previous rate
     sat = busy & prev_end_ok & (committed + unseen < prev_end) & busy_before
-    # held back: a saturated interval slower than the rate at which the consumer kept up with the
-    # producers before it (from the first sweep at which its committed offset had reached the log
-    # end of the sweep before to the latest) shows what holds it (a slow downstream), not what it
-    # can do. A consumer released from it catches up faster than any factor of that pace, which
-    # offsets cannot tell from a seek: a capacity shown only by held intervals judges no seek
-    # (docs/analytics.md, "held back"); it still judges a reset after retention passed the
-    # consumer, which the committed offset below the log start proves
-    start = key_starts(key)
-    at_end = ~is_state & has_prev & committed_ok & prev_end_ok & (committed >= prev_end)
-    seen_t = np.where(is_state, m_keep_t1, np.where(at_end, t, _NAN))
-    seen_c = np.where(is_state, m_keep_c1, np.where(at_end, committed.astype(np.float64), _NAN))
-    keep_t0 = ffill_first(np.where(is_state, m_keep_t0, seen_t), key)
-    keep_c0 = ffill_first(np.where(is_state, m_keep_c0, seen_c), key)
-    keep_t1 = ffill_last(seen_t, key, start=start)
-    keep_c1 = ffill_last(seen_c, key, start=start)
-    kept_up_before = shift(_kept_up(keep_t0, keep_c0, keep_t1, keep_c1), first, 0.0)
-    held = sat & (fresh_rate < kept_up_before)
     sat_rate = np.where(sat, fresh_rate, 0.0)
-    free_sat_rate = np.where(held, 0.0, sat_rate)
-    free_seed = np.where(is_state, nan_to(np.where(np.isnan(m_free_sat), m_sat_rate, m_free_sat), -np.inf),
-                         free_sat_rate)
-    free_max = shift(segmented_cummax(free_seed, key), first, -np.inf)
-    free_sat_max_before = np.where(np.isfinite(free_max), free_max, 0.0)
     # the largest saturated rate before the row (a state row's own seed is m_sat_rate): the
     # capacity is trusted once it is positive
     sat_seed = np.where(is_state, nan_to(m_sat_rate, -np.inf), sat_rate)
@@ -574,6 +522,7 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
     owned_mark = mark((is_state, np.where(np.isnan(m_owned_t), np.where(owned, t, -1.0), m_owned_t)),
                       (owned | first, t))
 
+    start = key_starts(key)
     tenure_mark = _tenure_mark(first, start, is_state, t, owner, owned, m_tenure_t, m_tenure_owner,
                                m_tenure_owner_ok)
     takeover = ~is_state & (tenure_mark == np.inf)
@@ -621,8 +570,7 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
         m_sat_rate=m_sat_rate, m_rate=m_rate, m_ret_t=m_ret_t, m_end_t=m_end_t, m_max_committed=m_max_committed,
         m_max_committed_ok=m_max_committed_ok, m_commit_t=m_commit_t, m_alive_t=m_alive_t, m_drop_t=m_drop_t,
         m_owned_t=m_owned_t, m_tenure_t=m_tenure_t, m_change_takeover=m_change_takeover, m_tenure_owner=m_tenure_owner,
-        m_tenure_owner_ok=m_tenure_owner_ok, m_free_sat=m_free_sat, m_keep_t0=m_keep_t0, m_keep_c0=m_keep_c0,
-        m_keep_t1=m_keep_t1, m_keep_c1=m_keep_c1,
+        m_tenure_owner_ok=m_tenure_owner_ok,
         minute=np.floor(t / 60.0).astype(np.int64), prev_t=prev_t, next_t=next_t,
         prev_committed=prev_committed, prev_committed_ok=prev_committed_ok, prev_end=prev_end,
         prev_end_ok=prev_end_ok, prev_lag=prev_lag, prev_lag_ok=prev_lag_ok, prev_log_start=prev_ls,
@@ -633,15 +581,7 @@ def enrich(*, key: I64, is_state: B, t: F64, committed: I64, committed_ok: B, en
         max_rate_before=max_rate_before, prev_rate=prev_rate, max_committed_before=np.where(
             max_committed_before_ok, cmax, 0), max_committed_before_ok=max_committed_before_ok, ret_t=ret_t,
         end_change_t=end_change_t, alive_t=alive_t, end_epoch=end_epoch, end_drop_t=end_drop_t, rebased=rebased,
-        owned_t=owned_t, tenure_t=tenure_t, change_takeover=change_takeover, held=held, free_sat_rate=free_sat_rate,
-        free_sat_max_before=free_sat_max_before, keep_t0=keep_t0, keep_c0=keep_c0,
-        keep_t1=keep_t1, keep_c1=keep_c1, kept_up_before=kept_up_before)
-
-
-def _kept_up(t0: F64, c0: F64, t1: F64, c1: F64) -> F64:
-    """The rate from the first kept-up sweep to the latest (0 without two)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(t1 > t0, (c1 - c0) / (t1 - t0), 0.0)
+        owned_t=owned_t, tenure_t=tenure_t, change_takeover=change_takeover)
 
 
 def tenure_owners(is_state: B, owner: I64, owned: B, m_tenure_owner: I64, m_tenure_owner_ok: B) -> tuple[I64, I64]:

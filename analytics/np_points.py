@@ -204,7 +204,6 @@ class Advances:
     unowned: B        # the partition had no owner at the sweep before it or the one after
     deleted: I64      # of what it passed, the messages retention deleted by the sweep after it
     #                   (below that sweep's log start; not counted by the retention_loss episode)
-    held: B           # its capacity rests on held-back paces only (Series.held): no seek is judged on it
 
     @property
     def n(self) -> int:
@@ -220,16 +219,6 @@ def capacity_through(s: Series) -> F64:
 
     busy = through(s.busy_max_before, s.busy_rate, s.m_max_rate)
     return np.where(through(s.sat_max_before, s.sat_rate, s.m_sat_rate) > 0, busy, 0.0)
-
-
-def held_through(s: Series) -> B:
-    """Whether each row's capacity up to and including its own interval (:func:`capacity_through`)
-    rests on held-back saturated intervals only (:attr:`Series.held`): none slower than the rate
-    the consumer kept up with before it showed it trusted."""
-    carried = np.where(s.is_state, np.where(np.isnan(s.m_free_sat), s.m_sat_rate, s.m_free_sat), np.nan)
-    free = np.fmax(np.fmax(s.free_sat_max_before, s.free_sat_rate), np.nan_to_num(carried, nan=0.0))
-    out: B = (capacity_through(s) > 0) & ~(free > 0)
-    return out
 
 
 def member_capacity_through(s: Series, member_rate: F64, m_member_rate: F64) -> tuple[F64, F64]:
@@ -315,8 +304,7 @@ def advances(s: Series, commits: Commits | None,
     sw = np.flatnonzero(fresh & ((adv > 0) | (deleted > 0)))
     parts = [Advances(key=s.key[sw], t0=s.t[sw] - s.dt[sw], t1=s.t[sw], exact=np.zeros(len(sw), bool),
                       advance=np.maximum(adv[sw], 0), capacity=s.max_rate_before[sw], at_end=at_end[sw],
-                      from_lost=from_lost[sw], unowned=unowned[sw], deleted=deleted[sw],
-                      held=(s.max_rate_before[sw] > 0) & ~(s.free_sat_max_before[sw] > 0))]
+                      from_lost=from_lost[sw], unowned=unowned[sw], deleted=deleted[sw])]
     if commits is not None and commits.n:
         c, cj = jumps if jumps is not None else commit_jumps(s, commits)
         # the last sweep strictly before each commit, the first at or after it
@@ -355,15 +343,13 @@ def advances(s: Series, commits: Commits | None,
         c_del = np.where(after_ok, np.maximum(top - np.maximum(hi, ls_seen), 0), 0)
         c_adv = c.offset - np.maximum(floor0, top)
         cap = np.where(j_ok, capacity_through(s)[jj], 0.0) if s.n else np.zeros(c.n)
-        c_held = (j_ok & held_through(s)[jj]) if s.n else np.zeros(c.n, bool)
         c_end = j_ok & s.end_ok[jj] & (c.offset >= s.end[jj]) if s.n else np.zeros(c.n, bool)
         c_lost = before_ok & ((cj["ls_ok"] & (hi < cj["ls"])) | (c_del > 0))
         c_unowned = (j_ok & ~s.owned[jj]) | (k_ok & ~s.owned[kk]) if s.n else np.zeros(c.n, bool)
         ci = np.flatnonzero(cj["in_step"] & before_ok & ((c_adv > 0) | (c_del > 0)))
         parts.append(Advances(key=c.key[ci], t0=np.where(cj["prev_ok"][ci], cj["prev_t"][ci], np.nan), t1=c.t[ci],
                               exact=np.ones(len(ci), bool), advance=np.maximum(c_adv[ci], 0), capacity=cap[ci],
-                              at_end=c_end[ci], from_lost=c_lost[ci], unowned=c_unowned[ci], deleted=c_del[ci],
-                              held=c_held[ci]))
+                              at_end=c_end[ci], from_lost=c_lost[ci], unowned=c_unowned[ci], deleted=c_del[ci]))
     a = Advances(*(np.concatenate([getattr(p, f) for p in parts]) for f in Advances.__dataclass_fields__))
     with np.errstate(invalid="ignore"):
         unexplained = (a.capacity > 0) & (a.advance > np.floor(a.capacity * (a.t1 - a.t0)))

@@ -33,20 +33,14 @@ def state_rows(s: Series) -> Series:
     ``m_max_committed`` the highest committed offset so far, ``m_alive_t`` the last progress of an
     owner, ``m_drop_t`` the last drop of the end, ``m_owned_t`` the last time it had an owner (null:
     unknown), ``m_tenure_t`` its ``tenure_t``, ``m_change_takeover`` its ``change_takeover`` and
-    ``m_tenure_owner`` the owner of its latest owned row (not ok: none), ``m_free_sat`` the
-    largest saturated rate not held back, ``m_keep_t0/c0`` and ``m_keep_t1/c1`` its first and
-    latest kept-up sweeps (time, committed offset); ``m_commit_t``
-    stays the row's own (the commit stream's marker is the caller's). Returned as state rows
-    (``is_state``); the enriched columns of the result are those of the last rows and are not
-    meant to be read."""
+    ``m_tenure_owner`` the owner of its latest owned row (not ok: none); ``m_commit_t`` stays the row's own (the commit
+    stream's marker is the caller's). Returned as state rows (``is_state``); the enriched columns
+    of the result are those of the last rows and are not meant to be read."""
     _, last = key_bounds(s.key)
     r = s.take(last)
     r.m_change_t = r.change_t
     r.m_pending_t = r.pending_t
     r.m_max_rate = _fmax(r.busy_max_before, r.busy_rate, r.m_max_rate)
-    # a state row written before m_free_sat existed reads its m_sat_rate (as enrich does)
-    r.m_free_sat = _fmax(r.free_sat_max_before, r.free_sat_rate,
-                         np.where(r.is_state & np.isnan(r.m_free_sat), r.m_sat_rate, r.m_free_sat))
     r.m_sat_rate = _fmax(r.sat_max_before, r.sat_rate, r.m_sat_rate)
     r.m_rate = r.rate
     r.m_ret_t = r.ret_t
@@ -62,7 +56,6 @@ def state_rows(s: Series) -> Series:
     r.m_owned_t = r.owned_t
     r.m_tenure_t = r.tenure_t
     r.m_change_takeover = r.change_takeover
-    r.m_keep_t0, r.m_keep_c0, r.m_keep_t1, r.m_keep_c1 = r.keep_t0, r.keep_c0, r.keep_t1, r.keep_c1
     who, acc = tenure_owners(s.is_state, s.owner, s.owned, s.m_tenure_owner, s.m_tenure_owner_ok)
     at = acc[last]
     r.m_tenure_owner_ok = at >= key_starts(s.key)[last]

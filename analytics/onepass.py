@@ -43,7 +43,7 @@ Output (:data:`PASS_OUT`), one row kind per ``_o``:
   ``detail``, ``cause``;
 - :data:`OUT_ADVANCE`: the advances the per-group pass's skip rules judge
   (:func:`lagscope.analytics.np_points.advances`): ``start_t`` (t0), ``end_t`` (t1), ``advance``,
-  ``capacity``, ``exact``, ``at_end``, ``from_lost``, ``unowned``, ``deleted``, ``held``;
+  ``capacity``, ``exact``, ``at_end``, ``from_lost``, ``unowned``, ``deleted``;
 - :data:`OUT_CAPACITY`: each key's demonstrated capacity (``capacity``, messages/s) from each
   row ``t`` where it changed (the running maximum: a state row's carried one first; keys that
   showed none are left out): the skip rules sum a member's or group's partitions as they were
@@ -83,8 +83,7 @@ KIND_BITS = 4
  OUT_CAPACITY) = range(9)
 
 _MARKERS_F = ["m_change_t", "m_pending_t", "m_max_rate", "m_sat_rate", "m_rate", "m_ret_t", "m_end_t", "m_commit_t",
-              "m_alive_t", "m_drop_t", "m_owned_t", "m_tenure_t", "m_change_takeover", "m_free_sat", "m_keep_t0",
-              "m_keep_c0", "m_keep_t1", "m_keep_c1"]
+              "m_alive_t", "m_drop_t", "m_owned_t", "m_tenure_t", "m_change_takeover"]
 _US = pa.timestamp("us", tz="UTC")
 
 #: a carried state row's ``x`` (``m_idle``: the kind and reason of the idle episode open at the
@@ -102,7 +101,7 @@ MINUTE_X = ("produce_rate", "consume_rate", "m_g_start", "m_g_lag0", "m_g_n")
 #: ``x``: up to :data:`X_WIDTH` values of a state row or carried minute (a struct, not a list: a
 #: null list on every sweep row made Spark's conversion to Arrow five times slower; a null
 #: struct costs about what no column does)
-X_WIDTH = 23
+X_WIDTH = 18
 X_TYPE = pa.struct([(f"x{i}", pa.float64()) for i in range(X_WIDTH)])
 
 #: the packed values of ``b`` (little-endian float64, row after row): a Burrow entry, a gap sample
@@ -127,7 +126,7 @@ PASS_OUT = pa.schema([
     ("magnitude", pa.float64()), ("unit", pa.string()), ("detail", pa.string()), ("cause", pa.string()),
     ("advance", pa.int64()), ("capacity", pa.float64()), ("member_capacity", pa.float64()), ("exact", pa.bool_()),
     ("at_end", pa.bool_()),
-    ("from_lost", pa.bool_()), ("unowned", pa.bool_()), ("deleted", pa.int64()), ("held", pa.bool_()),
+    ("from_lost", pa.bool_()), ("unowned", pa.bool_()), ("deleted", pa.int64()),
     ("b", pa.binary()), ("gap_s", pa.float64()), ("produce_rate", pa.float64()), ("consume_rate", pa.float64()),
     ("m_g_start", pa.float64()), ("m_g_lag0", pa.int64()), ("m_g_n", pa.int32()),
 ])
@@ -426,7 +425,7 @@ def pass_table(tbl: pa.Table, params: PassParams) -> pa.Table:
         "start_t": _nan_null(adv.t0), "end_t": pa.array(adv.t1, pa.float64()),
         "advance": pa.array(adv.advance, pa.int64()), "capacity": pa.array(adv.capacity, pa.float64()),
         "exact": pa.array(adv.exact), "at_end": pa.array(adv.at_end), "from_lost": pa.array(adv.from_lost),
-        "unowned": pa.array(adv.unowned), "deleted": pa.array(adv.deleted, pa.int64()), "held": pa.array(adv.held)})
+        "unowned": pa.array(adv.unowned), "deleted": pa.array(adv.deleted, pa.int64())})
     cap = np_points.capacity_through(s)
     mcap, member_run = np_points.member_capacity_through(s, member_rate, carried_member)
     first_row, last_row = key_bounds(s.key)

@@ -31,11 +31,7 @@ sweep interval. Each skip has a ``cause``; the first that holds wins:
    capacity could have processed > ``skip_factor`` × the member's capacity × the request's
    longest interval. A request of one partition is the per-partition verdict; a loss spread thin
    over many partitions counts by its sum. Reported on each partition of the request whose own
-   advance exceeds what its own capacity could have processed, once. Never on a partition whose
-   capacity only *held-back* intervals trusted (``held``: saturated, but slower than the rate the
-   consumer had kept up with before, :attr:`lagscope.analytics.kseries.Series.held`): a slow
-   downstream set that pace, and the consumer released from it catches up faster than any factor
-   of it, which offsets cannot tell from a seek.
+   advance exceeds what its own capacity could have processed, once.
 
 *Demonstrated capacity* (:attr:`lagscope.analytics.kseries.Series.max_rate_before`, per
 partition): the largest rate over sweep intervals with a backlog at both ends, once the partition
@@ -125,7 +121,7 @@ _B = npt.NDArray[np.bool_]
 
 #: the per-partition pass's advance rows the rules read
 ADVANCE_COLUMNS = ("cluster", "group_id", "topic", "partition", "start_t", "end_t", "advance", "capacity", "exact",
-                   "at_end", "from_lost", "unowned", "deleted", "held")
+                   "at_end", "from_lost", "unowned", "deleted")
 
 _DETAIL = {
     "seek": "committed offset jumped to the end past {} messages that were never processed (seek)",
@@ -477,8 +473,6 @@ def skip_rows(adv: pa.Table, members: Membership, capacities: pa.Table | None, m
     t0, t1, a, cap = col("start_t"), col("end_t"), col("advance"), col("capacity")
     exact, at_end, lost, unowned = col("exact"), col("at_end"), col("from_lost"), col("unowned")
     deleted = col("deleted")
-    # a capacity shown only by paces a slow downstream held the consumer to judges no seek
-    held = col("held") if "held" in adv.column_names else np.zeros(adv.num_rows, bool)
     g = _gkeys(adv)
     n = adv.num_rows
     span = t1 - t0
@@ -499,7 +493,7 @@ def skip_rows(adv: pa.Table, members: Membership, capacities: pa.Table | None, m
     # 2. out of range (retention) reset to the latest offset
     oor = ~admin & lost & (g_cap > 0) & too_far
     # 3. seek: per partition, then per commit request of the group
-    cand = ~admin & ~oor & at_end & known & ~held
+    cand = ~admin & ~oor & at_end & known
     seek = np.zeros(n, bool)
     share_of = np.full(n, np.nan)
     # the evidence each verdict rests on, for its detail: what the request (an out-of-range

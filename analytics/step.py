@@ -721,7 +721,7 @@ def run_step(inputs: StepInputs, *, settings: AnalyticsConfig, as_of: dt.datetim
     anomaly_in = part.get(onepass.OUT_ANOMALY, [*KEY, "kind", "start_t", "end_t", "severity", "magnitude", "unit",
                                                 "detail", "cause"])
     advances = part.get(onepass.OUT_ADVANCE, [*KEY, "start_t", "end_t", "advance", "capacity", "exact", "at_end",
-                                              "from_lost", "unowned", "deleted", "held"])
+                                              "from_lost", "unowned", "deleted"])
     capacities = part.get(onepass.OUT_CAPACITY, [*KEY, "t", "capacity", "member_capacity"])
     found = anomalies(anomaly_in, as_of)
     grouped = groups.group_pass(groups.GroupInputs(

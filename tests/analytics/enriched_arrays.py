@@ -156,7 +156,7 @@ def series_arrays(enriched: DataFrame) -> tuple[Series, list[tuple[Any, ...]]]:
             ok = v.notna().to_numpy()
             cols[name] = np.where(ok, v.fillna(0).astype("int64").to_numpy(), 0)
             cols[f"{name}_ok"] = ok
-        elif name in ("is_state", "lost", "changed", "rebased", "starved", "held"):
+        elif name in ("is_state", "lost", "changed", "rebased", "starved"):
             cols[name] = pdf[name].fillna(False).astype(bool).to_numpy()
         elif name == "end_epoch":
             cols[name] = pdf[name].astype("int64").to_numpy()

@@ -611,10 +611,6 @@ def state_rows(enriched: DataFrame) -> DataFrame:
         F.col("tenure_t").alias("m_tenure_t"),
         F.col("change_takeover").alias("m_change_takeover"),
         F.col("tenure_owner").alias("m_tenure_owner"),
-        F.greatest(F.col("free_sat_max_before"), F.col("free_sat_rate"),
-                   F.coalesce(F.col("m_free_sat"), F.col("m_sat_rate"))).alias("m_free_sat"),
-        F.col("keep_t0").alias("m_keep_t0"), F.col("keep_c0").alias("m_keep_c0"),
-        F.col("keep_t1").alias("m_keep_t1"), F.col("keep_c1").alias("m_keep_c1"),
         F.lit(True).alias("is_state"),
     )
 

@@ -53,11 +53,6 @@ STATE_MARKERS: dict[str, T.DataType] = {
     "m_tenure_t": T.DoubleType(),   # the row's tenure_t (null: unknown, a state written before it)
     "m_change_takeover": T.DoubleType(),  # the row's change_takeover (null: 0)
     "m_tenure_owner": T.StringType(),  # the owner of the key's latest owned row up to the state row
-    "m_free_sat": T.DoubleType(),   # largest saturated rate not held back so far (null: read m_sat_rate)
-    "m_keep_t0": T.DoubleType(),    # the first sweep at which the committed offset had reached the end of the
-    "m_keep_c0": T.DoubleType(),    # sweep before (kept up): its time and committed offset (null: none yet)
-    "m_keep_t1": T.DoubleType(),    # the latest such sweep
-    "m_keep_c1": T.DoubleType(),
 }
 
 
@@ -306,27 +301,8 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
         F.coalesce(busy & (F.col("rate") > 0), F.lit(False)))
     df = df.withColumn("_busy_before", F.coalesce(F.max(pos_busy.cast("int")).over(before), F.lit(0)) > 0)
     unseen = F.greatest(F.col("dc"), F.lit(0), F.lag("rate").over(w) * F.col("dt"))  # a commit's worth of progress
-    # kept up: the committed offset reached the end of the sweep before; the first and latest such
-    # sweep up to the row (a state row: its carried markers), and the rate between them before it
-    at_end = ~F.col("is_state") & F.coalesce(F.col("committed") >= F.col("prev_end"), F.lit(False))
-    seen_t = F.when(F.col("is_state"), F.col("m_keep_t1")).when(at_end, F.col("t"))
-    seen_c = F.when(F.col("is_state"), F.col("m_keep_c1")).when(at_end, F.col("committed").cast("double"))
-    first_t = F.when(F.col("is_state"), F.col("m_keep_t0")).otherwise(seen_t)
-    first_c = F.when(F.col("is_state"), F.col("m_keep_c0")).otherwise(seen_c)
-    df = df.withColumns({
-        "keep_t0": F.first(first_t, ignorenulls=True).over(upto),
-        "keep_c0": F.first(first_c, ignorenulls=True).over(upto),
-        "keep_t1": F.last(seen_t, ignorenulls=True).over(upto),
-        "keep_c1": F.last(seen_c, ignorenulls=True).over(upto),
-    })
-    kept = F.when(F.col("keep_t1") > F.col("keep_t0"), (F.col("keep_c1") - F.col("keep_c0")) / (
-        F.col("keep_t1") - F.col("keep_t0"))).otherwise(F.lit(0.0))
-    df = df.withColumn("kept_up_before", F.coalesce(F.lag(kept).over(w), F.lit(0.0)))
     sat = busy & (F.col("committed") + unseen < F.col("prev_end")) & F.col("_busy_before")
-    # held back: slower than the rate it kept up with before (no seek is judged on such a pace)
-    df = df.withColumns({"sat_rate": F.when(sat, F.col("rate")).otherwise(F.lit(0.0)),
-                         "held": F.coalesce(sat & (F.col("rate") < F.col("kept_up_before")), F.lit(False))})
-    df = df.withColumn("free_sat_rate", F.when(F.col("held"), F.lit(0.0)).otherwise(F.col("sat_rate")))
+    df = df.withColumn("sat_rate", F.when(sat, F.col("rate")).otherwise(F.lit(0.0)))
     df = df.withColumn("_trusted", F.coalesce(F.max(F.when(F.col("is_state"), F.col("m_sat_rate")).otherwise(
         F.col("sat_rate"))).over(before), F.lit(0.0)) > 0)
     produced = F.when(~F.col("_trusted") & (F.col("dt") > 0) & (F.col("de") > 0), F.col("de") / F.col("dt")).otherwise(
@@ -337,9 +313,7 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
                         jump_factor, produced)
     df = df.withColumns({
         "_rate_seed": F.when(F.col("is_state"), F.col("m_max_rate")).otherwise(F.col("busy_rate")),
-        "_sat_seed": F.when(F.col("is_state"), F.col("m_sat_rate")).otherwise(F.col("sat_rate")),
-        "_free_seed": F.when(F.col("is_state"), F.coalesce(F.col("m_free_sat"), F.col("m_sat_rate"))).otherwise(
-            F.col("free_sat_rate"))})
+        "_sat_seed": F.when(F.col("is_state"), F.col("m_sat_rate")).otherwise(F.col("sat_rate"))})
     df = df.withColumns({
         "change_t": F.last("_change_mark", ignorenulls=True).over(upto),
         "change_takeover": F.last("_change_tk_mark", ignorenulls=True).over(upto),
@@ -353,7 +327,6 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
         "_owned": F.last("_owned_mark", ignorenulls=True).over(upto),
         "busy_max_before": F.coalesce(F.max("_rate_seed").over(before), F.lit(0.0)),
         "sat_max_before": F.coalesce(F.max("_sat_seed").over(before), F.lit(0.0)),
-        "free_sat_max_before": F.coalesce(F.max("_free_seed").over(before), F.lit(0.0)),
         "prev_rate": F.lag("rate").over(w),
         "max_committed_before": F.max("_committed_seed").over(before),
         "end_epoch": F.sum(F.when(F.col("de") < 0, 1).otherwise(0)).over(upto),
@@ -364,8 +337,7 @@ def enrich_series(series: DataFrame, state: DataFrame | None = None, jump_factor
         "owned_t": F.when(F.col("_owned") >= 0, F.col("_owned")),
         "rebased": F.coalesce(F.col("end_drop_t") > F.col("prev_change_t"), F.lit(False)),
         "max_rate_before": F.when(F.col("sat_max_before") > 0, F.col("busy_max_before")).otherwise(F.lit(0.0)),
-    }).drop("_busy_before", "_trusted", "_pending", "_rate_seed", "_sat_seed", "_free_seed", "_ret", "_prev_lost",
-            "_committed_seed",
+    }).drop("_busy_before", "_trusted", "_pending", "_rate_seed", "_sat_seed", "_ret", "_prev_lost", "_committed_seed",
             "_change_mark", "_change_tk_mark", "_takeover", "_prev_who", "_after", "_tenure_mark", "_pending_mark",
             "_ret_mark", "_end_mark", "_alive_mark", "_drop_mark", "_owned_mark", "_owned")
     return df.withColumn(

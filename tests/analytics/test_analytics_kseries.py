@@ -18,8 +18,7 @@ _INPUTS = ["key", "is_state", "t", "committed", "committed_ok", "end", "end_ok",
            "lso", "lso_ok", "owner", "owned", "rec_t", "starved", "m_change_t", "m_pending_t", "m_max_rate",
            "m_sat_rate", "m_rate",
            "m_ret_t", "m_end_t", "m_max_committed", "m_max_committed_ok", "m_commit_t", "m_alive_t", "m_drop_t",
-           "m_owned_t", "m_tenure_t", "m_change_takeover", "m_tenure_owner", "m_tenure_owner_ok", "m_free_sat",
-           "m_keep_t0", "m_keep_c0", "m_keep_t1", "m_keep_c1"]
+           "m_owned_t", "m_tenure_t", "m_change_takeover", "m_tenure_owner", "m_tenure_owner_ok"]
 
 
 def _assert_same(got: Series, want: Series) -> None:
@@ -43,10 +42,6 @@ def test_enrich_matches_spark(spark: SparkSession, seed: int) -> None:
     want, _ = series_arrays(steps.enriched)
     got = enrich(**{name: getattr(want, name) for name in _INPUTS})
     _assert_same(got, want)
-    # the rate kept up with is known on both sides of the split (carried by the state rows)
-    assert (want.kept_up_before[~want.is_state] > 0).sum() >= 5
-    assert (want.m_keep_t1[want.is_state] > 0).any()
-    assert want.held.any()  # some saturated interval slower than the rate kept up with before it
 
 
 @pytest.mark.parametrize("seed", [11, 12, 13])

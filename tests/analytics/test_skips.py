@@ -307,14 +307,14 @@ def _bursts_after_a_slow_phase(sweep_s: float, bursts: list[tuple[float, int]], 
                   int(165 / sweep_s) + 1)
 
 
+@pytest.mark.xfail(strict=True, reason="open (docs/analytics.md): the pace trusted is the one a slow downstream "
+                                       "held the consumer to, and its drain of a later burst is faster than 5 × it")
 def test_a_burst_drained_after_a_slow_phase_is_no_skip() -> None:
     # a review's case (2026-12-01): sweeps every 15 s, a commit every second. A burst of 2,000 at
     # t=21 is drained at 1,000/s (averaged over its 15-s sweep interval: 143/s); from t=40 to 100
-    # a slow downstream holds the consumer to 5/s; a second burst of 2,000 at t=131 is drained at
-    # 1,000/s again, 900-1,000 a commit. Trusting the held 5/s (the capacity, 143/s, then trusted)
-    # made them two critical seeks (777 and 857), each more than 5 × 143/s × 1 s past the end of
-    # the last sweep; the consumer had kept up with more than 5/s before, so that pace is held back
-    # and proves nothing (2026-12-04)
+    # a slow downstream holds the consumer to 5/s (saturated: the capacity, 143/s, is trusted); a
+    # second burst of 2,000 at t=131 is drained at 1,000/s again, 900-1,000 a commit, each more
+    # than 5 × 143/s × 1 s past the end of the last sweep: two critical seeks (777 and 857)
     sweeps, cs = _bursts_after_a_slow_phase(15.0, [(21.0, 2000), (131.0, 2000)])
     times = [t for t, _, _ in sweeps]
     assert _brief(_step(offsets_rows(sweeps), _stable(times, [0]), _commits("g", 0, cs))) == []
@@ -347,29 +347,30 @@ def test_a_catch_up_after_a_slow_phase_by_a_consumer_committing_once_a_sweep_is_
 
 
 @pytest.mark.parametrize("sweep_s", [5.0, 15.0])
-def test_a_seek_over_a_burst_by_a_consumer_only_ever_held_back_is_not_provable(sweep_s: float) -> None:
-    # the cost of not trusting a held pace (2026-12-04): the same consumer, caught up, seeks to the
-    # end half a second after a burst of 20,000 arrived (its commit at 131.9 passes it all). The only
-    # pace it ever showed was the 5/s a slow downstream held it to, slower than the 10/s it kept up
-    # with before: what it can do was never shown, as for a caught-up consumer, and a consumer that
-    # does 20,000/s takes the burst in that second. Not provable from offsets, so not reported (it
-    # was, as a critical seek, while the held pace was trusted). The same seek by a consumer that
-    # showed its pace draining a backlog is found (the test below)
+def test_a_seek_over_a_burst_by_a_consumer_caught_up_before_it_is_found(sweep_s: float) -> None:
+    # the loss a rule "judge a commit only from behind" (tried 2026-12-01, not adopted) silenced:
+    # the same consumer, caught up, seeks to the end half a second after a burst of 20,000 arrived
+    # (its commit at 131.9 passes it all). What it jumped over arrived after the last sweep, as a
+    # burst it took would have, but its pace (the 5/s it was held to, the 10/s it kept up with)
+    # could not have read 20,000 in a second: a critical seek of the burst (20,010 less the 10 that
+    # pace reads in the second since the commit before), at any sweep interval
     sweeps, cs = _bursts_after_a_slow_phase(sweep_s, [(131.0, 20_000)], seek_at=131.5)
     times = [t for t, _, _ in sweeps]
     got = _brief(_step(offsets_rows(sweeps), _stable(times, [0]), _commits("g", 0, cs)))
-    assert [f for f in got if f[0] == "skip"] == []
+    seeks = [f for f in got if f[3] > 101]
+    assert [(*f[:4], f[5]) for f in seeks] == [("skip", "seek", 0, 131.9, "critical")]
+    assert seeks[0][4] >= 19_000
 
 
 @pytest.mark.parametrize("stream", [True, False])
-def test_an_out_of_range_reset_of_a_held_back_consumer_is_still_judged(stream: bool) -> None:
-    # the consumer that kept up with 10/s is held to 5/s from t=40 (held back: no seek is judged on
-    # that pace); retention passes its committed offset at t=120 (the log start 100 above it) and
-    # at 122.45 its client resets to the latest offset. The committed offset below the log start
-    # proves it had not read what was deleted, and the reset's advance from the log start (about
-    # 325 in a second or less) is beyond 5 × the group's capacity: an out-of-range reset, as before
-    # held paces were told apart (a member sharing its time over partitions shows held-looking
-    # paces per partition: the skip matrix's out-of-range resets rest on them)
+def test_an_out_of_range_reset_of_a_held_back_consumer_is_judged(stream: bool) -> None:
+    # the consumer that kept up with 10/s is held to 5/s from t=40 by a slow downstream; retention
+    # passes its committed offset at t=120 (the log start 100 above it) and at 122.45 its client
+    # resets to the latest offset. The committed offset below the log start proves it had not read
+    # what was deleted, and the reset's advance from the log start (about 325 in a second or less)
+    # is beyond 5 × the group's capacity: an out-of-range reset. A rule that sets a held-back pace
+    # aside (tried 2026-12-04, docs/analytics.md) must keep this: out-of-range resets rest on the
+    # log start, and a member sharing its time over partitions shows held-looking paces on each
     def end(t: float) -> int:
         return 1000 + int(10 * t + 1e-9)
 
@@ -440,18 +441,19 @@ def test_a_seek_s_detail_gives_the_numbers_it_was_judged_on(stream: bool) -> Non
     assert abs(advance - seeks[0]["magnitude"] - pace * span) <= 0.05 * span + 1
 
 
+@pytest.mark.xfail(strict=True, reason="open (docs/analytics.md, 'held back'): the pace trusted is the one a slow "
+                                       "downstream held the consumer to, and its catch-up is faster than 5 × it")
 @pytest.mark.parametrize(("sweep_s", "commit_s", "slow_until"),
                          [(5.0, 1.0, 70.0), (5.0, 1.0, 100.0), (5.0, 5.0, 100.0), (15.0, 1.0, 100.0),
                           (15.0, 5.0, 100.0)])
 def test_a_catch_up_after_a_slow_downstream_phase_is_no_skip(sweep_s: float, commit_s: float,
                                                              slow_until: float) -> None:
     # a consumer that keeps up with the producers' 10/s is held to 5/s by a slow downstream from
-    # t=40 (its backlog grows: saturated), then released: it catches up the 150-300 it fell behind
-    # within a second. With 5/s trusted that was a critical seek of 150 or 300 in each of these
-    # settings (with the commit stream; at 5-s sweeps and t=100 from sweeps alone too). A
-    # saturated pace slower than the rate it kept up with before is held back: no capacity
-    # (2026-12-04; trusting no saturated pace slower than any busy rate kept before it, tried the
-    # same day, lost most of the skip matrix's seeks: docs/analytics.md)
+    # t=40 (its backlog grows: saturated, so 5/s is trusted), then released: it catches up the
+    # 150-300 it fell behind within a second, a critical seek of 150 or 300 in each of these
+    # settings (with the commit stream; at 5-s sweeps and t=100 from sweeps alone too). Not
+    # trusting a saturated pace slower than one kept before it (tried 2026-12-04) passes every
+    # case, and loses most of the skip matrix's seeks (docs/analytics.md)
     sweeps, cs = _bursts_after_a_slow_phase(sweep_s, [], slow_until=slow_until, commit_s=commit_s)
     times = [t for t, _, _ in sweeps]
     assert _step(offsets_rows(sweeps), _stable(times, [0]), _commits("g", 0, cs)) == []
@@ -1364,29 +1366,6 @@ def test_a_slow_start_is_judged_the_same_across_steps() -> None:
     for split in (t + 5.0 for t, _, _ in rows):
         assert _skips_in_steps(offsets, members, [split]) == one, split
     assert _skips_in_steps(offsets, members, [t + 5.0 for t, _, _ in rows]) == one
-
-
-def test_a_held_pace_is_judged_the_same_across_steps() -> None:
-    # the catch-up after a slow phase from sweeps alone (5-s sweeps): the rate it kept up with
-    # before the slow phase (the state's m_keep_* markers) makes the slow pace held back in every
-    # step, however the steps are cut; a state without those markers (written before them) trusts
-    # the slow pace again and reads the catch-up as a seek
-    sweeps, _ = _bursts_after_a_slow_phase(5.0, [], slow_until=100.0, commit_s=1.0)
-    offsets, members = offsets_rows(sweeps), _stable([t for t, _, _ in sweeps], [0])
-    assert _skips_in_steps(offsets, members, []) == []
-    for split in (45.0, 62.5, 95.0):
-        assert _skips_in_steps(offsets, members, [split]) == [], split
-    assert _skips_in_steps(offsets, members, [t + 2.5 for t, _, _ in sweeps]) == []
-    first = run_step(StepInputs(offsets=_lake("offsets", [r for r in offsets if r["sweep_ts"] < at(62.5)]),
-                                members=_lake("members", [r for r in members if r["sweep_ts"] < at(62.5)]),
-                                commits=None, group_events=None, state={}), settings=SETTINGS, as_of=at(62.5))
-    keep = [c for c in first.state["series"].column_names if c.startswith("m_keep_") or c == "m_free_sat"]
-    assert len(keep) == 5
-    old = {**first.state, "series": first.state["series"].drop_columns(keep)}
-    rest = run_step(StepInputs(offsets=_lake("offsets", [r for r in offsets if r["sweep_ts"] >= at(62.5)]),
-                               members=_lake("members", [r for r in members if r["sweep_ts"] >= at(62.5)]),
-                               commits=None, group_events=None, state=old), settings=SETTINGS, as_of=at(1000))
-    assert [r["cause"] for r in rest.tables["anomalies"].to_pylist() if r["kind"] == "skip"] == ["seek"]
 
 
 def test_a_step_where_no_partition_showed_capacity_judges_out_of_range_advances_on_none() -> None:
