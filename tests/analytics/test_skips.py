@@ -389,6 +389,67 @@ def test_an_out_of_range_reset_of_a_held_back_consumer_is_judged(stream: bool) -
     assert got[1][4] > 250
 
 
+def _overloaded_after_a_takeover(capacity: float, seek_at: float, sweep_s: float, commit_s: float
+                                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Four partitions written at 10/s each; m1 reads partitions 0-1 and m2 2-3, each keeping up.
+    At t=60 m2 leaves and m1 (``capacity`` messages/s in all, its time shared evenly over the
+    partitions with a backlog) takes all four and falls behind; at ``seek_at`` it seeks to the end
+    of all four. A commit every ``commit_s`` (0.1 s before it), a sweep every ``sweep_s``.
+    (offsets, members, commits)."""
+    def end(t: float) -> int:
+        return 1000 + int(10 * t + 1e-9)
+
+    pos = dict.fromkeys(range(4), 999.0)
+    history: dict[int, dict[int, int]] = {}
+    for i in range(round(200.1 * 100)):
+        t = -0.1 + i * 0.01
+        owned = {"m1": [0, 1], "m2": [2, 3]} if t < 60 else {"m1": [0, 1, 2, 3]}
+        for parts in owned.values():
+            budget = capacity * 0.01
+            behind = [p for p in parts if pos[p] < end(t)]
+            while budget > 1e-12 and behind:  # shared evenly; what a caught-up partition leaves goes to the rest
+                each = budget / len(behind)
+                for p in list(behind):
+                    take = min(each, end(t) - pos[p])
+                    pos[p] += take
+                    budget -= take
+                    if pos[p] >= end(t) - 1e-9:
+                        behind.remove(p)
+                if all(end(t) - pos[p] > each for p in behind):
+                    break
+        if abs(t - seek_at) < 0.005:
+            pos = {p: float(end(t)) for p in pos}
+        history[i] = {p: int(pos[p] + 1e-9) for p in pos}
+    cs = {p: [(u, history[round((u + 0.1) * 100)][p]) for u in (k * commit_s - 0.1 for k in range(int(200 / commit_s)))]
+          for p in range(4)}
+    times = [k * sweep_s for k in range(int(195 / sweep_s) + 1)]
+
+    def owner(p: int, t: float) -> str:
+        return "m1" if t >= 60 or p < 2 else "m2"
+
+    offsets = [r for p in range(4) for r in offsets_rows(
+        [(t, max(o for u, o in cs[p] if u <= t), end(t), 0, owner(p, t)) for t in times], partition=p)]
+    members = members_rows([(t, "Stable", 1, [("m1", None, [0, 1]), ("m2", None, [2, 3])]) if t < 60
+                            else (t, "Stable", 2, [("m1", None, [0, 1, 2, 3])]) for t in times])
+    commits = [r for p in range(4) for r in _commits("g", p, cs[p], seq0=10_000 * p)]
+    return offsets, members, commits
+
+
+@pytest.mark.parametrize(("commit_s", "stream"), [(1.0, True), (1.0, False), (5.0, True), (5.0, False)])
+def test_a_seek_by_a_member_overloaded_after_a_takeover_is_found(commit_s: float, stream: bool) -> None:
+    # a review's case (2026-12-04): m1 takes over m2's partitions and reads all four at 30/s in all
+    # (7.5/s each, below the 10/s each partition kept up with before: its owner has more to do, not
+    # a slow downstream), falls behind, and at t=150.5 seeks to the end of all four, about 227 on
+    # each beyond what its pace reads in the interval (from sweeps alone: in the interval from 150).
+    # Found on every partition; a rule that set aside a saturated pace slower than the partition's
+    # kept-up rate (tried 2026-12-04) lost it
+    offsets, members, commits = _overloaded_after_a_takeover(30.0, 150.5, 5.0, commit_s)
+    got = _brief(_step(offsets, members, commits if stream else None))
+    seeks = [f for f in got if f[0] == "skip"]
+    assert sorted(f[2] for f in seeks) == [0, 1, 2, 3]
+    assert all(f[1] == "seek" and 150.0 <= f[3] <= 156.0 and f[4] > 150 and f[5] == "critical" for f in seeks)
+
+
 def _drained_then_seeks_over_a_burst(sweep_s: float) -> tuple[list[tuple[float, int, int]], list[tuple[float, int]]]:
     """Producers at 10/s; a consumer that does 20/s drains a backlog of 1,200 (saturated at its
     own pace), is caught up from about t=120, and from t=131.5 seeks to the end, half a second
