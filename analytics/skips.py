@@ -562,7 +562,7 @@ class _Evidence:
                else f"between two sweeps {span} s apart")
         whose = "its member" if cause == "seek" else "the group"
         said = (f": advanced {java_fixed(float(self.a[i]), 0)} messages{over} {how}, more than "
-                f"{java_fixed(self.skip_factor, 0)} × the {java_fixed(float(self.cap[i]), 1)} messages/s "
+                f"{self.skip_factor:g} × the {java_fixed(float(self.cap[i]), 1)} messages/s "
                 f"{whose} showed it can process")
         if cause == "seek":
             # offsets cannot tell the one case apart (docs/analytics.md, skip): say which it would be

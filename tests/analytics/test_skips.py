@@ -375,13 +375,9 @@ def test_an_out_of_range_reset_of_a_held_back_consumer_is_judged(stream: bool) -
         return 1000 + int(10 * t + 1e-9)
 
     position = _consumed(end, lambda t: 5.0 if t >= 40 else 1000.0, 999, 171.0, lambda t: abs(t - 122.45) < 0.005)
-    cs = [(u, position[round((u + 0.1) * 100)]) for u in (k - 0.1 for k in range(166))]
-
-    def committed(t: float) -> int:
-        return max(o for u, o in cs if u <= t)
-
+    swept, cs = _swept(end, position, [k - 0.1 for k in range(166)], 5.0, 34)
     log_start = position[round(120.1 * 100)] + 100
-    sweeps = [(k * 5.0, committed(k * 5.0), end(k * 5.0), log_start if k * 5.0 >= 120 else 0) for k in range(34)]
+    sweeps = [(t, c, e, log_start if t >= 120 else 0) for t, c, e in swept]
     times = [t for t, *_ in sweeps]
     got = _brief(_step(offsets_rows(sweeps), _stable(times, [0]), _commits("g", 0, cs) if stream else None))
     assert [f[:4] for f in got] == [("retention_loss", "retention", 0, 120.0),
